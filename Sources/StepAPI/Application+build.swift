@@ -1,0 +1,158 @@
+import AsyncHTTPClient
+import Foundation
+import Hummingbird
+import Logging
+import ServiceLifecycle
+import StepCore
+import StepStore
+
+/// What the application takes from outside besides configuration: the clock, where logs go, and
+/// optionally an already opened store (tests share one across instances).
+package struct AppDependencies: Sendable {
+    package var clock: @Sendable () -> Date = { Date() }
+    package var logSink: LogSink = .standardOutput
+    package var antiCheatSink: LogSink?
+    package var store: Store?
+    package var httpClient: HTTPClient = .shared
+
+    package init() {}
+}
+
+/// A built application plus the parts tests and commands look at.
+package struct StepLedgerApp: Sendable {
+    package let application: Application<RouterResponder<AppRequestContext>>
+    package let store: Store
+    package let routes: RouteCatalog
+    package let metrics: ServiceMetrics
+}
+
+/// Builds the whole service. `stepd serve` and the tests both call this.
+package func buildApplication(
+    configuration: AppConfiguration, dependencies: AppDependencies = AppDependencies()
+) async throws -> StepLedgerApp {
+    try configuration.validateForMode()
+    var logger = Logger(label: "stepledger") {
+        JSONLogHandler(label: $0, sink: dependencies.logSink, level: configuration.telemetry.logLevel)
+    }
+    logger.logLevel = configuration.telemetry.logLevel
+    let antiCheatSink = try dependencies.antiCheatSink ?? LogSink.named(configuration.telemetry.antiCheatSink)
+    let antiCheat = Logger(label: "stepledger.anticheat") {
+        JSONLogHandler(label: $0, sink: antiCheatSink, level: .info)
+    }
+
+    let store: Store
+    if let provided = dependencies.store {
+        store = provided
+    } else {
+        store = try await StoreFactory.open(
+            url: configuration.databaseURL, logger: logger, migrate: configuration.mode == .testPhase)
+    }
+    if try await !Migrator(database: store.database).pending().isEmpty {
+        throw StoreError.schemaBehind("the database schema is behind this build; run `stepd migrate` first")
+    }
+
+    let developmentSecret: [UInt8]? =
+        switch configuration.mode {
+        case .production: nil
+        case .testPhase:
+            try configuration.jwt.developmentSecret
+                ?? DevelopmentKey.loadOrCreate(path: configuration.resolvedDevelopmentKeyFile)
+        }
+    let keyRing = SessionKeyRing(
+        source: configuration.jwt.jwks, developmentSecret: developmentSecret, httpClient: dependencies.httpClient,
+        logger: logger)
+    try await keyRing.load()
+    var algorithms: Set<String> = ["ES256", "RS256", "EdDSA"]
+    if developmentSecret != nil { algorithms.insert("HS256") }
+    let verifier = SessionTokenVerifier(
+        settings: .init(
+            issuer: configuration.jwt.issuer, audience: configuration.jwt.audience,
+            leewaySeconds: configuration.jwt.leewaySeconds, allowedAlgorithms: algorithms),
+        keyRing: keyRing)
+    let authenticator = Authenticator(verifier: verifier, clock: dependencies.clock)
+    let metrics = ServiceMetrics()
+
+    let router = Router(context: AppRequestContext.self)
+    router.add(middleware: RequestLogMiddleware(logger: logger, metrics: metrics))
+    var catalog = RouteCatalog()
+    let whitelist = configuration.limits.sourceBundleWhitelist
+    IngestController(
+        authenticator: authenticator,
+        rateLimiter: RateLimiter(store: store),
+        policy: RateLimitPolicy(
+            bucket: "ingest", limit: configuration.rateLimits.ingestPerWindow,
+            windowSeconds: configuration.rateLimits.windowSeconds),
+        service: IngestService(
+            store: store,
+            settings: .init(
+                mode: configuration.mode, limits: configuration.limits, defaultRegionId: configuration.defaultRegionId,
+                reconcileDelaySeconds: configuration.reconcileDelaySeconds),
+            whitelist: { whitelist }),
+        store: store,
+        maxBodyBytes: configuration.http.maxBodyBytes,
+        idempotencyLeaseSeconds: configuration.idempotencyLeaseSeconds,
+        clock: dependencies.clock,
+        metrics: metrics,
+        antiCheat: antiCheat,
+        logger: logger
+    ).register(in: router, catalog: &catalog)
+    OpsController(store: store, metrics: metrics).register(in: router, catalog: &catalog)
+
+    var retention = RetentionPolicy()
+    retention.attestationLogSeconds = configuration.attestationLogRetentionDays * 86_400
+    retention.idempotencyKeySeconds = configuration.idempotencyRetentionDays * 86_400
+    let application = Application(
+        router: router,
+        configuration: .init(
+            address: .hostname(configuration.http.host, port: configuration.http.port), serverName: "StepLedger"),
+        services: [
+            StoreService(store: store, ownsStore: dependencies.store == nil),
+            PruneService(
+                store: store, retention: retention, interval: configuration.pruneIntervalSeconds,
+                clock: dependencies.clock, logger: logger),
+        ],
+        logger: logger
+    )
+    return StepLedgerApp(application: application, store: store, routes: catalog, metrics: metrics)
+}
+
+/// Closes the store after the server has stopped (services stop in reverse order).
+struct StoreService: Service {
+    let store: Store
+    let ownsStore: Bool
+
+    func run() async throws {
+        try? await gracefulShutdown()
+        if ownsStore { try await store.database.close() }
+    }
+}
+
+/// Prunes expired rows periodically, off the request path.
+struct PruneService: Service {
+    let store: Store
+    let retention: RetentionPolicy
+    let interval: Double
+    let clock: @Sendable () -> Date
+    let logger: Logger
+
+    func run() async throws {
+        await cancelWhenGracefulShutdown {
+            while !Task.isCancelled {
+                do {
+                    let report = try await store.transaction { [retention, clock] tx in
+                        try await tx.prune(now: clock(), retention: retention)
+                    }
+                    logger.debug(
+                        "pruned",
+                        metadata: [
+                            "attestationLogs": "\(report.attestationLogs)",
+                            "idempotencyKeys": "\(report.idempotencyKeys)",
+                        ])
+                } catch {
+                    logger.warning("prune failed", metadata: ["error": "\(type(of: error))"])
+                }
+                try? await Task.sleep(for: .seconds(interval))
+            }
+        }
+    }
+}

@@ -1,0 +1,114 @@
+import Foundation
+import JWTKit
+
+/// Why a session token was refused. The HTTP layer shows only a generic 401; logs get the reason.
+package enum SessionTokenError: Error, Hashable, Sendable {
+    case missing
+    case malformed
+    case unsupportedAlgorithm(String)
+    case unknownKey
+    case algorithmMismatch
+    case badSignature
+    case expired
+    case notYetValid
+    case wrongIssuer
+    case wrongAudience
+    case invalidSubject
+    case keysUnavailable
+}
+
+/// The verified identity behind a request.
+package struct SessionPrincipal: Sendable, Hashable {
+    package var walkerId: String
+    package var tokenId: String?
+}
+
+/// The claims StepLedger reads from a session JWT. Checked by `SessionTokenVerifier`, not by jwt-kit, so the
+/// clock and leeway are injectable.
+struct SessionClaims: JWTPayload {
+    var sub: String?
+    var iss: String?
+    var aud: AudienceClaim?
+    var exp: Double?
+    var nbf: Double?
+    var iat: Double?
+    var jti: String?
+
+    func verify(using algorithm: some JWTAlgorithm) async throws {}
+}
+
+/// One verification key and the algorithm it is bound to.
+struct SessionKey: Sendable {
+    var kid: String?
+    var algorithm: String
+    var collection: JWTKeyCollection
+}
+
+/// Verifies session JWTs: algorithm allow-list, key bound to its algorithm, signature, then `iss`, `aud`,
+/// `exp`, `nbf` and `sub` against an injected clock.
+package struct SessionTokenVerifier: Sendable {
+    package struct Settings: Sendable {
+        package var issuer: String
+        package var audience: String
+        package var leewaySeconds: Double
+        /// Algorithms accepted at all; HS256 only when a development key is configured.
+        package var allowedAlgorithms: Set<String>
+    }
+
+    let settings: Settings
+    let keyRing: SessionKeyRing
+
+    init(settings: Settings, keyRing: SessionKeyRing) {
+        self.settings = settings
+        self.keyRing = keyRing
+    }
+
+    package func verify(_ token: String, now: Date) async throws(SessionTokenError) -> SessionPrincipal {
+        let parts = token.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 3, let headerData = Base64URL.decode(parts[0]),
+            let header = try? JSONDecoder().decode(Header.self, from: headerData)
+        else { throw .malformed }
+        guard header.crit == nil else { throw .malformed }
+        guard let alg = header.alg, settings.allowedAlgorithms.contains(alg) else {
+            throw .unsupportedAlgorithm(header.alg ?? "missing")
+        }
+        guard let key = await keyRing.key(kid: header.kid, algorithm: alg) else { throw .unknownKey }
+        guard key.algorithm == alg else { throw .algorithmMismatch }
+
+        let claims: SessionClaims
+        do {
+            claims = try await key.collection.verify(token, as: SessionClaims.self)
+        } catch {
+            throw .badSignature
+        }
+        let nowSeconds = now.timeIntervalSince1970
+        guard let exp = claims.exp else { throw .expired }
+        guard nowSeconds < exp + settings.leewaySeconds else { throw .expired }
+        if let nbf = claims.nbf, nowSeconds + settings.leewaySeconds < nbf { throw .notYetValid }
+        guard claims.iss == settings.issuer else { throw .wrongIssuer }
+        guard let aud = claims.aud, aud.value.contains(settings.audience) else { throw .wrongAudience }
+        guard let sub = claims.sub, !sub.isEmpty, sub.utf8.count <= 128 else { throw .invalidSubject }
+        return SessionPrincipal(walkerId: sub, tokenId: claims.jti)
+    }
+
+    private struct Header: Decodable {
+        var alg: String?
+        var kid: String?
+        var crit: [String]?
+    }
+}
+
+enum Base64URL {
+    static func decode(_ text: some StringProtocol) -> Data? {
+        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        guard !base64.contains("=") || text.isEmpty else { return nil }
+        while base64.count % 4 != 0 { base64.append("=") }
+        return Data(base64Encoded: base64)
+    }
+
+    static func encode(_ data: some DataProtocol) -> String {
+        Data(data).base64EncodedString()
+            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+            .replacingOccurrences(of: "=", with: "")
+    }
+}

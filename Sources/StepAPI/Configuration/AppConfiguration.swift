@@ -1,0 +1,218 @@
+import Configuration
+import Foundation
+import Logging
+import StepCore
+
+/// A configuration value that failed validation; the message names the key.
+package struct ConfigurationError: Error, Sendable, CustomStringConvertible {
+    package var key: String
+    package var problem: String
+    package var description: String { "configuration key '\(key)' \(problem)" }
+}
+
+/// Everything the server needs, read once at start-up, validated, typed. Keys are documented in the README.
+package struct AppConfiguration: Sendable {
+    package struct HTTP: Sendable {
+        package var host = "127.0.0.1"
+        package var port = 8080
+        package var maxBodyBytes = 16 * 1024
+    }
+
+    package struct JWT: Sendable {
+        package var jwks: JWKSSource = .none
+        package var issuer = "stepledger-dev"
+        package var audience = "stepledger"
+        package var leewaySeconds: Double = 30
+        /// The HS256 development secret; generated beside the database when not configured (test-phase only).
+        package var developmentSecret: [UInt8]?
+        package var developmentKeyFile: String?
+    }
+
+    package struct RateLimits: Sendable {
+        package var ingestPerWindow = 50
+        package var walkerPerWindow = 120
+        package var windowSeconds = 60
+    }
+
+    package struct Telemetry: Sendable {
+        package var logLevel: Logger.Level = .info
+        /// `stderr`, `stdout`, `off`, or a file path for anti-cheat verdict lines.
+        package var antiCheatSink = "stderr"
+    }
+
+    package var mode: ServiceMode = .testPhase
+    package var databaseURL = "./stepledger.sqlite"
+    package var http = HTTP()
+    package var jwt = JWT()
+    package var limits = IngestLimits()
+    package var rateLimits = RateLimits()
+    package var telemetry = Telemetry()
+    package var defaultRegionId = "region.default"
+    package var reconcileDelaySeconds: Double = 60
+    package var idempotencyLeaseSeconds: Double = 30
+    package var idempotencyRetentionDays: Double = 8
+    package var attestationLogRetentionDays: Double = 30
+    package var pruneIntervalSeconds: Double = 3600
+
+    package init() {}
+
+    /// Where the development key lives unless configured: beside the SQLite file, or in the working directory.
+    package var resolvedDevelopmentKeyFile: String {
+        if let file = jwt.developmentKeyFile { return file }
+        if databaseURL.hasPrefix("postgres://") || databaseURL.hasPrefix("postgresql://") {
+            return "./stepledger.devkey"
+        }
+        return databaseURL + ".devkey"
+    }
+
+    package init(reader config: ConfigReader) throws {
+        let reader = ValidatingReader(config: config)
+        if let mode = try reader.string("mode") {
+            guard let parsed = ServiceMode(rawValue: mode) else {
+                throw ConfigurationError(key: "mode", problem: "must be test-phase or production, not '\(mode)'")
+            }
+            self.mode = parsed
+        }
+        databaseURL = try reader.string("database.url") ?? databaseURL
+        guard !databaseURL.isEmpty else { throw ConfigurationError(key: "database.url", problem: "must not be empty") }
+
+        http.host = try reader.string("http.host") ?? http.host
+        http.port = try reader.int("http.port", in: 0...65_535) ?? http.port
+        http.maxBodyBytes = try reader.int("http.maxBodyBytes", in: 256...(1 << 24)) ?? http.maxBodyBytes
+
+        let jwksFile = try reader.string("jwt.jwksFile")
+        let jwksURL = try reader.string("jwt.jwksUrl")
+        switch (jwksFile, jwksURL) {
+        case (.some, .some):
+            throw ConfigurationError(key: "jwt.jwksUrl", problem: "cannot be set together with jwt.jwksFile")
+        case (.some(let file), nil): jwt.jwks = .file(file)
+        case (nil, .some(let url)):
+            guard url.hasPrefix("https://") || url.hasPrefix("http://") else {
+                throw ConfigurationError(key: "jwt.jwksUrl", problem: "must be an http(s) URL")
+            }
+            jwt.jwks = .url(url)
+        case (nil, nil): break
+        }
+        jwt.issuer = try reader.string("jwt.issuer") ?? jwt.issuer
+        jwt.audience = try reader.string("jwt.audience") ?? jwt.audience
+        jwt.leewaySeconds = try reader.double("jwt.leewaySeconds", in: 0...600) ?? jwt.leewaySeconds
+        if let secret = try reader.string("jwt.devSecret", secret: true) {
+            guard secret.utf8.count >= 32 else {
+                throw ConfigurationError(key: "jwt.devSecret", problem: "must be at least 32 bytes")
+            }
+            jwt.developmentSecret = Array(secret.utf8)
+        }
+        jwt.developmentKeyFile = try reader.string("jwt.devKeyFile")
+
+        limits.maxStepsPerDay = try reader.int("ingest.maxStepsPerDay", in: 1...1_000_000) ?? limits.maxStepsPerDay
+        limits.maxStepRatePerSecond =
+            try reader.double("ingest.maxStepRatePerSecond", in: 0.1...100) ?? limits.maxStepRatePerSecond
+        limits.burstTolerance = try reader.double("ingest.burstTolerance", in: 1...100) ?? limits.burstTolerance
+        limits.minDailyThreshold =
+            try reader.int("ingest.minDailyThreshold", in: 0...1_000_000) ?? limits.minDailyThreshold
+        limits.settleWindowSeconds =
+            try reader.double("ingest.settleWindowSeconds", in: 0...(30 * 86_400)) ?? limits.settleWindowSeconds
+        if let list = try reader.string("ingest.sourceWhitelist") {
+            let entries = Set(
+                list.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty })
+            guard !entries.isEmpty else {
+                throw ConfigurationError(key: "ingest.sourceWhitelist", problem: "must name at least one bundle id")
+            }
+            limits.sourceBundleWhitelist = entries
+        }
+        defaultRegionId = try reader.string("ingest.defaultRegionId") ?? defaultRegionId
+        reconcileDelaySeconds =
+            try reader.double("ingest.reconcileDelaySeconds", in: 0...86_400) ?? reconcileDelaySeconds
+
+        rateLimits.ingestPerWindow =
+            try reader.int("rateLimit.ingestPerMinute", in: 1...100_000) ?? rateLimits.ingestPerWindow
+        rateLimits.walkerPerWindow =
+            try reader.int("rateLimit.walkerPerMinute", in: 1...100_000) ?? rateLimits.walkerPerWindow
+
+        idempotencyLeaseSeconds = try reader.double("idempotency.leaseSeconds", in: 1...3600) ?? idempotencyLeaseSeconds
+        idempotencyRetentionDays =
+            try reader.double("idempotency.retentionDays", in: 8...365) ?? idempotencyRetentionDays
+        attestationLogRetentionDays =
+            try reader.double("retention.attestationLogDays", in: 1...365) ?? attestationLogRetentionDays
+
+        if let level = try reader.string("log.level") {
+            guard let parsed = Logger.Level(rawValue: level) else {
+                throw ConfigurationError(
+                    key: "log.level",
+                    problem: "must be one of \(Logger.Level.allCases.map(\.rawValue).joined(separator: ", "))")
+            }
+            telemetry.logLevel = parsed
+        }
+        telemetry.antiCheatSink = try reader.string("log.antiCheatSink") ?? telemetry.antiCheatSink
+
+        try validateForMode()
+    }
+
+    /// Production refuses development shortcuts.
+    package func validateForMode() throws {
+        guard mode == .production else { return }
+        if jwt.developmentSecret != nil {
+            throw ConfigurationError(
+                key: "jwt.devSecret", problem: "is for local development only and is refused in production mode")
+        }
+        if case .none = jwt.jwks {
+            throw ConfigurationError(key: "jwt.jwksFile", problem: "(or jwt.jwksUrl) is required in production mode")
+        }
+    }
+}
+
+/// Reads typed values and turns a value of the wrong shape into an error naming its key,
+/// instead of the silent fallback to the default that plain reads give.
+struct ValidatingReader {
+    let config: ConfigReader
+
+    func string(_ key: String, secret: Bool = false) throws -> String? {
+        guard let value = config.string(forKey: ConfigKey(key), isSecret: secret) else {
+            if config.int(forKey: ConfigKey(key)) != nil || config.double(forKey: ConfigKey(key)) != nil {
+                throw ConfigurationError(key: key, problem: "must be a string")
+            }
+            return nil
+        }
+        let trimmed = value.trimmingCharacters(in: .whitespaces)
+        guard !trimmed.isEmpty else { throw ConfigurationError(key: key, problem: "must not be empty") }
+        return trimmed
+    }
+
+    func int(_ key: String, in range: ClosedRange<Int>) throws -> Int? {
+        let value: Int
+        if let number = config.int(forKey: ConfigKey(key)) {
+            value = number
+        } else if let text = config.string(forKey: ConfigKey(key)) {
+            guard let number = Int(text.trimmingCharacters(in: .whitespaces)) else {
+                throw ConfigurationError(key: key, problem: "must be an integer, not '\(text)'")
+            }
+            value = number
+        } else {
+            return nil
+        }
+        guard range.contains(value) else {
+            throw ConfigurationError(key: key, problem: "must be between \(range.lowerBound) and \(range.upperBound)")
+        }
+        return value
+    }
+
+    func double(_ key: String, in range: ClosedRange<Double>) throws -> Double? {
+        let value: Double
+        if let number = config.double(forKey: ConfigKey(key)) {
+            value = number
+        } else if let number = config.int(forKey: ConfigKey(key)) {
+            value = Double(number)
+        } else if let text = config.string(forKey: ConfigKey(key)) {
+            guard let number = Double(text.trimmingCharacters(in: .whitespaces)), number.isFinite else {
+                throw ConfigurationError(key: key, problem: "must be a number, not '\(text)'")
+            }
+            value = number
+        } else {
+            return nil
+        }
+        guard range.contains(value) else {
+            throw ConfigurationError(key: key, problem: "must be between \(range.lowerBound) and \(range.upperBound)")
+        }
+        return value
+    }
+}

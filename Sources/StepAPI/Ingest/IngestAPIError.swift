@@ -1,0 +1,88 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import StepCore
+
+/// Every non-200 answer of the ingest surface. `status` and `body` are the single place these map to HTTP.
+enum IngestAPIError: Error {
+    case unauthorized
+    case invalidRequest(RequestValidationError)
+    case unsupportedMediaType
+    case payloadTooLarge(limit: Int)
+    case sourceNotWhitelisted(sourceBundleId: String)
+    case idempotencyInFlight
+    case idempotencyKeyReused
+    case rejected(reasons: [ReasonCode], day: LocalDate)
+    case rateLimited(retryAfterSeconds: Int)
+    case unavailable
+    case internalError
+
+    var status: HTTPResponse.Status {
+        switch self {
+        case .unauthorized: .unauthorized
+        case .invalidRequest: .badRequest
+        case .unsupportedMediaType: .unsupportedMediaType
+        case .payloadTooLarge: .contentTooLarge
+        case .sourceNotWhitelisted: .forbidden
+        case .idempotencyInFlight: .conflict
+        case .idempotencyKeyReused, .rejected: .unprocessableContent
+        case .rateLimited: .tooManyRequests
+        case .unavailable: .serviceUnavailable
+        case .internalError: .internalServerError
+        }
+    }
+
+    var body: IngestErrorBody {
+        switch self {
+        case .unauthorized:
+            IngestErrorBody(error: "UNAUTHORIZED", message: "A valid session token is required.", details: .object([:]))
+        case .invalidRequest(let validation):
+            IngestErrorBody(
+                error: "INVALID_REQUEST", message: validation.message,
+                details: .object(["fields": .object(validation.fields.mapValues { .string($0) })]))
+        case .unsupportedMediaType:
+            IngestErrorBody(
+                error: "UNSUPPORTED_MEDIA_TYPE", message: "Content-Type must be application/json.",
+                details: .object([:]))
+        case .payloadTooLarge(let limit):
+            IngestErrorBody(
+                error: "PAYLOAD_TOO_LARGE", message: "Request body exceeds \(limit) bytes.",
+                details: .object(["limitBytes": .int(limit)]))
+        case .sourceNotWhitelisted(let bundle):
+            IngestErrorBody(
+                error: "STEP_SOURCE_NOT_WHITELISTED", message: "sourceBundleId is not recognized.",
+                details: .object(["sourceBundleId": .string(bundle)]))
+        case .idempotencyInFlight:
+            IngestErrorBody(
+                error: "IDEMPOTENCY_IN_FLIGHT",
+                message: "A request with this idempotency key is still being processed.",
+                details: .object([:]))
+        case .idempotencyKeyReused:
+            IngestErrorBody(
+                error: "IDEMPOTENCY_KEY_REUSED",
+                message: "This idempotency key was already used with a different payload.",
+                details: .object([:]))
+        case .rejected(let reasons, let day):
+            IngestErrorBody(
+                error: "STEP_REJECTED", message: "Submitted step bucket failed anti-cheat validation.",
+                details: .object([
+                    "reasons": .array(reasons.map { .string($0.rawValue) }), "day": .string(day.description),
+                ]))
+        case .rateLimited(let retryAfter):
+            IngestErrorBody(
+                error: "RATE_LIMITED", message: "Too many requests; retry later.",
+                details: .object(["retryAfterSeconds": .int(retryAfter)]))
+        case .unavailable:
+            IngestErrorBody(
+                error: "SERVICE_UNAVAILABLE", message: "The service is temporarily unavailable; retry later.",
+                details: .object([:]))
+        case .internalError:
+            IngestErrorBody(error: "INTERNAL_ERROR", message: "An unexpected error occurred.", details: .object([:]))
+        }
+    }
+
+    var bodyString: String {
+        (try? JSONCoding.encode(body))
+            ?? #"{"error":"INTERNAL_ERROR","message":"An unexpected error occurred.","details":{}}"#
+    }
+}

@@ -1,0 +1,170 @@
+import Foundation
+import Hummingbird
+import Logging
+import StepCore
+import StepStore
+
+/// `POST /step/ingest`: authenticate, rate-limit, bound and decode the body, claim the idempotency key,
+/// then hand over to `IngestService`. Every outcome becomes a response here; nothing a client sends is a 500.
+struct IngestController: Sendable {
+    static let route = "/step/ingest"
+
+    let authenticator: Authenticator
+    let rateLimiter: RateLimiter
+    let policy: RateLimitPolicy
+    let service: IngestService
+    let store: Store
+    let maxBodyBytes: Int
+    let idempotencyLeaseSeconds: Double
+    let clock: @Sendable () -> Date
+    let metrics: ServiceMetrics
+    let antiCheat: Logger
+    let logger: Logger
+
+    func register(in router: Router<AppRequestContext>, catalog: inout RouteCatalog) {
+        router.post(RouterPath(stringLiteral: Self.route)) { request, context in
+            await ingest(request, context: context)
+        }
+        catalog.add(.post, Self.route)
+    }
+
+    func ingest(_ request: Request, context: AppRequestContext) async -> Response {
+        let principal: SessionPrincipal
+        do {
+            principal = try await authenticator.authenticate(request)
+        } catch {
+            logger.info("session token refused", metadata: ["reason": "\(error)"])
+            var response = Self.errorResponse(.unauthorized)
+            response.headers[.wwwAuthenticate] = "Bearer"
+            return response
+        }
+        let walkerId = principal.walkerId
+        context.trace.update { $0.walkerId = walkerId }
+
+        let decision: RateLimitDecision
+        do {
+            decision = try await rateLimiter.hit(walkerId: walkerId, policy: policy, now: clock())
+        } catch {
+            return Self.errorResponse(storeFailure(error))
+        }
+        var response = await limited(request, context: context, principal: principal, decision: decision)
+        decision.apply(to: &response.headers)
+        return response
+    }
+
+    private func limited(
+        _ request: Request, context: AppRequestContext, principal: SessionPrincipal, decision: RateLimitDecision
+    ) async -> Response {
+        guard decision.allowed else {
+            return Self.errorResponse(.rateLimited(retryAfterSeconds: decision.resetSeconds))
+        }
+        guard let contentType = request.headers[.contentType],
+            contentType.split(separator: ";")[0].trimmingCharacters(in: .whitespaces).lowercased() == "application/json"
+        else { return Self.errorResponse(.unsupportedMediaType) }
+        if let declared = request.headers[.contentLength].flatMap(Int.init), declared > maxBodyBytes {
+            return Self.errorResponse(.payloadTooLarge(limit: maxBodyBytes))
+        }
+        let body: ByteBuffer
+        do {
+            body = try await request.body.collect(upTo: maxBodyBytes)
+        } catch {
+            return Self.errorResponse(.payloadTooLarge(limit: maxBodyBytes))
+        }
+
+        let ingest: IngestRequest
+        do {
+            ingest = try IngestRequest.decode(
+                body: body.readableBytesView, headerKey: request.headers[.init("Idempotency-Key")!])
+        } catch {
+            context.trace.update { $0.verdict = "INVALID_REQUEST" }
+            return Self.errorResponse(.invalidRequest(error))
+        }
+
+        let walkerId = principal.walkerId
+        let now = clock()
+        let claim: IdempotencyClaim
+        do {
+            claim = try await store.transaction { [idempotencyLeaseSeconds] tx in
+                try await tx.claimIdempotencyKey(
+                    walkerId: walkerId, key: ingest.idempotencyKey, requestHash: ingest.payloadHash, now: now,
+                    leaseSeconds: idempotencyLeaseSeconds)
+            }
+        } catch {
+            return Self.errorResponse(storeFailure(error))
+        }
+
+        switch claim {
+        case .replay(let status, let body):
+            context.trace.update { $0.verdict = AttestationVerdict.replayed.rawValue }
+            await logReplay(walkerId: walkerId, tokenId: principal.tokenId, requestId: context.id, now: now)
+            var response = Self.jsonResponse(status: HTTPResponse.Status(code: status), body: body)
+            response.headers[.init("Idempotent-Replayed")!] = "true"
+            return response
+        case .payloadMismatch:
+            return Self.errorResponse(.idempotencyKeyReused)
+        case .inFlight:
+            return Self.errorResponse(.idempotencyInFlight)
+        case .claimed:
+            break
+        }
+
+        do {
+            let outcome = try await service.process(
+                walkerId: walkerId, request: ingest, now: now, requestId: context.id)
+            context.trace.update {
+                $0.verdict = outcome.verdict.rawValue
+                $0.reasonCount = outcome.reasons.count
+            }
+            metrics.recordVerdict(outcome.verdict.rawValue, reasons: outcome.reasons.map(\.rawValue))
+            antiCheat.info(
+                "ingest verdict",
+                metadata: [
+                    "requestId": .string(context.id), "walker": .string(walkerId),
+                    "verdict": .string(outcome.verdict.rawValue),
+                    "reasons": .array(outcome.reasons.map { .string($0.rawValue) }),
+                    "day": .string(ingest.bucket.day.description),
+                ])
+            return Self.jsonResponse(status: outcome.status, body: outcome.body)
+        } catch {
+            // Nothing was written; give the key back so a retry can succeed.
+            try? await store.transaction { tx in
+                try await tx.releaseIdempotencyKey(walkerId: walkerId, key: ingest.idempotencyKey)
+            }
+            return Self.errorResponse(storeFailure(error))
+        }
+    }
+
+    private func logReplay(walkerId: String, tokenId: String?, requestId: String, now: Date) async {
+        do {
+            try await store.transaction { tx in
+                try await tx.insertAttestationLog(
+                    AttestationLogRecord(
+                        walkerId: walkerId, createdAt: now, route: Self.route, verdict: .replayed, reasons: [],
+                        tokenId: tokenId, requestId: requestId))
+            }
+        } catch {
+            logger.warning("could not log a replay", metadata: ["requestId": .string(requestId)])
+        }
+    }
+
+    private func storeFailure(_ error: any Error) -> IngestAPIError {
+        if let storeError = error as? StoreError, storeError.isUnavailable {
+            logger.warning("store unavailable", metadata: ["error": .string(storeError.detail)])
+            return .unavailable
+        }
+        logger.error("ingest failed", metadata: ["error": .string(String(describing: type(of: error)))])
+        return .internalError
+    }
+
+    static func errorResponse(_ error: IngestAPIError) -> Response {
+        var response = jsonResponse(status: error.status, body: error.bodyString)
+        if case .rateLimited(let seconds) = error { response.headers[.retryAfter] = String(seconds) }
+        return response
+    }
+
+    static func jsonResponse(status: HTTPResponse.Status, body: String) -> Response {
+        Response(
+            status: status, headers: [.contentType: "application/json; charset=utf-8"],
+            body: .init(byteBuffer: ByteBuffer(string: body)))
+    }
+}

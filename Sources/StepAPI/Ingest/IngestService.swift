@@ -1,0 +1,188 @@
+import Foundation
+import HTTPTypes
+import StepCore
+import StepStore
+
+/// How one ingest ended, for the response, the logs and the metrics.
+struct IngestOutcome: Sendable {
+    var status: HTTPResponse.Status
+    var body: String
+    var verdict: AttestationVerdict
+    var reasons: [ReasonCode]
+}
+
+/// The ingest pipeline after authentication, rate limiting, decoding and the idempotency claim:
+/// one transaction that checks, writes the StepLog, credits the ledger and stores the response.
+struct IngestService: Sendable {
+    struct Settings: Sendable {
+        var mode: ServiceMode
+        var limits: IngestLimits
+        var defaultRegionId: String
+        var reconcileDelaySeconds: Double
+        var reviewRejectionThreshold: Int = 5
+        var reviewWindowSeconds: Double = 86_400
+    }
+
+    let store: Store
+    let settings: Settings
+    let whitelist: @Sendable () -> Set<String>
+
+    private var checks: IngestChecks { IngestChecks(limits: settings.limits, mode: settings.mode) }
+
+    func process(walkerId: String, request: IngestRequest, now: Date, requestId: String) async throws -> IngestOutcome {
+        let checks = self.checks
+        let whitelist = self.whitelist()
+        return try await store.transaction { tx in
+            let walker = try await tx.lockWalker(walkerId, now: now)
+            let previous = walker.lastTimeZone.flatMap(TimeZoneCatalog.zone(named:)).flatMap { zone in
+                walker.lastSubmissionAt.map { PreviousSubmission(timeZone: zone, receivedAt: $0) }
+            }
+            let bucket = request.bucket
+            let reasons = checks.reasons(for: bucket, now: now, previous: previous, whitelist: whitelist)
+            let hardReasons = reasons.filter { !$0.isQuarantine }
+
+            if !hardReasons.isEmpty {
+                let error: IngestAPIError =
+                    hardReasons.contains(.sourceNotWhitelisted)
+                    ? .sourceNotWhitelisted(sourceBundleId: bucket.sourceBundleId)
+                    : .rejected(reasons: hardReasons, day: bucket.day)
+                try await tx.insertAttestationLog(
+                    AttestationLogRecord(
+                        walkerId: walkerId, createdAt: now, route: IngestController.route, verdict: .rejected,
+                        reasons: hardReasons.map(\.rawValue), tokenId: nil, requestId: requestId))
+                try await flagForReviewIfRepeated(tx, walkerId: walkerId, now: now)
+                // A 403 depends on configuration that may change, so it is not stored for replay.
+                if case .sourceNotWhitelisted = error {
+                    try await tx.releaseIdempotencyKey(walkerId: walkerId, key: request.idempotencyKey)
+                } else {
+                    try await tx.completeIdempotencyKey(
+                        walkerId: walkerId, key: request.idempotencyKey, status: Int(error.status.code),
+                        body: error.bodyString)
+                }
+                return IngestOutcome(
+                    status: error.status, body: error.bodyString, verdict: .rejected, reasons: hardReasons)
+            }
+
+            let quarantineReasons = reasons.filter(\.isQuarantine)
+            let result = try await record(tx, walker: walker, request: request, now: now, quarantine: quarantineReasons)
+            try await tx.insertAttestationLog(
+                AttestationLogRecord(
+                    walkerId: walkerId, createdAt: now, route: IngestController.route, verdict: result.verdict,
+                    reasons: quarantineReasons.map(\.rawValue), tokenId: nil, requestId: requestId))
+            try await tx.completeIdempotencyKey(
+                walkerId: walkerId, key: request.idempotencyKey, status: 200, body: result.body)
+            return IngestOutcome(status: .ok, body: result.body, verdict: result.verdict, reasons: quarantineReasons)
+        }
+    }
+
+    /// Writes the day and its submission, credits the ledger when the day is accepted, and renders the 200 body.
+    private func record(
+        _ tx: StoreTransaction, walker: WalkerRecord, request: IngestRequest, now: Date, quarantine: [ReasonCode]
+    ) async throws -> (body: String, verdict: AttestationVerdict) {
+        let bucket = request.bucket
+        let walkerId = walker.walkerId
+        let existing = try await tx.stepLog(walkerId: walkerId, day: bucket.day)
+        var attested = try await tx.attestedDays(walkerId: walkerId)
+        let today = LocalDate(instant: now, in: bucket.timeZone)
+
+        if let existing, isFinal(existing, now: now) {
+            try await tx.recordSubmission(
+                walkerId: walkerId, timeZone: request.timeZoneIdentifier, at: now, lifetimeStepsDelta: 0)
+            let body = try render(
+                log: existing, provisionalEnergy: existing.energyCredited,
+                streak: StreakCalculator.state(attested: attested, today: today),
+                lifetimeSteps: walker.lifetimeSteps, now: now, quarantine: [])
+            return (body, .unchanged)
+        }
+
+        let testPhase = settings.mode == .testPhase
+        let reported = max(existing?.reportedCount ?? 0, bucket.count)
+        let multiplier =
+            existing?.multiplierPermille
+            ?? StreakCalculator.tier(forDay: bucket.day, attested: attested.subtracting([bucket.day]))
+            .multiplierPermille
+        var log = StepLogRecord(
+            walkerId: walkerId, day: bucket.day, timeZone: request.timeZoneIdentifier, reportedCount: reported,
+            acceptedCount: existing?.acceptedCount, status: .pending, multiplierPermille: existing?.multiplierPermille,
+            energyCredited: existing?.energyCredited ?? 0, attested: existing?.attested ?? false, updatedAt: now)
+        var lifetimeDelta = 0
+        if !quarantine.isEmpty {
+            log.status = .quarantined
+        } else if testPhase {
+            // Test-phase mode reconciles on the request itself (seed 000).
+            let previousAccepted = existing?.acceptedCount ?? 0
+            log.status = .accepted
+            log.acceptedCount = reported
+            log.multiplierPermille = multiplier
+            log.attested = reported >= settings.limits.minDailyThreshold
+            let delta = EnergyMath.creditDelta(
+                acceptedCount: reported, multiplierPermille: multiplier, alreadyCredited: log.energyCredited)
+            if delta > 0 {
+                try await tx.appendLedgerEntry(
+                    walkerId: walkerId, day: bucket.day, kind: .stepCredit, amount: delta, at: now)
+                log.energyCredited += delta
+            }
+            lifetimeDelta = max(0, reported - previousAccepted)
+        }
+        if log.attested { attested.insert(bucket.day) } else { attested.remove(bucket.day) }
+
+        try await tx.saveStepLog(log)
+        try await tx.insertSubmission(
+            StepSubmissionRecord(
+                walkerId: walkerId, submissionId: StoreTransactionID.make(), day: bucket.day,
+                source: bucket.source.rawValue, sourceBundleId: bucket.sourceBundleId, count: bucket.count,
+                spanStart: bucket.spanStart, spanEnd: bucket.spanEnd, receivedAt: now))
+        try await tx.recordSubmission(
+            walkerId: walkerId, timeZone: request.timeZoneIdentifier, at: now, lifetimeStepsDelta: lifetimeDelta)
+
+        let body = try render(
+            log: log, provisionalEnergy: EnergyMath.energy(steps: reported, multiplierPermille: multiplier),
+            streak: StreakCalculator.state(attested: attested, today: today),
+            lifetimeSteps: walker.lifetimeSteps + lifetimeDelta, now: now, quarantine: quarantine)
+        let verdict: AttestationVerdict = quarantine.isEmpty ? .accepted : .quarantined
+        return (body, verdict)
+    }
+
+    private func isFinal(_ log: StepLogRecord, now: Date) -> Bool {
+        guard let zone = TimeZoneCatalog.zone(named: log.timeZone) else { return false }
+        return DaySettlement.isFinal(
+            day: log.day, timeZone: zone, now: now, settleWindowSeconds: settings.limits.settleWindowSeconds,
+            hasUnreconciledSubmission: log.status == .pending || log.status == .quarantined)
+    }
+
+    private func render(
+        log: StepLogRecord, provisionalEnergy: Int, streak: StreakState, lifetimeSteps: Int, now: Date,
+        quarantine: [ReasonCode]
+    ) throws -> String {
+        let reconciled = log.status == .accepted || log.status == .rejected
+        var response = IngestResponse(
+            provisional: !reconciled,
+            stepLog: .init(
+                day: log.day.description, reportedCount: log.reportedCount, acceptedCount: log.acceptedCount,
+                reconciliationStatus: log.status.rawValue, showsAcceptedCount: log.status != .quarantined),
+            provisionalEnergy: provisionalEnergy,
+            energyCredited: reconciled ? log.energyCredited : nil,
+            streakState: .init(streak),
+            walker: .init(totalLifetimeSteps: lifetimeSteps, currentRegionId: settings.defaultRegionId))
+        if !quarantine.isEmpty {
+            response.warning = .init(
+                code: "STEP_QUARANTINED",
+                message: "We're checking this step bucket. It may take up to 24h to confirm.",
+                reasons: quarantine.map(\.rawValue))
+        }
+        if !reconciled {
+            response.reconcileEta = InstantParser.format(now.addingTimeInterval(settings.reconcileDelaySeconds))
+        }
+        return try JSONCoding.encode(response)
+    }
+
+    /// The 5th anti-cheat rejection inside the window opens one review entry per episode.
+    private func flagForReviewIfRepeated(_ tx: StoreTransaction, walkerId: String, now: Date) async throws {
+        let since = now.addingTimeInterval(-settings.reviewWindowSeconds)
+        let rejections = try await tx.countAttestationLogs(walkerId: walkerId, verdict: .rejected, since: since)
+        guard rejections >= settings.reviewRejectionThreshold else { return }
+        guard try await !tx.hasOpenReview(walkerId: walkerId, kind: .repeatedRejections) else { return }
+        try await tx.openReview(
+            walkerId: walkerId, kind: .repeatedRejections, subject: "\(rejections) rejections in 24h", at: now)
+    }
+}

@@ -1,0 +1,54 @@
+import Foundation
+import Hummingbird
+import Logging
+
+/// One JSON log line per request (request id, route, status, verdict, reason count, latency; never a body
+/// value), the request metrics, and `Cache-Control: no-store, private` on every response.
+struct RequestLogMiddleware: RouterMiddleware {
+    typealias Context = AppRequestContext
+    let logger: Logger
+    let metrics: ServiceMetrics
+
+    func handle(
+        _ request: Request, context: Context, next: (Request, Context) async throws -> Response
+    ) async throws -> Response {
+        let started = ContinuousClock.now
+        let requestId = request.headers[.init("X-Request-Id")!].flatMap { $0.count <= 128 ? $0 : nil } ?? context.id
+        var response: Response
+        do {
+            response = try await next(request, context)
+        } catch let error as any HTTPResponseError {
+            response = try error.response(from: request, context: context)
+        } catch {
+            logger.error("unhandled error", metadata: ["requestId": .string(requestId), "error": "\(type(of: error))"])
+            response = Response(
+                status: .internalServerError, headers: [.contentType: "application/json"],
+                body: .init(byteBuffer: ByteBuffer(string: IngestAPIError.internalError.bodyString)))
+        }
+        response.headers[.cacheControl] = "no-store, private"
+        response.headers[.init("X-Request-Id")!] = requestId
+        let elapsed = ContinuousClock.now - started
+        let route = context.endpointPath ?? "unmatched"
+        let trace = context.trace.snapshot
+        var metadata: Logger.Metadata = [
+            "requestId": .string(requestId),
+            "method": .string(request.method.rawValue),
+            "route": .string(route),
+            "status": .stringConvertible(Int(response.status.code)),
+            "latencyMs": .stringConvertible(elapsed.milliseconds),
+        ]
+        if let walker = trace.walkerId { metadata["walker"] = .string(walker) }
+        if let verdict = trace.verdict { metadata["verdict"] = .string(verdict) }
+        if let count = trace.reasonCount { metadata["reasonCount"] = .stringConvertible(count) }
+        logger.info("request", metadata: metadata)
+        metrics.recordRequest(
+            route: route, method: request.method.rawValue, status: Int(response.status.code), duration: elapsed)
+        return response
+    }
+}
+
+extension Duration {
+    var milliseconds: Double {
+        Double(components.seconds) * 1000 + Double(components.attoseconds) / 1e15
+    }
+}

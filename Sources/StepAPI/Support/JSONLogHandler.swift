@@ -1,0 +1,116 @@
+import Foundation
+import Logging
+import StepCore
+import Synchronization
+
+/// Where log lines go: a stream or, in tests, memory.
+package final class LogSink: Sendable {
+    private enum Target: Sendable {
+        case standardOutput
+        case standardError
+        case file(FileHandle)
+        case memory
+        case discard
+    }
+
+    private let target: Target
+    private let captured = Mutex<[String]>([])
+
+    private init(target: Target) {
+        self.target = target
+    }
+
+    package static let standardOutput = LogSink(target: .standardOutput)
+    package static let standardError = LogSink(target: .standardError)
+    package static func discard() -> LogSink { LogSink(target: .discard) }
+    /// Keeps every line, for tests.
+    package static func memory() -> LogSink { LogSink(target: .memory) }
+
+    /// Opens `path` for appending (creating it), for the anti-cheat sink.
+    package static func file(_ path: String) throws -> LogSink {
+        if !FileManager.default.fileExists(atPath: path) {
+            guard FileManager.default.createFile(atPath: path, contents: nil) else {
+                throw ConfigurationError(key: "log.antiCheatSink", problem: "cannot create \(path)")
+            }
+        }
+        guard let handle = FileHandle(forWritingAtPath: path) else {
+            throw ConfigurationError(key: "log.antiCheatSink", problem: "cannot open \(path) for writing")
+        }
+        handle.seekToEndOfFile()
+        return LogSink(target: .file(handle))
+    }
+
+    /// Parses the `log.antiCheatSink` setting.
+    package static func named(_ setting: String) throws -> LogSink {
+        switch setting {
+        case "stdout": .standardOutput
+        case "stderr": .standardError
+        case "off": .discard()
+        default: try .file(setting)
+        }
+    }
+
+    package var lines: [String] { captured.withLock { $0 } }
+
+    package func write(_ line: String) {
+        let data = Data((line + "\n").utf8)
+        switch target {
+        case .standardOutput: FileHandle.standardOutput.write(data)
+        case .standardError: FileHandle.standardError.write(data)
+        case .file(let handle): handle.write(data)
+        case .memory: captured.withLock { $0.append(line) }
+        case .discard: break
+        }
+    }
+}
+
+/// A swift-log handler writing one JSON object per line: `ts`, `level`, `label`, `msg` and the metadata.
+package struct JSONLogHandler: LogHandler {
+    package var metadata: Logger.Metadata = [:]
+    package var logLevel: Logger.Level
+    let label: String
+    let sink: LogSink
+
+    package init(label: String, sink: LogSink, level: Logger.Level) {
+        self.label = label
+        self.sink = sink
+        self.logLevel = level
+    }
+
+    package subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    package func log(event: LogEvent) {
+        var fields: [String: JSONValue] = [
+            "ts": .string(InstantParser.format(Date(), fractional: true)),
+            "level": .string(event.level.rawValue),
+            "label": .string(label),
+            "msg": .string(event.message.description),
+        ]
+        for (key, value) in metadata.merging(event.metadata ?? [:], uniquingKeysWith: { $1 }) {
+            fields[key] = Self.json(value)
+        }
+        guard let line = try? JSONCoding.encode(JSONValue.object(fields)) else { return }
+        sink.write(line)
+    }
+
+    private static func json(_ value: Logger.Metadata.Value) -> JSONValue {
+        switch value {
+        case .string(let text): .string(text)
+        case .stringConvertible(let convertible):
+            if let number = convertible as? Int {
+                .int(number)
+            } else if let number = convertible as? Double {
+                .double(number)
+            } else if let flag = convertible as? Bool {
+                .bool(flag)
+            } else {
+                .string(convertible.description)
+            }
+        case .array(let values): .array(values.map(json))
+        case .dictionary(let values): .object(values.mapValues(json))
+        }
+    }
+}

@@ -1,0 +1,58 @@
+import Foundation
+
+/// The walker's previous submission, as far as the time-zone jump check needs it.
+package struct PreviousSubmission: Sendable, Hashable {
+    package var timeZone: TimeZone
+    package var receivedAt: Date
+
+    package init(timeZone: TimeZone, receivedAt: Date) {
+        self.timeZone = timeZone
+        self.receivedAt = receivedAt
+    }
+}
+
+/// The Layer-2 anti-cheat checks of ADR-0004, as pure functions of the bucket and the clock.
+package struct IngestChecks: Sendable {
+    package var limits: IngestLimits
+    package var enabled: Set<ReasonCode>
+
+    package init(limits: IngestLimits, mode: ServiceMode) {
+        self.limits = limits
+        self.enabled = mode.enabledReasons
+    }
+
+    /// Every reason that applies, in the order of seed 000's list.
+    package func reasons(
+        for bucket: StepBucket, now: Date, previous: PreviousSubmission?, whitelist: Set<String>? = nil
+    ) -> [ReasonCode] {
+        var found: [ReasonCode] = []
+        func check(_ reason: ReasonCode, _ violated: () -> Bool) {
+            if enabled.contains(reason), violated() { found.append(reason) }
+        }
+        let today = LocalDate(instant: now, in: bucket.timeZone)
+        check(.countExceedsCap) { bucket.count > limits.maxStepsPerDay }
+        check(.burstRateExceeded) { isBurst(bucket) }
+        check(.tzJumpDetected) { isTimeZoneJump(bucket, now: now, previous: previous) }
+        check(.dayInFuture) { bucket.day > today.adding(days: limits.futureDays) }
+        check(.offlineCapExceeded) { bucket.day < today.adding(days: -limits.offlineDays) }
+        check(.sourceNotWhitelisted) { !(whitelist ?? limits.sourceBundleWhitelist).contains(bucket.sourceBundleId) }
+        check(.gyroAbsent) { !bucket.gyroSamplesObserved }
+        return found
+    }
+
+    private func isBurst(_ bucket: StepBucket) -> Bool {
+        let span = bucket.spanSeconds
+        guard bucket.count > 0 else { return false }
+        guard span > 0 else { return true }
+        return Double(bucket.count) / span > limits.burstTolerance * limits.maxStepRatePerSecond
+    }
+
+    private func isTimeZoneJump(_ bucket: StepBucket, now: Date, previous: PreviousSubmission?) -> Bool {
+        guard let previous, now.timeIntervalSince(previous.receivedAt) < limits.tzJumpWindowSeconds else {
+            return false
+        }
+        let before = previous.timeZone.secondsFromGMT(for: now)
+        let after = bucket.timeZone.secondsFromGMT(for: now)
+        return Double(abs(after - before)) > limits.tzJumpHours * 3600
+    }
+}

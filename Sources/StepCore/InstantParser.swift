@@ -1,0 +1,65 @@
+import Foundation
+
+/// Strict RFC 3339 date-time parsing: `YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM)`.
+package enum InstantParser {
+    package static func parse(_ string: String) -> Date? {
+        let b = Array(string.utf8)
+        guard b.count >= 20, let date = LocalDate(iso: String(decoding: b[0..<10], as: UTF8.self)),
+            b[10] == UInt8(ascii: "T") || b[10] == UInt8(ascii: "t"),
+            b[13] == UInt8(ascii: ":"), b[16] == UInt8(ascii: ":"),
+            let hour = number(b[11..<13]), let minute = number(b[14..<16]), let second = number(b[17..<19]),
+            hour < 24, minute < 60, second < 61
+        else { return nil }
+        var index = 19
+        var fraction = 0.0
+        if b[index] == UInt8(ascii: ".") {
+            index += 1
+            var scale = 0.1
+            let start = index
+            while index < b.count, b[index] >= UInt8(ascii: "0"), b[index] <= UInt8(ascii: "9") {
+                fraction += Double(b[index] - UInt8(ascii: "0")) * scale
+                scale /= 10
+                index += 1
+            }
+            guard index > start, index - start <= 9 else { return nil }
+        }
+        guard index < b.count else { return nil }
+        var offsetSeconds = 0
+        switch b[index] {
+        case UInt8(ascii: "Z"), UInt8(ascii: "z"):
+            guard index + 1 == b.count else { return nil }
+        case UInt8(ascii: "+"), UInt8(ascii: "-"):
+            guard index + 6 == b.count, b[index + 3] == UInt8(ascii: ":"),
+                let oh = number(b[(index + 1)..<(index + 3)]), let om = number(b[(index + 4)..<(index + 6)]),
+                oh < 24, om < 60
+            else { return nil }
+            offsetSeconds = (oh * 3600 + om * 60) * (b[index] == UInt8(ascii: "-") ? -1 : 1)
+        default:
+            return nil
+        }
+        let seconds = date.dayNumber * 86_400 + hour * 3600 + minute * 60 + min(second, 59) - offsetSeconds
+        return Date(timeIntervalSince1970: Double(seconds) + fraction)
+    }
+
+    /// Formats with millisecond precision in UTC, e.g. `2026-05-18T20:43:30.000Z`.
+    package static func format(_ date: Date, fractional: Bool = false) -> String {
+        let totalMillis = Int((date.timeIntervalSince1970 * 1000).rounded(.down))
+        let seconds = LocalDate.floorDiv(totalMillis, 1000)
+        let millis = totalMillis - seconds * 1000
+        let day = LocalDate(dayNumber: LocalDate.floorDiv(seconds, 86_400))
+        let secondOfDay = seconds - day.dayNumber * 86_400
+        let base = String(
+            format: "%@T%02d:%02d:%02d", day.description, secondOfDay / 3600, (secondOfDay % 3600) / 60,
+            secondOfDay % 60)
+        return fractional ? base + String(format: ".%03dZ", millis) : base + "Z"
+    }
+
+    private static func number(_ slice: ArraySlice<UInt8>) -> Int? {
+        var value = 0
+        for byte in slice {
+            guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9") else { return nil }
+            value = value * 10 + Int(byte - UInt8(ascii: "0"))
+        }
+        return value
+    }
+}

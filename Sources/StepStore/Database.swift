@@ -1,0 +1,34 @@
+import Logging
+import SQLKit
+
+/// Which SQL engine a store runs on; the few dialect differences switch on it.
+package enum DatabaseKind: String, Sendable, Hashable {
+    case sqlite
+    case postgres
+}
+
+/// A connection source that runs work in a transaction. One implementation per engine; the SQL is shared.
+package protocol Database: Sendable {
+    var kind: DatabaseKind { get }
+    /// Runs `body` in one transaction; commits when it returns, rolls back when it throws.
+    func transaction<T: Sendable>(_ body: @escaping @Sendable (any SQLDatabase) async throws -> T) async throws -> T
+    /// Runs `body` on a connection without an explicit transaction (each statement commits by itself).
+    func withConnection<T: Sendable>(_ body: @escaping @Sendable (any SQLDatabase) async throws -> T) async throws -> T
+    func close() async throws
+}
+
+extension Database {
+    /// `FOR UPDATE` where the engine has row locks; SQLite serialises writers instead.
+    package var forUpdate: String { kind == .postgres ? " FOR UPDATE" : "" }
+
+    /// True when the database answers a trivial query.
+    package func ping() async -> Bool {
+        do {
+            return try await withConnection { db in
+                try await db.raw("SELECT 1 AS one").first() != nil
+            }
+        } catch {
+            return false
+        }
+    }
+}

@@ -1,0 +1,206 @@
+import Foundation
+import SQLKit
+
+/// One append-only schema step. Never edit a shipped migration; add a new one.
+package struct Migration: Sendable {
+    package let version: Int
+    package let name: String
+    package let statements: @Sendable (DatabaseKind) -> [String]
+}
+
+/// The schema, in order. Columns use types both engines read the same way: BIGINT for integers and
+/// instants (milliseconds since 1970), TEXT for strings, day numbers (days since 1970-01-01) for dates.
+/// Every walker-scoped table leads its primary key with walker_id so it can later be sharded by walker.
+package enum Migrations {
+    package static let all: [Migration] = [
+        Migration(version: 1, name: "ingest foundation") { _ in
+            [
+                """
+                CREATE TABLE walkers (
+                    walker_id TEXT PRIMARY KEY,
+                    created_at BIGINT NOT NULL,
+                    last_tz TEXT,
+                    last_submission_at BIGINT,
+                    lifetime_steps BIGINT NOT NULL DEFAULT 0
+                )
+                """,
+                """
+                CREATE TABLE step_logs (
+                    walker_id TEXT NOT NULL,
+                    day BIGINT NOT NULL,
+                    tz TEXT NOT NULL,
+                    reported_count BIGINT NOT NULL,
+                    accepted_count BIGINT,
+                    status TEXT NOT NULL,
+                    multiplier_permille BIGINT,
+                    energy_credited BIGINT NOT NULL DEFAULT 0,
+                    attested BIGINT NOT NULL DEFAULT 0,
+                    updated_at BIGINT NOT NULL,
+                    PRIMARY KEY (walker_id, day)
+                )
+                """,
+                """
+                CREATE TABLE step_submissions (
+                    walker_id TEXT NOT NULL,
+                    submission_id TEXT NOT NULL,
+                    day BIGINT NOT NULL,
+                    source TEXT NOT NULL,
+                    source_bundle_id TEXT NOT NULL,
+                    step_count BIGINT NOT NULL,
+                    span_start BIGINT NOT NULL,
+                    span_end BIGINT NOT NULL,
+                    received_at BIGINT NOT NULL,
+                    PRIMARY KEY (walker_id, submission_id)
+                )
+                """,
+                "CREATE INDEX step_submissions_by_day ON step_submissions (walker_id, day, received_at)",
+                """
+                CREATE TABLE energy_ledger (
+                    walker_id TEXT NOT NULL,
+                    entry_id TEXT NOT NULL,
+                    day BIGINT,
+                    kind TEXT NOT NULL,
+                    amount BIGINT NOT NULL,
+                    created_at BIGINT NOT NULL,
+                    PRIMARY KEY (walker_id, entry_id)
+                )
+                """,
+                """
+                CREATE TABLE idempotency_keys (
+                    walker_id TEXT NOT NULL,
+                    idem_key TEXT NOT NULL,
+                    request_hash TEXT NOT NULL,
+                    state TEXT NOT NULL,
+                    status BIGINT,
+                    response_body TEXT,
+                    created_at BIGINT NOT NULL,
+                    lease_until BIGINT NOT NULL,
+                    PRIMARY KEY (walker_id, idem_key)
+                )
+                """,
+                "CREATE INDEX idempotency_keys_by_age ON idempotency_keys (created_at)",
+                """
+                CREATE TABLE rate_limits (
+                    walker_id TEXT NOT NULL,
+                    bucket TEXT NOT NULL,
+                    window_start BIGINT NOT NULL,
+                    hits BIGINT NOT NULL,
+                    PRIMARY KEY (walker_id, bucket)
+                )
+                """,
+                """
+                CREATE TABLE attestation_logs (
+                    walker_id TEXT NOT NULL,
+                    log_id TEXT NOT NULL,
+                    created_at BIGINT NOT NULL,
+                    route TEXT NOT NULL,
+                    verdict TEXT NOT NULL,
+                    reasons TEXT NOT NULL,
+                    token_id TEXT,
+                    request_id TEXT,
+                    PRIMARY KEY (walker_id, log_id)
+                )
+                """,
+                "CREATE INDEX attestation_logs_by_age ON attestation_logs (created_at)",
+                "CREATE INDEX attestation_logs_by_verdict ON attestation_logs (walker_id, verdict, created_at)",
+                """
+                CREATE TABLE review_queue (
+                    walker_id TEXT NOT NULL,
+                    entry_id TEXT NOT NULL,
+                    kind TEXT NOT NULL,
+                    subject TEXT,
+                    created_at BIGINT NOT NULL,
+                    resolved_at BIGINT,
+                    resolution TEXT,
+                    PRIMARY KEY (walker_id, entry_id)
+                )
+                """,
+                "CREATE INDEX review_queue_open ON review_queue (resolved_at, created_at)",
+            ]
+        }
+    ]
+}
+
+/// What `Migrator.migrate` did.
+package struct MigrationReport: Sendable, Equatable {
+    package var applied: [Int]
+    package var current: Int
+}
+
+/// Applies pending migrations, each in its own transaction, recording them in `schema_migrations`.
+package struct Migrator: Sendable {
+    package let database: any Database
+    package let migrations: [Migration]
+
+    package init(database: any Database, migrations: [Migration] = Migrations.all) {
+        self.database = database
+        self.migrations = migrations
+    }
+
+    package var latestVersion: Int { migrations.map(\.version).max() ?? 0 }
+
+    package func appliedVersions() async throws -> Set<Int> {
+        try await database.transaction { sql in
+            try await Self.ensureTable(sql)
+            let rows = try await sql.raw("SELECT version FROM schema_migrations").all()
+            return Set(try rows.map { try $0.decode(column: "version", as: Int.self) })
+        }
+    }
+
+    /// Pending versions, ascending.
+    package func pending() async throws -> [Int] {
+        let applied = try await appliedVersions()
+        return migrations.map(\.version).filter { !applied.contains($0) }.sorted()
+    }
+
+    @discardableResult
+    package func migrate(now: Date = Date()) async throws -> MigrationReport {
+        var applied: [Int] = []
+        let kind = database.kind
+        for migration in migrations.sorted(by: { $0.version < $1.version }) {
+            let didApply = try await database.transaction { sql in
+                try await Self.ensureTable(sql)
+                if kind == .postgres {
+                    // Two instances starting together must not both apply a migration.
+                    try await sql.raw("SELECT pg_advisory_xact_lock(7301957)").run()
+                }
+                let exists = try await sql.raw(
+                    "SELECT version FROM schema_migrations WHERE version = \(bind: migration.version)"
+                ).first()
+                guard exists == nil else { return false }
+                for statement in migration.statements(kind) {
+                    try await sql.raw(SQLQueryString(statement)).run()
+                }
+                try await sql.raw(
+                    """
+                    INSERT INTO schema_migrations (version, name, applied_at)
+                    VALUES (\(bind: migration.version), \(bind: migration.name), \(bind: now.millisecondsSince1970))
+                    """
+                ).run()
+                return true
+            }
+            if didApply { applied.append(migration.version) }
+        }
+        return MigrationReport(applied: applied, current: latestVersion)
+    }
+
+    private static func ensureTable(_ sql: any SQLDatabase) async throws {
+        try await sql.raw(
+            """
+            CREATE TABLE IF NOT EXISTS schema_migrations (
+                version BIGINT PRIMARY KEY,
+                name TEXT NOT NULL,
+                applied_at BIGINT NOT NULL
+            )
+            """
+        ).run()
+    }
+}
+
+extension Date {
+    package var millisecondsSince1970: Int { Int((timeIntervalSince1970 * 1000).rounded(.down)) }
+
+    package init(millisecondsSince1970 ms: Int) {
+        self.init(timeIntervalSince1970: Double(ms) / 1000)
+    }
+}

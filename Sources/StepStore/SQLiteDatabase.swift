@@ -1,0 +1,68 @@
+import Foundation
+import Logging
+import NIOCore
+import NIOPosix
+import SQLKit
+import SQLiteKit
+import SQLiteNIO
+
+/// SQLite: one file in WAL mode, one connection, writers serialised in arrival order.
+package final class SQLiteDatabase: Database {
+    package let kind = DatabaseKind.sqlite
+    package let path: String
+    private let connection: SQLiteConnection
+    private let lock = AsyncSerialLock()
+    private let logger: Logger
+
+    private init(path: String, connection: SQLiteConnection, logger: Logger) {
+        self.path = path
+        self.connection = connection
+        self.logger = logger
+    }
+
+    /// Opens (creating if needed) the database file at `path`.
+    package static func open(path: String, logger: Logger) async throws -> SQLiteDatabase {
+        let connection: SQLiteConnection
+        do {
+            connection = try await SQLiteConnection.open(storage: .file(path: path), logger: logger)
+        } catch {
+            throw StoreError.unavailable("cannot open SQLite database at \(path): \(error)")
+        }
+        let database = SQLiteDatabase(path: path, connection: connection, logger: logger)
+        let sql = connection.sql(queryLogLevel: nil)
+        // busy_timeout first: other processes (a worker, a migration) may hold the write lock briefly.
+        for pragma in ["PRAGMA busy_timeout = 5000", "PRAGMA journal_mode = WAL", "PRAGMA synchronous = FULL"] {
+            try await sql.raw(SQLQueryString(pragma)).run()
+        }
+        return database
+    }
+
+    package func transaction<T: Sendable>(
+        _ body: @escaping @Sendable (any SQLDatabase) async throws -> T
+    ) async throws -> T {
+        let sql = connection.sql(queryLogLevel: nil)
+        return try await lock.withLock {
+            // IMMEDIATE takes the write lock up front, so two processes never deadlock upgrading a read lock.
+            try await sql.raw("BEGIN IMMEDIATE").run()
+            do {
+                let value = try await body(sql)
+                try await sql.raw("COMMIT").run()
+                return value
+            } catch {
+                try? await sql.raw("ROLLBACK").run()
+                throw error
+            }
+        }
+    }
+
+    package func withConnection<T: Sendable>(
+        _ body: @escaping @Sendable (any SQLDatabase) async throws -> T
+    ) async throws -> T {
+        let sql = connection.sql(queryLogLevel: nil)
+        return try await lock.withLock { try await body(sql) }
+    }
+
+    package func close() async throws {
+        try await connection.close()
+    }
+}

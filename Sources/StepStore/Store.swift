@@ -1,0 +1,50 @@
+import Foundation
+import SQLKit
+import SQLiteNIO
+
+/// The ledger's storage: a `Database` plus the typed operations of `StoreTransaction`.
+package struct Store: Sendable {
+    package let database: any Database
+
+    package init(database: any Database) {
+        self.database = database
+    }
+
+    package var kind: DatabaseKind { database.kind }
+
+    /// Runs `body` in one transaction. Engine failures that a retry may cure surface as `StoreError.unavailable`.
+    package func transaction<T: Sendable>(
+        _ body: @escaping @Sendable (StoreTransaction) async throws -> T
+    ) async throws -> T {
+        let kind = database.kind
+        do {
+            return try await database.transaction { sql in
+                try await body(StoreTransaction(sql: sql, kind: kind))
+            }
+        } catch let error as SQLiteError where Self.isTransient(error) {
+            throw StoreError.unavailable("SQLite: \(error.reason)")
+        }
+    }
+
+    private static func isTransient(_ error: SQLiteError) -> Bool {
+        switch error.reason {
+        case .busy, .busyTimeout, .locked, .full, .ioError, .cantOpen, .readOnly: true
+        default: false
+        }
+    }
+}
+
+/// The typed SQL of one transaction. Feature files extend it (`StoreTransaction+StepLog.swift`, …).
+package struct StoreTransaction: Sendable {
+    package let sql: any SQLDatabase
+    package let kind: DatabaseKind
+
+    var forUpdate: SQLQueryString { kind == .postgres ? " FOR UPDATE" : "" }
+
+    static func newID() -> String { StoreTransactionID.make() }
+}
+
+/// Random row identifiers.
+package enum StoreTransactionID {
+    package static func make() -> String { UUID().uuidString.lowercased() }
+}

@@ -1,0 +1,29 @@
+/// Errors the store reports to its callers. A struct around a private code, so new codes never break callers.
+package struct StoreError: Error, Hashable, Sendable, CustomStringConvertible {
+    private enum Code: Hashable, Sendable {
+        case unavailable
+        case schemaBehind
+        case invalidConfiguration
+        case corrupt
+    }
+
+    private let code: Code
+    package let detail: String
+
+    private init(_ code: Code, _ detail: String) {
+        self.code = code
+        self.detail = detail
+    }
+
+    /// The database could not be reached or refused the work; the caller may retry later (HTTP 503).
+    package static func unavailable(_ detail: String) -> StoreError { .init(.unavailable, detail) }
+    package static func schemaBehind(_ detail: String) -> StoreError { .init(.schemaBehind, detail) }
+    package static func invalidConfiguration(_ detail: String) -> StoreError { .init(.invalidConfiguration, detail) }
+    /// A stored value could not be read back as written.
+    package static func corrupt(_ detail: String) -> StoreError { .init(.corrupt, detail) }
+
+    package var isUnavailable: Bool { code == .unavailable }
+    package var isSchemaBehind: Bool { code == .schemaBehind }
+
+    package var description: String { detail }
+}

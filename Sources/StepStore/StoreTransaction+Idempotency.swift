@@ -1,0 +1,86 @@
+import Foundation
+import SQLKit
+
+/// What claiming an idempotency key found.
+package enum IdempotencyClaim: Sendable, Hashable {
+    /// The key is ours to process; complete or release it.
+    case claimed
+    /// The key finished earlier with the same payload: replay this response.
+    case replay(status: Int, body: String)
+    /// The key was used with a different payload.
+    case payloadMismatch
+    /// Another request holds the key and its lease has not run out.
+    case inFlight
+}
+
+extension StoreTransaction {
+    /// Claims `key` for `requestHash`, or reports who has it. A claim whose lease ran out (its worker died)
+    /// is taken over.
+    package func claimIdempotencyKey(
+        walkerId: String, key: String, requestHash: String, now: Date, leaseSeconds: Double
+    ) async throws -> IdempotencyClaim {
+        let nowMs = now.millisecondsSince1970
+        let leaseUntil = nowMs + Int(leaseSeconds * 1000)
+        let inserted = try await sql.raw(
+            """
+            INSERT INTO idempotency_keys (walker_id, idem_key, request_hash, state, created_at, lease_until)
+            VALUES (\(bind: walkerId), \(bind: key), \(bind: requestHash), 'in_flight', \(bind: nowMs), \(bind: leaseUntil))
+            ON CONFLICT (walker_id, idem_key) DO NOTHING
+            RETURNING idem_key
+            """
+        ).first()
+        if inserted != nil { return .claimed }
+
+        guard
+            let row = try await sql.raw(
+                """
+                SELECT request_hash, state, status, response_body, lease_until FROM idempotency_keys
+                WHERE walker_id = \(bind: walkerId) AND idem_key = \(bind: key)\(forUpdate)
+                """
+            ).first()
+        else {
+            // Deleted between the two statements (a release); the caller may simply retry.
+            return .inFlight
+        }
+        let storedHash = try row.decode(column: "request_hash", as: String.self)
+        let state = try row.decode(column: "state", as: String.self)
+        guard storedHash == requestHash else { return .payloadMismatch }
+        if state == "done" {
+            guard let status = try row.decode(column: "status", as: Int?.self),
+                let body = try row.decode(column: "response_body", as: String?.self)
+            else { throw StoreError.corrupt("finished idempotency key without a response") }
+            return .replay(status: status, body: body)
+        }
+        let storedLease = try row.decode(column: "lease_until", as: Int.self)
+        guard storedLease < nowMs else { return .inFlight }
+        let taken = try await sql.raw(
+            """
+            UPDATE idempotency_keys SET lease_until = \(bind: leaseUntil)
+            WHERE walker_id = \(bind: walkerId) AND idem_key = \(bind: key) AND state = 'in_flight'
+                AND lease_until = \(bind: storedLease)
+            RETURNING idem_key
+            """
+        ).first()
+        return taken == nil ? .inFlight : .claimed
+    }
+
+    /// Stores the final response of a claimed key, in the same transaction as the work it describes.
+    package func completeIdempotencyKey(walkerId: String, key: String, status: Int, body: String) async throws {
+        try await sql.raw(
+            """
+            UPDATE idempotency_keys SET state = 'done', status = \(bind: status), response_body = \(bind: body)
+            WHERE walker_id = \(bind: walkerId) AND idem_key = \(bind: key)
+            """
+        ).run()
+    }
+
+    /// Gives a claimed key back when the request ended in an outcome that is not stored (401, 403, 429, 5xx).
+    package func releaseIdempotencyKey(walkerId: String, key: String) async throws {
+        try await sql.raw(
+            """
+            DELETE FROM idempotency_keys
+            WHERE walker_id = \(bind: walkerId) AND idem_key = \(bind: key) AND state = 'in_flight'
+            """
+        ).run()
+    }
+}

@@ -1,0 +1,34 @@
+import Foundation
+import SQLKit
+
+/// The state of a fixed rate-limit window after one more hit.
+package struct RateLimitWindow: Sendable, Hashable {
+    package var hits: Int
+    package var windowStart: Date
+}
+
+extension StoreTransaction {
+    /// Counts one hit in the walker's current window of `bucket`, starting a new window when the stored one
+    /// is older than `windowStart`. One statement, so concurrent instances never lose a hit.
+    package func hitRateLimit(walkerId: String, bucket: String, windowStart: Date) async throws -> RateLimitWindow {
+        let start = windowStart.millisecondsSince1970
+        guard
+            let row = try await sql.raw(
+                """
+                INSERT INTO rate_limits (walker_id, bucket, window_start, hits)
+                VALUES (\(bind: walkerId), \(bind: bucket), \(bind: start), 1)
+                ON CONFLICT (walker_id, bucket) DO UPDATE SET
+                    hits = CASE WHEN rate_limits.window_start >= excluded.window_start
+                        THEN rate_limits.hits + 1 ELSE 1 END,
+                    window_start = CASE WHEN rate_limits.window_start >= excluded.window_start
+                        THEN rate_limits.window_start ELSE excluded.window_start END
+                RETURNING hits, window_start
+                """
+            ).first()
+        else { throw StoreError.corrupt("rate limit upsert returned no row") }
+        return RateLimitWindow(
+            hits: try row.decode(column: "hits", as: Int.self),
+            windowStart: Date(millisecondsSince1970: try row.decode(column: "window_start", as: Int.self))
+        )
+    }
+}

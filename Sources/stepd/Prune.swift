@@ -1,0 +1,27 @@
+import ArgumentParser
+import Foundation
+import Logging
+import StepAPI
+import StepStore
+
+struct Prune: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Delete rows past retention (attestation logs, idempotency keys, rate-limit windows) once.")
+
+    @OptionGroup var common: CommonOptions
+
+    func run() async throws {
+        let configuration = try await common.load()
+        let store = try await StoreFactory.open(
+            url: configuration.databaseURL, logger: Logger(label: "stepd.prune"), migrate: false)
+        var retention = RetentionPolicy()
+        retention.attestationLogSeconds = configuration.attestationLogRetentionDays * 86_400
+        retention.idempotencyKeySeconds = configuration.idempotencyRetentionDays * 86_400
+        let policy = retention
+        let report = try await store.transaction { tx in try await tx.prune(now: Date(), retention: policy) }
+        try await store.database.close()
+        print(
+            "pruned \(report.attestationLogs) attestation logs, \(report.idempotencyKeys) idempotency keys, \(report.rateLimits) rate-limit windows"
+        )
+    }
+}

@@ -1,0 +1,31 @@
+import ArgumentParser
+import Hummingbird
+import StepAPI
+import StepStore
+
+struct Serve: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Run the HTTP server (migrates an embedded SQLite database first).")
+
+    @Option(help: "Listen address (config key http.host). Default 127.0.0.1.")
+    var host: String?
+
+    @Option(help: "Listen port (config key http.port). Default 8080.")
+    var port: Int?
+
+    @OptionGroup var common: CommonOptions
+
+    func run() async throws {
+        var overrides: [String: String] = [:]
+        if let host { overrides["http.host"] = host }
+        if let port { overrides["http.port"] = String(port) }
+        let configuration = try await common.load(overrides: overrides)
+        let app: StepLedgerApp
+        do {
+            app = try await buildApplication(configuration: configuration)
+        } catch let error as StoreError {
+            throw ValidationError(error.detail)
+        }
+        try await app.application.runService()
+    }
+}
