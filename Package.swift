@@ -84,7 +84,7 @@ let package = Package(
         ),
         .testTarget(
             name: "StepStoreTests",
-            dependencies: ["StepStore", "StepCore"],
+            dependencies: ["StepStore", "StepCore", .product(name: "SQLKit", package: "sql-kit")],
             swiftSettings: strict
         ),
         .testTarget(
@@ -94,10 +94,12 @@ let package = Package(
                 "StepStore",
                 "StepCore",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "SQLKit", package: "sql-kit"),
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
             ],
+            exclude: ["Fixtures"],
             swiftSettings: strict
         ),
     ]

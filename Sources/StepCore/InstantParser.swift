@@ -11,17 +11,17 @@ package enum InstantParser {
             hour < 24, minute < 60, second < 61
         else { return nil }
         var index = 19
-        var fraction = 0.0
+        var nanoseconds = 0
         if b[index] == UInt8(ascii: ".") {
             index += 1
-            var scale = 0.1
             let start = index
             while index < b.count, b[index] >= UInt8(ascii: "0"), b[index] <= UInt8(ascii: "9") {
-                fraction += Double(b[index] - UInt8(ascii: "0")) * scale
-                scale /= 10
+                guard index - start < 9 else { return nil }
+                nanoseconds = nanoseconds * 10 + Int(b[index] - UInt8(ascii: "0"))
                 index += 1
             }
-            guard index > start, index - start <= 9 else { return nil }
+            guard index > start else { return nil }
+            for _ in (index - start)..<9 { nanoseconds *= 10 }
         }
         guard index < b.count else { return nil }
         var offsetSeconds = 0
@@ -38,12 +38,13 @@ package enum InstantParser {
             return nil
         }
         let seconds = date.dayNumber * 86_400 + hour * 3600 + minute * 60 + min(second, 59) - offsetSeconds
-        return Date(timeIntervalSince1970: Double(seconds) + fraction)
+        return Date(timeIntervalSince1970: Double(seconds) + Double(nanoseconds) / 1e9)
     }
 
     /// Formats with millisecond precision in UTC, e.g. `2026-05-18T20:43:30.000Z`.
     package static func format(_ date: Date, fractional: Bool = false) -> String {
-        let totalMillis = Int((date.timeIntervalSince1970 * 1000).rounded(.down))
+        // Nearest millisecond: a parsed ".471" is stored as a double just below or above it.
+        let totalMillis = Int((date.timeIntervalSince1970 * 1000).rounded())
         let seconds = LocalDate.floorDiv(totalMillis, 1000)
         let millis = totalMillis - seconds * 1000
         let day = LocalDate(dayNumber: LocalDate.floorDiv(seconds, 86_400))

@@ -68,10 +68,12 @@ package struct LocalDate: Hashable, Comparable, Sendable, CustomStringConvertibl
             if next == guess { break }
             guess = next
         }
-        // If the chosen instant still falls on the previous date (a gap), step forward to this date.
-        if LocalDate(instant: Date(timeIntervalSince1970: Double(guess)), in: timeZone) < self {
-            let offset = timeZone.secondsFromGMT(for: Date(timeIntervalSince1970: Double(guess + 7_200)))
-            guess = localMidnight - offset
+        // Midnight fell in a gap (clocks jumped over it): the day starts at the transition.
+        let candidate = Date(timeIntervalSince1970: Double(guess))
+        if LocalDate(instant: candidate, in: timeZone) < self,
+            let transition = timeZone.nextDaylightSavingTimeTransition(after: candidate)
+        {
+            return transition
         }
         return Date(timeIntervalSince1970: Double(guess))
     }

@@ -198,7 +198,7 @@ package struct Migrator: Sendable {
 }
 
 extension Date {
-    package var millisecondsSince1970: Int { Int((timeIntervalSince1970 * 1000).rounded(.down)) }
+    package var millisecondsSince1970: Int { Int((timeIntervalSince1970 * 1000).rounded()) }
 
     package init(millisecondsSince1970 ms: Int) {
         self.init(timeIntervalSince1970: Double(ms) / 1000)

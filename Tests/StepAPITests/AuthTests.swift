@@ -1,0 +1,220 @@
+import Crypto
+import Foundation
+import HTTPTypes
+import HummingbirdTesting
+import JWTKit
+import StepAPI
+import StepCore
+import Testing
+
+@Suite("Session JWT gate")
+struct AuthTests {
+    static let fixtures = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Fixtures")
+
+    /// Keys of each supported algorithm, their JWKS, and a way to sign with them.
+    struct KeySet: Sendable {
+        let ecKey = P256.Signing.PrivateKey()
+        let edKey = Curve25519.Signing.PrivateKey()
+        let rsaPEM: String
+        let rsaPublicPEM: String
+        let rsaJWK: String
+
+        init() throws {
+            rsaPEM = try String(contentsOf: AuthTests.fixtures.appendingPathComponent("test-rsa-private.pem"), encoding: .utf8)
+            rsaPublicPEM = try String(
+                contentsOf: AuthTests.fixtures.appendingPathComponent("test-rsa-public.pem"), encoding: .utf8)
+            rsaJWK = try String(contentsOf: AuthTests.fixtures.appendingPathComponent("test-rsa-public.jwk.json"), encoding: .utf8)
+        }
+
+        var jwks: String {
+            let raw = ecKey.publicKey.rawRepresentation
+            let ec = #"{"kty":"EC","crv":"P-256","kid":"ec-test","x":"\#(b64(raw.prefix(32)))","y":"\#(b64(raw.suffix(32)))"}"#
+            let ed = #"{"kty":"OKP","crv":"Ed25519","kid":"ed-test","x":"\#(b64(edKey.publicKey.rawRepresentation))"}"#
+            return #"{"keys":[\#(ec),\#(ed),\#(rsaJWK)]}"#
+        }
+
+        func collection() async throws -> JWTKeyCollection {
+            let keys = JWTKeyCollection()
+            await keys.add(ecdsa: try ES256PrivateKey(backing: ecKey), kid: "ec-test")
+            await keys.add(eddsa: EdDSA.PrivateKey(backing: edKey), kid: "ed-test")
+            await keys.add(rsa: try Insecure.RSA.PrivateKey(pem: rsaPEM), digestAlgorithm: .sha256, kid: "rsa-test")
+            return keys
+        }
+    }
+
+    struct Claims: JWTPayload {
+        var sub: String?
+        var iss: String?
+        var aud: [String]?
+        var exp: Int?
+        var nbf: Int?
+        func verify(using algorithm: some JWTAlgorithm) async throws {}
+    }
+
+    static func b64(_ data: some DataProtocol) -> String {
+        Data(data).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+            .replacingOccurrences(of: "=", with: "")
+    }
+
+    static func harness(keys: KeySet, production: Bool = false) async throws -> TestHarness {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("jwks-\(UUID().uuidString).json")
+        try keys.jwks.write(to: directory, atomically: true, encoding: .utf8)
+        return try await TestHarness.make {
+            $0.jwt.jwks = .file(directory.path)
+            $0.jwt.issuer = "https://auth.example"
+            $0.jwt.audience = "stepledger-api"
+            if production {
+                $0.mode = .production
+                $0.jwt.developmentSecret = nil
+            }
+        }
+    }
+
+    static func validClaims(_ now: Date, sub: String = "walker-jwt") -> Claims {
+        Claims(
+            sub: sub, iss: "https://auth.example", aud: ["stepledger-api"], exp: Int(now.timeIntervalSince1970) + 600,
+            nbf: nil)
+    }
+
+    @Test("ES256, RS256 and EdDSA tokens from the JWKS are accepted", arguments: ["ec-test", "rsa-test", "ed-test"])
+    func acceptedAlgorithms(kid: String) async throws {
+        let keys = try KeySet()
+        let harness = try await Self.harness(keys: keys)
+        let token = try await keys.collection().sign(Self.validClaims(harness.clock.now), kid: JWKIdentifier(string: kid))
+        try await harness.run { client in
+            let response = try await client.ingest(IngestBody(), token: token)
+            #expect(response.status == .ok, "\(response.text)")
+            #expect(try await harness.store.transaction { try await $0.walker("walker-jwt") } != nil)
+        }
+    }
+
+    enum Forgery: String, CaseIterable, Sendable {
+        case missingHeader, notBearer, garbage, algNone, unknownKid, expired, notYetValid, wrongAudience, wrongIssuer
+        case missingSubject, longSubject, tamperedPayload, hs256WithRSAPublicKey, rs256HeaderOnECKey, missingExp
+    }
+
+    @Test("forged, expired or mis-addressed tokens are 401 with the ingest envelope and write nothing", arguments: Forgery.allCases)
+    func refused(_ forgery: Forgery) async throws {
+        let keys = try KeySet()
+        let harness = try await Self.harness(keys: keys)
+        let now = harness.clock.now
+        let signer = try await keys.collection()
+        func sign(_ claims: Claims, kid: String = "ec-test") async throws -> String {
+            try await signer.sign(claims, kid: JWKIdentifier(string: kid))
+        }
+        var headers: HTTPFields = [.contentType: "application/json"]
+        var claims = Self.validClaims(now)
+        switch forgery {
+        case .missingHeader: break
+        case .notBearer: headers[.authorization] = "Basic dXNlcjpwYXNz"
+        case .garbage: headers[.authorization] = "Bearer not.a.jwt"
+        case .algNone:
+            let header = Self.b64(Data(#"{"alg":"none","typ":"JWT"}"#.utf8))
+            let payload = Self.b64(try JSONEncoder().encode(claims))
+            headers[.authorization] = "Bearer \(header).\(payload)."
+        case .unknownKid: headers[.authorization] = "Bearer \(try await sign(claims, kid: "nobody"))"
+        case .expired:
+            claims.exp = Int(now.timeIntervalSince1970) - 31
+            headers[.authorization] = "Bearer \(try await sign(claims))"
+        case .notYetValid:
+            claims.nbf = Int(now.timeIntervalSince1970) + 120
+            headers[.authorization] = "Bearer \(try await sign(claims))"
+        case .wrongAudience:
+            claims.aud = ["someone-else"]
+            headers[.authorization] = "Bearer \(try await sign(claims))"
+        case .wrongIssuer:
+            claims.iss = "https://evil.example"
+            headers[.authorization] = "Bearer \(try await sign(claims))"
+        case .missingSubject:
+            claims.sub = nil
+            headers[.authorization] = "Bearer \(try await sign(claims))"
+        case .longSubject:
+            claims.sub = String(repeating: "w", count: 129)
+            headers[.authorization] = "Bearer \(try await sign(claims))"
+        case .missingExp:
+            claims.exp = nil
+            headers[.authorization] = "Bearer \(try await sign(claims))"
+        case .tamperedPayload:
+            let token = try await sign(claims)
+            let parts = token.split(separator: ".")
+            var other = claims
+            other.sub = "victim"
+            headers[.authorization] = "Bearer \(parts[0]).\(Self.b64(try JSONEncoder().encode(other))).\(parts[2])"
+        case .hs256WithRSAPublicKey:
+            // Classic confusion: HMAC keyed with the RSA public key, claiming the RSA key's kid.
+            let confused = JWTKeyCollection()
+            await confused.add(hmac: HMACKey(from: Array(keys.rsaPublicPEM.utf8)), digestAlgorithm: .sha256, kid: "rsa-test")
+            headers[.authorization] = "Bearer \(try await confused.sign(claims, kid: "rsa-test"))"
+        case .rs256HeaderOnECKey:
+            let token = try await sign(claims)
+            let parts = token.split(separator: ".")
+            let header = Self.b64(Data(#"{"alg":"RS256","kid":"ec-test","typ":"JWT"}"#.utf8))
+            headers[.authorization] = "Bearer \(header).\(parts[1]).\(parts[2])"
+        }
+        let finalHeaders = headers
+        try await harness.run { client in
+            let response = try await client.execute(
+                uri: "/step/ingest", method: .post, headers: finalHeaders, body: IngestBody().buffer)
+            #expect(response.status == .unauthorized)
+            #expect(response.headers[.wwwAuthenticate] == "Bearer")
+            #expect(try response.json["error"] == .string("UNAUTHORIZED"))
+            #expect(try await harness.count("walkers") == 0)
+            #expect(try await harness.count("step_logs") == 0)
+        }
+    }
+
+    @Test("leeway tolerates a token just past exp")
+    func leeway() async throws {
+        let keys = try KeySet()
+        let harness = try await Self.harness(keys: keys)
+        var claims = Self.validClaims(harness.clock.now)
+        claims.exp = Int(harness.clock.now.timeIntervalSince1970) - 10
+        let token = try await keys.collection().sign(claims, kid: "ec-test")
+        try await harness.run { client in
+            let response = try await client.ingest(IngestBody(), token: token)
+            #expect(response.status == .ok)
+        }
+    }
+
+    @Test("the development HS256 token works in test-phase and is refused in production")
+    func developmentTokens() async throws {
+        let keys = try KeySet()
+        let testPhase = try await Self.harness(keys: keys)
+        let devToken = try await DevelopmentTokens.issue(
+            walkerId: "dev", secret: TestHarness.developmentSecret, issuer: "https://auth.example",
+            audience: "stepledger-api", ttlSeconds: 600, now: testPhase.clock.now)
+        try await testPhase.run { client in
+            let response = try await client.ingest(IngestBody(), token: devToken)
+            #expect(response.status == .ok)
+        }
+        let production = try await Self.harness(keys: keys, production: true)
+        try await production.run { client in
+            let response = try await client.ingest(IngestBody(), token: devToken)
+            #expect(response.status == .unauthorized)
+        }
+    }
+
+    @Test("production refuses to start with a development secret or without a JWKS")
+    func productionConfiguration() async throws {
+        var configuration = AppConfiguration()
+        configuration.mode = .production
+        configuration.jwt.jwks = .file("/tmp/x.json")
+        configuration.jwt.developmentSecret = TestHarness.developmentSecret
+        #expect(throws: ConfigurationError.self) { try configuration.validateForMode() }
+        configuration.jwt.developmentSecret = nil
+        configuration.jwt.jwks = .none
+        #expect(throws: ConfigurationError.self) { try configuration.validateForMode() }
+    }
+
+    @Test("the development key is generated once and reused")
+    func developmentKeyFile() throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("devkey-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let first = try DevelopmentKey.loadOrCreate(path: path)
+        let second = try DevelopmentKey.loadOrCreate(path: path)
+        #expect(first.count == 32)
+        #expect(first == second)
+        let attributes = try FileManager.default.attributesOfItem(atPath: path)
+        #expect((attributes[.posixPermissions] as? Int) == 0o600)
+    }
+}

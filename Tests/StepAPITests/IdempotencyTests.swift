@@ -1,0 +1,125 @@
+import Foundation
+import HTTPTypes
+import HummingbirdTesting
+import StepAPI
+import StepCore
+import StepStore
+import Testing
+
+@Suite("Idempotency of POST /step/ingest")
+struct IdempotencyTests {
+    @Test("the same key and payload replay the stored response byte for byte, crediting once")
+    func replayAccepted() async throws {
+        let harness = try await TestHarness.make()
+        let token = try await harness.token(for: "walker-idem")
+        try await harness.run { client in
+            let body = IngestBody(count: 8421, key: "step-ing-01HM4")
+            let first = try await client.ingest(body, token: token)
+            harness.clock.advance(seconds: 30)
+            var retried = body
+            retried["clientSubmittedAt"] = .string("2026-05-18T20:43:00Z")  // diagnostics may change on retry
+            let second = try await client.ingest(retried, token: token)
+            #expect(first.status == .ok)
+            #expect(second.status == .ok)
+            #expect(second.body == first.body)
+            #expect(second.headers[HTTPField.Name("Idempotent-Replayed")!] == "true")
+            #expect(try await harness.count("energy_ledger", walker: "walker-idem") == 1)
+            #expect(try await harness.count("step_submissions", walker: "walker-idem") == 1)
+        }
+    }
+
+    @Test("a deterministic 422 is replayed with its status")
+    func replayRejected() async throws {
+        let harness = try await TestHarness.make()
+        let token = try await harness.token(for: "walker-idem422")
+        try await harness.run { client in
+            let body = IngestBody(count: 70_000, key: "bad-1")
+            let first = try await client.ingest(body, token: token)
+            harness.clock.advance(seconds: 1)
+            let second = try await client.ingest(body, token: token)
+            #expect(first.status == .unprocessableContent)
+            #expect(second.status == .unprocessableContent)
+            #expect(second.body == first.body)
+            let logs = try await harness.store.transaction { try await $0.attestationLogs(walkerId: "walker-idem422") }
+            #expect(logs.map(\.verdict) == [.rejected, .replayed])
+        }
+    }
+
+    @Test("the same key with a different payload is 422 IDEMPOTENCY_KEY_REUSED and changes nothing")
+    func keyReused() async throws {
+        let harness = try await TestHarness.make()
+        let token = try await harness.token(for: "walker-reuse")
+        try await harness.run { client in
+            _ = try await client.ingest(IngestBody(count: 5000, key: "k"), token: token)
+            let response = try await client.ingest(IngestBody(count: 9000, key: "k"), token: token)
+            #expect(response.status == .unprocessableContent)
+            #expect(try response.json["error"] == .string("IDEMPOTENCY_KEY_REUSED"))
+            let log = try await harness.store.transaction { try await $0.stepLog(walkerId: "walker-reuse", day: LocalDate(iso: "2026-05-18")!) }
+            #expect(log?.reportedCount == 5000)
+        }
+    }
+
+    @Test("keys are scoped to the walker")
+    func scopedToWalker() async throws {
+        let harness = try await TestHarness.make()
+        let alice = try await harness.token(for: "alice")
+        let bob = try await harness.token(for: "bob")
+        try await harness.run { client in
+            #expect(try await client.ingest(IngestBody(count: 5000, key: "shared"), token: alice).status == .ok)
+            let bobs = try await client.ingest(IngestBody(count: 9000, key: "shared"), token: bob)
+            #expect(bobs.status == .ok)
+            #expect(try bobs.json["stepLog"]?["reportedCount"] == .int(9000))
+        }
+    }
+
+    @Test("a key held by a request still in flight answers 409 IDEMPOTENCY_IN_FLIGHT; an expired lease is taken over")
+    func inFlight() async throws {
+        let harness = try await TestHarness.make()
+        let token = try await harness.token(for: "walker-flight")
+        let body = IngestBody(count: 5000, key: "busy")
+        let request = try IngestRequest.decode(body: Array(body.buffer.readableBytesView), headerKey: nil)
+        try await harness.run { client in
+            let claim = try await harness.store.transaction { tx in
+                try await tx.claimIdempotencyKey(
+                    walkerId: "walker-flight", key: "busy", requestHash: request.payloadHash, now: harness.clock.now,
+                    leaseSeconds: 30)
+            }
+            #expect(claim == .claimed)
+            let response = try await client.ingest(body, token: token)
+            #expect(response.status == .conflict)
+            #expect(try response.json["error"] == .string("IDEMPOTENCY_IN_FLIGHT"))
+            #expect(try await harness.count("step_logs", walker: "walker-flight") == 0)
+            harness.clock.advance(seconds: 31)
+            let retried = try await client.ingest(body, token: token)
+            #expect(retried.status == .ok)
+        }
+    }
+
+    @Test("concurrent requests with one key credit exactly once; the rest replay or get 409")
+    func concurrentDuplicates() async throws {
+        let harness = try await TestHarness.make()
+        let token = try await harness.token(for: "walker-race")
+        try await harness.run { client in
+            let body = IngestBody(count: 6000, key: "race")
+            let statuses = try await withThrowingTaskGroup(of: (HTTPResponse.Status, String).self) { group in
+                for _ in 0..<20 {
+                    group.addTask {
+                        let response = try await client.ingest(body, token: token)
+                        return (response.status, response.text)
+                    }
+                }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            let ok = statuses.filter { $0.0 == .ok }
+            let conflicts = statuses.filter { $0.0 == .conflict }
+            #expect(statuses.count == 20)
+            #expect(ok.count + conflicts.count == 20, "statuses: \(statuses.map(\.0.code))")
+            #expect(!ok.isEmpty)
+            #expect(Set(ok.map(\.1)).count == 1, "every 200 carries the same bytes")
+            #expect(try await harness.count("energy_ledger", walker: "walker-race") == 1)
+            #expect(try await harness.count("step_submissions", walker: "walker-race") == 1)
+            let balance = try await harness.store.transaction { try await $0.energyBalance(walkerId: "walker-race") }
+            #expect(balance == 6000)
+        }
+    }
+}

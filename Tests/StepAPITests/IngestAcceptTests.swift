@@ -1,0 +1,169 @@
+import Foundation
+import HTTPTypes
+import HummingbirdTesting
+import StepAPI
+import StepCore
+import StepStore
+import Testing
+
+@Suite("POST /step/ingest accepts in test-phase mode")
+struct IngestAcceptTests {
+    @Test("a valid bucket is accepted synchronously with seed 000's test-phase shape")
+    func acceptedShape() async throws {
+        let harness = try await TestHarness.make()
+        let token = try await harness.token(for: "walker-1")
+        try await harness.run { client in
+            let response = try await client.ingest(IngestBody(count: 8421), token: token)
+            #expect(response.status == .ok)
+            #expect(response.headers[.cacheControl] == "no-store, private")
+            let json = try response.json
+            #expect(json["accepted"] == .bool(true))
+            #expect(json["provisional"] == .bool(false))
+            #expect(json["reconcileEta"] == nil)
+            #expect(json["stepLog"]?["reconciliationStatus"] == .string("ACCEPTED"))
+            #expect(json["stepLog"]?["reportedCount"] == .int(8421))
+            #expect(json["stepLog"]?["acceptedCount"] == .int(8421))
+            #expect(json["stepLog"]?["day"] == .string("2026-05-18"))
+            #expect(json["provisionalEnergy"] == .int(8421))
+            #expect(json["energyCredited"] == .int(8421))
+            #expect(json["streakState"]?["currentLengthDays"] == .int(1))
+            #expect(json["streakState"]?["lastAttestedDate"] == .string("2026-05-18"))
+            #expect(json["streakState"]?["decayAt"] == .string("2026-05-20"))
+            #expect(json["streakState"]?["bonusTier"] == .string("T0_NONE"))
+            #expect(json["walker"]?["totalLifetimeSteps"] == .int(8421))
+            #expect(json["walker"]?["currentRegionId"] == .string("region.default"))
+            #expect(try await harness.count("step_logs", walker: "walker-1") == 1)
+            #expect(try await harness.count("step_submissions", walker: "walker-1") == 1)
+            let balance = try await harness.store.transaction { try await $0.energyBalance(walkerId: "walker-1") }
+            #expect(balance == 8421)
+        }
+    }
+
+    @Test("seed 000: a 14-day streak ending yesterday multiplies 8 421 steps by 1.20 → 10 105 Energy")
+    func seedEnergyExample() async throws {
+        let harness = try await TestHarness.make()
+        let token = try await harness.token(for: "walker-seed")
+        try await harness.run { client in
+            for offset in (1...14).reversed() {
+                let day = LocalDate(iso: "2026-05-18")!.adding(days: -offset).description
+                let response = try await client.ingest(IngestBody(day: day, count: 3000), token: token)
+                #expect(response.status == .ok)
+            }
+            let response = try await client.ingest(IngestBody(day: "2026-05-18", count: 8421), token: token)
+            let json = try response.json
+            #expect(json["provisionalEnergy"] == .int(10105))
+            #expect(json["energyCredited"] == .int(10105))
+            #expect(json["streakState"]?["currentLengthDays"] == .int(15))
+            #expect(json["streakState"]?["lastAttestedDate"] == .string("2026-05-18"))
+            #expect(json["streakState"]?["bonusTier"] == .string("T1_7D"))
+            #expect(json["streakState"]?["decayAt"] == .string("2026-05-20"))
+            let balance = try await harness.store.transaction { try await $0.energyBalance(walkerId: "walker-seed") }
+            // Days 1–7 of the run earn ×1.00, days 8–14 ×1.20 (the run before them reached 7), today ×1.20.
+            #expect(balance == 7 * 3000 + 7 * 3600 + 10105)
+        }
+    }
+
+    @Test("later submissions raise the day to the maximum and credit only the difference at the first multiplier")
+    func maxMergeAndCreditDifference() async throws {
+        let harness = try await TestHarness.make()
+        let token = try await harness.token(for: "walker-merge")
+        try await harness.run { client in
+            _ = try await client.ingest(IngestBody(count: 4000), token: token)
+            let lower = try await client.ingest(IngestBody(count: 2500), token: token)
+            #expect(try lower.json["stepLog"]?["reportedCount"] == .int(4000))
+            let higher = try await client.ingest(IngestBody(count: 6000), token: token)
+            #expect(try higher.json["stepLog"]?["acceptedCount"] == .int(6000))
+            #expect(try higher.json["energyCredited"] == .int(6000))
+            #expect(try await harness.count("step_submissions", walker: "walker-merge") == 3)
+            #expect(try await harness.count("energy_ledger", walker: "walker-merge") == 2)
+            let walker = try await harness.store.transaction { try await $0.walker("walker-merge") }
+            #expect(walker?.lifetimeSteps == 6000)
+            let balance = try await harness.store.transaction { try await $0.energyBalance(walkerId: "walker-merge") }
+            #expect(balance == 6000)
+        }
+    }
+
+    @Test("a day below the daily threshold is accepted and credited but not attested")
+    func belowThreshold() async throws {
+        let harness = try await TestHarness.make()
+        let token = try await harness.token(for: "walker-low")
+        try await harness.run { client in
+            let json = try await client.ingest(IngestBody(count: 1999), token: token).json
+            #expect(json["stepLog"]?["reconciliationStatus"] == .string("ACCEPTED"))
+            #expect(json["energyCredited"] == .int(1999))
+            #expect(json["streakState"]?["currentLengthDays"] == .int(0))
+            #expect(json["streakState"]?["lastAttestedDate"] == .null)
+            #expect(json["streakState"]?["decayAt"] == .null)
+            let raised = try await client.ingest(IngestBody(count: 2000), token: token).json
+            #expect(raised["streakState"]?["currentLengthDays"] == .int(1))
+        }
+    }
+
+    @Test("a late (offline) day fills a gap and joins two runs")
+    func lateDayFillsGap() async throws {
+        let harness = try await TestHarness.make()
+        let token = try await harness.token(for: "walker-gap")
+        try await harness.run { client in
+            for day in ["2026-05-14", "2026-05-15", "2026-05-17", "2026-05-18"] {
+                _ = try await client.ingest(IngestBody(day: day, count: 5000), token: token)
+            }
+            let before = try await client.ingest(IngestBody(day: "2026-05-18", count: 5000), token: token).json
+            #expect(before["streakState"]?["currentLengthDays"] == .int(2))
+            let filled = try await client.ingest(IngestBody(day: "2026-05-16", count: 5000), token: token).json
+            #expect(filled["streakState"]?["currentLengthDays"] == .int(5))
+            #expect(filled["streakState"]?["lastAttestedDate"] == .string("2026-05-18"))
+        }
+    }
+
+    @Test("the streak decays to 0 when the last attested day is older than yesterday")
+    func streakDecay() async throws {
+        let harness = try await TestHarness.make()
+        let token = try await harness.token(for: "walker-decay", ttl: 10 * 86_400)
+        try await harness.run { client in
+            for day in ["2026-05-16", "2026-05-17", "2026-05-18"] {
+                _ = try await client.ingest(IngestBody(day: day, count: 5000), token: token)
+            }
+            harness.clock.advance(seconds: 2 * 86_400)  // now 2026-05-20 in Warsaw
+            let json = try await client.ingest(IngestBody(day: "2026-05-20", count: 100), token: token).json
+            #expect(json["streakState"]?["currentLengthDays"] == .int(0))
+            #expect(json["streakState"]?["lastAttestedDate"] == .string("2026-05-18"))
+            #expect(json["streakState"]?["decayAt"] == .string("2026-05-20"))
+            #expect(json["streakState"]?["bonusTier"] == .string("T0_NONE"))
+        }
+    }
+
+    @Test("a day past its settle window is final: a new submission returns the stored state and changes nothing")
+    func finalDayUnchanged() async throws {
+        let harness = try await TestHarness.make()
+        let token = try await harness.token(for: "walker-final", ttl: 10 * 86_400)
+        try await harness.run { client in
+            _ = try await client.ingest(IngestBody(day: "2026-05-18", count: 5000), token: token)
+            // 2026-05-18 ends at 22:00Z in Warsaw (CEST); final 24 h later.
+            harness.clock.set(InstantParser.parse("2026-05-19T21:59:59Z")!)
+            let open = try await client.ingest(IngestBody(day: "2026-05-18", count: 5500), token: token).json
+            #expect(open["stepLog"]?["reportedCount"] == .int(5500))
+            harness.clock.set(InstantParser.parse("2026-05-19T22:00:00Z")!)
+            let response = try await client.ingest(IngestBody(day: "2026-05-18", count: 9000), token: token)
+            #expect(response.status == .ok)
+            let json = try response.json
+            #expect(json["stepLog"]?["reportedCount"] == .int(5500))
+            #expect(json["energyCredited"] == .int(5500))
+            #expect(try await harness.count("step_submissions", walker: "walker-final") == 2)
+            let logs = try await harness.store.transaction { try await $0.attestationLogs(walkerId: "walker-final") }
+            #expect(logs.last?.verdict == .unchanged)
+        }
+    }
+
+    @Test("walkers are isolated: one walker's ingest never changes another's day")
+    func walkerIsolation() async throws {
+        let harness = try await TestHarness.make()
+        let alice = try await harness.token(for: "alice")
+        let bob = try await harness.token(for: "bob")
+        try await harness.run { client in
+            _ = try await client.ingest(IngestBody(count: 7000), token: alice)
+            let json = try await client.ingest(IngestBody(count: 3000), token: bob).json
+            #expect(json["stepLog"]?["reportedCount"] == .int(3000))
+            #expect(json["walker"]?["totalLifetimeSteps"] == .int(3000))
+        }
+    }
+}

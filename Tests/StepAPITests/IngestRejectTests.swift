@@ -1,0 +1,139 @@
+import Foundation
+import HTTPTypes
+import HummingbirdTesting
+import StepAPI
+import StepCore
+import StepStore
+import Testing
+
+@Suite("POST /step/ingest anti-cheat rejections (test-phase)")
+struct IngestRejectTests {
+    struct Case: Sendable, CustomTestStringConvertible {
+        var name: String
+        var body: IngestBody
+        var reasons: [String]
+        var testDescription: String { name }
+    }
+
+    static let cases: [Case] = [
+        Case(name: "count above cap", body: IngestBody(count: 50_001), reasons: ["COUNT_EXCEEDS_CAP"]),
+        Case(
+            name: "burst: 10 000 steps in 10 minutes",
+            body: IngestBody(count: 10_000, spanStart: "2026-05-18T10:00:00Z", spanEnd: "2026-05-18T10:10:00Z"),
+            reasons: ["BURST_RATE_EXCEEDED"]),
+        Case(
+            name: "burst: zero-length span",
+            body: IngestBody(count: 10, spanStart: "2026-05-18T10:00:00Z", spanEnd: "2026-05-18T10:00:00Z"),
+            reasons: ["BURST_RATE_EXCEEDED"]),
+        Case(name: "day after tomorrow", body: IngestBody(day: "2026-05-20"), reasons: ["DAY_IN_FUTURE"]),
+        Case(
+            name: "cap, burst and future together",
+            body: IngestBody(
+                day: "2026-05-21", count: 60_000, spanStart: "2026-05-21T10:00:00Z", spanEnd: "2026-05-21T10:01:00Z"),
+            reasons: ["COUNT_EXCEEDS_CAP", "BURST_RATE_EXCEEDED", "DAY_IN_FUTURE"]),
+    ]
+
+    @Test("each violated rule is a 422 STEP_REJECTED listing every reason, with no StepLog or credit", arguments: cases)
+    func rejected(_ testCase: Case) async throws {
+        let harness = try await TestHarness.make()
+        let token = try await harness.token(for: "walker-422")
+        try await harness.run { client in
+            let response = try await client.ingest(testCase.body, token: token)
+            #expect(response.status == .unprocessableContent)
+            let json = try response.json
+            #expect(json["error"] == .string("STEP_REJECTED"))
+            #expect(json["message"] == .string("Submitted step bucket failed anti-cheat validation."))
+            #expect(json["details"]?["reasons"] == .array(testCase.reasons.map { .string($0) }))
+            #expect(json["details"]?["day"] == testCase.body["day"])
+            #expect(try await harness.count("step_logs", walker: "walker-422") == 0)
+            #expect(try await harness.count("energy_ledger", walker: "walker-422") == 0)
+            let logs = try await harness.store.transaction { try await $0.attestationLogs(walkerId: "walker-422") }
+            #expect(logs.count == 1)
+            #expect(logs.first?.verdict == .rejected)
+            #expect(logs.first?.reasons == testCase.reasons)
+        }
+    }
+
+    @Test("test-phase does not fire the production-only reasons")
+    func productionReasonsDeferred() async throws {
+        let harness = try await TestHarness.make()
+        let token = try await harness.token(for: "walker-tp")
+        try await harness.run { client in
+            var body = IngestBody(day: "2026-05-01")  // 17 days back: OFFLINE_CAP_EXCEEDED in production
+            body["sourceBundleId"] = .string("com.example.cheat")
+            body["gyroSamplesObserved"] = .bool(false)
+            let response = try await client.ingest(body, token: token)
+            #expect(response.status == .ok)
+            #expect(try response.json["stepLog"]?["reconciliationStatus"] == .string("ACCEPTED"))
+        }
+    }
+
+    @Test(
+        "tomorrow is accepted and the day after is not, in the far east and the far west",
+        arguments: [
+            // 2026-05-18T20:42:30Z is 2026-05-19 10:42 in Kiritimati (UTC+14) and 2026-05-18 09:42 in Pago Pago (UTC−11).
+            ("Pacific/Kiritimati", "2026-05-20", true), ("Pacific/Kiritimati", "2026-05-21", false),
+            ("Pacific/Pago_Pago", "2026-05-19", true), ("Pacific/Pago_Pago", "2026-05-20", false),
+        ])
+    func futureBoundaries(zone: String, day: String, accepted: Bool) async throws {
+        let harness = try await TestHarness.make()
+        let token = try await harness.token(for: "walker-zone")
+        try await harness.run { client in
+            let body = IngestBody(day: day, count: 100, tz: zone, spanStart: "2026-05-18T05:00:00Z", spanEnd: "2026-05-18T20:00:00Z")
+            let response = try await client.ingest(body, token: token)
+            #expect(response.status == (accepted ? .ok : .unprocessableContent), "\(response.text)")
+        }
+    }
+
+    @Test("on a DST change day the local date follows the zone's new offset")
+    func dstDay() async throws {
+        // 2026-03-29 is the spring-forward day in Warsaw: 22:30Z on 03-28 is 23:30 CET (still 03-28);
+        // 22:30Z on 03-29 is 00:30 CEST on 03-30.
+        let harness = try await TestHarness.make(at: InstantParser.parse("2026-03-29T22:30:00Z")!)
+        let token = try await harness.token(for: "walker-dst")
+        try await harness.run { client in
+            let body = IngestBody(
+                day: "2026-03-31", count: 100, spanStart: "2026-03-29T05:00:00Z", spanEnd: "2026-03-29T20:00:00Z")
+            let response = try await client.ingest(body, token: token)
+            #expect(response.status == .ok)
+            let tooFar = IngestBody(
+                day: "2026-04-01", count: 100, spanStart: "2026-03-29T05:00:00Z", spanEnd: "2026-03-29T20:00:00Z")
+            let farResponse = try await client.ingest(tooFar, token: token)
+            #expect(farResponse.status == .unprocessableContent)
+        }
+    }
+
+    @Test("the 5th anti-cheat rejection in 24 h flags the walker for review once per episode")
+    func reviewFlagOnFifthRejection() async throws {
+        let harness = try await TestHarness.make()
+        let token = try await harness.token(for: "walker-cheat")
+        try await harness.run { client in
+            for attempt in 1...4 {
+                _ = try await client.ingest(IngestBody(count: 60_000), token: token)
+                #expect(
+                    try await harness.store.transaction { try await $0.openReviewCount(walkerId: "walker-cheat") } == 0,
+                    "flagged after only \(attempt) rejections")
+            }
+            _ = try await client.ingest(IngestBody(count: 60_000), token: token)
+            #expect(try await harness.store.transaction { try await $0.openReviewCount(walkerId: "walker-cheat") } == 1)
+            for _ in 1...3 {
+                _ = try await client.ingest(IngestBody(count: 60_000), token: token)
+            }
+            #expect(try await harness.store.transaction { try await $0.openReviewCount(walkerId: "walker-cheat") } == 1)
+        }
+    }
+
+    @Test("rejections older than 24 h do not count toward the review flag")
+    func reviewWindow() async throws {
+        let harness = try await TestHarness.make()
+        let token = try await harness.token(for: "walker-slow", ttl: 5 * 86_400)
+        try await harness.run { client in
+            for _ in 1...4 {
+                _ = try await client.ingest(IngestBody(count: 60_000), token: token)
+            }
+            harness.clock.advance(seconds: 86_401)
+            _ = try await client.ingest(IngestBody(day: "2026-05-19", count: 60_000), token: token)
+            #expect(try await harness.store.transaction { try await $0.openReviewCount(walkerId: "walker-slow") } == 0)
+        }
+    }
+}

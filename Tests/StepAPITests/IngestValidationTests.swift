@@ -1,0 +1,181 @@
+import Foundation
+import HTTPTypes
+import HummingbirdTesting
+import NIOCore
+import StepAPI
+import StepCore
+import Testing
+
+@Suite("POST /step/ingest refuses bad input with a clear 4xx and writes nothing")
+struct IngestValidationTests {
+    /// A mutation of a valid body and the field the 400 must name.
+    struct Case: Sendable, CustomTestStringConvertible {
+        var name: String
+        var field: String
+        var mutate: @Sendable (inout IngestBody) -> Void
+        var testDescription: String { name }
+    }
+
+    static let cases: [Case] = {
+        var cases: [Case] = []
+        for field in [
+            "day", "count", "source", "tz", "sampleSpan", "sourceBundleId", "gyroSamplesObserved", "clientSubmittedAt",
+            "appVersion",
+        ] {
+            cases.append(Case(name: "missing \(field)", field: field) { $0[field] = nil })
+            cases.append(Case(name: "null \(field)", field: field) { $0[field] = .null })
+        }
+        cases += [
+            Case(name: "missing idempotency key", field: "idempotencyKey") { $0["idempotencyKey"] = nil },
+            Case(name: "empty idempotency key", field: "idempotencyKey") { $0["idempotencyKey"] = .string("") },
+            Case(name: "non-ASCII idempotency key", field: "idempotencyKey") { $0["idempotencyKey"] = .string("kłucz") },
+            Case(name: "day not a date", field: "day") { $0["day"] = .string("18/05/2026") },
+            Case(name: "impossible day", field: "day") { $0["day"] = .string("2026-02-30") },
+            Case(name: "day as number", field: "day") { $0["day"] = .int(20_260_518) },
+            Case(name: "count as string", field: "count") { $0["count"] = .string("8421") },
+            Case(name: "count fractional", field: "count") { $0["count"] = .double(8421.5) },
+            Case(name: "count negative", field: "count") { $0["count"] = .int(-1) },
+            Case(name: "count above 2^31", field: "count") { $0["count"] = .int((1 << 31) + 1) },
+            Case(name: "count as boolean", field: "count") { $0["count"] = .bool(true) },
+            Case(name: "unknown source", field: "source") { $0["source"] = .string("GoogleFit") },
+            Case(name: "source wrong case", field: "source") { $0["source"] = .string("healthkit") },
+            Case(name: "unknown zone", field: "tz") { $0["tz"] = .string("Mars/Olympus_Mons") },
+            Case(name: "zone abbreviation", field: "tz") { $0["tz"] = .string("EST") },
+            Case(name: "zone offset", field: "tz") { $0["tz"] = .string("GMT+2") },
+            Case(name: "span not an object", field: "sampleSpan") { $0["sampleSpan"] = .string("all day") },
+            Case(name: "span without start", field: "sampleSpan.startUtc") {
+                $0["sampleSpan"] = .object(["endUtc": .string("2026-05-18T20:42:11Z")])
+            },
+            Case(name: "span start unparsable", field: "sampleSpan.startUtc") {
+                $0["sampleSpan"] = .object([
+                    "startUtc": .string("2026-05-18 05:00"), "endUtc": .string("2026-05-18T20:42:11Z"),
+                ])
+            },
+            Case(name: "span end before start", field: "sampleSpan.endUtc") {
+                $0["sampleSpan"] = .object([
+                    "startUtc": .string("2026-05-18T20:00:00Z"), "endUtc": .string("2026-05-18T19:59:59Z"),
+                ])
+            },
+            Case(name: "bundle id empty", field: "sourceBundleId") { $0["sourceBundleId"] = .string("") },
+            Case(name: "gyro as string", field: "gyroSamplesObserved") { $0["gyroSamplesObserved"] = .string("true") },
+            Case(name: "gyro as number", field: "gyroSamplesObserved") { $0["gyroSamplesObserved"] = .int(1) },
+            Case(name: "submittedAt without zone", field: "clientSubmittedAt") {
+                $0["clientSubmittedAt"] = .string("2026-05-18T20:42:30")
+            },
+            Case(name: "appVersion too long", field: "appVersion") {
+                $0["appVersion"] = .string(String(repeating: "9", count: 256))
+            },
+            Case(name: "deviceModel wrong type", field: "deviceModel") { $0["deviceModel"] = .int(15) },
+        ]
+        return cases
+    }()
+
+    @Test("each malformed field is a 400 INVALID_REQUEST naming the field, and nothing is written", arguments: cases)
+    func fieldErrors(_ testCase: Case) async throws {
+        let harness = try await TestHarness.make()
+        let token = try await harness.token(for: "walker-400")
+        try await harness.run { client in
+            var body = IngestBody()
+            testCase.mutate(&body)
+            let response = try await client.ingest(body, token: token)
+            #expect(response.status == .badRequest)
+            let json = try response.json
+            #expect(json["error"] == .string("INVALID_REQUEST"))
+            #expect(json["message"] != nil)
+            #expect(json["details"]?["fields"]?[testCase.field] != nil, "details: \(response.text)")
+            try await Self.expectNothingWritten(harness, walker: "walker-400")
+        }
+    }
+
+    @Test("every bad field of one body is reported together")
+    func allFieldsReported() async throws {
+        let harness = try await TestHarness.make()
+        let token = try await harness.token(for: "walker-many")
+        try await harness.run { client in
+            var body = IngestBody()
+            body["count"] = .int(-5)
+            body["tz"] = .string("Nowhere")
+            body["source"] = nil
+            let json = try await client.ingest(body, token: token).json
+            guard case .object(let fields) = json["details"]?["fields"] else {
+                Issue.record("no field details")
+                return
+            }
+            #expect(Set(fields.keys) == ["count", "tz", "source"])
+        }
+    }
+
+    @Test(
+        "malformed or non-object JSON is a 400, never a 500",
+        arguments: ["", "{", "[]", "null", "42", "\"text\"", "{\"day\":", "{\"a\":1}}", "\u{0}\u{1}", "{'day':'x'}"])
+    func malformedJSON(_ raw: String) async throws {
+        let harness = try await TestHarness.make()
+        let token = try await harness.token(for: "walker-json")
+        try await harness.run { client in
+            let response = try await client.ingest(raw: ByteBuffer(string: raw), token: token)
+            #expect(response.status == .badRequest)
+            #expect(try response.json["error"] == .string("INVALID_REQUEST"))
+            try await Self.expectNothingWritten(harness, walker: "walker-json")
+        }
+    }
+
+    @Test("a body over the size limit is a 413 and nothing is written")
+    func oversizedBody() async throws {
+        let harness = try await TestHarness.make()
+        let token = try await harness.token(for: "walker-big")
+        try await harness.run { client in
+            var body = IngestBody()
+            body["deviceModel"] = .string(String(repeating: "x", count: 17 * 1024))
+            let response = try await client.ingest(body, token: token)
+            #expect(response.status == .contentTooLarge)
+            #expect(try response.json["error"] == .string("PAYLOAD_TOO_LARGE"))
+            try await Self.expectNothingWritten(harness, walker: "walker-big")
+        }
+    }
+
+    @Test("a body that is not JSON by Content-Type is a 415")
+    func wrongContentType() async throws {
+        let harness = try await TestHarness.make()
+        let token = try await harness.token(for: "walker-ct")
+        try await harness.run { client in
+            let response = try await client.execute(
+                uri: "/step/ingest", method: .post,
+                headers: [.authorization: "Bearer \(token)", .contentType: "application/x-www-form-urlencoded"],
+                body: IngestBody().buffer)
+            #expect(response.status == .unsupportedMediaType)
+            try await Self.expectNothingWritten(harness, walker: "walker-ct")
+        }
+    }
+
+    @Test("the Idempotency-Key header works bare or quoted, and must match a body key")
+    func idempotencyHeaderForms() async throws {
+        let harness = try await TestHarness.make()
+        let token = try await harness.token(for: "walker-hdr")
+        try await harness.run { client in
+            let bare = try await client.ingest(
+                IngestBody(key: nil), token: token, headers: [HTTPField.Name("Idempotency-Key")!: "abc-1"])
+            #expect(bare.status == .ok)
+            let quoted = try await client.ingest(
+                IngestBody(key: nil), token: token, headers: [HTTPField.Name("Idempotency-Key")!: "\"abc-1\""])
+            #expect(quoted.status == .ok)
+            #expect(quoted.text == bare.text, "the quoted form names the same key, so it replays")
+            let both = try await client.ingest(
+                IngestBody(key: "abc-1"), token: token, headers: [HTTPField.Name("Idempotency-Key")!: "\"abc-1\""])
+            #expect(both.status == .ok)
+            let mismatch = try await client.ingest(
+                IngestBody(key: "abc-2"), token: token, headers: [HTTPField.Name("Idempotency-Key")!: "abc-1"])
+            #expect(mismatch.status == .badRequest)
+            #expect(try mismatch.json["details"]?["fields"]?["idempotencyKey"] != nil)
+            let unterminated = try await client.ingest(
+                IngestBody(key: nil), token: token, headers: [HTTPField.Name("Idempotency-Key")!: "\"abc"])
+            #expect(unterminated.status == .badRequest)
+            #expect(try await harness.count("step_submissions", walker: "walker-hdr") == 1)
+        }
+    }
+
+    static func expectNothingWritten(_ harness: TestHarness, walker: String) async throws {
+        for table in ["step_logs", "step_submissions", "energy_ledger", "idempotency_keys", "attestation_logs"] {
+            #expect(try await harness.count(table, walker: walker) == 0, "\(table) was written")
+        }
+    }
+}

@@ -1,0 +1,174 @@
+import Configuration
+import Foundation
+import HTTPTypes
+import HummingbirdTesting
+import StepAPI
+import StepCore
+import Testing
+
+@Suite("Operations: health, metrics, contract, logs, configuration")
+struct OpsTests {
+    @Test("/livez and /readyz answer 200 while the database is reachable")
+    func health() async throws {
+        let harness = try await TestHarness.make()
+        try await harness.run { client in
+            #expect(try await client.execute(uri: "/livez", method: .get).status == .ok)
+            let ready = try await client.execute(uri: "/readyz", method: .get)
+            #expect(ready.status == .ok)
+            #expect(try ready.json["database"] == .string("ok"))
+        }
+    }
+
+    @Test("/readyz answers 503 when the database is gone")
+    func notReady() async throws {
+        let harness = try await TestHarness.make()
+        try await harness.store.database.close()
+        try await harness.app.application.test(.router) { client in
+            let response = try await client.execute(uri: "/readyz", method: .get)
+            #expect(response.status == .serviceUnavailable)
+        }
+    }
+
+    @Test("/metrics exposes request counts, latency histograms and verdicts by reason")
+    func metrics() async throws {
+        let harness = try await TestHarness.make()
+        let token = try await harness.token(for: "walker-metrics")
+        try await harness.run { client in
+            _ = try await client.ingest(IngestBody(), token: token)
+            _ = try await client.ingest(IngestBody(count: 60_000), token: token)
+            let text = try await client.execute(uri: "/metrics", method: .get).text
+            #expect(text.contains(#"stepledger_http_requests_total{route="/step/ingest",method="POST",status="200"} 1"#))
+            #expect(text.contains(#"stepledger_http_requests_total{route="/step/ingest",method="POST",status="422"} 1"#))
+            #expect(text.contains("stepledger_http_request_duration_seconds_bucket"))
+            #expect(text.contains(#"stepledger_ingest_verdicts_total{verdict="REJECTED"} 1"#))
+            #expect(text.contains(#"stepledger_ingest_reasons_total{reason="COUNT_EXCEEDS_CAP"} 1"#))
+        }
+    }
+
+    @Test("openapi.yaml documents exactly the registered routes, and each documented route answers")
+    func openAPIMatchesRoutes() async throws {
+        let harness = try await TestHarness.make()
+        let document = try await harness.run { client in
+            let document = try await client.execute(uri: "/openapi.yaml", method: .get).text
+            for route in Self.documentedRoutes(document) {
+                let parts = route.split(separator: " ")
+                let response = try await client.execute(
+                    uri: String(parts[1]), method: HTTPRequest.Method(String(parts[0]).uppercased())!)
+                #expect(response.status != .notFound && response.status != .methodNotAllowed, "\(route)")
+            }
+            return document
+        }
+        let documented = Self.documentedRoutes(document)
+        let registered = Set(harness.app.routes.entries.map { "\($0.method) \($0.path)" })
+        #expect(!documented.isEmpty)
+        #expect(documented == registered, "documented \(documented.sorted()) vs registered \(registered.sorted())")
+    }
+
+    /// Reads `paths:` of the YAML: two-space-indented path keys, four-space-indented methods.
+    static func documentedRoutes(_ yaml: String) -> Set<String> {
+        var routes: Set<String> = []
+        var inPaths = false
+        var currentPath: String?
+        for line in yaml.split(separator: "\n", omittingEmptySubsequences: false) {
+            if line.hasPrefix("paths:") {
+                inPaths = true
+                continue
+            }
+            guard inPaths else { continue }
+            if !line.isEmpty, !line.hasPrefix(" ") { break }
+            if line.hasPrefix("  /"), line.hasSuffix(":") {
+                currentPath = String(line.dropFirst(2).dropLast())
+            } else if let currentPath, line.hasPrefix("    "), !line.hasPrefix("     "), line.hasSuffix(":") {
+                let method = line.trimmingCharacters(in: .whitespaces).dropLast()
+                if ["get", "post", "put", "patch", "delete"].contains(String(method)) {
+                    routes.insert("\(method) \(currentPath)")
+                }
+            }
+        }
+        return routes
+    }
+
+    @Test("no log line or anti-cheat line carries a step count or a token")
+    func logsAreClean() async throws {
+        let harness = try await TestHarness.make()
+        let token = try await harness.token(for: "walker-private")
+        try await harness.run { client in
+            _ = try await client.ingest(IngestBody(count: 48_611), token: token)
+            _ = try await client.ingest(IngestBody(day: "2026-05-17", count: 37_907), token: token)
+            _ = try await client.ingest(IngestBody(count: 50_917), token: token)
+            var bad = IngestBody(count: 41_113)
+            bad["tz"] = .string("Nowhere/Land")
+            _ = try await client.ingest(bad, token: token)
+        }
+        let lines = harness.logs.lines + harness.antiCheat.lines
+        #expect(harness.logs.lines.filter { $0.contains(#""msg":"request""#) }.count == 4)
+        #expect(harness.antiCheat.lines.count == 3)
+        for line in lines {
+            for secret in ["48611", "37907", "50917", "41113", "48,611", token] {
+                #expect(!line.contains(secret), "log line leaks \(secret): \(line)")
+            }
+        }
+        let request = try #require(harness.logs.lines.first { $0.contains(#""verdict":"REJECTED""#) })
+        for key in ["requestId", "route", "status", "verdict", "reasonCount", "latencyMs"] {
+            #expect(request.contains("\"\(key)\""), "request log lacks \(key)")
+        }
+    }
+
+    @Test("attestation log rows older than 30 days are pruned")
+    func pruneAttestationLogs() async throws {
+        let harness = try await TestHarness.make()
+        let token = try await harness.token(for: "walker-prune", ttl: 40 * 86_400)
+        try await harness.run { client in
+            _ = try await client.ingest(IngestBody(count: 60_000), token: token)
+            harness.clock.advance(seconds: 29 * 86_400)
+            _ = try await client.ingest(IngestBody(day: "2026-06-16", count: 60_000), token: token)
+            let now = harness.clock.now
+            let first = try await harness.store.transaction { tx in
+                try await tx.prune(now: now.addingTimeInterval(86_400 + 1), retention: .init())
+            }
+            #expect(first.attestationLogs == 1)
+            #expect(first.idempotencyKeys == 1)
+            #expect(try await harness.count("attestation_logs", walker: "walker-prune") == 1)
+        }
+    }
+
+    @Test("a live HTTP server replays an idempotent response byte for byte over the socket")
+    func liveServer() async throws {
+        let harness = try await TestHarness.make()
+        let token = try await harness.token(for: "walker-live")
+        try await harness.run(.live) { client in
+            let first = try await client.ingest(IngestBody(key: "live-1"), token: token)
+            let second = try await client.ingest(IngestBody(key: "live-1"), token: token)
+            #expect(first.status == .ok)
+            #expect(second.body == first.body)
+            #expect(second.headers[.cacheControl] == "no-store, private")
+        }
+    }
+
+    @Test("configuration reads typed values and names the bad key")
+    func configuration() throws {
+        let good = ConfigReader(
+            provider: InMemoryProvider(values: [
+                "http.port": "9090", "rateLimit.ingestPerMinute": "10", "ingest.sourceWhitelist": "a.b, c.d",
+                "mode": "test-phase", "ingest.burstTolerance": "2.5",
+            ]))
+        let configuration = try AppConfiguration(reader: good)
+        #expect(configuration.http.port == 9090)
+        #expect(configuration.rateLimits.ingestPerWindow == 10)
+        #expect(configuration.limits.sourceBundleWhitelist == ["a.b", "c.d"])
+        #expect(configuration.limits.burstTolerance == 2.5)
+
+        for (key, value) in [
+            ("http.port", "eighty"), ("http.port", "70000"), ("mode", "staging"), ("ingest.burstTolerance", "lots"),
+            ("jwt.devSecret", "short"), ("log.level", "loud"), ("jwt.jwksUrl", "ftp://x"),
+        ] {
+            let reader = ConfigReader(provider: InMemoryProvider(values: [AbsoluteConfigKey(ConfigKey(key)): .init(.string(value), isSecret: false)]))
+            do {
+                _ = try AppConfiguration(reader: reader)
+                Issue.record("\(key)=\(value) was accepted")
+            } catch let error as ConfigurationError {
+                #expect(error.key == key)
+            }
+        }
+    }
+}

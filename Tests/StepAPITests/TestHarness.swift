@@ -1,0 +1,174 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import Logging
+import NIOCore
+import SQLKit
+import StepAPI
+import StepCore
+import StepStore
+import Synchronization
+import Testing
+
+/// A clock tests move by hand.
+final class TestClock: Sendable {
+    private let current: Mutex<Date>
+
+    init(_ start: Date) {
+        current = Mutex(start)
+    }
+
+    var now: Date { current.withLock { $0 } }
+
+    func advance(seconds: Double) {
+        current.withLock { $0 = $0.addingTimeInterval(seconds) }
+    }
+
+    func set(_ date: Date) {
+        current.withLock { $0 = date }
+    }
+}
+
+/// One application on a fresh SQLite file, with a pinned clock, captured logs and a known development key.
+struct TestHarness: Sendable {
+    /// 2026-05-18T20:42:30Z, seed 000's submission time (22:42 in Europe/Warsaw).
+    static let seedInstant = InstantParser.parse("2026-05-18T20:42:30Z")!
+    static let developmentSecret = Array("test-development-secret-of-32-bytes!!".utf8)
+
+    let app: StepLedgerApp
+    let store: Store
+    let clock: TestClock
+    let logs: LogSink
+    let antiCheat: LogSink
+    let configuration: AppConfiguration
+    let directory: URL
+
+    static func make(
+        at start: Date = seedInstant, store sharedStore: Store? = nil,
+        configure: (inout AppConfiguration) -> Void = { _ in }
+    ) async throws -> TestHarness {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("stepledger-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        var configuration = AppConfiguration()
+        configuration.databaseURL = directory.appendingPathComponent("test.sqlite").path
+        configuration.http.port = 0
+        configuration.jwt.developmentSecret = developmentSecret
+        configure(&configuration)
+        let store: Store
+        if let sharedStore {
+            store = sharedStore
+        } else {
+            store = try await StoreFactory.open(
+                url: configuration.databaseURL, logger: Logger(label: "test"), migrate: true)
+        }
+        let clock = TestClock(start)
+        let logs = LogSink.memory()
+        let antiCheat = LogSink.memory()
+        var dependencies = AppDependencies()
+        dependencies.clock = { clock.now }
+        dependencies.logSink = logs
+        dependencies.antiCheatSink = antiCheat
+        dependencies.store = store
+        let app = try await buildApplication(configuration: configuration, dependencies: dependencies)
+        return TestHarness(
+            app: app, store: store, clock: clock, logs: logs, antiCheat: antiCheat, configuration: configuration,
+            directory: directory)
+    }
+
+    /// Runs `body` against the router (no socket), then closes the store.
+    func run<T: Sendable>(
+        _ setup: TestingSetup = .router, _ body: @Sendable (any TestClientProtocol) async throws -> T
+    ) async throws -> T {
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let result = try await app.application.test(setup, body)
+        try await store.database.close()
+        return result
+    }
+
+    func token(for walker: String, ttl: Double = 3600) async throws -> String {
+        try await DevelopmentTokens.issue(
+            walkerId: walker, secret: Self.developmentSecret, issuer: configuration.jwt.issuer,
+            audience: configuration.jwt.audience, ttlSeconds: ttl, now: clock.now)
+    }
+
+    func count(_ table: String, walker: String? = nil) async throws -> Int {
+        try await store.transaction { tx in
+            let query =
+                walker.map { "SELECT COUNT(*) AS n FROM \(table) WHERE walker_id = '\($0)'" }
+                ?? "SELECT COUNT(*) AS n FROM \(table)"
+            return try await tx.sql.raw(SQLQueryString(query)).first()?.decode(column: "n", as: Int.self) ?? 0
+        }
+    }
+}
+
+/// A seed-000-shaped ingest body that tests adjust field by field.
+struct IngestBody: Sendable {
+    var fields: [String: JSONValue]
+
+    /// A valid bucket for `day` in `tz`, spanning 05:00Z to 20:42:11Z of that date.
+    init(
+        day: String = "2026-05-18", count: Int = 8421, tz: String = "Europe/Warsaw", key: String? = UUID().uuidString,
+        spanStart: String? = nil, spanEnd: String? = nil
+    ) {
+        fields = [
+            "day": .string(day),
+            "count": .int(count),
+            "source": .string("HealthKit"),
+            "tz": .string(tz),
+            "sampleSpan": .object([
+                "startUtc": .string(spanStart ?? "\(day)T05:00:00Z"),
+                "endUtc": .string(spanEnd ?? "\(day)T20:42:11Z"),
+            ]),
+            "sourceBundleId": .string("com.apple.health"),
+            "gyroSamplesObserved": .bool(true),
+            "clientSubmittedAt": .string("2026-05-18T20:42:30Z"),
+            "deviceModel": .string("iPhone15,4"),
+            "appVersion": .string("1.0.0+1"),
+        ]
+        if let key { fields["idempotencyKey"] = .string(key) }
+    }
+
+    subscript(field: String) -> JSONValue? {
+        get { fields[field] }
+        set { fields[field] = newValue }
+    }
+
+    var buffer: ByteBuffer { ByteBuffer(string: (try? JSONCoding.encode(JSONValue.object(fields))) ?? "") }
+}
+
+extension TestClientProtocol {
+    func ingest(
+        _ body: IngestBody, token: String, headers extra: HTTPFields = [:]
+    ) async throws -> TestResponse {
+        try await ingest(raw: body.buffer, token: token, headers: extra)
+    }
+
+    func ingest(raw: ByteBuffer, token: String?, headers extra: HTTPFields = [:]) async throws -> TestResponse {
+        var headers: HTTPFields = [.contentType: "application/json"]
+        if let token { headers[.authorization] = "Bearer \(token)" }
+        headers.append(contentsOf: extra)
+        return try await execute(uri: "/step/ingest", method: .post, headers: headers, body: raw)
+    }
+}
+
+extension TestResponse {
+    var text: String { String(buffer: body) }
+
+    var json: [String: JSONValue] {
+        get throws {
+            let value = try JSONDecoder().decode(JSONValue.self, from: Data(text.utf8))
+            guard case .object(let object) = value else { throw JSONShapeError() }
+            return object
+        }
+    }
+}
+
+struct JSONShapeError: Error {}
+
+extension JSONValue {
+    subscript(key: String) -> JSONValue? {
+        guard case .object(let object) = self else { return nil }
+        return object[key]
+    }
+}

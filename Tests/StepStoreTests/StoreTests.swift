@@ -1,0 +1,162 @@
+import Foundation
+import SQLKit
+import StepCore
+import StepStore
+import Testing
+
+@Suite("Store operations, on every engine")
+struct StoreTests {
+    static let t0 = Date(timeIntervalSince1970: 1_779_136_950)  // 2026-05-18T20:42:30Z
+
+    @Test("migrations are recorded and a second run applies nothing", arguments: TestDatabases.kinds)
+    func migrations(kind: DatabaseKind) async throws {
+        let store = try await TestDatabases.make(kind)
+        let migrator = Migrator(database: store.database)
+        #expect(try await migrator.pending().isEmpty)
+        let again = try await migrator.migrate()
+        #expect(again.applied.isEmpty)
+        #expect(again.current == Migrations.all.map(\.version).max())
+        try await store.close()
+    }
+
+    @Test("a fixed rate-limit window counts hits and restarts when the window moves", arguments: TestDatabases.kinds)
+    func rateLimitWindow(kind: DatabaseKind) async throws {
+        let store = try await TestDatabases.make(kind)
+        let window = Self.t0
+        for expected in 1...3 {
+            let state = try await store.transaction {
+                try await $0.hitRateLimit(walkerId: "w", bucket: "ingest", windowStart: window)
+            }
+            #expect(state.hits == expected)
+        }
+        let other = try await store.transaction {
+            try await $0.hitRateLimit(walkerId: "w", bucket: "walker", windowStart: window)
+        }
+        #expect(other.hits == 1)
+        let next = try await store.transaction {
+            try await $0.hitRateLimit(walkerId: "w", bucket: "ingest", windowStart: window.addingTimeInterval(60))
+        }
+        #expect(next.hits == 1)
+        #expect(next.windowStart == window.addingTimeInterval(60))
+        // A late hit stamped with the older window (a lagging instance) counts in the newer one.
+        let late = try await store.transaction {
+            try await $0.hitRateLimit(walkerId: "w", bucket: "ingest", windowStart: window)
+        }
+        #expect(late.hits == 2)
+        try await store.close()
+    }
+
+    @Test("idempotency keys: claim, in flight, mismatch, replay, release and lease takeover", arguments: TestDatabases.kinds)
+    func idempotency(kind: DatabaseKind) async throws {
+        let store = try await TestDatabases.make(kind)
+        func claim(_ key: String, _ hash: String, at now: Date) async throws -> IdempotencyClaim {
+            try await store.transaction {
+                try await $0.claimIdempotencyKey(walkerId: "w", key: key, requestHash: hash, now: now, leaseSeconds: 30)
+            }
+        }
+        #expect(try await claim("k", "h1", at: Self.t0) == .claimed)
+        #expect(try await claim("k", "h1", at: Self.t0) == .inFlight)
+        #expect(try await claim("k", "h2", at: Self.t0) == .payloadMismatch)
+        try await store.transaction {
+            try await $0.completeIdempotencyKey(walkerId: "w", key: "k", status: 422, body: #"{"x":1}"#)
+        }
+        #expect(try await claim("k", "h1", at: Self.t0) == .replay(status: 422, body: #"{"x":1}"#))
+        #expect(try await claim("k", "h2", at: Self.t0) == .payloadMismatch)
+
+        #expect(try await claim("r", "h", at: Self.t0) == .claimed)
+        try await store.transaction { try await $0.releaseIdempotencyKey(walkerId: "w", key: "r") }
+        #expect(try await claim("r", "h", at: Self.t0) == .claimed)
+
+        #expect(try await claim("l", "h", at: Self.t0) == .claimed)
+        #expect(try await claim("l", "h", at: Self.t0.addingTimeInterval(29)) == .inFlight)
+        #expect(try await claim("l", "h", at: Self.t0.addingTimeInterval(31)) == .claimed)
+        #expect(try await claim("l", "h", at: Self.t0.addingTimeInterval(32)) == .inFlight)
+        try await store.close()
+    }
+
+    @Test("step logs, submissions, attested days and the ledger round-trip", arguments: TestDatabases.kinds)
+    func stepLogRoundTrip(kind: DatabaseKind) async throws {
+        let store = try await TestDatabases.make(kind)
+        let day = LocalDate(iso: "2026-05-18")!
+        let log = StepLogRecord(
+            walkerId: "w", day: day, timeZone: "Europe/Warsaw", reportedCount: 8421, acceptedCount: 8421,
+            status: .accepted, multiplierPermille: 1200, energyCredited: 10105, attested: true, updatedAt: Self.t0)
+        try await store.transaction { tx in
+            try await tx.ensureWalker("w", now: Self.t0)
+            try await tx.saveStepLog(log)
+            try await tx.saveStepLog(
+                StepLogRecord(
+                    walkerId: "w", day: day.adding(days: -1), timeZone: "UTC", reportedCount: 100, acceptedCount: 100,
+                    status: .accepted, multiplierPermille: 1000, energyCredited: 100, attested: false, updatedAt: Self.t0))
+            try await tx.insertSubmission(
+                StepSubmissionRecord(
+                    walkerId: "w", submissionId: "s1", day: day, source: "HealthKit", sourceBundleId: "com.apple.health",
+                    count: 8421, spanStart: Self.t0.addingTimeInterval(-3600), spanEnd: Self.t0, receivedAt: Self.t0))
+            try await tx.appendLedgerEntry(walkerId: "w", day: day, kind: .stepCredit, amount: 10105, at: Self.t0)
+            try await tx.appendLedgerEntry(walkerId: "w", day: day.adding(days: -1), kind: .stepCredit, amount: 100, at: Self.t0)
+        }
+        let loaded = try await store.transaction { try await $0.stepLog(walkerId: "w", day: day) }
+        #expect(loaded == log)
+        let attested = try await store.transaction { try await $0.attestedDays(walkerId: "w") }
+        #expect(attested == [day])
+        let submissions = try await store.transaction { try await $0.submissions(walkerId: "w", day: day) }
+        #expect(submissions.map(\.count) == [8421])
+        #expect(submissions.first?.spanStart == Self.t0.addingTimeInterval(-3600))
+        #expect(try await store.transaction { try await $0.energyBalance(walkerId: "w") } == 10205)
+        #expect(try await store.transaction { try await $0.energyCredited(walkerId: "w", day: day) } == 10105)
+        #expect(try await store.transaction { try await $0.stepLog(walkerId: "other", day: day) } == nil)
+        try await store.close()
+    }
+
+    @Test("a failing transaction leaves nothing behind", arguments: TestDatabases.kinds)
+    func rollback(kind: DatabaseKind) async throws {
+        struct Boom: Error {}
+        let store = try await TestDatabases.make(kind)
+        await #expect(throws: Boom.self) {
+            try await store.transaction { tx in
+                try await tx.ensureWalker("w", now: Self.t0)
+                try await tx.appendLedgerEntry(walkerId: "w", day: nil, kind: .stepCredit, amount: 5, at: Self.t0)
+                throw Boom()
+            }
+        }
+        #expect(try await store.transaction { try await $0.walker("w") } == nil)
+        #expect(try await store.transaction { try await $0.energyBalance(walkerId: "w") } == 0)
+        try await store.close()
+    }
+
+    @Test("pruning removes only rows past retention", arguments: TestDatabases.kinds)
+    func prune(kind: DatabaseKind) async throws {
+        let store = try await TestDatabases.make(kind)
+        let old = Self.t0.addingTimeInterval(-31 * 86_400)
+        try await store.transaction { tx in
+            for (at, id) in [(old, "old"), (Self.t0, "new")] {
+                try await tx.insertAttestationLog(
+                    AttestationLogRecord(
+                        walkerId: "w", createdAt: at, route: "/step/ingest", verdict: .rejected,
+                        reasons: ["COUNT_EXCEEDS_CAP"], tokenId: nil, requestId: id))
+                _ = try await tx.claimIdempotencyKey(walkerId: "w", key: id, requestHash: "h", now: at, leaseSeconds: 1)
+            }
+        }
+        let report = try await store.transaction { try await $0.prune(now: Self.t0, retention: RetentionPolicy()) }
+        #expect(report.attestationLogs == 1)
+        #expect(report.idempotencyKeys == 1)
+        let logs = try await store.transaction { try await $0.attestationLogs(walkerId: "w") }
+        #expect(logs.map(\.requestId) == ["new"])
+        #expect(logs.first?.reasons == ["COUNT_EXCEEDS_CAP"])
+        #expect(try await store.transaction { try await $0.countAttestationLogs(walkerId: "w", verdict: .rejected, since: old) } == 1)
+        try await store.close()
+    }
+
+    @Test("review entries: one open entry per kind until resolved", arguments: TestDatabases.kinds)
+    func reviews(kind: DatabaseKind) async throws {
+        let store = try await TestDatabases.make(kind)
+        try await store.transaction { tx in
+            #expect(try await !tx.hasOpenReview(walkerId: "w", kind: .repeatedRejections))
+            try await tx.openReview(walkerId: "w", kind: .repeatedRejections, subject: nil, at: Self.t0)
+            #expect(try await tx.hasOpenReview(walkerId: "w", kind: .repeatedRejections))
+            #expect(try await !tx.hasOpenReview(walkerId: "x", kind: .repeatedRejections))
+        }
+        #expect(try await store.transaction { try await $0.openReviewCount(walkerId: "w") } == 1)
+        try await store.close()
+    }
+}
