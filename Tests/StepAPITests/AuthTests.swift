@@ -20,15 +20,18 @@ struct AuthTests {
         let rsaJWK: String
 
         init() throws {
-            rsaPEM = try String(contentsOf: AuthTests.fixtures.appendingPathComponent("test-rsa-private.pem"), encoding: .utf8)
+            rsaPEM = try String(
+                contentsOf: AuthTests.fixtures.appendingPathComponent("test-rsa-private.pem"), encoding: .utf8)
             rsaPublicPEM = try String(
                 contentsOf: AuthTests.fixtures.appendingPathComponent("test-rsa-public.pem"), encoding: .utf8)
-            rsaJWK = try String(contentsOf: AuthTests.fixtures.appendingPathComponent("test-rsa-public.jwk.json"), encoding: .utf8)
+            rsaJWK = try String(
+                contentsOf: AuthTests.fixtures.appendingPathComponent("test-rsa-public.jwk.json"), encoding: .utf8)
         }
 
         var jwks: String {
             let raw = ecKey.publicKey.rawRepresentation
-            let ec = #"{"kty":"EC","crv":"P-256","kid":"ec-test","x":"\#(b64(raw.prefix(32)))","y":"\#(b64(raw.suffix(32)))"}"#
+            let ec =
+                #"{"kty":"EC","crv":"P-256","kid":"ec-test","x":"\#(b64(raw.prefix(32)))","y":"\#(b64(raw.suffix(32)))"}"#
             let ed = #"{"kty":"OKP","crv":"Ed25519","kid":"ed-test","x":"\#(b64(edKey.publicKey.rawRepresentation))"}"#
             return #"{"keys":[\#(ec),\#(ed),\#(rsaJWK)]}"#
         }
@@ -52,8 +55,10 @@ struct AuthTests {
     }
 
     static func b64(_ data: some DataProtocol) -> String {
-        Data(data).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
-            .replacingOccurrences(of: "=", with: "")
+        Data(data).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(
+            of: "/", with: "_"
+        )
+        .replacingOccurrences(of: "=", with: "")
     }
 
     static func harness(keys: KeySet, production: Bool = false) async throws -> TestHarness {
@@ -80,7 +85,8 @@ struct AuthTests {
     func acceptedAlgorithms(kid: String) async throws {
         let keys = try KeySet()
         let harness = try await Self.harness(keys: keys)
-        let token = try await keys.collection().sign(Self.validClaims(harness.clock.now), kid: JWKIdentifier(string: kid))
+        let token = try await keys.collection().sign(
+            Self.validClaims(harness.clock.now), kid: JWKIdentifier(string: kid))
         try await harness.run { client in
             let response = try await client.ingest(IngestBody(), token: token)
             #expect(response.status == .ok, "\(response.text)")
@@ -93,7 +99,9 @@ struct AuthTests {
         case missingSubject, longSubject, tamperedPayload, hs256WithRSAPublicKey, rs256HeaderOnECKey, missingExp
     }
 
-    @Test("forged, expired or mis-addressed tokens are 401 with the ingest envelope and write nothing", arguments: Forgery.allCases)
+    @Test(
+        "forged, expired or mis-addressed tokens are 401 with the ingest envelope and write nothing",
+        arguments: Forgery.allCases)
     func refused(_ forgery: Forgery) async throws {
         let keys = try KeySet()
         let harness = try await Self.harness(keys: keys)
@@ -143,7 +151,8 @@ struct AuthTests {
         case .hs256WithRSAPublicKey:
             // Classic confusion: HMAC keyed with the RSA public key, claiming the RSA key's kid.
             let confused = JWTKeyCollection()
-            await confused.add(hmac: HMACKey(from: Array(keys.rsaPublicPEM.utf8)), digestAlgorithm: .sha256, kid: "rsa-test")
+            await confused.add(
+                hmac: HMACKey(from: Array(keys.rsaPublicPEM.utf8)), digestAlgorithm: .sha256, kid: "rsa-test")
             headers[.authorization] = "Bearer \(try await confused.sign(claims, kid: "rsa-test"))"
         case .rs256HeaderOnECKey:
             let token = try await sign(claims)

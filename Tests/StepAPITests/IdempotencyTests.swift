@@ -54,7 +54,9 @@ struct IdempotencyTests {
             let response = try await client.ingest(IngestBody(count: 9000, key: "k"), token: token)
             #expect(response.status == .unprocessableContent)
             #expect(try response.json["error"] == .string("IDEMPOTENCY_KEY_REUSED"))
-            let log = try await harness.store.transaction { try await $0.stepLog(walkerId: "walker-reuse", day: LocalDate(iso: "2026-05-18")!) }
+            let log = try await harness.store.transaction {
+                try await $0.stepLog(walkerId: "walker-reuse", day: LocalDate(iso: "2026-05-18")!)
+            }
             #expect(log?.reportedCount == 5000)
         }
     }

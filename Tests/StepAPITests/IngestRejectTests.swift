@@ -79,7 +79,8 @@ struct IngestRejectTests {
         let harness = try await TestHarness.make()
         let token = try await harness.token(for: "walker-zone")
         try await harness.run { client in
-            let body = IngestBody(day: day, count: 100, tz: zone, spanStart: "2026-05-18T05:00:00Z", spanEnd: "2026-05-18T20:00:00Z")
+            let body = IngestBody(
+                day: day, count: 100, tz: zone, spanStart: "2026-05-18T05:00:00Z", spanEnd: "2026-05-18T20:00:00Z")
             let response = try await client.ingest(body, token: token)
             #expect(response.status == (accepted ? .ok : .unprocessableContent), "\(response.text)")
         }

@@ -28,7 +28,9 @@ struct IngestValidationTests {
         cases += [
             Case(name: "missing idempotency key", field: "idempotencyKey") { $0["idempotencyKey"] = nil },
             Case(name: "empty idempotency key", field: "idempotencyKey") { $0["idempotencyKey"] = .string("") },
-            Case(name: "non-ASCII idempotency key", field: "idempotencyKey") { $0["idempotencyKey"] = .string("kłucz") },
+            Case(name: "non-ASCII idempotency key", field: "idempotencyKey") {
+                $0["idempotencyKey"] = .string("kłucz")
+            },
             Case(name: "day not a date", field: "day") { $0["day"] = .string("18/05/2026") },
             Case(name: "impossible day", field: "day") { $0["day"] = .string("2026-02-30") },
             Case(name: "day as number", field: "day") { $0["day"] = .int(20_260_518) },

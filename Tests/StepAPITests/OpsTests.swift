@@ -37,8 +37,10 @@ struct OpsTests {
             _ = try await client.ingest(IngestBody(), token: token)
             _ = try await client.ingest(IngestBody(count: 60_000), token: token)
             let text = try await client.execute(uri: "/metrics", method: .get).text
-            #expect(text.contains(#"stepledger_http_requests_total{route="/step/ingest",method="POST",status="200"} 1"#))
-            #expect(text.contains(#"stepledger_http_requests_total{route="/step/ingest",method="POST",status="422"} 1"#))
+            #expect(
+                text.contains(#"stepledger_http_requests_total{route="/step/ingest",method="POST",status="200"} 1"#))
+            #expect(
+                text.contains(#"stepledger_http_requests_total{route="/step/ingest",method="POST",status="422"} 1"#))
             #expect(text.contains("stepledger_http_request_duration_seconds_bucket"))
             #expect(text.contains(#"stepledger_ingest_verdicts_total{verdict="REJECTED"} 1"#))
             #expect(text.contains(#"stepledger_ingest_reasons_total{reason="COUNT_EXCEEDS_CAP"} 1"#))
@@ -162,7 +164,10 @@ struct OpsTests {
             ("http.port", "eighty"), ("http.port", "70000"), ("mode", "staging"), ("ingest.burstTolerance", "lots"),
             ("jwt.devSecret", "short"), ("log.level", "loud"), ("jwt.jwksUrl", "ftp://x"),
         ] {
-            let reader = ConfigReader(provider: InMemoryProvider(values: [AbsoluteConfigKey(ConfigKey(key)): .init(.string(value), isSecret: false)]))
+            let reader = ConfigReader(
+                provider: InMemoryProvider(values: [
+                    AbsoluteConfigKey(ConfigKey(key)): .init(.string(value), isSecret: false)
+                ]))
             do {
                 _ = try AppConfiguration(reader: reader)
                 Issue.record("\(key)=\(value) was accepted")

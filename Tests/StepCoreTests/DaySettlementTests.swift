@@ -17,6 +17,8 @@ struct DaySettlementTests {
         SettlementCase(zoneID: "Europe/Warsaw", day: "2026-10-25", dayEnd: utc(2026, 10, 25, 23, 0, 0)),
         SettlementCase(zoneID: "America/New_York", day: "2026-03-08", dayEnd: utc(2026, 3, 9, 4, 0, 0)),
         SettlementCase(zoneID: "America/New_York", day: "2026-11-01", dayEnd: utc(2026, 11, 2, 5, 0, 0)),
+        // America/Santiago skips 2026-09-06 00:00–01:00 (−04 → −03), so 2026-09-05 ends at 2026-09-06T04:00Z.
+        SettlementCase(zoneID: "America/Santiago", day: "2026-09-05", dayEnd: utc(2026, 9, 6, 4, 0, 0)),
         SettlementCase(zoneID: "Pacific/Kiritimati", day: "2026-05-18", dayEnd: utc(2026, 5, 18, 10, 0, 0)),
         SettlementCase(zoneID: "Pacific/Pago_Pago", day: "2026-05-18", dayEnd: utc(2026, 5, 19, 11, 0, 0)),
     ]

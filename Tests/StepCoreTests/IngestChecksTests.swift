@@ -26,7 +26,8 @@ struct IngestChecksTests {
 
     // MARK: COUNT_EXCEEDS_CAP
 
-    @Test("count cap boundary", arguments: [(0, false), (49_999, false), (50_000, false), (50_001, true), (90_000, true)])
+    @Test(
+        "count cap boundary", arguments: [(0, false), (49_999, false), (50_000, false), (50_001, true), (90_000, true)])
     func countCap(count: Int, fails: Bool) {
         var bucket = Self.seedBucket()
         bucket.count = count
@@ -156,7 +157,8 @@ struct IngestChecksTests {
             ("Etc/GMT-12", "UTC", false),
             ("UTC", "Etc/GMT-13", true),  // 13 h
             ("Etc/GMT-13", "UTC", true),
-            ("Europe/Warsaw", "Pacific/Kiritimati", true),  // +02 → +14
+            ("Europe/Warsaw", "Pacific/Kiritimati", false),  // +02 → +14 in May: exactly 12 h
+            ("Europe/London", "Pacific/Kiritimati", true),  // +01 → +14
             ("Pacific/Pago_Pago", "Pacific/Kiritimati", true),  // −11 → +14
             ("Pacific/Kiritimati", "Pacific/Pago_Pago", true),
             ("Pacific/Pago_Pago", "Asia/Tokyo", true),  // −11 → +09
@@ -169,7 +171,8 @@ struct IngestChecksTests {
         var bucket = Self.seedBucket()
         bucket.timeZone = zone(newZoneID)
         bucket.day = LocalDate(instant: Self.seedNow, in: bucket.timeZone)
-        let previous = PreviousSubmission(timeZone: zone(previousZoneID), receivedAt: Self.seedNow.addingTimeInterval(-3_600))
+        let previous = PreviousSubmission(
+            timeZone: zone(previousZoneID), receivedAt: Self.seedNow.addingTimeInterval(-3_600))
         let expected: [ReasonCode] = fails ? [.tzJumpDetected] : []
         #expect(Self.production.reasons(for: bucket, now: Self.seedNow, previous: previous) == expected)
     }
@@ -200,7 +203,8 @@ struct IngestChecksTests {
         var bucket = Self.seedBucket()
         bucket.timeZone = zone("Pacific/Kiritimati")
         bucket.day = LocalDate(instant: Self.seedNow, in: bucket.timeZone)
-        let previous = PreviousSubmission(timeZone: zone("Pacific/Pago_Pago"), receivedAt: Self.seedNow.addingTimeInterval(-age))
+        let previous = PreviousSubmission(
+            timeZone: zone("Pacific/Pago_Pago"), receivedAt: Self.seedNow.addingTimeInterval(-age))
         let expected: [ReasonCode] = fails ? [.tzJumpDetected] : []
         #expect(Self.production.reasons(for: bucket, now: Self.seedNow, previous: previous) == expected)
     }
@@ -290,7 +294,8 @@ struct IngestChecksTests {
         bucket.spanEnd = bucket.spanStart.addingTimeInterval(60)
         bucket.sourceBundleId = "com.example.stepfaker"
         bucket.gyroSamplesObserved = false
-        let previous = PreviousSubmission(timeZone: zone("Pacific/Pago_Pago"), receivedAt: Self.seedNow.addingTimeInterval(-600))
+        let previous = PreviousSubmission(
+            timeZone: zone("Pacific/Pago_Pago"), receivedAt: Self.seedNow.addingTimeInterval(-600))
         return (bucket, previous)
     }
 
@@ -313,7 +318,8 @@ struct IngestChecksTests {
     func seedTwoReasons() {
         var bucket = Self.seedBucket()
         bucket.spanEnd = bucket.spanStart.addingTimeInterval(900)  // 8421 steps in 15 min
-        let previous = PreviousSubmission(timeZone: zone("Pacific/Pago_Pago"), receivedAt: Self.seedNow.addingTimeInterval(-7_200))
+        let previous = PreviousSubmission(
+            timeZone: zone("Pacific/Pago_Pago"), receivedAt: Self.seedNow.addingTimeInterval(-7_200))
         bucket.timeZone = zone("Pacific/Kiritimati")
         bucket.day = LocalDate(instant: Self.seedNow, in: bucket.timeZone)
         #expect(

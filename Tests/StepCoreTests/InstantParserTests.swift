@@ -96,12 +96,29 @@ struct InstantParserTests {
             (utc(2026, 5, 18, 20, 43, 30).addingTimeInterval(0.25), "2026-05-18T20:43:30Z", "2026-05-18T20:43:30.250Z"),
             (Date(timeIntervalSince1970: 0), "1970-01-01T00:00:00Z", "1970-01-01T00:00:00.000Z"),
             (Date(timeIntervalSince1970: -0.5), "1969-12-31T23:59:59Z", "1969-12-31T23:59:59.500Z"),
-            (utc(2024, 2, 29, 23, 59, 59).addingTimeInterval(0.875), "2024-02-29T23:59:59Z", "2024-02-29T23:59:59.875Z"),
+            (
+                utc(2024, 2, 29, 23, 59, 59).addingTimeInterval(0.875), "2024-02-29T23:59:59Z",
+                "2024-02-29T23:59:59.875Z"
+            ),
             (utc(2026, 12, 31, 0, 0, 1), "2026-12-31T00:00:01Z", "2026-12-31T00:00:01.000Z"),
         ])
     func formats(instant: Date, plain: String, fractional: String) {
         #expect(InstantParser.format(instant) == plain)
         #expect(InstantParser.format(instant, fractional: true) == fractional)
+    }
+
+    /// Instants a whole number of milliseconds after a second must format with that millisecond, however the
+    /// `Date` was built (its storage is seconds since 2001, so the value seen since 1970 is not always exact).
+    @Test(
+        "formats whole milliseconds exactly",
+        arguments: [
+            (Date(timeIntervalSinceReferenceDate: 788_918_400.002), "2026-01-01T00:00:00.002Z"),
+            (Date(timeIntervalSinceReferenceDate: 788_918_400.009), "2026-01-01T00:00:00.009Z"),
+            (Date(timeIntervalSince1970: 0.002), "1970-01-01T00:00:00.002Z"),
+            (Date(timeIntervalSince1970: 1_779_137_010.123), "2026-05-18T20:43:30.123Z"),
+        ])
+    func formatsWholeMilliseconds(instant: Date, expected: String) {
+        #expect(InstantParser.format(instant, fractional: true) == expected)
     }
 
     @Test("format of a parsed instant with an offset is the UTC instant")

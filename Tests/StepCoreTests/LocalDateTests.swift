@@ -64,7 +64,9 @@ struct LocalDateTests {
         #expect(LocalDate(iso: slice) == LocalDate(year: 2026, month: 5, day: 18))
     }
 
-    @Test("component initializer rejects out-of-range values", arguments: [(2026, 2, 29), (2026, 13, 1), (0, 1, 1), (10_000, 1, 1), (2026, 6, 31)])
+    @Test(
+        "component initializer rejects out-of-range values",
+        arguments: [(2026, 2, 29), (2026, 13, 1), (0, 1, 1), (10_000, 1, 1), (2026, 6, 31)])
     func componentInitRejects(year: Int, month: Int, day: Int) {
         #expect(LocalDate(year: year, month: month, day: day) == nil)
     }
@@ -270,7 +272,9 @@ struct LocalDateTests {
             let date = first.adding(days: offset)
             let start = date.startInstant(in: zone)
             #expect(LocalDate(instant: start, in: zone) == date, "\(zoneID) \(date)")
-            #expect(LocalDate(instant: start.addingTimeInterval(-1), in: zone) == date.adding(days: -1), "\(zoneID) \(date)")
+            #expect(
+                LocalDate(instant: start.addingTimeInterval(-1), in: zone) == date.adding(days: -1), "\(zoneID) \(date)"
+            )
         }
     }
 

@@ -46,7 +46,9 @@ struct StoreTests {
         try await store.close()
     }
 
-    @Test("idempotency keys: claim, in flight, mismatch, replay, release and lease takeover", arguments: TestDatabases.kinds)
+    @Test(
+        "idempotency keys: claim, in flight, mismatch, replay, release and lease takeover",
+        arguments: TestDatabases.kinds)
     func idempotency(kind: DatabaseKind) async throws {
         let store = try await TestDatabases.make(kind)
         func claim(_ key: String, _ hash: String, at now: Date) async throws -> IdempotencyClaim {
@@ -87,13 +89,16 @@ struct StoreTests {
             try await tx.saveStepLog(
                 StepLogRecord(
                     walkerId: "w", day: day.adding(days: -1), timeZone: "UTC", reportedCount: 100, acceptedCount: 100,
-                    status: .accepted, multiplierPermille: 1000, energyCredited: 100, attested: false, updatedAt: Self.t0))
+                    status: .accepted, multiplierPermille: 1000, energyCredited: 100, attested: false,
+                    updatedAt: Self.t0))
             try await tx.insertSubmission(
                 StepSubmissionRecord(
-                    walkerId: "w", submissionId: "s1", day: day, source: "HealthKit", sourceBundleId: "com.apple.health",
+                    walkerId: "w", submissionId: "s1", day: day, source: "HealthKit",
+                    sourceBundleId: "com.apple.health",
                     count: 8421, spanStart: Self.t0.addingTimeInterval(-3600), spanEnd: Self.t0, receivedAt: Self.t0))
             try await tx.appendLedgerEntry(walkerId: "w", day: day, kind: .stepCredit, amount: 10105, at: Self.t0)
-            try await tx.appendLedgerEntry(walkerId: "w", day: day.adding(days: -1), kind: .stepCredit, amount: 100, at: Self.t0)
+            try await tx.appendLedgerEntry(
+                walkerId: "w", day: day.adding(days: -1), kind: .stepCredit, amount: 100, at: Self.t0)
         }
         let loaded = try await store.transaction { try await $0.stepLog(walkerId: "w", day: day) }
         #expect(loaded == log)
@@ -143,7 +148,10 @@ struct StoreTests {
         let logs = try await store.transaction { try await $0.attestationLogs(walkerId: "w") }
         #expect(logs.map(\.requestId) == ["new"])
         #expect(logs.first?.reasons == ["COUNT_EXCEEDS_CAP"])
-        #expect(try await store.transaction { try await $0.countAttestationLogs(walkerId: "w", verdict: .rejected, since: old) } == 1)
+        #expect(
+            try await store.transaction {
+                try await $0.countAttestationLogs(walkerId: "w", verdict: .rejected, since: old)
+            } == 1)
         try await store.close()
     }
 

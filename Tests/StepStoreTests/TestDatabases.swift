@@ -10,7 +10,9 @@ enum TestDatabases {
     static func make(_ kind: DatabaseKind) async throws -> Store {
         switch kind {
         case .sqlite:
-            let path = FileManager.default.temporaryDirectory.appendingPathComponent("store-\(UUID().uuidString).sqlite").path
+            let path = FileManager.default.temporaryDirectory.appendingPathComponent(
+                "store-\(UUID().uuidString).sqlite"
+            ).path
             return try await StoreFactory.open(url: path, logger: Logger(label: "test"), migrate: true)
         case .postgres:
             throw StoreError.invalidConfiguration("PostgreSQL tests are not set up")
