@@ -77,6 +77,16 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        .target(
+            name: "StepTestSupport",
+            dependencies: [
+                "StepStore",
+                .product(name: "SQLKit", package: "sql-kit"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Tests/StepTestSupport",
+            swiftSettings: strict
+        ),
         .testTarget(
             name: "StepCoreTests",
             dependencies: ["StepCore"],
@@ -84,7 +94,7 @@ let package = Package(
         ),
         .testTarget(
             name: "StepStoreTests",
-            dependencies: ["StepStore", "StepCore", .product(name: "SQLKit", package: "sql-kit")],
+            dependencies: ["StepStore", "StepCore", "StepTestSupport", .product(name: "SQLKit", package: "sql-kit")],
             swiftSettings: strict
         ),
         .testTarget(
@@ -93,6 +103,7 @@ let package = Package(
                 "StepAPI",
                 "StepStore",
                 "StepCore",
+                "StepTestSupport",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "SQLKit", package: "sql-kit"),
                 .product(name: "JWTKit", package: "jwt-kit"),

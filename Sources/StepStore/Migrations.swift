@@ -159,11 +159,11 @@ package struct Migrator: Sendable {
         let kind = database.kind
         for migration in migrations.sorted(by: { $0.version < $1.version }) {
             let didApply = try await database.transaction { sql in
-                try await Self.ensureTable(sql)
                 if kind == .postgres {
-                    // Two instances starting together must not both apply a migration.
-                    try await sql.raw("SELECT pg_advisory_xact_lock(7301957)").run()
+                    // Two instances starting together must not both apply a migration (one lock per schema).
+                    try await sql.raw("SELECT pg_advisory_xact_lock(7301957, hashtext(current_schema()))").run()
                 }
+                try await Self.ensureTable(sql)
                 let exists = try await sql.raw(
                     "SELECT version FROM schema_migrations WHERE version = \(bind: migration.version)"
                 ).first()

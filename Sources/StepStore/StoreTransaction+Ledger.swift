@@ -22,7 +22,7 @@ extension StoreTransaction {
 
     package func energyBalance(walkerId: String) async throws -> Int {
         let row = try await sql.raw(
-            "SELECT COALESCE(SUM(amount), 0) AS balance FROM energy_ledger WHERE walker_id = \(bind: walkerId)"
+            "SELECT CAST(COALESCE(SUM(amount), 0) AS BIGINT) AS balance FROM energy_ledger WHERE walker_id = \(bind: walkerId)"
         ).first()
         return try row?.decode(column: "balance", as: Int.self) ?? 0
     }
@@ -31,7 +31,7 @@ extension StoreTransaction {
     package func energyCredited(walkerId: String, day: LocalDate) async throws -> Int {
         let row = try await sql.raw(
             """
-            SELECT COALESCE(SUM(amount), 0) AS credited FROM energy_ledger
+            SELECT CAST(COALESCE(SUM(amount), 0) AS BIGINT) AS credited FROM energy_ledger
             WHERE walker_id = \(bind: walkerId) AND day = \(bind: day.dayNumber)
             """
         ).first()

@@ -5,6 +5,8 @@ import HummingbirdTesting
 import JWTKit
 import StepAPI
 import StepCore
+import StepStore
+import StepTestSupport
 import Testing
 
 @Suite("Session JWT gate")
@@ -61,10 +63,10 @@ struct AuthTests {
         .replacingOccurrences(of: "=", with: "")
     }
 
-    static func harness(keys: KeySet, production: Bool = false) async throws -> TestHarness {
+    static func harness(kind: DatabaseKind, keys: KeySet, production: Bool = false) async throws -> TestHarness {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("jwks-\(UUID().uuidString).json")
         try keys.jwks.write(to: directory, atomically: true, encoding: .utf8)
-        return try await TestHarness.make {
+        return try await TestHarness.make(kind: kind) {
             $0.jwt.jwks = .file(directory.path)
             $0.jwt.issuer = "https://auth.example"
             $0.jwt.audience = "stepledger-api"
@@ -81,10 +83,12 @@ struct AuthTests {
             nbf: nil)
     }
 
-    @Test("ES256, RS256 and EdDSA tokens from the JWKS are accepted", arguments: ["ec-test", "rsa-test", "ed-test"])
-    func acceptedAlgorithms(kid: String) async throws {
+    @Test(
+        "ES256, RS256 and EdDSA tokens from the JWKS are accepted", arguments: TestDatabases.kinds,
+        ["ec-test", "rsa-test", "ed-test"])
+    func acceptedAlgorithms(kind: DatabaseKind, kid: String) async throws {
         let keys = try KeySet()
-        let harness = try await Self.harness(keys: keys)
+        let harness = try await Self.harness(kind: kind, keys: keys)
         let token = try await keys.collection().sign(
             Self.validClaims(harness.clock.now), kid: JWKIdentifier(string: kid))
         try await harness.run { client in
@@ -101,10 +105,10 @@ struct AuthTests {
 
     @Test(
         "forged, expired or mis-addressed tokens are 401 with the ingest envelope and write nothing",
-        arguments: Forgery.allCases)
-    func refused(_ forgery: Forgery) async throws {
+        arguments: TestDatabases.kinds, Forgery.allCases)
+    func refused(kind: DatabaseKind, _ forgery: Forgery) async throws {
         let keys = try KeySet()
-        let harness = try await Self.harness(keys: keys)
+        let harness = try await Self.harness(kind: kind, keys: keys)
         let now = harness.clock.now
         let signer = try await keys.collection()
         func sign(_ claims: Claims, kid: String = "ec-test") async throws -> String {
@@ -172,10 +176,10 @@ struct AuthTests {
         }
     }
 
-    @Test("leeway tolerates a token just past exp")
-    func leeway() async throws {
+    @Test("leeway tolerates a token just past exp", arguments: TestDatabases.kinds)
+    func leeway(kind: DatabaseKind) async throws {
         let keys = try KeySet()
-        let harness = try await Self.harness(keys: keys)
+        let harness = try await Self.harness(kind: kind, keys: keys)
         var claims = Self.validClaims(harness.clock.now)
         claims.exp = Int(harness.clock.now.timeIntervalSince1970) - 10
         let token = try await keys.collection().sign(claims, kid: "ec-test")
@@ -185,10 +189,11 @@ struct AuthTests {
         }
     }
 
-    @Test("the development HS256 token works in test-phase and is refused in production")
-    func developmentTokens() async throws {
+    @Test(
+        "the development HS256 token works in test-phase and is refused in production", arguments: TestDatabases.kinds)
+    func developmentTokens(kind: DatabaseKind) async throws {
         let keys = try KeySet()
-        let testPhase = try await Self.harness(keys: keys)
+        let testPhase = try await Self.harness(kind: kind, keys: keys)
         let devToken = try await DevelopmentTokens.issue(
             walkerId: "dev", secret: TestHarness.developmentSecret, issuer: "https://auth.example",
             audience: "stepledger-api", ttlSeconds: 600, now: testPhase.clock.now)
@@ -196,7 +201,7 @@ struct AuthTests {
             let response = try await client.ingest(IngestBody(), token: devToken)
             #expect(response.status == .ok)
         }
-        let production = try await Self.harness(keys: keys, production: true)
+        let production = try await Self.harness(kind: kind, keys: keys, production: true)
         try await production.run { client in
             let response = try await client.ingest(IngestBody(), token: devToken)
             #expect(response.status == .unauthorized)

@@ -4,13 +4,16 @@ import HummingbirdTesting
 import StepAPI
 import StepCore
 import StepStore
+import StepTestSupport
 import Testing
 
 @Suite("Idempotency of POST /step/ingest")
 struct IdempotencyTests {
-    @Test("the same key and payload replay the stored response byte for byte, crediting once")
-    func replayAccepted() async throws {
-        let harness = try await TestHarness.make()
+    @Test(
+        "the same key and payload replay the stored response byte for byte, crediting once",
+        arguments: TestDatabases.kinds)
+    func replayAccepted(kind: DatabaseKind) async throws {
+        let harness = try await TestHarness.make(kind: kind)
         let token = try await harness.token(for: "walker-idem")
         try await harness.run { client in
             let body = IngestBody(count: 8421, key: "step-ing-01HM4")
@@ -28,9 +31,9 @@ struct IdempotencyTests {
         }
     }
 
-    @Test("a deterministic 422 is replayed with its status")
-    func replayRejected() async throws {
-        let harness = try await TestHarness.make()
+    @Test("a deterministic 422 is replayed with its status", arguments: TestDatabases.kinds)
+    func replayRejected(kind: DatabaseKind) async throws {
+        let harness = try await TestHarness.make(kind: kind)
         let token = try await harness.token(for: "walker-idem422")
         try await harness.run { client in
             let body = IngestBody(count: 70_000, key: "bad-1")
@@ -45,9 +48,11 @@ struct IdempotencyTests {
         }
     }
 
-    @Test("the same key with a different payload is 422 IDEMPOTENCY_KEY_REUSED and changes nothing")
-    func keyReused() async throws {
-        let harness = try await TestHarness.make()
+    @Test(
+        "the same key with a different payload is 422 IDEMPOTENCY_KEY_REUSED and changes nothing",
+        arguments: TestDatabases.kinds)
+    func keyReused(kind: DatabaseKind) async throws {
+        let harness = try await TestHarness.make(kind: kind)
         let token = try await harness.token(for: "walker-reuse")
         try await harness.run { client in
             _ = try await client.ingest(IngestBody(count: 5000, key: "k"), token: token)
@@ -61,9 +66,9 @@ struct IdempotencyTests {
         }
     }
 
-    @Test("keys are scoped to the walker")
-    func scopedToWalker() async throws {
-        let harness = try await TestHarness.make()
+    @Test("keys are scoped to the walker", arguments: TestDatabases.kinds)
+    func scopedToWalker(kind: DatabaseKind) async throws {
+        let harness = try await TestHarness.make(kind: kind)
         let alice = try await harness.token(for: "alice")
         let bob = try await harness.token(for: "bob")
         try await harness.run { client in
@@ -74,9 +79,11 @@ struct IdempotencyTests {
         }
     }
 
-    @Test("a key held by a request still in flight answers 409 IDEMPOTENCY_IN_FLIGHT; an expired lease is taken over")
-    func inFlight() async throws {
-        let harness = try await TestHarness.make()
+    @Test(
+        "a key held by a request still in flight answers 409 IDEMPOTENCY_IN_FLIGHT; an expired lease is taken over",
+        arguments: TestDatabases.kinds)
+    func inFlight(kind: DatabaseKind) async throws {
+        let harness = try await TestHarness.make(kind: kind)
         let token = try await harness.token(for: "walker-flight")
         let body = IngestBody(count: 5000, key: "busy")
         let request = try IngestRequest.decode(body: Array(body.buffer.readableBytesView), headerKey: nil)
@@ -97,9 +104,11 @@ struct IdempotencyTests {
         }
     }
 
-    @Test("concurrent requests with one key credit exactly once; the rest replay or get 409")
-    func concurrentDuplicates() async throws {
-        let harness = try await TestHarness.make()
+    @Test(
+        "concurrent requests with one key credit exactly once; the rest replay or get 409",
+        arguments: TestDatabases.kinds)
+    func concurrentDuplicates(kind: DatabaseKind) async throws {
+        let harness = try await TestHarness.make(kind: kind)
         let token = try await harness.token(for: "walker-race")
         try await harness.run { client in
             let body = IngestBody(count: 6000, key: "race")

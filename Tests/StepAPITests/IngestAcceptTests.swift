@@ -4,13 +4,14 @@ import HummingbirdTesting
 import StepAPI
 import StepCore
 import StepStore
+import StepTestSupport
 import Testing
 
 @Suite("POST /step/ingest accepts in test-phase mode")
 struct IngestAcceptTests {
-    @Test("a valid bucket is accepted synchronously with seed 000's test-phase shape")
-    func acceptedShape() async throws {
-        let harness = try await TestHarness.make()
+    @Test("a valid bucket is accepted synchronously with seed 000's test-phase shape", arguments: TestDatabases.kinds)
+    func acceptedShape(kind: DatabaseKind) async throws {
+        let harness = try await TestHarness.make(kind: kind)
         let token = try await harness.token(for: "walker-1")
         try await harness.run { client in
             let response = try await client.ingest(IngestBody(count: 8421), token: token)
@@ -39,9 +40,11 @@ struct IngestAcceptTests {
         }
     }
 
-    @Test("seed 000: a 14-day streak ending yesterday multiplies 8 421 steps by 1.20 → 10 105 Energy")
-    func seedEnergyExample() async throws {
-        let harness = try await TestHarness.make()
+    @Test(
+        "seed 000: a 14-day streak ending yesterday multiplies 8 421 steps by 1.20 → 10 105 Energy",
+        arguments: TestDatabases.kinds)
+    func seedEnergyExample(kind: DatabaseKind) async throws {
+        let harness = try await TestHarness.make(kind: kind)
         let token = try await harness.token(for: "walker-seed")
         try await harness.run { client in
             for offset in (1...14).reversed() {
@@ -63,9 +66,11 @@ struct IngestAcceptTests {
         }
     }
 
-    @Test("later submissions raise the day to the maximum and credit only the difference at the first multiplier")
-    func maxMergeAndCreditDifference() async throws {
-        let harness = try await TestHarness.make()
+    @Test(
+        "later submissions raise the day to the maximum and credit only the difference at the first multiplier",
+        arguments: TestDatabases.kinds)
+    func maxMergeAndCreditDifference(kind: DatabaseKind) async throws {
+        let harness = try await TestHarness.make(kind: kind)
         let token = try await harness.token(for: "walker-merge")
         try await harness.run { client in
             _ = try await client.ingest(IngestBody(count: 4000), token: token)
@@ -83,9 +88,9 @@ struct IngestAcceptTests {
         }
     }
 
-    @Test("a day below the daily threshold is accepted and credited but not attested")
-    func belowThreshold() async throws {
-        let harness = try await TestHarness.make()
+    @Test("a day below the daily threshold is accepted and credited but not attested", arguments: TestDatabases.kinds)
+    func belowThreshold(kind: DatabaseKind) async throws {
+        let harness = try await TestHarness.make(kind: kind)
         let token = try await harness.token(for: "walker-low")
         try await harness.run { client in
             let json = try await client.ingest(IngestBody(count: 1999), token: token).json
@@ -99,9 +104,9 @@ struct IngestAcceptTests {
         }
     }
 
-    @Test("a late (offline) day fills a gap and joins two runs")
-    func lateDayFillsGap() async throws {
-        let harness = try await TestHarness.make()
+    @Test("a late (offline) day fills a gap and joins two runs", arguments: TestDatabases.kinds)
+    func lateDayFillsGap(kind: DatabaseKind) async throws {
+        let harness = try await TestHarness.make(kind: kind)
         let token = try await harness.token(for: "walker-gap")
         try await harness.run { client in
             for day in ["2026-05-14", "2026-05-15", "2026-05-17", "2026-05-18"] {
@@ -115,9 +120,9 @@ struct IngestAcceptTests {
         }
     }
 
-    @Test("the streak decays to 0 when the last attested day is older than yesterday")
-    func streakDecay() async throws {
-        let harness = try await TestHarness.make()
+    @Test("the streak decays to 0 when the last attested day is older than yesterday", arguments: TestDatabases.kinds)
+    func streakDecay(kind: DatabaseKind) async throws {
+        let harness = try await TestHarness.make(kind: kind)
         let token = try await harness.token(for: "walker-decay", ttl: 10 * 86_400)
         try await harness.run { client in
             for day in ["2026-05-16", "2026-05-17", "2026-05-18"] {
@@ -132,9 +137,11 @@ struct IngestAcceptTests {
         }
     }
 
-    @Test("a day past its settle window is final: a new submission returns the stored state and changes nothing")
-    func finalDayUnchanged() async throws {
-        let harness = try await TestHarness.make()
+    @Test(
+        "a day past its settle window is final: a new submission returns the stored state and changes nothing",
+        arguments: TestDatabases.kinds)
+    func finalDayUnchanged(kind: DatabaseKind) async throws {
+        let harness = try await TestHarness.make(kind: kind)
         let token = try await harness.token(for: "walker-final", ttl: 10 * 86_400)
         try await harness.run { client in
             _ = try await client.ingest(IngestBody(day: "2026-05-18", count: 5000), token: token)
@@ -154,9 +161,9 @@ struct IngestAcceptTests {
         }
     }
 
-    @Test("walkers are isolated: one walker's ingest never changes another's day")
-    func walkerIsolation() async throws {
-        let harness = try await TestHarness.make()
+    @Test("walkers are isolated: one walker's ingest never changes another's day", arguments: TestDatabases.kinds)
+    func walkerIsolation(kind: DatabaseKind) async throws {
+        let harness = try await TestHarness.make(kind: kind)
         let alice = try await harness.token(for: "alice")
         let bob = try await harness.token(for: "bob")
         try await harness.run { client in

@@ -4,6 +4,7 @@ import HummingbirdTesting
 import StepAPI
 import StepCore
 import StepStore
+import StepTestSupport
 import Testing
 
 @Suite("POST /step/ingest anti-cheat rejections (test-phase)")
@@ -33,9 +34,11 @@ struct IngestRejectTests {
             reasons: ["COUNT_EXCEEDS_CAP", "BURST_RATE_EXCEEDED", "DAY_IN_FUTURE"]),
     ]
 
-    @Test("each violated rule is a 422 STEP_REJECTED listing every reason, with no StepLog or credit", arguments: cases)
-    func rejected(_ testCase: Case) async throws {
-        let harness = try await TestHarness.make()
+    @Test(
+        "each violated rule is a 422 STEP_REJECTED listing every reason, with no StepLog or credit",
+        arguments: TestDatabases.kinds, cases)
+    func rejected(kind: DatabaseKind, _ testCase: Case) async throws {
+        let harness = try await TestHarness.make(kind: kind)
         let token = try await harness.token(for: "walker-422")
         try await harness.run { client in
             let response = try await client.ingest(testCase.body, token: token)
@@ -54,9 +57,9 @@ struct IngestRejectTests {
         }
     }
 
-    @Test("test-phase does not fire the production-only reasons")
-    func productionReasonsDeferred() async throws {
-        let harness = try await TestHarness.make()
+    @Test("test-phase does not fire the production-only reasons", arguments: TestDatabases.kinds)
+    func productionReasonsDeferred(kind: DatabaseKind) async throws {
+        let harness = try await TestHarness.make(kind: kind)
         let token = try await harness.token(for: "walker-tp")
         try await harness.run { client in
             var body = IngestBody(day: "2026-05-01")  // 17 days back: OFFLINE_CAP_EXCEEDED in production
@@ -70,13 +73,15 @@ struct IngestRejectTests {
 
     @Test(
         "tomorrow is accepted and the day after is not, in the far east and the far west",
-        arguments: [
+        arguments: TestDatabases.kinds,
+        [
             // 2026-05-18T20:42:30Z is 2026-05-19 10:42 in Kiritimati (UTC+14) and 2026-05-18 09:42 in Pago Pago (UTC−11).
             ("Pacific/Kiritimati", "2026-05-20", true), ("Pacific/Kiritimati", "2026-05-21", false),
             ("Pacific/Pago_Pago", "2026-05-19", true), ("Pacific/Pago_Pago", "2026-05-20", false),
         ])
-    func futureBoundaries(zone: String, day: String, accepted: Bool) async throws {
-        let harness = try await TestHarness.make()
+    func futureBoundaries(kind: DatabaseKind, _ example: (zone: String, day: String, accepted: Bool)) async throws {
+        let (zone, day, accepted) = example
+        let harness = try await TestHarness.make(kind: kind)
         let token = try await harness.token(for: "walker-zone")
         try await harness.run { client in
             let body = IngestBody(
@@ -86,11 +91,11 @@ struct IngestRejectTests {
         }
     }
 
-    @Test("on a DST change day the local date follows the zone's new offset")
-    func dstDay() async throws {
+    @Test("on a DST change day the local date follows the zone's new offset", arguments: TestDatabases.kinds)
+    func dstDay(kind: DatabaseKind) async throws {
         // 2026-03-29 is the spring-forward day in Warsaw: 22:30Z on 03-28 is 23:30 CET (still 03-28);
         // 22:30Z on 03-29 is 00:30 CEST on 03-30.
-        let harness = try await TestHarness.make(at: InstantParser.parse("2026-03-29T22:30:00Z")!)
+        let harness = try await TestHarness.make(kind: kind, at: InstantParser.parse("2026-03-29T22:30:00Z")!)
         let token = try await harness.token(for: "walker-dst")
         try await harness.run { client in
             let body = IngestBody(
@@ -104,9 +109,11 @@ struct IngestRejectTests {
         }
     }
 
-    @Test("the 5th anti-cheat rejection in 24 h flags the walker for review once per episode")
-    func reviewFlagOnFifthRejection() async throws {
-        let harness = try await TestHarness.make()
+    @Test(
+        "the 5th anti-cheat rejection in 24 h flags the walker for review once per episode",
+        arguments: TestDatabases.kinds)
+    func reviewFlagOnFifthRejection(kind: DatabaseKind) async throws {
+        let harness = try await TestHarness.make(kind: kind)
         let token = try await harness.token(for: "walker-cheat")
         try await harness.run { client in
             for attempt in 1...4 {
@@ -124,9 +131,9 @@ struct IngestRejectTests {
         }
     }
 
-    @Test("rejections older than 24 h do not count toward the review flag")
-    func reviewWindow() async throws {
-        let harness = try await TestHarness.make()
+    @Test("rejections older than 24 h do not count toward the review flag", arguments: TestDatabases.kinds)
+    func reviewWindow(kind: DatabaseKind) async throws {
+        let harness = try await TestHarness.make(kind: kind)
         let token = try await harness.token(for: "walker-slow", ttl: 5 * 86_400)
         try await harness.run { client in
             for _ in 1...4 {

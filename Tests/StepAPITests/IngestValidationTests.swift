@@ -4,6 +4,8 @@ import HummingbirdTesting
 import NIOCore
 import StepAPI
 import StepCore
+import StepStore
+import StepTestSupport
 import Testing
 
 @Suite("POST /step/ingest refuses bad input with a clear 4xx and writes nothing")
@@ -72,9 +74,11 @@ struct IngestValidationTests {
         return cases
     }()
 
-    @Test("each malformed field is a 400 INVALID_REQUEST naming the field, and nothing is written", arguments: cases)
-    func fieldErrors(_ testCase: Case) async throws {
-        let harness = try await TestHarness.make()
+    @Test(
+        "each malformed field is a 400 INVALID_REQUEST naming the field, and nothing is written",
+        arguments: TestDatabases.kinds, cases)
+    func fieldErrors(kind: DatabaseKind, _ testCase: Case) async throws {
+        let harness = try await TestHarness.make(kind: kind)
         let token = try await harness.token(for: "walker-400")
         try await harness.run { client in
             var body = IngestBody()
@@ -89,9 +93,9 @@ struct IngestValidationTests {
         }
     }
 
-    @Test("every bad field of one body is reported together")
-    func allFieldsReported() async throws {
-        let harness = try await TestHarness.make()
+    @Test("every bad field of one body is reported together", arguments: TestDatabases.kinds)
+    func allFieldsReported(kind: DatabaseKind) async throws {
+        let harness = try await TestHarness.make(kind: kind)
         let token = try await harness.token(for: "walker-many")
         try await harness.run { client in
             var body = IngestBody()
@@ -109,9 +113,10 @@ struct IngestValidationTests {
 
     @Test(
         "malformed or non-object JSON is a 400, never a 500",
-        arguments: ["", "{", "[]", "null", "42", "\"text\"", "{\"day\":", "{\"a\":1}}", "\u{0}\u{1}", "{'day':'x'}"])
-    func malformedJSON(_ raw: String) async throws {
-        let harness = try await TestHarness.make()
+        arguments: TestDatabases.kinds,
+        ["", "{", "[]", "null", "42", "\"text\"", "{\"day\":", "{\"a\":1}}", "\u{0}\u{1}", "{'day':'x'}"])
+    func malformedJSON(kind: DatabaseKind, _ raw: String) async throws {
+        let harness = try await TestHarness.make(kind: kind)
         let token = try await harness.token(for: "walker-json")
         try await harness.run { client in
             let response = try await client.ingest(raw: ByteBuffer(string: raw), token: token)
@@ -121,9 +126,9 @@ struct IngestValidationTests {
         }
     }
 
-    @Test("a body over the size limit is a 413 and nothing is written")
-    func oversizedBody() async throws {
-        let harness = try await TestHarness.make()
+    @Test("a body over the size limit is a 413 and nothing is written", arguments: TestDatabases.kinds)
+    func oversizedBody(kind: DatabaseKind) async throws {
+        let harness = try await TestHarness.make(kind: kind)
         let token = try await harness.token(for: "walker-big")
         try await harness.run { client in
             var body = IngestBody()
@@ -135,9 +140,9 @@ struct IngestValidationTests {
         }
     }
 
-    @Test("a body that is not JSON by Content-Type is a 415")
-    func wrongContentType() async throws {
-        let harness = try await TestHarness.make()
+    @Test("a body that is not JSON by Content-Type is a 415", arguments: TestDatabases.kinds)
+    func wrongContentType(kind: DatabaseKind) async throws {
+        let harness = try await TestHarness.make(kind: kind)
         let token = try await harness.token(for: "walker-ct")
         try await harness.run { client in
             let response = try await client.execute(
@@ -149,9 +154,9 @@ struct IngestValidationTests {
         }
     }
 
-    @Test("the Idempotency-Key header works bare or quoted, and must match a body key")
-    func idempotencyHeaderForms() async throws {
-        let harness = try await TestHarness.make()
+    @Test("the Idempotency-Key header works bare or quoted, and must match a body key", arguments: TestDatabases.kinds)
+    func idempotencyHeaderForms(kind: DatabaseKind) async throws {
+        let harness = try await TestHarness.make(kind: kind)
         let token = try await harness.token(for: "walker-hdr")
         try await harness.run { client in
             let bare = try await client.ingest(

@@ -4,13 +4,15 @@ import HTTPTypes
 import HummingbirdTesting
 import StepAPI
 import StepCore
+import StepStore
+import StepTestSupport
 import Testing
 
 @Suite("Operations: health, metrics, contract, logs, configuration")
 struct OpsTests {
-    @Test("/livez and /readyz answer 200 while the database is reachable")
-    func health() async throws {
-        let harness = try await TestHarness.make()
+    @Test("/livez and /readyz answer 200 while the database is reachable", arguments: TestDatabases.kinds)
+    func health(kind: DatabaseKind) async throws {
+        let harness = try await TestHarness.make(kind: kind)
         try await harness.run { client in
             #expect(try await client.execute(uri: "/livez", method: .get).status == .ok)
             let ready = try await client.execute(uri: "/readyz", method: .get)
@@ -19,19 +21,20 @@ struct OpsTests {
         }
     }
 
-    @Test("/readyz answers 503 when the database is gone")
-    func notReady() async throws {
-        let harness = try await TestHarness.make()
+    @Test("/readyz answers 503 when the database is gone", arguments: TestDatabases.kinds)
+    func notReady(kind: DatabaseKind) async throws {
+        let harness = try await TestHarness.make(kind: kind)
         try await harness.store.database.close()
         try await harness.app.application.test(.router) { client in
             let response = try await client.execute(uri: "/readyz", method: .get)
             #expect(response.status == .serviceUnavailable)
         }
+        try? await harness.testStore.close()
     }
 
-    @Test("/metrics exposes request counts, latency histograms and verdicts by reason")
-    func metrics() async throws {
-        let harness = try await TestHarness.make()
+    @Test("/metrics exposes request counts, latency histograms and verdicts by reason", arguments: TestDatabases.kinds)
+    func metrics(kind: DatabaseKind) async throws {
+        let harness = try await TestHarness.make(kind: kind)
         let token = try await harness.token(for: "walker-metrics")
         try await harness.run { client in
             _ = try await client.ingest(IngestBody(), token: token)
@@ -47,9 +50,11 @@ struct OpsTests {
         }
     }
 
-    @Test("openapi.yaml documents exactly the registered routes, and each documented route answers")
-    func openAPIMatchesRoutes() async throws {
-        let harness = try await TestHarness.make()
+    @Test(
+        "openapi.yaml documents exactly the registered routes, and each documented route answers",
+        arguments: TestDatabases.kinds)
+    func openAPIMatchesRoutes(kind: DatabaseKind) async throws {
+        let harness = try await TestHarness.make(kind: kind)
         let document = try await harness.run { client in
             let document = try await client.execute(uri: "/openapi.yaml", method: .get).text
             for route in Self.documentedRoutes(document) {
@@ -90,9 +95,9 @@ struct OpsTests {
         return routes
     }
 
-    @Test("no log line or anti-cheat line carries a step count or a token")
-    func logsAreClean() async throws {
-        let harness = try await TestHarness.make()
+    @Test("no log line or anti-cheat line carries a step count or a token", arguments: TestDatabases.kinds)
+    func logsAreClean(kind: DatabaseKind) async throws {
+        let harness = try await TestHarness.make(kind: kind)
         let token = try await harness.token(for: "walker-private")
         try await harness.run { client in
             _ = try await client.ingest(IngestBody(count: 48_611), token: token)
@@ -116,9 +121,9 @@ struct OpsTests {
         }
     }
 
-    @Test("attestation log rows older than 30 days are pruned")
-    func pruneAttestationLogs() async throws {
-        let harness = try await TestHarness.make()
+    @Test("attestation log rows older than 30 days are pruned", arguments: TestDatabases.kinds)
+    func pruneAttestationLogs(kind: DatabaseKind) async throws {
+        let harness = try await TestHarness.make(kind: kind)
         let token = try await harness.token(for: "walker-prune", ttl: 40 * 86_400)
         try await harness.run { client in
             _ = try await client.ingest(IngestBody(count: 60_000), token: token)
@@ -134,9 +139,11 @@ struct OpsTests {
         }
     }
 
-    @Test("a live HTTP server replays an idempotent response byte for byte over the socket")
-    func liveServer() async throws {
-        let harness = try await TestHarness.make()
+    @Test(
+        "a live HTTP server replays an idempotent response byte for byte over the socket",
+        arguments: TestDatabases.kinds)
+    func liveServer(kind: DatabaseKind) async throws {
+        let harness = try await TestHarness.make(kind: kind)
         let token = try await harness.token(for: "walker-live")
         try await harness.run(.live) { client in
             let first = try await client.ingest(IngestBody(key: "live-1"), token: token)

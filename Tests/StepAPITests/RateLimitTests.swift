@@ -2,6 +2,8 @@ import Foundation
 import HTTPTypes
 import HummingbirdTesting
 import StepAPI
+import StepStore
+import StepTestSupport
 import Testing
 
 @Suite("Per-walker rate limit on /step/ingest")
@@ -9,10 +11,12 @@ struct RateLimitTests {
     static let policy = HTTPField.Name("RateLimit-Policy")!
     static let state = HTTPField.Name("RateLimit")!
 
-    @Test("the 51st request in a minute is 429 with Retry-After and the RateLimit fields; others are untouched")
-    func fiftyFirst() async throws {
+    @Test(
+        "the 51st request in a minute is 429 with Retry-After and the RateLimit fields; others are untouched",
+        arguments: TestDatabases.kinds)
+    func fiftyFirst(kind: DatabaseKind) async throws {
         // 20:42:30Z: the minute window ends in 30 s.
-        let harness = try await TestHarness.make()
+        let harness = try await TestHarness.make(kind: kind)
         let token = try await harness.token(for: "walker-rl")
         let other = try await harness.token(for: "walker-other")
         try await harness.run { client in
@@ -36,9 +40,9 @@ struct RateLimitTests {
         }
     }
 
-    @Test("the limit is configurable and 400s count toward it")
-    func configurable() async throws {
-        let harness = try await TestHarness.make { $0.rateLimits.ingestPerWindow = 3 }
+    @Test("the limit is configurable and 400s count toward it", arguments: TestDatabases.kinds)
+    func configurable(kind: DatabaseKind) async throws {
+        let harness = try await TestHarness.make(kind: kind) { $0.rateLimits.ingestPerWindow = 3 }
         let token = try await harness.token(for: "walker-small")
         try await harness.run { client in
             var bad = IngestBody()

@@ -8,6 +8,7 @@ import SQLKit
 import StepAPI
 import StepCore
 import StepStore
+import StepTestSupport
 import Synchronization
 import Testing
 
@@ -37,31 +38,34 @@ struct TestHarness: Sendable {
     static let developmentSecret = Array("test-development-secret-of-32-bytes!!".utf8)
 
     let app: StepLedgerApp
-    let store: Store
+    let testStore: TestStore
     let clock: TestClock
     let logs: LogSink
     let antiCheat: LogSink
     let configuration: AppConfiguration
-    let directory: URL
 
+    var store: Store { app.store }
+
+    /// A new application on a fresh database of `kind`, or, with `sharing`, another instance on the
+    /// same database as an existing harness (its own pool, its own clock).
     static func make(
-        at start: Date = seedInstant, store sharedStore: Store? = nil,
+        kind: DatabaseKind = .sqlite, at start: Date = seedInstant, sharing other: TestHarness? = nil,
         configure: (inout AppConfiguration) -> Void = { _ in }
     ) async throws -> TestHarness {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("stepledger-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let testStore: TestStore
+        let store: Store
+        if let other {
+            testStore = other.testStore
+            store = try await TestDatabases.another(other.testStore)
+        } else {
+            testStore = try await TestDatabases.make(kind)
+            store = testStore.store
+        }
         var configuration = AppConfiguration()
-        configuration.databaseURL = directory.appendingPathComponent("test.sqlite").path
+        configuration.databaseURL = testStore.url
         configuration.http.port = 0
         configuration.jwt.developmentSecret = developmentSecret
         configure(&configuration)
-        let store: Store
-        if let sharedStore {
-            store = sharedStore
-        } else {
-            store = try await StoreFactory.open(
-                url: configuration.databaseURL, logger: Logger(label: "test"), migrate: true)
-        }
         let clock = TestClock(start)
         let logs = LogSink.memory()
         let antiCheat = LogSink.memory()
@@ -72,18 +76,22 @@ struct TestHarness: Sendable {
         dependencies.store = store
         let app = try await buildApplication(configuration: configuration, dependencies: dependencies)
         return TestHarness(
-            app: app, store: store, clock: clock, logs: logs, antiCheat: antiCheat, configuration: configuration,
-            directory: directory)
+            app: app, testStore: testStore, clock: clock, logs: logs, antiCheat: antiCheat,
+            configuration: configuration)
     }
 
     /// Runs `body` against the router (no socket), then closes the store.
     func run<T: Sendable>(
         _ setup: TestingSetup = .router, _ body: @Sendable (any TestClientProtocol) async throws -> T
     ) async throws -> T {
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let result = try await app.application.test(setup, body)
-        try await store.database.close()
-        return result
+        do {
+            let result = try await app.application.test(setup, body)
+            try await testStore.close()
+            return result
+        } catch {
+            try? await testStore.close()
+            throw error
+        }
     }
 
     func token(for walker: String, ttl: Double = 3600) async throws -> String {

@@ -2,6 +2,7 @@ import Foundation
 import SQLKit
 import StepCore
 import StepStore
+import StepTestSupport
 import Testing
 
 @Suite("Store operations, on every engine")
@@ -10,18 +11,20 @@ struct StoreTests {
 
     @Test("migrations are recorded and a second run applies nothing", arguments: TestDatabases.kinds)
     func migrations(kind: DatabaseKind) async throws {
-        let store = try await TestDatabases.make(kind)
+        let test = try await TestDatabases.make(kind)
+        let store = test.store
         let migrator = Migrator(database: store.database)
         #expect(try await migrator.pending().isEmpty)
         let again = try await migrator.migrate()
         #expect(again.applied.isEmpty)
         #expect(again.current == Migrations.all.map(\.version).max())
-        try await store.close()
+        try await test.close()
     }
 
     @Test("a fixed rate-limit window counts hits and restarts when the window moves", arguments: TestDatabases.kinds)
     func rateLimitWindow(kind: DatabaseKind) async throws {
-        let store = try await TestDatabases.make(kind)
+        let test = try await TestDatabases.make(kind)
+        let store = test.store
         let window = Self.t0
         for expected in 1...3 {
             let state = try await store.transaction {
@@ -43,14 +46,15 @@ struct StoreTests {
             try await $0.hitRateLimit(walkerId: "w", bucket: "ingest", windowStart: window)
         }
         #expect(late.hits == 2)
-        try await store.close()
+        try await test.close()
     }
 
     @Test(
         "idempotency keys: claim, in flight, mismatch, replay, release and lease takeover",
         arguments: TestDatabases.kinds)
     func idempotency(kind: DatabaseKind) async throws {
-        let store = try await TestDatabases.make(kind)
+        let test = try await TestDatabases.make(kind)
+        let store = test.store
         func claim(_ key: String, _ hash: String, at now: Date) async throws -> IdempotencyClaim {
             try await store.transaction {
                 try await $0.claimIdempotencyKey(walkerId: "w", key: key, requestHash: hash, now: now, leaseSeconds: 30)
@@ -73,12 +77,13 @@ struct StoreTests {
         #expect(try await claim("l", "h", at: Self.t0.addingTimeInterval(29)) == .inFlight)
         #expect(try await claim("l", "h", at: Self.t0.addingTimeInterval(31)) == .claimed)
         #expect(try await claim("l", "h", at: Self.t0.addingTimeInterval(32)) == .inFlight)
-        try await store.close()
+        try await test.close()
     }
 
     @Test("step logs, submissions, attested days and the ledger round-trip", arguments: TestDatabases.kinds)
     func stepLogRoundTrip(kind: DatabaseKind) async throws {
-        let store = try await TestDatabases.make(kind)
+        let test = try await TestDatabases.make(kind)
+        let store = test.store
         let day = LocalDate(iso: "2026-05-18")!
         let log = StepLogRecord(
             walkerId: "w", day: day, timeZone: "Europe/Warsaw", reportedCount: 8421, acceptedCount: 8421,
@@ -110,13 +115,14 @@ struct StoreTests {
         #expect(try await store.transaction { try await $0.energyBalance(walkerId: "w") } == 10205)
         #expect(try await store.transaction { try await $0.energyCredited(walkerId: "w", day: day) } == 10105)
         #expect(try await store.transaction { try await $0.stepLog(walkerId: "other", day: day) } == nil)
-        try await store.close()
+        try await test.close()
     }
 
     @Test("a failing transaction leaves nothing behind", arguments: TestDatabases.kinds)
     func rollback(kind: DatabaseKind) async throws {
         struct Boom: Error {}
-        let store = try await TestDatabases.make(kind)
+        let test = try await TestDatabases.make(kind)
+        let store = test.store
         await #expect(throws: Boom.self) {
             try await store.transaction { tx in
                 try await tx.ensureWalker("w", now: Self.t0)
@@ -126,12 +132,13 @@ struct StoreTests {
         }
         #expect(try await store.transaction { try await $0.walker("w") } == nil)
         #expect(try await store.transaction { try await $0.energyBalance(walkerId: "w") } == 0)
-        try await store.close()
+        try await test.close()
     }
 
     @Test("pruning removes only rows past retention", arguments: TestDatabases.kinds)
     func prune(kind: DatabaseKind) async throws {
-        let store = try await TestDatabases.make(kind)
+        let test = try await TestDatabases.make(kind)
+        let store = test.store
         let old = Self.t0.addingTimeInterval(-31 * 86_400)
         try await store.transaction { tx in
             for (at, id) in [(old, "old"), (Self.t0, "new")] {
@@ -152,12 +159,13 @@ struct StoreTests {
             try await store.transaction {
                 try await $0.countAttestationLogs(walkerId: "w", verdict: .rejected, since: old)
             } == 1)
-        try await store.close()
+        try await test.close()
     }
 
     @Test("review entries: one open entry per kind until resolved", arguments: TestDatabases.kinds)
     func reviews(kind: DatabaseKind) async throws {
-        let store = try await TestDatabases.make(kind)
+        let test = try await TestDatabases.make(kind)
+        let store = test.store
         try await store.transaction { tx in
             #expect(try await !tx.hasOpenReview(walkerId: "w", kind: .repeatedRejections))
             try await tx.openReview(walkerId: "w", kind: .repeatedRejections, subject: nil, at: Self.t0)
@@ -165,6 +173,15 @@ struct StoreTests {
             #expect(try await !tx.hasOpenReview(walkerId: "x", kind: .repeatedRejections))
         }
         #expect(try await store.transaction { try await $0.openReviewCount(walkerId: "w") } == 1)
-        try await store.close()
+        try await test.close()
+    }
+}
+
+@Suite("Test environment")
+struct TestEnvironmentTests {
+    @Test("in CI the PostgreSQL tests run: a missing server is a failure, not a skip")
+    func postgresPresentInCI() {
+        let inCI = ProcessInfo.processInfo.environment["CI"] == "true"
+        #expect(!inCI || TestDatabases.kinds.contains(.postgres))
     }
 }

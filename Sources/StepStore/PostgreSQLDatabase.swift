@@ -1,0 +1,124 @@
+import Foundation
+import Logging
+import PostgresKit
+import PostgresNIO
+import SQLKit
+
+/// Pool and timeout settings for PostgreSQL.
+package struct PostgresSettings: Sendable, Hashable {
+    package var maximumConnections = 8
+    package var connectTimeoutSeconds = 5
+    package var statementTimeoutMilliseconds = 5_000
+    /// Extra startup parameters (for example a `search_path` tests use to isolate schemas).
+    package var startupParameters: [String: String] = [:]
+
+    package init() {}
+}
+
+/// PostgreSQL through a postgres-nio connection pool. Transactions are `BEGIN`/`COMMIT` on one leased
+/// connection; row locks (`FOR UPDATE`) serialise one walker's writes across every instance.
+package final class PostgreSQLDatabase: Database {
+    package let kind = DatabaseKind.postgres
+    private let client: PostgresClient
+    private let runner: Task<Void, Never>
+
+    private init(client: PostgresClient) {
+        self.client = client
+        self.runner = Task { await client.run() }
+    }
+
+    /// Builds a pool for `url` (`postgres://user:password@host:port/database?sslmode=disable|prefer|require`).
+    /// Connections open lazily, so an unreachable server shows up as `StoreError.unavailable` on first use.
+    package static func open(url: String, settings: PostgresSettings, logger: Logger) throws -> PostgreSQLDatabase {
+        guard let components = URLComponents(string: url), let host = components.host, !host.isEmpty,
+            components.scheme == "postgres" || components.scheme == "postgresql"
+        else { throw StoreError.invalidConfiguration("database.url is not a postgres:// URL") }
+        let database = components.path.hasPrefix("/") ? String(components.path.dropFirst()) : components.path
+        let sslMode = components.queryItems?.first { $0.name == "sslmode" }?.value ?? "prefer"
+        let tls: PostgresClient.Configuration.TLS
+        switch sslMode {
+        case "disable": tls = .disable
+        case "prefer": tls = .prefer(.makeClientConfiguration())
+        case "require": tls = .require(.makeClientConfiguration())
+        default: throw StoreError.invalidConfiguration("database.url: sslmode must be disable, prefer or require")
+        }
+        var configuration = PostgresClient.Configuration(
+            host: host, port: components.port ?? 5432, username: components.user?.removingPercentEncoding ?? "postgres",
+            password: components.password?.removingPercentEncoding, database: database.isEmpty ? nil : database,
+            tls: tls)
+        configuration.options.maximumConnections = settings.maximumConnections
+        configuration.options.connectTimeout = .seconds(settings.connectTimeoutSeconds)
+        var parameters = settings.startupParameters
+        parameters["statement_timeout"] =
+            parameters["statement_timeout"] ?? String(settings.statementTimeoutMilliseconds)
+        configuration.options.additionalStartupParameters = parameters.sorted { $0.key < $1.key }.map {
+            ($0.key, $0.value)
+        }
+        return PostgreSQLDatabase(client: PostgresClient(configuration: configuration, backgroundLogger: logger))
+    }
+
+    package func transaction<T: Sendable>(
+        _ body: @escaping @Sendable (any SQLDatabase) async throws -> T
+    ) async throws -> T {
+        try await Self.translatingErrors {
+            try await self.client.withConnection { connection in
+                let sql = connection.sql(queryLogLevel: nil)
+                try await sql.raw("BEGIN").run()
+                do {
+                    let value = try await body(sql)
+                    try await sql.raw("COMMIT").run()
+                    return value
+                } catch {
+                    try? await sql.raw("ROLLBACK").run()
+                    throw error
+                }
+            }
+        }
+    }
+
+    package func withConnection<T: Sendable>(
+        _ body: @escaping @Sendable (any SQLDatabase) async throws -> T
+    ) async throws -> T {
+        try await Self.translatingErrors {
+            try await self.client.withConnection { connection in
+                try await body(connection.sql(queryLogLevel: nil))
+            }
+        }
+    }
+
+    package func close() async throws {
+        runner.cancel()
+        await runner.value
+    }
+
+    /// Connection loss, a server shutting down, a statement timeout or a serialisation failure are
+    /// conditions a retry may cure: they become `StoreError.unavailable` (HTTP 503).
+    private static func translatingErrors<T>(_ body: () async throws -> T) async throws -> T {
+        do {
+            return try await body()
+        } catch let error as PSQLError {
+            if let transient = transient(error) { throw StoreError.unavailable(transient) }
+            throw error
+        }
+    }
+
+    private static func transient(_ error: PSQLError) -> String? {
+        switch error.code {
+        case .connectionError, .serverClosedConnection, .clientClosedConnection, .poolClosed, .uncleanShutdown,
+            .queryCancelled, .sslUnsupported:
+            return "PostgreSQL: \(error.code)"
+        case .server:
+            let state = error.serverInfo?[.sqlState] ?? ""
+            // 08: connection exception, 57: operator intervention (shutdown, statement timeout),
+            // 53: insufficient resources, 40001/40P01: serialisation failure and deadlock.
+            if state.hasPrefix("08") || state.hasPrefix("57") || state.hasPrefix("53") || state == "40001"
+                || state == "40P01"
+            {
+                return "PostgreSQL SQLSTATE \(state)"
+            }
+            return nil
+        default:
+            return nil
+        }
+    }
+}

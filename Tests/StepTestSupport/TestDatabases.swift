@@ -1,0 +1,98 @@
+import Foundation
+import Logging
+import SQLKit
+import StepStore
+
+/// The engines every store and API test runs on: SQLite always, PostgreSQL when
+/// `STEPLEDGER_TEST_POSTGRES_URL` names a server (`scripts/test` starts a throwaway one).
+package enum TestDatabases {
+    package static let postgresURL: String? = {
+        let value = ProcessInfo.processInfo.environment["STEPLEDGER_TEST_POSTGRES_URL"]
+        return value?.isEmpty == false ? value : nil
+    }()
+
+    package static var kinds: [DatabaseKind] { postgresURL == nil ? [.sqlite] : [.sqlite, .postgres] }
+
+    /// A fresh, migrated, empty store of `kind`: a new SQLite file, or a new PostgreSQL schema.
+    package static func make(_ kind: DatabaseKind, migrate: Bool = true) async throws -> TestStore {
+        switch kind {
+        case .sqlite:
+            let path = FileManager.default.temporaryDirectory
+                .appendingPathComponent("stepledger-\(UUID().uuidString).sqlite").path
+            let store = try await StoreFactory.open(url: path, logger: Logger(label: "test"), migrate: migrate)
+            return TestStore(
+                store: store, url: path,
+                cleanup: {
+                    for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
+                })
+        case .postgres:
+            guard let url = postgresURL else {
+                throw StoreError.invalidConfiguration("STEPLEDGER_TEST_POSTGRES_URL is not set")
+            }
+            let schema = "t_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
+            try await admin(url) { try await $0.raw(SQLQueryString("CREATE SCHEMA \(unsafeRaw: schema)")).run() }
+            var settings = PostgresSettings()
+            settings.startupParameters["search_path"] = schema
+            settings.maximumConnections = 8
+            let store = try await StoreFactory.open(
+                url: url, postgres: settings, logger: Logger(label: "test"), migrate: migrate)
+            return TestStore(
+                store: store, url: url, schema: schema,
+                cleanup: {
+                    try? await admin(url) {
+                        try await $0.raw(SQLQueryString("DROP SCHEMA \(unsafeRaw: schema) CASCADE")).run()
+                    }
+                })
+        }
+    }
+
+    /// A second store on the same database as `existing` (another server instance's pool).
+    package static func another(_ existing: TestStore) async throws -> Store {
+        guard let schema = existing.schema else {
+            return try await StoreFactory.open(url: existing.url, logger: Logger(label: "test"), migrate: false)
+        }
+        var settings = PostgresSettings()
+        settings.startupParameters["search_path"] = schema
+        return try await StoreFactory.open(
+            url: existing.url, postgres: settings, logger: Logger(label: "test"), migrate: false)
+    }
+
+    private static func admin(_ url: String, _ body: @escaping @Sendable (any SQLDatabase) async throws -> Void)
+        async throws
+    {
+        let database = try PostgreSQLDatabase.open(
+            url: url, settings: PostgresSettings(), logger: Logger(label: "test"))
+        do {
+            try await database.withConnection(body)
+        } catch {
+            try? await database.close()
+            throw error
+        }
+        try await database.close()
+    }
+}
+
+/// A store made for one test, and how to remove what it created.
+package struct TestStore: Sendable {
+    package let store: Store
+    package let url: String
+    package var schema: String? = nil
+    let cleanup: @Sendable () async -> Void
+
+    package init(store: Store, url: String, schema: String? = nil, cleanup: @escaping @Sendable () async -> Void) {
+        self.store = store
+        self.url = url
+        self.schema = schema
+        self.cleanup = cleanup
+    }
+
+    package var kind: DatabaseKind { store.kind }
+
+    /// The URL another process would use; for PostgreSQL it selects the test's schema.
+    package var connectionURL: String { url }
+
+    package func close() async throws {
+        try await store.database.close()
+        await cleanup()
+    }
+}
