@@ -45,7 +45,8 @@ package func buildApplication(
         store = provided
     } else {
         store = try await StoreFactory.open(
-            url: configuration.databaseURL, logger: logger, migrate: configuration.mode == .testPhase)
+            url: configuration.databaseURL, postgres: configuration.postgres, logger: logger,
+            migrate: configuration.mode == .testPhase)
     }
     if try await !Migrator(database: store.database).pending().isEmpty {
         throw StoreError.schemaBehind("the database schema is behind this build; run `stepd migrate` first")

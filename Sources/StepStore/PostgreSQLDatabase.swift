@@ -21,9 +21,12 @@ package final class PostgreSQLDatabase: Database {
     package let kind = DatabaseKind.postgres
     private let client: PostgresClient
     private let runner: Task<Void, Never>
+    /// How long one unit of work may wait for a connection and run, so a dead server is a prompt 503.
+    private let deadline: Duration
 
-    private init(client: PostgresClient) {
+    private init(client: PostgresClient, deadline: Duration) {
         self.client = client
+        self.deadline = deadline
         self.runner = Task { await client.run() }
     }
 
@@ -54,13 +57,16 @@ package final class PostgreSQLDatabase: Database {
         configuration.options.additionalStartupParameters = parameters.sorted { $0.key < $1.key }.map {
             ($0.key, $0.value)
         }
-        return PostgreSQLDatabase(client: PostgresClient(configuration: configuration, backgroundLogger: logger))
+        return PostgreSQLDatabase(
+            client: PostgresClient(configuration: configuration, backgroundLogger: logger),
+            deadline: .seconds(settings.connectTimeoutSeconds)
+                + .milliseconds(2 * settings.statementTimeoutMilliseconds))
     }
 
     package func transaction<T: Sendable>(
         _ body: @escaping @Sendable (any SQLDatabase) async throws -> T
     ) async throws -> T {
-        try await Self.translatingErrors {
+        try await translatingErrors {
             try await self.client.withConnection { connection in
                 let sql = connection.sql(queryLogLevel: nil)
                 try await sql.raw("BEGIN").run()
@@ -79,7 +85,7 @@ package final class PostgreSQLDatabase: Database {
     package func withConnection<T: Sendable>(
         _ body: @escaping @Sendable (any SQLDatabase) async throws -> T
     ) async throws -> T {
-        try await Self.translatingErrors {
+        try await translatingErrors {
             try await self.client.withConnection { connection in
                 try await body(connection.sql(queryLogLevel: nil))
             }
@@ -93,12 +99,27 @@ package final class PostgreSQLDatabase: Database {
 
     /// Connection loss, a server shutting down, a statement timeout or a serialisation failure are
     /// conditions a retry may cure: they become `StoreError.unavailable` (HTTP 503).
-    private static func translatingErrors<T>(_ body: () async throws -> T) async throws -> T {
+    /// Work that outlives the deadline (typically waiting for a connection to a server that is down) is
+    /// cancelled and reported as unavailable.
+    private func translatingErrors<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) async throws -> T {
         do {
-            return try await body()
+            return try await withThrowingTaskGroup(of: T?.self) { group in
+                group.addTask { try await body() }
+                group.addTask { [deadline] in
+                    try await Task.sleep(for: deadline)
+                    return nil
+                }
+                defer { group.cancelAll() }
+                guard let first = try await group.next(), let value = first else {
+                    throw StoreError.unavailable("PostgreSQL did not answer within \(deadline)")
+                }
+                return value
+            }
         } catch let error as PSQLError {
-            if let transient = transient(error) { throw StoreError.unavailable(transient) }
+            if let transient = Self.transient(error) { throw StoreError.unavailable(transient) }
             throw error
+        } catch is CancellationError {
+            throw StoreError.unavailable("PostgreSQL work was cancelled")
         }
     }
 

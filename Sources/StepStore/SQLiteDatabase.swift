@@ -11,24 +11,31 @@ package final class SQLiteDatabase: Database {
     package let kind = DatabaseKind.sqlite
     package let path: String
     private let connection: SQLiteConnection
+    /// The connection's own thread: while SQLite waits for another process's write lock it blocks only
+    /// this connection, never a thread other work needs.
+    private let threadPool: NIOThreadPool
     private let lock = AsyncSerialLock()
-    private let logger: Logger
 
-    private init(path: String, connection: SQLiteConnection, logger: Logger) {
+    private init(path: String, connection: SQLiteConnection, threadPool: NIOThreadPool) {
         self.path = path
         self.connection = connection
-        self.logger = logger
+        self.threadPool = threadPool
     }
 
     /// Opens (creating if needed) the database file at `path`.
     package static func open(path: String, logger: Logger) async throws -> SQLiteDatabase {
+        let threadPool = NIOThreadPool(numberOfThreads: 1)
+        threadPool.start()
         let connection: SQLiteConnection
         do {
-            connection = try await SQLiteConnection.open(storage: .file(path: path), logger: logger)
+            connection = try await SQLiteConnection.open(
+                storage: .file(path: path), threadPool: threadPool, logger: logger,
+                on: MultiThreadedEventLoopGroup.singleton.any())
         } catch {
+            try? await threadPool.shutdownGracefully()
             throw StoreError.unavailable("cannot open SQLite database at \(path): \(error)")
         }
-        let database = SQLiteDatabase(path: path, connection: connection, logger: logger)
+        let database = SQLiteDatabase(path: path, connection: connection, threadPool: threadPool)
         let sql = connection.sql(queryLogLevel: nil)
         // busy_timeout first: other processes (a worker, a migration) may hold the write lock briefly.
         for pragma in ["PRAGMA busy_timeout = 5000", "PRAGMA journal_mode = WAL", "PRAGMA synchronous = FULL"] {
@@ -64,5 +71,6 @@ package final class SQLiteDatabase: Database {
 
     package func close() async throws {
         try await connection.close()
+        try await threadPool.shutdownGracefully()
     }
 }

@@ -12,7 +12,8 @@ struct Migrate: AsyncParsableCommand {
     func run() async throws {
         let configuration = try await common.load()
         let store = try await StoreFactory.open(
-            url: configuration.databaseURL, logger: Logger(label: "stepd.migrate"), migrate: false)
+            url: configuration.databaseURL, postgres: configuration.postgres, logger: Logger(label: "stepd.migrate"),
+            migrate: false)
         let report = try await Migrator(database: store.database).migrate()
         try await store.database.close()
         if report.applied.isEmpty {

@@ -13,7 +13,8 @@ struct Prune: AsyncParsableCommand {
     func run() async throws {
         let configuration = try await common.load()
         let store = try await StoreFactory.open(
-            url: configuration.databaseURL, logger: Logger(label: "stepd.prune"), migrate: false)
+            url: configuration.databaseURL, postgres: configuration.postgres, logger: Logger(label: "stepd.prune"),
+            migrate: false)
         var retention = RetentionPolicy()
         retention.attestationLogSeconds = configuration.attestationLogRetentionDays * 86_400
         retention.idempotencyKeySeconds = configuration.idempotencyRetentionDays * 86_400

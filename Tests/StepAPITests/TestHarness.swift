@@ -50,11 +50,14 @@ struct TestHarness: Sendable {
     /// same database as an existing harness (its own pool, its own clock).
     static func make(
         kind: DatabaseKind = .sqlite, at start: Date = seedInstant, sharing other: TestHarness? = nil,
-        configure: (inout AppConfiguration) -> Void = { _ in }
+        store provided: Store? = nil, configure: (inout AppConfiguration) -> Void = { _ in }
     ) async throws -> TestHarness {
         let testStore: TestStore
         let store: Store
-        if let other {
+        if let provided {
+            testStore = TestStore(store: provided, url: "", cleanup: {})
+            store = provided
+        } else if let other {
             testStore = other.testStore
             store = try await TestDatabases.another(other.testStore)
         } else {

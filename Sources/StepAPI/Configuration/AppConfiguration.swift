@@ -2,6 +2,7 @@ import Configuration
 import Foundation
 import Logging
 import StepCore
+import StepStore
 
 /// A configuration value that failed validation; the message names the key.
 package struct ConfigurationError: Error, Sendable, CustomStringConvertible {
@@ -42,6 +43,7 @@ package struct AppConfiguration: Sendable {
 
     package var mode: ServiceMode = .testPhase
     package var databaseURL = "./stepledger.sqlite"
+    package var postgres = PostgresSettings()
     package var http = HTTP()
     package var jwt = JWT()
     package var limits = IngestLimits()
@@ -75,6 +77,12 @@ package struct AppConfiguration: Sendable {
         }
         databaseURL = try reader.string("database.url") ?? databaseURL
         guard !databaseURL.isEmpty else { throw ConfigurationError(key: "database.url", problem: "must not be empty") }
+        postgres.maximumConnections =
+            try reader.int("database.maxConnections", in: 1...512) ?? postgres.maximumConnections
+        postgres.connectTimeoutSeconds =
+            try reader.int("database.connectTimeoutSeconds", in: 1...300) ?? postgres.connectTimeoutSeconds
+        postgres.statementTimeoutMilliseconds =
+            try reader.int("database.statementTimeoutMs", in: 100...600_000) ?? postgres.statementTimeoutMilliseconds
 
         http.host = try reader.string("http.host") ?? http.host
         http.port = try reader.int("http.port", in: 0...65_535) ?? http.port

@@ -1,0 +1,57 @@
+import Foundation
+import HTTPTypes
+import HummingbirdTesting
+import Logging
+import StepAPI
+import StepStore
+import StepTestSupport
+import Testing
+
+@Suite("PostgreSQL outage")
+struct OutageTests {
+    @Test(
+        "a database restart mid-load gives 503s, never a crash or a hang, and the service recovers by itself",
+        .enabled(if: ThrowawayCluster.isAvailable), .timeLimit(.minutes(3)))
+    func restartMidLoad() async throws {
+        let cluster = try ThrowawayCluster()
+        defer { cluster.destroy() }
+        var settings = PostgresSettings()
+        settings.connectTimeoutSeconds = 1
+        settings.statementTimeoutMilliseconds = 1_000
+        let store = try await StoreFactory.open(
+            url: cluster.url, postgres: settings, logger: Logger(label: "outage"), migrate: true)
+        let harness = try await TestHarness.make(store: store) { $0.rateLimits.ingestPerWindow = 10_000 }
+        let token = try await harness.token(for: "walker-outage")
+        try await harness.app.application.test(.router) { client in
+            #expect(try await client.ingest(IngestBody(count: 1000), token: token).status == .ok)
+
+            try cluster.stop()
+            let started = ContinuousClock.now
+            var statuses: [Int] = []
+            for index in 0..<5 {
+                statuses.append(Int(try await client.ingest(IngestBody(count: 2000 + index), token: token).status.code))
+            }
+            let ready = try await client.execute(uri: "/readyz", method: .get)
+            #expect(statuses.allSatisfy { $0 == 503 }, "\(statuses)")
+            #expect(ready.status == .serviceUnavailable)
+            #expect(
+                ContinuousClock.now - started < .seconds(30), "answers must come promptly while the database is down")
+
+            try cluster.start()
+            var recovered = false
+            for _ in 0..<40 where !recovered {
+                let response = try await client.ingest(IngestBody(count: 9000), token: token)
+                recovered = response.status == .ok
+                if !recovered { try await Task.sleep(for: .milliseconds(250)) }
+            }
+            #expect(recovered)
+            #expect(try await client.execute(uri: "/readyz", method: .get).status == .ok)
+            let log = try await harness.store.transaction {
+                try await $0.stepLog(walkerId: "walker-outage", day: .init(iso: "2026-05-18")!)
+            }
+            #expect(log?.reportedCount == 9000)
+            #expect(log?.energyCredited == 9000, "nothing acknowledged was lost and nothing was credited twice")
+        }
+        try await store.database.close()
+    }
+}

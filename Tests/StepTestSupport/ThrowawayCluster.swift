@@ -1,0 +1,98 @@
+import Foundation
+
+/// A private PostgreSQL cluster a test can stop and start (for outage tests), built with the server
+/// binaries `scripts/with-postgres` found. Runs as the postgres OS user when the tests run as root.
+package final class ThrowawayCluster: Sendable {
+    package let port: Int
+    let directory: String
+    let bindir: String
+    let runAsPostgres: Bool
+
+    package var url: String { "postgres://postgres@127.0.0.1:\(port)/postgres?sslmode=disable" }
+
+    package static var isAvailable: Bool {
+        ProcessInfo.processInfo.environment["STEPLEDGER_TEST_POSTGRES_BINDIR"] != nil
+    }
+
+    package init() throws {
+        guard let bindir = ProcessInfo.processInfo.environment["STEPLEDGER_TEST_POSTGRES_BINDIR"] else {
+            throw ClusterError(message: "STEPLEDGER_TEST_POSTGRES_BINDIR is not set")
+        }
+        self.bindir = bindir
+        self.directory = NSTemporaryDirectory() + "stepledger-outage-\(UUID().uuidString)"
+        self.runAsPostgres = getuid() == 0
+        self.port = try Self.freePort()
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        if runAsPostgres { try Self.run("/bin/chown", ["postgres", directory]) }
+        try execute("initdb", ["-D", directory + "/data", "-U", "postgres", "--auth=trust", "--no-instructions"])
+        try start()
+    }
+
+    package func start() throws {
+        try execute(
+            "pg_ctl",
+            [
+                "-D", directory + "/data", "-l", directory + "/server.log", "-w", "-t", "60", "-o",
+                "-p \(port) -k \(directory) -c listen_addresses=127.0.0.1 -c fsync=off", "start",
+            ])
+    }
+
+    package func stop() throws {
+        try execute("pg_ctl", ["-D", directory + "/data", "-m", "immediate", "-w", "stop"])
+    }
+
+    package func destroy() {
+        try? stop()
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    private func execute(_ tool: String, _ arguments: [String]) throws {
+        if runAsPostgres {
+            try Self.run("/usr/sbin/runuser", ["-u", "postgres", "--", bindir + "/" + tool] + arguments)
+        } else {
+            try Self.run(bindir + "/" + tool, arguments)
+        }
+    }
+
+    /// posix_spawn and waitpid directly: Foundation's Process misses the child's exit under the test runner.
+    private static func run(_ executable: String, _ arguments: [String]) throws {
+        let argv = ([executable] + arguments).map { strdup($0) } + [nil]
+        defer { argv.forEach { free($0) } }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+        var pid: pid_t = 0
+        let spawned = posix_spawn(&pid, executable, &actions, nil, argv, environ)
+        guard spawned == 0 else { throw ClusterError(message: "cannot start \(executable): \(spawned)") }
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        guard status == 0 else {
+            throw ClusterError(
+                message: "\(executable) \(arguments.joined(separator: " ")) failed with status \(status)")
+        }
+    }
+
+    private static func freePort() throws -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer in
+                bind(fd, pointer, length) == 0 && getsockname(fd, pointer, &length) == 0
+            }
+        }
+        guard bound else { throw ClusterError(message: "no free port") }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+}
+
+package struct ClusterError: Error, CustomStringConvertible {
+    package var message: String
+    package var description: String { message }
+}
