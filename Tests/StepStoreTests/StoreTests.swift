@@ -185,3 +185,18 @@ struct TestEnvironmentTests {
         #expect(!inCI || TestDatabases.kinds.contains(.postgres))
     }
 }
+
+@Suite("Migrations on an empty database")
+struct MigrationReportTests {
+    @Test("migrate applies every pending migration once and reports it", arguments: TestDatabases.kinds)
+    func freshDatabase(kind: DatabaseKind) async throws {
+        let test = try await TestDatabases.make(kind, migrate: false)
+        let migrator = Migrator(database: test.store.database)
+        #expect(try await migrator.pending() == Migrations.all.map(\.version))
+        let report = try await migrator.migrate()
+        #expect(report.applied == Migrations.all.map(\.version))
+        #expect(try await migrator.pending().isEmpty)
+        #expect(try await migrator.migrate().applied.isEmpty)
+        try await test.close()
+    }
+}
