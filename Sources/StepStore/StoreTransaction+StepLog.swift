@@ -73,12 +73,38 @@ extension StoreTransaction {
         guard
             let row = try await sql.raw(
                 """
-                SELECT walker_id, day, tz, reported_count, accepted_count, status, multiplier_permille,
-                    energy_credited, attested, updated_at
+                SELECT \(unsafeRaw: Self.stepLogColumns)
                 FROM step_logs WHERE walker_id = \(bind: walkerId) AND day = \(bind: day.dayNumber)
                 """
             ).first()
         else { return nil }
+        return try Self.stepLogRecord(row)
+    }
+
+    /// One day's log (if any) and the walker's attested days, in one query: what an ingest needs to read.
+    package func dayState(walkerId: String, day: LocalDate) async throws -> (
+        log: StepLogRecord?, attested: Set<LocalDate>
+    ) {
+        let rows = try await sql.raw(
+            """
+            SELECT \(unsafeRaw: Self.stepLogColumns)
+            FROM step_logs WHERE walker_id = \(bind: walkerId) AND (attested = 1 OR day = \(bind: day.dayNumber))
+            """
+        ).all()
+        var log: StepLogRecord?
+        var attested: Set<LocalDate> = []
+        for row in rows {
+            let record = try Self.stepLogRecord(row)
+            if record.attested { attested.insert(record.day) }
+            if record.day == day { log = record }
+        }
+        return (log, attested)
+    }
+
+    static let stepLogColumns =
+        "walker_id, day, tz, reported_count, accepted_count, status, multiplier_permille, energy_credited, attested, updated_at"
+
+    static func stepLogRecord(_ row: any SQLRow) throws -> StepLogRecord {
         let statusText = try row.decode(column: "status", as: String.self)
         guard let status = ReconciliationStatus(rawValue: statusText) else {
             throw StoreError.corrupt("unknown reconciliation status \(statusText)")

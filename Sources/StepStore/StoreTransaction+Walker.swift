@@ -21,25 +21,21 @@ extension StoreTransaction {
         ).run()
     }
 
-    /// Reads the walker's row, locking it for the rest of the transaction on engines with row locks,
-    /// so one walker's ingests are serialised even across server instances.
+    /// Creates or reads the walker's row and locks it for the rest of the transaction, in one statement:
+    /// the no-op update takes the row lock on PostgreSQL, so one walker's ingests are serialised across
+    /// every instance; SQLite serialises all writers anyway.
     package func lockWalker(_ walkerId: String, now: Date) async throws -> WalkerRecord {
-        try await ensureWalker(walkerId, now: now)
         guard
             let row = try await sql.raw(
                 """
-                SELECT walker_id, last_tz, last_submission_at, lifetime_steps FROM walkers
-                WHERE walker_id = \(bind: walkerId)\(forUpdate)
+                INSERT INTO walkers (walker_id, created_at, lifetime_steps)
+                VALUES (\(bind: walkerId), \(bind: now.millisecondsSince1970), 0)
+                ON CONFLICT (walker_id) DO UPDATE SET walker_id = excluded.walker_id
+                RETURNING walker_id, last_tz, last_submission_at, lifetime_steps
                 """
             ).first()
-        else { throw StoreError.corrupt("walker row vanished inside its transaction") }
-        return WalkerRecord(
-            walkerId: try row.decode(column: "walker_id", as: String.self),
-            lastTimeZone: try row.decode(column: "last_tz", as: String?.self),
-            lastSubmissionAt: try row.decode(column: "last_submission_at", as: Int?.self).map(
-                Date.init(millisecondsSince1970:)),
-            lifetimeSteps: try row.decode(column: "lifetime_steps", as: Int.self)
-        )
+        else { throw StoreError.corrupt("walker upsert returned no row") }
+        return try Self.walkerRecord(row)
     }
 
     package func walker(_ walkerId: String) async throws -> WalkerRecord? {
@@ -48,7 +44,11 @@ extension StoreTransaction {
                 "SELECT walker_id, last_tz, last_submission_at, lifetime_steps FROM walkers WHERE walker_id = \(bind: walkerId)"
             ).first()
         else { return nil }
-        return WalkerRecord(
+        return try Self.walkerRecord(row)
+    }
+
+    static func walkerRecord(_ row: any SQLRow) throws -> WalkerRecord {
+        WalkerRecord(
             walkerId: try row.decode(column: "walker_id", as: String.self),
             lastTimeZone: try row.decode(column: "last_tz", as: String?.self),
             lastSubmissionAt: try row.decode(column: "last_submission_at", as: Int?.self).map(

@@ -7,7 +7,9 @@ import Testing
 
 @Suite("Start-up")
 struct StartupTests {
-    @Test("production refuses to start while the schema is behind, and names stepd migrate", arguments: TestDatabases.kinds)
+    @Test(
+        "production refuses to start while the schema is behind, and names stepd migrate",
+        arguments: TestDatabases.kinds)
     func schemaBehind(kind: DatabaseKind) async throws {
         let test = try await TestDatabases.make(kind, migrate: false)
         var configuration = AppConfiguration()
@@ -31,7 +33,8 @@ struct StartupTests {
 
     @Test("test-phase on the embedded default creates its schema on start")
     func embeddedMigratesOnStart() async throws {
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("startup-\(UUID().uuidString).sqlite").path
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("startup-\(UUID().uuidString).sqlite")
+            .path
         var configuration = AppConfiguration()
         configuration.databaseURL = path
         configuration.jwt.developmentSecret = Array(repeating: 7, count: 32)

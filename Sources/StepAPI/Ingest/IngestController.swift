@@ -41,58 +41,66 @@ struct IngestController: Sendable {
         let walkerId = principal.walkerId
         context.trace.update { $0.walkerId = walkerId }
 
-        let decision: RateLimitDecision
+        // The body is read and checked first so a valid request is counted and claims its key in one
+        // round trip; a bad one still counts against the limit.
+        let parsed = await readBody(request)
+        let now = clock()
+        let idempotency = (try? parsed.get()).map {
+            IdempotencyRequest(
+                key: $0.idempotencyKey, requestHash: $0.payloadHash, leaseSeconds: idempotencyLeaseSeconds)
+        }
+        let admitted: (decision: RateLimitDecision, claim: IdempotencyClaim?)
         do {
-            decision = try await rateLimiter.hit(walkerId: walkerId, policy: policy, now: clock())
+            admitted = try await rateLimiter.admit(
+                walkerId: walkerId, policy: policy, idempotency: idempotency, now: now)
         } catch {
             return Self.errorResponse(storeFailure(error))
         }
-        var response = await limited(request, context: context, principal: principal, decision: decision)
-        decision.apply(to: &response.headers)
+        var response: Response
+        if !admitted.decision.allowed {
+            response = Self.errorResponse(.rateLimited(retryAfterSeconds: admitted.decision.resetSeconds))
+        } else {
+            switch parsed {
+            case .failure(let error):
+                if case .invalidRequest = error { context.trace.update { $0.verdict = "INVALID_REQUEST" } }
+                response = Self.errorResponse(error)
+            case .success(let ingest):
+                response = await process(
+                    ingest, claim: admitted.claim, principal: principal, context: context, now: now)
+            }
+        }
+        admitted.decision.apply(to: &response.headers)
         return response
     }
 
-    private func limited(
-        _ request: Request, context: AppRequestContext, principal: SessionPrincipal, decision: RateLimitDecision
-    ) async -> Response {
-        guard decision.allowed else {
-            return Self.errorResponse(.rateLimited(retryAfterSeconds: decision.resetSeconds))
-        }
+    /// Content type, size bound and decoding, before any database work.
+    private func readBody(_ request: Request) async -> Result<IngestRequest, IngestAPIError> {
         guard let contentType = request.headers[.contentType],
             contentType.split(separator: ";")[0].trimmingCharacters(in: .whitespaces).lowercased() == "application/json"
-        else { return Self.errorResponse(.unsupportedMediaType) }
+        else { return .failure(.unsupportedMediaType) }
         if let declared = request.headers[.contentLength].flatMap(Int.init), declared > maxBodyBytes {
-            return Self.errorResponse(.payloadTooLarge(limit: maxBodyBytes))
+            return .failure(.payloadTooLarge(limit: maxBodyBytes))
         }
         let body: ByteBuffer
         do {
             body = try await request.body.collect(upTo: maxBodyBytes)
         } catch {
-            return Self.errorResponse(.payloadTooLarge(limit: maxBodyBytes))
+            return .failure(.payloadTooLarge(limit: maxBodyBytes))
         }
-
-        let ingest: IngestRequest
         do {
-            ingest = try IngestRequest.decode(
-                body: body.readableBytesView, headerKey: request.headers[.init("Idempotency-Key")!])
+            return .success(
+                try IngestRequest.decode(
+                    body: body.readableBytesView, headerKey: request.headers[.init("Idempotency-Key")!]))
         } catch {
-            context.trace.update { $0.verdict = "INVALID_REQUEST" }
-            return Self.errorResponse(.invalidRequest(error))
+            return .failure(.invalidRequest(error))
         }
+    }
 
+    private func process(
+        _ ingest: IngestRequest, claim: IdempotencyClaim?, principal: SessionPrincipal, context: AppRequestContext,
+        now: Date
+    ) async -> Response {
         let walkerId = principal.walkerId
-        let now = clock()
-        let claim: IdempotencyClaim
-        do {
-            claim = try await store.transaction { [idempotencyLeaseSeconds] tx in
-                try await tx.claimIdempotencyKey(
-                    walkerId: walkerId, key: ingest.idempotencyKey, requestHash: ingest.payloadHash, now: now,
-                    leaseSeconds: idempotencyLeaseSeconds)
-            }
-        } catch {
-            return Self.errorResponse(storeFailure(error))
-        }
-
         switch claim {
         case .replay(let status, let body):
             context.trace.update { $0.verdict = AttestationVerdict.replayed.rawValue }
@@ -104,7 +112,7 @@ struct IngestController: Sendable {
             return Self.errorResponse(.idempotencyKeyReused)
         case .inFlight:
             return Self.errorResponse(.idempotencyInFlight)
-        case .claimed:
+        case .claimed, nil:
             break
         }
 

@@ -64,38 +64,46 @@ struct IngestService: Sendable {
             }
 
             let quarantineReasons = reasons.filter(\.isQuarantine)
-            let result = try await record(tx, walker: walker, request: request, now: now, quarantine: quarantineReasons)
-            try await tx.insertAttestationLog(
-                AttestationLogRecord(
-                    walkerId: walkerId, createdAt: now, route: IngestController.route, verdict: result.verdict,
-                    reasons: quarantineReasons.map(\.rawValue), tokenId: nil, requestId: requestId))
-            try await tx.completeIdempotencyKey(
-                walkerId: walkerId, key: request.idempotencyKey, status: 200, body: result.body)
-            return IngestOutcome(status: .ok, body: result.body, verdict: result.verdict, reasons: quarantineReasons)
+            let write = try await plan(
+                tx, walker: walker, request: request, now: now, quarantine: quarantineReasons, requestId: requestId)
+            try await tx.recordIngest(write)
+            return IngestOutcome(
+                status: .ok, body: write.responseBody, verdict: write.attestationLog.verdict, reasons: quarantineReasons
+            )
         }
     }
 
-    /// Writes the day and its submission, credits the ledger when the day is accepted, and renders the 200 body.
-    private func record(
-        _ tx: StoreTransaction, walker: WalkerRecord, request: IngestRequest, now: Date, quarantine: [ReasonCode]
-    ) async throws -> (body: String, verdict: AttestationVerdict) {
+    /// Decides what an ingest that passed the hard checks writes, and renders its 200 body.
+    private func plan(
+        _ tx: StoreTransaction, walker: WalkerRecord, request: IngestRequest, now: Date, quarantine: [ReasonCode],
+        requestId: String
+    ) async throws -> IngestWrite {
         let bucket = request.bucket
         let walkerId = walker.walkerId
-        let existing = try await tx.stepLog(walkerId: walkerId, day: bucket.day)
-        var attested = try await tx.attestedDays(walkerId: walkerId)
+        let (existing, attestedBefore) = try await tx.dayState(walkerId: walkerId, day: bucket.day)
+        var attested = attestedBefore
         let today = LocalDate(instant: now, in: bucket.timeZone)
+        func write(
+            log: StepLogRecord?, submission: StepSubmissionRecord?, credit: Int, lifetimeDelta: Int,
+            verdict: AttestationVerdict, body: String
+        ) -> IngestWrite {
+            IngestWrite(
+                walkerId: walkerId, stepLog: log, submission: submission, credit: credit,
+                timeZone: request.timeZoneIdentifier, lifetimeStepsDelta: lifetimeDelta,
+                attestationLog: AttestationLogRecord(
+                    walkerId: walkerId, createdAt: now, route: IngestController.route, verdict: verdict,
+                    reasons: quarantine.map(\.rawValue), tokenId: nil, requestId: requestId),
+                idempotencyKey: request.idempotencyKey, responseStatus: 200, responseBody: body, at: now)
+        }
 
         if let existing, isFinal(existing, now: now) {
-            try await tx.recordSubmission(
-                walkerId: walkerId, timeZone: request.timeZoneIdentifier, at: now, lifetimeStepsDelta: 0)
             let body = try render(
                 log: existing, provisionalEnergy: existing.energyCredited,
                 streak: StreakCalculator.state(attested: attested, today: today),
                 lifetimeSteps: walker.lifetimeSteps, now: now, quarantine: [])
-            return (body, .unchanged)
+            return write(log: nil, submission: nil, credit: 0, lifetimeDelta: 0, verdict: .unchanged, body: body)
         }
 
-        let testPhase = settings.mode == .testPhase
         let reported = max(existing?.reportedCount ?? 0, bucket.count)
         let multiplier =
             existing?.multiplierPermille
@@ -105,42 +113,35 @@ struct IngestService: Sendable {
             walkerId: walkerId, day: bucket.day, timeZone: request.timeZoneIdentifier, reportedCount: reported,
             acceptedCount: existing?.acceptedCount, status: .pending, multiplierPermille: existing?.multiplierPermille,
             energyCredited: existing?.energyCredited ?? 0, attested: existing?.attested ?? false, updatedAt: now)
+        var credit = 0
         var lifetimeDelta = 0
         if !quarantine.isEmpty {
             log.status = .quarantined
-        } else if testPhase {
+        } else if settings.mode == .testPhase {
             // Test-phase mode reconciles on the request itself (seed 000).
             let previousAccepted = existing?.acceptedCount ?? 0
             log.status = .accepted
             log.acceptedCount = reported
             log.multiplierPermille = multiplier
             log.attested = reported >= settings.limits.minDailyThreshold
-            let delta = EnergyMath.creditDelta(
+            credit = EnergyMath.creditDelta(
                 acceptedCount: reported, multiplierPermille: multiplier, alreadyCredited: log.energyCredited)
-            if delta > 0 {
-                try await tx.appendLedgerEntry(
-                    walkerId: walkerId, day: bucket.day, kind: .stepCredit, amount: delta, at: now)
-                log.energyCredited += delta
-            }
+            log.energyCredited += credit
             lifetimeDelta = max(0, reported - previousAccepted)
         }
         if log.attested { attested.insert(bucket.day) } else { attested.remove(bucket.day) }
 
-        try await tx.saveStepLog(log)
-        try await tx.insertSubmission(
-            StepSubmissionRecord(
-                walkerId: walkerId, submissionId: StoreTransactionID.make(), day: bucket.day,
-                source: bucket.source.rawValue, sourceBundleId: bucket.sourceBundleId, count: bucket.count,
-                spanStart: bucket.spanStart, spanEnd: bucket.spanEnd, receivedAt: now))
-        try await tx.recordSubmission(
-            walkerId: walkerId, timeZone: request.timeZoneIdentifier, at: now, lifetimeStepsDelta: lifetimeDelta)
-
+        let submission = StepSubmissionRecord(
+            walkerId: walkerId, submissionId: StoreTransactionID.make(), day: bucket.day,
+            source: bucket.source.rawValue, sourceBundleId: bucket.sourceBundleId, count: bucket.count,
+            spanStart: bucket.spanStart, spanEnd: bucket.spanEnd, receivedAt: now)
         let body = try render(
             log: log, provisionalEnergy: EnergyMath.energy(steps: reported, multiplierPermille: multiplier),
             streak: StreakCalculator.state(attested: attested, today: today),
             lifetimeSteps: walker.lifetimeSteps + lifetimeDelta, now: now, quarantine: quarantine)
-        let verdict: AttestationVerdict = quarantine.isEmpty ? .accepted : .quarantined
-        return (body, verdict)
+        return write(
+            log: log, submission: submission, credit: credit, lifetimeDelta: lifetimeDelta,
+            verdict: quarantine.isEmpty ? .accepted : .quarantined, body: body)
     }
 
     private func isFinal(_ log: StepLogRecord, now: Date) -> Bool {

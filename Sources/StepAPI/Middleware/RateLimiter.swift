@@ -32,15 +32,18 @@ struct RateLimiter: Sendable {
 
     let store: Store
 
-    func hit(walkerId: String, policy: RateLimitPolicy, now: Date) async throws -> RateLimitDecision {
+    /// Counts the request and, when it is within the limit, claims `idempotency` in the same round trip.
+    func admit(
+        walkerId: String, policy: RateLimitPolicy, idempotency: IdempotencyRequest?, now: Date
+    ) async throws -> (decision: RateLimitDecision, claim: IdempotencyClaim?) {
         let window = Double(policy.windowSeconds)
         let windowStart = Date(timeIntervalSince1970: (now.timeIntervalSince1970 / window).rounded(.down) * window)
-        let state = try await store.transaction { tx in
-            // The walker's row appears on its first authenticated request, whatever that request's fate.
-            try await tx.ensureWalker(walkerId, now: now)
-            return try await tx.hitRateLimit(walkerId: walkerId, bucket: policy.bucket, windowStart: windowStart)
-        }
-        let reset = state.windowStart.addingTimeInterval(window).timeIntervalSince(now)
-        return RateLimitDecision(policy: policy, hits: state.hits, resetSeconds: max(1, Int(reset.rounded(.up))))
+        let admission = try await store.admit(
+            walkerId: walkerId, bucket: policy.bucket, windowStart: windowStart, limit: policy.limit,
+            idempotency: idempotency, now: now)
+        let reset = admission.window.windowStart.addingTimeInterval(window).timeIntervalSince(now)
+        let decision = RateLimitDecision(
+            policy: policy, hits: admission.window.hits, resetSeconds: max(1, Int(reset.rounded(.up))))
+        return (decision, admission.claim)
     }
 }
