@@ -39,7 +39,21 @@ package struct LocalDate: Hashable, Comparable, Sendable, CustomStringConvertibl
 
     package var description: String {
         let (y, m, d) = components
-        return String(format: "%04d-%02d-%02d", y, m, d)
+        var text = ""
+        text.reserveCapacity(10)
+        LocalDate.appendPadded(y, width: 4, to: &text)
+        text.append("-")
+        LocalDate.appendPadded(m, width: 2, to: &text)
+        text.append("-")
+        LocalDate.appendPadded(d, width: 2, to: &text)
+        return text
+    }
+
+    /// Zero-padded decimal without `String(format:)`, which is slow on the hot path.
+    package static func appendPadded(_ value: Int, width: Int, to text: inout String) {
+        let digits = String(value)
+        if digits.count < width { text.append(String(repeating: "0", count: width - digits.count)) }
+        text.append(digits)
     }
 
     package func adding(days: Int) -> LocalDate {

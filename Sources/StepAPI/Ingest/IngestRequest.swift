@@ -20,7 +20,15 @@ package struct IngestRequest: Sendable, Hashable {
             InstantParser.format(bucket.spanEnd, fractional: true),
             bucket.sourceBundleId, bucket.gyroSamplesObserved ? "1" : "0",
         ].joined(separator: "\u{1F}")
-        return SHA256.hash(data: Data(canonical.utf8)).map { String(format: "%02x", $0) }.joined()
+        let digest = SHA256.hash(data: Data(canonical.utf8))
+        let hex = Array("0123456789abcdef".utf8)
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(64)
+        for byte in digest {
+            bytes.append(hex[Int(byte >> 4)])
+            bytes.append(hex[Int(byte & 0x0F)])
+        }
+        return String(decoding: bytes, as: UTF8.self)
     }
 }
 

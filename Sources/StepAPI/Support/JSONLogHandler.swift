@@ -52,6 +52,11 @@ package final class LogSink: Sendable {
 
     package var lines: [String] { captured.withLock { $0 } }
 
+    var isDiscarding: Bool {
+        if case .discard = target { return true }
+        return false
+    }
+
     package func write(_ line: String) {
         let data = Data((line + "\n").utf8)
         switch target {
@@ -83,6 +88,7 @@ package struct JSONLogHandler: LogHandler {
     }
 
     package func log(event: LogEvent) {
+        guard !sink.isDiscarding else { return }
         var fields: [String: JSONValue] = [
             "ts": .string(InstantParser.format(Date(), fractional: true)),
             "level": .string(event.level.rawValue),
