@@ -66,6 +66,7 @@ struct AuthTests {
     static func harness(kind: DatabaseKind, keys: KeySet, production: Bool = false) async throws -> TestHarness {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("jwks-\(UUID().uuidString).json")
         try keys.jwks.write(to: directory, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(at: directory) }  // keys are loaded at start-up
         return try await TestHarness.make(kind: kind) {
             $0.jwt.jwks = .file(directory.path)
             $0.jwt.issuer = "https://auth.example"
