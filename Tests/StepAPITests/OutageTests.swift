@@ -18,8 +18,10 @@ struct OutageTests {
         var settings = PostgresSettings()
         settings.connectTimeoutSeconds = 1
         settings.statementTimeoutMilliseconds = 1_000
+        var quiet = Logger(label: "outage")
+        quiet.logLevel = .critical  // the pool logs every refused connection while the server is down
         let store = try await StoreFactory.open(
-            url: cluster.url, postgres: settings, logger: Logger(label: "outage"), migrate: true)
+            url: cluster.url, postgres: settings, logger: quiet, migrate: true)
         let harness = try await TestHarness.make(store: store) { $0.rateLimits.ingestPerWindow = 10_000 }
         let token = try await harness.token(for: "walker-outage")
         try await harness.app.application.test(.router) { client in
