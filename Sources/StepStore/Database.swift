@@ -32,3 +32,20 @@ extension Database {
         }
     }
 }
+
+extension SQLDatabase {
+    /// `begin`, then `body`, then `COMMIT`; `ROLLBACK` when `body` (or the commit) throws.
+    func runTransaction<T: Sendable>(
+        begin: SQLQueryString, _ body: @Sendable (any SQLDatabase) async throws -> T
+    ) async throws -> T {
+        try await raw(begin).run()
+        do {
+            let value = try await body(self)
+            try await raw("COMMIT").run()
+            return value
+        } catch {
+            try? await raw("ROLLBACK").run()
+            throw error
+        }
+    }
+}

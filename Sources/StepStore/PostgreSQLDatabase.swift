@@ -68,16 +68,7 @@ package final class PostgreSQLDatabase: Database {
     ) async throws -> T {
         try await translatingErrors {
             try await self.client.withConnection { connection in
-                let sql = connection.sql(queryLogLevel: nil)
-                try await sql.raw("BEGIN").run()
-                do {
-                    let value = try await body(sql)
-                    try await sql.raw("COMMIT").run()
-                    return value
-                } catch {
-                    try? await sql.raw("ROLLBACK").run()
-                    throw error
-                }
+                try await connection.sql(queryLogLevel: nil).runTransaction(begin: "BEGIN", body)
             }
         }
     }

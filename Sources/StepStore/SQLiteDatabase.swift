@@ -50,15 +50,7 @@ package final class SQLiteDatabase: Database {
         let sql = connection.sql(queryLogLevel: nil)
         return try await lock.withLock {
             // IMMEDIATE takes the write lock up front, so two processes never deadlock upgrading a read lock.
-            try await sql.raw("BEGIN IMMEDIATE").run()
-            do {
-                let value = try await body(sql)
-                try await sql.raw("COMMIT").run()
-                return value
-            } catch {
-                try? await sql.raw("ROLLBACK").run()
-                throw error
-            }
+            try await sql.runTransaction(begin: "BEGIN IMMEDIATE", body)
         }
     }
 
