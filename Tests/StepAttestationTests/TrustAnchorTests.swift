@@ -1,6 +1,5 @@
 import Crypto
 import Foundation
-import SwiftASN1
 import Testing
 import X509
 
@@ -17,8 +16,10 @@ struct TrustAnchorTests {
             ("apple-root-ca-g3.pem", "63343abfb89a6a03ebb57e9b3f5fa7be7c4f5c756f3017b3a8c488c3653e9179"),
         ] {
             let pem = try String(contentsOf: Self.vectors.appendingPathComponent(file), encoding: .utf8)
-            let certificate = try Certificate(pemEncoded: pem)
-            let der = try PEMDocument(pemString: pem).derBytes
+            // Apple's G3 PEM wraps its base64 at other than 64 columns, which strict PEM parsers refuse.
+            let body = pem.split(separator: "\n").filter { !$0.hasPrefix("-----") }.joined()
+            let der = try #require(Data(base64Encoded: body))
+            let certificate = try Certificate(derEncoded: Array(der))
             let digest = SHA256.hash(data: der).map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
             #expect(digest == fingerprint)
             #expect(certificate.subject == certificate.issuer)
