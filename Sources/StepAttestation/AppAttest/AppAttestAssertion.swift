@@ -1,0 +1,21 @@
+/// The decoded CBOR assertion object: `{signature, authenticatorData}`.
+package struct AppAttestAssertion: Sendable {
+    package let signature: [UInt8]
+    package let authenticatorData: AuthenticatorData
+
+    package init(bytes: [UInt8]) throws(AppAttestError) {
+        let root: CBORValue
+        do {
+            root = try CBORDecoder().decode(bytes)
+        } catch {
+            throw AppAttestError.malformedAssertion.with(detail: error.description)
+        }
+        guard root.mapEntries != nil, let signature = root["signature"]?.byteString,
+            let authData = root["authenticatorData"]?.byteString
+        else {
+            throw AppAttestError.malformedAssertion.with(detail: "signature or authenticatorData missing")
+        }
+        self.signature = signature
+        self.authenticatorData = try AuthenticatorData(bytes: authData, layout: .assertion)
+    }
+}

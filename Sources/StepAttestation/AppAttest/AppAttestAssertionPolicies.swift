@@ -1,0 +1,62 @@
+import Crypto
+
+/// A parsed assertion plus the stored key and counter it is checked against.
+package struct AppAttestAssertionEvidence: AppAttestAuthenticatorDataEvidence {
+    package let assertion: AppAttestAssertion
+    package let clientDataHash: [UInt8]
+    package let publicKey: P256.Signing.PublicKey
+    package let previousCounter: UInt32
+
+    package init(
+        assertion: AppAttestAssertion,
+        clientDataHash: [UInt8],
+        publicKey: P256.Signing.PublicKey,
+        previousCounter: UInt32
+    ) {
+        self.assertion = assertion
+        self.clientDataHash = clientDataHash
+        self.publicKey = publicKey
+        self.previousCounter = previousCounter
+    }
+
+    package var authenticatorData: AuthenticatorData {
+        assertion.authenticatorData
+    }
+
+    /// SHA256(authenticatorData ‖ clientDataHash): the message the device signed.
+    package var nonce: [UInt8] {
+        Array(SHA256.hash(data: authenticatorData.rawValue + clientDataHash))
+    }
+}
+
+/// Assertion steps 1–3: ECDSA P-256 over the nonce with the stored key.
+///
+/// The device signs with SHA-256 over the nonce, so the nonce is the *message* and gets hashed once more here;
+/// treating it as a precomputed digest is the double-hash pitfall that rejects every genuine assertion.
+package struct AppAttestSignaturePolicy: AppAttestPolicy {
+    package init() {}
+
+    package func evaluate(_ evidence: AppAttestAssertionEvidence) -> AppAttestVerdict {
+        guard let signature = try? P256.Signing.ECDSASignature(derRepresentation: evidence.assertion.signature) else {
+            return .failsToMeetPolicy(
+                reason: AppAttestError.invalidSignature.with(detail: "signature is not DER ECDSA"))
+        }
+        return evidence.publicKey.isValidSignature(signature, for: evidence.nonce)
+            ? .meetsPolicy : .failsToMeetPolicy(reason: .invalidSignature)
+    }
+}
+
+/// Assertion step 5: the counter moved forward, so this assertion is not a replay.
+package struct AppAttestCounterIncreasePolicy: AppAttestPolicy {
+    package init() {}
+
+    package func evaluate(_ evidence: AppAttestAssertionEvidence) -> AppAttestVerdict {
+        evidence.authenticatorData.counter > evidence.previousCounter
+            ? .meetsPolicy
+            : .failsToMeetPolicy(
+                reason: AppAttestError.counterNotIncreasing.with(
+                    detail: "counter \(evidence.authenticatorData.counter), stored \(evidence.previousCounter)"
+                )
+            )
+    }
+}

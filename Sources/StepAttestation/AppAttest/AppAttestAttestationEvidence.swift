@@ -1,0 +1,39 @@
+import Crypto
+import X509
+
+/// Evidence that carries authenticator data, so checks on it serve attestations and assertions alike.
+package protocol AppAttestAuthenticatorDataEvidence: Sendable {
+    var authenticatorData: AuthenticatorData { get }
+}
+
+/// A parsed attestation plus what the caller claims about it, as the attestation policies see it.
+package struct AppAttestAttestationEvidence: AppAttestAuthenticatorDataEvidence {
+    package let object: AppAttestAttestationObject
+    package let clientDataHash: [UInt8]
+    package let keyIdentifier: [UInt8]
+    /// The credential certificate's key.
+    package let credentialPublicKey: P256.Signing.PublicKey
+
+    package init(
+        object: AppAttestAttestationObject,
+        clientDataHash: [UInt8],
+        keyIdentifier: [UInt8]
+    ) throws(AppAttestError) {
+        guard let key = P256.Signing.PublicKey(object.credentialCertificate.publicKey) else {
+            throw AppAttestError.unsupportedPublicKey.with(detail: "credential certificate key is not P-256")
+        }
+        self.object = object
+        self.clientDataHash = clientDataHash
+        self.keyIdentifier = keyIdentifier
+        self.credentialPublicKey = key
+    }
+
+    package var authenticatorData: AuthenticatorData {
+        object.authenticatorData
+    }
+
+    /// SHA256(authData ‖ clientDataHash), which Apple embeds in the credential certificate.
+    package var expectedNonce: [UInt8] {
+        Array(SHA256.hash(data: authenticatorData.rawValue + clientDataHash))
+    }
+}
