@@ -1,0 +1,29 @@
+import Foundation
+
+/// App Check settings for one Firebase project.
+package struct AppCheckConfiguration: Sendable, Equatable {
+    /// The numeric project number (not the project id).
+    package var projectNumber: String
+    /// When set, only these app ids (`sub`) are accepted.
+    package var allowedAppIDs: Set<String>?
+    /// Clock skew tolerated on `exp`.
+    package var leeway: TimeInterval
+
+    package init(projectNumber: String, allowedAppIDs: Set<String>? = nil, leeway: TimeInterval = 60) {
+        self.projectNumber = projectNumber
+        self.allowedAppIDs = allowedAppIDs
+        self.leeway = leeway
+    }
+
+    /// The policies this configuration implies, in the order their reasons are reported.
+    package var policies: [any AppCheckPolicy] {
+        var policies: [any AppCheckPolicy] = [
+            AppCheckIssuerPolicy(projectNumber: projectNumber),
+            AppCheckAudiencePolicy(projectNumber: projectNumber),
+            AppCheckExpiryPolicy(leeway: leeway),
+            AppCheckSubjectPolicy(),
+        ]
+        if let allowedAppIDs { policies.append(AppCheckAppIDPolicy(allowedAppIDs: allowedAppIDs)) }
+        return policies
+    }
+}

@@ -1,0 +1,54 @@
+import AsyncHTTPClient
+import Foundation
+import NIOCore
+
+/// Fetches Firebase App Check's public JWKS with a deadline and a body size bound.
+/// Pass `fetch` to `CachingAppCheckKeySource(fetch: fetcher.fetch)`.
+package struct HTTPAppCheckJWKSFetcher: Sendable {
+    package static let firebaseJWKSURL = "https://firebaseappcheck.googleapis.com/v1/jwks"
+
+    private let httpClient: HTTPClient
+    private let url: String
+    private let timeout: TimeAmount
+    private let maximumBodySize: Int
+
+    package init(
+        httpClient: HTTPClient,
+        url: String = HTTPAppCheckJWKSFetcher.firebaseJWKSURL,
+        timeout: TimeAmount = .seconds(10),
+        maximumBodySize: Int = AppCheckJWKS.maximumSize
+    ) {
+        self.httpClient = httpClient
+        self.url = url
+        self.timeout = timeout
+        self.maximumBodySize = maximumBodySize
+    }
+
+    /// The deadline covers the headers and the whole body, so a server trickling bytes cannot hold a caller.
+    package func fetch() async throws -> Data {
+        let deadline = NIODeadline.now() + timeout
+        return try await withThrowingTaskGroup(of: Data?.self) { group in
+            group.addTask { try await download(deadline: deadline) }
+            group.addTask {
+                try await Task.sleep(for: .nanoseconds(timeout.nanoseconds))
+                return nil
+            }
+            defer { group.cancelAll() }
+            guard let first = try await group.next(), let data = first else {
+                throw AppCheckError.keySetUnavailable.withDetail("JWKS fetch timed out")
+            }
+            return data
+        }
+    }
+
+    private func download(deadline: NIODeadline) async throws -> Data {
+        var request = HTTPClientRequest(url: url)
+        request.headers.add(name: "Accept", value: "application/json")
+        let response = try await httpClient.execute(request, deadline: deadline)
+        guard response.status == .ok else {
+            throw AppCheckError.keySetUnavailable.withDetail("JWKS endpoint answered \(response.status.code)")
+        }
+        let body = try await response.body.collect(upTo: maximumBodySize)
+        return Data(body.readableBytesView)
+    }
+}
