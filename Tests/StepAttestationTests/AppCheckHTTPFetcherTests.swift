@@ -1,0 +1,45 @@
+import AsyncHTTPClient
+import Foundation
+import Hummingbird
+import HummingbirdTesting
+import StepAttestation
+import Testing
+
+@Suite("App Check JWKS over HTTP")
+struct AppCheckHTTPFetcherTests {
+    /// A local key server: `/jwks` answers a small document, `/big` one over the bound, `/missing` 404,
+    /// `/slow` waits past the fetcher's deadline.
+    static func withKeyServer(_ body: @Sendable (Int) async throws -> Void) async throws {
+        let router = Router()
+        router.get("/jwks") { _, _ in #"{"keys":[]}"# }
+        router.get("/big") { _, _ in String(repeating: " ", count: 4096) + #"{"keys":[]}"# }
+        router.get("/missing") { _, _ -> Response in Response(status: .notFound) }
+        router.get("/slow") { _, _ -> String in
+            try await Task.sleep(for: .seconds(3))
+            return #"{"keys":[]}"#
+        }
+        let app = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)))
+        try await app.test(.live) { client in
+            try await body(try #require(client.port))
+        }
+    }
+
+    @Test("fetches the document, and refuses a non-200 answer, an oversized body and a slow server")
+    func fetcher() async throws {
+        try await Self.withKeyServer { port in
+            let base = "http://127.0.0.1:\(port)"
+            let ok = HTTPAppCheckJWKSFetcher(
+                httpClient: .shared, url: base + "/jwks", timeout: .seconds(2), maximumBodySize: 1024)
+            let document = try await ok.fetch()
+            #expect(document == Data(#"{"keys":[]}"#.utf8))
+
+            for (path, timeout) in [("/missing", 2), ("/big", 2), ("/slow", 1)] {
+                let fetcher = HTTPAppCheckJWKSFetcher(
+                    httpClient: .shared, url: base + path, timeout: .seconds(Int64(timeout)), maximumBodySize: 1024)
+                let started = ContinuousClock.now
+                await #expect(throws: (any Error).self, "\(path)") { _ = try await fetcher.fetch() }
+                #expect(ContinuousClock.now - started < .seconds(3), "\(path) must fail within its deadline")
+            }
+        }
+    }
+}
