@@ -1,0 +1,101 @@
+import Foundation
+import SwiftASN1
+@_spi(CMS) @_spi(FixedExpiryValidationTime) import X509
+
+/// Verifies an App Attest receipt (CMS SignedData) and exposes its fields.
+///
+/// The signature, the content digest and the chain from the signer to the caller's root (Apple Root CA - G3) are
+/// checked by swift-certificates' CMS support at the given time; the receipt's own fields are then checked by the
+/// configured policies.
+package struct AppAttestReceiptVerifier: Sendable {
+    /// Receipts are a few kilobytes; anything far larger is not one.
+    package static let maximumReceiptSize = 64 * 1024
+
+    private let trustRoots: CertificateStore
+    private let policies: [any AppAttestReceiptPolicy]
+
+    package init(
+        trustRoot: Certificate,
+        policies: [any AppAttestReceiptPolicy] = [AppAttestReceiptExpiryPolicy()]
+    ) {
+        self.trustRoots = CertificateStore([trustRoot])
+        self.policies = policies
+    }
+
+    /// - Parameter trustRootPEM: Apple Root CA - G3 in PEM.
+    package init(
+        trustRootPEM: String,
+        policies: [any AppAttestReceiptPolicy] = [AppAttestReceiptExpiryPolicy()]
+    ) throws(AppAttestReceiptError) {
+        self.init(trustRoot: try Self.certificate(pem: trustRootPEM), policies: policies)
+    }
+
+    /// Apple publishes G3 with 76-character lines, which swift-asn1's strict RFC 1421 reader (64) refuses, so the
+    /// base64 between the markers is read leniently and the certificate itself strictly.
+    private static func certificate(pem: String) throws(AppAttestReceiptError) -> Certificate {
+        let begin = "-----BEGIN CERTIFICATE-----"
+        let end = "-----END CERTIFICATE-----"
+        guard let start = pem.range(of: begin), let stop = pem.range(of: end, range: start.upperBound..<pem.endIndex),
+            let der = Data(
+                base64Encoded: String(pem[start.upperBound..<stop.lowerBound]), options: .ignoreUnknownCharacters)
+        else {
+            throw AppAttestReceiptError.invalidTrustAnchor.with(detail: "no PEM CERTIFICATE block")
+        }
+        do {
+            return try Certificate(derEncoded: Array(der))
+        } catch {
+            throw AppAttestReceiptError.invalidTrustAnchor.with(detail: String(describing: error))
+        }
+    }
+
+    package func verify(_ receipt: [UInt8], now: Date) async throws(AppAttestReceiptError) -> AppAttestReceipt {
+        guard receipt.count <= Self.maximumReceiptSize else {
+            throw AppAttestReceiptError.receiptTooLarge.with(detail: "\(receipt.count) bytes")
+        }
+        let envelope = try AppAttestReceiptEnvelope(berEncoded: receipt)
+        let result = await CMS.isValidSignature(
+            dataBytes: envelope.content,
+            signatureBytes: envelope.derEncoded,
+            trustRoots: trustRoots,
+            allowAttachedContent: true
+        ) {
+            RFC5280Policy(fixedExpiryValidationTime: now)
+            AppAttestReceiptSignerPolicy()
+        }
+        switch result {
+        case .success:
+            break
+        case .failure(.unableToValidateSigner(let failure)):
+            throw AppAttestReceiptError.certificateChainInvalid.with(
+                detail: failure.policyFailures.map { String(describing: $0) }.joined(separator: "; ")
+            )
+        case .failure(.invalidCMSBlock(let block)):
+            throw Self.error(forInvalidCMSBlock: block.reason)
+        }
+
+        let parsed = try AppAttestReceipt(payload: envelope.content)
+        for policy in policies {
+            if case .failsToMeetPolicy(let reason) = policy.evaluate(parsed, now: now) {
+                throw reason
+            }
+        }
+        return parsed
+    }
+
+    /// swift-certificates reports CMS failures as text; these are the reasons its 1.21 verifier produces.
+    private static func error(forInvalidCMSBlock reason: String) -> AppAttestReceiptError {
+        let code: AppAttestReceiptError =
+            if reason.hasPrefix("Invalid signature from signing certificate") {
+                .invalidSignature
+            } else if reason == "Message digest mismatch" {
+                .contentDigestMismatch
+            } else if reason == "Unable to locate signing certificate" {
+                .signerCertificateMissing
+            } else if reason == "No attached content" {
+                .missingContent
+            } else {
+                .malformedReceipt
+            }
+        return code.with(detail: reason)
+    }
+}
