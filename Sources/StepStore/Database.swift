@@ -18,9 +18,6 @@ package protocol Database: Sendable {
 }
 
 extension Database {
-    /// `FOR UPDATE` where the engine has row locks; SQLite serialises writers instead.
-    package var forUpdate: String { kind == .postgres ? " FOR UPDATE" : "" }
-
     /// True when the database answers a trivial query.
     package func ping() async -> Bool {
         do {

@@ -39,6 +39,7 @@ package struct StoreTransaction: Sendable {
     package let sql: any SQLDatabase
     package let kind: DatabaseKind
 
+    /// `FOR UPDATE` where the engine has row locks; SQLite serialises writers instead.
     var forUpdate: SQLQueryString { kind == .postgres ? " FOR UPDATE" : "" }
 
     static func newID() -> String { StoreTransactionID.make() }

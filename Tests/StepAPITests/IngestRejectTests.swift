@@ -57,6 +57,17 @@ struct IngestRejectTests {
         }
     }
 
+    @Test("test-phase ignores X-Firebase-AppCheck, whatever it holds", arguments: TestDatabases.kinds)
+    func appCheckIgnored(kind: DatabaseKind) async throws {
+        let harness = try await TestHarness.make(kind: kind)
+        let token = try await harness.token(for: "walker-appcheck")
+        try await harness.run { client in
+            let response = try await client.ingest(
+                IngestBody(), token: token, headers: [HTTPField.Name("X-Firebase-AppCheck")!: "not-a-token"])
+            #expect(response.status == .ok)
+        }
+    }
+
     @Test("test-phase does not fire the production-only reasons", arguments: TestDatabases.kinds)
     func productionReasonsDeferred(kind: DatabaseKind) async throws {
         let harness = try await TestHarness.make(kind: kind)
