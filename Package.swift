@@ -119,6 +119,7 @@ let package = Package(
                 .product(name: "SwiftASN1", package: "swift-asn1"),
                 .product(name: "JWTKit", package: "jwt-kit"),
             ],
+            exclude: ["Vectors"],
             swiftSettings: strict
         ),
         .testTarget(

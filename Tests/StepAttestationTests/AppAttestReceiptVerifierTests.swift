@@ -6,12 +6,10 @@ import X509
 
 @testable import StepAttestation
 
-/// The receipt vectors in `../shared/vectors`: the refreshed and attestation receipts from veehaitch, and the receipt
+/// The receipt vectors in `Vectors/` (a copy of shared/vectors): the refreshed and attestation receipts from veehaitch, and the receipt
 /// inside every attestation vector.
 enum AppAttestReceiptVectors {
-    static let directory = URL(fileURLWithPath: #filePath)
-        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        .deletingLastPathComponent().appendingPathComponent("shared/vectors")
+    static let directory = TestVectors.directory
 
     struct ReceiptFile: Decodable {
         let receipts: [Sample]

@@ -4,11 +4,9 @@ import Testing
 
 @testable import StepAttestation
 
-/// The shared App Attest vectors (`../shared/vectors`), decoded once per use.
+/// The App Attest vectors (`Vectors/`, a copy of shared/vectors), decoded once per use.
 enum AppAttestVectors {
-    static let directory = URL(fileURLWithPath: #filePath)
-        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        .deletingLastPathComponent().appendingPathComponent("shared/vectors")
+    static let directory = TestVectors.directory
 
     static func files(prefix: String) -> [String] {
         let names = (try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []

@@ -18,9 +18,7 @@ struct PlayIntegritySyntheticVectorTests {
     }
 
     static func vector() throws -> Vector {
-        let url = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent().deletingLastPathComponent()
-            .appendingPathComponent("shared/vectors/playintegrity-synthetic-worldcoin.json")
+        let url = TestVectors.directory.appendingPathComponent("playintegrity-synthetic-worldcoin.json")
         return try JSONDecoder().decode(Vector.self, from: Data(contentsOf: url))
     }
 

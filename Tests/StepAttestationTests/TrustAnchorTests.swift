@@ -5,9 +5,7 @@ import X509
 
 @Suite("Trust anchors")
 struct TrustAnchorTests {
-    static let vectors = URL(fileURLWithPath: #filePath)
-        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        .deletingLastPathComponent().appendingPathComponent("shared/vectors")
+    static let vectors = TestVectors.directory
 
     @Test("Apple's roots parse and match the fingerprints index.json records")
     func applesRoots() throws {
