@@ -165,9 +165,8 @@ struct IngestController: Sendable {
     }
 
     static func errorResponse(_ error: IngestAPIError) -> Response {
-        var response = jsonResponse(status: error.status, body: error.bodyString)
-        if case .rateLimited(let seconds) = error { response.headers[.retryAfter] = String(seconds) }
-        return response
+        // Retry-After and the RateLimit fields come from `RateLimitDecision.apply`, on every limited response.
+        jsonResponse(status: error.status, body: error.bodyString)
     }
 
     static func jsonResponse(status: HTTPResponse.Status, body: String) -> Response {

@@ -1,0 +1,114 @@
+import Foundation
+import HTTPTypes
+import HummingbirdTesting
+import JWTKit
+import StepAPI
+import StepCore
+import StepStore
+import StepTestSupport
+import Testing
+
+/// Production mode as far as this build has it: every check of seed 000's list, PENDING and quarantine
+/// shapes, no credit before reconciliation.
+@Suite("POST /step/ingest in production mode")
+struct ProductionModeTests {
+    static func setUp(_ kind: DatabaseKind) async throws -> (TestHarness, String) {
+        let keys = try AuthTests.KeySet()
+        let harness = try await AuthTests.harness(kind: kind, keys: keys, production: true)
+        var claims = AuthTests.validClaims(harness.clock.now)
+        claims.exp = Int(harness.clock.now.timeIntervalSince1970) + 3 * 86_400  // tests move the clock by days
+        let token = try await keys.collection().sign(claims, kid: "ec-test")
+        return (harness, token)
+    }
+
+    @Test(
+        "an accepted bucket is PENDING and provisional with a reconcileEta, and nothing is credited yet",
+        arguments: TestDatabases.kinds)
+    func pending(kind: DatabaseKind) async throws {
+        let (harness, token) = try await Self.setUp(kind)
+        try await harness.run { client in
+            let response = try await client.ingest(IngestBody(count: 8421), token: token)
+            #expect(response.status == .ok)
+            let json = try response.json
+            #expect(json["provisional"] == .bool(true))
+            #expect(json["stepLog"]?["reconciliationStatus"] == .string("PENDING"))
+            #expect(json["stepLog"]?["acceptedCount"] == .null)
+            #expect(json["provisionalEnergy"] == .int(8421))
+            #expect(json["energyCredited"] == nil)
+            #expect(json["reconcileEta"] == .string("2026-05-18T20:43:30Z"))  // seed 000: 60 s after submission
+            #expect(try await harness.count("energy_ledger") == 0)
+        }
+    }
+
+    @Test("GYRO_ABSENT answers 200 with seed 000's quarantine shape", arguments: TestDatabases.kinds)
+    func quarantine(kind: DatabaseKind) async throws {
+        let (harness, token) = try await Self.setUp(kind)
+        try await harness.run { client in
+            var body = IngestBody(count: 8421)
+            body["gyroSamplesObserved"] = .bool(false)
+            let response = try await client.ingest(body, token: token)
+            #expect(response.status == .ok)
+            let json = try response.json
+            #expect(json["provisional"] == .bool(true))
+            #expect(json["warning"]?["code"] == .string("STEP_QUARANTINED"))
+            #expect(json["warning"]?["reasons"] == .array([.string("GYRO_ABSENT")]))
+            #expect(json["stepLog"]?["reconciliationStatus"] == .string("QUARANTINED"))
+            #expect(json["stepLog"]?["acceptedCount"] == nil, "the quarantine shape shows no acceptedCount")
+            let logs = try await harness.store.transaction { try await $0.attestationLogs(walkerId: "walker-jwt") }
+            #expect(logs.map(\.verdict) == [.quarantined])
+        }
+    }
+
+    @Test(
+        "a bundle outside the whitelist is 403 and not stored, so a corrected retry with the key succeeds",
+        arguments: TestDatabases.kinds)
+    func sourceNotWhitelisted(kind: DatabaseKind) async throws {
+        let (harness, token) = try await Self.setUp(kind)
+        try await harness.run { client in
+            var body = IngestBody(key: "k-403")
+            body["sourceBundleId"] = .string("com.example.stepfaker")
+            let response = try await client.ingest(body, token: token)
+            #expect(response.status == .forbidden)
+            #expect(try response.json["error"] == .string("STEP_SOURCE_NOT_WHITELISTED"))
+            #expect(try response.json["details"]?["sourceBundleId"] == .string("com.example.stepfaker"))
+            #expect(try await harness.count("idempotency_keys") == 0)
+            #expect(try await harness.count("step_logs") == 0)
+            let retried = try await client.ingest(IngestBody(key: "k-403"), token: token)
+            #expect(retried.status == .ok)
+        }
+    }
+
+    @Test("OFFLINE_CAP_EXCEEDED: 7 days back is accepted, 8 days back is a 422", arguments: TestDatabases.kinds)
+    func offlineCap(kind: DatabaseKind) async throws {
+        let (harness, token) = try await Self.setUp(kind)
+        try await harness.run { client in
+            let week = try await client.ingest(IngestBody(day: "2026-05-11", count: 3000), token: token)
+            #expect(week.status == .ok)
+            let older = try await client.ingest(IngestBody(day: "2026-05-10", count: 3000), token: token)
+            #expect(older.status == .unprocessableContent)
+            #expect(try older.json["details"]?["reasons"] == .array([.string("OFFLINE_CAP_EXCEEDED")]))
+        }
+    }
+
+    @Test(
+        "TZ_JUMP_DETECTED: a zone more than 12 h away from the last submission within 24 h",
+        arguments: TestDatabases.kinds)
+    func timeZoneJump(kind: DatabaseKind) async throws {
+        let (harness, token) = try await Self.setUp(kind)
+        try await harness.run { client in
+            // Los Angeles (UTC−7 in May) then Kiritimati (UTC+14): 21 h apart.
+            let first = try await client.ingest(
+                IngestBody(day: "2026-05-18", count: 3000, tz: "America/Los_Angeles"), token: token)
+            #expect(first.status == .ok)
+            harness.clock.advance(seconds: 3600)
+            let jump = try await client.ingest(
+                IngestBody(day: "2026-05-19", count: 3000, tz: "Pacific/Kiritimati"), token: token)
+            #expect(jump.status == .unprocessableContent)
+            #expect(try jump.json["details"]?["reasons"] == .array([.string("TZ_JUMP_DETECTED")]))
+            harness.clock.advance(seconds: 86_400)
+            let later = try await client.ingest(
+                IngestBody(day: "2026-05-20", count: 3000, tz: "Pacific/Kiritimati"), token: token)
+            #expect(later.status == .ok, "after 24 h the previous zone no longer counts")
+        }
+    }
+}
