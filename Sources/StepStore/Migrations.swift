@@ -117,7 +117,38 @@ package enum Migrations {
                 """,
                 "CREATE INDEX review_queue_open ON review_queue (resolved_at, created_at)",
             ]
-        }
+        },
+        Migration(version: 2, name: "streak runs and service secrets") { _ in
+            [
+                // Maximal runs of consecutive attested days: an ingest reads and writes a bounded number of
+                // them instead of the walker's whole history.
+                """
+                CREATE TABLE streak_runs (
+                    walker_id TEXT NOT NULL,
+                    end_day BIGINT NOT NULL,
+                    start_day BIGINT NOT NULL,
+                    PRIMARY KEY (walker_id, end_day)
+                )
+                """,
+                // Gaps and islands: consecutive days share day − row number.
+                """
+                INSERT INTO streak_runs (walker_id, end_day, start_day)
+                SELECT walker_id, MAX(day), MIN(day) FROM (
+                    SELECT walker_id, day, day - ROW_NUMBER() OVER (PARTITION BY walker_id ORDER BY day) AS island
+                    FROM step_logs WHERE attested = 1
+                ) attested_days
+                GROUP BY walker_id, island
+                """,
+                // Secrets every instance on the database shares (the development signing key).
+                """
+                CREATE TABLE service_secrets (
+                    name TEXT PRIMARY KEY,
+                    secret TEXT NOT NULL,
+                    created_at BIGINT NOT NULL
+                )
+                """,
+            ]
+        },
     ]
 }
 

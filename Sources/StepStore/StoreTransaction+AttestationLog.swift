@@ -43,14 +43,16 @@ package enum ReviewKind: String, Sendable, Hashable {
 
 extension StoreTransaction {
     package func insertAttestationLog(_ log: AttestationLogRecord) async throws {
-        try await sql.raw(
-            """
-            INSERT INTO attestation_logs (walker_id, log_id, created_at, route, verdict, reasons, token_id, request_id)
-            VALUES (\(bind: log.walkerId), \(bind: Self.newID()), \(bind: log.createdAt.millisecondsSince1970),
-                \(bind: log.route), \(bind: log.verdict.rawValue), \(bind: log.reasons.joined(separator: ",")),
-                \(bind: log.tokenId), \(bind: log.requestId))
-            """
-        ).run()
+        try await sql.raw(Self.insertAttestationLogStatement(log)).run()
+    }
+
+    static func insertAttestationLogStatement(_ log: AttestationLogRecord) -> SQLQueryString {
+        """
+        INSERT INTO attestation_logs (walker_id, log_id, created_at, route, verdict, reasons, token_id, request_id)
+        VALUES (\(bind: log.walkerId), \(bind: newID()), \(bind: log.createdAt.millisecondsSince1970),
+            \(bind: log.route), \(bind: log.verdict.rawValue), \(bind: log.reasons.joined(separator: ",")),
+            \(bind: log.tokenId), \(bind: log.requestId))
+        """
     }
 
     package func attestationLogs(walkerId: String) async throws -> [AttestationLogRecord] {

@@ -67,11 +67,18 @@ extension StoreTransaction {
     /// Stores the final response of a claimed key, in the same transaction as the work it describes.
     package func completeIdempotencyKey(walkerId: String, key: String, status: Int, body: String) async throws {
         try await sql.raw(
-            """
-            UPDATE idempotency_keys SET state = 'done', status = \(bind: status), response_body = \(bind: body)
-            WHERE walker_id = \(bind: walkerId) AND idem_key = \(bind: key)
-            """
-        ).run()
+            Self.completeIdempotencyKeyStatement(walkerId: walkerId, key: key, status: status, body: body)
+        )
+        .run()
+    }
+
+    static func completeIdempotencyKeyStatement(walkerId: String, key: String, status: Int, body: String)
+        -> SQLQueryString
+    {
+        """
+        UPDATE idempotency_keys SET state = 'done', status = \(bind: status), response_body = \(bind: body)
+        WHERE walker_id = \(bind: walkerId) AND idem_key = \(bind: key)
+        """
     }
 
     /// Gives a claimed key back when the request ended in an outcome that is not stored (401, 403, 429, 5xx).

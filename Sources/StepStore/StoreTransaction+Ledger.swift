@@ -12,12 +12,18 @@ extension StoreTransaction {
         walkerId: String, day: LocalDate?, kind: LedgerEntryKind, amount: Int, at now: Date
     ) async throws {
         try await sql.raw(
-            """
-            INSERT INTO energy_ledger (walker_id, entry_id, day, kind, amount, created_at)
-            VALUES (\(bind: walkerId), \(bind: Self.newID()), \(bind: day?.dayNumber), \(bind: kind.rawValue),
-                \(bind: amount), \(bind: now.millisecondsSince1970))
-            """
+            Self.insertLedgerEntryStatement(walkerId: walkerId, day: day, kind: kind, amount: amount, at: now)
         ).run()
+    }
+
+    static func insertLedgerEntryStatement(
+        walkerId: String, day: LocalDate?, kind: LedgerEntryKind, amount: Int, at now: Date
+    ) -> SQLQueryString {
+        """
+        INSERT INTO energy_ledger (walker_id, entry_id, day, kind, amount, created_at)
+        VALUES (\(bind: walkerId), \(bind: newID()), \(bind: day?.dayNumber), \(bind: kind.rawValue),
+            \(bind: amount), \(bind: now.millisecondsSince1970))
+        """
     }
 
     package func energyBalance(walkerId: String) async throws -> Int {

@@ -81,26 +81,6 @@ extension StoreTransaction {
         return try Self.stepLogRecord(row)
     }
 
-    /// One day's log (if any) and the walker's attested days, in one query: what an ingest needs to read.
-    package func dayState(walkerId: String, day: LocalDate) async throws -> (
-        log: StepLogRecord?, attested: Set<LocalDate>
-    ) {
-        let rows = try await sql.raw(
-            """
-            SELECT \(unsafeRaw: Self.stepLogColumns)
-            FROM step_logs WHERE walker_id = \(bind: walkerId) AND (attested = 1 OR day = \(bind: day.dayNumber))
-            """
-        ).all()
-        var log: StepLogRecord?
-        var attested: Set<LocalDate> = []
-        for row in rows {
-            let record = try Self.stepLogRecord(row)
-            if record.attested { attested.insert(record.day) }
-            if record.day == day { log = record }
-        }
-        return (log, attested)
-    }
-
     static let stepLogColumns =
         "walker_id, day, tz, reported_count, accepted_count, status, multiplier_permille, energy_credited, attested, updated_at"
 
@@ -124,33 +104,37 @@ extension StoreTransaction {
     }
 
     package func saveStepLog(_ log: StepLogRecord) async throws {
-        try await sql.raw(
-            """
-            INSERT INTO step_logs (walker_id, day, tz, reported_count, accepted_count, status, multiplier_permille,
-                energy_credited, attested, updated_at)
-            VALUES (\(bind: log.walkerId), \(bind: log.day.dayNumber), \(bind: log.timeZone), \(bind: log.reportedCount),
-                \(bind: log.acceptedCount), \(bind: log.status.rawValue), \(bind: log.multiplierPermille),
-                \(bind: log.energyCredited), \(bind: log.attested ? 1 : 0), \(bind: log.updatedAt.millisecondsSince1970))
-            ON CONFLICT (walker_id, day) DO UPDATE SET
-                tz = excluded.tz, reported_count = excluded.reported_count, accepted_count = excluded.accepted_count,
-                status = excluded.status, multiplier_permille = excluded.multiplier_permille,
-                energy_credited = excluded.energy_credited, attested = excluded.attested,
-                updated_at = excluded.updated_at
-            """
-        ).run()
+        try await sql.raw(Self.upsertStepLogStatement(log)).run()
     }
 
     package func insertSubmission(_ submission: StepSubmissionRecord) async throws {
-        try await sql.raw(
-            """
-            INSERT INTO step_submissions (walker_id, submission_id, day, source, source_bundle_id, step_count,
-                span_start, span_end, received_at)
-            VALUES (\(bind: submission.walkerId), \(bind: submission.submissionId), \(bind: submission.day.dayNumber),
-                \(bind: submission.source), \(bind: submission.sourceBundleId), \(bind: submission.count),
-                \(bind: submission.spanStart.millisecondsSince1970), \(bind: submission.spanEnd.millisecondsSince1970),
-                \(bind: submission.receivedAt.millisecondsSince1970))
-            """
-        ).run()
+        try await sql.raw(Self.insertSubmissionStatement(submission)).run()
+    }
+
+    static func upsertStepLogStatement(_ log: StepLogRecord) -> SQLQueryString {
+        """
+        INSERT INTO step_logs (walker_id, day, tz, reported_count, accepted_count, status, multiplier_permille,
+            energy_credited, attested, updated_at)
+        VALUES (\(bind: log.walkerId), \(bind: log.day.dayNumber), \(bind: log.timeZone), \(bind: log.reportedCount),
+            \(bind: log.acceptedCount), \(bind: log.status.rawValue), \(bind: log.multiplierPermille),
+            \(bind: log.energyCredited), \(bind: log.attested ? 1 : 0), \(bind: log.updatedAt.millisecondsSince1970))
+        ON CONFLICT (walker_id, day) DO UPDATE SET
+            tz = excluded.tz, reported_count = excluded.reported_count, accepted_count = excluded.accepted_count,
+            status = excluded.status, multiplier_permille = excluded.multiplier_permille,
+            energy_credited = excluded.energy_credited, attested = excluded.attested,
+            updated_at = excluded.updated_at
+        """
+    }
+
+    static func insertSubmissionStatement(_ submission: StepSubmissionRecord) -> SQLQueryString {
+        """
+        INSERT INTO step_submissions (walker_id, submission_id, day, source, source_bundle_id, step_count,
+            span_start, span_end, received_at)
+        VALUES (\(bind: submission.walkerId), \(bind: submission.submissionId), \(bind: submission.day.dayNumber),
+            \(bind: submission.source), \(bind: submission.sourceBundleId), \(bind: submission.count),
+            \(bind: submission.spanStart.millisecondsSince1970), \(bind: submission.spanEnd.millisecondsSince1970),
+            \(bind: submission.receivedAt.millisecondsSince1970))
+        """
     }
 
     package func submissions(walkerId: String, day: LocalDate) async throws -> [StepSubmissionRecord] {

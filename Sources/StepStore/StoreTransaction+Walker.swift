@@ -62,11 +62,18 @@ extension StoreTransaction {
         async throws
     {
         try await sql.raw(
-            """
-            UPDATE walkers SET last_tz = \(bind: timeZone), last_submission_at = \(bind: now.millisecondsSince1970),
-                lifetime_steps = lifetime_steps + \(bind: lifetimeStepsDelta)
-            WHERE walker_id = \(bind: walkerId)
-            """
+            Self.recordSubmissionStatement(
+                walkerId: walkerId, timeZone: timeZone, at: now, lifetimeStepsDelta: lifetimeStepsDelta)
         ).run()
+    }
+
+    static func recordSubmissionStatement(walkerId: String, timeZone: String, at now: Date, lifetimeStepsDelta: Int)
+        -> SQLQueryString
+    {
+        """
+        UPDATE walkers SET last_tz = \(bind: timeZone), last_submission_at = \(bind: now.millisecondsSince1970),
+            lifetime_steps = lifetime_steps + \(bind: lifetimeStepsDelta)
+        WHERE walker_id = \(bind: walkerId)
+        """
     }
 }

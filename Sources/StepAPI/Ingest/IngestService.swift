@@ -80,15 +80,14 @@ struct IngestService: Sendable {
     ) async throws -> IngestWrite {
         let bucket = request.bucket
         let walkerId = walker.walkerId
-        let (existing, attestedBefore) = try await tx.dayState(walkerId: walkerId, day: bucket.day)
-        var attested = attestedBefore
+        let (existing, streak) = try await tx.dayState(walkerId: walkerId, day: bucket.day)
         let today = LocalDate(instant: now, in: bucket.timeZone)
         func write(
-            log: StepLogRecord?, submission: StepSubmissionRecord?, credit: Int, lifetimeDelta: Int,
-            verdict: AttestationVerdict, body: String
+            log: StepLogRecord?, submission: StepSubmissionRecord?, streakChange: StreakRunChange?, credit: Int,
+            lifetimeDelta: Int, verdict: AttestationVerdict, body: String
         ) -> IngestWrite {
             IngestWrite(
-                walkerId: walkerId, stepLog: log, submission: submission, credit: credit,
+                walkerId: walkerId, stepLog: log, submission: submission, streakChange: streakChange, credit: credit,
                 timeZone: request.timeZoneIdentifier, lifetimeStepsDelta: lifetimeDelta,
                 attestationLog: AttestationLogRecord(
                     walkerId: walkerId, createdAt: now, route: IngestController.route, verdict: verdict,
@@ -99,16 +98,14 @@ struct IngestService: Sendable {
         if let existing, isFinal(existing, now: now) {
             let body = try render(
                 log: existing, provisionalEnergy: existing.energyCredited,
-                streak: StreakCalculator.state(attested: attested, today: today),
-                lifetimeSteps: walker.lifetimeSteps, now: now, quarantine: [])
-            return write(log: nil, submission: nil, credit: 0, lifetimeDelta: 0, verdict: .unchanged, body: body)
+                streak: streak.state(today: today), lifetimeSteps: walker.lifetimeSteps, now: now, quarantine: [])
+            return write(
+                log: nil, submission: nil, streakChange: nil, credit: 0, lifetimeDelta: 0, verdict: .unchanged,
+                body: body)
         }
 
         let reported = max(existing?.reportedCount ?? 0, bucket.count)
-        let multiplier =
-            existing?.multiplierPermille
-            ?? StreakCalculator.tier(forDay: bucket.day, attested: attested.subtracting([bucket.day]))
-            .multiplierPermille
+        let multiplier = existing?.multiplierPermille ?? streak.tierBeforeDay.multiplierPermille
         var log = StepLogRecord(
             walkerId: walkerId, day: bucket.day, timeZone: request.timeZoneIdentifier, reportedCount: reported,
             acceptedCount: existing?.acceptedCount, status: .pending, multiplierPermille: existing?.multiplierPermille,
@@ -129,7 +126,7 @@ struct IngestService: Sendable {
             log.energyCredited += credit
             lifetimeDelta = max(0, reported - previousAccepted)
         }
-        if log.attested { attested.insert(bucket.day) } else { attested.remove(bucket.day) }
+        let streakChange = streak.setting(attested: log.attested)
 
         let submission = StepSubmissionRecord(
             walkerId: walkerId, submissionId: StoreTransactionID.make(), day: bucket.day,
@@ -137,10 +134,11 @@ struct IngestService: Sendable {
             spanStart: bucket.spanStart, spanEnd: bucket.spanEnd, receivedAt: now)
         let body = try render(
             log: log, provisionalEnergy: EnergyMath.energy(steps: reported, multiplierPermille: multiplier),
-            streak: StreakCalculator.state(attested: attested, today: today),
-            lifetimeSteps: walker.lifetimeSteps + lifetimeDelta, now: now, quarantine: quarantine)
+            streak: streakChange.after.state(today: today), lifetimeSteps: walker.lifetimeSteps + lifetimeDelta,
+            now: now, quarantine: quarantine)
         return write(
-            log: log, submission: submission, credit: credit, lifetimeDelta: lifetimeDelta,
+            log: log, submission: submission, streakChange: streakChange.isEmpty ? nil : streakChange, credit: credit,
+            lifetimeDelta: lifetimeDelta,
             verdict: quarantine.isEmpty ? .accepted : .quarantined, body: body)
     }
 
