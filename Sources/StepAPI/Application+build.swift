@@ -24,6 +24,8 @@ package struct StepLedgerApp: Sendable {
     package let store: Store
     package let routes: RouteCatalog
     package let metrics: ServiceMetrics
+    /// Where anti-cheat verdict lines go (flushed by `stepd serve` when it stops).
+    package let antiCheatSink: LogSink
 }
 
 /// Builds the whole service. `stepd serve` and the tests both call this.
@@ -45,20 +47,22 @@ package func buildApplication(
         store = provided
     } else {
         store = try await StoreFactory.open(
-            url: configuration.databaseURL, postgres: configuration.postgres, logger: logger,
+            url: configuration.databaseURL, postgres: configuration.postgres,
+            sqliteSynchronous: configuration.sqliteSynchronous, logger: logger,
             migrate: configuration.mode == .testPhase)
     }
     if try await !Migrator(database: store.database).pending().isEmpty {
         throw StoreError.schemaBehind("the database schema is behind this build; run `stepd migrate` first")
     }
 
-    let developmentSecret: [UInt8]? =
-        switch configuration.mode {
-        case .production: nil
-        case .testPhase:
-            try configuration.jwt.developmentSecret
-                ?? DevelopmentKey.loadOrCreate(path: configuration.resolvedDevelopmentKeyFile)
+    var developmentSecret: [UInt8]?
+    if configuration.mode == .testPhase {
+        if let configured = configuration.jwt.developmentSecret {
+            developmentSecret = configured
+        } else {
+            developmentSecret = try await DevelopmentKey.loadOrCreate(store: store)
         }
+    }
     let keyRing = SessionKeyRing(
         source: configuration.jwt.jwks, developmentSecret: developmentSecret, httpClient: dependencies.httpClient,
         logger: logger)
@@ -114,7 +118,8 @@ package func buildApplication(
         ],
         logger: logger
     )
-    return StepLedgerApp(application: application, store: store, routes: catalog, metrics: metrics)
+    return StepLedgerApp(
+        application: application, store: store, routes: catalog, metrics: metrics, antiCheatSink: antiCheatSink)
 }
 
 /// Closes the store after the server has stopped (services stop in reverse order).
@@ -140,9 +145,7 @@ struct PruneService: Service {
         await cancelWhenGracefulShutdown {
             while !Task.isCancelled {
                 do {
-                    let report = try await store.transaction { [retention, clock] tx in
-                        try await tx.prune(now: clock(), retention: retention)
-                    }
+                    let report = try await store.prune(now: clock(), retention: retention)
                     logger.debug(
                         "pruned",
                         metadata: [

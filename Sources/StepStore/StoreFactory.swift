@@ -7,14 +7,15 @@ package enum StoreFactory {
     }
 
     package static func open(
-        url: String, postgres: PostgresSettings = PostgresSettings(), logger: Logger, migrate: Bool
+        url: String, postgres: PostgresSettings = PostgresSettings(), sqliteSynchronous: SQLiteSynchronous = .full,
+        logger: Logger, migrate: Bool
     ) async throws -> Store {
         let database: any Database
         if isPostgres(url) {
             database = try PostgreSQLDatabase.open(url: url, settings: postgres, logger: logger)
         } else {
             let path = url.hasPrefix("sqlite://") ? String(url.dropFirst("sqlite://".count)) : url
-            database = try await SQLiteDatabase.open(path: path, logger: logger)
+            database = try await SQLiteDatabase.open(path: path, synchronous: sqliteSynchronous, logger: logger)
         }
         if migrate { try await Migrator(database: database).migrate() }
         return Store(database: database)

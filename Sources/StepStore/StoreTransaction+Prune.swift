@@ -17,22 +17,69 @@ package struct PruneReport: Sendable, Hashable {
     package var rateLimits: Int
 }
 
+/// A table that pruning empties of old rows, with the key that names one row and the column that ages it.
+package enum PrunedTable: String, Sendable, CaseIterable {
+    case attestationLogs = "attestation_logs"
+    case idempotencyKeys = "idempotency_keys"
+    case rateLimits = "rate_limits"
+
+    var key: String {
+        switch self {
+        case .attestationLogs: "walker_id, log_id"
+        case .idempotencyKeys: "walker_id, idem_key"
+        case .rateLimits: "walker_id, bucket"
+        }
+    }
+
+    var ageColumn: String {
+        switch self {
+        case .attestationLogs, .idempotencyKeys: "created_at"
+        case .rateLimits: "window_start"
+        }
+    }
+
+    func retentionSeconds(_ policy: RetentionPolicy) -> Double {
+        switch self {
+        case .attestationLogs: policy.attestationLogSeconds
+        case .idempotencyKeys: policy.idempotencyKeySeconds
+        case .rateLimits: policy.rateLimitWindowSeconds
+        }
+    }
+}
+
+extension Store {
+    /// Removes rows past retention in batches of at most `batchSize`, each batch its own short transaction,
+    /// so pruning never holds the write lock for long nor loads more than one batch. Spans walkers, so it
+    /// runs off the request path.
+    package func prune(now: Date, retention: RetentionPolicy, batchSize: Int = 1_000) async throws -> PruneReport {
+        var removed: [PrunedTable: Int] = [:]
+        for table in PrunedTable.allCases {
+            let cutoff = now.addingTimeInterval(-table.retentionSeconds(retention)).millisecondsSince1970
+            while true {
+                let count = try await transaction { tx in
+                    try await tx.pruneBatch(table, before: cutoff, limit: batchSize)
+                }
+                removed[table, default: 0] += count
+                if count < batchSize { break }
+            }
+        }
+        return PruneReport(
+            attestationLogs: removed[.attestationLogs] ?? 0, idempotencyKeys: removed[.idempotencyKeys] ?? 0,
+            rateLimits: removed[.rateLimits] ?? 0)
+    }
+}
+
 extension StoreTransaction {
-    /// Removes rows past retention. Spans walkers, so it runs off the request path.
-    package func prune(now: Date, retention: RetentionPolicy) async throws -> PruneReport {
-        func cutoff(_ seconds: Double) -> Int { now.addingTimeInterval(-seconds).millisecondsSince1970 }
-        let logs = try await sql.raw(
-            "DELETE FROM attestation_logs WHERE created_at < \(bind: cutoff(retention.attestationLogSeconds)) RETURNING log_id"
-        ).all().count
-        let keys = try await sql.raw(
+    /// Deletes at most `limit` rows of `table` older than `cutoff` (milliseconds) and says how many went.
+    package func pruneBatch(_ table: PrunedTable, before cutoff: Int, limit: Int) async throws -> Int {
+        try await sql.raw(
             """
-            DELETE FROM idempotency_keys WHERE created_at < \(bind: cutoff(retention.idempotencyKeySeconds))
-            RETURNING idem_key
+            DELETE FROM \(unsafeRaw: table.rawValue) WHERE (\(unsafeRaw: table.key)) IN (
+                SELECT \(unsafeRaw: table.key) FROM \(unsafeRaw: table.rawValue)
+                WHERE \(unsafeRaw: table.ageColumn) < \(bind: cutoff) LIMIT \(bind: limit)
+            )
+            RETURNING 1 AS removed
             """
         ).all().count
-        let limits = try await sql.raw(
-            "DELETE FROM rate_limits WHERE window_start < \(bind: cutoff(retention.rateLimitWindowSeconds)) RETURNING bucket"
-        ).all().count
-        return PruneReport(attestationLogs: logs, idempotencyKeys: keys, rateLimits: limits)
     }
 }

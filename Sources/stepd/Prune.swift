@@ -18,8 +18,7 @@ struct Prune: AsyncParsableCommand {
         var retention = RetentionPolicy()
         retention.attestationLogSeconds = configuration.attestationLogRetentionDays * 86_400
         retention.idempotencyKeySeconds = configuration.idempotencyRetentionDays * 86_400
-        let policy = retention
-        let report = try await store.transaction { tx in try await tx.prune(now: Date(), retention: policy) }
+        let report = try await store.prune(now: Date(), retention: retention)
         try await store.database.close()
         print(
             "pruned \(report.attestationLogs) attestation logs, \(report.idempotencyKeys) idempotency keys, \(report.rateLimits) rate-limit windows"

@@ -27,5 +27,9 @@ struct Serve: AsyncParsableCommand {
             throw ValidationError(error.detail)
         }
         try await app.application.runService()
+        // Log lines are written by a background thread: let it finish before the process exits.
+        LogSink.standardOutput.flush()
+        LogSink.standardError.flush()
+        app.antiCheatSink.flush()
     }
 }

@@ -1,10 +1,14 @@
 import ArgumentParser
 import Foundation
+import Logging
 import StepAPI
+import StepStore
 
 struct Token: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Print a development session JWT that `stepd serve` on the same database accepts (test-phase only).")
+        abstract:
+            "Print a development session JWT that `stepd serve` on the same database accepts (test-phase only; the key is kept in the database)."
+    )
 
     @Option(help: "The walker id (the token's sub), 1 to 128 bytes.")
     var walker: String
@@ -26,9 +30,22 @@ struct Token: AsyncParsableCommand {
         guard configuration.mode == .testPhase else {
             throw ValidationError("development tokens are refused in production mode")
         }
-        let secret =
-            try configuration.jwt.developmentSecret
-            ?? DevelopmentKey.loadOrCreate(path: configuration.resolvedDevelopmentKeyFile)
+        let secret: [UInt8]
+        if let configured = configuration.jwt.developmentSecret {
+            secret = configured
+        } else {
+            // Test-phase `serve` migrates on start too, so a token can come before the first server run.
+            let store = try await StoreFactory.open(
+                url: configuration.databaseURL, postgres: configuration.postgres, logger: Logger(label: "stepd.token"),
+                migrate: true)
+            do {
+                secret = try await DevelopmentKey.loadOrCreate(store: store)
+            } catch {
+                try? await store.database.close()
+                throw error
+            }
+            try await store.database.close()
+        }
         let token = try await DevelopmentTokens.issue(
             walkerId: walker, secret: secret, issuer: configuration.jwt.issuer, audience: configuration.jwt.audience,
             ttlSeconds: Double(ttl))

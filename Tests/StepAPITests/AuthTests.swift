@@ -221,15 +221,31 @@ struct AuthTests {
         #expect(throws: ConfigurationError.self) { try configuration.validateForMode() }
     }
 
-    @Test("the development key is generated once and reused")
-    func developmentKeyFile() throws {
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("devkey-\(UUID().uuidString)").path
-        defer { try? FileManager.default.removeItem(atPath: path) }
-        let first = try DevelopmentKey.loadOrCreate(path: path)
-        let second = try DevelopmentKey.loadOrCreate(path: path)
-        #expect(first.count == 32)
-        #expect(first == second)
-        let attributes = try FileManager.default.attributesOfItem(atPath: path)
-        #expect((attributes[.posixPermissions] as? Int) == 0o600)
+    @Test(
+        "the development key lives in the database: two instances on it accept each other's tokens",
+        arguments: TestDatabases.kinds)
+    func developmentKeyInDatabase(kind: DatabaseKind) async throws {
+        let first = try await TestHarness.make(kind: kind) { $0.jwt.developmentSecret = nil }
+        let second = try await TestHarness.make(kind: kind, sharing: first) { $0.jwt.developmentSecret = nil }
+        let keyFromFirst = try await DevelopmentKey.loadOrCreate(store: first.store)
+        let keyFromSecond = try await DevelopmentKey.loadOrCreate(store: second.store)
+        #expect(keyFromFirst.count == 32)
+        #expect(keyFromFirst == keyFromSecond)
+        #expect(keyFromFirst != TestHarness.developmentSecret)
+        // A token signed with the stored key (as `stepd token` does) is accepted by the other instance.
+        let token = try await DevelopmentTokens.issue(
+            walkerId: "dev-walker", secret: keyFromFirst, issuer: first.configuration.jwt.issuer,
+            audience: first.configuration.jwt.audience, ttlSeconds: 600, now: first.clock.now)
+        let forged = try await DevelopmentTokens.issue(
+            walkerId: "dev-walker", secret: TestHarness.developmentSecret, issuer: first.configuration.jwt.issuer,
+            audience: first.configuration.jwt.audience, ttlSeconds: 600, now: first.clock.now)
+        try await second.app.application.test(.router) { client in
+            let accepted = try await client.ingest(IngestBody(), token: token)
+            #expect(accepted.status == .ok)
+            let refused = try await client.ingest(IngestBody(), token: forged)
+            #expect(refused.status == .unauthorized)
+        }
+        try await second.store.database.close()
+        try await first.testStore.close()
     }
 }

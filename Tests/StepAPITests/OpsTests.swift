@@ -130,9 +130,7 @@ struct OpsTests {
             harness.clock.advance(seconds: 29 * 86_400)
             _ = try await client.ingest(IngestBody(day: "2026-06-16", count: 60_000), token: token)
             let now = harness.clock.now
-            let first = try await harness.store.transaction { tx in
-                try await tx.prune(now: now.addingTimeInterval(86_400 + 1), retention: .init())
-            }
+            let first = try await harness.store.prune(now: now.addingTimeInterval(86_400 + 1), retention: .init())
             #expect(first.attestationLogs == 1)
             #expect(first.idempotencyKeys == 1)
             #expect(try await harness.count("attestation_logs", walker: "walker-prune") == 1)

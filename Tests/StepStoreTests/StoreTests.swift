@@ -149,7 +149,7 @@ struct StoreTests {
                 _ = try await tx.claimIdempotencyKey(walkerId: "w", key: id, requestHash: "h", now: at, leaseSeconds: 1)
             }
         }
-        let report = try await store.transaction { try await $0.prune(now: Self.t0, retention: RetentionPolicy()) }
+        let report = try await store.prune(now: Self.t0, retention: RetentionPolicy())
         #expect(report.attestationLogs == 1)
         #expect(report.idempotencyKeys == 1)
         let logs = try await store.transaction { try await $0.attestationLogs(walkerId: "w") }
@@ -159,6 +159,40 @@ struct StoreTests {
             try await store.transaction {
                 try await $0.countAttestationLogs(walkerId: "w", verdict: .rejected, since: old)
             } == 1)
+        try await test.close()
+    }
+
+    @Test("pruning deletes in bounded batches until nothing old is left", arguments: TestDatabases.kinds)
+    func pruneInBatches(kind: DatabaseKind) async throws {
+        let test = try await TestDatabases.make(kind)
+        let store = test.store
+        let old = Self.t0.addingTimeInterval(-31 * 86_400)
+        try await store.transaction { tx in
+            for index in 0..<25 {
+                try await tx.insertAttestationLog(
+                    AttestationLogRecord(
+                        walkerId: "w\(index % 3)", createdAt: old, route: "/step/ingest", verdict: .accepted,
+                        reasons: [], tokenId: nil, requestId: "old-\(index)"))
+            }
+            try await tx.insertAttestationLog(
+                AttestationLogRecord(
+                    walkerId: "w0", createdAt: Self.t0, route: "/step/ingest", verdict: .accepted, reasons: [],
+                    tokenId: nil, requestId: "new"))
+        }
+        let cutoff = Self.t0.addingTimeInterval(-30 * 86_400).millisecondsSince1970
+        // One batch removes at most its limit.
+        let firstBatch = try await store.transaction {
+            try await $0.pruneBatch(.attestationLogs, before: cutoff, limit: 10)
+        }
+        #expect(firstBatch == 10)
+        let report = try await store.prune(now: Self.t0, retention: RetentionPolicy(), batchSize: 4)
+        #expect(report.attestationLogs == 15)
+        let remaining = try await store.transaction { tx in
+            try await tx.sql.raw("SELECT request_id FROM attestation_logs").all().map {
+                try $0.decode(column: "request_id", as: String.self)
+            }
+        }
+        #expect(remaining == ["new"])
         try await test.close()
     }
 

@@ -1,32 +1,20 @@
 import Crypto
 import Foundation
 import JWTKit
+import StepStore
 
 /// The HS256 key that `stepd token` signs with and a test-phase server accepts. Generated on first use and
-/// kept in a file (mode 0600) so the server and the CLI agree without any set-up.
+/// kept in the database, so every instance and command on the same database agrees without any set-up.
 package enum DevelopmentKey {
-    package static func loadOrCreate(path: String) throws -> [UInt8] {
-        if let existing = try read(path) { return existing }
-        let secret = SymmetricKey(size: .bits256).withUnsafeBytes { Array($0) }
-        let text = Data(secret).base64EncodedString() + "\n"
-        // Exclusive create: if another process won the race, use its key.
-        let created = FileManager.default.createFile(
-            atPath: path + ".tmp-\(getpid())", contents: Data(text.utf8), attributes: [.posixPermissions: 0o600])
-        guard created else { throw ConfigurationError(key: "jwt.devKeyFile", problem: "cannot write \(path)") }
-        if link(path + ".tmp-\(getpid())", path) != 0 {
-            unlink(path + ".tmp-\(getpid())")
-            if let existing = try read(path) { return existing }
-            throw ConfigurationError(key: "jwt.devKeyFile", problem: "cannot create \(path)")
-        }
-        unlink(path + ".tmp-\(getpid())")
-        return secret
-    }
+    static let secretName = "jwt.development-key"
 
-    private static func read(_ path: String) throws -> [UInt8]? {
-        guard let data = FileManager.default.contents(atPath: path) else { return nil }
-        let text = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-        guard let decoded = Data(base64Encoded: text), decoded.count >= 32 else {
-            throw ConfigurationError(key: "jwt.devKeyFile", problem: "\(path) does not hold a base64 key of 32+ bytes")
+    package static func loadOrCreate(store: Store, now: Date = Date()) async throws -> [UInt8] {
+        let candidate = SymmetricKey(size: .bits256).withUnsafeBytes { Data($0).base64EncodedString() }
+        let stored = try await store.transaction { tx in
+            try await tx.serviceSecret(named: secretName, candidate: candidate, now: now)
+        }
+        guard let decoded = Data(base64Encoded: stored), decoded.count >= 32 else {
+            throw StoreError.corrupt("the stored development key is not base64 of 32 or more bytes")
         }
         return Array(decoded)
     }

@@ -24,9 +24,8 @@ package struct AppConfiguration: Sendable {
         package var issuer = "stepledger-dev"
         package var audience = "stepledger"
         package var leewaySeconds: Double = 30
-        /// The HS256 development secret; generated beside the database when not configured (test-phase only).
+        /// The HS256 development secret; generated and kept in the database when not configured (test-phase only).
         package var developmentSecret: [UInt8]?
-        package var developmentKeyFile: String?
     }
 
     package struct RateLimits: Sendable {
@@ -44,6 +43,7 @@ package struct AppConfiguration: Sendable {
     package var mode: ServiceMode = .testPhase
     package var databaseURL = "./stepledger.sqlite"
     package var postgres = PostgresSettings()
+    package var sqliteSynchronous = SQLiteSynchronous.full
     package var http = HTTP()
     package var jwt = JWT()
     package var limits = IngestLimits()
@@ -57,15 +57,6 @@ package struct AppConfiguration: Sendable {
     package var pruneIntervalSeconds: Double = 3600
 
     package init() {}
-
-    /// Where the development key lives unless configured: beside the SQLite file, or in the working directory.
-    package var resolvedDevelopmentKeyFile: String {
-        if let file = jwt.developmentKeyFile { return file }
-        if databaseURL.hasPrefix("postgres://") || databaseURL.hasPrefix("postgresql://") {
-            return "./stepledger.devkey"
-        }
-        return databaseURL + ".devkey"
-    }
 
     package init(reader config: ConfigReader) throws {
         let reader = ValidatingReader(config: config)
@@ -83,6 +74,12 @@ package struct AppConfiguration: Sendable {
             try reader.int("database.connectTimeoutSeconds", in: 1...300) ?? postgres.connectTimeoutSeconds
         postgres.statementTimeoutMilliseconds =
             try reader.int("database.statementTimeoutMs", in: 100...600_000) ?? postgres.statementTimeoutMilliseconds
+        if let synchronous = try reader.string("database.sqliteSynchronous") {
+            guard let parsed = SQLiteSynchronous(rawValue: synchronous.uppercased()) else {
+                throw ConfigurationError(key: "database.sqliteSynchronous", problem: "must be FULL or NORMAL")
+            }
+            sqliteSynchronous = parsed
+        }
 
         http.host = try reader.string("http.host") ?? http.host
         http.port = try reader.int("http.port", in: 0...65_535) ?? http.port
@@ -110,7 +107,6 @@ package struct AppConfiguration: Sendable {
             }
             jwt.developmentSecret = Array(secret.utf8)
         }
-        jwt.developmentKeyFile = try reader.string("jwt.devKeyFile")
 
         limits.maxStepsPerDay = try reader.int("ingest.maxStepsPerDay", in: 1...1_000_000) ?? limits.maxStepsPerDay
         limits.maxStepRatePerSecond =
