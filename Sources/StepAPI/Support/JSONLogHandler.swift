@@ -3,12 +3,11 @@ import Logging
 import StepCore
 import Synchronization
 
-/// Where log lines go: a stream or, in tests, memory.
+/// Where log lines go: a stream or file (written by a background thread, never by the request), or, in
+/// tests, memory.
 package final class LogSink: Sendable {
     private enum Target: Sendable {
-        case standardOutput
-        case standardError
-        case file(FileHandle)
+        case stream(BufferedLogWriter)
         case memory
         case discard
     }
@@ -20,24 +19,20 @@ package final class LogSink: Sendable {
         self.target = target
     }
 
-    package static let standardOutput = LogSink(target: .standardOutput)
-    package static let standardError = LogSink(target: .standardError)
+    package static let standardOutput = LogSink(target: .stream(BufferedLogWriter(descriptor: STDOUT_FILENO)))
+    package static let standardError = LogSink(target: .stream(BufferedLogWriter(descriptor: STDERR_FILENO)))
     package static func discard() -> LogSink { LogSink(target: .discard) }
     /// Keeps every line, for tests.
     package static func memory() -> LogSink { LogSink(target: .memory) }
 
-    /// Opens `path` for appending (creating it), for the anti-cheat sink.
+    /// Opens `path` for appending (creating it), for the anti-cheat sink. The descriptor stays open for
+    /// the life of the process.
     package static func file(_ path: String) throws -> LogSink {
-        if !FileManager.default.fileExists(atPath: path) {
-            guard FileManager.default.createFile(atPath: path, contents: nil) else {
-                throw ConfigurationError(key: "log.antiCheatSink", problem: "cannot create \(path)")
-            }
+        let descriptor = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o640)
+        guard descriptor >= 0 else {
+            throw ConfigurationError(key: "log.antiCheatSink", problem: "cannot open \(path) for appending")
         }
-        guard let handle = FileHandle(forWritingAtPath: path) else {
-            throw ConfigurationError(key: "log.antiCheatSink", problem: "cannot open \(path) for writing")
-        }
-        handle.seekToEndOfFile()
-        return LogSink(target: .file(handle))
+        return LogSink(target: .stream(BufferedLogWriter(descriptor: descriptor)))
     }
 
     /// Parses the `log.antiCheatSink` setting.
@@ -58,14 +53,16 @@ package final class LogSink: Sendable {
     }
 
     package func write(_ line: String) {
-        let data = Data((line + "\n").utf8)
         switch target {
-        case .standardOutput: FileHandle.standardOutput.write(data)
-        case .standardError: FileHandle.standardError.write(data)
-        case .file(let handle): handle.write(data)
+        case .stream(let writer): writer.append(line)
         case .memory: captured.withLock { $0.append(line) }
         case .discard: break
         }
+    }
+
+    /// Waits until every line written so far has reached its stream (at shutdown).
+    package func flush() {
+        if case .stream(let writer) = target { writer.flush() }
     }
 }
 
