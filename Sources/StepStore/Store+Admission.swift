@@ -29,13 +29,9 @@ extension Store {
         switch kind {
         case .sqlite:
             return try await transaction { tx in
-                try await tx.ensureWalker(walkerId, now: now)
-                let window = try await tx.hitRateLimit(walkerId: walkerId, bucket: bucket, windowStart: windowStart)
-                guard window.hits <= limit, let idempotency else { return Admission(window: window, claim: nil) }
-                let claim = try await tx.claimIdempotencyKey(
-                    walkerId: walkerId, key: idempotency.key, requestHash: idempotency.requestHash, now: now,
-                    leaseSeconds: idempotency.leaseSeconds)
-                return Admission(window: window, claim: claim)
+                try await tx.admit(
+                    walkerId: walkerId, bucket: bucket, windowStart: windowStart, limit: limit,
+                    idempotency: idempotency, now: now)
             }
         case .postgres:
             let fast = try await database.withConnection { sql in
@@ -99,5 +95,21 @@ extension Store {
             windowStart: Date(millisecondsSince1970: try row.decode(column: "window_start", as: Int.self)))
         let claimed = try row.decode(column: "claimed", as: Int.self) > 0
         return Admission(window: window, claim: claimed ? .claimed : nil)
+    }
+}
+
+extension StoreTransaction {
+    /// The admission as statements of the caller's transaction: SQLite runs it in the same transaction as
+    /// the ingest it admits, so one request is one unit of a group commit.
+    package func admit(
+        walkerId: String, bucket: String, windowStart: Date, limit: Int, idempotency: IdempotencyRequest?, now: Date
+    ) async throws -> Admission {
+        try await ensureWalker(walkerId, now: now)
+        let window = try await hitRateLimit(walkerId: walkerId, bucket: bucket, windowStart: windowStart)
+        guard window.hits <= limit, let idempotency else { return Admission(window: window, claim: nil) }
+        let claim = try await claimIdempotencyKey(
+            walkerId: walkerId, key: idempotency.key, requestHash: idempotency.requestHash, now: now,
+            leaseSeconds: idempotency.leaseSeconds)
+        return Admission(window: window, claim: claim)
     }
 }

@@ -20,8 +20,11 @@ struct OutageTests {
         settings.statementTimeoutMilliseconds = 1_000
         var quiet = Logger(label: "outage")
         quiet.logLevel = .critical  // the pool logs every refused connection while the server is down
+        // Set up with the default timeouts (the suite runs in parallel on two cores), then load with tight ones.
+        let setup = try await StoreFactory.open(url: cluster.url, logger: quiet, migrate: true)
+        try await setup.database.close()
         let store = try await StoreFactory.open(
-            url: cluster.url, postgres: settings, logger: quiet, migrate: true)
+            url: cluster.url, postgres: settings, logger: quiet, migrate: false)
         let harness = try await TestHarness.make(store: store) { $0.rateLimits.ingestPerWindow = 10_000 }
         let token = try await harness.token(for: "walker-outage")
         try await harness.app.application.test(.router) { client in

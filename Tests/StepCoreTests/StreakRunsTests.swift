@@ -60,7 +60,7 @@ struct StreakRunsTests {
     func equalsSetComputation() {
         var rng = SplitMix64(seed: 0x5743_B0A7)
         let base = day("2026-01-01")
-        for _ in 0..<400 {
+        for _ in 0..<200 {
             var attested: Set<LocalDate> = []
             var table: [StreakRun] = []
             let span = Int.random(in: 5...120, using: &rng)

@@ -49,6 +49,10 @@ struct IngestController: Sendable {
             IdempotencyRequest(
                 key: $0.idempotencyKey, requestHash: $0.payloadHash, leaseSeconds: idempotencyLeaseSeconds)
         }
+        if store.kind == .sqlite, case .success(let ingest) = parsed, let idempotency {
+            return await admitAndProcess(
+                ingest, idempotency: idempotency, principal: principal, context: context, now: now)
+        }
         let admitted: (decision: RateLimitDecision, claim: IdempotencyClaim?)
         do {
             admitted = try await rateLimiter.admit(
@@ -101,38 +105,14 @@ struct IngestController: Sendable {
         now: Date
     ) async -> Response {
         let walkerId = principal.walkerId
-        switch claim {
-        case .replay(let status, let body):
-            context.trace.update { $0.verdict = AttestationVerdict.replayed.rawValue }
+        if case .replay = claim {
             await logReplay(walkerId: walkerId, tokenId: principal.tokenId, requestId: context.id, now: now)
-            var response = Self.jsonResponse(status: HTTPResponse.Status(code: status), body: body)
-            response.headers[.init("Idempotent-Replayed")!] = "true"
-            return response
-        case .payloadMismatch:
-            return Self.errorResponse(.idempotencyKeyReused)
-        case .inFlight:
-            return Self.errorResponse(.idempotencyInFlight)
-        case .claimed, nil:
-            break
         }
-
+        if let answered = answer(to: claim, context: context) { return answered }
         do {
             let outcome = try await service.process(
                 walkerId: walkerId, request: ingest, now: now, requestId: context.id)
-            context.trace.update {
-                $0.verdict = outcome.verdict.rawValue
-                $0.reasonCount = outcome.reasons.count
-            }
-            metrics.recordVerdict(outcome.verdict.rawValue, reasons: outcome.reasons.map(\.rawValue))
-            antiCheat.info(
-                "ingest verdict",
-                metadata: [
-                    "requestId": .string(context.id), "walker": .string(walkerId),
-                    "verdict": .string(outcome.verdict.rawValue),
-                    "reasons": .array(outcome.reasons.map { .string($0.rawValue) }),
-                    "day": .string(ingest.bucket.day.description),
-                ])
-            return Self.jsonResponse(status: outcome.status, body: outcome.body)
+            return respond(with: outcome, ingest: ingest, walkerId: walkerId, context: context)
         } catch {
             // Nothing was written; give the key back so a retry can succeed.
             try? await store.transaction { tx in
@@ -142,13 +122,100 @@ struct IngestController: Sendable {
         }
     }
 
+    /// SQLite: the admission (walker, rate-limit hit, key claim), the ingest or the replay's audit row run as
+    /// one transaction, so a request is one unit of a group commit. A failure rolls all of it back, the
+    /// claim included, so a retry can succeed.
+    private func admitAndProcess(
+        _ ingest: IngestRequest, idempotency: IdempotencyRequest, principal: SessionPrincipal,
+        context: AppRequestContext, now: Date
+    ) async -> Response {
+        let walkerId = principal.walkerId
+        let requestId = context.id
+        let result: (decision: RateLimitDecision, claim: IdempotencyClaim?, outcome: IngestOutcome?)
+        do {
+            result = try await store.transaction { [policy, service] tx in
+                let admitted = try await RateLimiter.admit(
+                    tx, walkerId: walkerId, policy: policy, idempotency: idempotency, now: now)
+                guard admitted.decision.allowed else { return (admitted.decision, admitted.claim, nil) }
+                switch admitted.claim {
+                case .claimed:
+                    let outcome = try await service.process(
+                        tx, walkerId: walkerId, request: ingest, now: now, requestId: requestId)
+                    return (admitted.decision, admitted.claim, outcome)
+                case .replay:
+                    try await tx.insertAttestationLog(
+                        Self.replayRecord(
+                            walkerId: walkerId, tokenId: principal.tokenId, requestId: requestId, now: now))
+                    return (admitted.decision, admitted.claim, nil)
+                case .payloadMismatch, .inFlight, nil:
+                    return (admitted.decision, admitted.claim, nil)
+                }
+            }
+        } catch {
+            return Self.errorResponse(storeFailure(error))
+        }
+        var response: Response
+        if !result.decision.allowed {
+            response = Self.errorResponse(.rateLimited(retryAfterSeconds: result.decision.resetSeconds))
+        } else if let outcome = result.outcome {
+            response = respond(with: outcome, ingest: ingest, walkerId: walkerId, context: context)
+        } else if let answered = answer(to: result.claim, context: context) {
+            response = answered
+        } else {
+            response = Self.errorResponse(.internalError)
+        }
+        result.decision.apply(to: &response.headers)
+        return response
+    }
+
+    /// The answer for a key that was not ours to process (replay, mismatch, in flight); nil when it was.
+    private func answer(to claim: IdempotencyClaim?, context: AppRequestContext) -> Response? {
+        switch claim {
+        case .replay(let status, let body):
+            context.trace.update { $0.verdict = AttestationVerdict.replayed.rawValue }
+            var response = Self.jsonResponse(status: HTTPResponse.Status(code: status), body: body)
+            response.headers[.init("Idempotent-Replayed")!] = "true"
+            return response
+        case .payloadMismatch:
+            return Self.errorResponse(.idempotencyKeyReused)
+        case .inFlight:
+            return Self.errorResponse(.idempotencyInFlight)
+        case .claimed, nil:
+            return nil
+        }
+    }
+
+    /// Telemetry for a processed ingest, and its response.
+    private func respond(
+        with outcome: IngestOutcome, ingest: IngestRequest, walkerId: String, context: AppRequestContext
+    ) -> Response {
+        context.trace.update {
+            $0.verdict = outcome.verdict.rawValue
+            $0.reasonCount = outcome.reasons.count
+        }
+        metrics.recordVerdict(outcome.verdict.rawValue, reasons: outcome.reasons.map(\.rawValue))
+        antiCheat.info(
+            "ingest verdict",
+            metadata: [
+                "requestId": .string(context.id), "walker": .string(walkerId),
+                "verdict": .string(outcome.verdict.rawValue),
+                "reasons": .array(outcome.reasons.map { .string($0.rawValue) }),
+                "day": .string(ingest.bucket.day.description),
+            ])
+        return Self.jsonResponse(status: outcome.status, body: outcome.body)
+    }
+
+    static func replayRecord(walkerId: String, tokenId: String?, requestId: String, now: Date) -> AttestationLogRecord {
+        AttestationLogRecord(
+            walkerId: walkerId, createdAt: now, route: route, verdict: .replayed, reasons: [], tokenId: tokenId,
+            requestId: requestId)
+    }
+
     private func logReplay(walkerId: String, tokenId: String?, requestId: String, now: Date) async {
         do {
             try await store.transaction { tx in
                 try await tx.insertAttestationLog(
-                    AttestationLogRecord(
-                        walkerId: walkerId, createdAt: now, route: Self.route, verdict: .replayed, reasons: [],
-                        tokenId: tokenId, requestId: requestId))
+                    Self.replayRecord(walkerId: walkerId, tokenId: tokenId, requestId: requestId, now: now))
             }
         } catch {
             logger.warning("could not log a replay", metadata: ["requestId": .string(requestId)])

@@ -30,47 +30,54 @@ struct IngestService: Sendable {
     private var checks: IngestChecks { IngestChecks(limits: settings.limits, mode: settings.mode) }
 
     func process(walkerId: String, request: IngestRequest, now: Date, requestId: String) async throws -> IngestOutcome {
+        try await store.transaction { tx in
+            try await process(tx, walkerId: walkerId, request: request, now: now, requestId: requestId)
+        }
+    }
+
+    /// The ingest as statements of the caller's transaction (SQLite runs the admission in the same one).
+    func process(
+        _ tx: StoreTransaction, walkerId: String, request: IngestRequest, now: Date, requestId: String
+    ) async throws -> IngestOutcome {
         let checks = self.checks
         let whitelist = self.whitelist()
-        return try await store.transaction { tx in
-            let walker = try await tx.lockWalker(walkerId, now: now)
-            let previous = walker.lastTimeZone.flatMap(TimeZoneCatalog.zone(named:)).flatMap { zone in
-                walker.lastSubmissionAt.map { PreviousSubmission(timeZone: zone, receivedAt: $0) }
-            }
-            let bucket = request.bucket
-            let reasons = checks.reasons(for: bucket, now: now, previous: previous, whitelist: whitelist)
-            let hardReasons = reasons.filter { !$0.isQuarantine }
-
-            if !hardReasons.isEmpty {
-                let error: IngestAPIError =
-                    hardReasons.contains(.sourceNotWhitelisted)
-                    ? .sourceNotWhitelisted(sourceBundleId: bucket.sourceBundleId)
-                    : .rejected(reasons: hardReasons, day: bucket.day)
-                try await tx.insertAttestationLog(
-                    AttestationLogRecord(
-                        walkerId: walkerId, createdAt: now, route: IngestController.route, verdict: .rejected,
-                        reasons: hardReasons.map(\.rawValue), tokenId: nil, requestId: requestId))
-                try await flagForReviewIfRepeated(tx, walkerId: walkerId, now: now)
-                // A 403 depends on configuration that may change, so it is not stored for replay.
-                if case .sourceNotWhitelisted = error {
-                    try await tx.releaseIdempotencyKey(walkerId: walkerId, key: request.idempotencyKey)
-                } else {
-                    try await tx.completeIdempotencyKey(
-                        walkerId: walkerId, key: request.idempotencyKey, status: Int(error.status.code),
-                        body: error.bodyString)
-                }
-                return IngestOutcome(
-                    status: error.status, body: error.bodyString, verdict: .rejected, reasons: hardReasons)
-            }
-
-            let quarantineReasons = reasons.filter(\.isQuarantine)
-            let write = try await plan(
-                tx, walker: walker, request: request, now: now, quarantine: quarantineReasons, requestId: requestId)
-            try await tx.recordIngest(write)
-            return IngestOutcome(
-                status: .ok, body: write.responseBody, verdict: write.attestationLog.verdict, reasons: quarantineReasons
-            )
+        let walker = try await tx.lockWalker(walkerId, now: now)
+        let previous = walker.lastTimeZone.flatMap(TimeZoneCatalog.zone(named:)).flatMap { zone in
+            walker.lastSubmissionAt.map { PreviousSubmission(timeZone: zone, receivedAt: $0) }
         }
+        let bucket = request.bucket
+        let reasons = checks.reasons(for: bucket, now: now, previous: previous, whitelist: whitelist)
+        let hardReasons = reasons.filter { !$0.isQuarantine }
+
+        if !hardReasons.isEmpty {
+            let error: IngestAPIError =
+                hardReasons.contains(.sourceNotWhitelisted)
+                ? .sourceNotWhitelisted(sourceBundleId: bucket.sourceBundleId)
+                : .rejected(reasons: hardReasons, day: bucket.day)
+            try await tx.insertAttestationLog(
+                AttestationLogRecord(
+                    walkerId: walkerId, createdAt: now, route: IngestController.route, verdict: .rejected,
+                    reasons: hardReasons.map(\.rawValue), tokenId: nil, requestId: requestId))
+            try await flagForReviewIfRepeated(tx, walkerId: walkerId, now: now)
+            // A 403 depends on configuration that may change, so it is not stored for replay.
+            if case .sourceNotWhitelisted = error {
+                try await tx.releaseIdempotencyKey(walkerId: walkerId, key: request.idempotencyKey)
+            } else {
+                try await tx.completeIdempotencyKey(
+                    walkerId: walkerId, key: request.idempotencyKey, status: Int(error.status.code),
+                    body: error.bodyString)
+            }
+            return IngestOutcome(
+                status: error.status, body: error.bodyString, verdict: .rejected, reasons: hardReasons)
+        }
+
+        let quarantineReasons = reasons.filter(\.isQuarantine)
+        let write = try await plan(
+            tx, walker: walker, request: request, now: now, quarantine: quarantineReasons, requestId: requestId)
+        try await tx.recordIngest(write)
+        return IngestOutcome(
+            status: .ok, body: write.responseBody, verdict: write.attestationLog.verdict, reasons: quarantineReasons
+        )
     }
 
     /// Decides what an ingest that passed the hard checks writes, and renders its 200 body.

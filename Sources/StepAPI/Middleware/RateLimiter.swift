@@ -36,14 +36,30 @@ struct RateLimiter: Sendable {
     func admit(
         walkerId: String, policy: RateLimitPolicy, idempotency: IdempotencyRequest?, now: Date
     ) async throws -> (decision: RateLimitDecision, claim: IdempotencyClaim?) {
-        let window = Double(policy.windowSeconds)
-        let windowStart = Date(timeIntervalSince1970: (now.timeIntervalSince1970 / window).rounded(.down) * window)
         let admission = try await store.admit(
-            walkerId: walkerId, bucket: policy.bucket, windowStart: windowStart, limit: policy.limit,
+            walkerId: walkerId, bucket: policy.bucket, windowStart: Self.windowStart(policy, now: now),
+            limit: policy.limit, idempotency: idempotency, now: now)
+        return (Self.decision(policy, admission: admission, now: now), admission.claim)
+    }
+
+    /// The same, as statements of the caller's transaction.
+    static func admit(
+        _ tx: StoreTransaction, walkerId: String, policy: RateLimitPolicy, idempotency: IdempotencyRequest?, now: Date
+    ) async throws -> (decision: RateLimitDecision, claim: IdempotencyClaim?) {
+        let admission = try await tx.admit(
+            walkerId: walkerId, bucket: policy.bucket, windowStart: windowStart(policy, now: now), limit: policy.limit,
             idempotency: idempotency, now: now)
-        let reset = admission.window.windowStart.addingTimeInterval(window).timeIntervalSince(now)
-        let decision = RateLimitDecision(
+        return (decision(policy, admission: admission, now: now), admission.claim)
+    }
+
+    private static func windowStart(_ policy: RateLimitPolicy, now: Date) -> Date {
+        let window = Double(policy.windowSeconds)
+        return Date(timeIntervalSince1970: (now.timeIntervalSince1970 / window).rounded(.down) * window)
+    }
+
+    private static func decision(_ policy: RateLimitPolicy, admission: Admission, now: Date) -> RateLimitDecision {
+        let reset = admission.window.windowStart.addingTimeInterval(Double(policy.windowSeconds)).timeIntervalSince(now)
+        return RateLimitDecision(
             policy: policy, hits: admission.window.hits, resetSeconds: max(1, Int(reset.rounded(.up))))
-        return (decision, admission.claim)
     }
 }

@@ -1,0 +1,103 @@
+import Foundation
+import SQLKit
+import StepCore
+import StepStore
+import StepTestSupport
+import Testing
+
+/// The two statements of the ingest path, called directly on each engine: the admission (walker, rate-limit
+/// hit, key claim) and the write batch (on PostgreSQL one statement of CTEs built from the same statements
+/// SQLite runs one by one).
+@Suite("Ingest admission and write batch, on every engine")
+struct IngestWriteTests {
+    static let t0 = Date(timeIntervalSince1970: 1_779_136_950)  // 2026-05-18T20:42:30Z
+    static let day = LocalDate(iso: "2026-05-18")!
+
+    static func admit(_ store: Store, key: String?, hash: String = "h", limit: Int = 3) async throws -> Admission {
+        try await store.admit(
+            walkerId: "w", bucket: "ingest", windowStart: Date(timeIntervalSince1970: 1_779_136_920), limit: limit,
+            idempotency: key.map { IdempotencyRequest(key: $0, requestHash: hash, leaseSeconds: 30) }, now: t0)
+    }
+
+    @Test(
+        "admission creates the walker, counts hits, claims keys and stops claiming over the limit",
+        arguments: TestDatabases.kinds)
+    func admission(kind: DatabaseKind) async throws {
+        let test = try await TestDatabases.make(kind)
+        let store = test.store
+        let first = try await Self.admit(store, key: "k1")
+        #expect(first.window.hits == 1)
+        #expect(first.claim == .claimed)
+        #expect(try await store.transaction { try await $0.walker("w") } != nil)
+        let again = try await Self.admit(store, key: "k1")
+        #expect(again.window.hits == 2)
+        #expect(again.claim == .inFlight)
+        let other = try await Self.admit(store, key: "k1", hash: "different")
+        #expect(other.claim == .payloadMismatch)
+        let over = try await Self.admit(store, key: "k2")
+        #expect(over.window.hits == 4)
+        #expect(over.claim == nil, "a request over the limit claims nothing")
+        let stored = try await store.transaction { tx in
+            try await tx.sql.raw("SELECT idem_key FROM idempotency_keys WHERE walker_id = 'w'").all().map {
+                try $0.decode(column: "idem_key", as: String.self)
+            }
+        }
+        #expect(stored == ["k1"])
+        try await test.close()
+    }
+
+    @Test(
+        "recordIngest writes the log, credit, submission, streak runs, walker, audit row and response together",
+        arguments: TestDatabases.kinds)
+    func writeBatch(kind: DatabaseKind) async throws {
+        let test = try await TestDatabases.make(kind)
+        let store = test.store
+        _ = try await Self.admit(store, key: "k1")
+        let log = StepLogRecord(
+            walkerId: "w", day: Self.day, timeZone: "Europe/Warsaw", reportedCount: 8421, acceptedCount: 8421,
+            status: .accepted, multiplierPermille: 1200, energyCredited: 10105, attested: true, updatedAt: Self.t0)
+        // The day joins the run ending the day before and the one starting the day after.
+        let before = StreakRun(start: Self.day.adding(days: -14), end: Self.day.adding(days: -1))
+        let after = StreakRun(start: Self.day.adding(days: 1), end: Self.day.adding(days: 2))
+        let change = StreakNeighbourhood(day: Self.day, runs: [before, after]).setting(attested: true)
+        try await store.transaction { tx in
+            try await tx.applyStreakChange(
+                walkerId: "w",
+                StreakRunChange(
+                    removed: [], inserted: [before, after], after: StreakNeighbourhood(day: Self.day, runs: [])))
+        }
+        let write = IngestWrite(
+            walkerId: "w", stepLog: log,
+            submission: StepSubmissionRecord(
+                walkerId: "w", submissionId: "s1", day: Self.day, source: "HealthKit",
+                sourceBundleId: "com.apple.health",
+                count: 8421, spanStart: Self.t0.addingTimeInterval(-3600), spanEnd: Self.t0, receivedAt: Self.t0),
+            streakChange: change, credit: 10105, timeZone: "Europe/Warsaw", lifetimeStepsDelta: 8421,
+            attestationLog: AttestationLogRecord(
+                walkerId: "w", createdAt: Self.t0, route: "/step/ingest", verdict: .accepted, reasons: [], tokenId: nil,
+                requestId: "r1"),
+            idempotencyKey: "k1", responseStatus: 200, responseBody: #"{"accepted":true}"#, at: Self.t0)
+        try await store.transaction { try await $0.recordIngest(write) }
+
+        let state = try await store.transaction { tx in
+            (
+                log: try await tx.stepLog(walkerId: "w", day: Self.day),
+                balance: try await tx.energyBalance(walkerId: "w"),
+                submissions: try await tx.submissions(walkerId: "w", day: Self.day).map(\.submissionId),
+                runs: try await tx.streakRuns(walkerId: "w"),
+                walker: try await tx.walker("w"),
+                audit: try await tx.attestationLogs(walkerId: "w").map(\.requestId)
+            )
+        }
+        #expect(state.log == log)
+        #expect(state.balance == 10105)
+        #expect(state.submissions == ["s1"])
+        #expect(state.runs == [StreakRun(start: before.start, end: after.end)])
+        #expect(state.walker?.lifetimeSteps == 8421)
+        #expect(state.walker?.lastTimeZone == "Europe/Warsaw")
+        #expect(state.audit == ["r1"])
+        let replay = try await Self.admit(store, key: "k1")
+        #expect(replay.claim == .replay(status: 200, body: #"{"accepted":true}"#))
+        try await test.close()
+    }
+}
