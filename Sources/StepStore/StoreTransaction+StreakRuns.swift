@@ -6,37 +6,49 @@ extension StoreTransaction {
     /// The runs an ingest for `day` needs (`StreakNeighbourhood`): at most four rows, read through the
     /// primary key `(walker_id, end_day)`, however long the walker's history.
     package func streakNeighbourhood(walkerId: String, day: LocalDate) async throws -> StreakNeighbourhood {
-        let rows = try await sql.raw(
-            """
-            SELECT start_day, end_day FROM (
-                SELECT start_day, end_day FROM streak_runs
-                WHERE walker_id = \(bind: walkerId) AND end_day >= \(bind: day.dayNumber - 1)
-                ORDER BY end_day LIMIT 2
-            ) near
-            UNION ALL
-            SELECT start_day, end_day FROM (
-                SELECT start_day, end_day FROM streak_runs WHERE walker_id = \(bind: walkerId)
-                ORDER BY end_day DESC LIMIT 2
-            ) latest
-            """
-        ).all()
-        let runs = try rows.map { row in
-            StreakRun(
-                start: LocalDate(dayNumber: try row.decode(column: "start_day", as: Int.self)),
-                end: LocalDate(dayNumber: try row.decode(column: "end_day", as: Int.self)))
-        }
-        return StreakNeighbourhood(day: day, runs: runs)
+        try await dayState(walkerId: walkerId, day: day).streak
     }
 
-    /// One day's log (if any) and the streak runs around it: everything an ingest reads besides the walker.
+    /// One day's log (if any) and the streak runs around it, everything an ingest reads besides the walker,
+    /// in one statement: each row is one run joined to the day's log (or one row of NULL runs).
     package func dayState(walkerId: String, day: LocalDate) async throws -> (
         log: StepLogRecord?, streak: StreakNeighbourhood
     ) {
-        (
-            try await stepLog(walkerId: walkerId, day: day),
-            try await streakNeighbourhood(walkerId: walkerId, day: day)
-        )
+        let rows = try await sql.raw(
+            """
+            SELECT \(unsafeRaw: Self.joinedStepLogColumns), r.start_day AS start_day, r.end_day AS end_day
+            FROM (SELECT 1 AS one) anchor
+            LEFT JOIN step_logs l ON l.walker_id = \(bind: walkerId) AND l.day = \(bind: day.dayNumber)
+            LEFT JOIN (
+                SELECT start_day, end_day FROM (
+                    SELECT start_day, end_day FROM streak_runs
+                    WHERE walker_id = \(bind: walkerId) AND end_day >= \(bind: day.dayNumber - 1)
+                    ORDER BY end_day LIMIT 2
+                ) near
+                UNION ALL
+                SELECT start_day, end_day FROM (
+                    SELECT start_day, end_day FROM streak_runs WHERE walker_id = \(bind: walkerId)
+                    ORDER BY end_day DESC LIMIT 2
+                ) latest
+            ) r ON 1 = 1
+            """
+        ).all()
+        var log: StepLogRecord?
+        var runs: [StreakRun] = []
+        for row in rows {
+            if log == nil, try row.decode(column: "day", as: Int?.self) != nil { log = try Self.stepLogRecord(row) }
+            if let start = try row.decode(column: "start_day", as: Int?.self),
+                let end = try row.decode(column: "end_day", as: Int?.self)
+            {
+                runs.append(StreakRun(start: LocalDate(dayNumber: start), end: LocalDate(dayNumber: end)))
+            }
+        }
+        return (log, StreakNeighbourhood(day: day, runs: runs))
     }
+
+    /// The step log's columns as `l.column AS column`, for the join above.
+    private static let joinedStepLogColumns = stepLogColumns.split(separator: ",")
+        .map { $0.trimmingCharacters(in: .whitespaces) }.map { "l.\($0) AS \($0)" }.joined(separator: ", ")
 
     /// All of a walker's runs, ascending (for tests and operators; the request path never reads them all).
     package func streakRuns(walkerId: String) async throws -> [StreakRun] {
