@@ -56,38 +56,11 @@ extension Store {
         _ sql: any SQLDatabase, walkerId: String, bucket: String, windowStart: Date, limit: Int,
         idempotency: IdempotencyRequest?, now: Date
     ) async throws -> Admission {
-        let nowMs = now.millisecondsSince1970
-        let start = windowStart.millisecondsSince1970
-        let key = idempotency?.key ?? ""
-        let hash = idempotency?.requestHash ?? ""
-        let leaseUntil = nowMs + Int((idempotency?.leaseSeconds ?? 0) * 1000)
-        let wantsClaim = idempotency == nil ? 0 : 1
         guard
             let row = try await sql.raw(
-                """
-                WITH walker AS (
-                    INSERT INTO walkers (walker_id, created_at, lifetime_steps) VALUES (\(bind: walkerId), \(bind: nowMs), 0)
-                    ON CONFLICT (walker_id) DO NOTHING
-                ),
-                hit AS (
-                    INSERT INTO rate_limits (walker_id, bucket, window_start, hits)
-                    VALUES (\(bind: walkerId), \(bind: bucket), \(bind: start), 1)
-                    ON CONFLICT (walker_id, bucket) DO UPDATE SET
-                        hits = CASE WHEN rate_limits.window_start >= excluded.window_start
-                            THEN rate_limits.hits + 1 ELSE 1 END,
-                        window_start = CASE WHEN rate_limits.window_start >= excluded.window_start
-                            THEN rate_limits.window_start ELSE excluded.window_start END
-                    RETURNING hits, window_start
-                ),
-                claim AS (
-                    INSERT INTO idempotency_keys (walker_id, idem_key, request_hash, state, created_at, lease_until)
-                    SELECT \(bind: walkerId), \(bind: key), \(bind: hash), 'in_flight', \(bind: nowMs), \(bind: leaseUntil)
-                    FROM hit WHERE hit.hits <= \(bind: limit) AND \(bind: wantsClaim) = 1
-                    ON CONFLICT (walker_id, idem_key) DO NOTHING
-                    RETURNING 1
-                )
-                SELECT hit.hits, hit.window_start, (SELECT COUNT(*) FROM claim) AS claimed FROM hit
-                """
+                postgresAdmissionStatement(
+                    walkerId: walkerId, bucket: bucket, windowStart: windowStart, limit: limit,
+                    idempotency: idempotency, now: now)
             ).first()
         else { throw StoreError.corrupt("admission returned no row") }
         let window = RateLimitWindow(
@@ -95,6 +68,42 @@ extension Store {
             windowStart: Date(millisecondsSince1970: try row.decode(column: "window_start", as: Int.self)))
         let claimed = try row.decode(column: "claimed", as: Int.self) > 0
         return Admission(window: window, claim: claimed ? .claimed : nil)
+    }
+
+    /// Walker, rate-limit hit and key claim as one statement of data-modifying CTEs (PostgreSQL).
+    static func postgresAdmissionStatement(
+        walkerId: String, bucket: String, windowStart: Date, limit: Int, idempotency: IdempotencyRequest?, now: Date
+    ) -> SQLQueryString {
+        let nowMs = now.millisecondsSince1970
+        let start = windowStart.millisecondsSince1970
+        let key = idempotency?.key ?? ""
+        let hash = idempotency?.requestHash ?? ""
+        let leaseUntil = nowMs + Int((idempotency?.leaseSeconds ?? 0) * 1000)
+        let wantsClaim = idempotency == nil ? 0 : 1
+        return """
+            WITH walker AS (
+                INSERT INTO walkers (walker_id, created_at, lifetime_steps) VALUES (\(bind: walkerId), \(bind: nowMs), 0)
+                ON CONFLICT (walker_id) DO NOTHING
+            ),
+            hit AS (
+                INSERT INTO rate_limits (walker_id, bucket, window_start, hits)
+                VALUES (\(bind: walkerId), \(bind: bucket), \(bind: start), 1)
+                ON CONFLICT (walker_id, bucket) DO UPDATE SET
+                    hits = CASE WHEN rate_limits.window_start >= excluded.window_start
+                        THEN rate_limits.hits + 1 ELSE 1 END,
+                    window_start = CASE WHEN rate_limits.window_start >= excluded.window_start
+                        THEN rate_limits.window_start ELSE excluded.window_start END
+                RETURNING hits, window_start
+            ),
+            claim AS (
+                INSERT INTO idempotency_keys (walker_id, idem_key, request_hash, state, created_at, lease_until)
+                SELECT \(bind: walkerId), \(bind: key), \(bind: hash), 'in_flight', \(bind: nowMs), \(bind: leaseUntil)
+                FROM hit WHERE hit.hits <= \(bind: limit) AND \(bind: wantsClaim) = 1
+                ON CONFLICT (walker_id, idem_key) DO NOTHING
+                RETURNING 1
+            )
+            SELECT hit.hits, hit.window_start, (SELECT COUNT(*) FROM claim) AS claimed FROM hit
+            """
     }
 }
 

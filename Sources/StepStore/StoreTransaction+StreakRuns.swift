@@ -14,25 +14,7 @@ extension StoreTransaction {
     package func dayState(walkerId: String, day: LocalDate) async throws -> (
         log: StepLogRecord?, streak: StreakNeighbourhood
     ) {
-        let rows = try await sql.raw(
-            """
-            SELECT \(unsafeRaw: Self.joinedStepLogColumns), r.start_day AS start_day, r.end_day AS end_day
-            FROM (SELECT 1 AS one) anchor
-            LEFT JOIN step_logs l ON l.walker_id = \(bind: walkerId) AND l.day = \(bind: day.dayNumber)
-            LEFT JOIN (
-                SELECT start_day, end_day FROM (
-                    SELECT start_day, end_day FROM streak_runs
-                    WHERE walker_id = \(bind: walkerId) AND end_day >= \(bind: day.dayNumber - 1)
-                    ORDER BY end_day LIMIT 2
-                ) near
-                UNION ALL
-                SELECT start_day, end_day FROM (
-                    SELECT start_day, end_day FROM streak_runs WHERE walker_id = \(bind: walkerId)
-                    ORDER BY end_day DESC LIMIT 2
-                ) latest
-            ) r ON 1 = 1
-            """
-        ).all()
+        let rows = try await sql.raw(Self.dayStateStatement(walkerId: walkerId, day: day)).all()
         var log: StepLogRecord?
         var runs: [StreakRun] = []
         for row in rows {
@@ -44,6 +26,26 @@ extension StoreTransaction {
             }
         }
         return (log, StreakNeighbourhood(day: day, runs: runs))
+    }
+
+    static func dayStateStatement(walkerId: String, day: LocalDate) -> SQLQueryString {
+        """
+        SELECT \(unsafeRaw: Self.joinedStepLogColumns), r.start_day AS start_day, r.end_day AS end_day
+        FROM (SELECT 1 AS one) anchor
+        LEFT JOIN step_logs l ON l.walker_id = \(bind: walkerId) AND l.day = \(bind: day.dayNumber)
+        LEFT JOIN (
+            SELECT start_day, end_day FROM (
+                SELECT start_day, end_day FROM streak_runs
+                WHERE walker_id = \(bind: walkerId) AND end_day >= \(bind: day.dayNumber - 1)
+                ORDER BY end_day LIMIT 2
+            ) near
+            UNION ALL
+            SELECT start_day, end_day FROM (
+                SELECT start_day, end_day FROM streak_runs WHERE walker_id = \(bind: walkerId)
+                ORDER BY end_day DESC LIMIT 2
+            ) latest
+        ) r ON 1 = 1
+        """
     }
 
     /// The step log's columns as `l.column AS column`, for the join above.

@@ -25,17 +25,19 @@ extension StoreTransaction {
     /// the no-op update takes the row lock on PostgreSQL, so one walker's ingests are serialised across
     /// every instance; SQLite serialises all writers anyway.
     package func lockWalker(_ walkerId: String, now: Date) async throws -> WalkerRecord {
-        guard
-            let row = try await sql.raw(
-                """
-                INSERT INTO walkers (walker_id, created_at, lifetime_steps)
-                VALUES (\(bind: walkerId), \(bind: now.millisecondsSince1970), 0)
-                ON CONFLICT (walker_id) DO UPDATE SET walker_id = excluded.walker_id
-                RETURNING walker_id, last_tz, last_submission_at, lifetime_steps
-                """
-            ).first()
-        else { throw StoreError.corrupt("walker upsert returned no row") }
+        guard let row = try await sql.raw(Self.lockWalkerStatement(walkerId, now: now)).first() else {
+            throw StoreError.corrupt("walker upsert returned no row")
+        }
         return try Self.walkerRecord(row)
+    }
+
+    static func lockWalkerStatement(_ walkerId: String, now: Date) -> SQLQueryString {
+        """
+        INSERT INTO walkers (walker_id, created_at, lifetime_steps)
+        VALUES (\(bind: walkerId), \(bind: now.millisecondsSince1970), 0)
+        ON CONFLICT (walker_id) DO UPDATE SET walker_id = excluded.walker_id
+        RETURNING walker_id, last_tz, last_submission_at, lifetime_steps
+        """
     }
 
     package func walker(_ walkerId: String) async throws -> WalkerRecord? {
