@@ -10,7 +10,8 @@ let package = Package(
     name: "StepLedger",
     platforms: [.macOS(.v15)],
     products: [
-        .executable(name: "stepd", targets: ["stepd"])
+        .executable(name: "stepd", targets: ["stepd"]),
+        .executable(name: "stepbench", targets: ["stepbench"]),
     ],
     dependencies: [
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
@@ -87,7 +88,19 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Configuration", package: "swift-configuration"),
                 .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
+        .executableTarget(
+            name: "stepbench",
+            dependencies: [
+                "StepAPI",
+                "StepCore",
+                .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Configuration", package: "swift-configuration"),
+                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict
         ),

@@ -1,0 +1,97 @@
+import AsyncHTTPClient
+import Foundation
+import NIOCore
+
+/// How every load phase of a run is driven: how many walkers, for how long.
+struct BenchPlan: Sendable {
+    let walkers: Int
+    let warmup: Duration
+    let duration: Duration
+    let requestTimeout: TimeAmount
+    let maxResponseBytes: Int
+
+    /// What a phase's child tasks hand back.
+    private enum PhaseResult: Sendable {
+        case walker(BenchTally)
+        case cpuAtMeasureStart(Double?)
+    }
+
+    /// Runs `phase` with `walkers` concurrent walkers for the warm-up plus the measured duration. With a `cpu` probe,
+    /// the server's CPU time is read when the measurement starts and again when the last request has ended.
+    func run(_ phase: BenchPhase, client: HTTPClient, cpu: ProcessCPUProbe?) async -> BenchReport {
+        let clock = ContinuousClock()
+        let start = clock.now
+        let window = BenchWindow(start: start, measureFrom: start + warmup, stopAt: start + warmup + duration)
+        let (tally, cpuStart) = await withTaskGroup(of: PhaseResult.self) { group in
+            for walker in 0..<walkers {
+                group.addTask {
+                    .walker(await walk(walker, phase: phase, client: client, clock: clock, window: window))
+                }
+            }
+            if let cpu {
+                group.addTask {
+                    try? await Task.sleep(until: window.measureFrom, clock: clock)
+                    return .cpuAtMeasureStart(try? cpu.microseconds())
+                }
+            }
+            var total = BenchTally()
+            var cpuStart: Double?
+            for await result in group {
+                switch result {
+                case .walker(let one): total.merge(one)
+                case .cpuAtMeasureStart(let value): cpuStart = value
+                }
+            }
+            return (total, cpuStart)
+        }
+        let cpuEnd = try? cpu?.microseconds()
+        // Requests started before `stopAt` are waited for, so the measured time runs until the last one ended.
+        let measured = clock.now - window.measureFrom
+        var serverCPU: Double?
+        var cpuNote: String?
+        if let cpu {
+            if let cpuStart, let cpuEnd {
+                serverCPU = cpuEnd - cpuStart
+            } else {
+                cpuNote = "could not read the CPU time of process \(cpu.pid) around the measured phase"
+            }
+        }
+        return BenchReport(
+            title: phase.title, walkers: walkers, warmup: warmup, measuredSeconds: measured.seconds, tally: tally,
+            serverCPUMicroseconds: serverCPU, cpuNote: cpuNote)
+    }
+
+    /// One walker: one request at a time until the phase ends. Latency counts for requests started after warm-up.
+    private func walk(
+        _ walker: Int, phase: BenchPhase, client: HTTPClient, clock: ContinuousClock, window: BenchWindow
+    ) async -> BenchTally {
+        var tally = BenchTally()
+        let maker = BenchRequestMaker(phase: phase, walker: walker)
+        let span = window.stopAt - window.start
+        var sequence = 0
+        while !Task.isCancelled {
+            let began = clock.now
+            guard began < window.stopAt else { break }
+            let measured = began >= window.measureFrom
+            do {
+                let request = try maker.request(sequence: sequence, progress: (began - window.start) / span)
+                sequence += 1
+                let response = try await client.execute(request, timeout: requestTimeout)
+                _ = try await response.body.collect(upTo: maxResponseBytes)
+                if measured { tally.record(status: Int(response.status.code), latency: clock.now - began) }
+            } catch {
+                if measured { tally.recordError(error) }
+                // Do not spin against a server that has gone away.
+                try? await Task.sleep(for: .milliseconds(50))
+            }
+        }
+        return tally
+    }
+}
+
+/// The instants that bound a phase.
+struct BenchWindow: Sendable {
+    let start: ContinuousClock.Instant
+    let measureFrom: ContinuousClock.Instant
+    let stopAt: ContinuousClock.Instant
+}

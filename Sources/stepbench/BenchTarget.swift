@@ -1,0 +1,34 @@
+import ArgumentParser
+import Foundation
+
+/// A server a benchmark sends traffic to: a base URL on the loopback interface.
+struct BenchTarget: Sendable, CustomStringConvertible {
+    static let loopbackHosts: Set<String> = ["127.0.0.1", "localhost", "::1"]
+
+    /// Scheme, host, port and any path prefix, without a trailing slash.
+    let base: String
+
+    var description: String { base }
+
+    /// `option` names the command-line option in error messages.
+    init(parsing text: String, option: String = "--url") throws {
+        guard let components = URLComponents(string: text), let scheme = components.scheme?.lowercased(),
+            let rawHost = components.host, !rawHost.isEmpty
+        else { throw ValidationError("\(option) must be an absolute http URL such as http://127.0.0.1:8080") }
+        guard scheme == "http" else { throw ValidationError("\(option) must use http, not \(scheme)") }
+        var host = rawHost.lowercased()
+        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        guard Self.loopbackHosts.contains(host) else {
+            throw ValidationError("\(option) host must be 127.0.0.1, localhost or ::1, not \(rawHost)")
+        }
+        guard components.user == nil, components.password == nil, components.query == nil,
+            components.fragment == nil
+        else { throw ValidationError("\(option) must not carry credentials, a query or a fragment") }
+        var path = components.path
+        while path.hasSuffix("/") { path.removeLast() }
+        let hostPart = host.contains(":") ? "[\(host)]" : host
+        base = "http://\(hostPart)" + (components.port.map { ":\($0)" } ?? "") + path
+    }
+
+    func url(_ path: String) -> String { base + path }
+}

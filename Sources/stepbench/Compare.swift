@@ -1,0 +1,108 @@
+import ArgumentParser
+import AsyncHTTPClient
+
+/// `stepbench compare`: the same load against the JSON-echo baseline and against stepd, interleaved in rounds, with
+/// the ratios of their throughput and server CPU per request.
+struct Compare: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Compare POST /step/ingest on stepd with the JSON-echo baseline, in interleaved rounds.",
+        discussion: """
+            Each round runs an echo phase, then an ingest phase, each with its warm-up, with the same walkers count \
+            and the same request bodies (fresh walkers every round). Prints one line per phase and round, then the \
+            medians over the rounds and the ratios ingest/echo of the medians, e.g.
+              ratio req/s ingest/echo: 0.041
+              ratio cpu/req ingest/echo: 24.25
+            CPU per request needs the servers' process ids (--ingest-pid, --echo-pid), read from /proc.
+            """)
+
+    @Option(help: "Base URL of stepd serve (loopback only).")
+    var ingestUrl: String
+
+    @Option(help: "Process id of stepd serve, for its CPU time per request.")
+    var ingestPid: Int32?
+
+    @Option(help: "Base URL of stepbench echo (loopback only).")
+    var echoUrl: String
+
+    @Option(help: "Process id of stepbench echo, for its CPU time per request.")
+    var echoPid: Int32?
+
+    @Option(help: "Rounds of echo phase then ingest phase.")
+    var rounds: Int = 3
+
+    @OptionGroup var load: LoadOptions
+
+    @OptionGroup var tokenOptions: TokenOptions
+
+    func validate() throws {
+        _ = try BenchTarget(parsing: ingestUrl, option: "--ingest-url")
+        _ = try BenchTarget(parsing: echoUrl, option: "--echo-url")
+        guard (1...100).contains(rounds) else { throw ValidationError("--rounds must be between 1 and 100") }
+        for (option, pid) in [("--ingest-pid", ingestPid), ("--echo-pid", echoPid)] {
+            if let pid, pid <= 0 { throw ValidationError("\(option) must be a process id") }
+        }
+    }
+
+    func run() async throws {
+        let ingest = try BenchTarget(parsing: ingestUrl, option: "--ingest-url")
+        let echo = try BenchTarget(parsing: echoUrl, option: "--echo-url")
+        let signer = try tokenOptions.signer()
+        let ingestCPU = try ingestPid.map { try ProcessCPUProbe(pid: $0) }
+        let echoCPU = try echoPid.map { try ProcessCPUProbe(pid: $0) }
+        let runId = BenchRunID.make()
+        let plan = load.plan
+
+        try await HTTPClient.withHTTPClient(configuration: load.clientConfiguration) { client in
+            try await client.checkLivez(echo, timeout: LoadOptions.requestTimeout)
+            try await client.checkLivez(ingest, timeout: LoadOptions.requestTimeout)
+            print(
+                "stepbench compare: echo \(echo)\(pidText(echoPid)), ingest \(ingest)\(pidText(ingestPid)), "
+                    + "\(load.walkers) walkers, \(load.connections ?? load.walkers) connections per server, "
+                    + "\(BenchFormat.fixed(load.warmup, digits: 1)) s warm-up + "
+                    + "\(BenchFormat.fixed(load.duration, digits: 1)) s per phase, \(rounds) rounds, run \(runId)")
+            var echoReports: [BenchReport] = []
+            var ingestReports: [BenchReport] = []
+            for round in 1...rounds {
+                // Fresh walkers every round, so every round's ingest phase does the same work.
+                let walkerIds = (0..<load.walkers).map { "cmp-\(runId)-r\(round)-\($0)" }
+                let tokens = try await signer.tokens(for: walkerIds, ttlSeconds: load.tokenLifetime(phases: 2))
+                let echoReport = await plan.run(
+                    BenchPhase(title: "echo", target: echo, tokens: tokens, keyPrefix: "\(runId)-r\(round)-echo"),
+                    client: client, cpu: echoCPU)
+                print(echoReport.summaryLine(label: "round \(round) echo"))
+                let ingestReport = await plan.run(
+                    BenchPhase(
+                        title: "ingest", target: ingest, tokens: tokens, keyPrefix: "\(runId)-r\(round)-ingest"),
+                    client: client, cpu: ingestCPU)
+                print(ingestReport.summaryLine(label: "round \(round) ingest"))
+                for hint in echoReport.hints { print("note: round \(round) echo: \(hint)") }
+                for hint in ingestReport.hints { print("note: round \(round) ingest: \(hint)") }
+                printRatios(prefix: "round \(round) ", echo: [echoReport], ingest: [ingestReport])
+                echoReports.append(echoReport)
+                ingestReports.append(ingestReport)
+            }
+            for (name, reports) in [("echo", echoReports), ("ingest", ingestReports)] {
+                print("median \(name) req/s: \(BenchFormat.fixed(reports.map(\.requestsPerSecond).median, digits: 1))")
+                let p99 = reports.compactMap { $0.latencies.percentile(0.99) }.median
+                print("median \(name) p99 ms: \(BenchFormat.fixed(p99, digits: 2))")
+                let cpu = reports.compactMap(\.cpuMicrosecondsPerRequest).median
+                print("median \(name) cpu µs/req: \(BenchFormat.fixed(cpu, digits: 1))")
+            }
+            printRatios(prefix: "", echo: echoReports, ingest: ingestReports)
+        }
+    }
+
+    private func pidText(_ pid: Int32?) -> String {
+        pid.map { " (pid \($0))" } ?? ""
+    }
+
+    /// The ratios ingest/echo of the medians over `echo` and `ingest` (one report each for a single round).
+    private func printRatios(prefix: String, echo: [BenchReport], ingest: [BenchReport]) {
+        let throughput = BenchFormat.ratio(
+            ingest.map(\.requestsPerSecond).median, echo.map(\.requestsPerSecond).median)
+        let cpu = BenchFormat.ratio(
+            ingest.compactMap(\.cpuMicrosecondsPerRequest).median, echo.compactMap(\.cpuMicrosecondsPerRequest).median)
+        print("\(prefix)ratio req/s ingest/echo: \(BenchFormat.fixed(throughput, digits: 3))")
+        print("\(prefix)ratio cpu/req ingest/echo: \(BenchFormat.fixed(cpu, digits: 2))")
+    }
+}
