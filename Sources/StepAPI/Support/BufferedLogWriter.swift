@@ -1,24 +1,22 @@
 import Foundation
 
-/// Writes log lines to a file descriptor from a thread of its own, so a request never waits for a
-/// terminal, a pipe or a disk. Lines are appended to a buffer under a lock and the writer thread drains
-/// it; `flush()` waits until everything appended so far is written, so nothing is lost at shutdown.
-/// The buffer is bounded: past `limit` bytes an appender waits for the writer (back-pressure, no loss).
+/// Writes log lines to a file descriptor off the caller's thread, so a request never waits for a terminal, a
+/// pipe or a disk. Lines are appended to a buffer under a lock; the first append to an idle buffer schedules
+/// a drain on a serial dispatch queue, which writes until the buffer is empty. No thread of its own is kept,
+/// so the process can always exit. `flush()` waits until everything appended so far is written, so nothing
+/// is lost at shutdown. The buffer is bounded: past `limit` bytes an appender waits (back-pressure, no loss).
 final class BufferedLogWriter: @unchecked Sendable {
     // Every mutable field below is guarded by `condition`.
     private let condition = NSCondition()
     private var pending: [UInt8] = []
-    private var writing = false
+    private var draining = false
     private let descriptor: Int32
     private let limit: Int
+    private let queue = DispatchQueue(label: "stepledger.log-writer")
 
     init(descriptor: Int32, limit: Int = 4 << 20) {
         self.descriptor = descriptor
         self.limit = limit
-        pending.reserveCapacity(64 << 10)
-        let thread = Thread { [self] in drainForever() }
-        thread.name = "stepledger-log-writer"
-        thread.start()
     }
 
     func append(_ line: String) {
@@ -26,33 +24,35 @@ final class BufferedLogWriter: @unchecked Sendable {
         while pending.count > limit { condition.wait() }
         pending.append(contentsOf: line.utf8)
         pending.append(UInt8(ascii: "\n"))
-        condition.broadcast()
+        let schedules = !draining
+        draining = true
         condition.unlock()
+        if schedules { queue.async { self.drain() } }
     }
 
     /// Returns once every line appended before the call has been handed to the kernel.
     func flush() {
         condition.lock()
-        while !pending.isEmpty || writing { condition.wait() }
+        while draining { condition.wait() }
         condition.unlock()
     }
 
-    private func drainForever() {
+    private func drain() {
         var chunk: [UInt8] = []
         while true {
             condition.lock()
-            while pending.isEmpty { condition.wait() }
+            if pending.isEmpty {
+                draining = false
+                condition.broadcast()
+                condition.unlock()
+                return
+            }
             swap(&chunk, &pending)
-            writing = true
+            condition.broadcast()  // room in the buffer again
             condition.unlock()
 
             writeAll(chunk)
             chunk.removeAll(keepingCapacity: true)
-
-            condition.lock()
-            writing = false
-            condition.broadcast()
-            condition.unlock()
         }
     }
 
