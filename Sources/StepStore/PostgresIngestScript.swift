@@ -75,12 +75,12 @@ package enum PostgresIngestScript {
         if mirror.displayStyle == .optional, mirror.children.isEmpty { return "NULL" }
         if let text = value as? String {
             switch text {
-            case walker: return "('pgbench-' || :client_id)"
-            case key: return "('k' || :key)"
+            case walker: return "('pgbench-' || CAST(:client_id AS TEXT))"
+            case key: return "('k' || CAST(:key AS TEXT))"
             default:
                 // Row ids the statements generate: a fresh random id per execution, as the server makes.
                 if UUID(uuidString: text) != nil { return "md5(random()::text)" }
-                return "'" + text.replacingOccurrences(of: "'", with: "''") + "'"
+                return quoted(text)
             }
         }
         if let number = value as? Int {
@@ -92,6 +92,15 @@ package enum PostgresIngestScript {
             default: return "CAST(\(number) AS BIGINT)"
             }
         }
-        return "'" + String(describing: value).replacingOccurrences(of: "'", with: "''") + "'"
+        return quoted(String(describing: value))
+    }
+
+    /// A SQL string literal in which pgbench sees no variable: every `:` becomes `chr(58)`, because pgbench
+    /// would read `:name` even inside quotes.
+    private static func quoted(_ text: String) -> String {
+        let parts = text.split(separator: ":", omittingEmptySubsequences: false).map {
+            "'" + $0.replacingOccurrences(of: "'", with: "''") + "'"
+        }
+        return parts.count == 1 ? parts[0] : "(" + parts.joined(separator: " || chr(58) || ") + ")"
     }
 }
