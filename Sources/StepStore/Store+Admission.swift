@@ -75,25 +75,16 @@ extension Store {
         walkerId: String, bucket: String, windowStart: Date, limit: Int, idempotency: IdempotencyRequest?, now: Date
     ) -> SQLQueryString {
         let nowMs = now.millisecondsSince1970
-        let start = windowStart.millisecondsSince1970
         let key = idempotency?.key ?? ""
         let hash = idempotency?.requestHash ?? ""
         let leaseUntil = nowMs + Int((idempotency?.leaseSeconds ?? 0) * 1000)
         let wantsClaim = idempotency == nil ? 0 : 1
-        return """
-            WITH walker AS (
-                INSERT INTO walkers (walker_id, created_at, lifetime_steps) VALUES (\(bind: walkerId), \(bind: nowMs), 0)
-                ON CONFLICT (walker_id) DO NOTHING
-            ),
-            hit AS (
-                INSERT INTO rate_limits (walker_id, bucket, window_start, hits)
-                VALUES (\(bind: walkerId), \(bind: bucket), \(bind: start), 1)
-                ON CONFLICT (walker_id, bucket) DO UPDATE SET
-                    hits = CASE WHEN rate_limits.window_start >= excluded.window_start
-                        THEN rate_limits.hits + 1 ELSE 1 END,
-                    window_start = CASE WHEN rate_limits.window_start >= excluded.window_start
-                        THEN rate_limits.window_start ELSE excluded.window_start END
-                RETURNING hits, window_start
+        var query: SQLQueryString = "WITH walker AS (\n"
+        query += StoreTransaction.ensureWalkerStatement(walkerId, now: now)
+        query += "\n),\nhit AS (\n"
+        query += StoreTransaction.hitRateLimitStatement(walkerId: walkerId, bucket: bucket, windowStart: windowStart)
+        query += """
+
             ),
             claim AS (
                 INSERT INTO idempotency_keys (walker_id, idem_key, request_hash, state, created_at, lease_until)
@@ -104,6 +95,7 @@ extension Store {
             )
             SELECT hit.hits, hit.window_start, (SELECT COUNT(*) FROM claim) AS claimed FROM hit
             """
+        return query
     }
 }
 

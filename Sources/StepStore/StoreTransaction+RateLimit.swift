@@ -11,24 +11,27 @@ extension StoreTransaction {
     /// Counts one hit in the walker's current window of `bucket`, starting a new window when the stored one
     /// is older than `windowStart`. One statement, so concurrent instances never lose a hit.
     package func hitRateLimit(walkerId: String, bucket: String, windowStart: Date) async throws -> RateLimitWindow {
-        let start = windowStart.millisecondsSince1970
         guard
             let row = try await sql.raw(
-                """
-                INSERT INTO rate_limits (walker_id, bucket, window_start, hits)
-                VALUES (\(bind: walkerId), \(bind: bucket), \(bind: start), 1)
-                ON CONFLICT (walker_id, bucket) DO UPDATE SET
-                    hits = CASE WHEN rate_limits.window_start >= excluded.window_start
-                        THEN rate_limits.hits + 1 ELSE 1 END,
-                    window_start = CASE WHEN rate_limits.window_start >= excluded.window_start
-                        THEN rate_limits.window_start ELSE excluded.window_start END
-                RETURNING hits, window_start
-                """
+                Self.hitRateLimitStatement(walkerId: walkerId, bucket: bucket, windowStart: windowStart)
             ).first()
         else { throw StoreError.corrupt("rate limit upsert returned no row") }
         return RateLimitWindow(
             hits: try row.decode(column: "hits", as: Int.self),
             windowStart: Date(millisecondsSince1970: try row.decode(column: "window_start", as: Int.self))
         )
+    }
+
+    static func hitRateLimitStatement(walkerId: String, bucket: String, windowStart: Date) -> SQLQueryString {
+        """
+        INSERT INTO rate_limits (walker_id, bucket, window_start, hits)
+        VALUES (\(bind: walkerId), \(bind: bucket), \(bind: windowStart.millisecondsSince1970), 1)
+        ON CONFLICT (walker_id, bucket) DO UPDATE SET
+            hits = CASE WHEN rate_limits.window_start >= excluded.window_start
+                THEN rate_limits.hits + 1 ELSE 1 END,
+            window_start = CASE WHEN rate_limits.window_start >= excluded.window_start
+                THEN rate_limits.window_start ELSE excluded.window_start END
+        RETURNING hits, window_start
+        """
     }
 }
