@@ -1,6 +1,5 @@
 import Foundation
 import SQLKit
-import SQLiteNIO
 
 /// The ledger's storage: a `Database` plus the typed operations of `StoreTransaction`.
 package struct Store: Sendable {
@@ -17,19 +16,8 @@ package struct Store: Sendable {
         _ body: @escaping @Sendable (StoreTransaction) async throws -> T
     ) async throws -> T {
         let kind = database.kind
-        do {
-            return try await database.transaction { sql in
-                try await body(StoreTransaction(sql: sql, kind: kind))
-            }
-        } catch let error as SQLiteError where Self.isTransient(error) {
-            throw StoreError.unavailable("SQLite: \(error.reason)")
-        }
-    }
-
-    private static func isTransient(_ error: SQLiteError) -> Bool {
-        switch error.reason {
-        case .busy, .busyTimeout, .locked, .full, .ioError, .cantOpen, .readOnly: true
-        default: false
+        return try await database.transaction { sql in
+            try await body(StoreTransaction(sql: sql, kind: kind))
         }
     }
 }

@@ -1,10 +1,5 @@
-import Foundation
 import Logging
-import NIOCore
-import NIOPosix
 import SQLKit
-import SQLiteKit
-import SQLiteNIO
 import Synchronization
 
 /// How hard SQLite pushes a commit to disk (`PRAGMA synchronous`).
@@ -16,133 +11,167 @@ package enum SQLiteSynchronous: String, Sendable, Hashable, CaseIterable {
     case normal = "NORMAL"
 }
 
-/// SQLite: one file in WAL mode, one connection. Transactions are group-committed: the ones that arrive
-/// while a batch is being written wait, then run one after another inside one transaction (each in its
-/// own savepoint, so one that fails is rolled back alone) and share a single commit, so many requests pay
-/// for one fsync. None is answered before the commit that holds it is durable.
+/// SQLite: one file in WAL mode, one connection on a thread of its own, statements prepared once.
+///
+/// Transactions are group-committed: the ones that arrive while a batch is being written wait, then run
+/// one after another inside one transaction (each in its own savepoint, so one that fails is rolled back
+/// alone) and share a single commit, so many requests pay for one fsync. None is answered before the
+/// commit that holds it is durable. A batch runs on the connection's thread from `BEGIN` to `COMMIT`:
+/// one hop per batch, none per statement.
 package final class SQLiteDatabase: Database {
     package let kind = DatabaseKind.sqlite
     package let path: String
-    private let connection: SQLiteConnection
-    /// The connection's own thread: while SQLite waits for another process's write lock it blocks only
-    /// this connection, never a thread other work needs.
-    private let threadPool: NIOThreadPool
-    private let lock = AsyncSerialLock()
-    private let pending = Mutex(PendingUnits())
+    private let handle: SQLiteHandle
+    private let executor: SQLiteThreadExecutor
+    private let logger: Logger
+    private let queue = Mutex(UnitQueue())
     private let statistics = Mutex(GroupCommitStatistics())
     /// The most transactions one commit carries, so one batch cannot hold the writer for long.
     package static let maximumBatch = 64
 
-    private init(path: String, connection: SQLiteConnection, threadPool: NIOThreadPool) {
+    private init(path: String, handle: SQLiteHandle, executor: SQLiteThreadExecutor, logger: Logger) {
         self.path = path
-        self.connection = connection
-        self.threadPool = threadPool
+        self.handle = handle
+        self.executor = executor
+        self.logger = logger
     }
 
     /// Batches and transactions so far (tests and operators: transactions ÷ batches is the sharing of commits).
     package var groupCommitStatistics: GroupCommitStatistics { statistics.withLock { $0 } }
 
+    /// How many statements the connection has parsed: each distinct SQL text once, while it stays cached.
+    package var statementPreparations: Int { handle.preparations.load(ordering: .relaxed) }
+
     /// Opens (creating if needed) the database file at `path`.
     package static func open(
         path: String, synchronous: SQLiteSynchronous = .full, logger: Logger
     ) async throws -> SQLiteDatabase {
-        let threadPool = NIOThreadPool(numberOfThreads: 1)
-        threadPool.start()
-        let connection: SQLiteConnection
+        let executor = SQLiteThreadExecutor()
         do {
-            connection = try await SQLiteConnection.open(
-                storage: .file(path: path), threadPool: threadPool, logger: logger,
-                on: MultiThreadedEventLoopGroup.singleton.any())
+            let handle = try await withTaskExecutorPreference(executor) {
+                let handle = try SQLiteHandle.open(path: path)
+                // busy_timeout first: other processes (a worker, a migration) may hold the write lock briefly.
+                let pragmas = [
+                    "PRAGMA busy_timeout = 5000", "PRAGMA journal_mode = WAL",
+                    "PRAGMA synchronous = \(synchronous.rawValue)",
+                ]
+                do {
+                    for pragma in pragmas { try handle.run(pragma, binds: []) { _ in } }
+                } catch {
+                    handle.close()
+                    throw error
+                }
+                return handle
+            }
+            return SQLiteDatabase(path: path, handle: handle, executor: executor, logger: logger)
         } catch {
-            try? await threadPool.shutdownGracefully()
-            throw StoreError.unavailable("cannot open SQLite database at \(path): \(error)")
+            try? await executor.shutdown()
+            throw error
         }
-        let database = SQLiteDatabase(path: path, connection: connection, threadPool: threadPool)
-        let sql = connection.sql(queryLogLevel: nil)
-        // busy_timeout first: other processes (a worker, a migration) may hold the write lock briefly.
-        let pragmas = [
-            "PRAGMA busy_timeout = 5000", "PRAGMA journal_mode = WAL", "PRAGMA synchronous = \(synchronous.rawValue)",
-        ]
-        for pragma in pragmas {
-            try await sql.raw(SQLQueryString(pragma)).run()
-        }
-        return database
     }
 
     package func transaction<T: Sendable>(
         _ body: @escaping @Sendable (any SQLDatabase) async throws -> T
     ) async throws -> T {
+        try await submit(.transaction, body)
+    }
+
+    /// Runs `body` outside a transaction, alone (no batch is open while it runs).
+    package func withConnection<T: Sendable>(
+        _ body: @escaping @Sendable (any SQLDatabase) async throws -> T
+    ) async throws -> T {
+        try await submit(.alone, body)
+    }
+
+    /// Waits for the work already submitted, then closes the connection and stops its thread.
+    package func close() async throws {
+        let handle = self.handle
+        _ = try await submit(.alone) { _ in
+            handle.close()
+            return true
+        }
+        let drain = queue.withLock { queue in
+            queue.closed = true
+            return queue.drain
+        }
+        await drain?.value
+        try await executor.shutdown()
+    }
+
+    private func submit<T: Sendable>(
+        _ kind: WorkUnit.Kind, _ body: @escaping @Sendable (any SQLDatabase) async throws -> T
+    ) async throws -> T {
         let value = try await withCheckedThrowingContinuation { continuation in
-            let unit = PendingUnit(body: { try await body($0) }, continuation: continuation)
-            let startsDrain = pending.withLock { queue in
+            let unit = WorkUnit(kind: kind, body: { try await body($0) }, continuation: continuation)
+            let accepted = queue.withLock { queue in
+                guard !queue.closed else { return false }
                 queue.units.append(unit)
-                guard !queue.draining else { return false }
-                queue.draining = true
+                if queue.drain == nil {
+                    queue.drain = Task(executorPreference: executor) { await self.drain() }
+                }
                 return true
             }
-            if startsDrain { Task { await self.drain() } }
+            if !accepted { continuation.resume(throwing: StoreError.unavailable("the SQLite database is closed")) }
         }
         guard let typed = value as? T else { throw StoreError.corrupt("a transaction returned an unexpected type") }
         return typed
     }
 
-    /// Runs batches until no transaction is waiting. Exactly one drain runs at a time.
+    /// Runs batches until nothing waits. At most one drain runs at a time, on the connection's thread.
     private func drain() async {
+        let database = SQLiteUnitDatabase(handle: handle, logger: logger, eventLoop: executor.eventLoop)
         while true {
-            let batch = pending.withLock { queue in
-                let taken = Array(queue.units.prefix(Self.maximumBatch))
-                queue.units.removeFirst(taken.count)
-                if taken.isEmpty { queue.draining = false }
+            let batch = queue.withLock { queue in
+                let taken = queue.nextBatch(maximum: Self.maximumBatch)
+                if taken.isEmpty { queue.drain = nil }
                 return taken
             }
-            guard !batch.isEmpty else { return }
-            let outcomes = await commit(batch)
+            guard let first = batch.first else { return }
+            if first.kind == .alone {
+                first.continuation.resume(with: await Self.outcome(first, database))
+                continue
+            }
+            let outcomes = await commit(batch, database)
             for (unit, outcome) in zip(batch, outcomes) { unit.continuation.resume(with: outcome) }
         }
     }
 
     /// One transaction for the whole batch; each unit in a savepoint when there are several.
-    private func commit(_ batch: [PendingUnit]) async -> [Result<any Sendable, any Error>] {
-        let sql = connection.sql(queryLogLevel: nil)
-        let failAll = { (error: any Error) in batch.map { _ in Result<any Sendable, any Error>.failure(error) } }
+    private func commit(_ batch: [WorkUnit], _ sql: SQLiteUnitDatabase) async -> [Result<any Sendable, any Error>] {
         do {
-            return try await lock.withLock {
-                // IMMEDIATE takes the write lock up front, so two processes never deadlock upgrading a read lock.
-                try await sql.raw("BEGIN IMMEDIATE").run()
-                var outcomes: [Result<any Sendable, any Error>] = []
-                do {
-                    if batch.count == 1 {
-                        outcomes.append(try await Self.runAlone(batch[0], sql))
-                    } else {
-                        for unit in batch { outcomes.append(try await Self.runInSavepoint(unit, sql)) }
-                    }
-                    if outcomes.contains(where: { (try? $0.get()) != nil }) {
-                        try await sql.raw("COMMIT").run()
-                    } else {
-                        // Nothing to keep. A failure may have ended the transaction already, so this may fail.
-                        try? await sql.raw("ROLLBACK").run()
-                    }
-                } catch {
-                    // The transaction itself failed (SQLite may already have rolled it back): nothing of the
-                    // batch is kept, and every unit learns so.
-                    try? await sql.raw("ROLLBACK").run()
-                    throw error
-                }
-                statistics.withLock {
-                    $0.batches += 1
-                    $0.transactions += batch.count
-                }
-                return outcomes
+            // IMMEDIATE takes the write lock up front, so two processes never deadlock upgrading a read lock.
+            try await sql.raw("BEGIN IMMEDIATE").run()
+        } catch {
+            return batch.map { _ in .failure(error) }
+        }
+        var outcomes: [Result<any Sendable, any Error>] = []
+        do {
+            if batch.count == 1 {
+                // A single unit needs no savepoint: its failure rolls back the whole (one-unit) transaction.
+                outcomes.append(await Self.outcome(batch[0], sql))
+            } else {
+                for unit in batch { outcomes.append(try await Self.runInSavepoint(unit, sql)) }
+            }
+            if outcomes.contains(where: { (try? $0.get()) != nil }) {
+                try await sql.raw("COMMIT").run()
+            } else {
+                // Nothing to keep. A failure may have ended the transaction already, so this may fail.
+                try? await sql.raw("ROLLBACK").run()
             }
         } catch {
-            return failAll(error)
+            // The transaction itself failed (SQLite may already have rolled it back): nothing of the batch is
+            // kept, and every unit learns so.
+            try? await sql.raw("ROLLBACK").run()
+            return batch.map { _ in .failure(error) }
         }
+        statistics.withLock {
+            $0.batches += 1
+            $0.transactions += batch.count
+        }
+        return outcomes
     }
 
-    /// A single unit needs no savepoint: its failure rolls back the whole (one-unit) transaction.
-    private static func runAlone(_ unit: PendingUnit, _ sql: any SQLDatabase) async throws -> Result<
-        any Sendable, any Error
-    > {
+    private static func outcome(_ unit: WorkUnit, _ sql: SQLiteUnitDatabase) async -> Result<any Sendable, any Error> {
         do {
             return .success(try await unit.body(sql))
         } catch {
@@ -152,31 +181,14 @@ package final class SQLiteDatabase: Database {
 
     /// Runs one unit of a batch in a savepoint. A unit that throws is rolled back to its savepoint and gets
     /// its error; if even that fails the transaction is gone, and the batch fails as a whole.
-    private static func runInSavepoint(_ unit: PendingUnit, _ sql: any SQLDatabase) async throws -> Result<
+    private static func runInSavepoint(_ unit: WorkUnit, _ sql: SQLiteUnitDatabase) async throws -> Result<
         any Sendable, any Error
     > {
         try await sql.raw("SAVEPOINT unit").run()
-        do {
-            let value = try await unit.body(sql)
-            try await sql.raw("RELEASE unit").run()
-            return .success(value)
-        } catch {
-            try await sql.raw("ROLLBACK TO unit").run()
-            try await sql.raw("RELEASE unit").run()
-            return .failure(error)
-        }
-    }
-
-    package func withConnection<T: Sendable>(
-        _ body: @escaping @Sendable (any SQLDatabase) async throws -> T
-    ) async throws -> T {
-        let sql = connection.sql(queryLogLevel: nil)
-        return try await lock.withLock { try await body(sql) }
-    }
-
-    package func close() async throws {
-        try await connection.close()
-        try await threadPool.shutdownGracefully()
+        let outcome = await outcome(unit, sql)
+        if case .failure = outcome { try await sql.raw("ROLLBACK TO unit").run() }
+        try await sql.raw("RELEASE unit").run()
+        return outcome
     }
 }
 
@@ -186,12 +198,30 @@ package struct GroupCommitStatistics: Sendable, Hashable {
     package var transactions = 0
 }
 
-private struct PendingUnit: Sendable {
+private struct WorkUnit: Sendable {
+    enum Kind: Sendable {
+        /// Part of a group-committed transaction.
+        case transaction
+        /// Runs by itself, outside any transaction.
+        case alone
+    }
+
+    let kind: Kind
     let body: @Sendable (any SQLDatabase) async throws -> any Sendable
     let continuation: CheckedContinuation<any Sendable, any Error>
 }
 
-private struct PendingUnits: Sendable {
-    var units: [PendingUnit] = []
-    var draining = false
+private struct UnitQueue: Sendable {
+    var units: [WorkUnit] = []
+    var drain: Task<Void, Never>?
+    var closed = false
+
+    /// The next unit that runs alone, or the transactions before it (at most `maximum`).
+    mutating func nextBatch(maximum: Int) -> [WorkUnit] {
+        guard let first = units.first else { return [] }
+        let count = first.kind == .alone ? 1 : units.prefix(maximum).prefix { $0.kind == .transaction }.count
+        let taken = Array(units.prefix(count))
+        units.removeFirst(count)
+        return taken
+    }
 }
