@@ -47,6 +47,18 @@ struct OpsTests {
             #expect(text.contains("stepledger_http_request_duration_seconds_bucket"))
             #expect(text.contains(#"stepledger_ingest_verdicts_total{verdict="REJECTED"} 1"#))
             #expect(text.contains(#"stepledger_ingest_reasons_total{reason="COUNT_EXCEEDS_CAP"} 1"#))
+            // Instruments are made once per label set and kept: later requests add to the same series.
+            _ = try await client.ingest(IngestBody(count: 60_001), token: token)
+            _ = try await client.ingest(IngestBody(count: 70_000), token: token)
+            let later = try await client.execute(uri: "/metrics", method: .get).text
+            #expect(
+                later.contains(#"stepledger_http_requests_total{route="/step/ingest",method="POST",status="422"} 3"#))
+            #expect(
+                later.contains(
+                    #"stepledger_http_request_duration_seconds_count{route="/step/ingest",method="POST",status="422"} 3"#
+                ))
+            #expect(later.contains(#"stepledger_ingest_verdicts_total{verdict="REJECTED"} 3"#))
+            #expect(later.contains(#"stepledger_ingest_reasons_total{reason="COUNT_EXCEEDS_CAP"} 3"#))
         }
     }
 

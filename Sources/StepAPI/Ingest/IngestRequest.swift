@@ -48,7 +48,7 @@ extension IngestRequest {
     static let maxStringLength = 255
 
     /// Decodes `body`; `headerKey` is the raw `Idempotency-Key` header, if any.
-    package static func decode(body: some DataProtocol, headerKey: String?) throws(RequestValidationError)
+    package static func decode(body: some Collection<UInt8>, headerKey: String?) throws(RequestValidationError)
         -> IngestRequest
     {
         guard let json = JSONCoding.decodeValue(body) else {

@@ -1,8 +1,14 @@
 import Prometheus
+import Synchronization
 
 /// The service's Prometheus registry. One per application, so tests never share counters.
-package struct ServiceMetrics: Sendable {
+///
+/// Each label combination's instruments are made once and kept, so recording a request is a dictionary
+/// lookup and an atomic add: no metric name, label list or status text is built per request.
+package final class ServiceMetrics: Sendable {
     package let registry = PrometheusCollectorRegistry()
+    private let requestInstruments = Mutex<[RequestLabels: RequestInstruments]>([:])
+    private let labelCounters = Mutex<[CounterLabel: Counter]>([:])
     static let latencyBuckets: [Duration] = [
         .milliseconds(1), .milliseconds(2), .milliseconds(5), .milliseconds(10), .milliseconds(25),
         .milliseconds(50), .milliseconds(100), .milliseconds(250), .milliseconds(500), .seconds(1), .seconds(2.5),
@@ -31,18 +37,56 @@ package struct ServiceMetrics: Sendable {
     package init() {}
 
     func recordRequest(route: String, method: String, status: Int, duration: Duration) {
-        let labels = [("route", route), ("method", method), ("status", String(status))]
-        registry.makeCounter(descriptor: Self.requests, labels: labels).increment()
-        registry.makeDurationHistogram(descriptor: Self.duration, labels: labels, buckets: Self.latencyBuckets)
-            .record(duration)
+        let key = RequestLabels(route: route, method: method, status: status)
+        let instruments = requestInstruments.withLock { cache in
+            if let known = cache[key] { return known }
+            let labels = [("route", route), ("method", method), ("status", String(status))]
+            let made = RequestInstruments(
+                count: registry.makeCounter(descriptor: Self.requests, labels: labels),
+                duration: registry.makeDurationHistogram(
+                    descriptor: Self.duration, labels: labels, buckets: Self.latencyBuckets))
+            cache[key] = made
+            return made
+        }
+        instruments.count.increment()
+        instruments.duration.record(duration)
     }
 
     func recordVerdict(_ verdict: String, reasons: [String]) {
-        registry.makeCounter(descriptor: Self.verdicts, labels: [("verdict", verdict)]).increment()
-        for reason in reasons {
-            registry.makeCounter(descriptor: Self.reasons, labels: [("reason", reason)]).increment()
+        counter(.verdict(verdict)).increment()
+        for reason in reasons { counter(.reason(reason)).increment() }
+    }
+
+    private func counter(_ label: CounterLabel) -> Counter {
+        labelCounters.withLock { cache in
+            if let known = cache[label] { return known }
+            let made: Counter
+            switch label {
+            case .verdict(let verdict):
+                made = registry.makeCounter(descriptor: Self.verdicts, labels: [("verdict", verdict)])
+            case .reason(let reason):
+                made = registry.makeCounter(descriptor: Self.reasons, labels: [("reason", reason)])
+            }
+            cache[label] = made
+            return made
         }
     }
 
     package func render() -> String { registry.emitToString() }
+}
+
+private struct RequestLabels: Hashable, Sendable {
+    var route: String
+    var method: String
+    var status: Int
+}
+
+private struct RequestInstruments: Sendable {
+    var count: Counter
+    var duration: DurationHistogram
+}
+
+private enum CounterLabel: Hashable, Sendable {
+    case verdict(String)
+    case reason(String)
 }

@@ -1,0 +1,261 @@
+/// A strict JSON reader (RFC 8259) that builds a `JSONValue` straight from the body's bytes: no `Data` copy,
+/// no `Decoder` containers. Numbers read as `JSONDecoder` would read them into `JSONValue`: an integral value
+/// that fits `Int` is `.int` (so `2.0` and `2e3` are integers), anything else `.double`. Strings must be
+/// valid UTF-8; unpaired surrogate escapes, control characters and trailing bytes are refused, and so are
+/// trailing commas (which `JSONDecoder` lets through, but RFC 8259 does not). A repeated key keeps its first value. Nesting deeper than `maximumDepth` is refused rather than followed.
+package enum JSONReader {
+    package static let maximumDepth = 512
+
+    /// The value `bytes` holds, or nil when they are not exactly one JSON value (whitespace around it allowed).
+    package static func read(_ bytes: some Collection<UInt8>) -> JSONValue? {
+        if let value = bytes.withContiguousStorageIfAvailable({ read(buffer: UnsafeRawBufferPointer($0)) }) {
+            return value
+        }
+        return Array(bytes).withUnsafeBytes { read(buffer: $0) }
+    }
+
+    private static func read(buffer: UnsafeRawBufferPointer) -> JSONValue? {
+        var cursor = JSONCursor(bytes: buffer)
+        do {
+            cursor.skipWhitespace()
+            let value = try cursor.value(depth: 0)
+            cursor.skipWhitespace()
+            return cursor.atEnd ? value : nil
+        } catch {
+            return nil
+        }
+    }
+}
+
+private struct JSONSyntaxError: Error {}
+
+private struct JSONCursor {
+    let bytes: UnsafeRawBufferPointer
+    var index = 0
+
+    var atEnd: Bool { index >= bytes.count }
+
+    private func peek() -> UInt8? { index < bytes.count ? bytes[index] : nil }
+
+    mutating func skipWhitespace() {
+        while index < bytes.count {
+            switch bytes[index] {
+            case 0x20, 0x09, 0x0A, 0x0D: index += 1
+            default: return
+            }
+        }
+    }
+
+    private mutating func expect(_ byte: UInt8) throws(JSONSyntaxError) {
+        guard peek() == byte else { throw JSONSyntaxError() }
+        index += 1
+    }
+
+    mutating func value(depth: Int) throws(JSONSyntaxError) -> JSONValue {
+        guard let byte = peek() else { throw JSONSyntaxError() }
+        switch byte {
+        case UInt8(ascii: "{"): return try object(depth: depth + 1)
+        case UInt8(ascii: "["): return try array(depth: depth + 1)
+        case UInt8(ascii: "\""): return .string(try string())
+        case UInt8(ascii: "t"):
+            try literal("true")
+            return .bool(true)
+        case UInt8(ascii: "f"):
+            try literal("false")
+            return .bool(false)
+        case UInt8(ascii: "n"):
+            try literal("null")
+            return .null
+        case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return try number()
+        default: throw JSONSyntaxError()
+        }
+    }
+
+    private mutating func literal(_ word: StaticString) throws(JSONSyntaxError) {
+        let count = word.utf8CodeUnitCount
+        guard bytes.count - index >= count else { throw JSONSyntaxError() }
+        let text = word.utf8Start
+        for offset in 0..<count where bytes[index + offset] != text[offset] { throw JSONSyntaxError() }
+        index += count
+    }
+
+    private mutating func object(depth: Int) throws(JSONSyntaxError) -> JSONValue {
+        guard depth <= JSONReader.maximumDepth else { throw JSONSyntaxError() }
+        index += 1
+        var members: [String: JSONValue] = [:]
+        skipWhitespace()
+        if peek() == UInt8(ascii: "}") {
+            index += 1
+            return .object(members)
+        }
+        while true {
+            skipWhitespace()
+            guard peek() == UInt8(ascii: "\"") else { throw JSONSyntaxError() }
+            let key = try string()
+            skipWhitespace()
+            try expect(UInt8(ascii: ":"))
+            skipWhitespace()
+            let member = try value(depth: depth)
+            // A repeated key keeps its first value, as JSONDecoder did.
+            if members[key] == nil { members[key] = member }
+            skipWhitespace()
+            guard let next = peek() else { throw JSONSyntaxError() }
+            index += 1
+            if next == UInt8(ascii: "}") { return .object(members) }
+            guard next == UInt8(ascii: ",") else { throw JSONSyntaxError() }
+        }
+    }
+
+    private mutating func array(depth: Int) throws(JSONSyntaxError) -> JSONValue {
+        guard depth <= JSONReader.maximumDepth else { throw JSONSyntaxError() }
+        index += 1
+        var elements: [JSONValue] = []
+        skipWhitespace()
+        if peek() == UInt8(ascii: "]") {
+            index += 1
+            return .array(elements)
+        }
+        while true {
+            skipWhitespace()
+            elements.append(try value(depth: depth))
+            skipWhitespace()
+            guard let next = peek() else { throw JSONSyntaxError() }
+            index += 1
+            if next == UInt8(ascii: "]") { return .array(elements) }
+            guard next == UInt8(ascii: ",") else { throw JSONSyntaxError() }
+        }
+    }
+
+    /// A string from its opening quote. Runs without escapes are validated and copied as they are.
+    private mutating func string() throws(JSONSyntaxError) -> String {
+        index += 1
+        let start = index
+        while index < bytes.count {
+            let byte = bytes[index]
+            if byte == UInt8(ascii: "\"") {
+                let text = try Self.utf8(bytes[start..<index])
+                index += 1
+                return text
+            }
+            if byte == UInt8(ascii: "\\") { break }
+            guard byte >= 0x20 else { throw JSONSyntaxError() }
+            index += 1
+        }
+        var scalars: [UInt8] = Array(bytes[start..<index])
+        while index < bytes.count {
+            let byte = bytes[index]
+            index += 1
+            switch byte {
+            case UInt8(ascii: "\""):
+                return try Self.utf8(scalars[...])
+            case UInt8(ascii: "\\"):
+                try escape(into: &scalars)
+            case 0x00..<0x20:
+                throw JSONSyntaxError()
+            default:
+                scalars.append(byte)
+            }
+        }
+        throw JSONSyntaxError()
+    }
+
+    private static func utf8(_ slice: some Collection<UInt8>) throws(JSONSyntaxError) -> String {
+        guard let text = String(validating: slice, as: UTF8.self) else { throw JSONSyntaxError() }
+        return text
+    }
+
+    private mutating func escape(into scalars: inout [UInt8]) throws(JSONSyntaxError) {
+        guard let byte = peek() else { throw JSONSyntaxError() }
+        index += 1
+        switch byte {
+        case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): scalars.append(byte)
+        case UInt8(ascii: "b"): scalars.append(0x08)
+        case UInt8(ascii: "f"): scalars.append(0x0C)
+        case UInt8(ascii: "n"): scalars.append(0x0A)
+        case UInt8(ascii: "r"): scalars.append(0x0D)
+        case UInt8(ascii: "t"): scalars.append(0x09)
+        case UInt8(ascii: "u"):
+            var code = UInt32(try hex4())
+            if (0xD800..<0xDC00).contains(code) {
+                // A high surrogate must be followed by an escaped low one.
+                try expect(UInt8(ascii: "\\"))
+                try expect(UInt8(ascii: "u"))
+                let low = UInt32(try hex4())
+                guard (0xDC00..<0xE000).contains(low) else { throw JSONSyntaxError() }
+                code = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00)
+            } else if (0xDC00..<0xE000).contains(code) {
+                throw JSONSyntaxError()
+            }
+            guard let scalar = Unicode.Scalar(code) else { throw JSONSyntaxError() }
+            scalars.append(contentsOf: UTF8.encode(scalar)!)
+        default:
+            throw JSONSyntaxError()
+        }
+    }
+
+    private mutating func hex4() throws(JSONSyntaxError) -> UInt16 {
+        guard bytes.count - index >= 4 else { throw JSONSyntaxError() }
+        var value: UInt16 = 0
+        for _ in 0..<4 {
+            let byte = bytes[index]
+            let digit: UInt8
+            switch byte {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = byte - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = byte - UInt8(ascii: "a") + 10
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = byte - UInt8(ascii: "A") + 10
+            default: throw JSONSyntaxError()
+            }
+            value = value << 4 | UInt16(digit)
+            index += 1
+        }
+        return value
+    }
+
+    private mutating func digits() -> Int {
+        let start = index
+        while let byte = peek(), byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9") { index += 1 }
+        return index - start
+    }
+
+    private mutating func number() throws(JSONSyntaxError) -> JSONValue {
+        let start = index
+        let negative = peek() == UInt8(ascii: "-")
+        if negative { index += 1 }
+        let integerStart = index
+        let integerDigits = digits()
+        guard integerDigits > 0 else { throw JSONSyntaxError() }
+        if integerDigits > 1, bytes[integerStart] == UInt8(ascii: "0") { throw JSONSyntaxError() }
+        var integral = true
+        if peek() == UInt8(ascii: ".") {
+            index += 1
+            guard digits() > 0 else { throw JSONSyntaxError() }
+            integral = false
+        }
+        if peek() == UInt8(ascii: "e") || peek() == UInt8(ascii: "E") {
+            index += 1
+            if peek() == UInt8(ascii: "+") || peek() == UInt8(ascii: "-") { index += 1 }
+            guard digits() > 0 else { throw JSONSyntaxError() }
+            integral = false
+        }
+        if integral, let value = Self.integer(bytes[integerStart..<index], negative: negative) { return .int(value) }
+        guard let text = String(validating: bytes[start..<index], as: UTF8.self), let double = Double(text),
+            double.isFinite
+        else { throw JSONSyntaxError() }
+        if let exact = Int(exactly: double) { return .int(exact) }
+        return .double(double)
+    }
+
+    /// Plain decimal digits as an `Int`, or nil when they overflow it.
+    private static func integer(_ digits: Slice<UnsafeRawBufferPointer>, negative: Bool) -> Int? {
+        var value = 0
+        for byte in digits {
+            let digit = Int(byte - UInt8(ascii: "0"))
+            let (shifted, overflowShift) = value.multipliedReportingOverflow(by: 10)
+            let (next, overflowAdd) =
+                negative ? shifted.subtractingReportingOverflow(digit) : shifted.addingReportingOverflow(digit)
+            if overflowShift || overflowAdd { return nil }
+            value = next
+        }
+        return value
+    }
+}

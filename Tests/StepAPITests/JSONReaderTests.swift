@@ -1,0 +1,144 @@
+import Foundation
+import Testing
+
+@testable import StepAPI
+
+@Suite("JSON reader for request bodies")
+struct JSONReaderTests {
+    static func foundation(_ text: [UInt8]) -> JSONValue? {
+        try? JSONDecoder().decode(JSONValue.self, from: Data(text))
+    }
+
+    static let cases: [String] = [
+        #"{"day":"2026-05-18","count":8421,"gyroSamplesObserved":true,"deviceModel":null}"#,
+        #"  {"a" : [1, -2, 3.5, -0.25e2, 1E3, 2.0, -0, 0, 12345678901234567890]}  "#,
+        #"{"s":"tab\there \"quoted\" back\\slash \/ \u00e9 \ud83d\udeb6 \u0000"}"#,
+        #"{"nested":{"deeper":{"deepest":[[],{}]}}}"#,
+        #"[true,false,null]"#, #""bare string""#, "42", "-7", "1.5", "9223372036854775807", "-9223372036854775808",
+        "9223372036854775808", "zażółć", #"{"k":"zażółć 🚶"}"#, #"{"dup":1,"dup":2}"#,
+        // Refused by both.
+        "", " ", "{", "}", "{'a':1}", "01", "-", "1.", ".5", "1e", "+1", "nul", "tru",
+        "NaN", "Infinity", "1e400", #"{"a":1} x"#, #""unterminated"#, "\"ctrl\u{01}char\"", #""\x""#,
+        #""\ud800""#, #""\udc00""#, #""\ud800\u0041""#, #""\u12""#, "[1 2]", #"{"a" 1}"#, "[", "[[]", #"{"a":}"#,
+    ]
+
+    @Test("reads exactly what JSONDecoder reads into JSONValue, and refuses what it refuses")
+    func agreesWithFoundation() {
+        for text in Self.cases {
+            let bytes = Array(text.utf8)
+            #expect(JSONReader.read(bytes) == Self.foundation(bytes), "\(text)")
+        }
+        // Trailing commas: JSONDecoder lets them through; RFC 8259 (and this reader) does not.
+        for text in ["[1,]", #"{"a":1,}"#, #"{"a":[1,2,],"b":2}"#] {
+            #expect(JSONReader.read(Array(text.utf8)) == nil, "\(text)")
+        }
+        // Invalid UTF-8 inside a string.
+        let broken: [UInt8] = [0x22, 0xC3, 0x28, 0x22]
+        #expect(JSONReader.read(broken) == nil && Self.foundation(broken) == nil)
+    }
+
+    @Test("nesting beyond the depth limit is refused, not followed")
+    func depth() {
+        let deep = String(repeating: "[", count: 600) + String(repeating: "]", count: 600)
+        #expect(JSONReader.read(Array(deep.utf8)) == nil)
+        let fine = String(repeating: "[", count: 100) + String(repeating: "]", count: 100)
+        #expect(JSONReader.read(Array(fine.utf8)) != nil)
+    }
+
+    @Test("random documents and their one-byte mutations read the same as JSONDecoder", arguments: 0..<4)
+    func randomDocuments(seed: UInt64) {
+        var random = SplitMix(seed: seed)
+        for _ in 0..<250 {
+            let document = Self.render(Self.randomValue(&random, depth: 0), &random)
+            let bytes = Array(document.utf8)
+            let expected = Self.foundation(bytes)
+            #expect(expected != nil, "generator made invalid JSON: \(document)")
+            #expect(JSONReader.read(bytes) == expected, "\(document)")
+            var mutated = bytes
+            let position = Int(random.next() % UInt64(mutated.count))
+            switch random.next() % 3 {
+            case 0: mutated.remove(at: position)
+            case 1: mutated.insert(Self.noise[Int(random.next() % UInt64(Self.noise.count))], at: position)
+            default: mutated[position] = Self.noise[Int(random.next() % UInt64(Self.noise.count))]
+            }
+            #expect(JSONReader.read(mutated) == Self.foundation(mutated), "\(String(decoding: mutated, as: UTF8.self))")
+        }
+    }
+
+    static let noise = Array("{}[]\",:\\ 0123456789-+.eEtrufalsn\u{01}x".utf8)
+
+    static func randomValue(_ random: inout SplitMix, depth: Int) -> JSONValue {
+        switch random.next() % (depth > 3 ? 5 : 7) {
+        case 0: return .null
+        case 1: return .bool(random.next() % 2 == 0)
+        case 2: return .int(Int(truncatingIfNeeded: random.next()) >> Int(random.next() % 60))
+        case 3: return .double(Double(Int(truncatingIfNeeded: random.next()) % 1_000_000) / 64 + 0.5)
+        case 4: return .string(randomString(&random))
+        case 5: return .array((0..<Int(random.next() % 4)).map { _ in randomValue(&random, depth: depth + 1) })
+        default:
+            var object: [String: JSONValue] = [:]
+            for _ in 0..<Int(random.next() % 5) {
+                object[randomString(&random)] = randomValue(&random, depth: depth + 1)
+            }
+            return .object(object)
+        }
+    }
+
+    static func randomString(_ random: inout SplitMix) -> String {
+        let alphabet: [Character] = ["a", "Z", "0", " ", "\"", "\\", "/", "\n", "\t", "é", "🚶", "ż", "\u{7F}", "\u{1}"]
+        return String((0..<Int(random.next() % 8)).map { _ in alphabet[Int(random.next() % UInt64(alphabet.count))] })
+    }
+
+    /// JSON text for `value`, with random whitespace and, for strings, a random mix of escapes.
+    static func render(_ value: JSONValue, _ random: inout SplitMix) -> String {
+        let space = [" ", "", "\n", "\t", "  "][Int(random.next() % 5)]
+        switch value {
+        case .null: return "null"
+        case .bool(let flag): return flag ? "true" : "false"
+        case .int(let number): return String(number)
+        case .double(let number): return "\(number)"
+        case .string(let text): return quote(text, &random)
+        case .array(let elements):
+            return "[" + space + elements.map { render($0, &random) }.joined(separator: "," + space) + "]"
+        case .object(let members):
+            return "{"
+                + members.map { quote($0.key, &random) + space + ":" + render($0.value, &random) }
+                .joined(separator: "," + space) + space + "}"
+        }
+    }
+
+    static func quote(_ text: String, _ random: inout SplitMix) -> String {
+        var result = "\""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\"": result += "\\\""
+            case "\\": result += "\\\\"
+            case "\n": result += "\\n"
+            case "\t": result += "\\t"
+            case _ where scalar.value < 0x20: result += String(format: "\\u%04x", scalar.value)
+            case _ where random.next() % 4 == 0 && scalar.value < 0x10000:
+                result += String(format: "\\u%04X", scalar.value)
+            case _ where random.next() % 4 == 0 && scalar.value >= 0x10000:
+                let value = scalar.value - 0x10000
+                result += String(format: "\\u%04x\\u%04x", 0xD800 + (value >> 10), 0xDC00 + (value & 0x3FF))
+            default: result.unicodeScalars.append(scalar)
+            }
+        }
+        return result + "\""
+    }
+}
+
+/// A small deterministic generator, so a failing seed can be replayed.
+struct SplitMix {
+    var state: UInt64
+
+    init(seed: UInt64) { state = seed &+ 0x9E37_79B9_7F4A_7C15 }
+
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
