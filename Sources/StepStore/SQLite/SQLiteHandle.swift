@@ -98,7 +98,7 @@ final class SQLiteHandle: @unchecked Sendable {
         for (offset, value) in binds.enumerated() {
             let position = Int32(offset + 1)
             let code: Int32
-            if let optional = value as? any SQLiteOptionalBind, optional.isNone {
+            if let optional = value as? any OptionalBind, optional.isNone {
                 code = sqlite_nio_sqlite3_bind_null(handle, position)
             } else if let integer = value as? Int {
                 code = sqlite_nio_sqlite3_bind_int64(handle, position, Int64(integer))
@@ -157,15 +157,6 @@ private let sqliteTransient = unsafeBitCast(-1, to: sqlite3_destructor_type.self
 private struct SQLitePreparedStatement {
     let handle: OpaquePointer
     let columns: [String]
-}
-
-/// Lets a bind tell a `nil` apart from a value, whatever the wrapped type.
-private protocol SQLiteOptionalBind {
-    var isNone: Bool { get }
-}
-
-extension Optional: SQLiteOptionalBind {
-    fileprivate var isNone: Bool { self == nil }
 }
 
 /// An error SQLite reported. Conditions a retry may cure (a lock held too long, I/O, a full disk) are

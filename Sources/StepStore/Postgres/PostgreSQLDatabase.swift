@@ -23,10 +23,12 @@ package final class PostgreSQLDatabase: Database {
     private let runner: Task<Void, Never>
     /// How long one unit of work may wait for a connection and run, so a dead server is a prompt 503.
     private let deadline: Duration
+    private let logger: Logger
 
-    private init(client: PostgresClient, deadline: Duration) {
+    private init(client: PostgresClient, deadline: Duration, logger: Logger) {
         self.client = client
         self.deadline = deadline
+        self.logger = logger
         self.runner = Task { await client.run() }
     }
 
@@ -60,7 +62,8 @@ package final class PostgreSQLDatabase: Database {
         return PostgreSQLDatabase(
             client: PostgresClient(configuration: configuration, backgroundLogger: logger),
             deadline: .seconds(settings.connectTimeoutSeconds)
-                + .milliseconds(2 * settings.statementTimeoutMilliseconds))
+                + .milliseconds(2 * settings.statementTimeoutMilliseconds),
+            logger: logger)
     }
 
     package func transaction<T: Sendable>(
@@ -68,7 +71,8 @@ package final class PostgreSQLDatabase: Database {
     ) async throws -> T {
         try await translatingErrors {
             try await self.client.withConnection { connection in
-                try await connection.sql(queryLogLevel: nil).runTransaction(begin: "BEGIN", body)
+                try await PostgresUnitDatabase(connection: connection, logger: self.logger)
+                    .runTransaction(begin: "BEGIN", body)
             }
         }
     }
@@ -78,7 +82,7 @@ package final class PostgreSQLDatabase: Database {
     ) async throws -> T {
         try await translatingErrors {
             try await self.client.withConnection { connection in
-                try await body(connection.sql(queryLogLevel: nil))
+                try await body(PostgresUnitDatabase(connection: connection, logger: self.logger))
             }
         }
     }

@@ -1,0 +1,116 @@
+import Logging
+import PostgresNIO
+import Synchronization
+
+/// Named prepared statements for the statement texts the store runs again and again.
+///
+/// postgres-nio prepares a statement on each connection the first time it runs there and reuses it after,
+/// but it names a prepared statement by a *type* with a static text. The store's statements are built at
+/// run time from their definitions, so this keeps a fixed number of slot types and gives each a text the
+/// second time that text is seen (one-off statements such as migrations never take a slot). A slot's text
+/// and parameter types never change once given, so every connection that prepares a slot prepares the same
+/// statement. Texts beyond the slots, and calls whose parameter types differ from the slot's, run unnamed.
+final class PostgresPreparedSlots: Sendable {
+    static let shared = PostgresPreparedSlots()
+    /// Enough for every fixed statement of the store and the shapes of the ingest write batch.
+    static let capacity = 64
+    /// Texts seen once are remembered up to this many, then forgotten all together.
+    static let sightingsCapacity = 4_096
+
+    private let slotTypes: [any PostgresPreparedSlot.Type]
+    private let state = Mutex(State())
+
+    private struct State {
+        var slots: [String: Int] = [:]
+        var texts: [String] = []
+        var types: [[PostgresDataType]] = []
+        var sightings: Set<String> = []
+    }
+
+    private init() {
+        var types: [any PostgresPreparedSlot.Type] = [PreparedSlot<SlotRoot>.self]
+        var tag: any SlotTag.Type = SlotRoot.self
+        while types.count < Self.capacity {
+            tag = Self.next(after: tag)
+            types.append(Self.slot(for: tag))
+        }
+        slotTypes = types
+    }
+
+    private static func next<Tag: SlotTag>(after tag: Tag.Type) -> any SlotTag.Type { SlotNext<Tag>.self }
+    private static func slot<Tag: SlotTag>(for tag: Tag.Type) -> any PostgresPreparedSlot.Type {
+        PreparedSlot<Tag>.self
+    }
+
+    /// The slot to run `sql` with, or nil to run it unnamed. A nil bind (`.null`) fits any parameter type.
+    func slot(for sql: String, types: [PostgresDataType]) -> (any PostgresPreparedSlot.Type)? {
+        let index: Int? = state.withLock { state in
+            if let index = state.slots[sql] {
+                let declared = state.types[index]
+                guard declared.count == types.count else { return nil }
+                for (have, want) in zip(types, declared) where have != want && have != .null { return nil }
+                return index
+            }
+            guard state.texts.count < Self.capacity, !types.contains(.null) else { return nil }
+            guard state.sightings.contains(sql) else {
+                if state.sightings.count >= Self.sightingsCapacity { state.sightings.removeAll() }
+                state.sightings.insert(sql)
+                return nil
+            }
+            state.sightings.remove(sql)
+            state.slots[sql] = state.texts.count
+            state.texts.append(sql)
+            state.types.append(types)
+            return state.texts.count - 1
+        }
+        return index.map { slotTypes[$0] }
+    }
+
+    /// How many texts have a slot (tests and operators).
+    var assignedCount: Int { state.withLock { $0.texts.count } }
+
+    func text(at index: Int) -> String { state.withLock { $0.texts[index] } }
+    func types(at index: Int) -> [PostgresDataType] { state.withLock { $0.types[index] } }
+}
+
+/// One slot's statement type, as the store calls it.
+protocol PostgresPreparedSlot: Sendable {
+    static func run(
+        on connection: PostgresConnection, bindings: PostgresBindings, logger: Logger,
+        _ onRow: (PostgresRow) -> Void
+    ) async throws
+}
+
+/// Distinct types for the slots, built by nesting: slot n is `SlotNext` applied n times to `SlotRoot`.
+protocol SlotTag {
+    static var index: Int { get }
+}
+
+enum SlotRoot: SlotTag {
+    static let index = 0
+}
+
+enum SlotNext<Previous: SlotTag>: SlotTag {
+    static var index: Int { Previous.index + 1 }
+}
+
+private struct PreparedSlot<Tag: SlotTag>: PostgresPreparedStatement, PostgresPreparedSlot {
+    typealias Row = PostgresRow
+
+    static var name: String { "stepledger_\(Tag.index)" }
+    static var sql: String { PostgresPreparedSlots.shared.text(at: Tag.index) }
+    static var bindingDataTypes: [PostgresDataType] { PostgresPreparedSlots.shared.types(at: Tag.index) }
+
+    let bindings: PostgresBindings
+
+    func makeBindings() throws -> PostgresBindings { bindings }
+    func decodeRow(_ row: PostgresRow) throws -> PostgresRow { row }
+
+    static func run(
+        on connection: PostgresConnection, bindings: PostgresBindings, logger: Logger,
+        _ onRow: (PostgresRow) -> Void
+    ) async throws {
+        let rows = try await connection.execute(Self(bindings: bindings), logger: logger)
+        for try await row in rows { onRow(row) }
+    }
+}

@@ -1,0 +1,60 @@
+import Logging
+import NIOCore
+import PostgresKit
+import PostgresNIO
+import SQLKit
+
+/// The `SQLDatabase` a unit of work sees on PostgreSQL: one leased connection. Binds are encoded straight
+/// into the wire format, and a statement text that recurs runs as a named prepared statement
+/// (`PostgresPreparedSlots`), so the server parses and plans it once per connection rather than per call.
+struct PostgresUnitDatabase: SQLDatabase {
+    let connection: PostgresConnection
+    let logger: Logger
+
+    var eventLoop: any EventLoop { connection.eventLoop }
+    var dialect: any SQLDialect { PostgresDialect() }
+    var queryLogLevel: Logger.Level? { nil }
+
+    func execute(sql query: any SQLExpression, _ onRow: @escaping @Sendable (any SQLRow) -> Void)
+        -> EventLoopFuture<Void>
+    {
+        eventLoop.makeFutureWithTask { try await self.execute(sql: query, onRow) }
+    }
+
+    func execute(sql query: any SQLExpression, _ onRow: @escaping @Sendable (any SQLRow) -> Void) async throws {
+        let (sql, binds) = serialize(query)
+        var bindings = PostgresBindings(capacity: binds.count)
+        var types: [PostgresDataType] = []
+        types.reserveCapacity(binds.count)
+        for bind in binds { types.append(try Self.append(bind, to: &bindings)) }
+        if let slot = PostgresPreparedSlots.shared.slot(for: sql, types: types) {
+            try await slot.run(on: connection, bindings: bindings, logger: logger) { onRow($0.sql()) }
+        } else {
+            let rows = try await connection.query(PostgresQuery(unsafeSQL: sql, binds: bindings), logger: logger)
+            for try await row in rows { onRow(row.sql()) }
+        }
+    }
+
+    /// Encodes one bind; returns its type, `.null` for a nil (which fits a parameter of any type).
+    private static func append(_ value: any Encodable & Sendable, to bindings: inout PostgresBindings) throws
+        -> PostgresDataType
+    {
+        if let optional = value as? any OptionalBind, optional.isNone {
+            bindings.appendNull()
+            return .null
+        } else if let integer = value as? Int {
+            bindings.append(integer)
+            return .int8
+        } else if let text = value as? String {
+            bindings.append(text)
+            return .text
+        } else if let real = value as? Double {
+            bindings.append(real)
+            return .float8
+        } else if let flag = value as? Bool {
+            bindings.append(flag)
+            return .bool
+        }
+        throw StoreError.corrupt("cannot bind a value of type \(type(of: value)) for PostgreSQL")
+    }
+}
