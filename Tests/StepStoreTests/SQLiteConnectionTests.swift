@@ -152,6 +152,34 @@ struct SQLiteConnectionTests {
         try await database.close()
     }
 
+    @Test("a second connection checkpoints the WAL, so the writer's own checkpoint is only a safety net")
+    func checkpoints() async throws {
+        let (database, path) = try await Self.open()
+        defer { Self.remove(path) }
+        try await database.withConnection { try await $0.raw("CREATE TABLE c (k BIGINT, v TEXT)").run() }
+        for key in 0..<200 {
+            try await database.transaction {
+                try await $0.raw("INSERT INTO c VALUES (\(bind: key), \(bind: String(repeating: "x", count: 500)))")
+                    .run()
+            }
+        }
+        let writerPages = try await database.withConnection {
+            try await $0.raw("PRAGMA wal_autocheckpoint").first()?.decode(column: "wal_autocheckpoint", as: Int.self)
+        }
+        #expect(writerPages == 10_000)
+        let deadline = ContinuousClock.now + .seconds(10)
+        var progress = database.checkpointProgress
+        while !(progress.walFrames > 0 && progress.checkpointedFrames == progress.walFrames),
+            ContinuousClock.now < deadline
+        {
+            try await Task.sleep(for: .milliseconds(20))
+            progress = database.checkpointProgress
+        }
+        #expect(progress.walFrames > 0, "no checkpoint saw the WAL: \(progress)")
+        #expect(progress.checkpointedFrames == progress.walFrames, "frames left behind: \(progress)")
+        try await database.close()
+    }
+
     @Test("a closed database refuses work as unavailable")
     func closed() async throws {
         let (database, path) = try await Self.open()

@@ -12,8 +12,9 @@ import Synchronization
 /// statement. Texts beyond the slots, and calls whose parameter types differ from the slot's, run unnamed.
 final class PostgresPreparedSlots: Sendable {
     static let shared = PostgresPreparedSlots()
-    /// Enough for every fixed statement of the store and the shapes of the ingest write batch.
-    static let capacity = 64
+    /// Well above the store's fixed statements and the shapes of the ingest write batch.
+    static let capacity = 1 << slotBits
+    private static let slotBits = 8
     /// Texts seen once are remembered up to this many, then forgotten all together.
     static let sightingsCapacity = 4_096
 
@@ -28,16 +29,17 @@ final class PostgresPreparedSlots: Sendable {
     }
 
     private init() {
-        var types: [any PostgresPreparedSlot.Type] = [PreparedSlot<SlotRoot>.self]
-        var tag: any SlotTag.Type = SlotRoot.self
-        while types.count < Self.capacity {
-            tag = Self.next(after: tag)
-            types.append(Self.slot(for: tag))
+        slotTypes = (0..<Self.capacity).map { index in
+            var tag: any SlotTag.Type = SlotRoot.self
+            for bit in (0..<Self.slotBits).reversed() {
+                tag = (index >> bit) & 1 == 1 ? Self.one(after: tag) : Self.zero(after: tag)
+            }
+            return Self.slot(for: tag)
         }
-        slotTypes = types
     }
 
-    private static func next<Tag: SlotTag>(after tag: Tag.Type) -> any SlotTag.Type { SlotNext<Tag>.self }
+    private static func zero<Tag: SlotTag>(after tag: Tag.Type) -> any SlotTag.Type { SlotZero<Tag>.self }
+    private static func one<Tag: SlotTag>(after tag: Tag.Type) -> any SlotTag.Type { SlotOne<Tag>.self }
     private static func slot<Tag: SlotTag>(for tag: Tag.Type) -> any PostgresPreparedSlot.Type {
         PreparedSlot<Tag>.self
     }
@@ -81,7 +83,8 @@ protocol PostgresPreparedSlot: Sendable {
     ) async throws
 }
 
-/// Distinct types for the slots, built by nesting: slot n is `SlotNext` applied n times to `SlotRoot`.
+/// Distinct types for the slots, built by nesting: slot n is `SlotRoot` wrapped in `SlotZero` and `SlotOne`
+/// by n's binary digits, most significant first.
 protocol SlotTag {
     static var index: Int { get }
 }
@@ -90,8 +93,12 @@ enum SlotRoot: SlotTag {
     static let index = 0
 }
 
-enum SlotNext<Previous: SlotTag>: SlotTag {
-    static var index: Int { Previous.index + 1 }
+enum SlotZero<Previous: SlotTag>: SlotTag {
+    static var index: Int { Previous.index * 2 }
+}
+
+enum SlotOne<Previous: SlotTag>: SlotTag {
+    static var index: Int { Previous.index * 2 + 1 }
 }
 
 private struct PreparedSlot<Tag: SlotTag>: PostgresPreparedStatement, PostgresPreparedSlot {

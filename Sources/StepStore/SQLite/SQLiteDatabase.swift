@@ -23,16 +23,24 @@ package final class SQLiteDatabase: Database {
     package let path: String
     private let handle: SQLiteHandle
     private let executor: SQLiteThreadExecutor
+    private let checkpointer: SQLiteCheckpointer
     private let logger: Logger
     private let queue = Mutex(UnitQueue())
     private let statistics = Mutex(GroupCommitStatistics())
     /// The most transactions one commit carries, so one batch cannot hold the writer for long.
     package static let maximumBatch = 64
 
-    private init(path: String, handle: SQLiteHandle, executor: SQLiteThreadExecutor, logger: Logger) {
+    /// The writer's own automatic checkpoint, in pages: only a safety net behind `SQLiteCheckpointer`.
+    static let writerCheckpointPages = 10_000
+
+    private init(
+        path: String, handle: SQLiteHandle, executor: SQLiteThreadExecutor, checkpointer: SQLiteCheckpointer,
+        logger: Logger
+    ) {
         self.path = path
         self.handle = handle
         self.executor = executor
+        self.checkpointer = checkpointer
         self.logger = logger
     }
 
@@ -41,6 +49,9 @@ package final class SQLiteDatabase: Database {
 
     /// How many statements the connection has parsed: each distinct SQL text once, while it stays cached.
     package var statementPreparations: Int { handle.preparations.load(ordering: .relaxed) }
+
+    /// What the background checkpointer has done.
+    package var checkpointProgress: SQLiteCheckpointProgress { checkpointer.lastProgress }
 
     /// Opens (creating if needed) the database file at `path`.
     package static func open(
@@ -51,9 +62,12 @@ package final class SQLiteDatabase: Database {
             let handle = try await withTaskExecutorPreference(executor) {
                 let handle = try SQLiteHandle.open(path: path)
                 // busy_timeout first: other processes (a worker, a migration) may hold the write lock briefly.
+                // temp_store: the savepoint of each unit in a batch journals the pages it changes; in memory
+                // that is a copy, not a write to a temporary file.
                 let pragmas = [
                     "PRAGMA busy_timeout = 5000", "PRAGMA journal_mode = WAL",
-                    "PRAGMA synchronous = \(synchronous.rawValue)",
+                    "PRAGMA synchronous = \(synchronous.rawValue)", "PRAGMA temp_store = MEMORY",
+                    "PRAGMA wal_autocheckpoint = \(writerCheckpointPages)",
                 ]
                 do {
                     for pragma in pragmas { try handle.run(pragma, binds: []) { _ in } }
@@ -63,7 +77,15 @@ package final class SQLiteDatabase: Database {
                 }
                 return handle
             }
-            return SQLiteDatabase(path: path, handle: handle, executor: executor, logger: logger)
+            let checkpointer: SQLiteCheckpointer
+            do {
+                checkpointer = try await SQLiteCheckpointer.start(path: path)
+            } catch {
+                await withTaskExecutorPreference(executor) { handle.close() }
+                throw error
+            }
+            return SQLiteDatabase(
+                path: path, handle: handle, executor: executor, checkpointer: checkpointer, logger: logger)
         } catch {
             try? await executor.shutdown()
             throw error
@@ -83,8 +105,21 @@ package final class SQLiteDatabase: Database {
         try await submit(.alone, body)
     }
 
-    /// Waits for the work already submitted, then closes the connection and stops its thread.
+    /// The cached statements SQLite has re-prepared, by text (see `SQLiteHandle.reprepares`).
+    package func statementReprepares() async throws -> [String: Int] {
+        let handle = self.handle
+        return try await submit(.alone) { _ in handle.reprepares() }
+    }
+
+    /// Waits for the work already submitted, then closes the connection and stops its thread. Closing again
+    /// does nothing.
     package func close() async throws {
+        let first = queue.withLock { queue in
+            defer { queue.closing = true }
+            return !queue.closing
+        }
+        guard first else { return }
+        await checkpointer.stop()
         let handle = self.handle
         _ = try await submit(.alone) { _ in
             handle.close()
@@ -214,6 +249,9 @@ private struct WorkUnit: Sendable {
 private struct UnitQueue: Sendable {
     var units: [WorkUnit] = []
     var drain: Task<Void, Never>?
+    /// `close()` has begun: it alone runs the rest.
+    var closing = false
+    /// No unit is accepted any more.
     var closed = false
 
     /// The next unit that runs alone, or the transactions before it (at most `maximum`).

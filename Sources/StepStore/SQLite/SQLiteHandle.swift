@@ -39,9 +39,11 @@ final class SQLiteHandle: @unchecked Sendable {
         let connection = try openConnection()
         let prepared = try statement(sql, connection)
         let handle = prepared.handle
-        defer {
-            sqlite_nio_sqlite3_reset(handle)
-            sqlite_nio_sqlite3_clear_bindings(handle)
+        // Every parameter is bound again on each run, so the old values need no clearing; clearing would
+        // also expire a statement whose plan depends on a parameter and make SQLite parse it again.
+        defer { sqlite_nio_sqlite3_reset(handle) }
+        guard binds.count == prepared.parameterCount else {
+            throw SQLiteFailure.misuse("\(binds.count) values for \(prepared.parameterCount) parameters")
         }
         try bind(binds, to: handle, connection)
         while true {
@@ -52,6 +54,15 @@ final class SQLiteHandle: @unchecked Sendable {
             values.reserveCapacity(prepared.columns.count)
             for column in prepared.columns.indices { values.append(Self.value(handle, Int32(column))) }
             onRow(SQLiteRow(columns: prepared.columns, values: values))
+        }
+    }
+
+    /// The cached statements SQLite has re-prepared since they were first prepared, by text, with how often.
+    /// A statement is re-prepared when a new bound value may change its plan; a server wants stable plans.
+    func reprepares() -> [String: Int] {
+        statements.compactMapValues { statement in
+            let count = Int(sqlite_nio_sqlite3_stmt_status(statement.handle, SQLITE_STMTSTATUS_REPREPARE, 0))
+            return count > 0 ? count : nil
         }
     }
 
@@ -83,7 +94,8 @@ final class SQLiteHandle: @unchecked Sendable {
         }
         let count = sqlite_nio_sqlite3_column_count(handle)
         let columns = (0..<count).map { String(cString: sqlite_nio_sqlite3_column_name(handle, $0)) }
-        let prepared = SQLitePreparedStatement(handle: handle, columns: columns)
+        let prepared = SQLitePreparedStatement(
+            handle: handle, columns: columns, parameterCount: Int(sqlite_nio_sqlite3_bind_parameter_count(handle)))
         preparations.add(1, ordering: .relaxed)
         if statements.count >= Self.maximumCachedStatements {
             for statement in statements.values { sqlite_nio_sqlite3_finalize(statement.handle) }
@@ -157,6 +169,7 @@ private let sqliteTransient = unsafeBitCast(-1, to: sqlite3_destructor_type.self
 private struct SQLitePreparedStatement {
     let handle: OpaquePointer
     let columns: [String]
+    let parameterCount: Int
 }
 
 /// An error SQLite reported. Conditions a retry may cure (a lock held too long, I/O, a full disk) are

@@ -1,0 +1,56 @@
+import Foundation
+import SQLKit
+import StepStore
+import StepTestSupport
+import Testing
+
+@Suite("PostgreSQL prepared statements")
+struct PostgresPreparedStatementTests {
+    /// The named prepared statements of the connection `sql` runs on whose text contains `marker`.
+    static func prepared(_ sql: any SQLDatabase, marker: String) async throws -> [String] {
+        try await sql.raw("SELECT name FROM pg_prepared_statements WHERE strpos(statement, \(bind: marker)) > 0").all()
+            .map { try $0.decode(column: "name", as: String.self) }
+    }
+
+    @Test("a statement text seen again is prepared once on the connection and reused with other values")
+    func reused() async throws {
+        guard TestDatabases.kinds.contains(.postgres) else { return }
+        let test = try await TestDatabases.make(.postgres)
+        let marker = "m" + UUID().uuidString.replacingOccurrences(of: "-", with: "")
+        let (values, names) = try await test.store.database.withConnection { sql in
+            var values: [Int] = []
+            var names: [[String]] = []
+            for index in 0..<5 {
+                let row = try await sql.raw("SELECT \(bind: index) + 100 AS v, '\(unsafeRaw: marker)' AS m").first()
+                values.append(try row?.decode(column: "v", as: Int.self) ?? -1)
+                names.append(try await Self.prepared(sql, marker: marker))
+            }
+            return (values, names)
+        }
+        #expect(values == [100, 101, 102, 103, 104])
+        #expect(names[0].isEmpty, "a text seen once was prepared")
+        #expect(names[1].count == 1 && names[1][0].hasPrefix("stepledger_"))
+        #expect(names.dropFirst().allSatisfy { $0 == names[1] }, "the statement was prepared more than once")
+        try await test.close()
+    }
+
+    @Test("calls whose parameter types or NULLs differ from the prepared statement's still get the right answers")
+    func typesAndNulls() async throws {
+        guard TestDatabases.kinds.contains(.postgres) else { return }
+        let test = try await TestDatabases.make(.postgres)
+        let marker = "m" + UUID().uuidString.replacingOccurrences(of: "-", with: "")
+        let answers = try await test.store.database.withConnection { sql in
+            var answers: [String] = []
+            let binds: [any Encodable & Sendable] = [1, 2, "three", Int?.none, 5, String?.none, "seven"]
+            for bind in binds {
+                let row = try await sql.raw(
+                    "SELECT COALESCE(CAST(\(bind: bind) AS TEXT), 'none') AS v, '\(unsafeRaw: marker)' AS m"
+                ).first()
+                answers.append(try row?.decode(column: "v", as: String.self) ?? "missing")
+            }
+            return answers
+        }
+        #expect(answers == ["1", "2", "three", "none", "5", "none", "seven"])
+        try await test.close()
+    }
+}
