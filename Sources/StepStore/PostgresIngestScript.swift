@@ -34,11 +34,10 @@ package enum PostgresIngestScript {
                 requestId: "pgbench"),
             idempotencyKey: key, responseStatus: 200, responseBody: sampleResponse, at: now)
         let statements: [SQLQueryString] = [
-            Store.postgresAdmissionStatement(
+            "BEGIN",
+            StoreTransaction.admissionStatement(
                 walkerId: walker, bucket: "ingest", windowStart: now, limit: 100_000,
                 idempotency: IdempotencyRequest(key: key, requestHash: "hash", leaseSeconds: 30), now: now),
-            "BEGIN",
-            StoreTransaction.lockWalkerStatement(walker, now: now),
             StoreTransaction.dayStateStatement(walkerId: walker, day: sampleDay),
             StoreTransaction.commonTableBatch(StoreTransaction.ingestStatements(write)),
             "COMMIT",

@@ -14,103 +14,93 @@ package struct IdempotencyRequest: Sendable, Hashable {
     }
 }
 
-/// The rate-limit window after this request, and, when it was within the limit, its idempotency claim.
+/// The rate-limit window after this request, its idempotency claim when it was within the limit, and the
+/// walker's row, locked for the rest of the transaction.
 package struct Admission: Sendable, Hashable {
     package var window: RateLimitWindow
     package var claim: IdempotencyClaim?
+    package var walker: WalkerRecord
 }
 
 extension Store {
-    /// Creates the walker on first use, counts the request against `bucket`'s window and, if the walker
-    /// is within `limit`, claims the idempotency key. On PostgreSQL the common case is one statement.
+    /// The admission in a transaction of its own (a request that goes no further, such as a bad body).
+    package func admit(
+        walkerId: String, bucket: String, windowStart: Date, limit: Int, idempotency: IdempotencyRequest?, now: Date
+    ) async throws -> Admission {
+        try await transaction { tx in
+            try await tx.admit(
+                walkerId: walkerId, bucket: bucket, windowStart: windowStart, limit: limit, idempotency: idempotency,
+                now: now)
+        }
+    }
+}
+
+extension StoreTransaction {
+    /// Creates or locks the walker's row (serialising the walker's requests on every instance), counts the
+    /// request against `bucket`'s window and, if the walker is within `limit`, claims the idempotency key.
+    /// The ingest then runs in the same transaction. On PostgreSQL the common case is one statement.
     package func admit(
         walkerId: String, bucket: String, windowStart: Date, limit: Int, idempotency: IdempotencyRequest?, now: Date
     ) async throws -> Admission {
         switch kind {
         case .sqlite:
-            return try await transaction { tx in
-                try await tx.admit(
-                    walkerId: walkerId, bucket: bucket, windowStart: windowStart, limit: limit,
-                    idempotency: idempotency, now: now)
+            let walker = try await lockWalker(walkerId, now: now)
+            let window = try await hitRateLimit(walkerId: walkerId, bucket: bucket, windowStart: windowStart)
+            guard window.hits <= limit, let idempotency else {
+                return Admission(window: window, claim: nil, walker: walker)
             }
+            let claim = try await claimIdempotencyKey(
+                walkerId: walkerId, key: idempotency.key, requestHash: idempotency.requestHash, now: now,
+                leaseSeconds: idempotency.leaseSeconds)
+            return Admission(window: window, claim: claim, walker: walker)
         case .postgres:
-            let fast = try await database.withConnection { sql in
-                try await Self.postgresAdmit(
-                    sql, walkerId: walkerId, bucket: bucket, windowStart: windowStart, limit: limit,
-                    idempotency: idempotency, now: now)
+            guard
+                let row = try await sql.raw(
+                    Self.admissionStatement(
+                        walkerId: walkerId, bucket: bucket, windowStart: windowStart, limit: limit,
+                        idempotency: idempotency, now: now)
+                ).first()
+            else { throw StoreError.corrupt("admission returned no row") }
+            let window = RateLimitWindow(
+                hits: try row.decode(column: "hits", as: Int.self),
+                windowStart: Date(millisecondsSince1970: try row.decode(column: "window_start", as: Int.self)))
+            let walker = try Self.walkerRecord(row)
+            guard window.hits <= limit, let idempotency else {
+                return Admission(window: window, claim: nil, walker: walker)
             }
-            guard fast.window.hits <= limit, let idempotency, fast.claim == nil else { return fast }
+            if try row.decode(column: "claimed", as: Int.self) > 0 {
+                return Admission(window: window, claim: .claimed, walker: walker)
+            }
             // The key exists already: find out whose it is (replay, mismatch, in flight or an expired lease).
-            let claim = try await transaction { tx in
-                try await tx.claimIdempotencyKey(
-                    walkerId: walkerId, key: idempotency.key, requestHash: idempotency.requestHash, now: now,
-                    leaseSeconds: idempotency.leaseSeconds)
-            }
-            return Admission(window: fast.window, claim: claim)
+            let claim = try await existingIdempotencyKey(
+                walkerId: walkerId, key: idempotency.key, requestHash: idempotency.requestHash, now: now,
+                leaseSeconds: idempotency.leaseSeconds)
+            return Admission(window: window, claim: claim, walker: walker)
         }
     }
 
-    /// Walker, rate-limit hit and key claim as data-modifying CTEs. `claim` is `.claimed` when the key was
-    /// inserted, nil when the walker is over the limit or the key already existed.
-    private static func postgresAdmit(
-        _ sql: any SQLDatabase, walkerId: String, bucket: String, windowStart: Date, limit: Int,
-        idempotency: IdempotencyRequest?, now: Date
-    ) async throws -> Admission {
-        guard
-            let row = try await sql.raw(
-                postgresAdmissionStatement(
-                    walkerId: walkerId, bucket: bucket, windowStart: windowStart, limit: limit,
-                    idempotency: idempotency, now: now)
-            ).first()
-        else { throw StoreError.corrupt("admission returned no row") }
-        let window = RateLimitWindow(
-            hits: try row.decode(column: "hits", as: Int.self),
-            windowStart: Date(millisecondsSince1970: try row.decode(column: "window_start", as: Int.self)))
-        let claimed = try row.decode(column: "claimed", as: Int.self) > 0
-        return Admission(window: window, claim: claimed ? .claimed : nil)
-    }
-
-    /// Walker, rate-limit hit and key claim as one statement of data-modifying CTEs (PostgreSQL).
-    static func postgresAdmissionStatement(
+    /// Walker lock, rate-limit hit and key claim as one statement of data-modifying CTEs (PostgreSQL), each
+    /// reading the one before it, so every request takes its row locks in the same order.
+    static func admissionStatement(
         walkerId: String, bucket: String, windowStart: Date, limit: Int, idempotency: IdempotencyRequest?, now: Date
     ) -> SQLQueryString {
-        let nowMs = now.millisecondsSince1970
-        let key = idempotency?.key ?? ""
-        let hash = idempotency?.requestHash ?? ""
-        let leaseUntil = nowMs + Int((idempotency?.leaseSeconds ?? 0) * 1000)
         let wantsClaim = idempotency == nil ? 0 : 1
         var query: SQLQueryString = "WITH walker AS (\n"
-        query += StoreTransaction.ensureWalkerStatement(walkerId, now: now)
+        query += lockWalkerStatement(walkerId, now: now)
         query += "\n),\nhit AS (\n"
-        query += StoreTransaction.hitRateLimitStatement(walkerId: walkerId, bucket: bucket, windowStart: windowStart)
+        query += hitRateLimitStatement(walkerId: walkerId, bucket: bucket, windowStart: windowStart, after: "walker")
+        query += "\n),\nclaim AS (\n"
+        query += claimIdempotencyKeyStatement(
+            walkerId: walkerId, key: idempotency?.key ?? "", requestHash: idempotency?.requestHash ?? "", now: now,
+            leaseSeconds: idempotency?.leaseSeconds ?? 0,
+            when: "(SELECT hits FROM hit) <= \(bind: limit) AND \(bind: wantsClaim) = 1")
         query += """
 
-            ),
-            claim AS (
-                INSERT INTO idempotency_keys (walker_id, idem_key, request_hash, state, created_at, lease_until)
-                SELECT \(bind: walkerId), \(bind: key), \(bind: hash), 'in_flight', \(bind: nowMs), \(bind: leaseUntil)
-                FROM hit WHERE hit.hits <= \(bind: limit) AND \(bind: wantsClaim) = 1
-                ON CONFLICT (walker_id, idem_key) DO NOTHING
-                RETURNING 1
             )
-            SELECT hit.hits, hit.window_start, (SELECT COUNT(*) FROM claim) AS claimed FROM hit
+            SELECT walker.walker_id, walker.last_tz, walker.last_submission_at, walker.lifetime_steps,
+                hit.hits, hit.window_start, (SELECT COUNT(*) FROM claim) AS claimed
+            FROM walker, hit
             """
         return query
-    }
-}
-
-extension StoreTransaction {
-    /// The admission as statements of the caller's transaction: SQLite runs it in the same transaction as
-    /// the ingest it admits, so one request is one unit of a group commit.
-    package func admit(
-        walkerId: String, bucket: String, windowStart: Date, limit: Int, idempotency: IdempotencyRequest?, now: Date
-    ) async throws -> Admission {
-        try await ensureWalker(walkerId, now: now)
-        let window = try await hitRateLimit(walkerId: walkerId, bucket: bucket, windowStart: windowStart)
-        guard window.hits <= limit, let idempotency else { return Admission(window: window, claim: nil) }
-        let claim = try await claimIdempotencyKey(
-            walkerId: walkerId, key: idempotency.key, requestHash: idempotency.requestHash, now: now,
-            leaseSeconds: idempotency.leaseSeconds)
-        return Admission(window: window, claim: claim)
     }
 }

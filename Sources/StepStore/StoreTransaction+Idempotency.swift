@@ -19,18 +19,44 @@ extension StoreTransaction {
     package func claimIdempotencyKey(
         walkerId: String, key: String, requestHash: String, now: Date, leaseSeconds: Double
     ) async throws -> IdempotencyClaim {
+        let inserted = try await sql.raw(
+            Self.claimIdempotencyKeyStatement(
+                walkerId: walkerId, key: key, requestHash: requestHash, now: now, leaseSeconds: leaseSeconds)
+        ).first()
+        if inserted != nil { return .claimed }
+        return try await existingIdempotencyKey(
+            walkerId: walkerId, key: key, requestHash: requestHash, now: now, leaseSeconds: leaseSeconds)
+    }
+
+    /// Inserts the key as in flight unless it exists; returns a row when it was inserted. `when` adds a
+    /// condition (the admission claims only within the rate limit).
+    static func claimIdempotencyKeyStatement(
+        walkerId: String, key: String, requestHash: String, now: Date, leaseSeconds: Double,
+        when condition: SQLQueryString = "true"
+    ) -> SQLQueryString {
         let nowMs = now.millisecondsSince1970
         let leaseUntil = nowMs + Int(leaseSeconds * 1000)
-        let inserted = try await sql.raw(
-            """
+        var query: SQLQueryString = """
             INSERT INTO idempotency_keys (walker_id, idem_key, request_hash, state, created_at, lease_until)
-            VALUES (\(bind: walkerId), \(bind: key), \(bind: requestHash), 'in_flight', \(bind: nowMs), \(bind: leaseUntil))
+            SELECT \(bind: walkerId), \(bind: key), \(bind: requestHash), 'in_flight', \(bind: nowMs), \(bind: leaseUntil)
+            WHERE 
+            """
+        query += condition
+        query += """
+
             ON CONFLICT (walker_id, idem_key) DO NOTHING
             RETURNING idem_key
             """
-        ).first()
-        if inserted != nil { return .claimed }
+        return query
+    }
 
+    /// What an existing key means for a request with `requestHash`: a replay, a mismatch, a request still in
+    /// flight, or, when its lease ran out, a claim taken over.
+    func existingIdempotencyKey(
+        walkerId: String, key: String, requestHash: String, now: Date, leaseSeconds: Double
+    ) async throws -> IdempotencyClaim {
+        let nowMs = now.millisecondsSince1970
+        let leaseUntil = nowMs + Int(leaseSeconds * 1000)
         guard
             let row = try await sql.raw(
                 """

@@ -22,16 +22,28 @@ extension StoreTransaction {
         )
     }
 
-    static func hitRateLimitStatement(walkerId: String, bucket: String, windowStart: Date) -> SQLQueryString {
-        """
-        INSERT INTO rate_limits (walker_id, bucket, window_start, hits)
-        VALUES (\(bind: walkerId), \(bind: bucket), \(bind: windowStart.millisecondsSince1970), 1)
-        ON CONFLICT (walker_id, bucket) DO UPDATE SET
-            hits = CASE WHEN rate_limits.window_start >= excluded.window_start
-                THEN rate_limits.hits + 1 ELSE 1 END,
-            window_start = CASE WHEN rate_limits.window_start >= excluded.window_start
-                THEN rate_limits.window_start ELSE excluded.window_start END
-        RETURNING hits, window_start
-        """
+    /// The hit as one statement; `after` names a CTE (of one row) the insert reads from, so it runs after it.
+    static func hitRateLimitStatement(
+        walkerId: String, bucket: String, windowStart: Date, after source: SQLQueryString? = nil
+    ) -> SQLQueryString {
+        let values: SQLQueryString =
+            "\(bind: walkerId), \(bind: bucket), \(bind: windowStart.millisecondsSince1970), 1"
+        var query: SQLQueryString = "INSERT INTO rate_limits (walker_id, bucket, window_start, hits)\n"
+        if let source {
+            // SQLite needs the WHERE to tell an upsert's ON CONFLICT from a join's ON.
+            query += "SELECT " + values + " FROM " + source + " WHERE true"
+        } else {
+            query += "VALUES (" + values + ")"
+        }
+        query += """
+
+            ON CONFLICT (walker_id, bucket) DO UPDATE SET
+                hits = CASE WHEN rate_limits.window_start >= excluded.window_start
+                    THEN rate_limits.hits + 1 ELSE 1 END,
+                window_start = CASE WHEN rate_limits.window_start >= excluded.window_start
+                    THEN rate_limits.window_start ELSE excluded.window_start END
+            RETURNING hits, window_start
+            """
+        return query
     }
 }

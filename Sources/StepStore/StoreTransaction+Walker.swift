@@ -10,19 +10,6 @@ package struct WalkerRecord: Sendable, Hashable {
 }
 
 extension StoreTransaction {
-    /// Creates the walker's row on first use; a no-op afterwards.
-    package func ensureWalker(_ walkerId: String, now: Date) async throws {
-        try await sql.raw(Self.ensureWalkerStatement(walkerId, now: now)).run()
-    }
-
-    static func ensureWalkerStatement(_ walkerId: String, now: Date) -> SQLQueryString {
-        """
-        INSERT INTO walkers (walker_id, created_at, lifetime_steps)
-        VALUES (\(bind: walkerId), \(bind: now.millisecondsSince1970), 0)
-        ON CONFLICT (walker_id) DO NOTHING
-        """
-    }
-
     /// Creates or reads the walker's row and locks it for the rest of the transaction, in one statement:
     /// the no-op update takes the row lock on PostgreSQL, so one walker's ingests are serialised across
     /// every instance; SQLite serialises all writers anyway.

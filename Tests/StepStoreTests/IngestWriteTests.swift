@@ -28,6 +28,7 @@ struct IngestWriteTests {
         let first = try await Self.admit(store, key: "k1")
         #expect(first.window.hits == 1)
         #expect(first.claim == .claimed)
+        #expect(first.walker.walkerId == "w" && first.walker.lifetimeSteps == 0 && first.walker.lastTimeZone == nil)
         #expect(try await store.transaction { try await $0.walker("w") } != nil)
         let again = try await Self.admit(store, key: "k1")
         #expect(again.window.hits == 2)

@@ -89,7 +89,7 @@ struct StoreTests {
             walkerId: "w", day: day, timeZone: "Europe/Warsaw", reportedCount: 8421, acceptedCount: 8421,
             status: .accepted, multiplierPermille: 1200, energyCredited: 10105, attested: true, updatedAt: Self.t0)
         try await store.transaction { tx in
-            try await tx.ensureWalker("w", now: Self.t0)
+            _ = try await tx.lockWalker("w", now: Self.t0)
             try await tx.saveStepLog(log)
             try await tx.saveStepLog(
                 StepLogRecord(
@@ -125,7 +125,7 @@ struct StoreTests {
         let store = test.store
         await #expect(throws: Boom.self) {
             try await store.transaction { tx in
-                try await tx.ensureWalker("w", now: Self.t0)
+                _ = try await tx.lockWalker("w", now: Self.t0)
                 try await tx.appendLedgerEntry(walkerId: "w", day: nil, kind: .stepCredit, amount: 5, at: Self.t0)
                 throw Boom()
             }

@@ -49,29 +49,25 @@ struct IngestController: Sendable {
             IdempotencyRequest(
                 key: $0.idempotencyKey, requestHash: $0.payloadHash, leaseSeconds: idempotencyLeaseSeconds)
         }
-        if store.kind == .sqlite, case .success(let ingest) = parsed, let idempotency {
+        if case .success(let ingest) = parsed, let idempotency {
             return await admitAndProcess(
                 ingest, idempotency: idempotency, principal: principal, context: context, now: now)
         }
+        // A bad body still counts against the limit; it claims nothing.
         let admitted: (decision: RateLimitDecision, claim: IdempotencyClaim?)
         do {
-            admitted = try await rateLimiter.admit(
-                walkerId: walkerId, policy: policy, idempotency: idempotency, now: now)
+            admitted = try await rateLimiter.admit(walkerId: walkerId, policy: policy, idempotency: nil, now: now)
         } catch {
             return Self.errorResponse(storeFailure(error))
         }
         var response: Response
         if !admitted.decision.allowed {
             response = Self.errorResponse(.rateLimited(retryAfterSeconds: admitted.decision.resetSeconds))
+        } else if case .failure(let error) = parsed {
+            if case .invalidRequest = error { context.trace.update { $0.verdict = "INVALID_REQUEST" } }
+            response = Self.errorResponse(error)
         } else {
-            switch parsed {
-            case .failure(let error):
-                if case .invalidRequest = error { context.trace.update { $0.verdict = "INVALID_REQUEST" } }
-                response = Self.errorResponse(error)
-            case .success(let ingest):
-                response = await process(
-                    ingest, claim: admitted.claim, principal: principal, context: context, now: now)
-            }
+            response = Self.errorResponse(.internalError)
         }
         admitted.decision.apply(to: &response.headers)
         return response
@@ -100,31 +96,9 @@ struct IngestController: Sendable {
         }
     }
 
-    private func process(
-        _ ingest: IngestRequest, claim: IdempotencyClaim?, principal: SessionPrincipal, context: AppRequestContext,
-        now: Date
-    ) async -> Response {
-        let walkerId = principal.walkerId
-        if case .replay = claim {
-            await logReplay(walkerId: walkerId, tokenId: principal.tokenId, requestId: context.id, now: now)
-        }
-        if let answered = answer(to: claim, context: context) { return answered }
-        do {
-            let outcome = try await service.process(
-                walkerId: walkerId, request: ingest, now: now, requestId: context.id)
-            return respond(with: outcome, ingest: ingest, walkerId: walkerId, context: context)
-        } catch {
-            // Nothing was written; give the key back so a retry can succeed.
-            try? await store.transaction { tx in
-                try await tx.releaseIdempotencyKey(walkerId: walkerId, key: ingest.idempotencyKey)
-            }
-            return Self.errorResponse(storeFailure(error))
-        }
-    }
-
-    /// SQLite: the admission (walker, rate-limit hit, key claim), the ingest or the replay's audit row run as
-    /// one transaction, so a request is one unit of a group commit. A failure rolls all of it back, the
-    /// claim included, so a retry can succeed.
+    /// The admission (walker lock, rate-limit hit, key claim) and the ingest, or the replay's audit row, as one
+    /// transaction: on SQLite one unit of a group commit, on PostgreSQL five round trips. A failure rolls all
+    /// of it back, the claim included, so a retry can succeed.
     private func admitAndProcess(
         _ ingest: IngestRequest, idempotency: IdempotencyRequest, principal: SessionPrincipal,
         context: AppRequestContext, now: Date
@@ -140,7 +114,7 @@ struct IngestController: Sendable {
                 switch admitted.claim {
                 case .claimed:
                     let outcome = try await service.process(
-                        tx, walkerId: walkerId, request: ingest, now: now, requestId: requestId)
+                        tx, walker: admitted.walker, request: ingest, now: now, requestId: requestId)
                     return (admitted.decision, admitted.claim, outcome)
                 case .replay:
                     try await tx.insertAttestationLog(
@@ -209,17 +183,6 @@ struct IngestController: Sendable {
         AttestationLogRecord(
             walkerId: walkerId, createdAt: now, route: route, verdict: .replayed, reasons: [], tokenId: tokenId,
             requestId: requestId)
-    }
-
-    private func logReplay(walkerId: String, tokenId: String?, requestId: String, now: Date) async {
-        do {
-            try await store.transaction { tx in
-                try await tx.insertAttestationLog(
-                    Self.replayRecord(walkerId: walkerId, tokenId: tokenId, requestId: requestId, now: now))
-            }
-        } catch {
-            logger.warning("could not log a replay", metadata: ["requestId": .string(requestId)])
-        }
     }
 
     private func storeFailure(_ error: any Error) -> IngestAPIError {

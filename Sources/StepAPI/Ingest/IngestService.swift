@@ -11,8 +11,8 @@ struct IngestOutcome: Sendable {
     var reasons: [ReasonCode]
 }
 
-/// The ingest pipeline after authentication, rate limiting, decoding and the idempotency claim:
-/// one transaction that checks, writes the StepLog, credits the ledger and stores the response.
+/// The ingest pipeline after authentication, decoding, rate limiting and the idempotency claim, in the same
+/// transaction as the admission: it checks, writes the StepLog, credits the ledger and stores the response.
 struct IngestService: Sendable {
     struct Settings: Sendable {
         var mode: ServiceMode
@@ -29,19 +29,13 @@ struct IngestService: Sendable {
 
     private var checks: IngestChecks { IngestChecks(limits: settings.limits, mode: settings.mode) }
 
-    func process(walkerId: String, request: IngestRequest, now: Date, requestId: String) async throws -> IngestOutcome {
-        try await store.transaction { tx in
-            try await process(tx, walkerId: walkerId, request: request, now: now, requestId: requestId)
-        }
-    }
-
-    /// The ingest as statements of the caller's transaction (SQLite runs the admission in the same one).
+    /// The ingest as statements of the caller's transaction, after the admission that locked `walker`'s row.
     func process(
-        _ tx: StoreTransaction, walkerId: String, request: IngestRequest, now: Date, requestId: String
+        _ tx: StoreTransaction, walker: WalkerRecord, request: IngestRequest, now: Date, requestId: String
     ) async throws -> IngestOutcome {
         let checks = self.checks
         let whitelist = self.whitelist()
-        let walker = try await tx.lockWalker(walkerId, now: now)
+        let walkerId = walker.walkerId
         let previous = walker.lastTimeZone.flatMap(TimeZoneCatalog.zone(named:)).flatMap { zone in
             walker.lastSubmissionAt.map { PreviousSubmission(timeZone: zone, receivedAt: $0) }
         }

@@ -32,7 +32,7 @@ struct RateLimiter: Sendable {
 
     let store: Store
 
-    /// Counts the request and, when it is within the limit, claims `idempotency` in the same round trip.
+    /// Counts the request and, when it is within the limit, claims `idempotency`, in a transaction of its own.
     func admit(
         walkerId: String, policy: RateLimitPolicy, idempotency: IdempotencyRequest?, now: Date
     ) async throws -> (decision: RateLimitDecision, claim: IdempotencyClaim?) {
@@ -42,14 +42,14 @@ struct RateLimiter: Sendable {
         return (Self.decision(policy, admission: admission, now: now), admission.claim)
     }
 
-    /// The same, as statements of the caller's transaction.
+    /// The same, as statements of the caller's transaction; the walker's row stays locked until it ends.
     static func admit(
         _ tx: StoreTransaction, walkerId: String, policy: RateLimitPolicy, idempotency: IdempotencyRequest?, now: Date
-    ) async throws -> (decision: RateLimitDecision, claim: IdempotencyClaim?) {
+    ) async throws -> (decision: RateLimitDecision, claim: IdempotencyClaim?, walker: WalkerRecord) {
         let admission = try await tx.admit(
             walkerId: walkerId, bucket: policy.bucket, windowStart: windowStart(policy, now: now), limit: policy.limit,
             idempotency: idempotency, now: now)
-        return (decision(policy, admission: admission, now: now), admission.claim)
+        return (decision(policy, admission: admission, now: now), admission.claim, admission.walker)
     }
 
     private static func windowStart(_ policy: RateLimitPolicy, now: Date) -> Date {

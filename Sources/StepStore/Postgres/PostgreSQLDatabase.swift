@@ -3,6 +3,7 @@ import Logging
 import PostgresKit
 import PostgresNIO
 import SQLKit
+import Synchronization
 
 /// Pool and timeout settings for PostgreSQL.
 package struct PostgresSettings: Sendable, Hashable {
@@ -94,22 +95,35 @@ package final class PostgreSQLDatabase: Database {
 
     /// Connection loss, a server shutting down, a statement timeout or a serialisation failure are
     /// conditions a retry may cure: they become `StoreError.unavailable` (HTTP 503).
-    /// Work that outlives the deadline (typically waiting for a connection to a server that is down) is
-    /// cancelled and reported as unavailable.
+    ///
+    /// Every statement is bounded on the server by `statement_timeout`. The deadline is the client's own
+    /// bound on top (typically waiting for a connection to a server that is down): when it passes, the work
+    /// is cancelled and the caller answered at once, even if the work is stuck in a wait that cannot be
+    /// cancelled; such work ends on its own when the server or the connection gives up.
     private func translatingErrors<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) async throws -> T {
-        do {
-            return try await withThrowingTaskGroup(of: T?.self) { group in
-                group.addTask { try await body() }
-                group.addTask { [deadline] in
-                    try await Task.sleep(for: deadline)
-                    return nil
+        let outcome = DeadlineRace<T>()
+        let deadline = self.deadline
+        let result: Result<T, any Error> = await withCheckedContinuation { continuation in
+            outcome.install(continuation)
+            let work = Task {
+                let result: Result<T, any Error>
+                do {
+                    result = .success(try await body())
+                } catch {
+                    result = .failure(error)
                 }
-                defer { group.cancelAll() }
-                guard let first = try await group.next(), let value = first else {
-                    throw StoreError.unavailable("PostgreSQL did not answer within \(deadline)")
-                }
-                return value
+                outcome.finish(result)
             }
+            let timer = Task {
+                try? await Task.sleep(for: deadline)
+                if outcome.finish(.failure(StoreError.unavailable("PostgreSQL did not answer within \(deadline)"))) {
+                    work.cancel()
+                }
+            }
+            outcome.onFinish { timer.cancel() }
+        }
+        do {
+            return try result.get()
         } catch let error as PSQLError {
             if let transient = Self.transient(error) { throw StoreError.unavailable(transient) }
             throw error
@@ -136,5 +150,46 @@ package final class PostgreSQLDatabase: Database {
         default:
             return nil
         }
+    }
+}
+
+/// The first of the work and its deadline to finish answers the caller; the other finds it answered.
+private final class DeadlineRace<T: Sendable>: Sendable {
+    private struct State {
+        var continuation: CheckedContinuation<Result<T, any Error>, Never>?
+        var finished = false
+        var onFinish: (@Sendable () -> Void)?
+    }
+
+    private let state = Mutex(State())
+
+    func install(_ continuation: CheckedContinuation<Result<T, any Error>, Never>) {
+        state.withLock { $0.continuation = continuation }
+    }
+
+    func onFinish(_ action: @escaping @Sendable () -> Void) {
+        let runNow = state.withLock { state in
+            if state.finished { return true }
+            state.onFinish = action
+            return false
+        }
+        if runNow { action() }
+    }
+
+    /// Answers the caller with `result` unless it was answered already; true when this call answered.
+    @discardableResult
+    func finish(_ result: Result<T, any Error>) -> Bool {
+        let taken = state.withLock {
+            state -> (CheckedContinuation<Result<T, any Error>, Never>, (@Sendable () -> Void)?)? in
+            guard !state.finished, let continuation = state.continuation else { return nil }
+            state.finished = true
+            state.continuation = nil
+            defer { state.onFinish = nil }
+            return (continuation, state.onFinish)
+        }
+        guard let (continuation, action) = taken else { return false }
+        continuation.resume(returning: result)
+        action?()
+        return true
     }
 }
