@@ -34,6 +34,26 @@ struct PostgresPreparedStatementTests {
         try await test.close()
     }
 
+    @Test("a statement with a NULL parameter is prepared too, typed by what the NULL wraps")
+    func nullsPrepared() async throws {
+        guard TestDatabases.kinds.contains(.postgres) else { return }
+        let test = try await TestDatabases.make(.postgres)
+        let marker = "m" + UUID().uuidString.replacingOccurrences(of: "-", with: "")
+        let (answers, names) = try await test.store.database.withConnection { sql in
+            var answers: [String] = []
+            for value in [String?.none, "b", nil, "d"] {
+                let row = try await sql.raw(
+                    "SELECT COALESCE(\(bind: value), 'none') AS v, \(bind: 1) AS one, '\(unsafeRaw: marker)' AS m"
+                ).first()
+                answers.append(try row?.decode(column: "v", as: String.self) ?? "missing")
+            }
+            return (answers, try await Self.prepared(sql, marker: marker))
+        }
+        #expect(answers == ["none", "b", "none", "d"])
+        #expect(names.count == 1, "prepared: \(names)")
+        try await test.close()
+    }
+
     @Test("calls whose parameter types or NULLs differ from the prepared statement's still get the right answers")
     func typesAndNulls() async throws {
         guard TestDatabases.kinds.contains(.postgres) else { return }

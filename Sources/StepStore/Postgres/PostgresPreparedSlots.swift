@@ -44,14 +44,12 @@ final class PostgresPreparedSlots: Sendable {
         PreparedSlot<Tag>.self
     }
 
-    /// The slot to run `sql` with, or nil to run it unnamed. A nil bind (`.null`) fits any parameter type.
+    /// The slot to run `sql` with, or nil to run it unnamed: a text seen once, more texts than slots, a bind
+    /// of unknown type (`.null`), or parameter types other than the slot's.
     func slot(for sql: String, types: [PostgresDataType]) -> (any PostgresPreparedSlot.Type)? {
         let index: Int? = state.withLock { state in
             if let index = state.slots[sql] {
-                let declared = state.types[index]
-                guard declared.count == types.count else { return nil }
-                for (have, want) in zip(types, declared) where have != want && have != .null { return nil }
-                return index
+                return state.types[index] == types ? index : nil
             }
             guard state.texts.count < Self.capacity, !types.contains(.null) else { return nil }
             guard state.sightings.contains(sql) else {

@@ -35,13 +35,20 @@ struct PostgresUnitDatabase: SQLDatabase {
         }
     }
 
-    /// Encodes one bind; returns its type, `.null` for a nil (which fits a parameter of any type).
+    /// Encodes one bind; returns its parameter type. A nil has the type of what it wraps (`.null` when that
+    /// is none the store binds), so a statement with a NULL can be prepared like any other.
     private static func append(_ value: any Encodable & Sendable, to bindings: inout PostgresBindings) throws
         -> PostgresDataType
     {
         if let optional = value as? any OptionalBind, optional.isNone {
             bindings.appendNull()
-            return .null
+            switch optional.wrappedType {
+            case is Int.Type: return .int8
+            case is String.Type: return .text
+            case is Double.Type: return .float8
+            case is Bool.Type: return .bool
+            default: return .null
+            }
         } else if let integer = value as? Int {
             bindings.append(integer)
             return .int8
