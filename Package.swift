@@ -116,7 +116,7 @@ let package = Package(
         ),
         .testTarget(
             name: "StepCoreTests",
-            dependencies: ["StepCore"],
+            dependencies: ["StepCore", "StepTestSupport"],
             swiftSettings: strict
         ),
         .testTarget(

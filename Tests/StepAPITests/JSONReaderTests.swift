@@ -1,4 +1,5 @@
 import Foundation
+import StepTestSupport
 import Testing
 
 @testable import StepAPI
@@ -47,7 +48,7 @@ struct JSONReaderTests {
 
     @Test("random documents and their one-byte mutations read the same as JSONDecoder", arguments: 0..<4)
     func randomDocuments(seed: UInt64) {
-        var random = SplitMix(seed: seed)
+        var random = SplitMix64(seed: seed)
         for _ in 0..<250 {
             let document = Self.render(Self.randomValue(&random, depth: 0), &random)
             let bytes = Array(document.utf8)
@@ -100,7 +101,7 @@ struct JSONReaderTests {
 
     static let noise = Array("{}[]\",:\\ 0123456789-+.eEtrufalsn\u{01}x".utf8)
 
-    static func randomValue(_ random: inout SplitMix, depth: Int) -> JSONValue {
+    static func randomValue(_ random: inout SplitMix64, depth: Int) -> JSONValue {
         switch random.next() % (depth > 3 ? 5 : 7) {
         case 0: return .null
         case 1: return .bool(random.next() % 2 == 0)
@@ -117,13 +118,13 @@ struct JSONReaderTests {
         }
     }
 
-    static func randomString(_ random: inout SplitMix) -> String {
+    static func randomString(_ random: inout SplitMix64) -> String {
         let alphabet: [Character] = ["a", "Z", "0", " ", "\"", "\\", "/", "\n", "\t", "é", "🚶", "ż", "\u{7F}", "\u{1}"]
         return String((0..<Int(random.next() % 8)).map { _ in alphabet[Int(random.next() % UInt64(alphabet.count))] })
     }
 
     /// JSON text for `value`, with random whitespace and, for strings, a random mix of escapes.
-    static func render(_ value: JSONValue, _ random: inout SplitMix) -> String {
+    static func render(_ value: JSONValue, _ random: inout SplitMix64) -> String {
         let space = [" ", "", "\n", "\t", "  "][Int(random.next() % 5)]
         switch value {
         case .null: return "null"
@@ -140,7 +141,7 @@ struct JSONReaderTests {
         }
     }
 
-    static func quote(_ text: String, _ random: inout SplitMix) -> String {
+    static func quote(_ text: String, _ random: inout SplitMix64) -> String {
         var result = "\""
         for scalar in text.unicodeScalars {
             switch scalar {
@@ -158,20 +159,5 @@ struct JSONReaderTests {
             }
         }
         return result + "\""
-    }
-}
-
-/// A small deterministic generator, so a failing seed can be replayed.
-struct SplitMix {
-    var state: UInt64
-
-    init(seed: UInt64) { state = seed &+ 0x9E37_79B9_7F4A_7C15 }
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }

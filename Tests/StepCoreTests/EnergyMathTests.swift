@@ -1,3 +1,4 @@
+import StepTestSupport
 import Testing
 
 @testable import StepCore

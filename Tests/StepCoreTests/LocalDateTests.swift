@@ -1,4 +1,5 @@
 import Foundation
+import StepTestSupport
 import Testing
 
 @testable import StepCore
