@@ -42,25 +42,46 @@ package func buildApplication(
         JSONLogHandler(label: $0, sink: antiCheatSink, level: .info)
     }
 
+    // Before serving: migrations (test-phase), the schema check and the development key.
+    let prepare = { @Sendable (store: Store) async throws -> [UInt8]? in
+        if try await !Migrator(database: store.database).pending().isEmpty {
+            throw StoreError.schemaBehind("the database schema is behind this build; run `stepd migrate` first")
+        }
+        guard configuration.mode == .testPhase else { return nil }
+        if let configured = configuration.jwt.developmentSecret { return configured }
+        return try await DevelopmentKey.loadOrCreate(store: store)
+    }
+    let open = { @Sendable [logger] (migrate: Bool, pool: PostgresPoolRunner) async throws -> Store in
+        try await StoreFactory.open(
+            url: configuration.databaseURL, postgres: configuration.postgres,
+            sqliteSynchronous: configuration.sqliteSynchronous, logger: logger, migrate: migrate, postgresPool: pool)
+    }
     let store: Store
+    let developmentSecret: [UInt8]?
+    var storeServices: [any Service] = []
     if let provided = dependencies.store {
         store = provided
+        developmentSecret = try await prepare(store)
+    } else if StoreFactory.isPostgres(configuration.databaseURL) {
+        // The serving pool is a lifecycle service of the application, so it runs only inside the service
+        // group; the start-up work uses a short-lived pool of its own, so a failure still stops start-up here.
+        let startup = try await open(configuration.mode == .testPhase, .ownTask)
+        do {
+            developmentSecret = try await prepare(startup)
+        } catch {
+            try? await startup.database.close()
+            throw error
+        }
+        try await startup.database.close()
+        store = try await open(false, .service)
+        if let postgres = store.database as? PostgreSQLDatabase { storeServices.append(postgres.pool) }
     } else {
-        store = try await StoreFactory.open(
-            url: configuration.databaseURL, postgres: configuration.postgres,
-            sqliteSynchronous: configuration.sqliteSynchronous, logger: logger,
-            migrate: configuration.mode == .testPhase)
-    }
-    if try await !Migrator(database: store.database).pending().isEmpty {
-        throw StoreError.schemaBehind("the database schema is behind this build; run `stepd migrate` first")
-    }
-
-    var developmentSecret: [UInt8]?
-    if configuration.mode == .testPhase {
-        if let configured = configuration.jwt.developmentSecret {
-            developmentSecret = configured
-        } else {
-            developmentSecret = try await DevelopmentKey.loadOrCreate(store: store)
+        store = try await open(configuration.mode == .testPhase, .ownTask)
+        do {
+            developmentSecret = try await prepare(store)
+        } catch {
+            try? await store.database.close()
+            throw error
         }
     }
     let keyRing = SessionKeyRing(
@@ -110,7 +131,8 @@ package func buildApplication(
         router: router,
         configuration: .init(
             address: .hostname(configuration.http.host, port: configuration.http.port), serverName: "StepLedger"),
-        services: [
+        // Services stop in reverse order: the server first, the pool last.
+        services: storeServices + [
             StoreService(store: store, ownsStore: dependencies.store == nil),
             PruneService(
                 store: store, retention: retention, interval: configuration.pruneIntervalSeconds,

@@ -8,11 +8,14 @@ package enum StoreFactory {
 
     package static func open(
         url: String, postgres: PostgresSettings = PostgresSettings(), sqliteSynchronous: SQLiteSynchronous = .full,
-        logger: Logger, migrate: Bool
+        logger: Logger, migrate: Bool, postgresPool: PostgresPoolRunner = .ownTask
     ) async throws -> Store {
+        if migrate, postgresPool == .service, isPostgres(url) {
+            throw StoreError.invalidConfiguration("a pool run as a service cannot migrate before its service starts")
+        }
         let database: any Database
         if isPostgres(url) {
-            database = try PostgreSQLDatabase.open(url: url, settings: postgres, logger: logger)
+            database = try PostgreSQLDatabase.open(url: url, settings: postgres, logger: logger, runner: postgresPool)
         } else {
             let path = url.hasPrefix("sqlite://") ? String(url.dropFirst("sqlite://".count)) : url
             database = try await SQLiteDatabase.open(path: path, synchronous: sqliteSynchronous, logger: logger)

@@ -1,4 +1,5 @@
 import Foundation
+import HummingbirdTesting
 import Logging
 import StepAPI
 import StepStore
@@ -45,5 +46,36 @@ struct StartupTests {
         #expect(try await Migrator(database: app.store.database).pending().isEmpty)
         try await app.store.database.close()
         for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
+    }
+
+    @Test("on PostgreSQL the serving pool is a lifecycle service: it serves inside the service group and stops with it")
+    func postgresPoolIsAService() async throws {
+        guard TestDatabases.kinds.contains(.postgres) else { return }
+        let test = try await TestDatabases.make(.postgres)
+        var configuration = AppConfiguration()
+        configuration.databaseURL = test.url
+        configuration.postgres.startupParameters["search_path"] = test.schema ?? ""
+        configuration.postgres.connectTimeoutSeconds = 1
+        configuration.postgres.statementTimeoutMilliseconds = 500
+        configuration.jwt.developmentSecret = TestHarness.developmentSecret
+        var dependencies = AppDependencies()
+        dependencies.clock = { TestHarness.seedInstant }
+        dependencies.logSink = .memory()
+        dependencies.antiCheatSink = .memory()
+        let app = try await buildApplication(configuration: configuration, dependencies: dependencies)
+        #expect(await !app.store.database.ping(), "the pool served before its service started")
+        let token = try await DevelopmentTokens.issue(
+            walkerId: "walker-pool", secret: TestHarness.developmentSecret, issuer: configuration.jwt.issuer,
+            audience: configuration.jwt.audience, ttlSeconds: 3600, now: TestHarness.seedInstant)
+        try await app.application.test(.router) { (client: any TestClientProtocol) async throws in
+            #expect(try await client.ingest(IngestBody(), token: token).status == .ok)
+            #expect(try await client.execute(uri: "/readyz", method: .get).status == .ok)
+        }
+        #expect(await !app.store.database.ping(), "the pool still serves after its service group stopped")
+        let log = try await test.store.transaction {
+            try await $0.stepLog(walkerId: "walker-pool", day: .init(iso: "2026-05-18")!)
+        }
+        #expect(log?.reportedCount == 8421, "the ingest served by the pool was not stored")
+        try await test.close()
     }
 }

@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import PostgresKit
 import PostgresNIO
+import ServiceLifecycle
 import SQLKit
 import Synchronization
 
@@ -16,26 +17,42 @@ package struct PostgresSettings: Sendable, Hashable {
     package init() {}
 }
 
+/// How a PostgreSQL pool is run.
+package enum PostgresPoolRunner: Sendable {
+    /// The database runs its pool in a task of its own and stops it in `close()` (commands, tests).
+    case ownTask
+    /// A `ServiceGroup` runs the pool (`pool` below), which stops it at graceful shutdown (`stepd serve`).
+    case service
+}
+
 /// PostgreSQL through a postgres-nio connection pool. Transactions are `BEGIN`/`COMMIT` on one leased
 /// connection; row locks (`FOR UPDATE`) serialise one walker's writes across every instance.
 package final class PostgreSQLDatabase: Database {
     package let kind = DatabaseKind.postgres
     private let client: PostgresClient
-    private let runner: Task<Void, Never>
+    private let runner: Task<Void, Never>?
     /// How long one unit of work may wait for a connection and run, so a dead server is a prompt 503.
     private let deadline: Duration
     private let logger: Logger
 
-    private init(client: PostgresClient, deadline: Duration, logger: Logger) {
+    private init(client: PostgresClient, deadline: Duration, logger: Logger, runner: PostgresPoolRunner) {
         self.client = client
         self.deadline = deadline
         self.logger = logger
-        self.runner = Task { await client.run() }
+        switch runner {
+        case .ownTask: self.runner = Task { await client.run() }
+        case .service: self.runner = nil
+        }
     }
+
+    /// The pool as a lifecycle service, for a database opened with `.service`; it stops at graceful shutdown.
+    package var pool: some Service { client }
 
     /// Builds a pool for `url` (`postgres://user:password@host:port/database?sslmode=disable|prefer|require`).
     /// Connections open lazily, so an unreachable server shows up as `StoreError.unavailable` on first use.
-    package static func open(url: String, settings: PostgresSettings, logger: Logger) throws -> PostgreSQLDatabase {
+    package static func open(
+        url: String, settings: PostgresSettings, logger: Logger, runner: PostgresPoolRunner = .ownTask
+    ) throws -> PostgreSQLDatabase {
         guard let components = URLComponents(string: url), let host = components.host, !host.isEmpty,
             components.scheme == "postgres" || components.scheme == "postgresql"
         else { throw StoreError.invalidConfiguration("database.url is not a postgres:// URL") }
@@ -64,7 +81,7 @@ package final class PostgreSQLDatabase: Database {
             client: PostgresClient(configuration: configuration, backgroundLogger: logger),
             deadline: .seconds(settings.connectTimeoutSeconds)
                 + .milliseconds(2 * settings.statementTimeoutMilliseconds),
-            logger: logger)
+            logger: logger, runner: runner)
     }
 
     package func transaction<T: Sendable>(
@@ -88,9 +105,10 @@ package final class PostgreSQLDatabase: Database {
         }
     }
 
+    /// Stops a pool the database runs itself; one run as a service stops with its service group.
     package func close() async throws {
-        runner.cancel()
-        await runner.value
+        runner?.cancel()
+        await runner?.value
     }
 
     /// Connection loss, a server shutting down, a statement timeout or a serialisation failure are
