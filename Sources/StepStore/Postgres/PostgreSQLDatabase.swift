@@ -2,8 +2,8 @@ import Foundation
 import Logging
 import PostgresKit
 import PostgresNIO
-import ServiceLifecycle
 import SQLKit
+import ServiceLifecycle
 import Synchronization
 
 /// Pool and timeout settings for PostgreSQL.
