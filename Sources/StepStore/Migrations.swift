@@ -149,6 +149,14 @@ package enum Migrations {
                 """,
             ]
         },
+        Migration(version: 3, name: "walker version") { _ in
+            [
+                // Bumped by every ingest that writes the walker's days, so a statement that read the day under
+                // an older snapshot than the walker's lock can tell (PostgreSQL admission, see
+                // StoreTransaction.admit).
+                "ALTER TABLE walkers ADD COLUMN version BIGINT NOT NULL DEFAULT 0"
+            ]
+        },
     ]
 }
 

@@ -37,8 +37,8 @@ package enum PostgresIngestScript {
             "BEGIN",
             StoreTransaction.admissionStatement(
                 walkerId: walker, bucket: "ingest", windowStart: now, limit: 100_000,
-                idempotency: IdempotencyRequest(key: key, requestHash: "hash", leaseSeconds: 30), now: now),
-            StoreTransaction.dayStateStatement(walkerId: walker, day: sampleDay),
+                idempotency: IdempotencyRequest(key: key, requestHash: "hash", leaseSeconds: 30), day: sampleDay,
+                now: now),
             StoreTransaction.commonTableBatch(StoreTransaction.ingestStatements(write)),
             "COMMIT",
         ]

@@ -2,6 +2,12 @@ import Foundation
 import SQLKit
 import StepCore
 
+/// What an ingest reads about its day: the day's log, if any, and the streak runs around it.
+package struct DayState: Sendable {
+    package var log: StepLogRecord?
+    package var streak: StreakNeighbourhood
+}
+
 extension StoreTransaction {
     /// The runs an ingest for `day` needs (`StreakNeighbourhood`): at most four rows, read through the
     /// primary key `(walker_id, end_day)`, however long the walker's history.
@@ -11,10 +17,12 @@ extension StoreTransaction {
 
     /// One day's log (if any) and the streak runs around it, everything an ingest reads besides the walker,
     /// in one statement: each row is one run joined to the day's log (or one row of NULL runs).
-    package func dayState(walkerId: String, day: LocalDate) async throws -> (
-        log: StepLogRecord?, streak: StreakNeighbourhood
-    ) {
-        let rows = try await sql.raw(Self.dayStateStatement(walkerId: walkerId, day: day)).all()
+    package func dayState(walkerId: String, day: LocalDate) async throws -> DayState {
+        try Self.dayState(try await sql.raw(Self.dayStateStatement(walkerId: walkerId, day: day)).all(), day: day)
+    }
+
+    /// The day's state from the rows of `dayStateStatement` (alone, or joined to the admission).
+    static func dayState(_ rows: [any SQLRow], day: LocalDate) throws -> DayState {
         var log: StepLogRecord?
         var runs: [StreakRun] = []
         for row in rows {
@@ -25,7 +33,7 @@ extension StoreTransaction {
                 runs.append(StreakRun(start: LocalDate(dayNumber: start), end: LocalDate(dayNumber: end)))
             }
         }
-        return (log, StreakNeighbourhood(day: day, runs: runs))
+        return DayState(log: log, streak: StreakNeighbourhood(day: day, runs: runs))
     }
 
     static func dayStateStatement(walkerId: String, day: LocalDate) -> SQLQueryString {

@@ -7,6 +7,8 @@ package struct WalkerRecord: Sendable, Hashable {
     package var lastTimeZone: String?
     package var lastSubmissionAt: Date?
     package var lifetimeSteps: Int
+    /// How many ingests have written the walker's days (a change counter, not a business value).
+    package var version: Int
 }
 
 extension StoreTransaction {
@@ -25,26 +27,30 @@ extension StoreTransaction {
         INSERT INTO walkers (walker_id, created_at, lifetime_steps)
         VALUES (\(bind: walkerId), \(bind: now.millisecondsSince1970), 0)
         ON CONFLICT (walker_id) DO UPDATE SET walker_id = excluded.walker_id
-        RETURNING walker_id, last_tz, last_submission_at, lifetime_steps
+        RETURNING walker_id, last_tz, last_submission_at, lifetime_steps, version
         """
     }
 
     package func walker(_ walkerId: String) async throws -> WalkerRecord? {
         guard
             let row = try await sql.raw(
-                "SELECT walker_id, last_tz, last_submission_at, lifetime_steps FROM walkers WHERE walker_id = \(bind: walkerId)"
+                """
+                SELECT walker_id, last_tz, last_submission_at, lifetime_steps, version FROM walkers
+                WHERE walker_id = \(bind: walkerId)
+                """
             ).first()
         else { return nil }
         return try Self.walkerRecord(row)
     }
 
-    static func walkerRecord(_ row: any SQLRow) throws -> WalkerRecord {
+    static func walkerRecord(_ row: any SQLRow, walkerId: String? = nil) throws -> WalkerRecord {
         WalkerRecord(
-            walkerId: try row.decode(column: "walker_id", as: String.self),
+            walkerId: try walkerId ?? row.decode(column: "walker_id", as: String.self),
             lastTimeZone: try row.decode(column: "last_tz", as: String?.self),
             lastSubmissionAt: try row.decode(column: "last_submission_at", as: Int?.self).map(
                 Date.init(millisecondsSince1970:)),
-            lifetimeSteps: try row.decode(column: "lifetime_steps", as: Int.self)
+            lifetimeSteps: try row.decode(column: "lifetime_steps", as: Int.self),
+            version: try row.decode(column: "version", as: Int.self)
         )
     }
 
@@ -63,7 +69,7 @@ extension StoreTransaction {
     {
         """
         UPDATE walkers SET last_tz = \(bind: timeZone), last_submission_at = \(bind: now.millisecondsSince1970),
-            lifetime_steps = lifetime_steps + \(bind: lifetimeStepsDelta)
+            lifetime_steps = lifetime_steps + \(bind: lifetimeStepsDelta), version = version + 1
         WHERE walker_id = \(bind: walkerId)
         """
     }

@@ -101,4 +101,52 @@ struct IngestWriteTests {
         #expect(replay.claim == .replay(status: 200, body: #"{"accepted":true}"#))
         try await test.close()
     }
+
+    static func admitDay(_ tx: StoreTransaction, key: String) async throws -> Admission {
+        try await tx.admit(
+            walkerId: "w", bucket: "ingest", windowStart: Date(timeIntervalSince1970: 1_779_136_920), limit: 100,
+            idempotency: IdempotencyRequest(key: key, requestHash: "h", leaseSeconds: 30), day: day, now: t0)
+    }
+
+    @Test(
+        "the admission brings the day's state only when no other transaction wrote the walker's days since its snapshot",
+        arguments: TestDatabases.kinds)
+    func admissionReadsTheDay(kind: DatabaseKind) async throws {
+        let test = try await TestDatabases.make(kind)
+        let store = test.store
+        let first = try await store.transaction { try await Self.admitDay($0, key: "k1") }
+        if kind == .sqlite {
+            // In-process: the ingest reads the day itself, at no round trip's cost.
+            #expect(first.dayState == nil)
+            try await test.close()
+            return
+        }
+        #expect(
+            first.dayState?.log == nil && first.dayState?.streak == StreakNeighbourhood(day: Self.day, runs: []),
+            "an uncontended admission reads the day")
+
+        // T1 holds the walker's lock and writes the day; T2's admission starts meanwhile and waits for the lock.
+        let log = StepLogRecord(
+            walkerId: "w", day: Self.day, timeZone: "UTC", reportedCount: 5000, acceptedCount: 5000, status: .accepted,
+            multiplierPermille: 1000, energyCredited: 5000, attested: true, updatedAt: Self.t0)
+        let (written, release) = AsyncStream.makeStream(of: Void.self)
+        let holder = Task {
+            try await store.transaction { tx in
+                _ = try await Self.admitDay(tx, key: "k2")
+                try await tx.saveStepLog(log)
+                try await tx.recordSubmission(walkerId: "w", timeZone: "UTC", at: Self.t0, lifetimeStepsDelta: 5000)
+                release.yield()
+                try await Task.sleep(for: .milliseconds(400))
+            }
+        }
+        for await _ in written { break }
+        let waiter = try await store.transaction { try await Self.admitDay($0, key: "k3") }
+        try await holder.value
+        #expect(waiter.dayState == nil, "a read from before the lock was granted was used")
+        #expect(waiter.walker.version == first.walker.version + 1)
+
+        let later = try await store.transaction { try await Self.admitDay($0, key: "k4") }
+        #expect(later.dayState?.log == log, "an uncontended admission after the write reads it")
+        try await test.close()
+    }
 }

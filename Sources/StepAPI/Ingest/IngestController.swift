@@ -108,21 +108,22 @@ struct IngestController: Sendable {
         let result: (decision: RateLimitDecision, claim: IdempotencyClaim?, outcome: IngestOutcome?)
         do {
             result = try await store.transaction { [policy, service] tx in
-                let admitted = try await RateLimiter.admit(
-                    tx, walkerId: walkerId, policy: policy, idempotency: idempotency, now: now)
-                guard admitted.decision.allowed else { return (admitted.decision, admitted.claim, nil) }
-                switch admitted.claim {
+                let (decision, admission) = try await RateLimiter.admit(
+                    tx, walkerId: walkerId, policy: policy, idempotency: idempotency, day: ingest.bucket.day, now: now)
+                guard decision.allowed else { return (decision, admission.claim, nil) }
+                switch admission.claim {
                 case .claimed:
                     let outcome = try await service.process(
-                        tx, walker: admitted.walker, request: ingest, now: now, requestId: requestId)
-                    return (admitted.decision, admitted.claim, outcome)
+                        tx, walker: admission.walker, dayState: admission.dayState, request: ingest, now: now,
+                        requestId: requestId)
+                    return (decision, admission.claim, outcome)
                 case .replay:
                     try await tx.insertAttestationLog(
                         Self.replayRecord(
                             walkerId: walkerId, tokenId: principal.tokenId, requestId: requestId, now: now))
-                    return (admitted.decision, admitted.claim, nil)
+                    return (decision, admission.claim, nil)
                 case .payloadMismatch, .inFlight, nil:
-                    return (admitted.decision, admitted.claim, nil)
+                    return (decision, admission.claim, nil)
                 }
             }
         } catch {

@@ -29,9 +29,11 @@ struct IngestService: Sendable {
 
     private var checks: IngestChecks { IngestChecks(limits: settings.limits, mode: settings.mode) }
 
-    /// The ingest as statements of the caller's transaction, after the admission that locked `walker`'s row.
+    /// The ingest as statements of the caller's transaction, after the admission that locked `walker`'s row
+    /// (and may have read the day's state already).
     func process(
-        _ tx: StoreTransaction, walker: WalkerRecord, request: IngestRequest, now: Date, requestId: String
+        _ tx: StoreTransaction, walker: WalkerRecord, dayState: DayState?, request: IngestRequest, now: Date,
+        requestId: String
     ) async throws -> IngestOutcome {
         let checks = self.checks
         let whitelist = self.whitelist()
@@ -67,7 +69,8 @@ struct IngestService: Sendable {
 
         let quarantineReasons = reasons.filter(\.isQuarantine)
         let write = try await plan(
-            tx, walker: walker, request: request, now: now, quarantine: quarantineReasons, requestId: requestId)
+            tx, walker: walker, dayState: dayState, request: request, now: now, quarantine: quarantineReasons,
+            requestId: requestId)
         try await tx.recordIngest(write)
         return IngestOutcome(
             status: .ok, body: write.responseBody, verdict: write.attestationLog.verdict, reasons: quarantineReasons
@@ -76,12 +79,18 @@ struct IngestService: Sendable {
 
     /// Decides what an ingest that passed the hard checks writes, and renders its 200 body.
     private func plan(
-        _ tx: StoreTransaction, walker: WalkerRecord, request: IngestRequest, now: Date, quarantine: [ReasonCode],
-        requestId: String
+        _ tx: StoreTransaction, walker: WalkerRecord, dayState: DayState?, request: IngestRequest, now: Date,
+        quarantine: [ReasonCode], requestId: String
     ) async throws -> IngestWrite {
         let bucket = request.bucket
         let walkerId = walker.walkerId
-        let (existing, streak) = try await tx.dayState(walkerId: walkerId, day: bucket.day)
+        let state: DayState
+        if let dayState {
+            state = dayState
+        } else {
+            state = try await tx.dayState(walkerId: walkerId, day: bucket.day)
+        }
+        let (existing, streak) = (state.log, state.streak)
         let today = LocalDate(instant: now, in: bucket.timeZone)
         func write(
             log: StepLogRecord?, submission: StepSubmissionRecord?, streakChange: StreakRunChange?, credit: Int,

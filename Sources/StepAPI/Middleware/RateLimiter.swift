@@ -1,5 +1,6 @@
 import Foundation
 import HTTPTypes
+import StepCore
 import StepStore
 
 /// A per-walker fixed-window limit, counted in the database so it holds across instances.
@@ -43,13 +44,15 @@ struct RateLimiter: Sendable {
     }
 
     /// The same, as statements of the caller's transaction; the walker's row stays locked until it ends.
+    /// With a `day`, the admission may also bring that day's state (see `StoreTransaction.admit`).
     static func admit(
-        _ tx: StoreTransaction, walkerId: String, policy: RateLimitPolicy, idempotency: IdempotencyRequest?, now: Date
-    ) async throws -> (decision: RateLimitDecision, claim: IdempotencyClaim?, walker: WalkerRecord) {
+        _ tx: StoreTransaction, walkerId: String, policy: RateLimitPolicy, idempotency: IdempotencyRequest?,
+        day: LocalDate?, now: Date
+    ) async throws -> (decision: RateLimitDecision, admission: Admission) {
         let admission = try await tx.admit(
             walkerId: walkerId, bucket: policy.bucket, windowStart: windowStart(policy, now: now), limit: policy.limit,
-            idempotency: idempotency, now: now)
-        return (decision(policy, admission: admission, now: now), admission.claim, admission.walker)
+            idempotency: idempotency, day: day, now: now)
+        return (decision(policy, admission: admission, now: now), admission)
     }
 
     private static func windowStart(_ policy: RateLimitPolicy, now: Date) -> Date {
