@@ -65,8 +65,7 @@ package struct SessionTokenVerifier: Sendable {
 
     package func verify(_ token: String, now: Date) async throws(SessionTokenError) -> SessionPrincipal {
         let parts = token.split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count == 3, let headerData = Base64URL.decode(parts[0]),
-            let header = try? JSONDecoder().decode(Header.self, from: headerData)
+        guard parts.count == 3, let headerData = Base64URL.decode(parts[0]), let header = Header(headerData)
         else { throw .malformed }
         guard header.crit == nil else { throw .malformed }
         guard let alg = header.alg, settings.allowedAlgorithms.contains(alg) else {
@@ -91,10 +90,27 @@ package struct SessionTokenVerifier: Sendable {
         return SessionPrincipal(walkerId: sub, tokenId: claims.jti)
     }
 
-    private struct Header: Decodable {
+    /// The JOSE header fields the verifier looks at. A field of the wrong type makes the token malformed;
+    /// `null` counts as absent.
+    private struct Header {
         var alg: String?
         var kid: String?
-        var crit: [String]?
+        var crit: JSONValue?
+
+        init?(_ data: Data) {
+            guard case .object(let fields) = JSONReader.read(data) else { return nil }
+            func text(_ name: String) -> String?? {
+                switch fields[name] {
+                case nil, .null?: return .some(nil)
+                case .string(let value)?: return .some(value)
+                default: return nil
+                }
+            }
+            guard let alg = text("alg"), let kid = text("kid") else { return nil }
+            self.alg = alg
+            self.kid = kid
+            crit = fields["crit"].flatMap { $0 == .null ? nil : $0 }
+        }
     }
 }
 
