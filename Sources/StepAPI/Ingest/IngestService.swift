@@ -106,7 +106,7 @@ struct IngestService: Sendable {
         }
 
         if let existing, isFinal(existing, now: now) {
-            let body = try render(
+            let body = render(
                 log: existing, provisionalEnergy: existing.energyCredited,
                 streak: streak.state(today: today), lifetimeSteps: walker.lifetimeSteps, now: now, quarantine: [])
             return write(
@@ -142,7 +142,7 @@ struct IngestService: Sendable {
             walkerId: walkerId, submissionId: StoreTransactionID.make(), day: bucket.day,
             source: bucket.source.rawValue, sourceBundleId: bucket.sourceBundleId, count: bucket.count,
             spanStart: bucket.spanStart, spanEnd: bucket.spanEnd, receivedAt: now)
-        let body = try render(
+        let body = render(
             log: log, provisionalEnergy: EnergyMath.energy(steps: reported, multiplierPermille: multiplier),
             streak: streakChange.after.state(today: today), lifetimeSteps: walker.lifetimeSteps + lifetimeDelta,
             now: now, quarantine: quarantine)
@@ -162,7 +162,7 @@ struct IngestService: Sendable {
     private func render(
         log: StepLogRecord, provisionalEnergy: Int, streak: StreakState, lifetimeSteps: Int, now: Date,
         quarantine: [ReasonCode]
-    ) throws -> String {
+    ) -> String {
         let reconciled = log.status == .accepted || log.status == .rejected
         var response = IngestResponse(
             provisional: !reconciled,
@@ -182,7 +182,7 @@ struct IngestService: Sendable {
         if !reconciled {
             response.reconcileEta = InstantParser.format(now.addingTimeInterval(settings.reconcileDelaySeconds))
         }
-        return try JSONCoding.encode(response)
+        return response.jsonText
     }
 
     /// The 5th anti-cheat rejection inside the window opens one review entry per episode.
