@@ -34,11 +34,11 @@ package enum PostgresIngestScript {
                 requestId: "pgbench"),
             idempotencyKey: key, responseStatus: 200, responseBody: sampleResponse, at: now)
         let statements: [SQLQueryString] = [
-            "BEGIN",
             StoreTransaction.admissionStatement(
                 walkerId: walker, bucket: "ingest", windowStart: now, limit: 100_000,
-                idempotency: IdempotencyRequest(key: key, requestHash: "hash", leaseSeconds: 30), day: sampleDay,
-                now: now),
+                idempotency: IdempotencyRequest(key: key, requestHash: "hash", leaseSeconds: 30), now: now),
+            "BEGIN",
+            StoreTransaction.lockWalkerAndDayStatement(walker, day: sampleDay, now: now),
             StoreTransaction.commonTableBatch(StoreTransaction.ingestStatements(write)),
             "COMMIT",
         ]

@@ -1,6 +1,5 @@
 import Foundation
 import SQLKit
-import StepCore
 
 /// What a request needs to claim for idempotency once it is admitted.
 package struct IdempotencyRequest: Sendable, Hashable {
@@ -15,49 +14,39 @@ package struct IdempotencyRequest: Sendable, Hashable {
     }
 }
 
-/// The rate-limit window after this request, its idempotency claim when it was within the limit, the
-/// walker's row, locked for the rest of the transaction, and, when the admission could read it consistently
-/// in the same statement, the state of the day the request is about.
-package struct Admission: Sendable {
+/// The rate-limit window after this request, its idempotency claim when it was within the limit, and the
+/// walker's row, locked for the rest of the transaction.
+package struct Admission: Sendable, Hashable {
     package var window: RateLimitWindow
     package var claim: IdempotencyClaim?
     package var walker: WalkerRecord
-    package var dayState: DayState?
-
-    package init(window: RateLimitWindow, claim: IdempotencyClaim?, walker: WalkerRecord, dayState: DayState? = nil) {
-        self.window = window
-        self.claim = claim
-        self.walker = walker
-        self.dayState = dayState
-    }
 }
 
 extension Store {
-    /// The admission in a transaction of its own (a request that goes no further, such as a bad body).
+    /// The admission committed by itself: on PostgreSQL one statement outside any transaction (the ingest
+    /// follows in a transaction of its own), on SQLite a transaction.
     package func admit(
         walkerId: String, bucket: String, windowStart: Date, limit: Int, idempotency: IdempotencyRequest?, now: Date
     ) async throws -> Admission {
-        try await transaction { tx in
-            try await tx.admit(
+        let kind = self.kind
+        let admit = { @Sendable (sql: any SQLDatabase) async throws -> Admission in
+            try await StoreTransaction(sql: sql, kind: kind).admit(
                 walkerId: walkerId, bucket: bucket, windowStart: windowStart, limit: limit, idempotency: idempotency,
-                day: nil, now: now)
+                now: now)
+        }
+        switch kind {
+        case .sqlite: return try await database.transaction(admit)
+        case .postgres: return try await database.withConnection(admit)
         }
     }
 }
 
 extension StoreTransaction {
-    /// Creates or locks the walker's row (serialising the walker's requests on every instance), counts the
-    /// request against `bucket`'s window and, if the walker is within `limit`, claims the idempotency key.
-    /// The ingest then runs in the same transaction. On PostgreSQL the common case is one statement, which
-    /// also reads `day`'s state when one is given.
-    ///
-    /// That read sees the statement's snapshot, taken before the walker's lock was granted. It is returned
-    /// only when no other transaction wrote the walker's days in between: every ingest that writes them
-    /// bumps `walkers.version`, so the version in the snapshot equals the locked row's exactly when the read
-    /// is current. Otherwise `dayState` is nil and the caller reads the day again, now under the lock.
+    /// Creates or locks the walker's row, counts the request against `bucket`'s window and, if the walker is
+    /// within `limit`, claims the idempotency key. In a transaction the walker's row stays locked until it
+    /// ends (SQLite runs the ingest in the same one). On PostgreSQL the common case is one statement.
     package func admit(
-        walkerId: String, bucket: String, windowStart: Date, limit: Int, idempotency: IdempotencyRequest?,
-        day: LocalDate?, now: Date
+        walkerId: String, bucket: String, windowStart: Date, limit: Int, idempotency: IdempotencyRequest?, now: Date
     ) async throws -> Admission {
         switch kind {
         case .sqlite:
@@ -71,41 +60,35 @@ extension StoreTransaction {
                 leaseSeconds: idempotency.leaseSeconds)
             return Admission(window: window, claim: claim, walker: walker)
         case .postgres:
-            let rows = try await sql.raw(
-                Self.admissionStatement(
-                    walkerId: walkerId, bucket: bucket, windowStart: windowStart, limit: limit,
-                    idempotency: idempotency, day: day, now: now)
-            ).all()
-            guard let row = rows.first else { throw StoreError.corrupt("admission returned no row") }
+            guard
+                let row = try await sql.raw(
+                    Self.admissionStatement(
+                        walkerId: walkerId, bucket: bucket, windowStart: windowStart, limit: limit,
+                        idempotency: idempotency, now: now)
+                ).first()
+            else { throw StoreError.corrupt("admission returned no row") }
             let window = RateLimitWindow(
                 hits: try row.decode(column: "hits", as: Int.self),
                 windowStart: Date(millisecondsSince1970: try row.decode(column: "window_start", as: Int.self)))
             let walker = try Self.walkerRecord(row, walkerId: walkerId)
-            var dayState: DayState?
-            if let day, try (row.decode(column: "seen_version", as: Int?.self) ?? 0) == walker.version {
-                dayState = try Self.dayState(rows, day: day)
-            }
             guard window.hits <= limit, let idempotency else {
-                return Admission(window: window, claim: nil, walker: walker, dayState: dayState)
+                return Admission(window: window, claim: nil, walker: walker)
             }
             if try row.decode(column: "claimed", as: Int.self) > 0 {
-                return Admission(window: window, claim: .claimed, walker: walker, dayState: dayState)
+                return Admission(window: window, claim: .claimed, walker: walker)
             }
             // The key exists already: find out whose it is (replay, mismatch, in flight or an expired lease).
             let claim = try await existingIdempotencyKey(
                 walkerId: walkerId, key: idempotency.key, requestHash: idempotency.requestHash, now: now,
                 leaseSeconds: idempotency.leaseSeconds)
-            return Admission(window: window, claim: claim, walker: walker, dayState: dayState)
+            return Admission(window: window, claim: claim, walker: walker)
         }
     }
 
     /// Walker lock, rate-limit hit and key claim as one statement of data-modifying CTEs (PostgreSQL), each
-    /// reading the one before it, so every request takes its row locks in the same order. With a `day`, each
-    /// row also carries the day's state (`dayStateStatement`) and the walker's version as the statement's
-    /// snapshot saw it (`seen_version`).
+    /// reading the one before it, so every request takes its row locks in the same order.
     static func admissionStatement(
-        walkerId: String, bucket: String, windowStart: Date, limit: Int, idempotency: IdempotencyRequest?,
-        day: LocalDate?, now: Date
+        walkerId: String, bucket: String, windowStart: Date, limit: Int, idempotency: IdempotencyRequest?, now: Date
     ) -> SQLQueryString {
         let wantsClaim = idempotency == nil ? 0 : 1
         var query: SQLQueryString = "WITH walker AS (\n"
@@ -122,15 +105,8 @@ extension StoreTransaction {
             )
             SELECT walker.last_tz, walker.last_submission_at, walker.lifetime_steps, walker.version,
                 hit.hits, hit.window_start, (SELECT COUNT(*) FROM claim) AS claimed
+            FROM walker, hit
             """
-        guard let day else {
-            query += "\nFROM walker, hit"
-            return query
-        }
-        query += ",\n    (SELECT version FROM walkers WHERE walker_id = \(bind: walkerId)) AS seen_version, d.*\n"
-        query += "FROM walker, hit LEFT JOIN (\n"
-        query += dayStateStatement(walkerId: walkerId, day: day)
-        query += "\n) d ON true"
         return query
     }
 }

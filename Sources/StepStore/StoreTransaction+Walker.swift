@@ -1,5 +1,6 @@
 import Foundation
 import SQLKit
+import StepCore
 
 /// A walker's row.
 package struct WalkerRecord: Sendable, Hashable {
@@ -20,6 +21,39 @@ extension StoreTransaction {
             throw StoreError.corrupt("walker upsert returned no row")
         }
         return try Self.walkerRecord(row)
+    }
+
+    /// The walker's row, locked, and `day`'s state. On PostgreSQL one statement: the day is read under the
+    /// statement's snapshot, taken before the lock was granted, so it is returned only when no other
+    /// transaction wrote the walker's days in between. Every ingest that writes them bumps `walkers.version`,
+    /// so the version in the snapshot equals the locked row's exactly when the read is current; otherwise the
+    /// day state is nil and the caller reads it again, now under the lock. SQLite, in process, returns nil.
+    package func lockWalker(_ walkerId: String, day: LocalDate, now: Date) async throws -> (WalkerRecord, DayState?) {
+        guard kind == .postgres else { return (try await lockWalker(walkerId, now: now), nil) }
+        let rows = try await sql.raw(Self.lockWalkerAndDayStatement(walkerId, day: day, now: now)).all()
+        guard let row = rows.first else { throw StoreError.corrupt("walker upsert returned no row") }
+        let walker = try Self.walkerRecord(row, walkerId: walkerId)
+        guard try (row.decode(column: "seen_version", as: Int?.self) ?? 0) == walker.version else {
+            return (walker, nil)
+        }
+        return (walker, try Self.dayState(rows, day: day))
+    }
+
+    /// The walker lock with the day's state and the walker's version as the snapshot saw it (`seen_version`).
+    static func lockWalkerAndDayStatement(_ walkerId: String, day: LocalDate, now: Date) -> SQLQueryString {
+        var query: SQLQueryString = "WITH walker AS (\n"
+        query += lockWalkerStatement(walkerId, now: now)
+        query += """
+
+            )
+            SELECT walker.last_tz, walker.last_submission_at, walker.lifetime_steps, walker.version,
+                (SELECT version FROM walkers WHERE walker_id = \(bind: walkerId)) AS seen_version, d.*
+            FROM walker LEFT JOIN (
+
+            """
+        query += dayStateStatement(walkerId: walkerId, day: day)
+        query += "\n) d ON true"
+        return query
     }
 
     static func lockWalkerStatement(_ walkerId: String, now: Date) -> SQLQueryString {

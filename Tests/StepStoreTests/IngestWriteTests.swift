@@ -102,51 +102,75 @@ struct IngestWriteTests {
         try await test.close()
     }
 
-    static func admitDay(_ tx: StoreTransaction, key: String) async throws -> Admission {
-        try await tx.admit(
-            walkerId: "w", bucket: "ingest", windowStart: Date(timeIntervalSince1970: 1_779_136_920), limit: 100,
-            idempotency: IdempotencyRequest(key: key, requestHash: "h", leaseSeconds: 30), day: day, now: t0)
+    /// What an ingest's transaction on PostgreSQL does first: lock the walker and read the day.
+    static func lockDay(_ tx: StoreTransaction) async throws -> (walker: WalkerRecord, day: DayState?) {
+        try await tx.lockWalker("w", day: day, now: t0)
     }
 
     @Test(
-        "the admission brings the day's state only when no other transaction wrote the walker's days since its snapshot",
+        "the walker lock brings the day's state only when no other transaction wrote the walker's days since its snapshot",
         arguments: TestDatabases.kinds)
-    func admissionReadsTheDay(kind: DatabaseKind) async throws {
+    func lockReadsTheDay(kind: DatabaseKind) async throws {
         let test = try await TestDatabases.make(kind)
         let store = test.store
-        let first = try await store.transaction { try await Self.admitDay($0, key: "k1") }
+        let first = try await store.transaction { try await Self.lockDay($0) }
         if kind == .sqlite {
-            // In-process: the ingest reads the day itself, at no round trip's cost.
-            #expect(first.dayState == nil)
+            // In-process: the ingest reads the day with a statement of its own, at no round trip's cost.
+            #expect(first.day == nil)
             try await test.close()
             return
         }
         #expect(
-            first.dayState?.log == nil && first.dayState?.streak == StreakNeighbourhood(day: Self.day, runs: []),
-            "an uncontended admission reads the day")
+            first.day?.log == nil && first.day?.streak == StreakNeighbourhood(day: Self.day, runs: []),
+            "an uncontended lock reads the day")
 
-        // T1 holds the walker's lock and writes the day; T2's admission starts meanwhile and waits for the lock.
+        // T1 holds the walker's lock and writes the day; T2's lock starts meanwhile and waits for T1;
+        // T1 commits only once PostgreSQL shows T2 waiting for T1's transaction.
         let log = StepLogRecord(
             walkerId: "w", day: Self.day, timeZone: "UTC", reportedCount: 5000, acceptedCount: 5000, status: .accepted,
             multiplierPermille: 1000, energyCredited: 5000, attested: true, updatedAt: Self.t0)
-        let (written, release) = AsyncStream.makeStream(of: Void.self)
+        let (written, wrote) = AsyncStream.makeStream(of: String.self)
+        let (committing, commit) = AsyncStream.makeStream(of: Void.self)
         let holder = Task {
             try await store.transaction { tx in
-                _ = try await Self.admitDay(tx, key: "k2")
+                _ = try await Self.lockDay(tx)
                 try await tx.saveStepLog(log)
                 try await tx.recordSubmission(walkerId: "w", timeZone: "UTC", at: Self.t0, lifetimeStepsDelta: 5000)
-                release.yield()
-                try await Task.sleep(for: .milliseconds(400))
+                let xid = try await tx.sql.raw("SELECT CAST(pg_current_xact_id() AS TEXT) AS x").first()?
+                    .decode(column: "x", as: String.self)
+                wrote.yield(xid ?? "")
+                for await _ in committing { break }
             }
         }
-        for await _ in written { break }
-        let waiter = try await store.transaction { try await Self.admitDay($0, key: "k3") }
+        var holderXid = ""
+        for await value in written {
+            holderXid = value
+            break
+        }
+        let xid = holderXid
+        let waiter = Task { try await store.transaction { try await Self.lockDay($0) } }
+        var blocked = false
+        let deadline = ContinuousClock.now + .seconds(30)
+        while !blocked, ContinuousClock.now < deadline {
+            blocked = try await store.database.withConnection { sql in
+                try await sql.raw(
+                    """
+                    SELECT COUNT(*) AS n FROM pg_locks
+                    WHERE locktype = 'transactionid' AND NOT granted AND CAST(transactionid AS TEXT) = \(bind: xid)
+                    """
+                ).first()?.decode(column: "n", as: Int.self) ?? 0 > 0
+            }
+            if !blocked { try await Task.sleep(for: .milliseconds(20)) }
+        }
+        commit.yield()
         try await holder.value
-        #expect(waiter.dayState == nil, "a read from before the lock was granted was used")
-        #expect(waiter.walker.version == first.walker.version + 1)
+        let waited = try await waiter.value
+        #expect(blocked, "the second lock never waited for the first transaction")
+        #expect(waited.day == nil, "a read from before the lock was granted was used")
+        #expect(waited.walker.version == first.walker.version + 1)
 
-        let later = try await store.transaction { try await Self.admitDay($0, key: "k4") }
-        #expect(later.dayState?.log == log, "an uncontended admission after the write reads it")
+        let later = try await store.transaction { try await Self.lockDay($0) }
+        #expect(later.day?.log == log, "an uncontended lock after the write reads it")
         try await test.close()
     }
 }

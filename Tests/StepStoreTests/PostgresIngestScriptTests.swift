@@ -25,8 +25,9 @@ struct PostgresIngestScriptTests {
         let statements = script.split(separator: "\n").filter { !$0.hasPrefix("--") && !$0.hasPrefix("\\") }
             .joined(separator: "\n").split(separator: ";\n").map(String.init)
             .filter { !$0.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty }
-        // BEGIN, the admission (walker lock, rate-limit hit, key claim, the day's state), the write batch, COMMIT.
-        #expect(statements.count == 4)
+        // The admission (walker, rate-limit hit, key claim), BEGIN, the walker lock with the day's state, the
+        // write batch, COMMIT.
+        #expect(statements.count == 5)
         for (key, steps) in [(42, 5_000), (43, 6_000)] {
             try await store.database.withConnection { sql in
                 for statement in statements {

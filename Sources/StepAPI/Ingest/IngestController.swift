@@ -49,25 +49,32 @@ struct IngestController: Sendable {
             IdempotencyRequest(
                 key: $0.idempotencyKey, requestHash: $0.payloadHash, leaseSeconds: idempotencyLeaseSeconds)
         }
-        if case .success(let ingest) = parsed, let idempotency {
+        if store.kind == .sqlite, case .success(let ingest) = parsed, let idempotency {
             return await admitAndProcess(
                 ingest, idempotency: idempotency, principal: principal, context: context, now: now)
         }
-        // A bad body still counts against the limit; it claims nothing.
+        // PostgreSQL: the admission commits by itself, so a request whose key is in flight gets its 409 at once
+        // and never holds a connection waiting for another request's lock. A bad body still counts against the
+        // limit; it claims nothing.
         let admitted: (decision: RateLimitDecision, claim: IdempotencyClaim?)
         do {
-            admitted = try await rateLimiter.admit(walkerId: walkerId, policy: policy, idempotency: nil, now: now)
+            admitted = try await rateLimiter.admit(
+                walkerId: walkerId, policy: policy, idempotency: idempotency, now: now)
         } catch {
             return Self.errorResponse(storeFailure(error))
         }
         var response: Response
         if !admitted.decision.allowed {
             response = Self.errorResponse(.rateLimited(retryAfterSeconds: admitted.decision.resetSeconds))
-        } else if case .failure(let error) = parsed {
-            if case .invalidRequest = error { context.trace.update { $0.verdict = "INVALID_REQUEST" } }
-            response = Self.errorResponse(error)
         } else {
-            response = Self.errorResponse(.internalError)
+            switch parsed {
+            case .failure(let error):
+                if case .invalidRequest = error { context.trace.update { $0.verdict = "INVALID_REQUEST" } }
+                response = Self.errorResponse(error)
+            case .success(let ingest):
+                response = await process(
+                    ingest, claim: admitted.claim, principal: principal, context: context, now: now)
+            }
         }
         admitted.decision.apply(to: &response.headers)
         return response
@@ -96,9 +103,46 @@ struct IngestController: Sendable {
         }
     }
 
-    /// The admission (walker lock, rate-limit hit, key claim) and the ingest, or the replay's audit row, as one
-    /// transaction: on SQLite one unit of a group commit, on PostgreSQL five round trips. A failure rolls all
-    /// of it back, the claim included, so a retry can succeed.
+    /// PostgreSQL, after the admission: the ingest in a transaction of its own (walker lock and the day's
+    /// state, the write batch: four round trips with BEGIN and COMMIT), or the replay's audit row.
+    private func process(
+        _ ingest: IngestRequest, claim: IdempotencyClaim?, principal: SessionPrincipal, context: AppRequestContext,
+        now: Date
+    ) async -> Response {
+        let walkerId = principal.walkerId
+        if case .replay = claim {
+            await logReplay(walkerId: walkerId, tokenId: principal.tokenId, requestId: context.id, now: now)
+        }
+        if let answered = answer(to: claim, context: context) { return answered }
+        do {
+            let outcome = try await store.transaction { [service] tx in
+                try await service.process(
+                    tx, walkerId: walkerId, admitted: nil, request: ingest, now: now, requestId: context.id)
+            }
+            return respond(with: outcome, ingest: ingest, walkerId: walkerId, context: context)
+        } catch {
+            // Nothing was written; give the key back so a retry can succeed.
+            try? await store.transaction { tx in
+                try await tx.releaseIdempotencyKey(walkerId: walkerId, key: ingest.idempotencyKey)
+            }
+            return Self.errorResponse(storeFailure(error))
+        }
+    }
+
+    private func logReplay(walkerId: String, tokenId: String?, requestId: String, now: Date) async {
+        do {
+            try await store.transaction { tx in
+                try await tx.insertAttestationLog(
+                    Self.replayRecord(walkerId: walkerId, tokenId: tokenId, requestId: requestId, now: now))
+            }
+        } catch {
+            logger.warning("could not log a replay", metadata: ["requestId": .string(requestId)])
+        }
+    }
+
+    /// SQLite: the admission (walker lock, rate-limit hit, key claim) and the ingest, or the replay's audit
+    /// row, as one transaction, so a request is one unit of a group commit. A failure rolls all of it back,
+    /// the claim included, so a retry can succeed.
     private func admitAndProcess(
         _ ingest: IngestRequest, idempotency: IdempotencyRequest, principal: SessionPrincipal,
         context: AppRequestContext, now: Date
@@ -109,12 +153,12 @@ struct IngestController: Sendable {
         do {
             result = try await store.transaction { [policy, service] tx in
                 let (decision, admission) = try await RateLimiter.admit(
-                    tx, walkerId: walkerId, policy: policy, idempotency: idempotency, day: ingest.bucket.day, now: now)
+                    tx, walkerId: walkerId, policy: policy, idempotency: idempotency, now: now)
                 guard decision.allowed else { return (decision, admission.claim, nil) }
                 switch admission.claim {
                 case .claimed:
                     let outcome = try await service.process(
-                        tx, walker: admission.walker, dayState: admission.dayState, request: ingest, now: now,
+                        tx, walkerId: walkerId, admitted: admission.walker, request: ingest, now: now,
                         requestId: requestId)
                     return (decision, admission.claim, outcome)
                 case .replay:

@@ -29,15 +29,22 @@ struct IngestService: Sendable {
 
     private var checks: IngestChecks { IngestChecks(limits: settings.limits, mode: settings.mode) }
 
-    /// The ingest as statements of the caller's transaction, after the admission that locked `walker`'s row
-    /// (and may have read the day's state already).
+    /// The ingest as statements of the caller's transaction. `admitted` is the walker's row when the same
+    /// transaction's admission locked it already (SQLite); otherwise the walker is locked here, with the day's
+    /// state read in the same statement where the engine allows (PostgreSQL).
     func process(
-        _ tx: StoreTransaction, walker: WalkerRecord, dayState: DayState?, request: IngestRequest, now: Date,
+        _ tx: StoreTransaction, walkerId: String, admitted: WalkerRecord?, request: IngestRequest, now: Date,
         requestId: String
     ) async throws -> IngestOutcome {
         let checks = self.checks
         let whitelist = self.whitelist()
-        let walkerId = walker.walkerId
+        let walker: WalkerRecord
+        let dayState: DayState?
+        if let admitted {
+            (walker, dayState) = (admitted, nil)
+        } else {
+            (walker, dayState) = try await tx.lockWalker(walkerId, day: request.bucket.day, now: now)
+        }
         let previous = walker.lastTimeZone.flatMap(TimeZoneCatalog.zone(named:)).flatMap { zone in
             walker.lastSubmissionAt.map { PreviousSubmission(timeZone: zone, receivedAt: $0) }
         }

@@ -1,6 +1,5 @@
 import Foundation
 import HTTPTypes
-import StepCore
 import StepStore
 
 /// A per-walker fixed-window limit, counted in the database so it holds across instances.
@@ -33,7 +32,7 @@ struct RateLimiter: Sendable {
 
     let store: Store
 
-    /// Counts the request and, when it is within the limit, claims `idempotency`, in a transaction of its own.
+    /// Counts the request and, when it is within the limit, claims `idempotency`; committed at once.
     func admit(
         walkerId: String, policy: RateLimitPolicy, idempotency: IdempotencyRequest?, now: Date
     ) async throws -> (decision: RateLimitDecision, claim: IdempotencyClaim?) {
@@ -44,14 +43,12 @@ struct RateLimiter: Sendable {
     }
 
     /// The same, as statements of the caller's transaction; the walker's row stays locked until it ends.
-    /// With a `day`, the admission may also bring that day's state (see `StoreTransaction.admit`).
     static func admit(
-        _ tx: StoreTransaction, walkerId: String, policy: RateLimitPolicy, idempotency: IdempotencyRequest?,
-        day: LocalDate?, now: Date
+        _ tx: StoreTransaction, walkerId: String, policy: RateLimitPolicy, idempotency: IdempotencyRequest?, now: Date
     ) async throws -> (decision: RateLimitDecision, admission: Admission) {
         let admission = try await tx.admit(
             walkerId: walkerId, bucket: policy.bucket, windowStart: windowStart(policy, now: now), limit: policy.limit,
-            idempotency: idempotency, day: day, now: now)
+            idempotency: idempotency, now: now)
         return (decision(policy, admission: admission, now: now), admission)
     }
 
