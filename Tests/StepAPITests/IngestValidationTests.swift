@@ -126,6 +126,25 @@ struct IngestValidationTests {
         }
     }
 
+    @Test(
+        "a trailing comma makes a valid body a 400 (strict JSON), and the same body without it is accepted",
+        arguments: TestDatabases.kinds)
+    func trailingComma(kind: DatabaseKind) async throws {
+        let harness = try await TestHarness.make(kind: kind)
+        let token = try await harness.token(for: "walker-comma")
+        try await harness.run { client in
+            let valid = String(buffer: IngestBody(key: "comma-key").buffer)
+            #expect(valid.hasSuffix("}"))
+            let withComma = String(valid.dropLast()) + ",}"
+            let refused = try await client.ingest(raw: ByteBuffer(string: withComma), token: token)
+            #expect(refused.status == .badRequest)
+            #expect(try refused.json["error"] == .string("INVALID_REQUEST"))
+            try await Self.expectNothingWritten(harness, walker: "walker-comma")
+            let accepted = try await client.ingest(raw: ByteBuffer(string: valid), token: token)
+            #expect(accepted.status == .ok)
+        }
+    }
+
     @Test("a body over the size limit is a 413 and nothing is written", arguments: TestDatabases.kinds)
     func oversizedBody(kind: DatabaseKind) async throws {
         let harness = try await TestHarness.make(kind: kind)

@@ -67,7 +67,7 @@ package struct SessionTokenVerifier: Sendable {
         let parts = token.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 3, let headerData = Base64URL.decode(parts[0]), let header = Header(headerData)
         else { throw .malformed }
-        guard header.crit == nil else { throw .malformed }
+        guard !header.hasCritical else { throw .malformed }
         guard let alg = header.alg, settings.allowedAlgorithms.contains(alg) else {
             throw .unsupportedAlgorithm(header.alg ?? "missing")
         }
@@ -95,7 +95,8 @@ package struct SessionTokenVerifier: Sendable {
     private struct Header {
         var alg: String?
         var kid: String?
-        var crit: JSONValue?
+        /// `crit` names extensions the verifier must understand; it understands none.
+        var hasCritical: Bool
 
         init?(_ data: Data) {
             guard case .object(let fields) = JSONReader.read(data) else { return nil }
@@ -109,7 +110,7 @@ package struct SessionTokenVerifier: Sendable {
             guard let alg = text("alg"), let kid = text("kid") else { return nil }
             self.alg = alg
             self.kid = kid
-            crit = fields["crit"].flatMap { $0 == .null ? nil : $0 }
+            hasCritical = fields["crit"].map { $0 != .null } ?? false
         }
     }
 }

@@ -51,7 +51,7 @@ extension IngestRequest {
     package static func decode(body: some Collection<UInt8>, headerKey: String?) throws(RequestValidationError)
         -> IngestRequest
     {
-        guard let json = JSONCoding.decodeValue(body) else {
+        guard let json = JSONReader.read(body) else {
             throw RequestValidationError(message: "Request body is not valid JSON.", fields: [:])
         }
         guard case .object(let object) = json else {

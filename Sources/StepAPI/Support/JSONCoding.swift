@@ -8,9 +8,4 @@ package enum JSONCoding {
         return String(decoding: try encoder.encode(value), as: UTF8.self)
     }
 
-    /// A request body as a `JSONValue`, read by `JSONReader` (`stepbench decode` measures it against
-    /// `JSONDecoder`).
-    package static func decodeValue(_ bytes: some Collection<UInt8>) -> JSONValue? {
-        JSONReader.read(bytes)
-    }
 }

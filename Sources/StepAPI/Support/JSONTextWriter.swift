@@ -72,9 +72,8 @@ struct JSONTextWriter {
             case 0x0C: bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "f")])
             case 0x0D: bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "r")])
             case 0x00..<0x20:
-                let hex = Array("0123456789abcdef".utf8)
                 bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0")])
-                bytes.append(contentsOf: [hex[Int(byte >> 4)], hex[Int(byte & 0x0F)]])
+                bytes.append(contentsOf: [Self.hexDigits[Int(byte >> 4)], Self.hexDigits[Int(byte & 0x0F)]])
             default: bytes.append(byte)
             }
         }
@@ -89,6 +88,8 @@ struct JSONTextWriter {
     mutating func value(_ number: Int?) {
         if let number { value(number) } else { null() }
     }
+
+    private static let hexDigits = Array("0123456789abcdef".utf8)
 
     private mutating func separate() {
         if needsComma { bytes.append(UInt8(ascii: ",")) }

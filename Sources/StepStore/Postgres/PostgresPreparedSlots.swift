@@ -66,9 +66,6 @@ final class PostgresPreparedSlots: Sendable {
         return index.map { slotTypes[$0] }
     }
 
-    /// How many texts have a slot (tests and operators).
-    var assignedCount: Int { state.withLock { $0.texts.count } }
-
     func text(at index: Int) -> String { state.withLock { $0.texts[index] } }
     func types(at index: Int) -> [PostgresDataType] { state.withLock { $0.types[index] } }
 }
