@@ -104,7 +104,6 @@ package func buildApplication(
     let whitelist = configuration.limits.sourceBundleWhitelist
     IngestController(
         authenticator: authenticator,
-        rateLimiter: RateLimiter(store: store),
         policy: RateLimitPolicy(
             bucket: "ingest", limit: configuration.rateLimits.ingestPerWindow,
             windowSeconds: configuration.rateLimits.windowSeconds),

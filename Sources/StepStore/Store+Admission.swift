@@ -1,5 +1,6 @@
 import Foundation
 import SQLKit
+import StepCore
 
 /// What a request needs to claim for idempotency once it is admitted.
 package struct IdempotencyRequest: Sendable, Hashable {
@@ -16,23 +17,28 @@ package struct IdempotencyRequest: Sendable, Hashable {
 
 /// The rate-limit window after this request, its idempotency claim when it was within the limit, and the
 /// walker's row, locked for the rest of the transaction.
-package struct Admission: Sendable, Hashable {
+package struct Admission: Sendable {
     package var window: RateLimitWindow
     package var claim: IdempotencyClaim?
     package var walker: WalkerRecord
+    /// On PostgreSQL, when the admission was asked for a day and claimed the key: the day's state, read
+    /// under the statement's snapshot, and present only when that snapshot saw the walker's current
+    /// `version`, so `walker` and the day are one consistent read to plan an ingest from.
+    package var day: DayState? = nil
 }
 
 extension Store {
     /// The admission committed by itself: on PostgreSQL one statement outside any transaction (the ingest
     /// follows in a transaction of its own), on SQLite a transaction.
     package func admit(
-        walkerId: String, bucket: String, windowStart: Date, limit: Int, idempotency: IdempotencyRequest?, now: Date
+        walkerId: String, bucket: String, windowStart: Date, limit: Int, idempotency: IdempotencyRequest?,
+        day: LocalDate? = nil, now: Date
     ) async throws -> Admission {
         let kind = self.kind
         let admit = { @Sendable (sql: any SQLDatabase) async throws -> Admission in
             try await StoreTransaction(sql: sql, kind: kind).admit(
                 walkerId: walkerId, bucket: bucket, windowStart: windowStart, limit: limit, idempotency: idempotency,
-                now: now)
+                day: day, now: now)
         }
         switch kind {
         case .sqlite: return try await database.transaction(admit)
@@ -44,9 +50,11 @@ extension Store {
 extension StoreTransaction {
     /// Creates or locks the walker's row, counts the request against `bucket`'s window and, if the walker is
     /// within `limit`, claims the idempotency key. In a transaction the walker's row stays locked until it
-    /// ends (SQLite runs the ingest in the same one). On PostgreSQL the common case is one statement.
+    /// ends (SQLite runs the ingest in the same one). On PostgreSQL the common case is one statement, which
+    /// also reads `day`'s state when one is given (see `Admission.day`).
     package func admit(
-        walkerId: String, bucket: String, windowStart: Date, limit: Int, idempotency: IdempotencyRequest?, now: Date
+        walkerId: String, bucket: String, windowStart: Date, limit: Int, idempotency: IdempotencyRequest?,
+        day: LocalDate? = nil, now: Date
     ) async throws -> Admission {
         switch kind {
         case .sqlite:
@@ -60,13 +68,12 @@ extension StoreTransaction {
                 leaseSeconds: idempotency.leaseSeconds)
             return Admission(window: window, claim: claim, walker: walker)
         case .postgres:
-            guard
-                let row = try await sql.raw(
-                    Self.admissionStatement(
-                        walkerId: walkerId, bucket: bucket, windowStart: windowStart, limit: limit,
-                        idempotency: idempotency, now: now)
-                ).first()
-            else { throw StoreError.corrupt("admission returned no row") }
+            let rows = try await sql.raw(
+                Self.admissionStatement(
+                    walkerId: walkerId, bucket: bucket, windowStart: windowStart, limit: limit,
+                    idempotency: idempotency, day: day, now: now)
+            ).all()
+            guard let row = rows.first else { throw StoreError.corrupt("admission returned no row") }
             let window = RateLimitWindow(
                 hits: try row.decode(column: "hits", as: Int.self),
                 windowStart: Date(millisecondsSince1970: try row.decode(column: "window_start", as: Int.self)))
@@ -75,7 +82,11 @@ extension StoreTransaction {
                 return Admission(window: window, claim: nil, walker: walker)
             }
             if try row.decode(column: "claimed", as: Int.self) > 0 {
-                return Admission(window: window, claim: .claimed, walker: walker)
+                var admission = Admission(window: window, claim: .claimed, walker: walker)
+                if let day, try (row.decode(column: "seen_version", as: Int?.self) ?? 0) == walker.version {
+                    admission.day = try Self.dayState(rows, day: day)
+                }
+                return admission
             }
             // The key exists already: find out whose it is (replay, mismatch, in flight or an expired lease).
             let claim = try await existingIdempotencyKey(
@@ -86,9 +97,12 @@ extension StoreTransaction {
     }
 
     /// Walker lock, rate-limit hit and key claim as one statement of data-modifying CTEs (PostgreSQL), each
-    /// reading the one before it, so every request takes its row locks in the same order.
+    /// reading the one before it, so every request takes its row locks in the same order. With `day`, each
+    /// row also carries the day's state and the walker's version as the statement's snapshot saw them
+    /// (`seen_version`), one row per streak run as `dayStateStatement` gives them.
     static func admissionStatement(
-        walkerId: String, bucket: String, windowStart: Date, limit: Int, idempotency: IdempotencyRequest?, now: Date
+        walkerId: String, bucket: String, windowStart: Date, limit: Int, idempotency: IdempotencyRequest?,
+        day: LocalDate?, now: Date
     ) -> SQLQueryString {
         let wantsClaim = idempotency == nil ? 0 : 1
         var query: SQLQueryString = "WITH walker AS (\n"
@@ -105,8 +119,16 @@ extension StoreTransaction {
             )
             SELECT walker.last_tz, walker.last_submission_at, walker.lifetime_steps, walker.version,
                 hit.hits, hit.window_start, (SELECT COUNT(*) FROM claim) AS claimed
-            FROM walker, hit
             """
+        guard let day else { return query + "\nFROM walker, hit" }
+        query += """
+            ,
+                (SELECT version FROM walkers WHERE walker_id = \(bind: walkerId)) AS seen_version, d.*
+            FROM walker CROSS JOIN hit LEFT JOIN (
+
+            """
+        query += dayStateStatement(walkerId: walkerId, day: day)
+        query += "\n) d ON true"
         return query
     }
 }

@@ -20,6 +20,17 @@ package struct Store: Sendable {
             try await body(StoreTransaction(sql: sql, kind: kind))
         }
     }
+
+    /// Runs `body` on one connection outside a transaction: each statement commits by itself (on SQLite the
+    /// unit runs alone, outside any group commit).
+    package func withoutTransaction<T: Sendable>(
+        _ body: @escaping @Sendable (StoreTransaction) async throws -> T
+    ) async throws -> T {
+        let kind = database.kind
+        return try await database.withConnection { sql in
+            try await body(StoreTransaction(sql: sql, kind: kind))
+        }
+    }
 }
 
 /// The typed SQL of one transaction. Feature files extend it (`StoreTransaction+StepLog.swift`, …).

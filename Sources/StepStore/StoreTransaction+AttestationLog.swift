@@ -46,12 +46,15 @@ extension StoreTransaction {
         try await sql.raw(Self.insertAttestationLogStatement(log)).run()
     }
 
-    static func insertAttestationLogStatement(_ log: AttestationLogRecord) -> SQLQueryString {
+    static func insertAttestationLogStatement(_ log: AttestationLogRecord, when condition: SQLQueryString = "true")
+        -> SQLQueryString
+    {
         """
         INSERT INTO attestation_logs (walker_id, log_id, created_at, route, verdict, reasons, token_id, request_id)
-        VALUES (\(bind: log.walkerId), \(bind: newID()), \(bind: log.createdAt.millisecondsSince1970),
+        SELECT \(bind: log.walkerId), \(bind: newID()), \(bind: log.createdAt.millisecondsSince1970),
             \(bind: log.route), \(bind: log.verdict.rawValue), \(bind: log.reasons.joined(separator: ",")),
-            \(bind: log.tokenId), \(bind: log.requestId))
+            \(bind: log.tokenId), \(bind: log.requestId)
+        WHERE \(condition)
         """
     }
 

@@ -98,12 +98,12 @@ extension StoreTransaction {
         .run()
     }
 
-    static func completeIdempotencyKeyStatement(walkerId: String, key: String, status: Int, body: String)
-        -> SQLQueryString
-    {
+    static func completeIdempotencyKeyStatement(
+        walkerId: String, key: String, status: Int, body: String, when condition: SQLQueryString = "true"
+    ) -> SQLQueryString {
         """
         UPDATE idempotency_keys SET state = 'done', status = \(bind: status), response_body = \(bind: body)
-        WHERE walker_id = \(bind: walkerId) AND idem_key = \(bind: key)
+        WHERE walker_id = \(bind: walkerId) AND idem_key = \(bind: key) AND \(condition)
         """
     }
 

@@ -19,14 +19,17 @@ package struct IngestWrite: Sendable {
     package var responseStatus: Int
     package var responseBody: String
     package var at: Date
+    /// The walker's `version` the write was planned from: it applies only while the walker's row still has it.
+    package var walkerVersion: Int
 
     package init(
-        walkerId: String, stepLog: StepLogRecord?, submission: StepSubmissionRecord?,
+        walkerId: String, walkerVersion: Int, stepLog: StepLogRecord?, submission: StepSubmissionRecord?,
         streakChange: StreakRunChange? = nil, credit: Int, timeZone: String, lifetimeStepsDelta: Int,
         attestationLog: AttestationLogRecord, idempotencyKey: String, responseStatus: Int,
         responseBody: String, at: Date
     ) {
         self.walkerId = walkerId
+        self.walkerVersion = walkerVersion
         self.stepLog = stepLog
         self.submission = submission
         self.streakChange = streakChange
@@ -42,57 +45,77 @@ package struct IngestWrite: Sendable {
 }
 
 extension StoreTransaction {
-    /// Applies an ingest's writes. The statements are the same on both engines; PostgreSQL receives them as
-    /// one statement of data-modifying CTEs, because round trips, not SQL, bound throughput there, while
-    /// SQLite runs in-process and takes them one by one.
-    package func recordIngest(_ write: IngestWrite) async throws {
-        let statements = Self.ingestStatements(write)
+    /// Applies an ingest's writes if the walker's `version` is still `write.walkerVersion`, and returns
+    /// whether it was. Every write of a walker's days bumps the version, so a write planned from a read that
+    /// another ingest has overtaken changes nothing: on PostgreSQL the plan may come from a snapshot read
+    /// without any lock (two round trips per ingest: the admission with the read, then this). Under the
+    /// walker's lock (SQLite's single writer, or a PostgreSQL transaction that locked the row) it always applies.
+    ///
+    /// The statements are the same on both engines: the walker's update with the version check first, then
+    /// the writes, each under `condition`. SQLite runs them one by one in process and stops when the check
+    /// fails; PostgreSQL receives them as one statement of data-modifying CTEs (`guardedBatch`), because round
+    /// trips, not SQL, bound throughput there.
+    package func recordIngest(_ write: IngestWrite) async throws -> Bool {
         switch kind {
         case .sqlite:
-            for statement in statements { try await sql.raw(statement).run() }
+            guard try await sql.raw(Self.walkerGuardStatement(write)).first() != nil else { return false }
+            for statement in Self.ingestStatements(write, when: "true") { try await sql.raw(statement).run() }
+            return true
         case .postgres:
-            try await sql.raw(Self.commonTableBatch(statements)).run()
+            let row = try await sql.raw(Self.guardedBatch(write)).first()
+            return try row?.decode(column: "applied", as: Int.self) ?? 0 > 0
         }
     }
 
-    /// Every statement an ingest writes, in order; the last one completes the idempotency key.
-    static func ingestStatements(_ write: IngestWrite) -> [SQLQueryString] {
+    /// The walker's update that checks and bumps its version; one row when the version was as planned.
+    static func walkerGuardStatement(_ write: IngestWrite) -> SQLQueryString {
+        recordSubmissionStatement(
+            walkerId: write.walkerId, timeZone: write.timeZone, at: write.at,
+            lifetimeStepsDelta: write.lifetimeStepsDelta, expectedVersion: write.walkerVersion)
+    }
+
+    /// Every write of an ingest after the walker's, in order, each applied only when `condition` holds; the
+    /// last one completes the idempotency key.
+    static func ingestStatements(_ write: IngestWrite, when condition: SQLQueryString) -> [SQLQueryString] {
         var statements: [SQLQueryString] = []
         if let log = write.stepLog {
-            statements.append(upsertStepLogStatement(log))
+            statements.append(upsertStepLogStatement(log, when: condition))
             if write.credit > 0 {
                 statements.append(
                     insertLedgerEntryStatement(
-                        walkerId: write.walkerId, day: log.day, kind: .stepCredit, amount: write.credit, at: write.at))
+                        walkerId: write.walkerId, day: log.day, kind: .stepCredit, amount: write.credit, at: write.at,
+                        when: condition))
             }
         }
-        if let submission = write.submission { statements.append(insertSubmissionStatement(submission)) }
-        if let change = write.streakChange { statements += streakChangeStatements(walkerId: write.walkerId, change) }
-        statements.append(
-            recordSubmissionStatement(
-                walkerId: write.walkerId, timeZone: write.timeZone, at: write.at,
-                lifetimeStepsDelta: write.lifetimeStepsDelta))
-        statements.append(insertAttestationLogStatement(write.attestationLog))
+        if let submission = write.submission {
+            statements.append(insertSubmissionStatement(submission, when: condition))
+        }
+        if let change = write.streakChange {
+            statements += streakChangeStatements(walkerId: write.walkerId, change, when: condition)
+        }
+        statements.append(insertAttestationLogStatement(write.attestationLog, when: condition))
         statements.append(
             completeIdempotencyKeyStatement(
                 walkerId: write.walkerId, key: write.idempotencyKey, status: write.responseStatus,
-                body: write.responseBody))
+                body: write.responseBody, when: condition))
         return statements
     }
 
-    /// `WITH s0 AS (first RETURNING 1), s1 AS (…) last`: several writes in one PostgreSQL round trip. Sibling
-    /// CTEs see one snapshot, so no two of the statements may touch the same row.
-    static func commonTableBatch(_ statements: [SQLQueryString]) -> SQLQueryString {
-        guard let last = statements.last else { return "SELECT 1" }
-        var query: SQLQueryString = ""
-        for (index, statement) in statements.dropLast().enumerated() {
-            query += index == 0 ? "WITH " : ",\n"
-            query += "s\(unsafeRaw: String(index)) AS (\n"
+    /// `WITH guard AS (walker update RETURNING 1), s0 AS (write WHERE guard … RETURNING 1), … SELECT applied`:
+    /// the whole ingest in one PostgreSQL round trip, all or nothing as one statement is. Each write reads
+    /// `guard` first (an uncorrelated `EXISTS`, evaluated before the write touches a row), so the walker's row
+    /// is locked before any other, as in every other ingest path, and nothing is written when the version
+    /// check fails. Sibling CTEs see one snapshot, so no two of the statements may touch the same row.
+    static func guardedBatch(_ write: IngestWrite) -> SQLQueryString {
+        var query: SQLQueryString = "WITH guard AS (\n"
+        query += walkerGuardStatement(write)
+        query += "\n)"
+        for (index, statement) in ingestStatements(write, when: "EXISTS (SELECT 1 FROM guard)").enumerated() {
+            query += ",\ns\(unsafeRaw: String(index)) AS (\n"
             query += statement
             query += "\nRETURNING 1)"
         }
-        query += "\n"
-        query += last
+        query += "\nSELECT COUNT(*) AS applied FROM guard"
         return query
     }
 }

@@ -17,12 +17,14 @@ extension StoreTransaction {
     }
 
     static func insertLedgerEntryStatement(
-        walkerId: String, day: LocalDate?, kind: LedgerEntryKind, amount: Int, at now: Date
+        walkerId: String, day: LocalDate?, kind: LedgerEntryKind, amount: Int, at now: Date,
+        when condition: SQLQueryString = "true"
     ) -> SQLQueryString {
         """
         INSERT INTO energy_ledger (walker_id, entry_id, day, kind, amount, created_at)
-        VALUES (\(bind: walkerId), \(bind: newID()), \(bind: day?.dayNumber), \(bind: kind.rawValue),
-            \(bind: amount), \(bind: now.millisecondsSince1970))
+        SELECT \(bind: walkerId), \(bind: newID()), \(bind: day?.dayNumber), \(bind: kind.rawValue),
+            \(bind: amount), \(bind: now.millisecondsSince1970)
+        WHERE \(condition)
         """
     }
 

@@ -111,13 +111,18 @@ extension StoreTransaction {
         try await sql.raw(Self.insertSubmissionStatement(submission)).run()
     }
 
-    static func upsertStepLogStatement(_ log: StepLogRecord) -> SQLQueryString {
+    /// The day's upsert, when `condition` holds (the `WHERE` also tells SQLite's parser that `ON CONFLICT`
+    /// belongs to the upsert).
+    static func upsertStepLogStatement(_ log: StepLogRecord, when condition: SQLQueryString = "true")
+        -> SQLQueryString
+    {
         """
         INSERT INTO step_logs (walker_id, day, tz, reported_count, accepted_count, status, multiplier_permille,
             energy_credited, attested, updated_at)
-        VALUES (\(bind: log.walkerId), \(bind: log.day.dayNumber), \(bind: log.timeZone), \(bind: log.reportedCount),
+        SELECT \(bind: log.walkerId), \(bind: log.day.dayNumber), \(bind: log.timeZone), \(bind: log.reportedCount),
             \(bind: log.acceptedCount), \(bind: log.status.rawValue), \(bind: log.multiplierPermille),
-            \(bind: log.energyCredited), \(bind: log.attested ? 1 : 0), \(bind: log.updatedAt.millisecondsSince1970))
+            \(bind: log.energyCredited), \(bind: log.attested ? 1 : 0), \(bind: log.updatedAt.millisecondsSince1970)
+        WHERE \(condition)
         ON CONFLICT (walker_id, day) DO UPDATE SET
             tz = excluded.tz, reported_count = excluded.reported_count, accepted_count = excluded.accepted_count,
             status = excluded.status, multiplier_permille = excluded.multiplier_permille,
@@ -126,14 +131,17 @@ extension StoreTransaction {
         """
     }
 
-    static func insertSubmissionStatement(_ submission: StepSubmissionRecord) -> SQLQueryString {
+    static func insertSubmissionStatement(_ submission: StepSubmissionRecord, when condition: SQLQueryString = "true")
+        -> SQLQueryString
+    {
         """
         INSERT INTO step_submissions (walker_id, submission_id, day, source, source_bundle_id, step_count,
             span_start, span_end, received_at)
-        VALUES (\(bind: submission.walkerId), \(bind: submission.submissionId), \(bind: submission.day.dayNumber),
+        SELECT \(bind: submission.walkerId), \(bind: submission.submissionId), \(bind: submission.day.dayNumber),
             \(bind: submission.source), \(bind: submission.sourceBundleId), \(bind: submission.count),
             \(bind: submission.spanStart.millisecondsSince1970), \(bind: submission.spanEnd.millisecondsSince1970),
-            \(bind: submission.receivedAt.millisecondsSince1970))
+            \(bind: submission.receivedAt.millisecondsSince1970)
+        WHERE \(condition)
         """
     }
 

@@ -73,22 +73,28 @@ extension StoreTransaction {
     }
 
     package func applyStreakChange(walkerId: String, _ change: StreakRunChange) async throws {
-        for statement in Self.streakChangeStatements(walkerId: walkerId, change) {
+        for statement in Self.streakChangeStatements(walkerId: walkerId, change, when: "true") {
             try await sql.raw(statement).run()
         }
     }
 
     /// A change as statements: delete the runs whose end no inserted run reuses, upsert the new runs
     /// (an upsert, not a delete and an insert of the same key, so the statements also hold as sibling CTEs).
-    static func streakChangeStatements(walkerId: String, _ change: StreakRunChange) -> [SQLQueryString] {
+    static func streakChangeStatements(walkerId: String, _ change: StreakRunChange, when condition: SQLQueryString)
+        -> [SQLQueryString]
+    {
         let insertedEnds = Set(change.inserted.map(\.end))
         var statements: [SQLQueryString] = change.removed.map(\.end).filter { !insertedEnds.contains($0) }.map {
-            "DELETE FROM streak_runs WHERE walker_id = \(bind: walkerId) AND end_day = \(bind: $0.dayNumber)"
+            """
+            DELETE FROM streak_runs
+            WHERE walker_id = \(bind: walkerId) AND end_day = \(bind: $0.dayNumber) AND \(condition)
+            """
         }
         statements += change.inserted.map { run in
             """
             INSERT INTO streak_runs (walker_id, end_day, start_day)
-            VALUES (\(bind: walkerId), \(bind: run.end.dayNumber), \(bind: run.start.dayNumber))
+            SELECT \(bind: walkerId), \(bind: run.end.dayNumber), \(bind: run.start.dayNumber)
+            WHERE \(condition)
             ON CONFLICT (walker_id, end_day) DO UPDATE SET start_day = excluded.start_day
             """
         }

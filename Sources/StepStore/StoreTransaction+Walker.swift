@@ -98,13 +98,19 @@ extension StoreTransaction {
         ).run()
     }
 
-    static func recordSubmissionStatement(walkerId: String, timeZone: String, at now: Date, lifetimeStepsDelta: Int)
-        -> SQLQueryString
-    {
-        """
-        UPDATE walkers SET last_tz = \(bind: timeZone), last_submission_at = \(bind: now.millisecondsSince1970),
-            lifetime_steps = lifetime_steps + \(bind: lifetimeStepsDelta), version = version + 1
-        WHERE walker_id = \(bind: walkerId)
-        """
+    /// The walker's update of an ingest, which bumps its version; with `expectedVersion` only while the
+    /// version is that, returning a row when it was (the guard of `recordIngest`).
+    static func recordSubmissionStatement(
+        walkerId: String, timeZone: String, at now: Date, lifetimeStepsDelta: Int, expectedVersion: Int? = nil
+    ) -> SQLQueryString {
+        var query: SQLQueryString = """
+            UPDATE walkers SET last_tz = \(bind: timeZone), last_submission_at = \(bind: now.millisecondsSince1970),
+                lifetime_steps = lifetime_steps + \(bind: lifetimeStepsDelta), version = version + 1
+            WHERE walker_id = \(bind: walkerId)
+            """
+        if let expectedVersion {
+            query += " AND version = \(bind: expectedVersion)\nRETURNING walker_id"
+        }
+        return query
     }
 }

@@ -21,25 +21,33 @@ struct PostgresIngestScriptTests {
         #expect(!script.contains("placeholder"))
         #expect(script.contains("INSERT INTO streak_runs"))
         #expect(script.contains("FROM streak_runs"))
-        // What pgbench would do for client 7 with key 42 and 5 000 steps, twice (the second is an update).
-        let statements = script.split(separator: "\n").filter { !$0.hasPrefix("--") && !$0.hasPrefix("\\") }
-            .joined(separator: "\n").split(separator: ";\n").map(String.init)
-            .filter { !$0.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty }
-        // The admission (walker, rate-limit hit, key claim), BEGIN, the walker lock with the day's state, the
-        // write batch, COMMIT.
-        #expect(statements.count == 5)
+        // The admission with the day's state, whose columns pgbench stores (`\aset admitted_`), then the write
+        // batch guarded by the walker version it read.
+        let body = script.split(separator: "\n").filter { !$0.hasPrefix("--") && !$0.hasPrefix("\\set") }
+            .joined(separator: "\n")
+        let parts = body.components(separatedBy: " \\aset admitted_\n")
+        #expect(parts.count == 2)
+        let admission = parts[0]
+        let batch = try #require(parts.last).trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(batch.hasSuffix(";") && !batch.dropLast().contains(";"))
+        #expect(batch.contains(":admitted_version"))
+        // What pgbench would do for client 7 with key 42 and 5 000 steps, then key 43 and 6 000 (an update).
         for (key, steps) in [(42, 5_000), (43, 6_000)] {
-            try await store.database.withConnection { sql in
-                for statement in statements {
-                    let concrete =
-                        statement
+            @Sendable func concrete(_ statement: String) -> SQLQueryString {
+                SQLQueryString(
+                    statement
                         .replacingOccurrences(of: ":client_id", with: "7")
                         .replacingOccurrences(of: ":key", with: String(key))
                         .replacingOccurrences(of: ":day", with: String(day.dayNumber))
-                        .replacingOccurrences(of: ":steps", with: String(steps))
-                    try await sql.raw(SQLQueryString(concrete)).run()
-                }
+                        .replacingOccurrences(of: ":steps", with: String(steps)))
             }
+            let applied = try await store.database.withConnection { sql in
+                let rows = try await sql.raw(concrete(admission)).all()
+                let version = try #require(rows.last).decode(column: "version", as: Int.self)
+                let guarded = batch.dropLast().replacingOccurrences(of: ":admitted_version", with: String(version))
+                return try await sql.raw(concrete(guarded)).first()?.decode(column: "applied", as: Int.self)
+            }
+            #expect(applied == 1)
         }
         let state = try await store.transaction { tx in
             (

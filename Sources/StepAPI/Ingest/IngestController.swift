@@ -10,7 +10,6 @@ struct IngestController: Sendable {
     static let route = "/step/ingest"
 
     let authenticator: Authenticator
-    let rateLimiter: RateLimiter
     let policy: RateLimitPolicy
     let service: IngestService
     let store: Store
@@ -56,10 +55,10 @@ struct IngestController: Sendable {
         // PostgreSQL: the admission commits by itself, so a request whose key is in flight gets its 409 at once
         // and never holds a connection waiting for another request's lock. A bad body still counts against the
         // limit; it claims nothing.
-        let admitted: (decision: RateLimitDecision, claim: IdempotencyClaim?)
+        let admitted: PostgresAdmission
         do {
-            admitted = try await rateLimiter.admit(
-                walkerId: walkerId, policy: policy, idempotency: idempotency, now: now)
+            admitted = try await admitAndTryWrite(
+                parsed, idempotency: idempotency, principal: principal, context: context, now: now)
         } catch {
             return Self.errorResponse(storeFailure(error))
         }
@@ -72,12 +71,66 @@ struct IngestController: Sendable {
                 if case .invalidRequest = error { context.trace.update { $0.verdict = "INVALID_REQUEST" } }
                 response = Self.errorResponse(error)
             case .success(let ingest):
-                response = await process(
-                    ingest, claim: admitted.claim, principal: principal, context: context, now: now)
+                if let outcome = admitted.outcome {
+                    response = respond(with: outcome, ingest: ingest, walkerId: walkerId, context: context)
+                } else if let answered = answer(to: admitted.claim, context: context) {
+                    response = answered
+                } else {
+                    response = await processLocked(ingest, principal: principal, context: context, now: now)
+                }
             }
         }
         admitted.decision.apply(to: &response.headers)
         return response
+    }
+
+    /// What the PostgreSQL admission found, and the ingest's outcome when its optimistic write applied.
+    private struct PostgresAdmission: Sendable {
+        var decision: RateLimitDecision
+        var claim: IdempotencyClaim?
+        var outcome: IngestOutcome?
+    }
+
+    /// PostgreSQL, on one pooled connection and without a transaction: the admission, which also reads the
+    /// walker and the day under one snapshot, then the ingest's writes as one statement that applies only if
+    /// no other ingest of the walker wrote since that read (two round trips in all). A replay's audit row
+    /// follows its admission on the same connection. When the write does not apply (or the ingest is
+    /// rejected) the outcome is nil and the caller runs the ingest in a transaction; when it fails, the key is
+    /// given back so a retry can succeed.
+    private func admitAndTryWrite(
+        _ parsed: Result<IngestRequest, IngestAPIError>, idempotency: IdempotencyRequest?,
+        principal: SessionPrincipal, context: AppRequestContext, now: Date
+    ) async throws -> PostgresAdmission {
+        let ingest = try? parsed.get()
+        let (walkerId, tokenId, requestId) = (principal.walkerId, principal.tokenId, context.id)
+        return try await store.withoutTransaction { [policy, service, logger] tx in
+            let (decision, admission) = try await RateLimiter.admit(
+                tx, walkerId: walkerId, policy: policy, idempotency: idempotency, day: ingest?.bucket.day, now: now)
+            var admitted = PostgresAdmission(decision: decision, claim: admission.claim)
+            guard decision.allowed, let ingest else { return admitted }
+            switch admission.claim {
+            case .claimed:
+                guard let day = admission.day else { return admitted }
+                do {
+                    admitted.outcome = try await service.processOptimistically(
+                        tx, walker: admission.walker, day: day, request: ingest, now: now, requestId: requestId)
+                } catch {
+                    // Nothing was written (one statement); the key is ours to give back.
+                    try? await tx.releaseIdempotencyKey(walkerId: walkerId, key: ingest.idempotencyKey)
+                    throw error
+                }
+            case .replay:
+                do {
+                    try await tx.insertAttestationLog(
+                        Self.replayRecord(walkerId: walkerId, tokenId: tokenId, requestId: requestId, now: now))
+                } catch {
+                    logger.warning("could not log a replay", metadata: ["requestId": .string(requestId)])
+                }
+            case .payloadMismatch, .inFlight, nil:
+                break
+            }
+            return admitted
+        }
     }
 
     /// Content type, size bound and decoding, before any database work.
@@ -103,17 +156,13 @@ struct IngestController: Sendable {
         }
     }
 
-    /// PostgreSQL, after the admission: the ingest in a transaction of its own (walker lock and the day's
-    /// state, the write batch: four round trips with BEGIN and COMMIT), or the replay's audit row.
-    private func process(
-        _ ingest: IngestRequest, claim: IdempotencyClaim?, principal: SessionPrincipal, context: AppRequestContext,
-        now: Date
+    /// PostgreSQL, after an admission that claimed the key when the optimistic write could not be used: the
+    /// ingest in a transaction that locks the walker's row first (`BEGIN`, the lock with the day's state, the
+    /// writes, `COMMIT`).
+    private func processLocked(
+        _ ingest: IngestRequest, principal: SessionPrincipal, context: AppRequestContext, now: Date
     ) async -> Response {
         let walkerId = principal.walkerId
-        if case .replay = claim {
-            await logReplay(walkerId: walkerId, tokenId: principal.tokenId, requestId: context.id, now: now)
-        }
-        if let answered = answer(to: claim, context: context) { return answered }
         do {
             let outcome = try await store.transaction { [service] tx in
                 try await service.process(
@@ -122,21 +171,10 @@ struct IngestController: Sendable {
             return respond(with: outcome, ingest: ingest, walkerId: walkerId, context: context)
         } catch {
             // Nothing was written; give the key back so a retry can succeed.
-            try? await store.transaction { tx in
+            try? await store.withoutTransaction { tx in
                 try await tx.releaseIdempotencyKey(walkerId: walkerId, key: ingest.idempotencyKey)
             }
             return Self.errorResponse(storeFailure(error))
-        }
-    }
-
-    private func logReplay(walkerId: String, tokenId: String?, requestId: String, now: Date) async {
-        do {
-            try await store.transaction { tx in
-                try await tx.insertAttestationLog(
-                    Self.replayRecord(walkerId: walkerId, tokenId: tokenId, requestId: requestId, now: now))
-            }
-        } catch {
-            logger.warning("could not log a replay", metadata: ["requestId": .string(requestId)])
         }
     }
 

@@ -11,6 +11,14 @@ struct IngestOutcome: Sendable {
     var reasons: [ReasonCode]
 }
 
+extension IngestOutcome {
+    /// The outcome of an ingest that wrote `write` (200), with the quarantine reasons that applied.
+    init(_ write: IngestWrite, reasons: [ReasonCode]) {
+        self.init(
+            status: .ok, body: write.responseBody, verdict: write.attestationLog.verdict, reasons: reasons)
+    }
+}
+
 /// The ingest pipeline after authentication, decoding, rate limiting and the idempotency claim, in the same
 /// transaction as the admission: it checks, writes the StepLog, credits the ledger and stores the response.
 struct IngestService: Sendable {
@@ -29,74 +37,100 @@ struct IngestService: Sendable {
 
     private var checks: IngestChecks { IngestChecks(limits: settings.limits, mode: settings.mode) }
 
-    /// The ingest as statements of the caller's transaction. `admitted` is the walker's row when the same
-    /// transaction's admission locked it already (SQLite); otherwise the walker is locked here, with the day's
-    /// state read in the same statement where the engine allows (PostgreSQL).
+    /// The ingest as statements of the caller's transaction, with the walker's row locked: by the same
+    /// transaction's admission (`admitted`, SQLite), or here, with the day's state read in the same statement
+    /// where the engine allows (PostgreSQL).
     func process(
         _ tx: StoreTransaction, walkerId: String, admitted: WalkerRecord?, request: IngestRequest, now: Date,
         requestId: String
     ) async throws -> IngestOutcome {
-        let checks = self.checks
-        let whitelist = self.whitelist()
         let walker: WalkerRecord
-        let dayState: DayState?
+        var dayState: DayState?
         if let admitted {
-            (walker, dayState) = (admitted, nil)
+            walker = admitted
         } else {
             (walker, dayState) = try await tx.lockWalker(walkerId, day: request.bucket.day, now: now)
         }
-        let previous = walker.lastTimeZone.flatMap(TimeZoneCatalog.zone(named:)).flatMap { zone in
-            walker.lastSubmissionAt.map { PreviousSubmission(timeZone: zone, receivedAt: $0) }
-        }
-        let bucket = request.bucket
-        let reasons = checks.reasons(for: bucket, now: now, previous: previous, whitelist: whitelist)
+        let reasons = self.reasons(for: request, walker: walker, now: now)
         let hardReasons = reasons.filter { !$0.isQuarantine }
-
         if !hardReasons.isEmpty {
-            let error: IngestAPIError =
-                hardReasons.contains(.sourceNotWhitelisted)
-                ? .sourceNotWhitelisted(sourceBundleId: bucket.sourceBundleId)
-                : .rejected(reasons: hardReasons, day: bucket.day)
-            try await tx.insertAttestationLog(
-                AttestationLogRecord(
-                    walkerId: walkerId, createdAt: now, route: IngestController.route, verdict: .rejected,
-                    reasons: hardReasons.map(\.rawValue), tokenId: nil, requestId: requestId))
-            try await flagForReviewIfRepeated(tx, walkerId: walkerId, now: now)
-            // A 403 depends on configuration that may change, so it is not stored for replay.
-            if case .sourceNotWhitelisted = error {
-                try await tx.releaseIdempotencyKey(walkerId: walkerId, key: request.idempotencyKey)
-            } else {
-                try await tx.completeIdempotencyKey(
-                    walkerId: walkerId, key: request.idempotencyKey, status: Int(error.status.code),
-                    body: error.bodyString)
-            }
-            return IngestOutcome(
-                status: error.status, body: error.bodyString, verdict: .rejected, reasons: hardReasons)
+            return try await reject(
+                tx, walkerId: walkerId, request: request, reasons: hardReasons, now: now,
+                requestId: requestId)
         }
-
-        let quarantineReasons = reasons.filter(\.isQuarantine)
-        let write = try await plan(
-            tx, walker: walker, dayState: dayState, request: request, now: now, quarantine: quarantineReasons,
-            requestId: requestId)
-        try await tx.recordIngest(write)
-        return IngestOutcome(
-            status: .ok, body: write.responseBody, verdict: write.attestationLog.verdict, reasons: quarantineReasons
-        )
-    }
-
-    /// Decides what an ingest that passed the hard checks writes, and renders its 200 body.
-    private func plan(
-        _ tx: StoreTransaction, walker: WalkerRecord, dayState: DayState?, request: IngestRequest, now: Date,
-        quarantine: [ReasonCode], requestId: String
-    ) async throws -> IngestWrite {
-        let bucket = request.bucket
-        let walkerId = walker.walkerId
         let state: DayState
         if let dayState {
             state = dayState
         } else {
-            state = try await tx.dayState(walkerId: walkerId, day: bucket.day)
+            state = try await tx.dayState(walkerId: walkerId, day: request.bucket.day)
         }
+        let write = plan(
+            walker: walker, state: state, request: request, now: now, quarantine: reasons,
+            requestId: requestId)
+        guard try await tx.recordIngest(write) else {
+            throw StoreError.corrupt("the walker's version changed while its row was locked")
+        }
+        return IngestOutcome(write, reasons: reasons)
+    }
+
+    /// PostgreSQL's common case, without a transaction: the admission read the walker and the day under one
+    /// snapshot, and the writes apply only if the walker's `version` is still the one read. Nil when the
+    /// caller must run `process` in a transaction instead: another ingest of the walker wrote in between, or
+    /// the ingest is rejected (its writes depend on reads of their own).
+    func processOptimistically(
+        _ tx: StoreTransaction, walker: WalkerRecord, day: DayState, request: IngestRequest, now: Date,
+        requestId: String
+    ) async throws -> IngestOutcome? {
+        let reasons = self.reasons(for: request, walker: walker, now: now)
+        guard reasons.allSatisfy(\.isQuarantine) else { return nil }
+        let write = plan(
+            walker: walker, state: day, request: request, now: now, quarantine: reasons,
+            requestId: requestId)
+        guard try await tx.recordIngest(write) else { return nil }
+        return IngestOutcome(write, reasons: reasons)
+    }
+
+    /// Every check that applies to the request, given the walker's previous submission.
+    private func reasons(for request: IngestRequest, walker: WalkerRecord, now: Date) -> [ReasonCode] {
+        let previous = walker.lastTimeZone.flatMap(TimeZoneCatalog.zone(named:)).flatMap { zone in
+            walker.lastSubmissionAt.map { PreviousSubmission(timeZone: zone, receivedAt: $0) }
+        }
+        return checks.reasons(for: request.bucket, now: now, previous: previous, whitelist: whitelist())
+    }
+
+    /// A rejected ingest: the audit row, the review queue, and the stored 422 (a 403 is not stored).
+    private func reject(
+        _ tx: StoreTransaction, walkerId: String, request: IngestRequest, reasons: [ReasonCode], now: Date,
+        requestId: String
+    ) async throws -> IngestOutcome {
+        let error: IngestAPIError =
+            reasons.contains(.sourceNotWhitelisted)
+            ? .sourceNotWhitelisted(sourceBundleId: request.bucket.sourceBundleId)
+            : .rejected(reasons: reasons, day: request.bucket.day)
+        try await tx.insertAttestationLog(
+            AttestationLogRecord(
+                walkerId: walkerId, createdAt: now, route: IngestController.route, verdict: .rejected,
+                reasons: reasons.map(\.rawValue), tokenId: nil, requestId: requestId))
+        try await flagForReviewIfRepeated(tx, walkerId: walkerId, now: now)
+        // A 403 depends on configuration that may change, so it is not stored for replay.
+        if case .sourceNotWhitelisted = error {
+            try await tx.releaseIdempotencyKey(walkerId: walkerId, key: request.idempotencyKey)
+        } else {
+            try await tx.completeIdempotencyKey(
+                walkerId: walkerId, key: request.idempotencyKey, status: Int(error.status.code),
+                body: error.bodyString)
+        }
+        return IngestOutcome(status: error.status, body: error.bodyString, verdict: .rejected, reasons: reasons)
+    }
+
+    /// Decides what an ingest that passed the hard checks writes, from the walker and the day as read, and
+    /// renders its 200 body. `quarantine` holds the quarantine reasons that apply (the only reasons left).
+    private func plan(
+        walker: WalkerRecord, state: DayState, request: IngestRequest, now: Date, quarantine: [ReasonCode],
+        requestId: String
+    ) -> IngestWrite {
+        let bucket = request.bucket
+        let walkerId = walker.walkerId
         let (existing, streak) = (state.log, state.streak)
         let today = LocalDate(instant: now, in: bucket.timeZone)
         func write(
@@ -104,8 +138,9 @@ struct IngestService: Sendable {
             lifetimeDelta: Int, verdict: AttestationVerdict, body: String
         ) -> IngestWrite {
             IngestWrite(
-                walkerId: walkerId, stepLog: log, submission: submission, streakChange: streakChange, credit: credit,
-                timeZone: request.timeZoneIdentifier, lifetimeStepsDelta: lifetimeDelta,
+                walkerId: walkerId, walkerVersion: walker.version, stepLog: log, submission: submission,
+                streakChange: streakChange, credit: credit, timeZone: request.timeZoneIdentifier,
+                lifetimeStepsDelta: lifetimeDelta,
                 attestationLog: AttestationLogRecord(
                     walkerId: walkerId, createdAt: now, route: IngestController.route, verdict: verdict,
                     reasons: quarantine.map(\.rawValue), tokenId: nil, requestId: requestId),

@@ -1,5 +1,6 @@
 import Foundation
 import HTTPTypes
+import StepCore
 import StepStore
 
 /// A per-walker fixed-window limit, counted in the database so it holds across instances.
@@ -26,29 +27,19 @@ struct RateLimitDecision: Sendable {
     }
 }
 
-struct RateLimiter: Sendable {
+enum RateLimiter {
     static let policyHeader = HTTPField.Name("RateLimit-Policy")!
     static let stateHeader = HTTPField.Name("RateLimit")!
 
-    let store: Store
-
-    /// Counts the request and, when it is within the limit, claims `idempotency`; committed at once.
-    func admit(
-        walkerId: String, policy: RateLimitPolicy, idempotency: IdempotencyRequest?, now: Date
-    ) async throws -> (decision: RateLimitDecision, claim: IdempotencyClaim?) {
-        let admission = try await store.admit(
-            walkerId: walkerId, bucket: policy.bucket, windowStart: Self.windowStart(policy, now: now),
-            limit: policy.limit, idempotency: idempotency, now: now)
-        return (Self.decision(policy, admission: admission, now: now), admission.claim)
-    }
-
-    /// The same, as statements of the caller's transaction; the walker's row stays locked until it ends.
+    /// Counts the request and, when it is within the limit, claims `idempotency` (`StoreTransaction.admit`,
+    /// which on PostgreSQL also reads `day`'s state), in the caller's unit of work.
     static func admit(
-        _ tx: StoreTransaction, walkerId: String, policy: RateLimitPolicy, idempotency: IdempotencyRequest?, now: Date
+        _ tx: StoreTransaction, walkerId: String, policy: RateLimitPolicy, idempotency: IdempotencyRequest?,
+        day: LocalDate? = nil, now: Date
     ) async throws -> (decision: RateLimitDecision, admission: Admission) {
         let admission = try await tx.admit(
             walkerId: walkerId, bucket: policy.bucket, windowStart: windowStart(policy, now: now), limit: policy.limit,
-            idempotency: idempotency, now: now)
+            idempotency: idempotency, day: day, now: now)
         return (decision(policy, admission: admission, now: now), admission)
     }
 
