@@ -49,10 +49,20 @@ package enum InstantParser {
         let millis = totalMillis - seconds * 1000
         let day = LocalDate(dayNumber: LocalDate.floorDiv(seconds, 86_400))
         let secondOfDay = seconds - day.dayNumber * 86_400
-        let base = String(
-            format: "%@T%02d:%02d:%02d", day.description, secondOfDay / 3600, (secondOfDay % 3600) / 60,
-            secondOfDay % 60)
-        return fractional ? base + String(format: ".%03dZ", millis) : base + "Z"
+        var text = day.description
+        text.reserveCapacity(24)
+        text.append("T")
+        LocalDate.appendPadded(secondOfDay / 3600, width: 2, to: &text)
+        text.append(":")
+        LocalDate.appendPadded((secondOfDay % 3600) / 60, width: 2, to: &text)
+        text.append(":")
+        LocalDate.appendPadded(secondOfDay % 60, width: 2, to: &text)
+        if fractional {
+            text.append(".")
+            LocalDate.appendPadded(millis, width: 3, to: &text)
+        }
+        text.append("Z")
+        return text
     }
 
     private static func number(_ slice: ArraySlice<UInt8>) -> Int? {

@@ -11,7 +11,7 @@ package struct Authenticator: Sendable {
         guard let header = request.headers[.authorization] else { throw .missing }
         let parts = header.split(separator: " ", maxSplits: 1)
         guard parts.count == 2, parts[0].lowercased() == "bearer" else { throw .malformed }
-        let token = parts[1].trimmingCharacters(in: .whitespaces)
+        let token = String(parts[1].trimmingHTTPWhitespace)
         guard !token.isEmpty, token.utf8.count <= 8192 else { throw .malformed }
         return try await verifier.verify(token, now: clock())
     }

@@ -116,11 +116,20 @@ package struct SessionTokenVerifier: Sendable {
 }
 
 enum Base64URL {
+    /// Unpadded base64url (RFC 4648 §5) to bytes; nil when padded or not base64.
     static func decode(_ text: some StringProtocol) -> Data? {
-        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        guard !base64.contains("=") || text.isEmpty else { return nil }
-        while base64.count % 4 != 0 { base64.append("=") }
-        return Data(base64Encoded: base64)
+        var base64: [UInt8] = []
+        base64.reserveCapacity(text.utf8.count + 3)
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "-"): base64.append(UInt8(ascii: "+"))
+            case UInt8(ascii: "_"): base64.append(UInt8(ascii: "/"))
+            case UInt8(ascii: "="): return nil
+            default: base64.append(byte)
+            }
+        }
+        while base64.count % 4 != 0 { base64.append(UInt8(ascii: "=")) }
+        return Data(base64Encoded: Data(base64))
     }
 
     static func encode(_ data: some DataProtocol) -> String {

@@ -135,9 +135,9 @@ struct IngestController: Sendable {
 
     /// Content type, size bound and decoding, before any database work.
     private func readBody(_ request: Request) async -> Result<IngestRequest, IngestAPIError> {
-        guard let contentType = request.headers[.contentType],
-            contentType.split(separator: ";")[0].trimmingCharacters(in: .whitespaces).lowercased() == "application/json"
-        else { return .failure(.unsupportedMediaType) }
+        guard let contentType = request.headers[.contentType], Self.isJSON(contentType) else {
+            return .failure(.unsupportedMediaType)
+        }
         if let declared = request.headers[.contentLength].flatMap(Int.init), declared > maxBodyBytes {
             return .failure(.payloadTooLarge(limit: maxBodyBytes))
         }
@@ -275,6 +275,12 @@ struct IngestController: Sendable {
         }
         logger.error("ingest failed", metadata: ["error": .string(String(describing: type(of: error)))])
         return .internalError
+    }
+
+    /// Whether a `Content-Type` value is `application/json` (any case; parameters and blanks allowed).
+    static func isJSON(_ contentType: String) -> Bool {
+        let mediaType = contentType[...].prefix { $0 != ";" }.trimmingHTTPWhitespace
+        return mediaType.utf8.count == 16 && mediaType.lowercased() == "application/json"
     }
 
     static func errorResponse(_ error: IngestAPIError) -> Response {

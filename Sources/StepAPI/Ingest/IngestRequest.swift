@@ -151,7 +151,7 @@ extension IngestRequest {
 
     /// `Idempotency-Key` is a structured-field string (`"abc"`); a bare token is accepted too.
     static func parseHeaderKey(_ raw: String) -> String? {
-        let trimmed = raw.trimmingCharacters(in: .whitespaces)
+        let trimmed = String(raw[...].trimmingHTTPWhitespace)
         guard trimmed.hasPrefix("\"") else {
             return isValidKey(trimmed) && !trimmed.contains("\"") ? trimmed : nil
         }

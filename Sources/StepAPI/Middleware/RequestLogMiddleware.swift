@@ -29,6 +29,10 @@ struct RequestLogMiddleware: RouterMiddleware {
         response.headers[.init("X-Request-Id")!] = requestId
         let elapsed = ContinuousClock.now - started
         let route = context.endpointPath ?? "unmatched"
+        metrics.recordRequest(
+            route: route, method: request.method.rawValue, status: Int(response.status.code), duration: elapsed)
+        // The line's metadata is built only when the line is written.
+        guard logger.logLevel <= .info else { return response }
         let trace = context.trace.snapshot
         var metadata: Logger.Metadata = [
             "requestId": .string(requestId),
@@ -41,8 +45,6 @@ struct RequestLogMiddleware: RouterMiddleware {
         if let verdict = trace.verdict { metadata["verdict"] = .string(verdict) }
         if let count = trace.reasonCount { metadata["reasonCount"] = .stringConvertible(count) }
         logger.info("request", metadata: metadata)
-        metrics.recordRequest(
-            route: route, method: request.method.rawValue, status: Int(response.status.code), duration: elapsed)
         return response
     }
 }
