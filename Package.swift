@@ -40,6 +40,7 @@ let package = Package(
             name: "StepStore",
             dependencies: [
                 "StepCore",
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "SQLKit", package: "sql-kit"),
                 .product(name: "SQLiteKit", package: "sqlite-kit"),
                 .product(name: "SQLiteNIO", package: "sqlite-nio"),

@@ -40,7 +40,15 @@ struct PostgresUnitDatabase: SQLDatabase {
     private static func append(_ value: any Encodable & Sendable, to bindings: inout PostgresBindings) throws
         -> PostgresDataType
     {
-        if let optional = value as? any OptionalBind, optional.isNone {
+        // The common concrete types first: a cast to them is cheap (and sees through a non-nil optional), a
+        // cast to a protocol existential is not.
+        if let integer = value as? Int {
+            bindings.append(integer)
+            return .int8
+        } else if let text = value as? String {
+            bindings.append(text)
+            return .text
+        } else if let optional = value as? any OptionalBind, optional.isNone {
             bindings.appendNull()
             switch optional.wrappedType {
             case is Int.Type: return .int8
@@ -49,12 +57,6 @@ struct PostgresUnitDatabase: SQLDatabase {
             case is Bool.Type: return .bool
             default: return .null
             }
-        } else if let integer = value as? Int {
-            bindings.append(integer)
-            return .int8
-        } else if let text = value as? String {
-            bindings.append(text)
-            return .text
         } else if let real = value as? Double {
             bindings.append(real)
             return .float8

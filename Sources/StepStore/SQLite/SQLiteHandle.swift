@@ -110,12 +110,14 @@ final class SQLiteHandle: @unchecked Sendable {
         for (offset, value) in binds.enumerated() {
             let position = Int32(offset + 1)
             let code: Int32
-            if let optional = value as? any OptionalBind, optional.isNone {
-                code = sqlite_nio_sqlite3_bind_null(handle, position)
-            } else if let integer = value as? Int {
+            // The common concrete types first: a cast to them is cheap (and sees through a non-nil
+            // optional), a cast to a protocol existential is not.
+            if let integer = value as? Int {
                 code = sqlite_nio_sqlite3_bind_int64(handle, position, Int64(integer))
             } else if let text = value as? String {
                 code = Self.bind(text, handle, position)
+            } else if let optional = value as? any OptionalBind, optional.isNone {
+                code = sqlite_nio_sqlite3_bind_null(handle, position)
             } else if let integer = value as? Int64 {
                 code = sqlite_nio_sqlite3_bind_int64(handle, position, integer)
             } else if let real = value as? Double {
