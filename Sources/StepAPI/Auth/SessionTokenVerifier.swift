@@ -57,13 +57,20 @@ package struct SessionTokenVerifier: Sendable {
 
     let settings: Settings
     let keyRing: SessionKeyRing
+    let cache: VerifiedTokenCache
 
-    init(settings: Settings, keyRing: SessionKeyRing) {
+    init(settings: Settings, keyRing: SessionKeyRing, cache: VerifiedTokenCache = VerifiedTokenCache()) {
         self.settings = settings
         self.keyRing = keyRing
+        self.cache = cache
     }
 
     package func verify(_ token: String, now: Date) async throws(SessionTokenError) -> SessionPrincipal {
+        let nowSeconds = now.timeIntervalSince1970
+        if let verified = cache.entry(for: token, now: now) {
+            try checkTime(expiresAt: verified.expiresAt, notBefore: verified.notBefore, now: nowSeconds)
+            return verified.principal
+        }
         let parts = token.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 3, let headerData = Base64URL.decode(parts[0]), let header = Header(headerData)
         else { throw .malformed }
@@ -80,14 +87,21 @@ package struct SessionTokenVerifier: Sendable {
         } catch {
             throw .badSignature
         }
-        let nowSeconds = now.timeIntervalSince1970
         guard let exp = claims.exp else { throw .expired }
-        guard nowSeconds < exp + settings.leewaySeconds else { throw .expired }
-        if let nbf = claims.nbf, nowSeconds + settings.leewaySeconds < nbf { throw .notYetValid }
+        try checkTime(expiresAt: exp, notBefore: claims.nbf, now: nowSeconds)
         guard claims.iss == settings.issuer else { throw .wrongIssuer }
         guard let aud = claims.aud, aud.value.contains(settings.audience) else { throw .wrongAudience }
         guard let sub = claims.sub, !sub.isEmpty, sub.utf8.count <= 128 else { throw .invalidSubject }
-        return SessionPrincipal(walkerId: sub, tokenId: claims.jti)
+        let principal = SessionPrincipal(walkerId: sub, tokenId: claims.jti)
+        cache.store(
+            token, .init(principal: principal, expiresAt: exp, notBefore: claims.nbf, verifiedAt: now))
+        return principal
+    }
+
+    /// `exp` and `nbf` against `now`, with the leeway.
+    private func checkTime(expiresAt exp: Double, notBefore nbf: Double?, now: Double) throws(SessionTokenError) {
+        guard now < exp + settings.leewaySeconds else { throw .expired }
+        if let nbf, now + settings.leewaySeconds < nbf { throw .notYetValid }
     }
 
     /// The JOSE header fields the verifier looks at. A field of the wrong type makes the token malformed;

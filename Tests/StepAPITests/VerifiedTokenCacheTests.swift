@@ -1,0 +1,42 @@
+import Foundation
+import Testing
+
+@testable import StepAPI
+
+@Suite("Verified session tokens, cached")
+struct VerifiedTokenCacheTests {
+    static let t0 = Date(timeIntervalSince1970: 1_779_136_950)
+
+    static func entry(_ walker: String, at time: Date) -> VerifiedTokenCache.Entry {
+        .init(
+            principal: SessionPrincipal(walkerId: walker, tokenId: nil),
+            expiresAt: time.timeIntervalSince1970 + 3600, notBefore: nil, verifiedAt: time)
+    }
+
+    @Test("an entry serves for its lifetime after verification, never before it, and then is gone")
+    func lifetime() {
+        let cache = VerifiedTokenCache(lifetimeSeconds: 30, capacity: 8)
+        cache.store("token-a", Self.entry("a", at: Self.t0))
+        #expect(cache.entry(for: "token-a", now: Self.t0)?.principal.walkerId == "a")
+        #expect(cache.entry(for: "token-a", now: Self.t0.addingTimeInterval(29.9)) != nil)
+        #expect(cache.entry(for: "token-b", now: Self.t0) == nil)
+        #expect(cache.entry(for: "token-a", now: Self.t0.addingTimeInterval(-1)) == nil, "a clock that went back")
+        cache.store("token-a", Self.entry("a", at: Self.t0))
+        #expect(cache.entry(for: "token-a", now: Self.t0.addingTimeInterval(30)) == nil)
+        #expect(cache.count == 0, "an entry past its lifetime is dropped when found")
+    }
+
+    @Test("the cache never holds more than its capacity; entries past their lifetime are dropped first")
+    func capacity() {
+        let cache = VerifiedTokenCache(lifetimeSeconds: 30, capacity: 4)
+        for index in 0..<2 { cache.store("old-\(index)", Self.entry("o", at: Self.t0)) }
+        let later = Self.t0.addingTimeInterval(40)
+        for index in 0..<2 { cache.store("new-\(index)", Self.entry("n", at: later)) }
+        cache.store("newest", Self.entry("n", at: later))
+        #expect(cache.count == 3, "the two stale entries made room")
+        #expect(cache.entry(for: "new-0", now: later) != nil && cache.entry(for: "newest", now: later) != nil)
+        for index in 0..<10 { cache.store("more-\(index)", Self.entry("m", at: later)) }
+        #expect(cache.count <= 4)
+        #expect(cache.entry(for: "more-9", now: later) != nil)
+    }
+}
