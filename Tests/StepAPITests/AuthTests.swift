@@ -191,7 +191,8 @@ struct AuthTests {
     }
 
     @Test(
-        "a token verified moments ago is refused once it expires, though it is still cached", arguments: TestDatabases.kinds)
+        "a token verified moments ago is refused once it expires, though it is still cached",
+        arguments: TestDatabases.kinds)
     func cachedTokenExpires(kind: DatabaseKind) async throws {
         let keys = try KeySet()
         let harness = try await Self.harness(kind: kind, keys: keys)
