@@ -55,8 +55,11 @@ struct StartupTests {
         var configuration = AppConfiguration()
         configuration.databaseURL = test.url
         configuration.postgres.startupParameters["search_path"] = test.schema ?? ""
-        configuration.postgres.connectTimeoutSeconds = 1
-        configuration.postgres.statementTimeoutMilliseconds = 500
+        // A pool that is not running answers a ping only at the deadline (connect + 2 × statement timeout), so
+        // the timeouts are short, but not so short that start-up work misses them on a loaded machine (2 s did
+        // once, during the whole suite).
+        configuration.postgres.connectTimeoutSeconds = 2
+        configuration.postgres.statementTimeoutMilliseconds = 1_500
         configuration.jwt.developmentSecret = TestHarness.developmentSecret
         var dependencies = AppDependencies()
         dependencies.clock = { TestHarness.seedInstant }
