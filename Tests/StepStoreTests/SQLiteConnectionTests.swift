@@ -149,6 +149,11 @@ struct SQLiteConnectionTests {
             return try await group.reduce(into: Set<UInt>()) { $0.formUnion($1) }
         }
         #expect(threads.count == 1, "statements ran on \(threads.count) threads")
+        // Named, so a profile or /proc/PID/task/*/comm tells the writer from NIO's other threads.
+        let name = try await database.transaction { _ in
+            (try? String(contentsOfFile: "/proc/thread-self/comm", encoding: .utf8)) ?? "no /proc"
+        }
+        #expect(name.trimmingCharacters(in: .newlines) == "sqlite-writer")
         try await database.close()
     }
 

@@ -20,7 +20,7 @@ final class SQLiteCheckpointer: Sendable {
 
     /// Opens the second connection on `path` and starts checkpointing.
     static func start(path: String) async throws -> SQLiteCheckpointer {
-        let executor = SQLiteThreadExecutor()
+        let executor = SQLiteThreadExecutor(name: "sqlite-checkpt")
         do {
             let handle = try await withTaskExecutorPreference(executor) {
                 let handle = try SQLiteHandle.open(path: path)

@@ -57,7 +57,7 @@ package final class SQLiteDatabase: Database {
     package static func open(
         path: String, synchronous: SQLiteSynchronous = .full, logger: Logger
     ) async throws -> SQLiteDatabase {
-        let executor = SQLiteThreadExecutor()
+        let executor = SQLiteThreadExecutor(name: "sqlite-writer")
         do {
             let handle = try await withTaskExecutorPreference(executor) {
                 let handle = try SQLiteHandle.open(path: path)

@@ -1,6 +1,10 @@
 import NIOCore
 import NIOPosix
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// The SQLite connection's own thread, as a task executor. A batch of transactions runs on it from start to
 /// finish: the statements inside call SQLite directly, so a batch costs one hop onto this thread, not one
 /// per statement. A commit that waits for fsync, or for another process's write lock, blocks only this thread.
@@ -8,9 +12,18 @@ final class SQLiteThreadExecutor: TaskExecutor {
     private let group: MultiThreadedEventLoopGroup
     let eventLoop: any EventLoop
 
-    init() {
+    /// A thread named `name` (at most 15 bytes on Linux), so profiles and `/proc/PID/task/*/comm` tell it apart
+    /// from NIO's other threads.
+    init(name: String) {
         group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         eventLoop = group.next()
+        #if canImport(Glibc)
+            eventLoop.execute {
+                guard let comm = fopen("/proc/thread-self/comm", "w") else { return }
+                fputs(String(decoding: name.utf8.prefix(15), as: UTF8.self), comm)
+                fclose(comm)
+            }
+        #endif
     }
 
     func enqueue(_ job: consuming ExecutorJob) {
