@@ -34,15 +34,14 @@ extension Store {
         walkerId: String, bucket: String, windowStart: Date, limit: Int, idempotency: IdempotencyRequest?,
         day: LocalDate? = nil, now: Date
     ) async throws -> Admission {
-        let kind = self.kind
-        let admit = { @Sendable (sql: any SQLDatabase) async throws -> Admission in
-            try await StoreTransaction(sql: sql, kind: kind).admit(
+        let admit = { @Sendable (tx: StoreTransaction) async throws -> Admission in
+            try await tx.admit(
                 walkerId: walkerId, bucket: bucket, windowStart: windowStart, limit: limit, idempotency: idempotency,
                 day: day, now: now)
         }
         switch kind {
-        case .sqlite: return try await database.transaction(admit)
-        case .postgres: return try await database.withConnection(admit)
+        case .sqlite: return try await transaction(admit)
+        case .postgres: return try await withoutTransaction(admit)
         }
     }
 }
@@ -83,9 +82,7 @@ extension StoreTransaction {
             }
             if try row.decode(column: "claimed", as: Int.self) > 0 {
                 var admission = Admission(window: window, claim: .claimed, walker: walker)
-                if let day, try (row.decode(column: "seen_version", as: Int?.self) ?? 0) == walker.version {
-                    admission.day = try Self.dayState(rows, day: day)
-                }
+                if let day { admission.day = try Self.snapshotDayState(rows, walker: walker, day: day) }
                 return admission
             }
             // The key exists already: find out whose it is (replay, mismatch, in flight or an expired lease).
@@ -121,14 +118,6 @@ extension StoreTransaction {
                 hit.hits, hit.window_start, (SELECT COUNT(*) FROM claim) AS claimed
             """
         guard let day else { return query + "\nFROM walker, hit" }
-        query += """
-            ,
-                (SELECT version FROM walkers WHERE walker_id = \(bind: walkerId)) AS seen_version, d.*
-            FROM walker CROSS JOIN hit LEFT JOIN (
-
-            """
-        query += dayStateStatement(walkerId: walkerId, day: day)
-        query += "\n) d ON true"
-        return query
+        return query + snapshotDayColumns(walkerId: walkerId, day: day, from: "walker CROSS JOIN hit")
     }
 }

@@ -33,27 +33,38 @@ extension StoreTransaction {
         let rows = try await sql.raw(Self.lockWalkerAndDayStatement(walkerId, day: day, now: now)).all()
         guard let row = rows.first else { throw StoreError.corrupt("walker upsert returned no row") }
         let walker = try Self.walkerRecord(row, walkerId: walkerId)
-        guard try (row.decode(column: "seen_version", as: Int?.self) ?? 0) == walker.version else {
-            return (walker, nil)
-        }
-        return (walker, try Self.dayState(rows, day: day))
+        return (walker, try Self.snapshotDayState(rows, walker: walker, day: day))
     }
 
     /// The walker lock with the day's state and the walker's version as the snapshot saw it (`seen_version`).
     static func lockWalkerAndDayStatement(_ walkerId: String, day: LocalDate, now: Date) -> SQLQueryString {
         var query: SQLQueryString = "WITH walker AS (\n"
         query += lockWalkerStatement(walkerId, now: now)
-        query += """
+        query += "\n)\nSELECT walker.last_tz, walker.last_submission_at, walker.lifetime_steps, walker.version"
+        query += snapshotDayColumns(walkerId: walkerId, day: day, from: "walker")
+        return query
+    }
 
-            )
-            SELECT walker.last_tz, walker.last_submission_at, walker.lifetime_steps, walker.version,
-                (SELECT version FROM walkers WHERE walker_id = \(bind: walkerId)) AS seen_version, d.*
-            FROM walker LEFT JOIN (
-
-            """
+    /// The rest of a select list and its `FROM`, for a statement whose `from` gives one row (the walker it
+    /// locks): the walker's version as the statement's snapshot saw it (`seen_version`) and `day`'s state,
+    /// one row per streak run as `dayStateStatement` gives them.
+    static func snapshotDayColumns(walkerId: String, day: LocalDate, from source: SQLQueryString) -> SQLQueryString {
+        var query: SQLQueryString =
+            ",\n    (SELECT version FROM walkers WHERE walker_id = \(bind: walkerId)) AS seen_version, d.*\nFROM "
+        query += source
+        query += " LEFT JOIN (\n"
         query += dayStateStatement(walkerId: walkerId, day: day)
         query += "\n) d ON true"
         return query
+    }
+
+    /// The day's state from the rows of a statement with `snapshotDayColumns`, when its snapshot saw the
+    /// version of the row the statement locked: every write of a walker's days bumps the version, so the read
+    /// is current exactly then. Nil otherwise.
+    static func snapshotDayState(_ rows: [any SQLRow], walker: WalkerRecord, day: LocalDate) throws -> DayState? {
+        guard let row = rows.first, try (row.decode(column: "seen_version", as: Int?.self) ?? 0) == walker.version
+        else { return nil }
+        return try dayState(rows, day: day)
     }
 
     static func lockWalkerStatement(_ walkerId: String, now: Date) -> SQLQueryString {
