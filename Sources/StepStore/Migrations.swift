@@ -157,6 +157,54 @@ package enum Migrations {
                 "ALTER TABLE walkers ADD COLUMN version BIGINT NOT NULL DEFAULT 0"
             ]
         },
+        Migration(version: 4, name: "job queue and review decisions") { _ in
+            [
+                // The durable job queue (StepJobs). walker_id leads the key like every walker-scoped table;
+                // jobs that belong to no walker (maintenance) use ''. A finished job's row is deleted.
+                """
+                CREATE TABLE jobs (
+                    walker_id TEXT NOT NULL,
+                    job_id TEXT NOT NULL,
+                    kind TEXT NOT NULL,
+                    payload TEXT NOT NULL,
+                    dedupe_key TEXT,
+                    state TEXT NOT NULL,
+                    run_at BIGINT NOT NULL,
+                    attempts BIGINT NOT NULL DEFAULT 0,
+                    max_attempts BIGINT NOT NULL,
+                    lease_until BIGINT,
+                    last_error TEXT,
+                    created_at BIGINT NOT NULL,
+                    updated_at BIGINT NOT NULL,
+                    PRIMARY KEY (walker_id, job_id)
+                )
+                """,
+                // At most one pending job per dedupe key: later enqueues coalesce into it.
+                "CREATE UNIQUE INDEX jobs_pending_dedupe ON jobs (walker_id, dedupe_key) WHERE state = 'pending'",
+                "CREATE INDEX jobs_due ON jobs (state, run_at)",
+                "CREATE INDEX jobs_by_id ON jobs (job_id)",
+                // Periodic jobs: an instance enqueues a period's run only if it moves next_run_at forward first,
+                // so one run per period happens across all instances.
+                """
+                CREATE TABLE job_schedules (
+                    name TEXT PRIMARY KEY,
+                    next_run_at BIGINT NOT NULL
+                )
+                """,
+                // Review entries of a quarantined day name the day and collect their reasons; a decision keeps
+                // its note. One open entry per walker × kind × day.
+                "ALTER TABLE review_queue ADD COLUMN day BIGINT",
+                "ALTER TABLE review_queue ADD COLUMN reasons TEXT NOT NULL DEFAULT ''",
+                "ALTER TABLE review_queue ADD COLUMN note TEXT",
+                """
+                CREATE UNIQUE INDEX review_queue_open_day ON review_queue (walker_id, kind, day)
+                WHERE resolved_at IS NULL
+                """,
+                "CREATE INDEX review_queue_by_id ON review_queue (entry_id)",
+                // The Energy a pending day showed the app, so `GET /walker` can report pending Energy.
+                "ALTER TABLE step_logs ADD COLUMN provisional_energy BIGINT NOT NULL DEFAULT 0",
+            ]
+        },
     ]
 }
 

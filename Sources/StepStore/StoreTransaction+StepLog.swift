@@ -22,10 +22,14 @@ package struct StepLogRecord: Sendable, Hashable {
     package var energyCredited: Int
     package var attested: Bool
     package var updatedAt: Date
+    /// The Energy the latest submission showed the app (`provisionalEnergy`); what a day not yet accepted
+    /// adds to the walker's pending Energy.
+    package var provisionalEnergy: Int
 
     package init(
         walkerId: String, day: LocalDate, timeZone: String, reportedCount: Int, acceptedCount: Int?,
-        status: ReconciliationStatus, multiplierPermille: Int?, energyCredited: Int, attested: Bool, updatedAt: Date
+        status: ReconciliationStatus, multiplierPermille: Int?, energyCredited: Int, attested: Bool, updatedAt: Date,
+        provisionalEnergy: Int = 0
     ) {
         self.walkerId = walkerId
         self.day = day
@@ -37,6 +41,7 @@ package struct StepLogRecord: Sendable, Hashable {
         self.energyCredited = energyCredited
         self.attested = attested
         self.updatedAt = updatedAt
+        self.provisionalEnergy = provisionalEnergy
     }
 }
 
@@ -82,7 +87,7 @@ extension StoreTransaction {
     }
 
     static let stepLogColumns =
-        "walker_id, day, tz, reported_count, accepted_count, status, multiplier_permille, energy_credited, attested, updated_at"
+        "walker_id, day, tz, reported_count, accepted_count, status, multiplier_permille, energy_credited, attested, updated_at, provisional_energy"
 
     static func stepLogRecord(_ row: any SQLRow) throws -> StepLogRecord {
         let statusText = try row.decode(column: "status", as: String.self)
@@ -99,7 +104,8 @@ extension StoreTransaction {
             multiplierPermille: try row.decode(column: "multiplier_permille", as: Int?.self),
             energyCredited: try row.decode(column: "energy_credited", as: Int.self),
             attested: try row.decode(column: "attested", as: Int.self) != 0,
-            updatedAt: Date(millisecondsSince1970: try row.decode(column: "updated_at", as: Int.self))
+            updatedAt: Date(millisecondsSince1970: try row.decode(column: "updated_at", as: Int.self)),
+            provisionalEnergy: try row.decode(column: "provisional_energy", as: Int.self)
         )
     }
 
@@ -118,16 +124,17 @@ extension StoreTransaction {
     {
         """
         INSERT INTO step_logs (walker_id, day, tz, reported_count, accepted_count, status, multiplier_permille,
-            energy_credited, attested, updated_at)
+            energy_credited, attested, updated_at, provisional_energy)
         SELECT \(bind: log.walkerId), \(bind: log.day.dayNumber), \(bind: log.timeZone), \(bind: log.reportedCount),
             \(bind: log.acceptedCount), \(bind: log.status.rawValue), \(bind: log.multiplierPermille),
-            \(bind: log.energyCredited), \(bind: log.attested ? 1 : 0), \(bind: log.updatedAt.millisecondsSince1970)
+            \(bind: log.energyCredited), \(bind: log.attested ? 1 : 0), \(bind: log.updatedAt.millisecondsSince1970),
+            \(bind: log.provisionalEnergy)
         WHERE \(condition)
         ON CONFLICT (walker_id, day) DO UPDATE SET
             tz = excluded.tz, reported_count = excluded.reported_count, accepted_count = excluded.accepted_count,
             status = excluded.status, multiplier_permille = excluded.multiplier_permille,
             energy_credited = excluded.energy_credited, attested = excluded.attested,
-            updated_at = excluded.updated_at
+            updated_at = excluded.updated_at, provisional_energy = excluded.provisional_energy
         """
     }
 

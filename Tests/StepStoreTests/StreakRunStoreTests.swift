@@ -21,11 +21,15 @@ struct StreakRunStoreTests {
             for (walker, attested) in [("a", attestedA), ("b", attestedB)] {
                 for offset in 0..<41 {
                     let day = base.adding(days: offset)
-                    try await tx.saveStepLog(
-                        StepLogRecord(
-                            walkerId: walker, day: day, timeZone: "UTC", reportedCount: 100, acceptedCount: 100,
-                            status: .accepted, multiplierPermille: 1000, energyCredited: 100,
-                            attested: attested.contains(day), updatedAt: Self.t0))
+                    // Schema 1's columns: today's statements write columns later migrations add.
+                    try await tx.sql.raw(
+                        """
+                        INSERT INTO step_logs (walker_id, day, tz, reported_count, accepted_count, status,
+                            multiplier_permille, energy_credited, attested, updated_at)
+                        VALUES (\(bind: walker), \(bind: day.dayNumber), 'UTC', 100, 100, 'ACCEPTED', 1000, 100,
+                            \(bind: attested.contains(day) ? 1 : 0), \(bind: Self.t0.millisecondsSince1970))
+                        """
+                    ).run()
                 }
             }
         }

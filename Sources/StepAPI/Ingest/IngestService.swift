@@ -161,7 +161,8 @@ struct IngestService: Sendable {
         var log = StepLogRecord(
             walkerId: walkerId, day: bucket.day, timeZone: request.timeZoneIdentifier, reportedCount: reported,
             acceptedCount: existing?.acceptedCount, status: .pending, multiplierPermille: existing?.multiplierPermille,
-            energyCredited: existing?.energyCredited ?? 0, attested: existing?.attested ?? false, updatedAt: now)
+            energyCredited: existing?.energyCredited ?? 0, attested: existing?.attested ?? false, updatedAt: now,
+            provisionalEnergy: EnergyMath.energy(steps: reported, multiplierPermille: multiplier))
         var credit = 0
         var lifetimeDelta = 0
         if !quarantine.isEmpty {
