@@ -52,6 +52,16 @@ let package = Package(
             swiftSettings: strict
         ),
         .target(
+            name: "StepJobs",
+            dependencies: [
+                "StepStore",
+                .product(name: "SQLKit", package: "sql-kit"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: strict
+        ),
+        .target(
             name: "StepAttestation",
             dependencies: [
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -68,6 +78,8 @@ let package = Package(
             dependencies: [
                 "StepCore",
                 "StepStore",
+                "StepJobs",
+                "StepAttestation",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -85,6 +97,7 @@ let package = Package(
             dependencies: [
                 "StepAPI",
                 "StepStore",
+                "StepJobs",
                 "StepCore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Configuration", package: "swift-configuration"),
@@ -138,7 +151,10 @@ let package = Package(
         ),
         .testTarget(
             name: "StepStoreTests",
-            dependencies: ["StepStore", "StepCore", "StepTestSupport", .product(name: "SQLKit", package: "sql-kit")],
+            dependencies: [
+                "StepStore", "StepCore", "StepJobs", "StepTestSupport", .product(name: "SQLKit", package: "sql-kit"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
             swiftSettings: strict
         ),
         .testTarget(
@@ -146,6 +162,7 @@ let package = Package(
             dependencies: [
                 "StepAPI",
                 "StepStore",
+                "StepJobs",
                 "StepCore",
                 "StepTestSupport",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),

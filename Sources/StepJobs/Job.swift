@@ -1,0 +1,111 @@
+import Foundation
+import StepStore
+
+/// Where a job is in its life. A finished job's row is deleted, so there is no "completed" state.
+package enum JobState: String, Sendable, Hashable, CaseIterable {
+    /// Waiting for `runAt` (new, or failed and waiting for its retry).
+    case pending
+    /// Claimed by a worker until `leaseUntil`; after that any worker may claim it again.
+    case running
+    /// Failed `maxAttempts` times; kept for operators (`stepd jobs list --state dead`, `stepd jobs retry`).
+    case dead
+}
+
+/// A job to enqueue: a kind with a JSON payload, scoped to a walker (or to none, `walkerId` ""), run no
+/// earlier than `runAt`. While a pending job with the same `dedupeKey` exists for the walker, enqueueing
+/// another does nothing: a burst of work for one walker × day coalesces into one job.
+package struct NewJob: Sendable, Hashable {
+    package var kind: String
+    package var walkerId: String
+    package var payload: String
+    package var dedupeKey: String?
+    package var runAt: Date
+    package var maxAttempts: Int
+
+    package init(
+        kind: String, walkerId: String, payload: String, dedupeKey: String?, runAt: Date, maxAttempts: Int
+    ) {
+        self.kind = kind
+        self.walkerId = walkerId
+        self.payload = payload
+        self.dedupeKey = dedupeKey
+        self.runAt = runAt
+        self.maxAttempts = maxAttempts
+    }
+}
+
+/// A job's row, as operators and workers see it.
+package struct JobRecord: Sendable, Hashable {
+    package var id: String
+    package var walkerId: String
+    package var kind: String
+    package var payload: String
+    package var dedupeKey: String?
+    package var state: JobState
+    package var runAt: Date
+    /// How many times a worker has claimed the job; the claim's fence (see `ClaimedJob`).
+    package var attempts: Int
+    package var maxAttempts: Int
+    package var leaseUntil: Date?
+    package var lastError: String?
+    package var createdAt: Date
+}
+
+/// A job a worker holds. `attempt` fences it: completing or failing it applies only while the row still
+/// has that attempt number, so a worker whose lease ran out (and whose job another worker claimed again)
+/// changes nothing.
+package struct ClaimedJob: Sendable, Hashable {
+    package var id: String
+    package var walkerId: String
+    package var kind: String
+    package var payload: String
+    package var dedupeKey: String?
+    package var attempt: Int
+    package var maxAttempts: Int
+
+    package init(
+        id: String, walkerId: String, kind: String, payload: String, dedupeKey: String?, attempt: Int,
+        maxAttempts: Int
+    ) {
+        self.id = id
+        self.walkerId = walkerId
+        self.kind = kind
+        self.payload = payload
+        self.dedupeKey = dedupeKey
+        self.attempt = attempt
+        self.maxAttempts = maxAttempts
+    }
+}
+
+/// What `JobQueue.retry` did with a dead job.
+package enum JobRetryOutcome: Sendable, Hashable {
+    /// Pending again, to run now with a fresh count of attempts.
+    case retried
+    /// A pending job with the same dedupe key does the same work; the dead job was removed in its favour.
+    case coalesced(into: String)
+    case notFound
+    case notDead(JobState)
+}
+
+/// Jittered exponential backoff: the n-th failure waits `min(cap, base × 2^(n−1))`, of which the second
+/// half is random ("equal jitter"), so jobs that failed together do not retry together.
+package struct JobBackoff: Sendable, Hashable {
+    package var baseSeconds: Double
+    package var capSeconds: Double
+
+    package init(baseSeconds: Double = 5, capSeconds: Double = 3600) {
+        self.baseSeconds = baseSeconds
+        self.capSeconds = capSeconds
+    }
+
+    /// The bounds of the delay after failed attempt `attempt` (1-based).
+    package func bounds(afterAttempt attempt: Int) -> ClosedRange<Double> {
+        let exponent = Double(min(max(attempt, 1) - 1, 62))
+        let full = min(capSeconds, baseSeconds * pow(2, exponent))
+        return (full / 2)...full
+    }
+
+    package func delay(afterAttempt attempt: Int) -> Double {
+        Double.random(in: bounds(afterAttempt: attempt))
+    }
+}

@@ -1,0 +1,255 @@
+import Foundation
+import SQLKit
+import StepStore
+
+/// The durable job queue, in the store's own database (both engines), after River, Oban and Graphile
+/// Worker: jobs are enqueued in the caller's transaction, claimed with a lease (`FOR UPDATE SKIP LOCKED` on
+/// PostgreSQL, so workers never wait on each other's claims), finished in the same transaction as the
+/// job's own writes, retried with backoff, and parked as dead after `maxAttempts`.
+package struct JobQueue: Sendable {
+    package let store: Store
+    package var leaseSeconds: Double
+    package var backoff: JobBackoff
+
+    package init(store: Store, leaseSeconds: Double = 300, backoff: JobBackoff = JobBackoff()) {
+        self.store = store
+        self.leaseSeconds = leaseSeconds
+        self.backoff = backoff
+    }
+
+    // MARK: Enqueueing
+
+    /// Enqueues `job` in the caller's transaction; returns false when it coalesced into a pending job with
+    /// the same dedupe key.
+    @discardableResult
+    package static func enqueue(_ job: NewJob, in tx: StoreTransaction, now: Date) async throws -> Bool {
+        try await tx.sql.raw(enqueueStatement(job, now: now, when: "true") + " RETURNING job_id").first() != nil
+    }
+
+    /// The enqueue as one statement, applied only when `condition` holds (so it can join a guarded batch);
+    /// a conflict with a pending job of the same dedupe key inserts nothing.
+    package static func enqueueStatement(_ job: NewJob, now: Date, when condition: SQLQueryString)
+        -> SQLQueryString
+    {
+        """
+        INSERT INTO jobs (walker_id, job_id, kind, payload, dedupe_key, state, run_at, attempts, max_attempts,
+            created_at, updated_at)
+        SELECT \(bind: job.walkerId), \(bind: StoreTransactionID.make()), \(bind: job.kind), \(bind: job.payload),
+            \(bind: job.dedupeKey), 'pending', \(bind: job.runAt.millisecondsSince1970), 0, \(bind: job.maxAttempts),
+            \(bind: now.millisecondsSince1970), \(bind: now.millisecondsSince1970)
+        WHERE \(condition)
+        ON CONFLICT (walker_id, dedupe_key) WHERE state = 'pending' DO NOTHING
+        """
+    }
+
+    // MARK: Working
+
+    /// Claims up to `limit` jobs that are due, or whose lease ran out (their worker died), for `leaseSeconds`.
+    package func claim(limit: Int, now: Date) async throws -> [ClaimedJob] {
+        let lease = now.addingTimeInterval(leaseSeconds).millisecondsSince1970
+        let nowMs = now.millisecondsSince1970
+        return try await store.withoutTransaction { tx in
+            let skipLocked: SQLQueryString = tx.kind == .postgres ? " FOR UPDATE SKIP LOCKED" : ""
+            let rows = try await tx.sql.raw(
+                """
+                UPDATE jobs SET state = 'running', attempts = attempts + 1, lease_until = \(bind: lease),
+                    updated_at = \(bind: nowMs)
+                WHERE (walker_id, job_id) IN (
+                    SELECT walker_id, job_id FROM jobs
+                    WHERE (state = 'pending' AND run_at <= \(bind: nowMs))
+                        OR (state = 'running' AND lease_until <= \(bind: nowMs))
+                    ORDER BY run_at, job_id LIMIT \(bind: limit)\(skipLocked))
+                RETURNING walker_id, job_id, kind, payload, dedupe_key, attempts, max_attempts
+                """
+            ).all()
+            return try rows.map { row in
+                ClaimedJob(
+                    id: try row.decode(column: "job_id", as: String.self),
+                    walkerId: try row.decode(column: "walker_id", as: String.self),
+                    kind: try row.decode(column: "kind", as: String.self),
+                    payload: try row.decode(column: "payload", as: String.self),
+                    dedupeKey: try row.decode(column: "dedupe_key", as: String?.self),
+                    attempt: try row.decode(column: "attempts", as: Int.self),
+                    maxAttempts: try row.decode(column: "max_attempts", as: Int.self))
+            }
+        }
+    }
+
+    /// Finishes `job` inside the transaction that made its writes, so they commit together or not at all.
+    /// Returns false, and the caller must roll back, when the job is no longer this claim's (its lease ran
+    /// out and another worker claimed it again).
+    package static func complete(_ job: ClaimedJob, in tx: StoreTransaction) async throws -> Bool {
+        try await tx.sql.raw(
+            """
+            DELETE FROM jobs
+            WHERE walker_id = \(bind: job.walkerId) AND job_id = \(bind: job.id) AND state = 'running'
+                AND attempts = \(bind: job.attempt)
+            RETURNING job_id
+            """
+        ).first() != nil
+    }
+
+    /// Records a failed attempt: pending again after the backoff, or dead after the last attempt. A job whose
+    /// dedupe key already has a pending job (enqueued while this one ran) is removed instead: that job does
+    /// the same work. Returns the state the job is left in, nil when it was removed or no longer this claim's.
+    @discardableResult
+    package func fail(_ job: ClaimedJob, error: String, now: Date) async throws -> JobState? {
+        let retryAt = now.addingTimeInterval(backoff.delay(afterAttempt: job.attempt)).millisecondsSince1970
+        let message = String(error.prefix(500))
+        return try await store.transaction { tx in
+            let fence: SQLQueryString = """
+                walker_id = \(bind: job.walkerId) AND job_id = \(bind: job.id) AND state = 'running'
+                    AND attempts = \(bind: job.attempt)
+                """
+            if job.attempt < job.maxAttempts, let key = job.dedupeKey {
+                let removed = try await tx.sql.raw(
+                    """
+                    DELETE FROM jobs WHERE \(fence) AND EXISTS (
+                        SELECT 1 FROM jobs pending WHERE pending.walker_id = \(bind: job.walkerId)
+                            AND pending.dedupe_key = \(bind: key) AND pending.state = 'pending')
+                    RETURNING job_id
+                    """
+                ).first()
+                if removed != nil { return nil }
+            }
+            let row = try await tx.sql.raw(
+                """
+                UPDATE jobs SET state = CASE WHEN attempts >= max_attempts THEN 'dead' ELSE 'pending' END,
+                    run_at = \(bind: retryAt), lease_until = NULL, last_error = \(bind: message),
+                    updated_at = \(bind: now.millisecondsSince1970)
+                WHERE \(fence)
+                RETURNING state
+                """
+            ).first()
+            return try row.flatMap { JobState(rawValue: try $0.decode(column: "state", as: String.self)) }
+        }
+    }
+
+    // MARK: Operators
+
+    /// Jobs in `state` (every state when nil), oldest `runAt` first.
+    package func list(state: JobState?, limit: Int = 100) async throws -> [JobRecord] {
+        try await store.withoutTransaction { tx in
+            let filter: SQLQueryString = state.map { "WHERE state = \(bind: $0.rawValue)" } ?? ""
+            let rows = try await tx.sql.raw(
+                """
+                SELECT \(unsafeRaw: Self.columns) FROM jobs \(filter)
+                ORDER BY run_at, job_id LIMIT \(bind: limit)
+                """
+            ).all()
+            return try rows.map(Self.record)
+        }
+    }
+
+    package func job(id: String) async throws -> JobRecord? {
+        try await store.withoutTransaction { tx in
+            try await Self.job(id: id, in: tx)
+        }
+    }
+
+    /// Makes a dead job pending again, to run now with a fresh count of attempts.
+    package func retry(id: String, now: Date) async throws -> JobRetryOutcome {
+        try await store.transaction { tx in
+            guard let job = try await Self.job(id: id, in: tx, locking: true) else { return .notFound }
+            guard job.state == .dead else { return .notDead(job.state) }
+            if let key = job.dedupeKey,
+                let pending = try await tx.sql.raw(
+                    """
+                    SELECT job_id FROM jobs
+                    WHERE walker_id = \(bind: job.walkerId) AND dedupe_key = \(bind: key) AND state = 'pending'
+                    """
+                ).first()
+            {
+                try await tx.sql.raw(
+                    "DELETE FROM jobs WHERE walker_id = \(bind: job.walkerId) AND job_id = \(bind: job.id)"
+                ).run()
+                return .coalesced(into: try pending.decode(column: "job_id", as: String.self))
+            }
+            try await tx.sql.raw(
+                """
+                UPDATE jobs SET state = 'pending', attempts = 0, run_at = \(bind: now.millisecondsSince1970),
+                    lease_until = NULL, updated_at = \(bind: now.millisecondsSince1970)
+                WHERE walker_id = \(bind: job.walkerId) AND job_id = \(bind: job.id)
+                """
+            ).run()
+            return .retried
+        }
+    }
+
+    /// How many jobs are in each state (states with none are 0).
+    package func depth() async throws -> [JobState: Int] {
+        try await store.withoutTransaction { tx in
+            let rows = try await tx.sql.raw("SELECT state, COUNT(*) AS n FROM jobs GROUP BY state").all()
+            var depth = Dictionary(uniqueKeysWithValues: JobState.allCases.map { ($0, 0) })
+            for row in rows {
+                if let state = JobState(rawValue: try row.decode(column: "state", as: String.self)) {
+                    depth[state] = try row.decode(column: "n", as: Int.self)
+                }
+            }
+            return depth
+        }
+    }
+
+    // MARK: Schedules
+
+    /// Enqueues `job` for the period that is due, at most once per period across every instance sharing the
+    /// database: the instance that moves the schedule's `next_run_at` past `now` enqueues; the others find
+    /// it already moved. Returns whether this call enqueued.
+    @discardableResult
+    package func enqueueIfDue(schedule name: String, every seconds: Double, job: NewJob, now: Date) async throws
+        -> Bool
+    {
+        let nowMs = now.millisecondsSince1970
+        let next = now.addingTimeInterval(seconds).millisecondsSince1970
+        return try await store.transaction { tx in
+            try await tx.sql.raw(
+                """
+                INSERT INTO job_schedules (name, next_run_at) VALUES (\(bind: name), \(bind: nowMs))
+                ON CONFLICT (name) DO NOTHING
+                """
+            ).run()
+            let moved = try await tx.sql.raw(
+                """
+                UPDATE job_schedules SET next_run_at = \(bind: next)
+                WHERE name = \(bind: name) AND next_run_at <= \(bind: nowMs)
+                RETURNING name
+                """
+            ).first()
+            guard moved != nil else { return false }
+            try await Self.enqueue(job, in: tx, now: now)
+            return true
+        }
+    }
+
+    // MARK: Rows
+
+    private static let columns =
+        "walker_id, job_id, kind, payload, dedupe_key, state, run_at, attempts, max_attempts, lease_until, last_error, created_at"
+
+    private static func job(id: String, in tx: StoreTransaction, locking: Bool = false) async throws -> JobRecord? {
+        let lock: SQLQueryString = locking && tx.kind == .postgres ? " FOR UPDATE" : ""
+        return try await tx.sql.raw(
+            "SELECT \(unsafeRaw: columns) FROM jobs WHERE job_id = \(bind: id)\(lock)"
+        ).first().map(record)
+    }
+
+    private static func record(_ row: any SQLRow) throws -> JobRecord {
+        let stateText = try row.decode(column: "state", as: String.self)
+        guard let state = JobState(rawValue: stateText) else {
+            throw StoreError.corrupt("unknown job state \(stateText)")
+        }
+        return JobRecord(
+            id: try row.decode(column: "job_id", as: String.self),
+            walkerId: try row.decode(column: "walker_id", as: String.self),
+            kind: try row.decode(column: "kind", as: String.self),
+            payload: try row.decode(column: "payload", as: String.self),
+            dedupeKey: try row.decode(column: "dedupe_key", as: String?.self),
+            state: state,
+            runAt: Date(millisecondsSince1970: try row.decode(column: "run_at", as: Int.self)),
+            attempts: try row.decode(column: "attempts", as: Int.self),
+            maxAttempts: try row.decode(column: "max_attempts", as: Int.self),
+            leaseUntil: try row.decode(column: "lease_until", as: Int?.self).map(Date.init(millisecondsSince1970:)),
+            lastError: try row.decode(column: "last_error", as: String?.self),
+            createdAt: Date(millisecondsSince1970: try row.decode(column: "created_at", as: Int.self)))
+    }
+}

@@ -1,0 +1,259 @@
+import Foundation
+import Logging
+import SQLKit
+import StepJobs
+import StepStore
+import StepTestSupport
+import Synchronization
+import Testing
+
+@Suite("Job queue, on every engine")
+struct JobQueueTests {
+    static let t0 = Date(timeIntervalSince1970: 1_779_136_950)  // 2026-05-18T20:42:30Z
+
+    static func job(
+        _ walker: String = "w", key: String? = "reconcile:2026-05-18", at runAt: Date = t0, attempts: Int = 3
+    )
+        -> NewJob
+    {
+        NewJob(
+            kind: "test", walkerId: walker, payload: #"{"n":1}"#, dedupeKey: key, runAt: runAt, maxAttempts: attempts)
+    }
+
+    static func enqueue(_ job: NewJob, _ store: Store, now: Date = t0) async throws -> Bool {
+        try await store.transaction { try await JobQueue.enqueue(job, in: $0, now: now) }
+    }
+
+    @Test(
+        "a pending job coalesces later enqueues with its dedupe key; a running one does not",
+        arguments: TestDatabases.kinds)
+    func dedupe(kind: DatabaseKind) async throws {
+        let test = try await TestDatabases.make(kind)
+        let queue = JobQueue(store: test.store, leaseSeconds: 60)
+        #expect(try await Self.enqueue(Self.job(), test.store))
+        #expect(try await !Self.enqueue(Self.job(), test.store))
+        #expect(try await Self.enqueue(Self.job(key: "reconcile:2026-05-19"), test.store))
+        #expect(try await Self.enqueue(Self.job("other"), test.store))
+        #expect(try await Self.enqueue(Self.job(key: nil), test.store))
+        #expect(try await Self.enqueue(Self.job(key: nil), test.store))
+        #expect(try await queue.list(state: .pending).count == 5)
+
+        let claimed = try await queue.claim(limit: 10, now: Self.t0)
+        #expect(claimed.count == 5)
+        #expect(claimed.allSatisfy { $0.attempt == 1 })
+        // While the first runs, new work for its key waits in a new pending job.
+        #expect(try await Self.enqueue(Self.job(), test.store))
+        #expect(try await !Self.enqueue(Self.job(), test.store))
+        #expect(try await queue.depth() == [.pending: 1, .running: 5, .dead: 0])
+        try await test.close()
+    }
+
+    @Test(
+        "a job is claimed only when due, once per lease, and again after its lease runs out",
+        arguments: TestDatabases.kinds)
+    func leases(kind: DatabaseKind) async throws {
+        let test = try await TestDatabases.make(kind)
+        let queue = JobQueue(store: test.store, leaseSeconds: 60)
+        try await #require(Self.enqueue(Self.job(at: Self.t0.addingTimeInterval(10)), test.store))
+        #expect(try await queue.claim(limit: 1, now: Self.t0.addingTimeInterval(9.9)).isEmpty)
+        let first = try #require(try await queue.claim(limit: 1, now: Self.t0.addingTimeInterval(10)).first)
+        #expect(first.kind == "test" && first.payload == #"{"n":1}"# && first.walkerId == "w")
+        #expect(try await queue.claim(limit: 1, now: Self.t0.addingTimeInterval(69)).isEmpty)
+        // Its worker died: after the lease another claim gets it, with the next attempt number.
+        let second = try #require(try await queue.claim(limit: 1, now: Self.t0.addingTimeInterval(70)).first)
+        #expect(second.id == first.id && second.attempt == 2)
+        // The first claim is fenced off: it can neither finish nor fail the job.
+        #expect(try await !test.store.transaction { try await JobQueue.complete(first, in: $0) })
+        #expect(try await queue.fail(first, error: "late", now: Self.t0.addingTimeInterval(71)) == nil)
+        #expect(try await queue.job(id: first.id)?.state == .running)
+        #expect(try await test.store.transaction { try await JobQueue.complete(second, in: $0) })
+        #expect(try await queue.job(id: first.id) == nil)
+        try await test.close()
+    }
+
+    @Test(
+        "failures back off with jitter, park the job as dead after the last attempt, and retry revives it",
+        arguments: TestDatabases.kinds)
+    func failures(kind: DatabaseKind) async throws {
+        let test = try await TestDatabases.make(kind)
+        let backoff = JobBackoff(baseSeconds: 10, capSeconds: 15)
+        let queue = JobQueue(store: test.store, leaseSeconds: 60, backoff: backoff)
+        try await #require(Self.enqueue(Self.job(attempts: 3), test.store))
+        var now = Self.t0
+        for attempt in 1...3 {
+            let claimed = try #require(try await queue.claim(limit: 1, now: now).first)
+            #expect(claimed.attempt == attempt)
+            let state = try await queue.fail(claimed, error: "boom \(attempt)", now: now)
+            let record = try #require(try await queue.job(id: claimed.id))
+            #expect(record.lastError == "boom \(attempt)")
+            if attempt < 3 {
+                #expect(state == .pending)
+                let wait = record.runAt.timeIntervalSince(now)
+                let bounds = backoff.bounds(afterAttempt: attempt)
+                #expect(wait >= bounds.lowerBound - 0.001 && wait <= bounds.upperBound + 0.001)
+                #expect(try await queue.claim(limit: 1, now: now.addingTimeInterval(bounds.lowerBound - 0.01)).isEmpty)
+                now = now.addingTimeInterval(bounds.upperBound)
+            } else {
+                #expect(state == .dead)
+                #expect(record.state == .dead)
+            }
+        }
+        #expect(try await queue.claim(limit: 1, now: now.addingTimeInterval(86_400)).isEmpty)
+        let dead = try #require(try await queue.list(state: .dead).first)
+        #expect(try await queue.retry(id: "no-such-job", now: now) == .notFound)
+        #expect(try await queue.retry(id: dead.id, now: now) == .retried)
+        #expect(try await queue.retry(id: dead.id, now: now) == .notDead(.pending))
+        let revived = try #require(try await queue.claim(limit: 1, now: now).first)
+        #expect(revived.id == dead.id && revived.attempt == 1)
+        try await test.close()
+    }
+
+    @Test("a failed or dead job whose dedupe key has a pending job folds into it", arguments: TestDatabases.kinds)
+    func foldsIntoPending(kind: DatabaseKind) async throws {
+        let test = try await TestDatabases.make(kind)
+        let queue = JobQueue(store: test.store, leaseSeconds: 60)
+        try await #require(Self.enqueue(Self.job(attempts: 2), test.store))
+        let running = try #require(try await queue.claim(limit: 1, now: Self.t0).first)
+        try await #require(Self.enqueue(Self.job(attempts: 2), test.store))
+        #expect(try await queue.fail(running, error: "boom", now: Self.t0) == nil)
+        #expect(try await queue.job(id: running.id) == nil)
+        #expect(try await queue.list(state: .pending).count == 1)
+
+        // A dead job is revived into the pending job of its key rather than next to it.
+        let pending = try #require(try await queue.claim(limit: 1, now: Self.t0).first)
+        _ = try await queue.fail(pending, error: "boom", now: Self.t0)
+        let again = try #require(try await queue.claim(limit: 1, now: Self.t0.addingTimeInterval(3600)).first)
+        #expect(try await queue.fail(again, error: "boom", now: Self.t0) == .dead)
+        try await #require(Self.enqueue(Self.job(attempts: 2), test.store))
+        let newer = try #require(try await queue.list(state: .pending).first)
+        #expect(try await queue.retry(id: again.id, now: Self.t0) == .coalesced(into: newer.id))
+        #expect(try await queue.list(state: .dead).isEmpty)
+        try await test.close()
+    }
+
+    @Test(
+        "a transactional job's writes commit with its completion, and roll back when its lease was lost",
+        arguments: TestDatabases.kinds)
+    func transactionalHandler(kind: DatabaseKind) async throws {
+        let test = try await TestDatabases.make(kind)
+        let store = test.store
+        let clock = Mutex(Self.t0)
+        let queue = JobQueue(store: store, leaseSeconds: 60)
+        let runs = Mutex(0)
+        let handlers: [String: JobHandler] = [
+            "test": .transactional { job, tx in
+                runs.withLock { $0 += 1 }
+                try await tx.sql.raw(
+                    "INSERT INTO service_secrets (name, secret, created_at) VALUES (\(bind: job.id), 'x', 0)"
+                ).run()
+                // Another worker takes the job over while this one works (its claim bumps the attempt, as
+                // `claim` does after the lease): this attempt must change nothing. Written through this
+                // transaction, because SQLite's one writer is busy with it.
+                if job.attempt == 1 {
+                    try await tx.sql.raw("UPDATE jobs SET attempts = attempts + 1 WHERE job_id = \(bind: job.id)").run()
+                }
+            },
+            "broken": .transactional { _, _ in throw JobError.failed("broken on purpose") },
+        ]
+        let outcomes = Mutex<[JobOutcome]>([])
+        let worker = JobWorker(
+            queue: queue, handlers: handlers, settings: .init(), clock: { clock.withLock { $0 } },
+            logger: Logger(label: "test"), observe: { _, outcome in outcomes.withLock { $0.append(outcome) } })
+        try await #require(Self.enqueue(Self.job(), store))
+        #expect(try await worker.runNext())
+        #expect(outcomes.withLock { $0 } == [.leaseLost])
+        let secrets = {
+            try await store.withoutTransaction { try await $0.sql.raw("SELECT name FROM service_secrets").all().count }
+        }
+        #expect(try await secrets() == 0)
+        // The job is still running under the other worker's claim; once that lease runs out, it is claimed
+        // a third time and finishes.
+        clock.withLock { $0 = $0.addingTimeInterval(61) }
+        #expect(try await worker.drain() == 1)
+        #expect(try await secrets() == 1)
+        #expect(runs.withLock { $0 } == 2)
+        #expect(try await queue.depth() == [.pending: 0, .running: 0, .dead: 0])
+
+        // A failing handler leaves nothing but the retry; an unknown kind fails the same way.
+        try await #require(
+            Self.enqueue(
+                NewJob(kind: "broken", walkerId: "w", payload: "{}", dedupeKey: nil, runAt: Self.t0, maxAttempts: 1),
+                store))
+        try await #require(
+            Self.enqueue(
+                NewJob(kind: "unknown", walkerId: "w", payload: "{}", dedupeKey: nil, runAt: Self.t0, maxAttempts: 5),
+                store))
+        #expect(try await worker.drain() == 2)
+        let dead = try await queue.list(state: .dead)
+        #expect(dead.map(\.lastError) == ["broken on purpose"])
+        let retrying = try await queue.list(state: .pending)
+        #expect(retrying.map(\.lastError) == ["no handler for job kind 'unknown'"])
+        try await test.close()
+    }
+
+    @Test("concurrent claims never hand one job to two workers", arguments: TestDatabases.kinds)
+    func concurrentClaims(kind: DatabaseKind) async throws {
+        let test = try await TestDatabases.make(kind)
+        let store = test.store
+        let other = try await TestDatabases.another(test)
+        for index in 0..<60 {
+            try await #require(Self.enqueue(Self.job(key: "k\(index)"), store))
+        }
+        let claimed = try await withThrowingTaskGroup(of: [String].self) { group in
+            for worker in 0..<4 {
+                let queue = JobQueue(store: worker % 2 == 0 ? store : other, leaseSeconds: 60)
+                group.addTask {
+                    var ids: [String] = []
+                    while true {
+                        let batch = try await queue.claim(limit: 3, now: Self.t0)
+                        if batch.isEmpty { return ids }
+                        ids += batch.map(\.id)
+                    }
+                }
+            }
+            var all: [String] = []
+            for try await ids in group { all += ids }
+            return all
+        }
+        #expect(claimed.count == 60)
+        #expect(Set(claimed).count == 60)
+        try await other.database.close()
+        try await test.close()
+    }
+
+    @Test("a schedule enqueues one run per period across instances", arguments: TestDatabases.kinds)
+    func schedules(kind: DatabaseKind) async throws {
+        let test = try await TestDatabases.make(kind)
+        let other = try await TestDatabases.another(test)
+        let queues = [JobQueue(store: test.store), JobQueue(store: other)]
+        let job = NewJob(kind: "prune", walkerId: "", payload: "{}", dedupeKey: "prune", runAt: Self.t0, maxAttempts: 3)
+        var enqueued = 0
+        for queue in queues {
+            if try await queue.enqueueIfDue(schedule: "prune", every: 3600, job: job, now: Self.t0) { enqueued += 1 }
+        }
+        #expect(enqueued == 1)
+        #expect(
+            try await !queues[1].enqueueIfDue(
+                schedule: "prune", every: 3600, job: job, now: Self.t0.addingTimeInterval(3599)))
+        #expect(
+            try await queues[1].enqueueIfDue(
+                schedule: "prune", every: 3600, job: job, now: Self.t0.addingTimeInterval(3600)))
+        // The first period's job was still pending, so the second coalesced into it.
+        #expect(try await queues[0].list(state: .pending).count == 1)
+        try await other.database.close()
+        try await test.close()
+    }
+
+    @Test("backoff doubles from the base up to the cap, with the upper half random")
+    func backoff() {
+        let backoff = JobBackoff(baseSeconds: 5, capSeconds: 60)
+        #expect(backoff.bounds(afterAttempt: 1) == 2.5...5)
+        #expect(backoff.bounds(afterAttempt: 2) == 5...10)
+        #expect(backoff.bounds(afterAttempt: 4) == 20...40)
+        #expect(backoff.bounds(afterAttempt: 5) == 30...60)
+        #expect(backoff.bounds(afterAttempt: 500) == 30...60)
+        let delays = (0..<200).map { _ in backoff.delay(afterAttempt: 3) }
+        #expect(delays.allSatisfy { (10...20).contains($0) })
+        #expect(Set(delays).count > 150)
+    }
+}
