@@ -31,20 +31,13 @@ package struct IngestChecks: Sendable {
         }
         let today = LocalDate(instant: now, in: bucket.timeZone)
         check(.countExceedsCap) { bucket.count > limits.maxStepsPerDay }
-        check(.burstRateExceeded) { isBurst(bucket) }
+        check(.burstRateExceeded) { limits.exceedsBurstRate(count: bucket.count, spanSeconds: bucket.spanSeconds) }
         check(.tzJumpDetected) { isTimeZoneJump(bucket, now: now, previous: previous) }
         check(.dayInFuture) { bucket.day > today.adding(days: limits.futureDays) }
         check(.offlineCapExceeded) { bucket.day < today.adding(days: -limits.offlineDays) }
         check(.sourceNotWhitelisted) { !(whitelist ?? limits.sourceBundleWhitelist).contains(bucket.sourceBundleId) }
         check(.gyroAbsent) { !bucket.gyroSamplesObserved }
         return found
-    }
-
-    private func isBurst(_ bucket: StepBucket) -> Bool {
-        let span = bucket.spanSeconds
-        guard bucket.count > 0 else { return false }
-        guard span > 0 else { return true }
-        return Double(bucket.count) / span > limits.burstTolerance * limits.maxStepRatePerSecond
     }
 
     private func isTimeZoneJump(_ bucket: StepBucket, now: Date, previous: PreviousSubmission?) -> Bool {

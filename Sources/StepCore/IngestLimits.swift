@@ -14,4 +14,12 @@ package struct IngestLimits: Sendable, Hashable {
     ]
 
     package init() {}
+
+    /// `BURST_RATE_EXCEEDED`: more steps per second than the tolerance allows; a zero-length span with any
+    /// steps fails too.
+    package func exceedsBurstRate(count: Int, spanSeconds: Double) -> Bool {
+        guard count > 0 else { return false }
+        guard spanSeconds > 0 else { return true }
+        return Double(count) / spanSeconds > burstTolerance * maxStepRatePerSecond
+    }
 }
