@@ -121,6 +121,13 @@ package func buildApplication(
         antiCheat: antiCheat,
         logger: logger
     ).register(in: router, catalog: &catalog)
+    WalkerController(
+        authenticator: authenticator,
+        policy: RateLimitPolicy(
+            bucket: "walker", limit: configuration.rateLimits.walkerPerWindow,
+            windowSeconds: configuration.rateLimits.windowSeconds),
+        store: store, defaultRegionId: configuration.defaultRegionId, clock: dependencies.clock, logger: logger
+    ).register(in: router, catalog: &catalog)
     OpsController(store: store, metrics: metrics).register(in: router, catalog: &catalog)
 
     var retention = RetentionPolicy()

@@ -1,0 +1,27 @@
+import HTTPTypes
+import StepCore
+
+/// Every non-200 answer of `GET /walker` and `GET /step/days`. The app already handles the ingest surface's
+/// envelope and codes for its walker calls, so these routes answer with the same ones: each case maps onto
+/// the ingest error of the same meaning, here and nowhere else.
+enum WalkerAPIError: Error {
+    case unauthorized
+    case invalidQuery(RequestValidationError)
+    case rateLimited(retryAfterSeconds: Int)
+    case unavailable
+    case internalError
+
+    private var envelope: IngestAPIError {
+        switch self {
+        case .unauthorized: .unauthorized
+        case .invalidQuery(let validation): .invalidRequest(validation)
+        case .rateLimited(let retryAfter): .rateLimited(retryAfterSeconds: retryAfter)
+        case .unavailable: .unavailable
+        case .internalError: .internalError
+        }
+    }
+
+    var status: HTTPResponse.Status { envelope.status }
+
+    var bodyString: String { envelope.bodyString }
+}

@@ -1,0 +1,118 @@
+import StepCore
+import StepStore
+
+/// The 200 body of `GET /walker`. `streakState` is seed 000's shape, as the ingest response renders it.
+struct WalkerResponse: Encodable {
+    struct Energy: Encodable {
+        var confirmed: Int
+        var pending: Int
+    }
+
+    var walkerId: String
+    var totalLifetimeSteps: Int
+    var currentRegionId: String
+    var streakState: IngestResponse.Streak
+    var energy: Energy
+
+    init(_ overview: WalkerOverview, streak: StreakState, currentRegionId: String) {
+        walkerId = overview.walkerId
+        totalLifetimeSteps = overview.lifetimeSteps
+        self.currentRegionId = currentRegionId
+        streakState = IngestResponse.Streak(streak)
+        energy = Energy(confirmed: overview.confirmedEnergy, pending: overview.pendingEnergy)
+    }
+
+    /// The same bytes as `JSONCoding.encode(self)`, written directly like the ingest body; members in
+    /// sorted key order.
+    var jsonText: String {
+        var json = JSONTextWriter(capacity: 256)
+        json.beginObject()
+        json.key("currentRegionId")
+        json.value(currentRegionId)
+        json.key("energy")
+        json.beginObject()
+        json.key("confirmed")
+        json.value(energy.confirmed)
+        json.key("pending")
+        json.value(energy.pending)
+        json.endObject()
+        json.key("streakState")
+        json.beginObject()
+        json.key("bonusTier")
+        json.value(streakState.bonusTier)
+        json.key("currentLengthDays")
+        json.value(streakState.currentLengthDays)
+        json.key("decayAt")
+        json.value(streakState.decayAt)
+        json.key("lastAttestedDate")
+        json.value(streakState.lastAttestedDate)
+        json.endObject()
+        json.key("totalLifetimeSteps")
+        json.value(totalLifetimeSteps)
+        json.key("walkerId")
+        json.value(walkerId)
+        json.endObject()
+        return json.text
+    }
+}
+
+/// The 200 body of `GET /step/days`: the days of the range that have a log, ascending.
+struct StepDaysResponse: Encodable {
+    struct Day: Encodable {
+        var day: String
+        var reportedCount: Int
+        /// Null until the day is accepted; the key is always present.
+        var acceptedCount: Int?
+        var reconciliationStatus: String
+        /// What the ledger has credited for the day so far (0 while nothing was).
+        var energyCredited: Int
+
+        init(_ log: StepLogRecord) {
+            day = log.day.description
+            reportedCount = log.reportedCount
+            acceptedCount = log.acceptedCount
+            reconciliationStatus = log.status.rawValue
+            energyCredited = log.energyCredited
+        }
+
+        enum CodingKeys: String, CodingKey {
+            case day, reportedCount, acceptedCount, reconciliationStatus, energyCredited
+        }
+
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(day, forKey: .day)
+            try container.encode(reportedCount, forKey: .reportedCount)
+            try container.encode(acceptedCount, forKey: .acceptedCount)
+            try container.encode(reconciliationStatus, forKey: .reconciliationStatus)
+            try container.encode(energyCredited, forKey: .energyCredited)
+        }
+    }
+
+    var days: [Day]
+
+    /// The same bytes as `JSONCoding.encode(self)`; members in sorted key order.
+    var jsonText: String {
+        var json = JSONTextWriter(capacity: 32 + 128 * days.count)
+        json.beginObject()
+        json.key("days")
+        json.beginArray()
+        for day in days {
+            json.beginObject()
+            json.key("acceptedCount")
+            json.value(day.acceptedCount)
+            json.key("day")
+            json.value(day.day)
+            json.key("energyCredited")
+            json.value(day.energyCredited)
+            json.key("reconciliationStatus")
+            json.value(day.reconciliationStatus)
+            json.key("reportedCount")
+            json.value(day.reportedCount)
+            json.endObject()
+        }
+        json.endArray()
+        json.endObject()
+        return json.text
+    }
+}

@@ -1,0 +1,92 @@
+import Foundation
+import SQLKit
+import StepCore
+
+/// What the app reads about a walker after reconciliation (`GET /walker`), read in one statement so every
+/// figure comes from one snapshot: lifetime steps never disagree with the Energy beside them.
+package struct WalkerOverview: Sendable, Hashable {
+    package var walkerId: String
+    package var lifetimeSteps: Int
+    /// The zone of the walker's latest submission, which decides "today" for the streak.
+    package var lastTimeZone: String?
+    /// The walker's latest streak run; the streak state needs no other.
+    package var latestRun: StreakRun?
+    /// The sum of the walker's ledger entries.
+    package var confirmedEnergy: Int
+    /// What days not yet decided (PENDING or QUARANTINED) showed the app beyond what the ledger already
+    /// credited for them.
+    package var pendingEnergy: Int
+
+    package init(
+        walkerId: String, lifetimeSteps: Int, lastTimeZone: String?, latestRun: StreakRun?, confirmedEnergy: Int,
+        pendingEnergy: Int
+    ) {
+        self.walkerId = walkerId
+        self.lifetimeSteps = lifetimeSteps
+        self.lastTimeZone = lastTimeZone
+        self.latestRun = latestRun
+        self.confirmedEnergy = confirmedEnergy
+        self.pendingEnergy = pendingEnergy
+    }
+}
+
+extension StoreTransaction {
+    /// The walker's overview, or nil when the walker has no row. The streak comes from the latest run alone,
+    /// read through the primary key, so it costs the same however long the history is.
+    package func walkerOverview(_ walkerId: String) async throws -> WalkerOverview? {
+        guard let row = try await sql.raw(Self.walkerOverviewStatement(walkerId)).first() else { return nil }
+        let start = try row.decode(column: "start_day", as: Int?.self)
+        let end = try row.decode(column: "end_day", as: Int?.self)
+        var latestRun: StreakRun?
+        if let start, let end {
+            guard start <= end else { throw StoreError.corrupt("streak run ends before it starts") }
+            latestRun = StreakRun(start: LocalDate(dayNumber: start), end: LocalDate(dayNumber: end))
+        }
+        return WalkerOverview(
+            walkerId: walkerId,
+            lifetimeSteps: try row.decode(column: "lifetime_steps", as: Int.self),
+            lastTimeZone: try row.decode(column: "last_tz", as: String?.self),
+            latestRun: latestRun,
+            confirmedEnergy: try row.decode(column: "confirmed_energy", as: Int.self),
+            pendingEnergy: try row.decode(column: "pending_energy", as: Int.self))
+    }
+
+    /// One row: the walker, its latest run (NULLs without one), the ledger's sum and the pending Energy.
+    /// `CASE` rather than `GREATEST`/`MAX(a, b)`, which only one engine each has; the sums are cast because
+    /// PostgreSQL sums BIGINTs as NUMERIC.
+    static func walkerOverviewStatement(_ walkerId: String) -> SQLQueryString {
+        """
+        SELECT w.lifetime_steps AS lifetime_steps, w.last_tz AS last_tz,
+            r.start_day AS start_day, r.end_day AS end_day,
+            (SELECT CAST(COALESCE(SUM(amount), 0) AS BIGINT) FROM energy_ledger
+                WHERE walker_id = \(bind: walkerId)) AS confirmed_energy,
+            (SELECT CAST(COALESCE(SUM(CASE WHEN provisional_energy > energy_credited
+                    THEN provisional_energy - energy_credited ELSE 0 END), 0) AS BIGINT)
+                FROM step_logs
+                WHERE walker_id = \(bind: walkerId)
+                    AND status IN (\(bind: ReconciliationStatus.pending.rawValue),
+                        \(bind: ReconciliationStatus.quarantined.rawValue))) AS pending_energy
+        FROM walkers w
+        LEFT JOIN (
+            SELECT start_day, end_day FROM streak_runs WHERE walker_id = \(bind: walkerId)
+            ORDER BY end_day DESC LIMIT 1
+        ) r ON 1 = 1
+        WHERE w.walker_id = \(bind: walkerId)
+        """
+    }
+
+    /// The walker's day logs from `first` through `last` inclusive, ascending; days without a log are absent.
+    /// A range read of the primary key `(walker_id, day)`, bounded by the range's length.
+    package func stepLogs(walkerId: String, from first: LocalDate, through last: LocalDate) async throws
+        -> [StepLogRecord]
+    {
+        let rows = try await sql.raw(
+            """
+            SELECT \(unsafeRaw: Self.stepLogColumns) FROM step_logs
+            WHERE walker_id = \(bind: walkerId) AND day >= \(bind: first.dayNumber) AND day <= \(bind: last.dayNumber)
+            ORDER BY day
+            """
+        ).all()
+        return try rows.map(Self.stepLogRecord)
+    }
+}
