@@ -4,6 +4,7 @@ import Hummingbird
 import Logging
 import ServiceLifecycle
 import StepCore
+import StepJobs
 import StepStore
 
 /// What the application takes from outside besides configuration: the clock, where logs go, and
@@ -26,6 +27,8 @@ package struct StepLedgerApp: Sendable {
     package let metrics: ServiceMetrics
     /// Where anti-cheat verdict lines go (flushed by `stepd serve` when it stops).
     package let antiCheatSink: LogSink
+    /// The job worker (a service of the application when `worker.enabled`); tests drive it directly.
+    package let worker: JobWorker
 }
 
 /// Builds the whole service. `stepd serve` and the tests both call this.
@@ -111,7 +114,8 @@ package func buildApplication(
             store: store,
             settings: .init(
                 mode: configuration.mode, limits: configuration.limits, defaultRegionId: configuration.defaultRegionId,
-                reconcileDelaySeconds: configuration.reconcileDelaySeconds),
+                reconcileDelaySeconds: configuration.reconcileDelaySeconds,
+                reconcileMaxAttempts: configuration.jobs.maxAttempts),
             whitelist: { whitelist }),
         store: store,
         maxBodyBytes: configuration.http.maxBodyBytes,
@@ -128,7 +132,9 @@ package func buildApplication(
             windowSeconds: configuration.rateLimits.windowSeconds),
         store: store, defaultRegionId: configuration.defaultRegionId, clock: dependencies.clock, logger: logger
     ).register(in: router, catalog: &catalog)
-    OpsController(store: store, metrics: metrics).register(in: router, catalog: &catalog)
+    let worker = makeJobWorker(
+        configuration: configuration, store: store, clock: dependencies.clock, logger: logger, metrics: metrics)
+    OpsController(store: store, metrics: metrics, jobs: worker.queue).register(in: router, catalog: &catalog)
 
     var retention = RetentionPolicy()
     retention.attestationLogSeconds = configuration.attestationLogRetentionDays * 86_400
@@ -143,11 +149,32 @@ package func buildApplication(
             PruneService(
                 store: store, retention: retention, interval: configuration.pruneIntervalSeconds,
                 clock: dependencies.clock, logger: logger),
-        ],
+        ] + (configuration.worker.enabled ? [worker] : []),
         logger: logger
     )
     return StepLedgerApp(
-        application: application, store: store, routes: catalog, metrics: metrics, antiCheatSink: antiCheatSink)
+        application: application, store: store, routes: catalog, metrics: metrics, antiCheatSink: antiCheatSink,
+        worker: worker)
+}
+
+/// The job worker with every job kind's handler: inside `stepd serve` (unless `worker.enabled` is false) and
+/// alone in `stepd worker`.
+package func makeJobWorker(
+    configuration: AppConfiguration, store: Store, clock: @escaping @Sendable () -> Date, logger: Logger,
+    metrics: ServiceMetrics
+) -> JobWorker {
+    let queue = JobQueue(
+        store: store, leaseSeconds: configuration.jobs.leaseSeconds,
+        backoff: JobBackoff(
+            baseSeconds: configuration.jobs.backoffBaseSeconds, capSeconds: configuration.jobs.backoffCapSeconds))
+    let reconciler = Reconciler(limits: configuration.limits, clock: clock, metrics: metrics)
+    return JobWorker(
+        queue: queue, handlers: [ReconcileJob.kind: reconciler.handler],
+        settings: .init(
+            concurrency: configuration.worker.concurrency, pollIntervalSeconds: configuration.worker.pollIntervalSeconds
+        ),
+        clock: clock, logger: logger,
+        observe: { kind, outcome in metrics.recordJob(kind: kind, outcome: outcome.rawValue) })
 }
 
 /// Closes the store after the server has stopped (services stop in reverse order).

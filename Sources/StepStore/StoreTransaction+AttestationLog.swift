@@ -36,11 +36,6 @@ package struct AttestationLogRecord: Sendable, Hashable {
     }
 }
 
-/// A review-queue entry.
-package enum ReviewKind: String, Sendable, Hashable {
-    case repeatedRejections = "repeated_rejections"
-}
-
 extension StoreTransaction {
     package func insertAttestationLog(_ log: AttestationLogRecord) async throws {
         try await sql.raw(Self.insertAttestationLogStatement(log)).run()
@@ -90,32 +85,6 @@ extension StoreTransaction {
             WHERE walker_id = \(bind: walkerId) AND verdict = \(bind: verdict.rawValue)
                 AND created_at >= \(bind: since.millisecondsSince1970)
             """
-        ).first()
-        return try row?.decode(column: "n", as: Int.self) ?? 0
-    }
-
-    package func hasOpenReview(walkerId: String, kind: ReviewKind) async throws -> Bool {
-        try await sql.raw(
-            """
-            SELECT entry_id FROM review_queue
-            WHERE walker_id = \(bind: walkerId) AND kind = \(bind: kind.rawValue) AND resolved_at IS NULL
-            """
-        ).first() != nil
-    }
-
-    package func openReview(walkerId: String, kind: ReviewKind, subject: String?, at now: Date) async throws {
-        try await sql.raw(
-            """
-            INSERT INTO review_queue (walker_id, entry_id, kind, subject, created_at)
-            VALUES (\(bind: walkerId), \(bind: Self.newID()), \(bind: kind.rawValue), \(bind: subject),
-                \(bind: now.millisecondsSince1970))
-            """
-        ).run()
-    }
-
-    package func openReviewCount(walkerId: String) async throws -> Int {
-        let row = try await sql.raw(
-            "SELECT COUNT(*) AS n FROM review_queue WHERE walker_id = \(bind: walkerId) AND resolved_at IS NULL"
         ).first()
         return try row?.decode(column: "n", as: Int.self) ?? 0
     }

@@ -21,6 +21,11 @@ package struct IngestWrite: Sendable {
     package var at: Date
     /// The walker's `version` the write was planned from: it applies only while the walker's row still has it.
     package var walkerVersion: Int
+    /// Quarantine reasons to open (or add to) the day's review entry with; empty opens none.
+    package var reviewReasons: [String] = []
+    /// Further writes of the same unit that other modules define (the reconcile job's enqueue), each built
+    /// for the condition the batch applies under.
+    package var followUps: [@Sendable (_ condition: SQLQueryString) -> SQLQueryString] = []
 
     package init(
         walkerId: String, walkerVersion: Int, stepLog: StepLogRecord?, submission: StepSubmissionRecord?,
@@ -93,6 +98,11 @@ extension StoreTransaction {
         if let change = write.streakChange {
             statements += streakChangeStatements(walkerId: write.walkerId, change, when: condition)
         }
+        if let day = write.stepLog?.day {
+            statements += openDayReviewStatements(
+                walkerId: write.walkerId, day: day, reasons: write.reviewReasons, at: write.at, when: condition)
+        }
+        statements += write.followUps.map { $0(condition) }
         statements.append(insertAttestationLogStatement(write.attestationLog, when: condition))
         statements.append(
             completeIdempotencyKeyStatement(

@@ -68,6 +68,8 @@ struct TestHarness: Sendable {
         configuration.databaseURL = testStore.url
         configuration.http.port = 0
         configuration.jwt.developmentSecret = developmentSecret
+        // Tests run jobs by hand (`app.worker.drain()`), after moving the clock.
+        configuration.worker.enabled = false
         configure(&configuration)
         let clock = TestClock(start)
         let logs = LogSink.memory()

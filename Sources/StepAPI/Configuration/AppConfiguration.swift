@@ -34,6 +34,21 @@ package struct AppConfiguration: Sendable {
         package var windowSeconds = 60
     }
 
+    /// The job worker inside `stepd serve` (and alone in `stepd worker`).
+    package struct Worker: Sendable {
+        package var enabled = true
+        package var concurrency = 2
+        package var pollIntervalSeconds: Double = 1
+    }
+
+    /// The job queue's retry policy and lease.
+    package struct Jobs: Sendable {
+        package var maxAttempts = 10
+        package var leaseSeconds: Double = 300
+        package var backoffBaseSeconds: Double = 5
+        package var backoffCapSeconds: Double = 3600
+    }
+
     package struct Telemetry: Sendable {
         package var logLevel: Logger.Level = .info
         /// `stderr`, `stdout`, `off`, or a file path for anti-cheat verdict lines.
@@ -49,6 +64,8 @@ package struct AppConfiguration: Sendable {
     package var limits = IngestLimits()
     package var rateLimits = RateLimits()
     package var telemetry = Telemetry()
+    package var worker = Worker()
+    package var jobs = Jobs()
     package var defaultRegionId = "region.default"
     package var reconcileDelaySeconds: Double = 60
     package var idempotencyLeaseSeconds: Double = 30
@@ -133,6 +150,21 @@ package struct AppConfiguration: Sendable {
         rateLimits.walkerPerWindow =
             try reader.int("rateLimit.walkerPerMinute", in: 1...100_000) ?? rateLimits.walkerPerWindow
 
+        worker.enabled = try reader.bool("worker.enabled") ?? worker.enabled
+        worker.concurrency = try reader.int("worker.concurrency", in: 1...256) ?? worker.concurrency
+        worker.pollIntervalSeconds =
+            try reader.double("worker.pollIntervalSeconds", in: 0.05...60) ?? worker.pollIntervalSeconds
+        jobs.maxAttempts = try reader.int("jobs.maxAttempts", in: 1...100) ?? jobs.maxAttempts
+        jobs.leaseSeconds = try reader.double("jobs.leaseSeconds", in: 1...86_400) ?? jobs.leaseSeconds
+        jobs.backoffBaseSeconds =
+            try reader.double("jobs.backoffBaseSeconds", in: 0.01...3600) ?? jobs.backoffBaseSeconds
+        jobs.backoffCapSeconds =
+            try reader.double("jobs.backoffCapSeconds", in: 0.01...86_400) ?? jobs.backoffCapSeconds
+        guard jobs.backoffCapSeconds >= jobs.backoffBaseSeconds else {
+            throw ConfigurationError(
+                key: "jobs.backoffCapSeconds", problem: "must not be below jobs.backoffBaseSeconds")
+        }
+
         idempotencyLeaseSeconds = try reader.double("idempotency.leaseSeconds", in: 1...3600) ?? idempotencyLeaseSeconds
         idempotencyRetentionDays =
             try reader.double("idempotency.retentionDays", in: 8...365) ?? idempotencyRetentionDays
@@ -180,6 +212,15 @@ struct ValidatingReader {
         let trimmed = value.trimmingCharacters(in: .whitespaces)
         guard !trimmed.isEmpty else { throw ConfigurationError(key: key, problem: "must not be empty") }
         return trimmed
+    }
+
+    func bool(_ key: String) throws -> Bool? {
+        if let value = config.bool(forKey: ConfigKey(key)) { return value }
+        guard let text = config.string(forKey: ConfigKey(key)) else { return nil }
+        guard let value = Bool(text.trimmingCharacters(in: .whitespaces).lowercased()) else {
+            throw ConfigurationError(key: key, problem: "must be true or false, not '\(text)'")
+        }
+        return value
     }
 
     func int(_ key: String, in range: ClosedRange<Int>) throws -> Int? {

@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTypes
 import StepCore
+import StepJobs
 import StepStore
 
 /// How one ingest ended, for the response, the logs and the metrics.
@@ -27,6 +28,8 @@ struct IngestService: Sendable {
         var limits: IngestLimits
         var defaultRegionId: String
         var reconcileDelaySeconds: Double
+        /// Attempts a reconcile job gets before it is parked as dead.
+        var reconcileMaxAttempts: Int = 10
         var reviewRejectionThreshold: Int = 5
         var reviewWindowSeconds: Double = 86_400
     }
@@ -137,7 +140,7 @@ struct IngestService: Sendable {
             log: StepLogRecord?, submission: StepSubmissionRecord?, streakChange: StreakRunChange?, credit: Int,
             lifetimeDelta: Int, verdict: AttestationVerdict, body: String
         ) -> IngestWrite {
-            IngestWrite(
+            var write = IngestWrite(
                 walkerId: walkerId, walkerVersion: walker.version, stepLog: log, submission: submission,
                 streakChange: streakChange, credit: credit, timeZone: request.timeZoneIdentifier,
                 lifetimeStepsDelta: lifetimeDelta,
@@ -145,6 +148,17 @@ struct IngestService: Sendable {
                     walkerId: walkerId, createdAt: now, route: IngestController.route, verdict: verdict,
                     reasons: quarantine.map(\.rawValue), tokenId: nil, requestId: requestId),
                 idempotencyKey: request.idempotencyKey, responseStatus: 200, responseBody: body, at: now)
+            if let log {
+                if log.status == .quarantined { write.reviewReasons = quarantine.map(\.rawValue) }
+                if log.status == .pending {
+                    // Reconciliation, no earlier than the delay; later ingests of the day coalesce into the job.
+                    let job = ReconcileJob.newJob(
+                        walkerId: walkerId, day: log.day, runAt: now.addingTimeInterval(settings.reconcileDelaySeconds),
+                        maxAttempts: settings.reconcileMaxAttempts)
+                    write.followUps.append { JobQueue.enqueueStatement(job, now: now, when: $0) }
+                }
+            }
+            return write
         }
 
         if let existing, isFinal(existing, now: now) {
@@ -165,19 +179,22 @@ struct IngestService: Sendable {
             provisionalEnergy: EnergyMath.energy(steps: reported, multiplierPermille: multiplier))
         var credit = 0
         var lifetimeDelta = 0
-        if !quarantine.isEmpty {
+        var verdict: AttestationVerdict = quarantine.isEmpty ? .accepted : .quarantined
+        if let existing, existing.status == .quarantined || existing.status == .rejected {
+            // Only review decides a quarantined day, and its decision stands: a resubmission is recorded (as
+            // evidence) but never turns the day back into PENDING.
+            log.status = existing.status
+            if existing.status == .rejected { verdict = .unchanged }
+        } else if !quarantine.isEmpty {
             log.status = .quarantined
         } else if settings.mode == .testPhase {
             // Test-phase mode reconciles on the request itself (seed 000).
-            let previousAccepted = existing?.acceptedCount ?? 0
-            log.status = .accepted
-            log.acceptedCount = reported
-            log.multiplierPermille = multiplier
-            log.attested = reported >= settings.limits.minDailyThreshold
-            credit = EnergyMath.creditDelta(
-                acceptedCount: reported, multiplierPermille: multiplier, alreadyCredited: log.energyCredited)
-            log.energyCredited += credit
-            lifetimeDelta = max(0, reported - previousAccepted)
+            let acceptance = DayAcceptance(
+                accepting: log, acceptedCount: reported, streak: streak,
+                minDailyThreshold: settings.limits.minDailyThreshold, at: now)
+            log = acceptance.log
+            credit = acceptance.credit
+            lifetimeDelta = acceptance.lifetimeStepsDelta
         }
         let streakChange = streak.setting(attested: log.attested)
 
@@ -191,8 +208,7 @@ struct IngestService: Sendable {
             now: now, quarantine: quarantine)
         return write(
             log: log, submission: submission, streakChange: streakChange.isEmpty ? nil : streakChange, credit: credit,
-            lifetimeDelta: lifetimeDelta,
-            verdict: quarantine.isEmpty ? .accepted : .quarantined, body: body)
+            lifetimeDelta: lifetimeDelta, verdict: verdict, body: body)
     }
 
     private func isFinal(_ log: StepLogRecord, now: Date) -> Bool {
@@ -216,7 +232,9 @@ struct IngestService: Sendable {
             energyCredited: reconciled ? log.energyCredited : nil,
             streakState: .init(streak),
             walker: .init(totalLifetimeSteps: lifetimeSteps, currentRegionId: settings.defaultRegionId))
-        if !quarantine.isEmpty {
+        // Seed 000's quarantine shape whenever the day is under review; its reasons are this submission's own
+        // (none when the day was quarantined earlier and this submission passed every check).
+        if log.status == .quarantined {
             response.warning = .init(
                 code: "STEP_QUARANTINED",
                 message: "We're checking this step bucket. It may take up to 24h to confirm.",

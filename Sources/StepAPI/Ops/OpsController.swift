@@ -1,11 +1,13 @@
 import Foundation
 import Hummingbird
+import StepJobs
 import StepStore
 
 /// Liveness, readiness, metrics and the API contract.
 struct OpsController: Sendable {
     let store: Store
     let metrics: ServiceMetrics
+    let jobs: JobQueue
 
     static let openAPIDocument: String = {
         guard let url = Bundle.module.url(forResource: "openapi", withExtension: "yaml"),
@@ -27,7 +29,11 @@ struct OpsController: Sendable {
             return response
         }
         router.get("/metrics") { _, _ in
-            Self.text(metrics.render(), contentType: "text/plain; version=0.0.4; charset=utf-8")
+            // The queue's depth is read at scrape time; a database that is away leaves the last values.
+            if let depth = try? await jobs.depth() {
+                metrics.setQueueDepth(Dictionary(uniqueKeysWithValues: depth.map { ($0.key.rawValue, $0.value) }))
+            }
+            return Self.text(metrics.render(), contentType: "text/plain; version=0.0.4; charset=utf-8")
         }
         router.get("/openapi.yaml") { _, _ in
             Self.text(Self.openAPIDocument, contentType: "application/yaml")

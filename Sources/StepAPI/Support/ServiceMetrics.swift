@@ -9,6 +9,7 @@ package final class ServiceMetrics: Sendable {
     package let registry = PrometheusCollectorRegistry()
     private let requestInstruments = Mutex<[RequestLabels: RequestInstruments]>([:])
     private let labelCounters = Mutex<[CounterLabel: Counter]>([:])
+    private let gauges = Mutex<[String: Gauge]>([:])
     static let latencyBuckets: [Duration] = [
         .milliseconds(1), .milliseconds(2), .milliseconds(5), .milliseconds(10), .milliseconds(25),
         .milliseconds(50), .milliseconds(100), .milliseconds(250), .milliseconds(500), .seconds(1), .seconds(2.5),
@@ -34,7 +35,44 @@ package final class ServiceMetrics: Sendable {
             helpText: "Anti-cheat reason codes reported by ingest.")
     }
 
+    static var jobs: MetricNameDescriptor {
+        MetricNameDescriptor(
+            namespace: "stepledger", subsystem: "jobs", metricName: "outcomes", unitName: "total",
+            helpText: "Job attempts by kind and outcome (completed, retried, dead, lease_lost, coalesced).")
+    }
+    static var queueDepth: MetricNameDescriptor {
+        MetricNameDescriptor(
+            namespace: "stepledger", subsystem: "jobs", metricName: "queue_depth", unitName: "jobs",
+            helpText: "Jobs in the queue by state, read when /metrics is scraped.")
+    }
+    static var reconcileVerdicts: MetricNameDescriptor {
+        MetricNameDescriptor(
+            namespace: "stepledger", subsystem: "reconcile", metricName: "verdicts", unitName: "total",
+            helpText: "Reconcile job verdicts (accepted, quarantined).")
+    }
+
     package init() {}
+
+    func recordJob(kind: String, outcome: String) {
+        counter(.job(kind: kind, outcome: outcome)).increment()
+    }
+
+    func recordReconcile(verdict: String) {
+        counter(.reconcile(verdict)).increment()
+    }
+
+    /// Sets the queue-depth gauges (one per state).
+    func setQueueDepth(_ depth: [String: Int]) {
+        for (state, count) in depth {
+            let gauge = gauges.withLock { cache in
+                if let known = cache[state] { return known }
+                let made = registry.makeGauge(descriptor: Self.queueDepth, labels: [("state", state)])
+                cache[state] = made
+                return made
+            }
+            gauge.set(Double(count))
+        }
+    }
 
     func recordRequest(route: String, method: String, status: Int, duration: Duration) {
         let key = RequestLabels(route: route, method: method, status: status)
@@ -66,6 +104,10 @@ package final class ServiceMetrics: Sendable {
                 made = registry.makeCounter(descriptor: Self.verdicts, labels: [("verdict", verdict)])
             case .reason(let reason):
                 made = registry.makeCounter(descriptor: Self.reasons, labels: [("reason", reason)])
+            case .job(let kind, let outcome):
+                made = registry.makeCounter(descriptor: Self.jobs, labels: [("kind", kind), ("outcome", outcome)])
+            case .reconcile(let verdict):
+                made = registry.makeCounter(descriptor: Self.reconcileVerdicts, labels: [("verdict", verdict)])
             }
             cache[label] = made
             return made
@@ -89,4 +131,6 @@ private struct RequestInstruments: Sendable {
 private enum CounterLabel: Hashable, Sendable {
     case verdict(String)
     case reason(String)
+    case job(kind: String, outcome: String)
+    case reconcile(String)
 }

@@ -1,0 +1,167 @@
+import Foundation
+import SQLKit
+import StepCore
+
+/// What a review-queue entry is about.
+package enum ReviewKind: String, Sendable, Hashable, CaseIterable {
+    /// A day that was quarantined, at ingest or by reconciliation; decided only by review.
+    case quarantinedDay = "quarantined_day"
+    /// The 5th anti-cheat rejection of a walker inside 24 h; one entry per episode.
+    case repeatedRejections = "repeated_rejections"
+}
+
+/// An operator's decision on a review entry.
+package enum ReviewDecision: String, Sendable, Hashable, CaseIterable {
+    case accept
+    case reject
+}
+
+/// One review-queue entry.
+package struct ReviewEntry: Sendable, Hashable {
+    package var id: String
+    package var walkerId: String
+    package var kind: ReviewKind
+    package var day: LocalDate?
+    package var reasons: [String]
+    package var openedAt: Date
+    package var resolvedAt: Date?
+    package var decision: ReviewDecision?
+    package var note: String?
+
+    package var isOpen: Bool { resolvedAt == nil }
+}
+
+extension StoreTransaction {
+    /// Opens the review entry of a quarantined day, or adds `reason` to the open one: at most one open entry
+    /// per walker × day (a partial unique index), its reasons a set. One reason per statement, so it can run
+    /// as one CTE of an ingest's guarded batch.
+    static func openDayReviewStatement(
+        walkerId: String, day: LocalDate, reason: String, at now: Date, when condition: SQLQueryString
+    ) -> SQLQueryString {
+        """
+        INSERT INTO review_queue (walker_id, entry_id, kind, created_at, day, reasons)
+        SELECT \(bind: walkerId), \(bind: newID()), \(bind: ReviewKind.quarantinedDay.rawValue),
+            \(bind: now.millisecondsSince1970), \(bind: day.dayNumber), \(bind: reason)
+        WHERE \(condition)
+        ON CONFLICT (walker_id, kind, day) WHERE resolved_at IS NULL DO UPDATE SET reasons = CASE
+            WHEN review_queue.reasons = '' THEN excluded.reasons
+            WHEN ',' || review_queue.reasons || ',' LIKE '%,' || excluded.reasons || ',%' THEN review_queue.reasons
+            ELSE review_queue.reasons || ',' || excluded.reasons END
+        """
+    }
+
+    static func openDayReviewStatements(
+        walkerId: String, day: LocalDate, reasons: [String], at now: Date, when condition: SQLQueryString
+    ) -> [SQLQueryString] {
+        reasons.map { openDayReviewStatement(walkerId: walkerId, day: day, reason: $0, at: now, when: condition) }
+    }
+
+    package func openDayReview(walkerId: String, day: LocalDate, reasons: [String], at now: Date) async throws {
+        for statement in Self.openDayReviewStatements(
+            walkerId: walkerId, day: day, reasons: reasons, at: now, when: "true")
+        {
+            try await sql.raw(statement).run()
+        }
+    }
+
+    package func hasOpenReview(walkerId: String, kind: ReviewKind) async throws -> Bool {
+        try await sql.raw(
+            """
+            SELECT entry_id FROM review_queue
+            WHERE walker_id = \(bind: walkerId) AND kind = \(bind: kind.rawValue) AND resolved_at IS NULL
+            """
+        ).first() != nil
+    }
+
+    package func openReview(walkerId: String, kind: ReviewKind, subject: String?, at now: Date) async throws {
+        try await sql.raw(
+            """
+            INSERT INTO review_queue (walker_id, entry_id, kind, subject, created_at)
+            VALUES (\(bind: walkerId), \(bind: Self.newID()), \(bind: kind.rawValue), \(bind: subject),
+                \(bind: now.millisecondsSince1970))
+            """
+        ).run()
+    }
+
+    package func openReviewCount(walkerId: String) async throws -> Int {
+        let row = try await sql.raw(
+            "SELECT COUNT(*) AS n FROM review_queue WHERE walker_id = \(bind: walkerId) AND resolved_at IS NULL"
+        ).first()
+        return try row?.decode(column: "n", as: Int.self) ?? 0
+    }
+
+    /// Entries that are open (or resolved), oldest first (open) or most recently resolved first.
+    package func reviews(open: Bool, limit: Int = 200) async throws -> [ReviewEntry] {
+        let query: SQLQueryString =
+            open
+            ? "SELECT \(unsafeRaw: Self.reviewColumns) FROM review_queue WHERE resolved_at IS NULL ORDER BY created_at, entry_id LIMIT \(bind: limit)"
+            : "SELECT \(unsafeRaw: Self.reviewColumns) FROM review_queue WHERE resolved_at IS NOT NULL ORDER BY resolved_at DESC, entry_id LIMIT \(bind: limit)"
+        return try await sql.raw(query).all().map(Self.reviewEntry)
+    }
+
+    package func reviews(walkerId: String) async throws -> [ReviewEntry] {
+        try await sql.raw(
+            """
+            SELECT \(unsafeRaw: Self.reviewColumns) FROM review_queue WHERE walker_id = \(bind: walkerId)
+            ORDER BY created_at, entry_id
+            """
+        ).all().map(Self.reviewEntry)
+    }
+
+    /// One entry by id; locked for the rest of the transaction on PostgreSQL when `locking`.
+    package func review(id: String, locking: Bool = false) async throws -> ReviewEntry? {
+        try await sql.raw(
+            "SELECT \(unsafeRaw: Self.reviewColumns) FROM review_queue WHERE entry_id = \(bind: id)\(locking ? forUpdate : "")"
+        ).first().map(Self.reviewEntry)
+    }
+
+    /// Records the decision on an open entry; false when it was already resolved.
+    package func resolveReview(
+        walkerId: String, id: String, decision: ReviewDecision, note: String?, at now: Date
+    ) async throws -> Bool {
+        try await sql.raw(
+            """
+            UPDATE review_queue SET resolved_at = \(bind: now.millisecondsSince1970),
+                resolution = \(bind: decision.rawValue), note = \(bind: note)
+            WHERE walker_id = \(bind: walkerId) AND entry_id = \(bind: id) AND resolved_at IS NULL
+            RETURNING entry_id
+            """
+        ).first() != nil
+    }
+
+    /// When the latest decision to accept `day` was made, if any: reconciliation judges only the
+    /// submissions after it, since review already judged the ones before.
+    package func lastAcceptedReview(walkerId: String, day: LocalDate) async throws -> Date? {
+        let row = try await sql.raw(
+            """
+            SELECT MAX(resolved_at) AS at FROM review_queue
+            WHERE walker_id = \(bind: walkerId) AND kind = \(bind: ReviewKind.quarantinedDay.rawValue)
+                AND day = \(bind: day.dayNumber) AND resolution = \(bind: ReviewDecision.accept.rawValue)
+            """
+        ).first()
+        return try row?.decode(column: "at", as: Int?.self).map(Date.init(millisecondsSince1970:))
+    }
+
+    private static let reviewColumns =
+        "walker_id, entry_id, kind, day, reasons, subject, created_at, resolved_at, resolution, note"
+
+    private static func reviewEntry(_ row: any SQLRow) throws -> ReviewEntry {
+        let kindText = try row.decode(column: "kind", as: String.self)
+        guard let kind = ReviewKind(rawValue: kindText) else {
+            throw StoreError.corrupt("unknown review kind \(kindText)")
+        }
+        let reasons = try row.decode(column: "reasons", as: String.self)
+        let subject = try row.decode(column: "subject", as: String?.self)
+        return ReviewEntry(
+            id: try row.decode(column: "entry_id", as: String.self),
+            walkerId: try row.decode(column: "walker_id", as: String.self),
+            kind: kind,
+            day: try row.decode(column: "day", as: Int?.self).map(LocalDate.init(dayNumber:)),
+            // A repeated-rejections entry's reason is its subject line (entries from before migration 4 too).
+            reasons: reasons.isEmpty ? (subject.map { [$0] } ?? []) : reasons.split(separator: ",").map(String.init),
+            openedAt: Date(millisecondsSince1970: try row.decode(column: "created_at", as: Int.self)),
+            resolvedAt: try row.decode(column: "resolved_at", as: Int?.self).map(Date.init(millisecondsSince1970:)),
+            decision: try row.decode(column: "resolution", as: String?.self).flatMap(ReviewDecision.init(rawValue:)),
+            note: try row.decode(column: "note", as: String?.self))
+    }
+}
