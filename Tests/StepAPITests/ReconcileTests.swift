@@ -1,0 +1,171 @@
+import Foundation
+import HTTPTypes
+import HummingbirdTesting
+import SQLKit
+import StepAPI
+import StepCore
+import StepJobs
+import StepStore
+import StepTestSupport
+import Testing
+
+/// Production reconciliation end to end through the API, with the injected clock and the worker driven by
+/// hand: the job seed 001 step [6] describes, on both engines.
+@Suite("Reconciliation in production mode")
+struct ReconcileTests {
+    static let walker = "walker-jwt"
+
+    static func days(_ client: some TestClientProtocol, token: String) async throws -> [JSONValue] {
+        let response = try await client.read("/step/days?from=2026-05-11&to=2026-05-19", token: token)
+        guard case .array(let days) = try response.json["days"] else { throw JSONShapeError() }
+        return days
+    }
+
+    static func reviews(_ harness: TestHarness) async throws -> [ReviewEntry] {
+        try await harness.store.transaction { try await $0.reviews(walkerId: walker) }
+    }
+
+    @Test(
+        "a PENDING day is ACCEPTED once the delay has passed, and credited once even when the job runs again",
+        arguments: TestDatabases.kinds)
+    func pendingToAccepted(kind: DatabaseKind) async throws {
+        let (harness, token) = try await ProductionModeTests.setUp(kind)
+        try await harness.run { client in
+            let ingest = try await client.ingest(IngestBody(count: 8421), token: token)
+            #expect(try ingest.json["stepLog"]?["reconciliationStatus"] == .string("PENDING"))
+            let pending = try await harness.app.worker.queue.list(state: .pending)
+            #expect(pending.count == 1)
+            #expect(pending.first?.runAt == harness.clock.now.addingTimeInterval(60))
+            #expect(pending.first?.dedupeKey == "reconcile:2026-05-18")
+
+            #expect(try await harness.app.worker.drain() == 0, "not before reconcileEta")
+            harness.clock.advance(seconds: 60)
+            #expect(try await harness.app.worker.drain() == 1)
+
+            let day = try await Self.days(client, token: token).first
+            #expect(day?["reconciliationStatus"] == .string("ACCEPTED"))
+            #expect(day?["acceptedCount"] == .int(8421))
+            #expect(day?["energyCredited"] == .int(8421))
+            let walker = try await client.read("/walker", token: token).json
+            #expect(walker["totalLifetimeSteps"] == .int(8421))
+            #expect(walker["energy"]?["confirmed"] == .int(8421))
+            #expect(walker["energy"]?["pending"] == .int(0))
+            #expect(walker["streakState"]?["lastAttestedDate"] == .string("2026-05-18"))
+
+            // The same job again (a worker that died after committing, a duplicate enqueue): no second credit.
+            _ = try await harness.store.transaction { tx in
+                try await JobQueue.enqueue(
+                    NewJob(
+                        kind: "reconcile-steps", walkerId: Self.walker, payload: #"{"day":"2026-05-18"}"#,
+                        dedupeKey: nil, runAt: harness.clock.now, maxAttempts: 3),
+                    in: tx, now: harness.clock.now)
+            }
+            #expect(try await harness.app.worker.drain() == 1)
+            #expect(try await harness.count("energy_ledger") == 1)
+            #expect(try await client.read("/walker", token: token).json["totalLifetimeSteps"] == .int(8421))
+        }
+    }
+
+    @Test(
+        "a burst of ingests for one day makes one job, which accepts the day's highest count",
+        arguments: TestDatabases.kinds)
+    func burstCoalesces(kind: DatabaseKind) async throws {
+        let (harness, token) = try await ProductionModeTests.setUp(kind)
+        try await harness.run { client in
+            for count in [3000, 5000, 7000, 9000] {
+                let response = try await client.ingest(IngestBody(count: count), token: token)
+                #expect(response.status == .ok)
+                harness.clock.advance(seconds: 5)
+            }
+            #expect(try await harness.count("jobs") == 1)
+            harness.clock.advance(seconds: 60)
+            #expect(try await harness.app.worker.drain() == 1)
+            let day = try await Self.days(client, token: token).first
+            #expect(day?["acceptedCount"] == .int(9000))
+            #expect(try await harness.store.transaction { try await $0.energyBalance(walkerId: Self.walker) } == 9000)
+
+            // A later, higher count reopens the day: one more job, crediting only the difference.
+            _ = try await client.ingest(IngestBody(count: 9500), token: token)
+            #expect(try await Self.days(client, token: token).first?["reconciliationStatus"] == .string("PENDING"))
+            harness.clock.advance(seconds: 61)
+            #expect(try await harness.app.worker.drain() == 1)
+            #expect(try await harness.store.transaction { try await $0.energyBalance(walkerId: Self.walker) } == 9500)
+            #expect(try await harness.count("energy_ledger") == 2)
+        }
+    }
+
+    @Test(
+        "a count that goes backwards in one bundle is QUARANTINED and put on the review queue",
+        arguments: TestDatabases.kinds)
+    func backwardsQuarantines(kind: DatabaseKind) async throws {
+        let (harness, token) = try await ProductionModeTests.setUp(kind)
+        try await harness.run { client in
+            _ = try await client.ingest(IngestBody(count: 6000), token: token)
+            harness.clock.advance(seconds: 10)
+            _ = try await client.ingest(IngestBody(count: 5000), token: token)
+            harness.clock.advance(seconds: 60)
+            #expect(try await harness.app.worker.drain() == 1)
+            let day = try await Self.days(client, token: token).first
+            #expect(day?["reconciliationStatus"] == .string("QUARANTINED"))
+            #expect(day?["energyCredited"] == .int(0))
+            #expect(try await harness.count("energy_ledger") == 0)
+            let reviews = try await Self.reviews(harness)
+            #expect(reviews.map(\.kind) == [.quarantinedDay])
+            #expect(reviews.first?.reasons == ["COUNT_WENT_BACKWARDS"])
+            #expect(reviews.first?.day == LocalDate(iso: "2026-05-18"))
+            let audit = try await harness.store.transaction { try await $0.attestationLogs(walkerId: Self.walker) }
+            #expect(audit.last?.route == "job:reconcile-steps")
+            #expect(audit.last?.verdict == .quarantined)
+            let walker = try await client.read("/walker", token: token).json
+            #expect(walker["energy"]?["pending"] == .int(6000), "a quarantined day's Energy stays pending")
+        }
+    }
+
+    @Test(
+        "overlapping spans from two source bundles are QUARANTINED as double counting", arguments: TestDatabases.kinds)
+    func crossSourceQuarantines(kind: DatabaseKind) async throws {
+        let (harness, token) = try await ProductionModeTests.setUp(kind)
+        try await harness.run { client in
+            _ = try await client.ingest(IngestBody(count: 6000), token: token)
+            var watch = IngestBody(count: 6500)
+            watch["sourceBundleId"] = .string("com.apple.watch")
+            watch["source"] = .string("WatchNative")
+            _ = try await client.ingest(watch, token: token)
+            harness.clock.advance(seconds: 60)
+            #expect(try await harness.app.worker.drain() == 1)
+            #expect(try await Self.days(client, token: token).first?["reconciliationStatus"] == .string("QUARANTINED"))
+            #expect(try await Self.reviews(harness).first?.reasons == ["CROSS_SOURCE_OVERLAP"])
+        }
+    }
+
+    @Test(
+        "a quarantined day stays quarantined on resubmission, with one open review entry collecting its reasons",
+        arguments: TestDatabases.kinds)
+    func quarantineSticks(kind: DatabaseKind) async throws {
+        let (harness, token) = try await ProductionModeTests.setUp(kind)
+        try await harness.run { client in
+            var gyroless = IngestBody(count: 6000)
+            gyroless["gyroSamplesObserved"] = .bool(false)
+            _ = try await client.ingest(gyroless, token: token)
+            #expect(try await harness.count("jobs") == 0, "a quarantined day waits for review, not for a job")
+            #expect(try await Self.reviews(harness).map(\.reasons) == [["GYRO_ABSENT"]])
+
+            // The cheater resends with the flag set: the day stays QUARANTINED, seed 000's warning included.
+            let resent = try await client.ingest(IngestBody(count: 7000), token: token)
+            #expect(resent.status == .ok)
+            #expect(try resent.json["stepLog"]?["reconciliationStatus"] == .string("QUARANTINED"))
+            #expect(try resent.json["warning"]?["code"] == .string("STEP_QUARANTINED"))
+            #expect(try resent.json["warning"]?["reasons"] == .array([]))
+            #expect(try await harness.count("jobs") == 0)
+            gyroless["idempotencyKey"] = .string("gyroless-again")
+            _ = try await client.ingest(gyroless, token: token)
+            harness.clock.advance(seconds: 3600)
+            #expect(try await harness.app.worker.drain() == 0)
+            let reviews = try await Self.reviews(harness)
+            #expect(reviews.count == 1)
+            #expect(reviews.first?.reasons == ["GYRO_ABSENT"])
+            #expect(try await Self.days(client, token: token).first?["reportedCount"] == .int(7000))
+            #expect(try await harness.count("step_submissions") == 3, "every resubmission is kept as evidence")
+        }
+    }
+}
