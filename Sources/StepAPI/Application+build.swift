@@ -135,6 +135,10 @@ package func buildApplication(
     let worker = makeJobWorker(
         configuration: configuration, store: store, clock: dependencies.clock, logger: logger, metrics: metrics)
     OpsController(store: store, metrics: metrics, jobs: worker.queue).register(in: router, catalog: &catalog)
+    AdminController(
+        token: configuration.adminToken, resolver: ReviewResolver(store: store, limits: configuration.limits),
+        jobs: worker.queue, clock: dependencies.clock, logger: logger
+    ).register(in: router, catalog: &catalog)
 
     var retention = RetentionPolicy()
     retention.attestationLogSeconds = configuration.attestationLogRetentionDays * 86_400

@@ -129,6 +129,17 @@ extension StoreTransaction {
         ).first() != nil
     }
 
+    /// When the walker's latest entry of `kind` was resolved, if any.
+    package func lastResolvedReview(walkerId: String, kind: ReviewKind) async throws -> Date? {
+        let row = try await sql.raw(
+            """
+            SELECT MAX(resolved_at) AS at FROM review_queue
+            WHERE walker_id = \(bind: walkerId) AND kind = \(bind: kind.rawValue) AND resolved_at IS NOT NULL
+            """
+        ).first()
+        return try row?.decode(column: "at", as: Int?.self).map(Date.init(millisecondsSince1970:))
+    }
+
     /// When the latest decision to accept `day` was made, if any: reconciliation judges only the
     /// submissions after it, since review already judged the ones before.
     package func lastAcceptedReview(walkerId: String, day: LocalDate) async throws -> Date? {

@@ -66,7 +66,7 @@ struct OpsTests {
         "openapi.yaml documents exactly the registered routes, and each documented route answers",
         arguments: TestDatabases.kinds)
     func openAPIMatchesRoutes(kind: DatabaseKind) async throws {
-        let harness = try await TestHarness.make(kind: kind)
+        let harness = try await TestHarness.make(kind: kind) { $0.adminToken = AdminTests.adminToken }
         let document = try await harness.run { client in
             let document = try await client.execute(uri: "/openapi.yaml", method: .get).text
             for route in Self.documentedRoutes(document) {

@@ -65,6 +65,8 @@ package struct AppConfiguration: Sendable {
     package var rateLimits = RateLimits()
     package var telemetry = Telemetry()
     package var worker = Worker()
+    /// The admin API's secret (`Authorization: Bearer …`); without it the admin API is off.
+    package var adminToken: String?
     package var jobs = Jobs()
     package var defaultRegionId = "region.default"
     package var reconcileDelaySeconds: Double = 60
@@ -151,6 +153,12 @@ package struct AppConfiguration: Sendable {
             try reader.int("rateLimit.walkerPerMinute", in: 1...100_000) ?? rateLimits.walkerPerWindow
 
         worker.enabled = try reader.bool("worker.enabled") ?? worker.enabled
+        if let token = try reader.string("admin.token", secret: true) {
+            guard token.utf8.count >= 32 else {
+                throw ConfigurationError(key: "admin.token", problem: "must be at least 32 characters")
+            }
+            adminToken = token
+        }
         worker.concurrency = try reader.int("worker.concurrency", in: 1...256) ?? worker.concurrency
         worker.pollIntervalSeconds =
             try reader.double("worker.pollIntervalSeconds", in: 0.05...60) ?? worker.pollIntervalSeconds

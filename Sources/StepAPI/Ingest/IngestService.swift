@@ -248,7 +248,11 @@ struct IngestService: Sendable {
 
     /// The 5th anti-cheat rejection inside the window opens one review entry per episode.
     private func flagForReviewIfRepeated(_ tx: StoreTransaction, walkerId: String, now: Date) async throws {
-        let since = now.addingTimeInterval(-settings.reviewWindowSeconds)
+        // A resolved entry ended its episode: only rejections after the decision count toward the next one.
+        var since = now.addingTimeInterval(-settings.reviewWindowSeconds)
+        if let resolved = try await tx.lastResolvedReview(walkerId: walkerId, kind: .repeatedRejections) {
+            since = max(since, resolved.addingTimeInterval(0.001))
+        }
         let rejections = try await tx.countAttestationLogs(walkerId: walkerId, verdict: .rejected, since: since)
         guard rejections >= settings.reviewRejectionThreshold else { return }
         guard try await !tx.hasOpenReview(walkerId: walkerId, kind: .repeatedRejections) else { return }

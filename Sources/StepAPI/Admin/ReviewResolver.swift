@@ -1,0 +1,69 @@
+import Foundation
+import StepCore
+import StepStore
+
+/// An operator's decision on a review entry, applied to what the entry is about.
+struct ReviewResolver: Sendable {
+    static let route = "admin:review"
+
+    enum Outcome: Sendable {
+        case resolved(ReviewEntry)
+        case notFound
+        case alreadyResolved(ReviewEntry)
+    }
+
+    let store: Store
+    let limits: IngestLimits
+
+    /// Accepting a quarantined day credits it as the reconcile job would; rejecting it sets REJECTED, credits
+    /// nothing and takes it out of the streak (what it was credited before stays in the append-only ledger).
+    /// Resolving a repeated-rejections entry ends that episode. The walker's row is locked before the entry,
+    /// the order every ingest takes them in.
+    func resolve(id: String, decision: ReviewDecision, note: String, now: Date) async throws -> Outcome {
+        guard let peek = try await store.withoutTransaction({ try await $0.review(id: id) }) else { return .notFound }
+        return try await store.transaction { [limits] tx in
+            var state: DayState?
+            if let day = peek.day {
+                let (_, snapshot) = try await tx.lockWalker(peek.walkerId, day: day, now: now)
+                if let snapshot {
+                    state = snapshot
+                } else {
+                    state = try await tx.dayState(walkerId: peek.walkerId, day: day)
+                }
+            } else {
+                _ = try await tx.lockWalker(peek.walkerId, now: now)
+            }
+            guard let entry = try await tx.review(id: id, locking: true) else { return .notFound }
+            guard entry.isOpen else { return .alreadyResolved(entry) }
+            if entry.kind == .quarantinedDay, let state, let log = state.log, log.status == .quarantined {
+                var write: DayDecisionWrite
+                switch decision {
+                case .accept:
+                    write = DayDecisionWrite(
+                        DayAcceptance(
+                            accepting: log, acceptedCount: log.reportedCount, streak: state.streak,
+                            minDailyThreshold: limits.minDailyThreshold, at: now),
+                        at: now)
+                case .reject:
+                    var rejected = log
+                    rejected.status = .rejected
+                    rejected.attested = false
+                    rejected.updatedAt = now
+                    write = DayDecisionWrite(log: rejected, at: now)
+                    let change = state.streak.setting(attested: false)
+                    write.streakChange = change.isEmpty ? nil : change
+                }
+                write.attestationLog = AttestationLogRecord(
+                    walkerId: entry.walkerId, createdAt: now, route: Self.route,
+                    verdict: decision == .accept ? .accepted : .rejected, reasons: entry.reasons, tokenId: nil,
+                    requestId: entry.id)
+                try await tx.recordDayDecision(write)
+            }
+            guard
+                try await tx.resolveReview(walkerId: entry.walkerId, id: id, decision: decision, note: note, at: now),
+                let resolved = try await tx.review(id: id)
+            else { return .alreadyResolved(entry) }
+            return .resolved(resolved)
+        }
+    }
+}
