@@ -1,8 +1,8 @@
 import Foundation
-import NIOCore
 import HTTPTypes
 import HummingbirdTesting
 import JWTKit
+import NIOCore
 import StepAPI
 import StepCore
 import StepJobs
