@@ -1,0 +1,82 @@
+import ArgumentParser
+import Foundation
+import Logging
+import StepCore
+import StepJobs
+import StepStore
+
+struct Jobs: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Look at and revive jobs in the durable queue.", subcommands: [List.self, Retry.self])
+
+    struct List: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "List jobs, earliest run time first: id, state, kind, walker, attempts, run at, last error.")
+
+        @Option(help: "pending, running or dead; every state when absent.")
+        var state: String?
+
+        @Option(help: "At most this many jobs.")
+        var limit: Int = 100
+
+        @OptionGroup var common: CommonOptions
+
+        func validate() throws {
+            if let state, JobState(rawValue: state) == nil {
+                throw ValidationError("--state must be pending, running or dead")
+            }
+            guard (1...10_000).contains(limit) else { throw ValidationError("--limit must be between 1 and 10000") }
+        }
+
+        func run() async throws {
+            let queue = try await common.openQueue()
+            let jobs = try await queue.list(state: state.flatMap(JobState.init(rawValue:)), limit: limit)
+            try await queue.store.database.close()
+            print(["ID", "STATE", "KIND", "WALKER", "ATTEMPTS", "RUN AT", "LAST ERROR"].joined(separator: "\t"))
+            for job in jobs {
+                print(
+                    [
+                        job.id, job.state.rawValue, job.kind, job.walkerId.isEmpty ? "-" : job.walkerId,
+                        "\(job.attempts)/\(job.maxAttempts)", InstantParser.format(job.runAt), job.lastError ?? "-",
+                    ].joined(separator: "\t"))
+            }
+        }
+    }
+
+    struct Retry: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Make a dead job pending again, to run now with a fresh count of attempts.")
+
+        @Argument(help: "The job's id (from `stepd jobs list --state dead`).")
+        var id: String
+
+        @OptionGroup var common: CommonOptions
+
+        func run() async throws {
+            let queue = try await common.openQueue()
+            let outcome = try await queue.retry(id: id, now: Date())
+            try await queue.store.database.close()
+            switch outcome {
+            case .retried:
+                print("job \(id) is pending again and runs at the next poll")
+            case .coalesced(let pending):
+                print("job \(id) removed: pending job \(pending) for the same work runs instead")
+            case .notFound:
+                throw ValidationError("no job has the id \(id)")
+            case .notDead(let state):
+                throw ValidationError("job \(id) is \(state.rawValue), not dead; only dead jobs are retried")
+            }
+        }
+    }
+}
+
+extension CommonOptions {
+    /// The job queue of the configured database (not migrated: operators run `stepd migrate`).
+    func openQueue() async throws -> JobQueue {
+        let configuration = try await load()
+        let store = try await StoreFactory.open(
+            url: configuration.databaseURL, postgres: configuration.postgres, logger: Logger(label: "stepd.jobs"),
+            migrate: false)
+        return JobQueue(store: store, leaseSeconds: configuration.jobs.leaseSeconds)
+    }
+}
