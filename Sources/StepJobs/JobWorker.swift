@@ -118,6 +118,8 @@ package struct JobWorker: Service {
     }
 
     private func execute(_ job: ClaimedJob) async {
+        logger.debug(
+            "job started", metadata: ["job": .string(job.id), "kind": .string(job.kind), "attempt": "\(job.attempt)"])
         let outcome: JobOutcome
         do {
             guard let handler = handlers[job.kind] else { throw JobError.unknownKind(job.kind) }
