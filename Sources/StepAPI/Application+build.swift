@@ -15,6 +15,10 @@ package struct AppDependencies: Sendable {
     package var antiCheatSink: LogSink?
     package var store: Store?
     package var httpClient: HTTPClient = .shared
+    /// Reads the source whitelist again from configuration (`stepd serve` re-reads its sources); with it the
+    /// whitelist is reloaded on SIGHUP and when `configFile` changes.
+    package var reloadWhitelist: (@Sendable () async throws -> Set<String>)?
+    package var configFile: String?
 
     package init() {}
 }
@@ -29,6 +33,8 @@ package struct StepLedgerApp: Sendable {
     package let antiCheatSink: LogSink
     /// The job worker (a service of the application when `worker.enabled`); tests drive it directly.
     package let worker: JobWorker
+    /// The source whitelist the ingest checks now.
+    package let whitelist: SourceWhitelist
 }
 
 /// Builds the whole service. `stepd serve` and the tests both call this.
@@ -104,7 +110,7 @@ package func buildApplication(
     let router = Router(context: AppRequestContext.self)
     router.add(middleware: RequestLogMiddleware(logger: logger, metrics: metrics))
     var catalog = RouteCatalog()
-    let whitelist = configuration.limits.sourceBundleWhitelist
+    let whitelist = SourceWhitelist(configuration.limits.sourceBundleWhitelist)
     IngestController(
         authenticator: authenticator,
         policy: RateLimitPolicy(
@@ -116,7 +122,7 @@ package func buildApplication(
                 mode: configuration.mode, limits: configuration.limits, defaultRegionId: configuration.defaultRegionId,
                 reconcileDelaySeconds: configuration.reconcileDelaySeconds,
                 reconcileMaxAttempts: configuration.jobs.maxAttempts),
-            whitelist: { whitelist }),
+            whitelist: { whitelist.current }),
         store: store,
         maxBodyBytes: configuration.http.maxBodyBytes,
         idempotencyLeaseSeconds: configuration.idempotencyLeaseSeconds,
@@ -153,12 +159,19 @@ package func buildApplication(
             PruneService(
                 store: store, retention: retention, interval: configuration.pruneIntervalSeconds,
                 clock: dependencies.clock, logger: logger),
-        ] + (configuration.worker.enabled ? [worker] : []),
+        ] + (configuration.worker.enabled ? [worker] : [])
+            + (dependencies.reloadWhitelist.map {
+                [
+                    WhitelistReloader(
+                        whitelist: whitelist, reload: $0, watchedFile: dependencies.configFile,
+                        pollIntervalSeconds: 2, logger: logger)
+                ]
+            } ?? []),
         logger: logger
     )
     return StepLedgerApp(
         application: application, store: store, routes: catalog, metrics: metrics, antiCheatSink: antiCheatSink,
-        worker: worker)
+        worker: worker, whitelist: whitelist)
 }
 
 /// The job worker with every job kind's handler: inside `stepd serve` (unless `worker.enabled` is false) and

@@ -22,7 +22,12 @@ struct Serve: AsyncParsableCommand {
         let configuration = try await common.load(overrides: overrides)
         let app: StepLedgerApp
         do {
-            app = try await buildApplication(configuration: configuration)
+            var dependencies = AppDependencies()
+            dependencies.reloadWhitelist = { [common, overrides] in
+                try await common.load(overrides: overrides).limits.sourceBundleWhitelist
+            }
+            dependencies.configFile = common.config
+            app = try await buildApplication(configuration: configuration, dependencies: dependencies)
         } catch let error as StoreError {
             throw ValidationError(error.detail)
         }

@@ -1,0 +1,95 @@
+import Foundation
+import Logging
+import ServiceLifecycle
+import Synchronization
+import UnixSignals
+
+/// The source-bundle whitelist the ingest checks against, replaceable while the server runs.
+package final class SourceWhitelist: Sendable {
+    private let entries: Mutex<Set<String>>
+
+    package init(_ entries: Set<String>) {
+        self.entries = Mutex(entries)
+    }
+
+    package var current: Set<String> { entries.withLock { $0 } }
+
+    func replace(with new: Set<String>) {
+        entries.withLock { $0 = new }
+    }
+}
+
+/// Re-reads `ingest.sourceWhitelist` without a restart (SPEC: the whitelist is configuration that changes
+/// with no code change and no restart): on SIGHUP, and when the config file's modification time or size
+/// changes. A configuration that no longer reads (a bad value anywhere) is logged and the old whitelist kept.
+package struct WhitelistReloader: Service {
+    let whitelist: SourceWhitelist
+    let reload: @Sendable () async throws -> Set<String>
+    let watchedFile: String?
+    let pollIntervalSeconds: Double
+    let logger: Logger
+
+    package init(
+        whitelist: SourceWhitelist, reload: @escaping @Sendable () async throws -> Set<String>, watchedFile: String?,
+        pollIntervalSeconds: Double, logger: Logger
+    ) {
+        self.whitelist = whitelist
+        self.reload = reload
+        self.watchedFile = watchedFile
+        self.pollIntervalSeconds = pollIntervalSeconds
+        self.logger = logger
+    }
+
+    package func run() async throws {
+        await cancelWhenGracefulShutdown {
+            await withTaskGroup(of: Void.self) { group in
+                group.addTask {
+                    for await _ in await UnixSignalsSequence(trapping: .sighup) {
+                        await reloadNow(because: "SIGHUP")
+                    }
+                }
+                if let watchedFile {
+                    group.addTask { await watch(watchedFile) }
+                }
+            }
+        }
+    }
+
+    private func watch(_ path: String) async {
+        var seen = Self.stamp(path)
+        while !Task.isCancelled {
+            try? await Task.sleep(for: .seconds(pollIntervalSeconds))
+            let now = Self.stamp(path)
+            if now != seen {
+                seen = now
+                await reloadNow(because: "config file changed")
+            }
+        }
+    }
+
+    package func reloadNow(because trigger: String) async {
+        do {
+            let new = try await reload()
+            let old = whitelist.current
+            whitelist.replace(with: new)
+            logger.info(
+                "source whitelist reloaded",
+                metadata: [
+                    "trigger": .string(trigger), "entries": "\(new.count)", "changed": "\(new != old)",
+                ])
+        } catch {
+            logger.warning(
+                "source whitelist not reloaded; keeping the previous one",
+                metadata: ["trigger": .string(trigger), "error": .string(String(describing: error))])
+        }
+    }
+
+    /// Modification time and size, so an edit that keeps the size or the time still counts as a change.
+    private static func stamp(_ path: String) -> [String]? {
+        guard let attributes = try? FileManager.default.attributesOfItem(atPath: path) else { return nil }
+        return [
+            (attributes[.modificationDate] as? Date).map { "\($0.timeIntervalSince1970)" } ?? "",
+            (attributes[.size] as? NSNumber).map { "\($0)" } ?? "",
+        ]
+    }
+}

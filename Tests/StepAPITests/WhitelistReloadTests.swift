@@ -1,0 +1,58 @@
+import Configuration
+import Foundation
+import Logging
+import StepAPI
+import Testing
+
+/// `ingest.sourceWhitelist` changes without a restart; a bad new configuration keeps the old whitelist.
+@Suite("Source whitelist reload")
+struct WhitelistReloadTests {
+    static func write(_ whitelist: String, to path: String) throws {
+        try #"{"ingest": {"sourceWhitelist": "\#(whitelist)"}}"#.write(toFile: path, atomically: true, encoding: .utf8)
+    }
+
+    /// The server's own reading of the file: the whole configuration, as `stepd serve` re-reads it.
+    static func reader(_ path: String) -> @Sendable () async throws -> Set<String> {
+        {
+            let provider = try await FileProvider<JSONSnapshot>(filePath: .init(stringLiteral: path))
+            return try AppConfiguration(reader: ConfigReader(providers: [provider])).limits.sourceBundleWhitelist
+        }
+    }
+
+    static func waitFor(_ whitelist: SourceWhitelist, _ expected: Set<String>) async throws -> Bool {
+        for _ in 0..<100 {
+            if whitelist.current == expected { return true }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        return false
+    }
+
+    @Test("a changed config file replaces the whitelist; a bad value is logged and the old one kept")
+    func fileChange() async throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("wl-\(UUID().uuidString).json").path
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        try Self.write("com.apple.health", to: path)
+        let whitelist = SourceWhitelist(["com.apple.health"])
+        let logs = LogSink.memory()
+        let reloader = WhitelistReloader(
+            whitelist: whitelist, reload: Self.reader(path), watchedFile: path, pollIntervalSeconds: 0.05,
+            logger: Logger(label: "test") { JSONLogHandler(label: $0, sink: logs, level: .info) })
+        let task = Task { try await reloader.run() }
+        defer { task.cancel() }
+        try await Task.sleep(for: .milliseconds(120))
+
+        try Self.write("com.apple.health, com.example.newwatch", to: path)
+        #expect(try await Self.waitFor(whitelist, ["com.apple.health", "com.example.newwatch"]))
+
+        try Self.write("   ", to: path)
+        try await Task.sleep(for: .milliseconds(400))
+        #expect(whitelist.current == ["com.apple.health", "com.example.newwatch"])
+        #expect(
+            logs.lines.contains { $0.contains("keeping the previous one") && $0.contains("ingest.sourceWhitelist") })
+
+        // A direct reload (what SIGHUP triggers) reads the file again.
+        try Self.write("com.example.only", to: path)
+        await reloader.reloadNow(because: "test")
+        #expect(whitelist.current == ["com.example.only"])
+    }
+}
