@@ -35,6 +35,8 @@ package struct StepLedgerApp: Sendable {
     package let worker: JobWorker
     /// The source whitelist the ingest checks now.
     package let whitelist: SourceWhitelist
+    /// Enqueues the maintenance jobs when their period comes (a service of the application).
+    package let maintenance: MaintenanceScheduler
 }
 
 /// Builds the whole service. `stepd serve` and the tests both call this.
@@ -146,9 +148,10 @@ package func buildApplication(
         jobs: worker.queue, clock: dependencies.clock, logger: logger
     ).register(in: router, catalog: &catalog)
 
-    var retention = RetentionPolicy()
-    retention.attestationLogSeconds = configuration.attestationLogRetentionDays * 86_400
-    retention.idempotencyKeySeconds = configuration.idempotencyRetentionDays * 86_400
+    let maintenance = MaintenanceScheduler(
+        queue: worker.queue, periodSeconds: configuration.pruneIntervalSeconds,
+        maxAttempts: configuration.jobs.maxAttempts,
+        clock: dependencies.clock, logger: logger)
     let application = Application(
         router: router,
         configuration: .init(
@@ -156,9 +159,7 @@ package func buildApplication(
         // Services stop in reverse order: the server first, the pool last.
         services: storeServices + [
             StoreService(store: store, ownsStore: dependencies.store == nil),
-            PruneService(
-                store: store, retention: retention, interval: configuration.pruneIntervalSeconds,
-                clock: dependencies.clock, logger: logger),
+            maintenance,
         ] + (configuration.worker.enabled ? [worker] : [])
             + (dependencies.reloadWhitelist.map {
                 [
@@ -171,7 +172,7 @@ package func buildApplication(
     )
     return StepLedgerApp(
         application: application, store: store, routes: catalog, metrics: metrics, antiCheatSink: antiCheatSink,
-        worker: worker, whitelist: whitelist)
+        worker: worker, whitelist: whitelist, maintenance: maintenance)
 }
 
 /// The job worker with every job kind's handler: inside `stepd serve` (unless `worker.enabled` is false) and
@@ -185,8 +186,10 @@ package func makeJobWorker(
         backoff: JobBackoff(
             baseSeconds: configuration.jobs.backoffBaseSeconds, capSeconds: configuration.jobs.backoffCapSeconds))
     let reconciler = Reconciler(limits: configuration.limits, clock: clock, metrics: metrics)
+    var handlers = MaintenanceScheduler.handlers(retention: configuration.retention, clock: clock, logger: logger)
+    handlers[ReconcileJob.kind] = reconciler.handler
     return JobWorker(
-        queue: queue, handlers: [ReconcileJob.kind: reconciler.handler],
+        queue: queue, handlers: handlers,
         settings: .init(
             concurrency: configuration.worker.concurrency, pollIntervalSeconds: configuration.worker.pollIntervalSeconds
         ),
@@ -202,33 +205,5 @@ struct StoreService: Service {
     func run() async throws {
         try? await gracefulShutdown()
         if ownsStore { try await store.database.close() }
-    }
-}
-
-/// Prunes expired rows periodically, off the request path.
-struct PruneService: Service {
-    let store: Store
-    let retention: RetentionPolicy
-    let interval: Double
-    let clock: @Sendable () -> Date
-    let logger: Logger
-
-    func run() async throws {
-        await cancelWhenGracefulShutdown {
-            while !Task.isCancelled {
-                do {
-                    let report = try await store.prune(now: clock(), retention: retention)
-                    logger.debug(
-                        "pruned",
-                        metadata: [
-                            "attestationLogs": "\(report.attestationLogs)",
-                            "idempotencyKeys": "\(report.idempotencyKeys)",
-                        ])
-                } catch {
-                    logger.warning("prune failed", metadata: ["error": "\(type(of: error))"])
-                }
-                try? await Task.sleep(for: .seconds(interval))
-            }
-        }
     }
 }

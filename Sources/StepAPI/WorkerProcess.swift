@@ -29,6 +29,10 @@ package func runStandaloneWorker(configuration: AppConfiguration, logSink: LogSi
             services: [
                 .init(service: StoreService(store: store, ownsStore: true)),
                 .init(service: worker),
+                .init(
+                    service: MaintenanceScheduler(
+                        queue: worker.queue, periodSeconds: configuration.pruneIntervalSeconds,
+                        maxAttempts: configuration.jobs.maxAttempts, clock: { Date() }, logger: logger)),
             ],
             gracefulShutdownSignals: [.sigterm, .sigint],
             logger: logger))

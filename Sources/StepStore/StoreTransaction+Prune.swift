@@ -51,9 +51,11 @@ extension Store {
     /// Removes rows past retention in batches of at most `batchSize`, each batch its own short transaction,
     /// so pruning never holds the write lock for long nor loads more than one batch. Spans walkers, so it
     /// runs off the request path.
-    package func prune(now: Date, retention: RetentionPolicy, batchSize: Int = 1_000) async throws -> PruneReport {
+    package func prune(
+        now: Date, retention: RetentionPolicy, batchSize: Int = 1_000, tables: [PrunedTable] = PrunedTable.allCases
+    ) async throws -> PruneReport {
         var removed: [PrunedTable: Int] = [:]
-        for table in PrunedTable.allCases {
+        for table in tables {
             let cutoff = now.addingTimeInterval(-table.retentionSeconds(retention)).millisecondsSince1970
             while true {
                 let count = try await transaction { tx in

@@ -15,10 +15,7 @@ struct Prune: AsyncParsableCommand {
         let store = try await StoreFactory.open(
             url: configuration.databaseURL, postgres: configuration.postgres, logger: Logger(label: "stepd.prune"),
             migrate: false)
-        var retention = RetentionPolicy()
-        retention.attestationLogSeconds = configuration.attestationLogRetentionDays * 86_400
-        retention.idempotencyKeySeconds = configuration.idempotencyRetentionDays * 86_400
-        let report = try await store.prune(now: Date(), retention: retention)
+        let report = try await store.prune(now: Date(), retention: configuration.retention)
         try await store.database.close()
         print(
             "pruned \(report.attestationLogs) attestation logs, \(report.idempotencyKeys) idempotency keys, \(report.rateLimits) rate-limit windows"

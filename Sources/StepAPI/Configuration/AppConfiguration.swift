@@ -75,6 +75,14 @@ package struct AppConfiguration: Sendable {
     package var attestationLogRetentionDays: Double = 30
     package var pruneIntervalSeconds: Double = 3600
 
+    /// How long pruned rows are kept, from the retention settings.
+    package var retention: RetentionPolicy {
+        var policy = RetentionPolicy()
+        policy.attestationLogSeconds = attestationLogRetentionDays * 86_400
+        policy.idempotencyKeySeconds = idempotencyRetentionDays * 86_400
+        return policy
+    }
+
     package init() {}
 
     package init(reader config: ConfigReader) throws {
@@ -178,6 +186,8 @@ package struct AppConfiguration: Sendable {
             try reader.double("idempotency.retentionDays", in: 8...365) ?? idempotencyRetentionDays
         attestationLogRetentionDays =
             try reader.double("retention.attestationLogDays", in: 1...365) ?? attestationLogRetentionDays
+        pruneIntervalSeconds =
+            try reader.double("retention.pruneIntervalSeconds", in: 1...86_400) ?? pruneIntervalSeconds
 
         if let level = try reader.string("log.level") {
             guard let parsed = Logger.Level(rawValue: level) else {
