@@ -111,6 +111,8 @@ let package = Package(
             dependencies: [
                 "StepAPI",
                 "StepCore",
+                "StepStore",
+                "StepJobs",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),

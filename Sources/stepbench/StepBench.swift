@@ -10,6 +10,8 @@ struct StepBench: AsyncParsableCommand {
             STEPLEDGER_RATE_LIMIT_INGEST_PER_MINUTE=100000 and a development secret in STEPLEDGER_JWT_DEV_SECRET, \
             and give stepbench the same secret (scripts/bench does all of this).
             """,
-        subcommands: [Echo.self, Load.self, Compare.self, History.self, PgbenchScript.self, DecodeBench.self]
+        subcommands: [
+            Echo.self, Load.self, Compare.self, History.self, PgbenchScript.self, DecodeBench.self, ReconcileBench.self,
+        ]
     )
 }

@@ -4,10 +4,10 @@ import StepJobs
 import StepStore
 
 /// The reconcile job of seed 001 step [6]: one per walker × day, run `reconcileDelay` after the ingest.
-enum ReconcileJob {
-    static let kind = "reconcile-steps"
+package enum ReconcileJob {
+    package static let kind = "reconcile-steps"
 
-    static func newJob(walkerId: String, day: LocalDate, runAt: Date, maxAttempts: Int) -> NewJob {
+    package static func newJob(walkerId: String, day: LocalDate, runAt: Date, maxAttempts: Int) -> NewJob {
         NewJob(
             kind: kind, walkerId: walkerId, payload: #"{"day":"\#(day)"}"#, dedupeKey: "reconcile:\(day)",
             runAt: runAt, maxAttempts: maxAttempts)
