@@ -158,9 +158,10 @@ package func buildApplication(
             address: .hostname(configuration.http.host, port: configuration.http.port), serverName: "StepLedger"),
         // Services stop in reverse order: the server first, the pool last.
         services: storeServices + [
-            StoreService(store: store, ownsStore: dependencies.store == nil),
-            maintenance,
-        ] + (configuration.worker.enabled ? [worker] : [])
+            StoreService(store: store, ownsStore: dependencies.store == nil)
+        ]
+            // Wherever a worker runs, it also enqueues the maintenance jobs when their period comes.
+            + (configuration.worker.enabled ? [worker, maintenance] : [])
             + (dependencies.reloadWhitelist.map {
                 [
                     WhitelistReloader(

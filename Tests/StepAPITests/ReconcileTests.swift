@@ -63,6 +63,15 @@ struct ReconcileTests {
             #expect(try await harness.app.worker.drain() == 1)
             #expect(try await harness.count("energy_ledger") == 1)
             #expect(try await client.read("/walker", token: token).json["totalLifetimeSteps"] == .int(8421))
+
+            // Operators see the queue and the verdicts on /metrics.
+            _ = try await client.ingest(IngestBody(day: "2026-05-17", count: 3000), token: token)
+            let metrics = try await client.execute(uri: "/metrics", method: .get).text
+            #expect(metrics.contains(#"stepledger_jobs_outcomes_total{kind="reconcile-steps",outcome="completed"} 2"#))
+            #expect(metrics.contains(#"stepledger_reconcile_verdicts_total{verdict="accepted"} 1"#))
+            #expect(metrics.contains(#"stepledger_reconcile_verdicts_total{verdict="unchanged"} 1"#))
+            #expect(metrics.contains(#"stepledger_jobs_queue_depth_jobs{state="pending"} 1"#))
+            #expect(metrics.contains(#"stepledger_jobs_queue_depth_jobs{state="dead"} 0"#))
         }
     }
 
