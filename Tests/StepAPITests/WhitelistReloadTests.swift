@@ -20,7 +20,7 @@ struct WhitelistReloadTests {
     }
 
     static func waitFor(_ whitelist: SourceWhitelist, _ expected: Set<String>) async throws -> Bool {
-        for _ in 0..<100 {
+        for _ in 0..<400 {
             if whitelist.current == expected { return true }
             try await Task.sleep(for: .milliseconds(50))
         }
@@ -39,7 +39,6 @@ struct WhitelistReloadTests {
             logger: Logger(label: "test") { JSONLogHandler(label: $0, sink: logs, level: .info) })
         let task = Task { try await reloader.run() }
         defer { task.cancel() }
-        try await Task.sleep(for: .milliseconds(120))
 
         try Self.write("com.apple.health, com.example.newwatch", to: path)
         #expect(try await Self.waitFor(whitelist, ["com.apple.health", "com.example.newwatch"]))

@@ -28,6 +28,9 @@ package struct WhitelistReloader: Service {
     let watchedFile: String?
     let pollIntervalSeconds: Double
     let logger: Logger
+    /// The file as it was when the configuration was read (at construction): any later change counts, even
+    /// one made before the service starts watching.
+    private let initialStamp: [String]?
 
     package init(
         whitelist: SourceWhitelist, reload: @escaping @Sendable () async throws -> Set<String>, watchedFile: String?,
@@ -38,6 +41,7 @@ package struct WhitelistReloader: Service {
         self.watchedFile = watchedFile
         self.pollIntervalSeconds = pollIntervalSeconds
         self.logger = logger
+        self.initialStamp = watchedFile.flatMap(Self.stamp)
     }
 
     package func run() async throws {
@@ -56,7 +60,7 @@ package struct WhitelistReloader: Service {
     }
 
     private func watch(_ path: String) async {
-        var seen = Self.stamp(path)
+        var seen = initialStamp
         while !Task.isCancelled {
             try? await Task.sleep(for: .seconds(pollIntervalSeconds))
             let now = Self.stamp(path)
