@@ -84,9 +84,10 @@ package func buildApplication(
             throw error
         }
     }
+    // One cache for every key set fetched from a URL, so they all follow the same fetch rules.
+    let jwksCache = JWKSCache(clock: dependencies.clock, logger: logger, httpClient: dependencies.httpClient)
     let keyRing = SessionKeyRing(
-        source: configuration.jwt.jwks, developmentSecret: developmentSecret, httpClient: dependencies.httpClient,
-        logger: logger)
+        source: configuration.jwt.jwks, developmentSecret: developmentSecret, cache: jwksCache, logger: logger)
     try await keyRing.load()
     var algorithms: Set<String> = ["ES256", "RS256", "EdDSA"]
     if developmentSecret != nil { algorithms.insert("HS256") }
