@@ -200,6 +200,46 @@ struct JWKSURLTests {
         }
     }
 
+    @Test(
+        "App Check keys from a URL go through the same cache: concurrent first ingests share one fetch",
+        arguments: TestDatabases.kinds)
+    func appCheckKeysFromURL(kind: DatabaseKind) async throws {
+        let keys = try AuthTests.KeySet()
+        let appCheck = try AppCheckTestKey.shared()
+        let state = KeyServerState(serving: appCheck.jwks)
+        try await Self.withKeyServer(state, delay: .milliseconds(300)) { url in
+            let harness = try await AuthTests.harness(kind: kind, keys: keys, production: true) {
+                $0.appCheck.jwks = .url(url)
+            }
+            #expect(state.fetchCount == 0, "Google's keys are fetched on the first ingest, not at start")
+            let signer = try await keys.collection()
+            var tokens: [String] = []
+            for index in 0..<8 {
+                tokens.append(
+                    try await signer.sign(
+                        AuthTests.validClaims(harness.clock.now, sub: "walker-\(index)"), kid: "ec-test"))
+            }
+            let all = tokens
+            try await harness.run { client in
+                try await withThrowingTaskGroup(of: HTTPResponse.Status.self) { group in
+                    for token in all {
+                        group.addTask { try await client.ingest(IngestBody(), token: token).status }
+                    }
+                    for try await status in group { #expect(status == .ok) }
+                }
+                #expect(state.fetchCount == 1)
+                // An unknown kid refetches once, then not again within the minute.
+                let stranger = try AppCheckTestKey(keyID: "not-googles").token(now: harness.clock.now)
+                for _ in 0..<3 {
+                    let refused = try await client.ingest(
+                        IngestBody(), token: all[0], headers: [AppCheckTestKey.header: stranger])
+                    #expect(try refused.json["details"]?["reason"] == .string("APP_CHECK_UNKNOWN_KEY"))
+                }
+                #expect(state.fetchCount == 2)
+            }
+        }
+    }
+
     @Test("a JWKS URL that cannot be fetched stops start-up with a message naming the key")
     func unreachable() async throws {
         var configuration = AppConfiguration()
