@@ -3,6 +3,7 @@ import Foundation
 import Hummingbird
 import Logging
 import ServiceLifecycle
+import StepAttestation
 import StepCore
 import StepJobs
 import StepStore
@@ -95,10 +96,13 @@ package func buildApplication(
             throw error
         }
     }
+    // One cache for every key set fetched from a URL (session keys, App Check keys): same fetch rules for both.
+    let jwksCache = JWKSCache(clock: dependencies.clock, logger: logger, httpClient: dependencies.httpClient)
     let keyRing = SessionKeyRing(
-        source: configuration.jwt.jwks, developmentSecret: developmentSecret, httpClient: dependencies.httpClient,
-        logger: logger)
+        source: configuration.jwt.jwks, developmentSecret: developmentSecret, cache: jwksCache, logger: logger)
     try await keyRing.load()
+    let appCheck = try makeAppCheckGate(
+        configuration: configuration, cache: jwksCache, clock: dependencies.clock, logger: logger)
     var algorithms: Set<String> = ["ES256", "RS256", "EdDSA"]
     if developmentSecret != nil { algorithms.insert("HS256") }
     let verifier = SessionTokenVerifier(
@@ -115,6 +119,7 @@ package func buildApplication(
     let whitelist = SourceWhitelist(configuration.limits.sourceBundleWhitelist)
     IngestController(
         authenticator: authenticator,
+        appCheck: appCheck,
         policy: RateLimitPolicy(
             bucket: "ingest", limit: configuration.rateLimits.ingestPerWindow,
             windowSeconds: configuration.rateLimits.windowSeconds),
@@ -196,6 +201,37 @@ package func makeJobWorker(
         ),
         clock: clock, logger: logger,
         observe: { kind, outcome in metrics.recordJob(kind: kind, outcome: outcome.rawValue) })
+}
+
+/// Production's App Check gate; nil in test-phase, which ignores the header (seed 000). A key file is read now, so
+/// a bad one stops start-up; a URL is fetched on the first ingest, since its keys are Google's to serve.
+private func makeAppCheckGate(
+    configuration: AppConfiguration, cache: JWKSCache, clock: @escaping @Sendable () -> Date, logger: Logger
+) throws -> AppCheckGate? {
+    guard configuration.mode == .production, let projectNumber = configuration.appCheck.projectNumber else {
+        return nil
+    }
+    let keySource: any AppCheckKeySource
+    switch configuration.appCheck.jwks {
+    case .file(let path):
+        do {
+            keySource = StaticAppCheckKeySource(keySet: try AppCheckJWKS(contentsOf: URL(fileURLWithPath: path)))
+        } catch {
+            throw ConfigurationError(key: "appCheck.jwksFile", problem: "is not a usable App Check key set: \(error)")
+        }
+    case .url(let url):
+        keySource = CachedAppCheckKeySource(url: url, cache: cache, logger: logger)
+    case .none:
+        keySource = CachedAppCheckKeySource(url: HTTPAppCheckJWKSFetcher.firebaseJWKSURL, cache: cache, logger: logger)
+    }
+    let settings = AppCheckConfiguration(
+        projectNumber: projectNumber, allowedAppIDs: configuration.appCheck.appIds,
+        maximumTokenAge: configuration.appCheck.maxTokenAgeSeconds)
+    do {
+        return AppCheckGate(verifier: try AppCheckVerifier(configuration: settings, keySource: keySource), clock: clock)
+    } catch {
+        throw ConfigurationError(key: "appCheck.projectNumber", problem: "is not usable: \(error)")
+    }
 }
 
 /// Closes the store after the server has stopped (services stop in reverse order).

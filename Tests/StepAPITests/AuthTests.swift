@@ -63,7 +63,10 @@ struct AuthTests {
         .replacingOccurrences(of: "=", with: "")
     }
 
-    static func harness(kind: DatabaseKind, keys: KeySet, production: Bool = false) async throws -> TestHarness {
+    static func harness(
+        kind: DatabaseKind, keys: KeySet, production: Bool = false,
+        configure: (inout AppConfiguration) -> Void = { _ in }
+    ) async throws -> TestHarness {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("jwks-\(UUID().uuidString).json")
         try keys.jwks.write(to: directory, atomically: true, encoding: .utf8)
         defer { try? FileManager.default.removeItem(at: directory) }  // keys are loaded at start-up
@@ -75,6 +78,7 @@ struct AuthTests {
                 $0.mode = .production
                 $0.jwt.developmentSecret = nil
             }
+            configure(&$0)
         }
     }
 

@@ -4,6 +4,7 @@ import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
 import JWTKit
+import NIOCore
 import StepAPI
 import StepStore
 import StepTestSupport
@@ -54,6 +55,187 @@ struct JWKSURLTests {
                 let again = try await client.ingest(IngestBody(), token: try await signer.sign(claims, kid: "ec-gone"))
                 #expect(again.status == .unauthorized)
                 #expect(fetches.withLock { $0 } == 2, "refetches on unknown kids are limited to one a minute")
+            }
+        }
+    }
+
+    /// What the test key server serves (503 while nil), and how many fetches it answered.
+    final class KeyServerState: Sendable {
+        private let served: Mutex<String?>
+        private let fetches = Mutex(0)
+
+        init(serving document: String?) { served = Mutex(document) }
+
+        var fetchCount: Int { fetches.withLock { $0 } }
+
+        func serve(_ document: String?) { served.withLock { $0 = document } }
+
+        fileprivate func answer() -> String? {
+            fetches.withLock { $0 += 1 }
+            return served.withLock { $0 }
+        }
+    }
+
+    /// A key server on loopback: `/jwks.json` answers what `state` serves, after `delay`.
+    static func withKeyServer(
+        _ state: KeyServerState, delay: Duration = .zero, _ body: @Sendable (_ url: String) async throws -> Void
+    ) async throws {
+        let router = Router()
+        router.get("/jwks.json") { _, _ -> Response in
+            let document = state.answer()
+            try await Task.sleep(for: delay)
+            guard let document else { return Response(status: .serviceUnavailable) }
+            return Response(
+                status: .ok, headers: [.contentType: "application/json"],
+                body: .init(byteBuffer: ByteBuffer(string: document)))
+        }
+        let keyServer = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)))
+        try await keyServer.test(.live) { keyClient in
+            try await body("http://127.0.0.1:\(try #require(keyClient.port))/jwks.json")
+        }
+    }
+
+    static func ecJWKS(_ key: P256.Signing.PrivateKey, kid: String) -> String {
+        let raw = key.publicKey.rawRepresentation
+        return
+            #"{"keys":[{"kty":"EC","crv":"P-256","kid":"\#(kid)","x":"\#(AuthTests.b64(raw.prefix(32)))","#
+            + #""y":"\#(AuthTests.b64(raw.suffix(32)))"}]}"#
+    }
+
+    @Test(
+        "requests that arrive together with a rotated kid all wait for the same single refetch",
+        arguments: TestDatabases.kinds)
+    func concurrentRotation(kind: DatabaseKind) async throws {
+        let keys = try AuthTests.KeySet()
+        let rotated = P256.Signing.PrivateKey()
+        let signer = JWTKeyCollection()
+        await signer.add(ecdsa: try ES256PrivateKey(backing: rotated), kid: "ec-rotated")
+        let state = KeyServerState(serving: keys.jwks)
+        // Every fetch takes a while, so the requests pile up behind the one in flight.
+        try await Self.withKeyServer(state, delay: .milliseconds(300)) { url in
+            let harness = try await TestHarness.make(kind: kind) {
+                $0.jwt.jwks = .url(url)
+                $0.jwt.issuer = "https://auth.example"
+                $0.jwt.audience = "stepledger-api"
+            }
+            #expect(state.fetchCount == 1)
+            state.serve(Self.ecJWKS(rotated, kid: "ec-rotated"))
+            var tokens: [String] = []
+            for index in 0..<16 {
+                tokens.append(
+                    try await signer.sign(
+                        AuthTests.validClaims(harness.clock.now, sub: "walker-\(index)"), kid: "ec-rotated"))
+            }
+            let all = tokens
+            try await harness.run { client in
+                try await withThrowingTaskGroup(of: HTTPResponse.Status.self) { group in
+                    for token in all {
+                        group.addTask {
+                            try await client.execute(
+                                uri: "/walker", method: .get, headers: [.authorization: "Bearer \(token)"]
+                            ).status
+                        }
+                    }
+                    for try await status in group { #expect(status == .ok) }
+                }
+                #expect(state.fetchCount == 2)
+            }
+        }
+    }
+
+    @Test(
+        "while the key host is down, requests use the keys they have or fail at once, and refetches back off",
+        arguments: TestDatabases.kinds)
+    func backoffWhileDown(kind: DatabaseKind) async throws {
+        let keys = try AuthTests.KeySet()
+        let rotated = P256.Signing.PrivateKey()
+        let signer = JWTKeyCollection()
+        await signer.add(ecdsa: try ES256PrivateKey(backing: rotated), kid: "ec-rotated")
+        let state = KeyServerState(serving: keys.jwks)
+        try await Self.withKeyServer(state) { url in
+            let harness = try await TestHarness.make(kind: kind) {
+                $0.jwt.jwks = .url(url)
+                $0.jwt.issuer = "https://auth.example"
+                $0.jwt.audience = "stepledger-api"
+            }
+            var claims = AuthTests.validClaims(harness.clock.now)
+            claims.exp = Int(harness.clock.now.timeIntervalSince1970) + 86_400
+            let known = try await keys.collection().sign(claims, kid: "ec-test")
+            let rotatedToken = try await signer.sign(claims, kid: "ec-rotated")
+            state.serve(nil)
+            harness.clock.advance(seconds: 6 * 3600 + 1)
+            try await harness.run { client async throws in
+                func status(_ token: String) async throws -> HTTPResponse.Status {
+                    try await client.execute(uri: "/walker", method: .get, headers: [.authorization: "Bearer \(token)"])
+                        .status
+                }
+                // The keys are past their 6 h: the request with a new kid waits for the one refetch, which fails.
+                #expect(try await status(rotatedToken) == .unauthorized)
+                #expect(state.fetchCount == 2)
+                // During the back-off the keys held still verify, and nothing is fetched however many requests come.
+                for _ in 0..<5 {
+                    #expect(try await status(known) == .ok)
+                    #expect(try await status(rotatedToken) == .unauthorized)
+                }
+                #expect(state.fetchCount == 2)
+                // The back-off doubles after each failure: 1 s, 2 s, 4 s.
+                harness.clock.advance(seconds: 1.5)
+                #expect(try await status(rotatedToken) == .unauthorized)
+                #expect(state.fetchCount == 3)
+                harness.clock.advance(seconds: 1.5)
+                #expect(try await status(rotatedToken) == .unauthorized)
+                #expect(state.fetchCount == 3)
+                harness.clock.advance(seconds: 1)
+                #expect(try await status(rotatedToken) == .unauthorized)
+                #expect(state.fetchCount == 4)
+                // The host is back with rotated keys: once the back-off is over, the next request picks them up.
+                state.serve(Self.ecJWKS(rotated, kid: "ec-rotated"))
+                harness.clock.advance(seconds: 3)
+                #expect(try await status(rotatedToken) == .unauthorized)
+                #expect(state.fetchCount == 4)
+                harness.clock.advance(seconds: 1.5)
+                #expect(try await status(rotatedToken) == .ok)
+                #expect(state.fetchCount == 5)
+            }
+        }
+    }
+
+    @Test(
+        "App Check keys from a URL go through the same cache: concurrent first ingests share one fetch",
+        arguments: TestDatabases.kinds)
+    func appCheckKeysFromURL(kind: DatabaseKind) async throws {
+        let keys = try AuthTests.KeySet()
+        let appCheck = try AppCheckTestKey.shared()
+        let state = KeyServerState(serving: appCheck.jwks)
+        try await Self.withKeyServer(state, delay: .milliseconds(300)) { url in
+            let harness = try await AuthTests.harness(kind: kind, keys: keys, production: true) {
+                $0.appCheck.jwks = .url(url)
+            }
+            #expect(state.fetchCount == 0, "Google's keys are fetched on the first ingest, not at start")
+            let signer = try await keys.collection()
+            var tokens: [String] = []
+            for index in 0..<8 {
+                tokens.append(
+                    try await signer.sign(
+                        AuthTests.validClaims(harness.clock.now, sub: "walker-\(index)"), kid: "ec-test"))
+            }
+            let all = tokens
+            try await harness.run { client in
+                try await withThrowingTaskGroup(of: HTTPResponse.Status.self) { group in
+                    for token in all {
+                        group.addTask { try await client.ingest(IngestBody(), token: token).status }
+                    }
+                    for try await status in group { #expect(status == .ok) }
+                }
+                #expect(state.fetchCount == 1)
+                // An unknown kid refetches once, then not again within the minute.
+                let stranger = try AppCheckTestKey(keyID: "not-googles").token(now: harness.clock.now)
+                for _ in 0..<3 {
+                    let refused = try await client.ingest(
+                        IngestBody(), token: all[0], headers: [AppCheckTestKey.header: stranger])
+                    #expect(try refused.json["details"]?["reason"] == .string("APP_CHECK_UNKNOWN_KEY"))
+                }
+                #expect(state.fetchCount == 2)
             }
         }
     }

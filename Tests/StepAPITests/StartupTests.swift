@@ -16,6 +16,7 @@ struct StartupTests {
         var configuration = AppConfiguration()
         configuration.mode = .production
         configuration.jwt.jwks = .file("/nonexistent")
+        configuration.appCheck.projectNumber = "123456789012"
         var dependencies = AppDependencies()
         dependencies.store = test.store
         dependencies.logSink = .memory()

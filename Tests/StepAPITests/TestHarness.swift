@@ -43,6 +43,8 @@ struct TestHarness: Sendable {
     let logs: LogSink
     let antiCheat: LogSink
     let configuration: AppConfiguration
+    /// Production harnesses: the App Check key their configuration trusts, used to send a token by default.
+    let appCheckKey: AppCheckTestKey?
 
     var store: Store { app.store }
 
@@ -70,6 +72,9 @@ struct TestHarness: Sendable {
         configuration.jwt.developmentSecret = developmentSecret
         // Tests run jobs by hand (`app.worker.drain()`), after moving the clock.
         configuration.worker.enabled = false
+        // Only production reads these; test-phase ignores App Check.
+        configuration.appCheck.projectNumber = AppCheckTestKey.projectNumber
+        configuration.appCheck.jwks = .file(try AppCheckTestKey.sharedJWKSFile())
         configure(&configuration)
         let clock = TestClock(start)
         let logs = LogSink.memory()
@@ -82,15 +87,20 @@ struct TestHarness: Sendable {
         let app = try await buildApplication(configuration: configuration, dependencies: dependencies)
         return TestHarness(
             app: app, testStore: testStore, clock: clock, logs: logs, antiCheat: antiCheat,
-            configuration: configuration)
+            configuration: configuration, appCheckKey: configuration.mode == .production ? try .shared() : nil)
     }
 
-    /// Runs `body` against the router (no socket), then closes the store.
+    /// Runs `body` against the router (no socket), then closes the store. In production mode every ingest carries
+    /// a fresh App Check token unless it sets the header itself or `sendingAppCheck` is false.
     func run<T: Sendable>(
-        _ setup: TestingSetup = .router, _ body: @Sendable (any TestClientProtocol) async throws -> T
+        _ setup: TestingSetup = .router, sendingAppCheck: Bool = true,
+        _ body: @Sendable (any TestClientProtocol) async throws -> T
     ) async throws -> T {
+        let key = sendingAppCheck ? appCheckKey : nil
         do {
-            let result = try await app.application.test(setup, body)
+            let result = try await app.application.test(setup) { client in
+                try await body(key.map { AppCheckSendingClient(base: client, key: $0, clock: clock) } ?? client)
+            }
             try await testStore.close()
             return result
         } catch {

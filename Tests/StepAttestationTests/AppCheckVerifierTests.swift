@@ -148,6 +148,79 @@ struct AppCheckVerifierTests {
     }
 
     @Test(
+        "With a maximum token age, iat must be at most that old and not in the future beyond the leeway",
+        arguments: [(0.0, true), (-300.0, true), (-301.0, false), (-3600.0, false), (59.0, true), (61.0, false)]
+    )
+    func freshness(issuedIn: TimeInterval, accepted: Bool) async throws {
+        var claims = AppCheckTokenFactory.claims()
+        claims["iat"] = Int(now.timeIntervalSince1970 + issuedIn)
+        let token = try AppCheckTokenFactory.fixture().token(claims: claims)
+        let fresh = try AppCheckVerifier(
+            configuration: AppCheckConfiguration(
+                projectNumber: AppCheckTokenFactory.projectNumber, maximumTokenAge: 300),
+            keySource: StaticAppCheckKeySource(keySet: AppCheckJWKS(json: AppCheckTokenFactory.fixtureJWKS()))
+        )
+        if accepted {
+            _ = try await fresh.verify(token: token, now: now)
+        } else {
+            let error = await #expect(throws: AppCheckError.stale) { try await fresh.verify(token: token, now: now) }
+            #expect(error?.reasonCode == .stale)
+        }
+        // Without a maximum age (the verifier's default) iat is not looked at.
+        _ = try await verifier().verify(token: token, now: now)
+    }
+
+    @Test("A token without iat is stale when a maximum age is configured; a non-positive age is refused")
+    func freshnessNeedsIssuedAt() async throws {
+        var claims = AppCheckTokenFactory.claims()
+        claims["iat"] = nil
+        let token = try AppCheckTokenFactory.fixture().token(claims: claims)
+        let keySource = StaticAppCheckKeySource(keySet: try AppCheckJWKS(json: AppCheckTokenFactory.fixtureJWKS()))
+        let verifier = try AppCheckVerifier(
+            configuration: AppCheckConfiguration(
+                projectNumber: AppCheckTokenFactory.projectNumber, maximumTokenAge: 300),
+            keySource: keySource)
+        await #expect(throws: AppCheckError.stale) { try await verifier.verify(token: token, now: now) }
+        for age in [0.0, -1, .nan] {
+            #expect(throws: AppCheckError.invalidConfiguration) {
+                try AppCheckVerifier(
+                    configuration: AppCheckConfiguration(
+                        projectNumber: AppCheckTokenFactory.projectNumber, maximumTokenAge: age),
+                    keySource: keySource)
+            }
+        }
+    }
+
+    @Test("A claim failure carries the token id and its reason code; a signature failure carries no id")
+    func rejectionCarriesTokenID() async throws {
+        let expired = try AppCheckTokenFactory.fixture().token(claims: AppCheckTokenFactory.claims(expiresIn: -3600))
+        let claimFailure = await #expect(throws: AppCheckError.expired) {
+            try await verifier().verify(token: expired, now: now)
+        }
+        #expect(claimFailure?.tokenID == "dGVzdC10b2tlbi1pZA")
+        #expect(claimFailure?.reasonCode == .expired)
+        let forged = try AppCheckTokenFactory.generated(keyID: "rsa-test").token()
+        let signatureFailure = await #expect(throws: AppCheckError.invalidSignature) {
+            try await verifier().verify(token: forged, now: now)
+        }
+        #expect(signatureFailure?.tokenID == nil)
+        #expect(signatureFailure?.reasonCode == .signature)
+    }
+
+    @Test("Each failure maps to the reason code a client and the audit log see")
+    func reasonCodes() {
+        let expected: [(AppCheckError, AppCheckReasonCode)] = [
+            (.invalidConfiguration, .unavailable), (.malformedKeySet, .unavailable), (.keySetUnavailable, .unavailable),
+            (.malformedToken, .malformed), (.invalidHeader, .malformed), (.malformedPayload, .malformed),
+            (.unsupportedAlgorithm, .algorithm), (.unknownKeyID, .unknownKey), (.invalidSignature, .signature),
+            (.issuerMismatch, .issuer), (.audienceMismatch, .audience), (.expired, .expired), (.stale, .stale),
+            (.missingSubject, .appID), (.appNotAllowed, .appID),
+        ]
+        for (error, code) in expected { #expect(error.reasonCode == code, "\(error)") }
+        #expect(Set(expected.map(\.1)).union([.missing]) == Set(AppCheckReasonCode.allCases))
+    }
+
+    @Test(
         "The issuer must match exactly",
         arguments: [
             "https://firebaseappcheck.googleapis.com/999999999999",

@@ -1,8 +1,6 @@
-import AsyncHTTPClient
 import Foundation
 import JWTKit
 import Logging
-import NIOCore
 
 /// Where session verification keys come from.
 package enum JWKSSource: Sendable, Hashable {
@@ -17,28 +15,24 @@ package struct KeyLoadingError: Error, Sendable, CustomStringConvertible {
 }
 
 /// The session verification keys: a JWKS (file or URL) plus, outside production, the development HS256 key.
-/// A URL JWKS is cached and fetched again after `refreshInterval`, or at most once a minute on an unknown `kid`.
+/// A URL's document comes through the shared `JWKSCache` (time to live, one fetch in flight, refetch on an
+/// unknown `kid` at most once a minute, back-off after failures); the ring parses each new document once.
 package actor SessionKeyRing {
     static let developmentKid = "stepledger-dev"
 
     private let source: JWKSSource
     private let developmentSecret: [UInt8]?
-    private let refreshInterval: Double
-    private let httpClient: HTTPClient?
+    private let cache: JWKSCache
     private let logger: Logger
-    private var jwksKeys: [SessionKey] = []
+    private var fileKeys: [SessionKey] = []
     private var developmentKey: SessionKey?
-    private var loadedAt: Date = .distantPast
-    private var lastUnknownKidFetch: Date = .distantPast
+    /// The keys of the newest document seen. A task, so requests arriving while it is parsed await the same parse.
+    private var urlKeys: (generation: Int, keys: Task<[SessionKey], Never>)?
 
-    init(
-        source: JWKSSource, developmentSecret: [UInt8]?, refreshInterval: Double = 6 * 3600,
-        httpClient: HTTPClient?, logger: Logger
-    ) {
+    init(source: JWKSSource, developmentSecret: [UInt8]?, cache: JWKSCache, logger: Logger) {
         self.source = source
         self.developmentSecret = developmentSecret
-        self.refreshInterval = refreshInterval
-        self.httpClient = httpClient
+        self.cache = cache
         self.logger = logger
     }
 
@@ -58,11 +52,17 @@ package actor SessionKeyRing {
             guard let data = FileManager.default.contents(atPath: path) else {
                 throw KeyLoadingError(description: "jwt.jwksFile: cannot read \(path)")
             }
-            jwksKeys = try await Self.parse(jwks: data, origin: "jwt.jwksFile")
+            fileKeys = try await Self.parse(jwks: data, origin: "jwt.jwksFile")
         case .url(let url):
-            jwksKeys = try await fetch(url)
+            let document: JWKSDocument
+            do {
+                document = try await cache.document(url)
+            } catch {
+                throw KeyLoadingError(description: "jwt.jwksUrl: \(error)")
+            }
+            let keys = try await Self.parse(jwks: document.data, origin: "jwt.jwksUrl")
+            urlKeys = (document.generation, Task { keys })
         }
-        loadedAt = Date()
     }
 
     func key(kid: String?, algorithm: String) async -> SessionKey? {
@@ -70,50 +70,38 @@ package actor SessionKeyRing {
             guard let developmentKey, kid == nil || kid == Self.developmentKid else { return nil }
             return developmentKey
         }
-        if case .url(let url) = source, Date().timeIntervalSince(loadedAt) > refreshInterval {
-            await refresh(url)
-        }
-        if let found = match(kid: kid, algorithm: algorithm) { return found }
-        if case .url(let url) = source, kid != nil, Date().timeIntervalSince(lastUnknownKidFetch) > 60 {
-            lastUnknownKidFetch = Date()
-            await refresh(url)
-            return match(kid: kid, algorithm: algorithm)
-        }
-        return nil
+        guard case .url(let url) = source else { return Self.match(kid: kid, algorithm: algorithm, in: fileKeys) }
+        guard let document = try? await cache.document(url) else { return nil }
+        if let found = Self.match(kid: kid, algorithm: algorithm, in: await keys(of: document)) { return found }
+        // An unknown kid may be a rotation: ask for a newer document (the cache decides whether to fetch).
+        guard kid != nil, let newer = await cache.refresh(url, after: document.generation) else { return nil }
+        return Self.match(kid: kid, algorithm: algorithm, in: await keys(of: newer))
     }
 
-    private func match(kid: String?, algorithm: String) -> SessionKey? {
+    /// The keys of `document`, parsed once per generation; a document that does not parse keeps the previous keys.
+    private func keys(of document: JWKSDocument) async -> [SessionKey] {
+        if let current = urlKeys, current.generation >= document.generation { return await current.keys.value }
+        let previous = urlKeys?.keys
+        let logger = logger
+        let parse = Task {
+            do {
+                return try await Self.parse(jwks: document.data, origin: "jwt.jwksUrl")
+            } catch {
+                logger.warning("JWKS document refused; keeping the previous keys", metadata: ["error": "\(error)"])
+                return await previous?.value ?? []
+            }
+        }
+        urlKeys = (document.generation, parse)
+        return await parse.value
+    }
+
+    private static func match(kid: String?, algorithm: String, in keys: [SessionKey]) -> SessionKey? {
         if let kid {
-            return jwksKeys.first { $0.kid == kid }
+            return keys.first { $0.kid == kid }
         }
         // Without a kid, only an unambiguous key of that algorithm is used.
-        let candidates = jwksKeys.filter { $0.algorithm == algorithm }
+        let candidates = keys.filter { $0.algorithm == algorithm }
         return candidates.count == 1 ? candidates[0] : nil
-    }
-
-    private func refresh(_ url: String) async {
-        do {
-            jwksKeys = try await fetch(url)
-            loadedAt = Date()
-        } catch {
-            logger.warning("JWKS refresh failed; keeping the previous keys", metadata: ["error": "\(error)"])
-        }
-    }
-
-    private func fetch(_ url: String) async throws -> [SessionKey] {
-        guard let httpClient else { throw KeyLoadingError(description: "jwt.jwksUrl: no HTTP client") }
-        do {
-            let response = try await httpClient.execute(HTTPClientRequest(url: url), timeout: .seconds(10))
-            guard response.status == .ok else {
-                throw KeyLoadingError(description: "jwt.jwksUrl: \(url) answered \(response.status.code)")
-            }
-            let body = try await response.body.collect(upTo: 1 << 20)
-            return try await Self.parse(jwks: Data(buffer: body), origin: "jwt.jwksUrl")
-        } catch let error as KeyLoadingError {
-            throw error
-        } catch {
-            throw KeyLoadingError(description: "jwt.jwksUrl: cannot fetch \(url): \(error)")
-        }
     }
 
     static func parse(jwks data: Data, origin: String) async throws -> [SessionKey] {

@@ -1,6 +1,7 @@
 import Configuration
 import Foundation
 import Logging
+import StepAttestation
 import StepCore
 import StepStore
 
@@ -26,6 +27,18 @@ package struct AppConfiguration: Sendable {
         package var leewaySeconds: Double = 30
         /// The HS256 development secret; generated and kept in the database when not configured (test-phase only).
         package var developmentSecret: [UInt8]?
+    }
+
+    /// Firebase App Check on production ingests (seed 000).
+    package struct AppCheck: Sendable {
+        /// The Firebase project number (decimal digits, not the project id); required in production.
+        package var projectNumber: String?
+        /// Google's public App Check key set unless a file or another URL is configured.
+        package var jwks: JWKSSource = .url(HTTPAppCheckJWKSFetcher.firebaseJWKSURL)
+        /// When set, only these Firebase app ids (`sub`) are accepted.
+        package var appIds: Set<String>?
+        /// `iat` at most this long ago: seed 000 wants a token minted within the prior 5 minutes.
+        package var maxTokenAgeSeconds: Double = 300
     }
 
     package struct RateLimits: Sendable {
@@ -61,6 +74,7 @@ package struct AppConfiguration: Sendable {
     package var sqliteSynchronous = SQLiteSynchronous.full
     package var http = HTTP()
     package var jwt = JWT()
+    package var appCheck = AppCheck()
     package var limits = IngestLimits()
     package var rateLimits = RateLimits()
     package var telemetry = Telemetry()
@@ -135,6 +149,38 @@ package struct AppConfiguration: Sendable {
             jwt.developmentSecret = Array(secret.utf8)
         }
 
+        do {
+            // A number in a JSON file, a string in the environment; either way decimal digits.
+            appCheck.projectNumber = try reader.int("appCheck.projectNumber", in: 1...Int.max).map(String.init)
+        } catch {
+            throw ConfigurationError(
+                key: "appCheck.projectNumber",
+                problem: "must be the project number (decimal digits, Firebase console › Project settings), not the id")
+        }
+        let appCheckFile = try reader.string("appCheck.jwksFile")
+        let appCheckURL = try reader.string("appCheck.jwksUrl")
+        switch (appCheckFile, appCheckURL) {
+        case (.some, .some):
+            throw ConfigurationError(key: "appCheck.jwksUrl", problem: "cannot be set together with appCheck.jwksFile")
+        case (.some(let file), nil): appCheck.jwks = .file(file)
+        case (nil, .some(let url)):
+            guard url.hasPrefix("https://") || url.hasPrefix("http://") else {
+                throw ConfigurationError(key: "appCheck.jwksUrl", problem: "must be an http(s) URL")
+            }
+            appCheck.jwks = .url(url)
+        case (nil, nil): break
+        }
+        if let list = try reader.string("appCheck.appIds") {
+            let ids = Set(
+                list.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty })
+            guard !ids.isEmpty else {
+                throw ConfigurationError(key: "appCheck.appIds", problem: "must name at least one app id")
+            }
+            appCheck.appIds = ids
+        }
+        appCheck.maxTokenAgeSeconds =
+            try reader.double("appCheck.maxTokenAgeSeconds", in: 1...3600) ?? appCheck.maxTokenAgeSeconds
+
         limits.maxStepsPerDay = try reader.int("ingest.maxStepsPerDay", in: 1...1_000_000) ?? limits.maxStepsPerDay
         limits.maxStepRatePerSecond =
             try reader.double("ingest.maxStepRatePerSecond", in: 0.1...100) ?? limits.maxStepRatePerSecond
@@ -202,7 +248,7 @@ package struct AppConfiguration: Sendable {
         try validateForMode()
     }
 
-    /// Production refuses development shortcuts.
+    /// Production refuses development shortcuts and needs what its gates check against.
     package func validateForMode() throws {
         guard mode == .production else { return }
         if jwt.developmentSecret != nil {
@@ -211,6 +257,10 @@ package struct AppConfiguration: Sendable {
         }
         if case .none = jwt.jwks {
             throw ConfigurationError(key: "jwt.jwksFile", problem: "(or jwt.jwksUrl) is required in production mode")
+        }
+        if appCheck.projectNumber == nil {
+            throw ConfigurationError(
+                key: "appCheck.projectNumber", problem: "is required in production mode (App Check, seed 000)")
         }
     }
 }

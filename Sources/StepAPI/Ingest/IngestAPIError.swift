@@ -1,11 +1,15 @@
 import Foundation
 import HTTPTypes
 import Hummingbird
+import StepAttestation
 import StepCore
 
 /// Every non-200 answer of the ingest surface. `status` and `body` are the single place these map to HTTP.
 enum IngestAPIError: Error {
     case unauthorized
+    /// Production: the App Check token is missing or was refused; `details.reason` says which check failed, so
+    /// an app knows to mint a new token rather than retry the same one.
+    case appCheckRefused(AppCheckReasonCode)
     case invalidRequest(RequestValidationError)
     case unsupportedMediaType
     case payloadTooLarge(limit: Int)
@@ -19,7 +23,7 @@ enum IngestAPIError: Error {
 
     var status: HTTPResponse.Status {
         switch self {
-        case .unauthorized: .unauthorized
+        case .unauthorized, .appCheckRefused: .unauthorized
         case .invalidRequest: .badRequest
         case .unsupportedMediaType: .unsupportedMediaType
         case .payloadTooLarge: .contentTooLarge
@@ -36,6 +40,10 @@ enum IngestAPIError: Error {
         switch self {
         case .unauthorized:
             IngestErrorBody(error: "UNAUTHORIZED", message: "A valid session token is required.", details: .object([:]))
+        case .appCheckRefused(let reason):
+            IngestErrorBody(
+                error: "UNAUTHORIZED", message: "A fresh, valid App Check token is required.",
+                details: .object(["reason": .string(reason.rawValue)]))
         case .invalidRequest(let validation):
             IngestErrorBody(
                 error: "INVALID_REQUEST", message: validation.message,

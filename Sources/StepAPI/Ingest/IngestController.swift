@@ -1,15 +1,18 @@
 import Foundation
 import Hummingbird
 import Logging
+import StepAttestation
 import StepCore
 import StepStore
 
-/// `POST /step/ingest`: authenticate, rate-limit, bound and decode the body, claim the idempotency key,
-/// then hand over to `IngestService`. Every outcome becomes a response here; nothing a client sends is a 500.
+/// `POST /step/ingest`: authenticate, check App Check (production), rate-limit, bound and decode the body, claim
+/// the idempotency key, then hand over to `IngestService`. Every outcome becomes a response here; nothing a client sends is a 500.
 struct IngestController: Sendable {
     static let route = "/step/ingest"
 
     let authenticator: Authenticator
+    /// Production only; test-phase ignores `X-Firebase-AppCheck` entirely (seed 000).
+    let appCheck: AppCheckGate?
     let policy: RateLimitPolicy
     let service: IngestService
     let store: Store
@@ -40,9 +43,23 @@ struct IngestController: Sendable {
         let walkerId = principal.walkerId
         context.trace.update { $0.walkerId = walkerId }
 
+        // After the session token, so the refusal's audit row names the walker; before any other database work,
+        // so a refused request writes that row and nothing else.
+        var appCheckTokenId: String?
+        if let appCheck {
+            switch await appCheck.check(request) {
+            case .success(let verdict): appCheckTokenId = verdict.tokenID
+            case .failure(let rejection): return await refuse(rejection, walkerId: walkerId, context: context)
+            }
+        }
+
         // The body is read and checked first so a valid request is counted and claims its key in one
         // round trip; a bad one still counts against the limit.
-        let parsed = await readBody(request)
+        let parsed = await readBody(request).map { ingest in
+            var ingest = ingest
+            ingest.appCheckTokenId = appCheckTokenId
+            return ingest
+        }
         let now = clock()
         let idempotency = (try? parsed.get()).map {
             IdempotencyRequest(
@@ -102,7 +119,7 @@ struct IngestController: Sendable {
         principal: SessionPrincipal, context: AppRequestContext, now: Date
     ) async throws -> PostgresAdmission {
         let ingest = try? parsed.get()
-        let (walkerId, tokenId, requestId) = (principal.walkerId, principal.tokenId, context.id)
+        let (walkerId, tokenId, requestId) = (principal.walkerId, auditTokenId(ingest, principal), context.id)
         return try await store.withoutTransaction { [policy, service, logger] tx in
             let (decision, admission) = try await RateLimiter.admit(
                 tx, walkerId: walkerId, policy: policy, idempotency: idempotency, day: ingest?.bucket.day, now: now)
@@ -187,6 +204,7 @@ struct IngestController: Sendable {
     ) async -> Response {
         let walkerId = principal.walkerId
         let requestId = context.id
+        let tokenId = auditTokenId(ingest, principal)
         let result: (decision: RateLimitDecision, claim: IdempotencyClaim?, outcome: IngestOutcome?)
         do {
             result = try await store.transaction { [policy, service] tx in
@@ -201,8 +219,7 @@ struct IngestController: Sendable {
                     return (decision, admission.claim, outcome)
                 case .replay:
                     try await tx.insertAttestationLog(
-                        Self.replayRecord(
-                            walkerId: walkerId, tokenId: principal.tokenId, requestId: requestId, now: now))
+                        Self.replayRecord(walkerId: walkerId, tokenId: tokenId, requestId: requestId, now: now))
                     return (decision, admission.claim, nil)
                 case .payloadMismatch, .inFlight, nil:
                     return (decision, admission.claim, nil)
@@ -260,6 +277,48 @@ struct IngestController: Sendable {
                 "day": .string(ingest.bucket.day.description),
             ])
         return Self.jsonResponse(status: outcome.status, body: outcome.body)
+    }
+
+    /// The token id a replay's audit row records: the App Check token's in production, like the ingest's own row
+    /// (seed 001: the AttestationLog carries the attestation token's id); the session token's in test-phase.
+    private func auditTokenId(_ ingest: IngestRequest?, _ principal: SessionPrincipal) -> String? {
+        appCheck == nil ? principal.tokenId : ingest?.appCheckTokenId
+    }
+
+    /// A refused App Check token: one REJECTED audit row with the reason and, when Google signed the token, its id;
+    /// then 401. Nothing else is written: no walker row, no idempotency key, no rate-limit hit (the audit row is
+    /// the record of the attempt). When the keys cannot be had no verdict was reached: 503 and no row, as for a
+    /// database outage.
+    private func refuse(_ rejection: AppCheckRejection, walkerId: String, context: AppRequestContext) async -> Response
+    {
+        if rejection.reason == .unavailable {
+            logger.warning(
+                "App Check keys unavailable",
+                metadata: ["requestId": .string(context.id), "error": .string(rejection.detail)])
+            return Self.errorResponse(.unavailable)
+        }
+        let verdict = AttestationVerdict.rejected.rawValue
+        context.trace.update {
+            $0.verdict = verdict
+            $0.reasonCount = 1
+        }
+        metrics.recordVerdict(verdict, reasons: [rejection.reason.rawValue])
+        antiCheat.info(
+            "app check refused",
+            metadata: [
+                "requestId": .string(context.id), "walker": .string(walkerId), "verdict": .string(verdict),
+                "reasons": .array([.string(rejection.reason.rawValue)]), "detail": .string(rejection.detail),
+            ])
+        let record = AttestationLogRecord(
+            walkerId: walkerId, createdAt: clock(), route: Self.route, verdict: .rejected,
+            reasons: [rejection.reason.rawValue], tokenId: rejection.tokenId, requestId: context.id)
+        do {
+            try await store.transaction { tx in try await tx.insertAttestationLog(record) }
+        } catch {
+            // The client's answer does not depend on the audit row.
+            logger.warning("could not log an App Check refusal", metadata: ["requestId": .string(context.id)])
+        }
+        return Self.errorResponse(.appCheckRefused(rejection.reason))
     }
 
     static func replayRecord(walkerId: String, tokenId: String?, requestId: String, now: Date) -> AttestationLogRecord {

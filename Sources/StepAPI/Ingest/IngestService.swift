@@ -113,7 +113,7 @@ struct IngestService: Sendable {
         try await tx.insertAttestationLog(
             AttestationLogRecord(
                 walkerId: walkerId, createdAt: now, route: IngestController.route, verdict: .rejected,
-                reasons: reasons.map(\.rawValue), tokenId: nil, requestId: requestId))
+                reasons: reasons.map(\.rawValue), tokenId: request.appCheckTokenId, requestId: requestId))
         try await flagForReviewIfRepeated(tx, walkerId: walkerId, now: now)
         // A 403 depends on configuration that may change, so it is not stored for replay.
         if case .sourceNotWhitelisted = error {
@@ -146,7 +146,7 @@ struct IngestService: Sendable {
                 lifetimeStepsDelta: lifetimeDelta,
                 attestationLog: AttestationLogRecord(
                     walkerId: walkerId, createdAt: now, route: IngestController.route, verdict: verdict,
-                    reasons: quarantine.map(\.rawValue), tokenId: nil, requestId: requestId),
+                    reasons: quarantine.map(\.rawValue), tokenId: request.appCheckTokenId, requestId: requestId),
                 idempotencyKey: request.idempotencyKey, responseStatus: 200, responseBody: body, at: now)
             if let log {
                 if log.status == .quarantined { write.reviewReasons = quarantine.map(\.rawValue) }

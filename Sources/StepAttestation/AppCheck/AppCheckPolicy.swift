@@ -81,6 +81,32 @@ package struct AppCheckExpiryPolicy: AppCheckPolicy {
     }
 }
 
+/// `iat` is present, not in the future beyond `leeway`, and at most `maximumAge` seconds ago: seed 000 wants a
+/// token minted for this request, not the hour-long token an app caches, so a stolen token is short-lived.
+package struct AppCheckFreshnessPolicy: AppCheckPolicy {
+    package var maximumAge: TimeInterval
+    package var leeway: TimeInterval
+
+    package init(maximumAge: TimeInterval, leeway: TimeInterval) {
+        self.maximumAge = maximumAge
+        self.leeway = leeway
+    }
+
+    package func verify(_ claims: AppCheckClaims, now: Date) -> AppCheckPolicyVerdict {
+        guard let iat = claims.iat, iat.isFinite else {
+            return .failsToMeetPolicy(reason: .stale.withDetail("iat absent"))
+        }
+        let age = now.timeIntervalSince(Date(timeIntervalSince1970: iat))
+        if age < -leeway {
+            return .failsToMeetPolicy(reason: .stale.withDetail("issued \(Int(-age)) s in the future"))
+        }
+        if age > maximumAge {
+            return .failsToMeetPolicy(reason: .stale.withDetail("issued \(Int(age)) s ago"))
+        }
+        return .meetsPolicy
+    }
+}
+
 /// `sub` (the Firebase app id) is present and not blank.
 package struct AppCheckSubjectPolicy: AppCheckPolicy {
     package init() {}

@@ -31,6 +31,9 @@ package struct AppCheckVerifier: Sendable {
         guard !number.isEmpty, number.utf8.allSatisfy({ (0x30...0x39).contains($0) }), configuration.leeway >= 0 else {
             throw .invalidConfiguration.withDetail("project number must be decimal digits")
         }
+        if let age = configuration.maximumTokenAge, !(age > 0) {
+            throw .invalidConfiguration.withDetail("the maximum token age must be positive")
+        }
         if let allowed = configuration.allowedAppIDs, allowed.isEmpty {
             throw .invalidConfiguration.withDetail("an empty app id allow-list would reject every token")
         }
@@ -44,7 +47,8 @@ package struct AppCheckVerifier: Sendable {
         var crit: [String]?
     }
 
-    /// Throws the first failing policy's reason; its `detail` lists every failing reason.
+    /// Throws the first failing policy's reason; its `detail` lists every failing reason, and its `tokenID` is
+    /// the token's `jti`, since the signature held.
     package func verify(token: String, now: Date) async throws(AppCheckError) -> AppCheckVerdict {
         guard let parts = JOSECompact.segments(token, count: 3, maximumLength: Self.maximumTokenLength) else {
             throw .malformedToken.withDetail("not a 3-part JWT of bounded size")
@@ -81,7 +85,7 @@ package struct AppCheckVerifier: Sendable {
             if case .failsToMeetPolicy(let reason) = policy.verify(claims, now: now) { failures.append(reason) }
         }
         if let first = failures.first {
-            throw first.withDetail(failures.map(\.description).joined(separator: "; "))
+            throw first.withDetail(failures.map(\.description).joined(separator: "; ")).withTokenID(claims.jti)
         }
         guard let appID = claims.sub else { throw .missingSubject }
         return AppCheckVerdict(appID: appID, tokenID: claims.jti)

@@ -1,0 +1,176 @@
+import AsyncHTTPClient
+import Foundation
+import Logging
+import NIOCore
+import StepAttestation
+
+/// A JWKS document as fetched. `generation` grows when a fetch brings different bytes, so a reader parses a
+/// document once and knows whether a refetch brought anything new.
+package struct JWKSDocument: Sendable {
+    package var data: Data
+    package var fetchedAt: Date
+    package var generation: Int
+}
+
+/// No document of a URL could be had: never fetched, and the last fetch failed or a back-off is running.
+package struct JWKSUnavailableError: Error, Sendable, CustomStringConvertible {
+    package var url: String
+    package var reason: String
+    package var description: String { "cannot fetch \(url): \(reason)" }
+}
+
+/// The JWKS documents of every URL the server takes keys from (the session issuer's and Firebase App Check's),
+/// under one set of rules, so that neither key set can make requests wait on a host that is down:
+/// - one fetch in flight per URL; every request that needs it awaits that same fetch;
+/// - a document past `timeToLive` keeps serving while its refetch runs in the background;
+/// - an unknown `kid` refetches at most once per `minimumRefetchInterval`, so forged `kid`s cannot drive fetches;
+/// - after a failed fetch nothing is fetched for a back-off (doubling from `initialBackoff` up to
+///   `maximumBackoff`): requests use the document they have, or fail at once when there is none.
+package actor JWKSCache {
+    package struct Policy: Sendable {
+        package var timeToLive: Double = 6 * 3600
+        package var minimumRefetchInterval: Double = 60
+        package var initialBackoff: Double = 1
+        package var maximumBackoff: Double = 300
+
+        package init() {}
+    }
+
+    package typealias Fetch = @Sendable (_ url: String) async throws -> Data
+
+    private struct Entry {
+        var document: JWKSDocument?
+        var inFlight: Task<Void, Never>?
+        /// When an unknown `kid` last started a fetch.
+        var lastKeyIDFetch: Date?
+        var consecutiveFailures = 0
+        var backoffUntil: Date?
+        var lastFailure: String?
+    }
+
+    private let policy: Policy
+    private let clock: @Sendable () -> Date
+    private let fetch: Fetch
+    private let logger: Logger
+    private var entries: [String: Entry] = [:]
+
+    package init(
+        policy: Policy = Policy(), clock: @escaping @Sendable () -> Date, logger: Logger, fetch: @escaping Fetch
+    ) {
+        self.policy = policy
+        self.clock = clock
+        self.logger = logger
+        self.fetch = fetch
+    }
+
+    /// Fetches over HTTP with a deadline over headers and body, and a body bound of 1 MiB.
+    package init(
+        policy: Policy = Policy(), clock: @escaping @Sendable () -> Date, logger: Logger, httpClient: HTTPClient,
+        timeout: TimeAmount = .seconds(10)
+    ) {
+        // The App Check fetcher is a plain bounded GET, nothing App Check-specific; session keys use it too.
+        self.init(policy: policy, clock: clock, logger: logger) { url in
+            try await HTTPAppCheckJWKSFetcher(httpClient: httpClient, url: url, timeout: timeout).fetch()
+        }
+    }
+
+    /// The URL's document. The first call fetches it (or joins the fetch in flight); later calls answer from the
+    /// cache at once, starting a background refetch when the document is past its time to live.
+    package func document(_ url: String) async throws(JWKSUnavailableError) -> JWKSDocument {
+        if let document = entries[url]?.document {
+            if clock().timeIntervalSince(document.fetchedAt) >= policy.timeToLive { _ = startFetchIfAllowed(url) }
+            return document
+        }
+        if let fetch = entries[url]?.inFlight ?? startFetchIfAllowed(url) { await fetch.value }
+        guard let document = entries[url]?.document else {
+            throw JWKSUnavailableError(url: url, reason: entries[url]?.lastFailure ?? "no document fetched yet")
+        }
+        return document
+    }
+
+    /// A document newer than `generation`, in which a `kid` was not found: one that already arrived, or the result
+    /// of a refetch (joined if in flight). Nil when nothing newer can be had now: an unknown `kid` started a fetch
+    /// less than `minimumRefetchInterval` ago, a back-off is running, or the refetch brought the same keys.
+    package func refresh(_ url: String, after generation: Int) async -> JWKSDocument? {
+        if let document = entries[url]?.document, document.generation > generation { return document }
+        var fetch = entries[url]?.inFlight
+        if fetch == nil {
+            let now = clock()
+            let allowed = entries[url]?.lastKeyIDFetch.map {
+                now.timeIntervalSince($0) >= policy.minimumRefetchInterval
+            }
+            if allowed ?? true, let started = startFetchIfAllowed(url) {
+                entries[url]?.lastKeyIDFetch = now
+                fetch = started
+            }
+        }
+        guard let fetch else { return nil }
+        await fetch.value
+        guard let document = entries[url]?.document, document.generation > generation else { return nil }
+        return document
+    }
+
+    /// Starts a fetch unless one is in flight or a back-off is running; returns the fetch in flight either way.
+    private func startFetchIfAllowed(_ url: String) -> Task<Void, Never>? {
+        let now = clock()
+        var entry = entries[url] ?? Entry()
+        if let inFlight = entry.inFlight { return inFlight }
+        if let until = entry.backoffUntil, now < until { return nil }
+        let fetch = self.fetch
+        let task = Task {
+            let result: Result<Data, any Error>
+            do {
+                result = .success(try await fetch(url))
+            } catch {
+                result = .failure(error)
+            }
+            self.finish(url, result: result, startedAt: now)
+        }
+        entry.inFlight = task
+        entries[url] = entry
+        return task
+    }
+
+    private func finish(_ url: String, result: Result<Data, any Error>, startedAt: Date) {
+        var entry = entries[url] ?? Entry()
+        entry.inFlight = nil
+        switch result.flatMap(Self.validated) {
+        case .success(let data):
+            let previous = entry.document
+            let generation = previous.map { $0.data == data ? $0.generation : $0.generation + 1 } ?? 1
+            entry.document = JWKSDocument(data: data, fetchedAt: startedAt, generation: generation)
+            entry.consecutiveFailures = 0
+            entry.backoffUntil = nil
+            entry.lastFailure = nil
+        case .failure(let error):
+            entry.consecutiveFailures += 1
+            let backoff = min(
+                policy.initialBackoff * pow(2, Double(min(entry.consecutiveFailures - 1, 30))), policy.maximumBackoff)
+            entry.backoffUntil = clock().addingTimeInterval(backoff)
+            entry.lastFailure = String(describing: error)
+            logger.warning(
+                "JWKS fetch failed; keeping the keys already held",
+                metadata: [
+                    "url": .string(url), "error": .string(String(describing: error)),
+                    "failures": .stringConvertible(entry.consecutiveFailures),
+                    "backoffSeconds": .stringConvertible(backoff),
+                ])
+        }
+        entries[url] = entry
+    }
+
+    /// A document that is not a JSON object with a non-empty `keys` array is a failed fetch: it must not replace
+    /// keys that work. What each key set makes of the keys is its reader's business.
+    private static func validated(_ data: Data) -> Result<Data, any Error> {
+        guard let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
+            let keys = object["keys"] as? [Any], !keys.isEmpty
+        else {
+            return .failure(NotAKeySet())
+        }
+        return .success(data)
+    }
+
+    private struct NotAKeySet: Error, CustomStringConvertible {
+        var description: String { "not a JWKS document with keys" }
+    }
+}
