@@ -88,4 +88,19 @@ extension StoreTransaction {
         ).first()
         return try row?.decode(column: "n", as: Int.self) ?? 0
     }
+
+    /// The walker's anti-cheat rejections of `route` since `since` (the review rule's count): rows whose
+    /// reasons are ingest checks, not App Check refusals (a device problem, not a cheat) nor a reviewer's
+    /// decision (another route).
+    package func countAntiCheatRejections(walkerId: String, route: String, since: Date) async throws -> Int {
+        let row = try await sql.raw(
+            """
+            SELECT COUNT(*) AS n FROM attestation_logs
+            WHERE walker_id = \(bind: walkerId) AND verdict = \(bind: AttestationVerdict.rejected.rawValue)
+                AND route = \(bind: route) AND reasons NOT LIKE 'APP_CHECK%'
+                AND created_at >= \(bind: since.millisecondsSince1970)
+            """
+        ).first()
+        return try row?.decode(column: "n", as: Int.self) ?? 0
+    }
 }

@@ -204,6 +204,31 @@ struct AdminTests {
         }
     }
 
+    @Test(
+        "App Check refusals and reviewers' rejections do not count toward the repeated-rejections rule",
+        arguments: TestDatabases.kinds)
+    func onlyAntiCheatRejectionsCount(kind: DatabaseKind) async throws {
+        let (harness, token) = try await Self.setUp(kind)
+        try await harness.run(sendingAppCheck: false) { client in
+            for _ in 1...6 {
+                let response = try await client.ingest(IngestBody(count: 60_000), token: token)
+                #expect(response.status == .unauthorized)
+            }
+            // One anti-cheat rejection after six refusals: one, not seven, toward the rule.
+            let appCheck = try AppCheckTestKey.shared().token(now: harness.clock.now)
+            let rejected = try await client.ingest(
+                IngestBody(count: 60_000), token: token, headers: [AppCheckTestKey.header: appCheck])
+            #expect(rejected.status == .unprocessableContent)
+            let logs = try await harness.store.withoutTransaction {
+                try await $0.attestationLogs(walkerId: Self.walker)
+            }
+            #expect(logs.count == 7)
+            #expect(logs.allSatisfy { $0.verdict == .rejected })
+            let open = try await harness.store.withoutTransaction { try await $0.reviews(open: true) }
+            #expect(open.isEmpty)
+        }
+    }
+
     @Test("GET /admin/jobs lists jobs by state, like stepd jobs list", arguments: TestDatabases.kinds)
     func jobsList(kind: DatabaseKind) async throws {
         let (harness, token) = try await Self.setUp(kind)

@@ -253,7 +253,8 @@ struct IngestService: Sendable {
         if let resolved = try await tx.lastResolvedReview(walkerId: walkerId, kind: .repeatedRejections) {
             since = max(since, resolved.addingTimeInterval(0.001))
         }
-        let rejections = try await tx.countAttestationLogs(walkerId: walkerId, verdict: .rejected, since: since)
+        let rejections = try await tx.countAntiCheatRejections(
+            walkerId: walkerId, route: IngestController.route, since: since)
         guard rejections >= settings.reviewRejectionThreshold else { return }
         guard try await !tx.hasOpenReview(walkerId: walkerId, kind: .repeatedRejections) else { return }
         try await tx.openReview(
