@@ -114,6 +114,7 @@ let package = Package(
                 "StepCore",
                 "StepStore",
                 "StepJobs",
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),

@@ -9,6 +9,8 @@ struct BenchPhase: Sendable {
     let tokens: [String]
     /// Makes idempotency keys unique to this phase: `<keyPrefix>-<walker>-<sequence>`.
     let keyPrefix: String
+    /// The App Check token every request carries (production servers), if any.
+    var appCheckToken: String? = nil
 }
 
 /// Builds one walker's requests in a phase. Not shared between walkers.
@@ -33,6 +35,8 @@ struct BenchRequestMaker {
         let count = Self.minimumCount + Int(Double(Self.maximumCount - Self.minimumCount) * clamped)
         let body = BenchIngestBody.today(
             count: count, now: now, idempotencyKey: "\(phase.keyPrefix)-\(walker)-\(sequence)")
-        return try body.request(to: phase.target, token: phase.tokens[walker], encoder: encoder)
+        var request = try body.request(to: phase.target, token: phase.tokens[walker], encoder: encoder)
+        if let appCheck = phase.appCheckToken { request.headers.add(name: "X-Firebase-AppCheck", value: appCheck) }
+        return request
     }
 }

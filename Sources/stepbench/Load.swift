@@ -41,7 +41,7 @@ struct Load: AsyncParsableCommand {
         let phase = BenchPhase(
             title: "ingest: POST /step/ingest", target: target,
             tokens: try await signer.tokens(for: walkerIds, ttlSeconds: load.tokenLifetime(phases: 1)),
-            keyPrefix: runId)
+            keyPrefix: runId, appCheckToken: try signer.appCheckToken())
         let plan = load.plan
         try await HTTPClient.withHTTPClient(configuration: load.clientConfiguration) { client in
             try await client.checkLivez(target, timeout: LoadOptions.requestTimeout)

@@ -20,9 +20,33 @@ struct TokenOptions: ParsableArguments {
     @Option(help: "The tokens' aud, the server's jwt.audience.")
     var audience: String = "stepledger"
 
+    @Option(
+        help: ArgumentHelp(
+            "Sign RS256 session tokens with this RSA private key (PEM, from `stepbench keys`) instead of the "
+                + "development secret: for a production-mode server, which loads the key's JWKS.",
+            valueName: "pem-file"))
+    var signingKey: String?
+
+    @Option(
+        help: ArgumentHelp(
+            "Also send an App Check token for this Firebase project number, signed with --signing-key (the "
+                + "server's appCheck.projectNumber, with the key's JWKS as appCheck.jwksFile).",
+            valueName: "number"))
+    var appCheckProject: String?
+
     /// Reads the secret, issuer and audience exactly as the server reads its configuration, so the tokens are ones
     /// the server accepts.
     func signer() throws -> TokenSigner {
+        if let signingKey {
+            let key: BenchSigningKey
+            do {
+                key = try BenchSigningKey(pemFile: signingKey)
+            } catch {
+                throw ValidationError("--signing-key: no RSA private key in \(signingKey)")
+            }
+            return TokenSigner(key: .rsa(key, appCheckProject: appCheckProject), issuer: issuer, audience: audience)
+        }
+        if appCheckProject != nil { throw ValidationError("--app-check-project needs --signing-key") }
         guard let secret = devSecret ?? ProcessInfo.processInfo.environment[Self.secretVariable] else {
             throw ValidationError(
                 "pass --dev-secret or set \(Self.secretVariable) to the secret the server was started with")
@@ -42,6 +66,7 @@ struct TokenOptions: ParsableArguments {
         guard let key = configuration.jwt.developmentSecret else {
             throw ValidationError("--dev-secret: the server configuration ignored the secret")
         }
-        return TokenSigner(secret: key, issuer: configuration.jwt.issuer, audience: configuration.jwt.audience)
+        return TokenSigner(
+            key: .development(secret: key), issuer: configuration.jwt.issuer, audience: configuration.jwt.audience)
     }
 }
