@@ -41,6 +41,21 @@ struct IngestResponse: Encodable {
             decayAt = state.decayAt?.description
         }
 
+        /// Seed 000's streakState object, members in sorted key order (`JSONCoding`'s order), for every body
+        /// that carries it.
+        func write(into json: inout JSONTextWriter) {
+            json.beginObject()
+            json.key("bonusTier")
+            json.value(bonusTier)
+            json.key("currentLengthDays")
+            json.value(currentLengthDays)
+            json.key("decayAt")
+            json.value(decayAt)
+            json.key("lastAttestedDate")
+            json.value(lastAttestedDate)
+            json.endObject()
+        }
+
         enum CodingKeys: String, CodingKey { case currentLengthDays, lastAttestedDate, bonusTier, decayAt }
 
         func encode(to encoder: any Encoder) throws {
@@ -102,16 +117,7 @@ extension IngestResponse {
         json.value(stepLog.reportedCount)
         json.endObject()
         json.key("streakState")
-        json.beginObject()
-        json.key("bonusTier")
-        json.value(streakState.bonusTier)
-        json.key("currentLengthDays")
-        json.value(streakState.currentLengthDays)
-        json.key("decayAt")
-        json.value(streakState.decayAt)
-        json.key("lastAttestedDate")
-        json.value(streakState.lastAttestedDate)
-        json.endObject()
+        streakState.write(into: &json)
         json.key("walker")
         json.beginObject()
         json.key("currentRegionId")
