@@ -159,6 +159,7 @@ let package = Package(
             dependencies: [
                 "StepStore", "StepCore", "StepJobs", "StepTestSupport", .product(name: "SQLKit", package: "sql-kit"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             swiftSettings: strict
         ),

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import SQLKit
+import ServiceLifecycle
 import StepJobs
 import StepStore
 import StepTestSupport
@@ -255,5 +256,55 @@ struct JobQueueTests {
         let delays = (0..<200).map { _ in backoff.delay(afterAttempt: 3) }
         #expect(delays.allSatisfy { (10...20).contains($0) })
         #expect(Set(delays).count > 150)
+    }
+}
+
+@Suite("Job worker shutdown, on every engine")
+struct JobWorkerShutdownTests {
+    @Test(
+        "on graceful shutdown a worker claims nothing more and finishes the job it holds",
+        arguments: TestDatabases.kinds)
+    func gracefulShutdown(kind: DatabaseKind) async throws {
+        let test = try await TestDatabases.make(kind)
+        let store = test.store
+        let (started, startedSignal) = AsyncStream<String>.makeStream()
+        let (release, releaseSignal) = AsyncStream<Void>.makeStream()
+        let handlers: [String: JobHandler] = [
+            "slow": .transactional { job, tx in
+                startedSignal.yield(job.id)
+                for await _ in release { break }
+                try await tx.sql.raw(
+                    "INSERT INTO service_secrets (name, secret, created_at) VALUES (\(bind: job.id), 'done', 0)"
+                ).run()
+            }
+        ]
+        for _ in 0..<2 {
+            try await #require(
+                JobQueueTests.enqueue(
+                    NewJob(
+                        kind: "slow", walkerId: "w", payload: "{}", dedupeKey: nil, runAt: JobQueueTests.t0,
+                        maxAttempts: 3), store))
+        }
+        let worker = JobWorker(
+            queue: JobQueue(store: store, leaseSeconds: 60), handlers: handlers,
+            settings: .init(concurrency: 1, pollIntervalSeconds: 0.05), clock: { JobQueueTests.t0 },
+            logger: Logger(label: "test"))
+        let group = ServiceGroup(configuration: .init(services: [worker], logger: Logger(label: "test")))
+        let running = Task { try await group.run() }
+        var iterator = started.makeAsyncIterator()
+        let held = try #require(await iterator.next())
+        await group.triggerGracefulShutdown()
+        releaseSignal.yield()
+        try await running.value
+
+        let done = try await store.withoutTransaction {
+            try await $0.sql.raw("SELECT name FROM service_secrets").all().map {
+                try $0.decode(column: "name", as: String.self)
+            }
+        }
+        #expect(done == [held], "the held job finished")
+        let queue = JobQueue(store: store)
+        #expect(try await queue.depth() == [.pending: 1, .running: 0, .dead: 0], "the other job was never claimed")
+        try await test.close()
     }
 }

@@ -209,6 +209,46 @@ struct StoreTests {
         #expect(try await store.transaction { try await $0.openReviewCount(walkerId: "w") } == 1)
         try await test.close()
     }
+
+    @Test(
+        "a quarantined day has one open review entry that collects its reasons; after a decision a new one opens",
+        arguments: TestDatabases.kinds)
+    func dayReviews(kind: DatabaseKind) async throws {
+        let test = try await TestDatabases.make(kind)
+        let store = test.store
+        let day = LocalDate(iso: "2026-05-18")!
+        try await store.transaction { tx in
+            try await tx.openDayReview(walkerId: "w", day: day, reasons: ["GYRO_ABSENT"], at: Self.t0)
+            try await tx.openDayReview(
+                walkerId: "w", day: day, reasons: ["COUNT_WENT_BACKWARDS", "GYRO_ABSENT"], at: Self.t0)
+            try await tx.openDayReview(walkerId: "w", day: day.adding(days: 1), reasons: ["GYRO_ABSENT"], at: Self.t0)
+            try await tx.openDayReview(walkerId: "x", day: day, reasons: ["CROSS_SOURCE_OVERLAP"], at: Self.t0)
+        }
+        let entries = try await store.transaction { try await $0.reviews(walkerId: "w") }
+        #expect(entries.count == 2)
+        let first = try #require(entries.first { $0.day == day })
+        #expect(first.reasons == ["GYRO_ABSENT", "COUNT_WENT_BACKWARDS"])
+        #expect(first.kind == .quarantinedDay && first.isOpen)
+
+        let later = Self.t0.addingTimeInterval(60)
+        #expect(
+            try await store.transaction {
+                try await $0.resolveReview(walkerId: "w", id: first.id, decision: .reject, note: "n", at: later)
+            })
+        #expect(
+            try await !store.transaction {
+                try await $0.resolveReview(walkerId: "w", id: first.id, decision: .accept, note: "n", at: later)
+            }, "resolved once")
+        try await store.transaction { tx in
+            try await tx.openDayReview(walkerId: "w", day: day, reasons: ["GYRO_ABSENT"], at: later)
+        }
+        let after = try await store.transaction { try await $0.reviews(walkerId: "w") }.filter { $0.day == day }
+        #expect(after.count == 2)
+        #expect(after.filter(\.isOpen).map(\.reasons) == [["GYRO_ABSENT"]])
+        let resolved = try #require(after.first { !$0.isOpen })
+        #expect(resolved.decision == .reject && resolved.note == "n" && resolved.resolvedAt == later)
+        try await test.close()
+    }
 }
 
 @Suite("Test environment")
