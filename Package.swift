@@ -160,6 +160,7 @@ let package = Package(
                 "StepStore", "StepCore", "StepJobs", "StepTestSupport", .product(name: "SQLKit", package: "sql-kit"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "ServiceLifecycleTestKit", package: "swift-service-lifecycle"),
             ],
             swiftSettings: strict
         ),

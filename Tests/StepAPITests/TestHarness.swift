@@ -84,7 +84,16 @@ struct TestHarness: Sendable {
         dependencies.logSink = logs
         dependencies.antiCheatSink = antiCheat
         dependencies.store = store
-        let app = try await buildApplication(configuration: configuration, dependencies: dependencies)
+        let app: StepLedgerApp
+        do {
+            app = try await buildApplication(configuration: configuration, dependencies: dependencies)
+        } catch {
+            // A store this call opened would keep its SQLite threads alive, and with them the test process.
+            if provided == nil {
+                if other == nil { await testStore.closeQuietly() } else { try? await store.database.close() }
+            }
+            throw error
+        }
         return TestHarness(
             app: app, testStore: testStore, clock: clock, logs: logs, antiCheat: antiCheat,
             configuration: configuration, appCheckKey: configuration.mode == .production ? try .shared() : nil)

@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import SQLKit
 import ServiceLifecycle
+import ServiceLifecycleTestKit
 import StepJobs
 import StepStore
 import StepTestSupport
@@ -269,10 +270,18 @@ struct JobWorkerShutdownTests {
         let store = test.store
         let (started, startedSignal) = AsyncStream<String>.makeStream()
         let (release, releaseSignal) = AsyncStream<Void>.makeStream()
+        let calls = Mutex(0)
         let handlers: [String: JobHandler] = [
             "slow": .transactional { job, tx in
-                startedSignal.yield(job.id)
-                for await _ in release { break }
+                // The first job is held until the test lets it go; any later one (there must be none) would not
+                // wait, so a worker that claims after the shutdown fails the test instead of hanging it.
+                if calls.withLock({ calls in
+                    calls += 1
+                    return calls == 1
+                }) {
+                    startedSignal.yield(job.id)
+                    for await _ in release { break }
+                }
                 try await tx.sql.raw(
                     "INSERT INTO service_secrets (name, secret, created_at) VALUES (\(bind: job.id), 'done', 0)"
                 ).run()
@@ -289,22 +298,25 @@ struct JobWorkerShutdownTests {
             queue: JobQueue(store: store, leaseSeconds: 60), handlers: handlers,
             settings: .init(concurrency: 1, pollIntervalSeconds: 0.05), clock: { JobQueueTests.t0 },
             logger: Logger(label: "test"))
-        let group = ServiceGroup(configuration: .init(services: [worker], logger: Logger(label: "test")))
-        let running = Task { try await group.run() }
-        var iterator = started.makeAsyncIterator()
-        let held = try #require(await iterator.next())
-        await group.triggerGracefulShutdown()
-        releaseSignal.yield()
-        try await running.value
-
+        // The test kit's trigger sets the shutdown state at once, so the worker sees it as soon as its job ends.
+        let held = try await testGracefulShutdown { trigger in
+            let running = Task { try await worker.run() }
+            var iterator = started.makeAsyncIterator()
+            let held = await iterator.next()
+            trigger.triggerGracefulShutdown()
+            releaseSignal.yield()
+            try await running.value
+            return held
+        }
         let done = try await store.withoutTransaction {
             try await $0.sql.raw("SELECT name FROM service_secrets").all().map {
                 try $0.decode(column: "name", as: String.self)
             }
         }
-        #expect(done == [held], "the held job finished")
+        #expect(held != nil && done == [held!], "the held job finished")
+        #expect(calls.withLock { $0 } == 1, "no job was claimed after the shutdown")
         let queue = JobQueue(store: store)
-        #expect(try await queue.depth() == [.pending: 1, .running: 0, .dead: 0], "the other job was never claimed")
+        #expect(try await queue.depth() == [.pending: 1, .running: 0, .dead: 0], "the other job is left pending")
         try await test.close()
     }
 }

@@ -95,4 +95,10 @@ package struct TestStore: Sendable {
         try await store.database.close()
         await cleanup()
     }
+
+    /// `close()` for a failure path, where a second error would hide the first.
+    package func closeQuietly() async {
+        try? await store.database.close()
+        await cleanup()
+    }
 }
