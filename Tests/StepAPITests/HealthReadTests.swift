@@ -24,10 +24,15 @@ struct HealthReadTests {
     }
 
     static func seed(_ harness: TestHarness, walker: String, _ records: [(String, HealthTotals)]) async throws {
-        try await harness.store.transaction { [now = harness.clock.now] tx in
-            for (date, totals) in records {
-                try await tx.upsertHealthRecord(
-                    walkerId: walker, date: LocalDate(iso: date)!, totals: totals, source: "ios_health", now: now)
+        // Small transactions, so a busy machine never holds one past the store's timeout.
+        let now = harness.clock.now
+        for start in stride(from: 0, to: records.count, by: 100) {
+            let batch = Array(records[start..<min(start + 100, records.count)])
+            try await harness.store.transaction { tx in
+                for (date, totals) in batch {
+                    try await tx.upsertHealthRecord(
+                        walkerId: walker, date: LocalDate(iso: date)!, totals: totals, source: "ios_health", now: now)
+                }
             }
         }
     }

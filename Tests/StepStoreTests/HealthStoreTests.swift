@@ -58,11 +58,17 @@ struct HealthStoreTests {
                     distanceMilli: Int.random(in: 0...150_000_000, using: &rng))
             }
         }
-        try await test.store.transaction { [records] tx in
-            for (date, totals) in records {
-                try await tx.upsertHealthRecord(walkerId: "w", date: date, totals: totals, source: "s", now: Self.t0)
-                // Another walker's records never count.
-                try await tx.upsertHealthRecord(walkerId: "x", date: date, totals: totals, source: "s", now: Self.t0)
+        // Small transactions, so a busy machine never holds one past the store's timeout.
+        let batches = stride(from: 0, to: records.count, by: 100).map { Array(records.dropFirst($0).prefix(100)) }
+        for batch in batches {
+            try await test.store.transaction { tx in
+                for (date, totals) in batch {
+                    try await tx.upsertHealthRecord(
+                        walkerId: "w", date: date, totals: totals, source: "s", now: Self.t0)
+                    // Another walker's records never count.
+                    try await tx.upsertHealthRecord(
+                        walkerId: "x", date: date, totals: totals, source: "s", now: Self.t0)
+                }
             }
         }
         var iso = Calendar(identifier: .iso8601)
