@@ -145,6 +145,14 @@ package func buildApplication(
             windowSeconds: configuration.rateLimits.windowSeconds),
         store: store, defaultRegionId: configuration.defaultRegionId, clock: dependencies.clock, logger: logger
     ).register(in: router, catalog: &catalog)
+    // Seed 002's reads share the walker routes' limit: they serve the same screens.
+    HealthController(
+        authenticator: authenticator,
+        policy: RateLimitPolicy(
+            bucket: "walker", limit: configuration.rateLimits.walkerPerWindow,
+            windowSeconds: configuration.rateLimits.windowSeconds),
+        store: store, clock: dependencies.clock, logger: logger
+    ).register(in: router, catalog: &catalog)
     let worker = makeJobWorker(
         configuration: configuration, store: store, clock: dependencies.clock, logger: logger, metrics: metrics)
     OpsController(store: store, metrics: metrics, jobs: worker.queue).register(in: router, catalog: &catalog)

@@ -114,7 +114,7 @@ package struct LocalDate: Hashable, Comparable, Sendable, CustomStringConvertibl
     }
 
     // Howard Hinnant's days-from-civil algorithm.
-    private static func daysFromCivil(year: Int, month: Int, day: Int) -> Int {
+    static func daysFromCivil(year: Int, month: Int, day: Int) -> Int {
         let y = month <= 2 ? year - 1 : year
         let era = floorDiv(y, 400)
         let yoe = y - era * 400

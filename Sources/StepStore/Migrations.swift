@@ -205,6 +205,29 @@ package enum Migrations {
                 "ALTER TABLE step_logs ADD COLUMN provisional_energy BIGINT NOT NULL DEFAULT 0",
             ]
         },
+        Migration(version: 5, name: "health records") { _ in
+            [
+                // Seed 002's health data: one record per walker × day (a later submission for the day replaces
+                // its values). `day` is a day number like step_logs.day. Duration (s), calories (kcal) and distance
+                // (m) may be decimals, so they are whole thousandths in BIGINT: both engines sum them exactly and
+                // alike, which REAL / DOUBLE PRECISION sums would not promise.
+                """
+                CREATE TABLE health_records (
+                    walker_id TEXT NOT NULL,
+                    day BIGINT NOT NULL,
+                    record_id TEXT NOT NULL,
+                    steps BIGINT NOT NULL,
+                    duration_milli BIGINT NOT NULL,
+                    calories_milli BIGINT NOT NULL,
+                    distance_milli BIGINT NOT NULL,
+                    source TEXT NOT NULL,
+                    created_at BIGINT NOT NULL,
+                    updated_at BIGINT NOT NULL,
+                    PRIMARY KEY (walker_id, day)
+                )
+                """
+            ]
+        },
     ]
 }
 

@@ -1,3 +1,5 @@
+import StepCore
+
 /// Writes JSON text the way `JSONCoding.encode` (`JSONEncoder`, sorted keys, slashes unescaped) does, for
 /// bodies on the hot path whose shape is fixed: the caller writes members in sorted key order.
 struct JSONTextWriter {
@@ -87,6 +89,13 @@ struct JSONTextWriter {
 
     mutating func value(_ number: Int?) {
         if let number { value(number) } else { null() }
+    }
+
+    /// A number kept in whole thousandths (`Milli`), written as the decimal it stands for.
+    mutating func value(milli: Int) {
+        separate()
+        bytes.append(contentsOf: Milli.text(milli).utf8)
+        needsComma = true
     }
 
     private static let hexDigits = Array("0123456789abcdef".utf8)

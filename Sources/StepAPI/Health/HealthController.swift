@@ -1,0 +1,135 @@
+import Foundation
+import Hummingbird
+import Logging
+import StepCore
+import StepStore
+
+/// The read side of seed 002: `GET /health/statistics` and `GET /health/today`. Both authenticate like every
+/// walker route, count the request against the walker's own "walker" limit (which creates the walker's row on
+/// its first authenticated request), then read. A bad query is counted too, as on `GET /step/days`, and reads
+/// and writes nothing else. Every outcome becomes a response here, in seed 002's error shape; nothing a client
+/// sends is a 500.
+struct HealthController: Sendable {
+    static let statisticsRoute = "/health/statistics"
+    static let todayRoute = "/health/today"
+
+    let authenticator: Authenticator
+    let policy: RateLimitPolicy
+    let store: Store
+    let clock: @Sendable () -> Date
+    let logger: Logger
+
+    func register(in router: Router<AppRequestContext>, catalog: inout RouteCatalog) {
+        router.get(RouterPath(stringLiteral: Self.statisticsRoute)) { request, context in
+            await statistics(request, context: context)
+        }
+        catalog.add(.get, Self.statisticsRoute)
+        router.get(RouterPath(stringLiteral: Self.todayRoute)) { request, context in
+            await today(request, context: context)
+        }
+        catalog.add(.get, Self.todayRoute)
+    }
+
+    func statistics(_ request: Request, context: AppRequestContext) async -> Response {
+        let query = Result { () throws(HealthAPIError) in try HealthStatisticsQuery.decode(request.uri.queryParameters)
+        }
+        return await respond(to: request, context: context, query: query) { tx, walkerId, now, query in
+            // "Today" only matters for a missing end of the range; it is today in the walker's last zone.
+            var today = LocalDate(instant: now, in: .gmt)
+            if query.startDate == nil || query.endDate == nil {
+                today = LocalDate(instant: now, in: try await Self.lastZone(tx, walkerId: walkerId) ?? .gmt)
+            }
+            let range: ClosedRange<LocalDate>
+            do throws(HealthAPIError) {
+                range = try query.range(today: today)
+            } catch {
+                return .failure(error)
+            }
+            let periods = try await tx.healthStatistics(
+                walkerId: walkerId, from: range.lowerBound, through: range.upperBound, period: query.period)
+            return .success(HealthResponse.statistics(periods, period: query.period, range: range))
+        }
+    }
+
+    func today(_ request: Request, context: AppRequestContext) async -> Response {
+        let query = Result { () throws(HealthAPIError) in try HealthTodayQuery.decode(request.uri.queryParameters) }
+        return await respond(to: request, context: context, query: query) { tx, walkerId, now, query in
+            var zone = query.timeZone
+            if zone == nil { zone = try await Self.lastZone(tx, walkerId: walkerId) }
+            let date = LocalDate(instant: now, in: zone ?? .gmt)
+            let record = try await tx.healthRecord(walkerId: walkerId, date: date)
+            return .success(HealthResponse.today(record, date: date))
+        }
+    }
+
+    /// The zone of the walker's latest step submission, if it names one this server knows.
+    private static func lastZone(_ tx: StoreTransaction, walkerId: String) async throws -> TimeZone? {
+        try await tx.walker(walkerId)?.lastTimeZone.flatMap(TimeZoneCatalog.zone(named:))
+    }
+
+    /// Authentication, then the admission and the read in one unit of work, as `WalkerController` does: on
+    /// SQLite one transaction; on PostgreSQL the admission commits by itself so the walker's row is not held
+    /// locked while the read runs.
+    private func respond<Query: Sendable>(
+        to request: Request, context: AppRequestContext, query: Result<Query, HealthAPIError>,
+        read: @escaping @Sendable (StoreTransaction, String, Date, Query) async throws -> Result<String, HealthAPIError>
+    ) async -> Response {
+        let walkerId: String
+        do {
+            walkerId = try await authenticator.authenticate(request).walkerId
+        } catch {
+            logger.info("session token refused", metadata: ["reason": "\(error)"])
+            var response = Self.errorResponse(.unauthorized)
+            response.headers[.wwwAuthenticate] = "Bearer"
+            return response
+        }
+        context.trace.update { $0.walkerId = walkerId }
+        let now = clock()
+        let validQuery = try? query.get()
+        let unit = {
+            @Sendable [policy] (tx: StoreTransaction) async throws -> (
+                RateLimitDecision, Result<String, HealthAPIError>?
+            ) in
+            let (decision, _) = try await RateLimiter.admit(
+                tx, walkerId: walkerId, policy: policy, idempotency: nil, now: now)
+            guard decision.allowed, let validQuery else { return (decision, nil) }
+            return (decision, try await read(tx, walkerId, now, validQuery))
+        }
+        let (decision, outcome): (RateLimitDecision, Result<String, HealthAPIError>?)
+        do {
+            switch store.kind {
+            case .sqlite: (decision, outcome) = try await store.transaction(unit)
+            case .postgres: (decision, outcome) = try await store.withoutTransaction(unit)
+            }
+        } catch {
+            return Self.errorResponse(storeFailure(error))
+        }
+        var response: Response
+        if !decision.allowed {
+            response = Self.errorResponse(.rateLimited)
+        } else if case .failure(let error) = query {
+            response = Self.errorResponse(error)
+        } else {
+            switch outcome {
+            case .success(let body): response = IngestController.jsonResponse(status: .ok, body: body)
+            case .failure(let error): response = Self.errorResponse(error)
+            case nil: response = Self.errorResponse(.internalError)
+            }
+        }
+        decision.apply(to: &response.headers)
+        return response
+    }
+
+    private func storeFailure(_ error: any Error) -> HealthAPIError {
+        if let storeError = error as? StoreError, storeError.isUnavailable {
+            logger.warning("store unavailable", metadata: ["error": .string(storeError.detail)])
+            return .unavailable
+        }
+        logger.error("health read failed", metadata: ["error": .string(String(describing: type(of: error)))])
+        return .internalError
+    }
+
+    static func errorResponse(_ error: HealthAPIError) -> Response {
+        IngestController.jsonResponse(status: error.status, body: error.bodyString)
+    }
+}

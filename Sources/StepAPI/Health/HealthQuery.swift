@@ -1,0 +1,67 @@
+import Foundation
+import Hummingbird
+import StepCore
+
+/// The query of `GET /health/statistics` (seed 002): `startDate`, `endDate` (both optional, default today,
+/// inclusive) and `period` (`day`, `week` or `month`, default `day`).
+struct HealthStatisticsQuery: Sendable, Hashable {
+    /// Three years including a leap day (3 × 365 + 1): bounds the rows one request reads.
+    static let maxDays = 1096
+
+    var startDate: LocalDate?
+    var endDate: LocalDate?
+    var period: HealthPeriod
+
+    /// Checks what needs no "today": each parameter's form.
+    static func decode(_ parameters: Parameters) throws(HealthAPIError) -> HealthStatisticsQuery {
+        let startDate = try date(parameters, "startDate")
+        let endDate = try date(parameters, "endDate")
+        var period = HealthPeriod.day
+        if let text = try single(parameters, "period") {
+            guard let parsed = HealthPeriod(rawValue: text) else {
+                throw .badRequest("period must be one of: day, week, month")
+            }
+            period = parsed
+        }
+        return HealthStatisticsQuery(startDate: startDate, endDate: endDate, period: period)
+    }
+
+    /// The inclusive range, a missing end being `today`; checked once both ends are known.
+    func range(today: LocalDate) throws(HealthAPIError) -> ClosedRange<LocalDate> {
+        let first = startDate ?? today
+        let last = endDate ?? today
+        guard first <= last else { throw .badRequest("startDate must not be after endDate") }
+        guard last.dayNumber - first.dayNumber + 1 <= Self.maxDays else {
+            throw .badRequest("The date range must not exceed 3 years (\(Self.maxDays) days)")
+        }
+        return first...last
+    }
+
+    private static func date(_ parameters: Parameters, _ name: String) throws(HealthAPIError) -> LocalDate? {
+        guard let text = try single(parameters, name) else { return nil }
+        guard let date = LocalDate(iso: text) else {
+            throw .badRequest("\(name) must be a valid date (YYYY-MM-DD)")
+        }
+        return date
+    }
+
+    /// The parameter's value, nil when absent; given twice it is ambiguous, so refused.
+    static func single(_ parameters: Parameters, _ name: String) throws(HealthAPIError) -> String? {
+        let values = parameters.getAll(name)
+        guard values.count <= 1 else { throw .badRequest("\(name) must be given once") }
+        return values.first.map { String($0) }
+    }
+}
+
+/// The query of `GET /health/today`: an optional IANA `tz` that decides what "today" is.
+struct HealthTodayQuery: Sendable {
+    var timeZone: TimeZone?
+
+    static func decode(_ parameters: Parameters) throws(HealthAPIError) -> HealthTodayQuery {
+        guard let name = try HealthStatisticsQuery.single(parameters, "tz") else { return HealthTodayQuery() }
+        guard let zone = TimeZoneCatalog.zone(named: name) else {
+            throw .badRequest("tz must be a valid IANA time zone")
+        }
+        return HealthTodayQuery(timeZone: zone)
+    }
+}

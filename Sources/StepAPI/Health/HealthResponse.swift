@@ -1,0 +1,63 @@
+import Foundation
+import StepCore
+import StepStore
+
+/// The 200 bodies of the `/health/*` reads, in seed 002's shapes; members in sorted key order, amounts as the
+/// decimals their thousandths stand for.
+enum HealthResponse {
+    /// `GET /health/statistics`: `items` per period with data, ascending, and `summary` over the range.
+    static func statistics(_ periods: [HealthPeriodTotals], period: HealthPeriod, range: ClosedRange<LocalDate>)
+        -> String
+    {
+        var json = JSONTextWriter(capacity: 128 + 112 * periods.count)
+        json.beginObject()
+        json.key("items")
+        json.beginArray()
+        for item in periods {
+            write(item.totals, date: period.label(of: item.firstDay), into: &json)
+        }
+        json.endArray()
+        json.key("summary")
+        let summary = periods.reduce(HealthTotals.zero) { $0 + $1.totals }
+        write(summary, date: "\(range.lowerBound) to \(range.upperBound)", into: &json)
+        json.endObject()
+        return json.text
+    }
+
+    /// `GET /health/today`: the day's record, or zeros and `lastUpdated: null` when nothing was submitted.
+    static func today(_ record: HealthRecord?, date: LocalDate) -> String {
+        let totals = record?.totals ?? .zero
+        var json = JSONTextWriter(capacity: 192)
+        json.beginObject()
+        json.key("calories")
+        json.value(milli: totals.caloriesMilli)
+        json.key("date")
+        json.value(date.description)
+        json.key("distance")
+        json.value(milli: totals.distanceMilli)
+        json.key("duration")
+        json.value(milli: totals.durationMilli)
+        json.key("lastUpdated")
+        json.value(
+            record.map { InstantParser.format(Date(millisecondsSince1970: $0.updatedAt), fractional: true) })
+        json.key("steps")
+        json.value(totals.steps)
+        json.endObject()
+        return json.text
+    }
+
+    private static func write(_ totals: HealthTotals, date: String, into json: inout JSONTextWriter) {
+        json.beginObject()
+        json.key("calories")
+        json.value(milli: totals.caloriesMilli)
+        json.key("date")
+        json.value(date)
+        json.key("distance")
+        json.value(milli: totals.distanceMilli)
+        json.key("duration")
+        json.value(milli: totals.durationMilli)
+        json.key("steps")
+        json.value(totals.steps)
+        json.endObject()
+    }
+}
