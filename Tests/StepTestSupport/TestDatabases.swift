@@ -13,6 +13,16 @@ package enum TestDatabases {
 
     package static var kinds: [DatabaseKind] { postgresURL == nil ? [.sqlite] : [.sqlite, .postgres] }
 
+    /// The pool of a test store. The whole suite runs at once on two cores, so a transaction can wait
+    /// seconds for a walker's lock behind dozens of others: tests about correctness under contention must
+    /// not fail on the production default of 5 s (the outage and start-up tests set their own timeouts).
+    static var postgresSettings: PostgresSettings {
+        var settings = PostgresSettings()
+        settings.maximumConnections = 8
+        settings.statementTimeoutMilliseconds = 30_000
+        return settings
+    }
+
     /// A fresh, migrated, empty store of `kind`: a new SQLite file, or a new PostgreSQL schema.
     package static func make(_ kind: DatabaseKind, migrate: Bool = true) async throws -> TestStore {
         switch kind {
@@ -31,9 +41,8 @@ package enum TestDatabases {
             }
             let schema = "t_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
             try await admin(url) { try await $0.raw(SQLQueryString("CREATE SCHEMA \(unsafeRaw: schema)")).run() }
-            var settings = PostgresSettings()
+            var settings = Self.postgresSettings
             settings.startupParameters["search_path"] = schema
-            settings.maximumConnections = 8
             let store = try await StoreFactory.open(
                 url: url, postgres: settings, logger: Logger(label: "test"), migrate: migrate)
             return TestStore(
@@ -51,7 +60,7 @@ package enum TestDatabases {
         guard let schema = existing.schema else {
             return try await StoreFactory.open(url: existing.url, logger: Logger(label: "test"), migrate: false)
         }
-        var settings = PostgresSettings()
+        var settings = Self.postgresSettings
         settings.startupParameters["search_path"] = schema
         return try await StoreFactory.open(
             url: existing.url, postgres: settings, logger: Logger(label: "test"), migrate: false)
