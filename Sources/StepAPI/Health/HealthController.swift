@@ -67,69 +67,13 @@ struct HealthController: Sendable {
         try await tx.walker(walkerId)?.lastTimeZone.flatMap(TimeZoneCatalog.zone(named:))
     }
 
-    /// Authentication, then the admission and the read in one unit of work, as `WalkerController` does: on
-    /// SQLite one transaction; on PostgreSQL the admission commits by itself so the walker's row is not held
-    /// locked while the read runs.
+    /// Authentication, the admission and the read, as every walker read route does them (`WalkerReadRunner`).
     private func respond<Query: Sendable>(
         to request: Request, context: AppRequestContext, query: Result<Query, HealthAPIError>,
         read: @escaping @Sendable (StoreTransaction, String, Date, Query) async throws -> Result<String, HealthAPIError>
     ) async -> Response {
-        let walkerId: String
-        do {
-            walkerId = try await authenticator.authenticate(request).walkerId
-        } catch {
-            logger.info("session token refused", metadata: ["reason": "\(error)"])
-            var response = Self.errorResponse(.unauthorized)
-            response.headers[.wwwAuthenticate] = "Bearer"
-            return response
-        }
-        context.trace.update { $0.walkerId = walkerId }
-        let now = clock()
-        let validQuery = try? query.get()
-        let unit = {
-            @Sendable [policy] (tx: StoreTransaction) async throws -> (
-                RateLimitDecision, Result<String, HealthAPIError>?
-            ) in
-            let (decision, _) = try await RateLimiter.admit(
-                tx, walkerId: walkerId, policy: policy, idempotency: nil, now: now)
-            guard decision.allowed, let validQuery else { return (decision, nil) }
-            return (decision, try await read(tx, walkerId, now, validQuery))
-        }
-        let (decision, outcome): (RateLimitDecision, Result<String, HealthAPIError>?)
-        do {
-            switch store.kind {
-            case .sqlite: (decision, outcome) = try await store.transaction(unit)
-            case .postgres: (decision, outcome) = try await store.withoutTransaction(unit)
-            }
-        } catch {
-            return Self.errorResponse(storeFailure(error))
-        }
-        var response: Response
-        if !decision.allowed {
-            response = Self.errorResponse(.rateLimited)
-        } else if case .failure(let error) = query {
-            response = Self.errorResponse(error)
-        } else {
-            switch outcome {
-            case .success(let body): response = IngestController.jsonResponse(status: .ok, body: body)
-            case .failure(let error): response = Self.errorResponse(error)
-            case nil: response = Self.errorResponse(.internalError)
-            }
-        }
-        decision.apply(to: &response.headers)
-        return response
-    }
-
-    private func storeFailure(_ error: any Error) -> HealthAPIError {
-        if let storeError = error as? StoreError, storeError.isUnavailable {
-            logger.warning("store unavailable", metadata: ["error": .string(storeError.detail)])
-            return .unavailable
-        }
-        logger.error("health read failed", metadata: ["error": .string(String(describing: type(of: error)))])
-        return .internalError
-    }
-
-    static func errorResponse(_ error: HealthAPIError) -> Response {
-        IngestController.jsonResponse(status: error.status, body: error.bodyString)
+        let runner = WalkerReadRunner(
+            authenticator: authenticator, policy: policy, store: store, clock: clock, logger: logger)
+        return await runner.respond(to: request, context: context, query: query, read: read)
     }
 }

@@ -58,65 +58,15 @@ struct WalkerController: Sendable {
         }
     }
 
-    /// Authentication, then the admission and the read in one unit of work: on SQLite one transaction (one unit
-    /// of a group commit); on PostgreSQL the admission commits by itself, so the walker's row is not held locked
-    /// while the read runs, and the read is one statement, so all it returns comes from one snapshot. A bad
-    /// query is still counted against the limit, as a bad ingest body is, and reads nothing.
+    /// Authentication, the admission and the read, as every walker read route does them (`WalkerReadRunner`).
     private func respond<Query: Sendable>(
         to request: Request, context: AppRequestContext, query: Result<Query, WalkerAPIError>,
         read: @escaping @Sendable (StoreTransaction, String, Date, Query) async throws -> String
     ) async -> Response {
-        let walkerId: String
-        do {
-            walkerId = try await authenticator.authenticate(request).walkerId
-        } catch {
-            logger.info("session token refused", metadata: ["reason": "\(error)"])
-            var response = Self.errorResponse(.unauthorized)
-            response.headers[.wwwAuthenticate] = "Bearer"
-            return response
+        let runner = WalkerReadRunner(
+            authenticator: authenticator, policy: policy, store: store, clock: clock, logger: logger)
+        return await runner.respond(to: request, context: context, query: query) { tx, walkerId, now, query in
+            .success(try await read(tx, walkerId, now, query))
         }
-        context.trace.update { $0.walkerId = walkerId }
-        let now = clock()
-        let validQuery = try? query.get()
-        let unit = { @Sendable [policy] (tx: StoreTransaction) async throws -> (RateLimitDecision, String?) in
-            let (decision, _) = try await RateLimiter.admit(
-                tx, walkerId: walkerId, policy: policy, idempotency: nil, now: now)
-            guard decision.allowed, let validQuery else { return (decision, nil) }
-            return (decision, try await read(tx, walkerId, now, validQuery))
-        }
-        let (decision, body): (RateLimitDecision, String?)
-        do {
-            switch store.kind {
-            case .sqlite: (decision, body) = try await store.transaction(unit)
-            case .postgres: (decision, body) = try await store.withoutTransaction(unit)
-            }
-        } catch {
-            return Self.errorResponse(storeFailure(error))
-        }
-        var response: Response
-        if !decision.allowed {
-            response = Self.errorResponse(.rateLimited(retryAfterSeconds: decision.resetSeconds))
-        } else if case .failure(let error) = query {
-            response = Self.errorResponse(error)
-        } else if let body {
-            response = IngestController.jsonResponse(status: .ok, body: body)
-        } else {
-            response = Self.errorResponse(.internalError)
-        }
-        decision.apply(to: &response.headers)
-        return response
-    }
-
-    private func storeFailure(_ error: any Error) -> WalkerAPIError {
-        if let storeError = error as? StoreError, storeError.isUnavailable {
-            logger.warning("store unavailable", metadata: ["error": .string(storeError.detail)])
-            return .unavailable
-        }
-        logger.error("walker read failed", metadata: ["error": .string(String(describing: type(of: error)))])
-        return .internalError
-    }
-
-    static func errorResponse(_ error: WalkerAPIError) -> Response {
-        IngestController.jsonResponse(status: error.status, body: error.bodyString)
     }
 }

@@ -1,0 +1,96 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Logging
+import StepStore
+
+/// The errors a walker read route answers with, in the route's own envelope.
+protocol WalkerReadError: Error, Sendable {
+    static var unauthorized: Self { get }
+    static func rateLimited(retryAfterSeconds: Int) -> Self
+    static var unavailable: Self { get }
+    static var internalError: Self { get }
+    var status: HTTPResponse.Status { get }
+    var bodyString: String { get }
+}
+
+extension WalkerReadError {
+    var response: Response { IngestController.jsonResponse(status: status, body: bodyString) }
+}
+
+extension WalkerAPIError: WalkerReadError {}
+
+extension HealthAPIError: WalkerReadError {
+    /// Seed 002's 429 carries no figure in its body; `Retry-After` says when.
+    static func rateLimited(retryAfterSeconds _: Int) -> HealthAPIError { .rateLimited }
+}
+
+/// What every walker read route does around its read (`GET /walker`, `/step/days`, `/health/*`):
+/// authentication, then the admission and the read in one unit of work. On SQLite that is one transaction
+/// (one unit of a group commit); on PostgreSQL the admission commits by itself, so the walker's row is not held
+/// locked while the read runs, and each read is one statement, so what it returns comes from one snapshot. A bad
+/// query is still counted against the limit, as a bad ingest body is, and reads nothing.
+struct WalkerReadRunner: Sendable {
+    let authenticator: Authenticator
+    let policy: RateLimitPolicy
+    let store: Store
+    let clock: @Sendable () -> Date
+    let logger: Logger
+
+    func respond<Query: Sendable, Failure: WalkerReadError>(
+        to request: Request, context: AppRequestContext, query: Result<Query, Failure>,
+        read: @escaping @Sendable (StoreTransaction, String, Date, Query) async throws -> Result<String, Failure>
+    ) async -> Response {
+        let walkerId: String
+        do {
+            walkerId = try await authenticator.authenticate(request).walkerId
+        } catch {
+            logger.info("session token refused", metadata: ["reason": "\(error)"])
+            var response = Failure.unauthorized.response
+            response.headers[.wwwAuthenticate] = "Bearer"
+            return response
+        }
+        context.trace.update { $0.walkerId = walkerId }
+        let now = clock()
+        let validQuery = try? query.get()
+        let unit = {
+            @Sendable [policy] (tx: StoreTransaction) async throws -> (RateLimitDecision, Result<String, Failure>?) in
+            let (decision, _) = try await RateLimiter.admit(
+                tx, walkerId: walkerId, policy: policy, idempotency: nil, now: now)
+            guard decision.allowed, let validQuery else { return (decision, nil) }
+            return (decision, try await read(tx, walkerId, now, validQuery))
+        }
+        let (decision, outcome): (RateLimitDecision, Result<String, Failure>?)
+        do {
+            switch store.kind {
+            case .sqlite: (decision, outcome) = try await store.transaction(unit)
+            case .postgres: (decision, outcome) = try await store.withoutTransaction(unit)
+            }
+        } catch {
+            return storeFailure(error, as: Failure.self).response
+        }
+        var response: Response
+        if !decision.allowed {
+            response = Failure.rateLimited(retryAfterSeconds: decision.resetSeconds).response
+        } else if case .failure(let error) = query {
+            response = error.response
+        } else {
+            switch outcome {
+            case .success(let body): response = IngestController.jsonResponse(status: .ok, body: body)
+            case .failure(let error): response = error.response
+            case nil: response = Failure.internalError.response
+            }
+        }
+        decision.apply(to: &response.headers)
+        return response
+    }
+
+    private func storeFailure<Failure: WalkerReadError>(_ error: any Error, as _: Failure.Type) -> Failure {
+        if let storeError = error as? StoreError, storeError.isUnavailable {
+            logger.warning("store unavailable", metadata: ["error": .string(storeError.detail)])
+            return .unavailable
+        }
+        logger.error("walker read failed", metadata: ["error": .string(String(describing: type(of: error)))])
+        return .internalError
+    }
+}
