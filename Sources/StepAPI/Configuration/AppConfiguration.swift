@@ -75,6 +75,9 @@ package struct AppConfiguration: Sendable {
     package var http = HTTP()
     package var jwt = JWT()
     package var appCheck = AppCheck()
+    package var appAttest = AppAttestSettings()
+    package var playIntegrity = PlayIntegritySettings()
+    package var health = HealthSettings()
     package var limits = IngestLimits()
     package var rateLimits = RateLimits()
     package var telemetry = Telemetry()
@@ -181,6 +184,8 @@ package struct AppConfiguration: Sendable {
         appCheck.maxTokenAgeSeconds =
             try reader.double("appCheck.maxTokenAgeSeconds", in: 1...3600) ?? appCheck.maxTokenAgeSeconds
 
+        try readHealthSettings(reader)
+
         limits.maxStepsPerDay = try reader.int("ingest.maxStepsPerDay", in: 1...1_000_000) ?? limits.maxStepsPerDay
         limits.maxStepRatePerSecond =
             try reader.double("ingest.maxStepRatePerSecond", in: 0.1...100) ?? limits.maxStepRatePerSecond
@@ -246,6 +251,95 @@ package struct AppConfiguration: Sendable {
         telemetry.antiCheatSink = try reader.string("log.antiCheatSink") ?? telemetry.antiCheatSink
 
         try validateForMode()
+    }
+
+    /// `appAttest.*`, `playIntegrity.*` and `health.*`: each platform is configured completely or not at all.
+    private mutating func readHealthSettings(_ reader: ValidatingReader) throws {
+        appAttest.teamId = try reader.string("appAttest.teamId")
+        if let teamId = appAttest.teamId {
+            guard teamId.count == 10, teamId.allSatisfy({ $0.isASCII && ($0.isUppercase || $0.isNumber) }) else {
+                throw ConfigurationError(key: "appAttest.teamId", problem: "must be a 10-character Apple team id")
+            }
+        }
+        if let list = try reader.string("appAttest.bundleIds") {
+            appAttest.bundleIds = list.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+                .filter { !$0.isEmpty }
+            guard !appAttest.bundleIds.isEmpty else {
+                throw ConfigurationError(key: "appAttest.bundleIds", problem: "must name at least one bundle id")
+            }
+        }
+        if (appAttest.teamId == nil) != appAttest.bundleIds.isEmpty {
+            throw ConfigurationError(
+                key: appAttest.teamId == nil ? "appAttest.teamId" : "appAttest.bundleIds",
+                problem: "is required when the other of appAttest.teamId and appAttest.bundleIds is set")
+        }
+        if let environment = try reader.string("appAttest.environment") {
+            guard let parsed = AppAttestEnvironmentChoice(rawValue: environment) else {
+                throw ConfigurationError(
+                    key: "appAttest.environment", problem: "must be production, development or both")
+            }
+            appAttest.environment = parsed
+        }
+        if let file = try reader.string("appAttest.rootCertificateFile") {
+            guard let pem = try? String(contentsOfFile: file, encoding: .utf8) else {
+                throw ConfigurationError(key: "appAttest.rootCertificateFile", problem: "cannot be read: \(file)")
+            }
+            do {
+                _ = try AppAttestAttestationVerifier(
+                    configuration: AppAttestConfiguration(
+                        teamIdentifier: "", bundleIdentifier: "", allowedEnvironments: []),
+                    rootCertificatePEM: pem)
+            } catch {
+                throw ConfigurationError(key: "appAttest.rootCertificateFile", problem: "is not a PEM certificate")
+            }
+            appAttest.rootCertificateFile = file
+        }
+
+        playIntegrity.packageName = try reader.string("playIntegrity.packageName")
+        playIntegrity.decryptionKey = try reader.string("playIntegrity.decryptionKey", secret: true)
+        playIntegrity.verificationKey = try reader.string("playIntegrity.verificationKey", secret: true)
+        if let level = try reader.string("playIntegrity.requiredDeviceVerdict") {
+            guard let parsed = PlayIntegrityDeviceLevel(rawValue: level) else {
+                throw ConfigurationError(
+                    key: "playIntegrity.requiredDeviceVerdict",
+                    problem:
+                        "must be one of \(PlayIntegrityDeviceLevel.allCases.map(\.rawValue).joined(separator: ", "))")
+            }
+            playIntegrity.requiredDeviceVerdict = parsed
+        }
+        playIntegrity.maxTokenAgeSeconds =
+            try reader.double("playIntegrity.maxTokenAgeSeconds", in: 1...3600) ?? playIntegrity.maxTokenAgeSeconds
+        let androidKeys = [
+            ("playIntegrity.packageName", playIntegrity.packageName),
+            ("playIntegrity.decryptionKey", playIntegrity.decryptionKey),
+            ("playIntegrity.verificationKey", playIntegrity.verificationKey),
+        ]
+        if let missing = androidKeys.first(where: { $0.1 == nil }), androidKeys.contains(where: { $0.1 != nil }) {
+            throw ConfigurationError(
+                key: missing.0,
+                problem: "is required when any of playIntegrity.packageName/decryptionKey/verificationKey is set")
+        }
+        if let settings = playIntegrity.configuration {
+            do {
+                _ = try PlayIntegrityVerifier(configuration: settings)
+            } catch {
+                throw ConfigurationError(
+                    key: "playIntegrity.decryptionKey",
+                    problem:
+                        "(or playIntegrity.verificationKey) is not a usable key: base64 AES-256 and base64 DER P-256 public key expected"
+                )
+            }
+        }
+
+        health.nonceTtlSeconds = try reader.double("health.nonceTtlSeconds", in: 10...3600) ?? health.nonceTtlSeconds
+        health.maxLiveNonces = try reader.int("health.maxLiveNonces", in: 1...1000) ?? health.maxLiveNonces
+        health.limits.maxSteps = try reader.int("health.maxSteps", in: 1...10_000_000) ?? health.limits.maxSteps
+        health.limits.maxCalories =
+            try reader.double("health.maxCalories", in: 1...1_000_000) ?? health.limits.maxCalories
+        health.limits.maxDistanceMeters =
+            try reader.double("health.maxDistanceMeters", in: 1...10_000_000) ?? health.limits.maxDistanceMeters
+        health.limits.maxDurationSeconds =
+            try reader.double("health.maxDurationSeconds", in: 1...86_400) ?? health.limits.maxDurationSeconds
     }
 
     /// Production refuses development shortcuts and needs what its gates check against.
