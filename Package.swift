@@ -126,7 +126,8 @@ let package = Package(
         .target(
             name: "StepTestSupport",
             dependencies: [
-                "StepStore",
+                "StepStore", "StepAttestation",
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "SQLKit", package: "sql-kit"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -141,7 +142,7 @@ let package = Package(
         .testTarget(
             name: "StepAttestationTests",
             dependencies: [
-                "StepAttestation",
+                "StepAttestation", "StepTestSupport",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "Hummingbird", package: "hummingbird"),

@@ -153,6 +153,15 @@ package func buildApplication(
             windowSeconds: configuration.rateLimits.windowSeconds),
         store: store, clock: dependencies.clock, logger: logger
     ).register(in: router, catalog: &catalog)
+    HealthWriteController(
+        authenticator: authenticator,
+        policy: RateLimitPolicy(
+            bucket: "walker", limit: configuration.rateLimits.walkerPerWindow,
+            windowSeconds: configuration.rateLimits.windowSeconds),
+        store: store, attestor: try HealthAttestor(configuration: configuration, developmentRootPEM: nil),
+        settings: configuration.health, maxBodyBytes: configuration.http.maxBodyBytes, clock: dependencies.clock,
+        metrics: metrics, antiCheat: antiCheat, logger: logger
+    ).register(in: router, catalog: &catalog)
     let worker = makeJobWorker(
         configuration: configuration, store: store, clock: dependencies.clock, logger: logger, metrics: metrics)
     OpsController(store: store, metrics: metrics, jobs: worker.queue).register(in: router, catalog: &catalog)

@@ -13,6 +13,7 @@ package struct MaintenanceScheduler: Service {
         case .attestationLogs: "prune-attestation-logs"
         case .idempotencyKeys: "expire-idempotency-keys"
         case .rateLimits: "clean-rate-limits"
+        case .healthNonces: "prune-health-nonces"
         }
     }
 
@@ -32,7 +33,7 @@ package struct MaintenanceScheduler: Service {
                     kind(table),
                     JobHandler.standalone { _, store in
                         let report = try await store.prune(now: clock(), retention: retention, tables: [table])
-                        let removed = report.attestationLogs + report.idempotencyKeys + report.rateLimits
+                        let removed = report.attestationLogs + report.idempotencyKeys + report.rateLimits + report.healthNonces
                         logger.info("pruned", metadata: ["table": .string(table.rawValue), "rows": "\(removed)"])
                     }
                 )

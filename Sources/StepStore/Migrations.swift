@@ -228,6 +228,40 @@ package enum Migrations {
                 """
             ]
         },
+        Migration(version: 6, name: "health nonces and App Attest keys") { _ in
+            [
+                // Seed 002's one-time nonces, bound to the walker that fetched them. `used_at` is set once, by the
+                // first submission that presents the nonce (a conditional update, so two requests never both win).
+                // Kept a day past expiry, so a late use still hears "expired" rather than "invalid", then pruned.
+                """
+                CREATE TABLE health_nonces (
+                    walker_id TEXT NOT NULL,
+                    nonce TEXT NOT NULL,
+                    created_at BIGINT NOT NULL,
+                    expires_at BIGINT NOT NULL,
+                    used_at BIGINT,
+                    PRIMARY KEY (walker_id, nonce)
+                )
+                """,
+                "CREATE INDEX health_nonces_by_expiry ON health_nonces (expires_at)",
+                // A walker's registered App Attest keys: the public key from the attestation and the highest
+                // assertion counter seen, advanced by compare-and-set. Key id and key are base64 text.
+                """
+                CREATE TABLE app_attest_keys (
+                    walker_id TEXT NOT NULL,
+                    key_id TEXT NOT NULL,
+                    public_key TEXT NOT NULL,
+                    app_id TEXT NOT NULL,
+                    environment TEXT NOT NULL,
+                    sign_count BIGINT NOT NULL,
+                    receipt TEXT NOT NULL,
+                    created_at BIGINT NOT NULL,
+                    updated_at BIGINT NOT NULL,
+                    PRIMARY KEY (walker_id, key_id)
+                )
+                """,
+            ]
+        },
     ]
 }
 

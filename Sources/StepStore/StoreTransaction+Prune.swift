@@ -6,6 +6,8 @@ package struct RetentionPolicy: Sendable, Hashable {
     package var attestationLogSeconds: Double = 30 * 86_400
     package var idempotencyKeySeconds: Double = 8 * 86_400
     package var rateLimitWindowSeconds: Double = 86_400
+    /// How long a health nonce is kept past its expiry (so a late use is told it expired).
+    package var healthNonceSeconds: Double = 86_400
 
     package init() {}
 }
@@ -15,6 +17,7 @@ package struct PruneReport: Sendable, Hashable {
     package var attestationLogs: Int
     package var idempotencyKeys: Int
     package var rateLimits: Int
+    package var healthNonces: Int = 0
 }
 
 /// A table that pruning empties of old rows, with the key that names one row and the column that ages it.
@@ -22,12 +25,14 @@ package enum PrunedTable: String, Sendable, CaseIterable {
     case attestationLogs = "attestation_logs"
     case idempotencyKeys = "idempotency_keys"
     case rateLimits = "rate_limits"
+    case healthNonces = "health_nonces"
 
     var key: String {
         switch self {
         case .attestationLogs: "walker_id, log_id"
         case .idempotencyKeys: "walker_id, idem_key"
         case .rateLimits: "walker_id, bucket"
+        case .healthNonces: "walker_id, nonce"
         }
     }
 
@@ -35,6 +40,7 @@ package enum PrunedTable: String, Sendable, CaseIterable {
         switch self {
         case .attestationLogs, .idempotencyKeys: "created_at"
         case .rateLimits: "window_start"
+        case .healthNonces: "expires_at"
         }
     }
 
@@ -43,6 +49,7 @@ package enum PrunedTable: String, Sendable, CaseIterable {
         case .attestationLogs: policy.attestationLogSeconds
         case .idempotencyKeys: policy.idempotencyKeySeconds
         case .rateLimits: policy.rateLimitWindowSeconds
+        case .healthNonces: policy.healthNonceSeconds
         }
     }
 }
@@ -67,7 +74,7 @@ extension Store {
         }
         return PruneReport(
             attestationLogs: removed[.attestationLogs] ?? 0, idempotencyKeys: removed[.idempotencyKeys] ?? 0,
-            rateLimits: removed[.rateLimits] ?? 0)
+            rateLimits: removed[.rateLimits] ?? 0, healthNonces: removed[.healthNonces] ?? 0)
     }
 }
 

@@ -18,7 +18,7 @@ struct Prune: AsyncParsableCommand {
         let report = try await store.prune(now: Date(), retention: configuration.retention)
         try await store.database.close()
         print(
-            "pruned \(report.attestationLogs) attestation logs, \(report.idempotencyKeys) idempotency keys, \(report.rateLimits) rate-limit windows"
+            "pruned \(report.attestationLogs) attestation logs, \(report.idempotencyKeys) idempotency keys, \(report.rateLimits) rate-limit windows, \(report.healthNonces) health nonces"
         )
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import StepAttestation
+import StepTestSupport
 import Testing
 
 /// GoogleFuzzGenerator: a seeded, deterministic generator so a failing case can be replayed.

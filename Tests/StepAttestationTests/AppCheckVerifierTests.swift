@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import StepAttestation
+import StepTestSupport
 import Testing
 import _CryptoExtras
 

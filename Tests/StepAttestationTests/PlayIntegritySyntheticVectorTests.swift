@@ -1,5 +1,6 @@
 import Foundation
 import StepAttestation
+import StepTestSupport
 import Testing
 
 /// The worldcoin/attestation-gateway token: synthetic, minted with development keys. It proves the JOSE

@@ -6,7 +6,13 @@ enum HealthAPIError: Error, Equatable {
     case unauthorized
     /// A bad query parameter; the message names it and says what is expected.
     case badRequest(String)
+    /// Seed 002's 401 for an attestation that did not verify; why is for the audit row, not the client.
+    case attestationFailed
+    case payloadTooLarge(limit: Int)
+    case unsupportedMediaType
     case rateLimited
+    /// The walker holds `health.maxLiveNonces` unused nonces.
+    case tooManyNonces
     case unavailable
     case internalError
 
@@ -14,7 +20,10 @@ enum HealthAPIError: Error, Equatable {
         switch self {
         case .unauthorized: .unauthorized
         case .badRequest: .badRequest
-        case .rateLimited: .tooManyRequests
+        case .attestationFailed: .unauthorized
+        case .payloadTooLarge: .contentTooLarge
+        case .unsupportedMediaType: .unsupportedMediaType
+        case .rateLimited, .tooManyNonces: .tooManyRequests
         case .unavailable: .serviceUnavailable
         case .internalError: .internalServerError
         }
@@ -25,7 +34,11 @@ enum HealthAPIError: Error, Equatable {
         // Seed 002's description of its 401.
         case .unauthorized: "Missing or invalid authentication"
         case .badRequest(let message): message
+        case .attestationFailed: "Attestation verification failed"
+        case .payloadTooLarge(let limit): "Request body must be at most \(limit) bytes"
+        case .unsupportedMediaType: "Content-Type must be application/json"
         case .rateLimited: "Too many requests; retry later"
+        case .tooManyNonces: "Too many unused nonces; use one or retry when one expires"
         case .unavailable: "The service is temporarily unavailable; retry later"
         // Nothing internal leaks into the body; the cause is logged.
         case .internalError: "Internal server error"

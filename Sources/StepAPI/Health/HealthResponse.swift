@@ -61,3 +61,45 @@ enum HealthResponse {
         json.endObject()
     }
 }
+
+extension HealthResponse {
+    /// `POST /health`: the stored record, in seed 002's shape.
+    static func record(_ record: HealthRecord) -> String {
+        var json = JSONTextWriter(capacity: 320)
+        json.beginObject()
+        json.key("calories")
+        json.value(milli: record.totals.caloriesMilli)
+        json.key("createdAt")
+        json.value(InstantParser.format(Date(millisecondsSince1970: record.createdAt), fractional: true))
+        json.key("date")
+        json.value(record.date.description)
+        json.key("distance")
+        json.value(milli: record.totals.distanceMilli)
+        json.key("duration")
+        json.value(milli: record.totals.durationMilli)
+        json.key("id")
+        json.value(record.id)
+        json.key("source")
+        json.value(record.source)
+        json.key("steps")
+        json.value(record.totals.steps)
+        json.key("updatedAt")
+        json.value(InstantParser.format(Date(millisecondsSince1970: record.updatedAt), fractional: true))
+        json.key("userId")
+        json.value(record.walkerId)
+        json.endObject()
+        return json.text
+    }
+
+    /// `GET /health/attestation-nonce`.
+    static func nonce(_ nonce: String, expiresAt: Date) -> String {
+        var json = JSONTextWriter(capacity: 128)
+        json.beginObject()
+        json.key("expiresAt")
+        json.value(InstantParser.format(expiresAt, fractional: true))
+        json.key("nonce")
+        json.value(nonce)
+        json.endObject()
+        return json.text
+    }
+}

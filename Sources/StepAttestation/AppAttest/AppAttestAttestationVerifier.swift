@@ -18,14 +18,25 @@ package struct AppAttestAttestationResult: Sendable {
 /// Apple's own samples pass the raw challenge, so this type never hashes it.
 package struct AppAttestAttestationVerifier: Sendable {
     package let configuration: AppAttestConfiguration
-    private let rootCertificate: Certificate
+    private let rootCertificates: [Certificate]
 
     package init(configuration: AppAttestConfiguration, rootCertificatePEM: String) throws(AppAttestError) {
-        do {
-            rootCertificate = try Certificate(pemEncoded: rootCertificatePEM)
-        } catch {
-            throw AppAttestError.invalidTrustAnchor.with(detail: String(describing: error))
+        try self.init(configuration: configuration, rootCertificatesPEM: [rootCertificatePEM])
+    }
+
+    /// Trusts chains to any of the roots: Apple's (or the configured replacement) and, in test-phase, the
+    /// development CA of `stepd device`.
+    package init(configuration: AppAttestConfiguration, rootCertificatesPEM: [String]) throws(AppAttestError) {
+        var roots: [Certificate] = []
+        for pem in rootCertificatesPEM {
+            do {
+                roots.append(try Certificate(pemEncoded: pem))
+            } catch {
+                throw AppAttestError.invalidTrustAnchor.with(detail: String(describing: error))
+            }
         }
+        guard !roots.isEmpty else { throw AppAttestError.invalidTrustAnchor.with(detail: "no root certificate") }
+        rootCertificates = roots
         self.configuration = configuration
     }
 
@@ -75,7 +86,7 @@ package struct AppAttestAttestationVerifier: Sendable {
 
     /// Step 1: x5c[0] chains through the other x5c entries to the pinned root, valid at `now`.
     private func verifyChain(_ certificates: [Certificate], at now: Date) async throws(AppAttestError) {
-        var verifier = Verifier(rootCertificates: CertificateStore([rootCertificate])) {
+        var verifier = Verifier(rootCertificates: CertificateStore(rootCertificates)) {
             RFC5280Policy(fixedExpiryValidationTime: now)
             AppAttestCertificatePolicy()
         }

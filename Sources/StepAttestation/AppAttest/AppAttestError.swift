@@ -65,6 +65,11 @@ package struct AppAttestError: Error, Sendable, Hashable, CustomStringConvertibl
         hasher.combine(code)
     }
 
+    /// The kind of failure as an upper-snake-case code (`COUNTER_NOT_INCREASING`), for audit rows and metrics.
+    package var reasonCode: String {
+        String(describing: code).upperSnakeCase
+    }
+
     /// A short, stable explanation suitable for logs.
     package var reason: String {
         switch code {

@@ -27,6 +27,9 @@ package struct PlayIntegrityError: Error, Hashable, Sendable, CustomStringConver
     /// A stable identifier for logs and metrics.
     package var reason: String { code.rawValue }
 
+    /// The reason as an upper-snake-case code (`NONCE_MISMATCH`), for audit rows and metrics.
+    package var reasonCode: String { code.rawValue.upperSnakeCase }
+
     package var description: String { detail.isEmpty ? code.rawValue : "\(code.rawValue): \(detail)" }
 
     package func withDetail(_ detail: String) -> PlayIntegrityError { PlayIntegrityError(code, detail: detail) }

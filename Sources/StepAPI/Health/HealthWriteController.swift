@@ -1,0 +1,281 @@
+import Crypto
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Logging
+import StepCore
+import StepStore
+
+/// The write side of seed 002: `GET /health/attestation-nonce` hands out one-time nonces and `POST /health`
+/// takes a day's totals proven by an attestation bound to one. Every step that can refuse a submission comes
+/// before the one write that stores it, so a refused submission stores nothing but its audit row; the nonce,
+/// once past its checks, stays consumed whatever follows.
+struct HealthWriteController: Sendable {
+    static let nonceRoute = "/health/attestation-nonce"
+    static let submitRoute = "/health"
+    /// Seed 002 asks for 32+ random bytes.
+    static let nonceBytes = 32
+    /// The latest "today" anywhere (UTC+14): a submission for a later date is for a day that has not begun.
+    static let latestZone = TimeZone(secondsFromGMT: 14 * 3600)!
+
+    let authenticator: Authenticator
+    let policy: RateLimitPolicy
+    let store: Store
+    let attestor: HealthAttestor
+    let settings: HealthSettings
+    let maxBodyBytes: Int
+    let clock: @Sendable () -> Date
+    let metrics: ServiceMetrics
+    let antiCheat: Logger
+    let logger: Logger
+
+    func register(in router: Router<AppRequestContext>, catalog: inout RouteCatalog) {
+        router.get(RouterPath(stringLiteral: Self.nonceRoute)) { request, context in
+            await nonce(request, context: context)
+        }
+        catalog.add(.get, Self.nonceRoute)
+        router.post(RouterPath(stringLiteral: Self.submitRoute)) { request, context in
+            await submit(request, context: context)
+        }
+        catalog.add(.post, Self.submitRoute)
+    }
+
+    // MARK: - GET /health/attestation-nonce
+
+    func nonce(_ request: Request, context: AppRequestContext) async -> Response {
+        guard let walkerId = await authenticate(request, context: context) else { return Self.unauthorized() }
+        let now = clock()
+        let nonce = Base64URL.encode(SymmetricKey(size: .bits256).withUnsafeBytes { Data($0) })
+        let unit = {
+            @Sendable [policy, settings] (tx: StoreTransaction) async throws -> (RateLimitDecision, HealthNonceIssue?)
+            in
+            let (decision, _) = try await RateLimiter.admit(
+                tx, walkerId: walkerId, policy: policy, idempotency: nil, now: now)
+            guard decision.allowed else { return (decision, nil) }
+            // The cap is counted under the walker's lock, so concurrent requests cannot all slip under it.
+            _ = try await tx.lockWalker(walkerId, now: now)
+            let issue = try await tx.issueHealthNonce(
+                walkerId: walkerId, nonce: nonce, now: now, lifetimeSeconds: settings.nonceTtlSeconds,
+                maxLive: settings.maxLiveNonces)
+            return (decision, issue)
+        }
+        let decision: RateLimitDecision
+        let issue: HealthNonceIssue?
+        do {
+            (decision, issue) = try await store.transaction(unit)
+        } catch {
+            return storeFailure(error, context: context)
+        }
+        var response: Response
+        switch issue {
+        case .issued(let expiresAt)?:
+            response = IngestController.jsonResponse(
+                status: .ok, body: HealthResponse.nonce(nonce, expiresAt: expiresAt))
+        case .capped(let retryAt)?:
+            response = HealthAPIError.tooManyNonces.response
+            response.headers[.retryAfter] = String(max(1, Int(retryAt.timeIntervalSince(now).rounded(.up))))
+        case nil:
+            response = HealthAPIError.rateLimited.response
+        }
+        decision.apply(to: &response.headers)
+        return response
+    }
+
+    // MARK: - POST /health
+
+    func submit(_ request: Request, context: AppRequestContext) async -> Response {
+        guard let walkerId = await authenticate(request, context: context) else { return Self.unauthorized() }
+        let body = await readBody(request)
+        let now = clock()
+        let admission: (RateLimitDecision, WalkerRecord)
+        do {
+            admission = try await store.transaction { [policy] tx in
+                let (decision, admission) = try await RateLimiter.admit(
+                    tx, walkerId: walkerId, policy: policy, idempotency: nil, now: now)
+                return (decision, admission.walker)
+            }
+        } catch {
+            return storeFailure(error, context: context)
+        }
+        let (decision, walker) = admission
+        var response: Response
+        if !decision.allowed {
+            response = HealthAPIError.rateLimited.response
+        } else {
+            switch body {
+            case .failure(let error): response = error.response
+            case .success(let submission):
+                response = await process(submission, walker: walker, now: now, context: context)
+            }
+        }
+        decision.apply(to: &response.headers)
+        return response
+    }
+
+    /// Seed 002's order after the form: the nonce, the platform, the attestation, plausibility, then the write.
+    private func process(
+        _ submission: HealthSubmission, walker: WalkerRecord, now: Date, context: AppRequestContext
+    ) async -> Response {
+        let walkerId = walker.walkerId
+        if let date = submission.date, date > LocalDate(instant: now, in: Self.latestZone) {
+            return HealthAPIError.badRequest("Date must not be in the future").response
+        }
+        do {
+            let use = try await store.transaction { tx in
+                try await tx.consumeHealthNonce(walkerId: walkerId, nonce: submission.nonce, now: now)
+            }
+            switch use {
+            case .consumed: break
+            case .unknown: return HealthAPIError.badRequest("Invalid nonce").response
+            case .alreadyUsed: return HealthAPIError.badRequest("Nonce has already been used").response
+            case .expired: return HealthAPIError.badRequest("Nonce has expired").response
+            }
+            guard let platform = HealthPlatform(rawValue: submission.platform) else {
+                return HealthAPIError.badRequest("Unsupported platform").response
+            }
+            let verdict = try await attestor.verify(
+                platform: platform, token: submission.attestationToken, keyId: submission.keyId,
+                nonce: submission.nonce, walkerId: walkerId, now: now
+            ) { [store] keyId in
+                try await store.transaction { tx in
+                    try await tx.appAttestKeys(walkerId: walkerId, keyId: keyId, limit: HealthAttestor.maxKeysTried)
+                }
+            }
+            let attestation: HealthAttestation
+            switch verdict {
+            case .success(let verified): attestation = verified
+            case .failure(let failure):
+                await refuse(walkerId: walkerId, code: failure.code, detail: failure.detail, now: now, context: context)
+                return HealthAPIError.attestationFailed.response
+            }
+            if let (code, message) = submission.implausibility(settings.limits) {
+                await refuse(walkerId: walkerId, code: code, detail: message, now: now, context: context)
+                return HealthAPIError.badRequest(message).response
+            }
+            let date =
+                submission.date
+                ?? LocalDate(instant: now, in: walker.lastTimeZone.flatMap(TimeZoneCatalog.zone(named:)) ?? .gmt)
+            let written = try await store.transaction { tx in
+                try await Self.write(
+                    submission, attestation: attestation, walkerId: walkerId, date: date, now: now,
+                    requestId: context.id, tx: tx)
+            }
+            switch written {
+            case .success(let stored):
+                record(verdict: .accepted, walkerId: walkerId, reasons: [], detail: nil, context: context)
+                return IngestController.jsonResponse(status: .created, body: HealthResponse.record(stored))
+            case .failure(let failure):
+                await refuse(walkerId: walkerId, code: failure.code, detail: failure.detail, now: now, context: context)
+                return HealthAPIError.attestationFailed.response
+            }
+        } catch {
+            return storeFailure(error, context: context)
+        }
+    }
+
+    /// The key registration or counter advance, the record and its audit row: all or nothing. A key already
+    /// registered, or a counter another request advanced first, writes nothing and refuses the attestation.
+    private static func write(
+        _ submission: HealthSubmission, attestation: HealthAttestation, walkerId: String, date: LocalDate, now: Date,
+        requestId: String, tx: StoreTransaction
+    ) async throws -> Result<HealthRecord, HealthAttestationFailure> {
+        switch attestation {
+        case .registerKey(let key):
+            guard try await tx.registerAppAttestKey(key, now: now) else {
+                return .failure(.init(code: "APP_ATTEST_KEY_ALREADY_REGISTERED", detail: "the key was attested before"))
+            }
+        case .advanceCounter(let keyId, let from, let to):
+            guard try await tx.advanceAppAttestCounter(walkerId: walkerId, keyId: keyId, from: from, to: to, now: now)
+            else {
+                return .failure(
+                    .init(code: "APP_ATTEST_COUNTER_NOT_INCREASING", detail: "another assertion advanced the counter"))
+            }
+        case .playIntegrity: break
+        }
+        let record = try await tx.upsertHealthRecord(
+            walkerId: walkerId, date: date, totals: submission.totals, source: submission.source, now: now)
+        try await tx.insertAttestationLog(
+            AttestationLogRecord(
+                walkerId: walkerId, createdAt: now, route: submitRoute, verdict: .accepted, reasons: [],
+                tokenId: attestation.keyId, requestId: requestId))
+        return .success(record)
+    }
+
+    /// A refused submission: the typed reason to the anti-cheat sink and one REJECTED audit row; nothing else.
+    private func refuse(walkerId: String, code: String, detail: String, now: Date, context: AppRequestContext) async {
+        record(verdict: .rejected, walkerId: walkerId, reasons: [code], detail: detail, context: context)
+        let row = AttestationLogRecord(
+            walkerId: walkerId, createdAt: now, route: Self.submitRoute, verdict: .rejected, reasons: [code],
+            tokenId: nil, requestId: context.id)
+        do {
+            try await store.transaction { tx in try await tx.insertAttestationLog(row) }
+        } catch {
+            // The client's answer does not depend on the audit row.
+            logger.warning("could not log a health refusal", metadata: ["requestId": .string(context.id)])
+        }
+    }
+
+    /// Telemetry for a verdict: the request line, the verdict metric and the anti-cheat line. Never a value.
+    private func record(
+        verdict: AttestationVerdict, walkerId: String, reasons: [String], detail: String?, context: AppRequestContext
+    ) {
+        context.trace.update {
+            $0.verdict = verdict.rawValue
+            $0.reasonCount = reasons.count
+        }
+        metrics.recordVerdict(verdict.rawValue, reasons: reasons)
+        var metadata: Logger.Metadata = [
+            "requestId": .string(context.id), "walker": .string(walkerId), "route": .string(Self.submitRoute),
+            "verdict": .string(verdict.rawValue), "reasons": .array(reasons.map { .string($0) }),
+        ]
+        if let detail { metadata["detail"] = .string(detail) }
+        antiCheat.info("health verdict", metadata: metadata)
+    }
+
+    /// Content type, size bound and form, before any database work.
+    private func readBody(_ request: Request) async -> Result<HealthSubmission, HealthAPIError> {
+        guard let contentType = request.headers[.contentType], IngestController.isJSON(contentType) else {
+            return .failure(.unsupportedMediaType)
+        }
+        if let declared = request.headers[.contentLength].flatMap(Int.init), declared > maxBodyBytes {
+            return .failure(.payloadTooLarge(limit: maxBodyBytes))
+        }
+        let body: ByteBuffer
+        do {
+            body = try await request.body.collect(upTo: maxBodyBytes)
+        } catch {
+            return .failure(.payloadTooLarge(limit: maxBodyBytes))
+        }
+        return Result { () throws(HealthAPIError) in try HealthSubmission.decode(body.readableBytesView) }
+    }
+
+    private func authenticate(_ request: Request, context: AppRequestContext) async -> String? {
+        do {
+            let walkerId = try await authenticator.authenticate(request).walkerId
+            context.trace.update { $0.walkerId = walkerId }
+            return walkerId
+        } catch {
+            logger.info("session token refused", metadata: ["reason": "\(error)"])
+            return nil
+        }
+    }
+
+    private static func unauthorized() -> Response {
+        var response = HealthAPIError.unauthorized.response
+        response.headers[.wwwAuthenticate] = "Bearer"
+        return response
+    }
+
+    private func storeFailure(_ error: any Error, context: AppRequestContext) -> Response {
+        if let storeError = error as? StoreError, storeError.isUnavailable {
+            logger.warning("store unavailable", metadata: ["error": .string(storeError.detail)])
+            var response = HealthAPIError.unavailable.response
+            response.headers[.retryAfter] = "1"
+            return response
+        }
+        logger.error(
+            "health write failed",
+            metadata: ["requestId": .string(context.id), "error": .string(String(describing: type(of: error)))])
+        return HealthAPIError.internalError.response
+    }
+}

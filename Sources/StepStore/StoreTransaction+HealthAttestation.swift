@@ -1,0 +1,157 @@
+import Foundation
+import SQLKit
+
+/// What issuing a nonce did: a new nonce, or nothing because the walker already holds the most it may.
+package enum HealthNonceIssue: Sendable, Hashable {
+    case issued(expiresAt: Date)
+    /// The walker holds `maxLive` live nonces; the earliest of them expires at `retryAt`.
+    case capped(retryAt: Date)
+}
+
+/// Why a nonce could not be consumed, in seed 002's order of checks; or that this caller consumed it.
+package enum HealthNonceUse: Sendable, Hashable {
+    case consumed
+    /// Never issued, or issued to another walker: the two are indistinguishable to the caller on purpose.
+    case unknown
+    case alreadyUsed
+    case expired
+}
+
+/// A walker's registered App Attest key (`app_attest_keys`).
+package struct AppAttestKeyRecord: Sendable, Hashable {
+    package var walkerId: String
+    /// Base64 of the key id (SHA-256 of the public key).
+    package var keyId: String
+    /// Base64 of the X9.63 uncompressed P-256 public key.
+    package var publicKey: String
+    /// `teamId.bundleId` the attestation was made for.
+    package var appId: String
+    package var environment: String
+    package var signCount: Int
+    /// Base64 of the receipt as the attestation carried it, for a later refresh with Apple.
+    package var receipt: String
+
+    package init(
+        walkerId: String, keyId: String, publicKey: String, appId: String, environment: String, signCount: Int,
+        receipt: String
+    ) {
+        self.walkerId = walkerId
+        self.keyId = keyId
+        self.publicKey = publicKey
+        self.appId = appId
+        self.environment = environment
+        self.signCount = signCount
+        self.receipt = receipt
+    }
+}
+
+extension StoreTransaction {
+    /// Stores `nonce` for the walker unless it already holds `maxLive` live (unused, unexpired) nonces. The
+    /// caller holds the walker's lock (`lockWalker`), so concurrent requests cannot both pass the count.
+    package func issueHealthNonce(
+        walkerId: String, nonce: String, now: Date, lifetimeSeconds: Double, maxLive: Int
+    ) async throws -> HealthNonceIssue {
+        let at = now.millisecondsSince1970
+        let live = try await sql.raw(
+            """
+            SELECT COUNT(*) AS live, MIN(expires_at) AS earliest FROM health_nonces
+            WHERE walker_id = \(bind: walkerId) AND used_at IS NULL AND expires_at > \(bind: at)
+            """
+        ).first()
+        if let live, try live.decode(column: "live", as: Int.self) >= maxLive {
+            let earliest = try live.decode(column: "earliest", as: Int?.self) ?? at
+            return .capped(retryAt: Date(millisecondsSince1970: earliest))
+        }
+        let expiresAt = now.addingTimeInterval(lifetimeSeconds)
+        try await sql.raw(
+            """
+            INSERT INTO health_nonces (walker_id, nonce, created_at, expires_at, used_at)
+            VALUES (\(bind: walkerId), \(bind: nonce), \(bind: at), \(bind: expiresAt.millisecondsSince1970), NULL)
+            """
+        ).run()
+        return .issued(expiresAt: expiresAt)
+    }
+
+    /// Marks the walker's `nonce` used if it is live, in one conditional update: of two requests presenting
+    /// the same nonce, exactly one sees `.consumed` (PostgreSQL re-checks `used_at` after waiting for the
+    /// other's row lock; SQLite has one writer). Otherwise says why, in seed 002's order.
+    package func consumeHealthNonce(walkerId: String, nonce: String, now: Date) async throws -> HealthNonceUse {
+        let at = now.millisecondsSince1970
+        let consumed = try await sql.raw(
+            """
+            UPDATE health_nonces SET used_at = \(bind: at)
+            WHERE walker_id = \(bind: walkerId) AND nonce = \(bind: nonce) AND used_at IS NULL
+                AND expires_at > \(bind: at)
+            RETURNING nonce
+            """
+        ).first()
+        if consumed != nil { return .consumed }
+        let row = try await sql.raw(
+            """
+            SELECT used_at, expires_at FROM health_nonces
+            WHERE walker_id = \(bind: walkerId) AND nonce = \(bind: nonce)
+            """
+        ).first()
+        guard let row else { return .unknown }
+        if try row.decode(column: "used_at", as: Int?.self) != nil { return .alreadyUsed }
+        return .expired
+    }
+
+    /// Registers a key the walker's device just attested. False when the walker already has a key with this
+    /// id: a key is attested once, and a second registration would reset its counter and reopen old
+    /// assertions to replay.
+    package func registerAppAttestKey(_ key: AppAttestKeyRecord, now: Date) async throws -> Bool {
+        let at = now.millisecondsSince1970
+        let row = try await sql.raw(
+            """
+            INSERT INTO app_attest_keys (walker_id, key_id, public_key, app_id, environment, sign_count, receipt,
+                created_at, updated_at)
+            VALUES (\(bind: key.walkerId), \(bind: key.keyId), \(bind: key.publicKey), \(bind: key.appId),
+                \(bind: key.environment), \(bind: key.signCount), \(bind: key.receipt), \(bind: at), \(bind: at))
+            ON CONFLICT (walker_id, key_id) DO NOTHING
+            RETURNING key_id
+            """
+        ).first()
+        return row != nil
+    }
+
+    /// The walker's key `keyId`, or (without one) their most recently registered keys, at most `limit`.
+    package func appAttestKeys(walkerId: String, keyId: String?, limit: Int = 10) async throws
+        -> [AppAttestKeyRecord]
+    {
+        let filter: SQLQueryString = keyId.map { "AND key_id = \(bind: $0)" } ?? ""
+        let rows = try await sql.raw(
+            """
+            SELECT key_id, public_key, app_id, environment, sign_count, receipt FROM app_attest_keys
+            WHERE walker_id = \(bind: walkerId) \(filter)
+            ORDER BY created_at DESC, key_id LIMIT \(bind: limit)
+            """
+        ).all()
+        return try rows.map { row in
+            AppAttestKeyRecord(
+                walkerId: walkerId,
+                keyId: try row.decode(column: "key_id", as: String.self),
+                publicKey: try row.decode(column: "public_key", as: String.self),
+                appId: try row.decode(column: "app_id", as: String.self),
+                environment: try row.decode(column: "environment", as: String.self),
+                signCount: try row.decode(column: "sign_count", as: Int.self),
+                receipt: try row.decode(column: "receipt", as: String.self))
+        }
+    }
+
+    /// Moves the key's counter from `previous` to `next` only if it is still `previous`: an assertion
+    /// verified against a counter another request has since advanced loses here, so a replayed or reordered
+    /// assertion never counts twice.
+    package func advanceAppAttestCounter(
+        walkerId: String, keyId: String, from previous: Int, to next: Int, now: Date
+    ) async throws -> Bool {
+        let row = try await sql.raw(
+            """
+            UPDATE app_attest_keys SET sign_count = \(bind: next), updated_at = \(bind: now.millisecondsSince1970)
+            WHERE walker_id = \(bind: walkerId) AND key_id = \(bind: keyId) AND sign_count = \(bind: previous)
+            RETURNING key_id
+            """
+        ).first()
+        return row != nil
+    }
+}

@@ -1,0 +1,435 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import StepAPI
+import StepAttestation
+import StepCore
+import StepStore
+import StepTestSupport
+import Testing
+
+/// A `POST /health` body; `fields` may be edited to make it wrong.
+struct HealthBody: Sendable {
+    var fields: [String: JSONValue]
+
+    init(
+        nonce: String, token: String, platform: String = "android", steps: Int = 8500, date: String? = "2026-05-18",
+        keyId: String? = nil
+    ) {
+        fields = [
+            "nonce": .string(nonce), "attestationToken": .string(token), "platform": .string(platform),
+            "steps": .int(steps), "duration": .int(3600), "calories": .double(350.5), "distance": .double(5200.75),
+            "source": .string("android_health"),
+        ]
+        if let date { fields["date"] = .string(date) }
+        if let keyId { fields["keyId"] = .string(keyId) }
+    }
+
+    var buffer: ByteBuffer { ByteBuffer(string: (try? JSONCoding.encode(JSONValue.object(fields))) ?? "") }
+}
+
+extension TestClientProtocol {
+    func fetchNonce(token: String) async throws -> String {
+        let response = try await read("/health/attestation-nonce", token: token)
+        guard case .string(let nonce)? = try response.json["nonce"] else {
+            throw HealthTestError.noNonce(response.text)
+        }
+        return nonce
+    }
+
+    func submitHealth(_ body: HealthBody, token: String?) async throws -> TestResponse {
+        try await submitHealth(raw: body.buffer, token: token)
+    }
+
+    func submitHealth(raw: ByteBuffer, token: String?, contentType: String = "application/json") async throws
+        -> TestResponse
+    {
+        var headers: HTTPFields = [.contentType: contentType]
+        if let token { headers[.authorization] = "Bearer \(token)" }
+        return try await execute(uri: "/health", method: .post, headers: headers, body: raw)
+    }
+}
+
+enum HealthTestError: Error {
+    case noNonce(String)
+}
+
+/// Seed 002's error body.
+func healthError(_ status: Int, _ error: String, _ message: String) -> String {
+    #"{"error":"\#(error)","message":"\#(message)","statusCode":\#(status)}"#
+}
+
+@Suite("GET /health/attestation-nonce and POST /health with Play Integrity")
+struct HealthSubmitTests {
+    static let factory = PlayIntegrityTokenFactory()
+
+    static func make(_ kind: DatabaseKind, configure: (inout AppConfiguration) -> Void = { _ in }) async throws
+        -> TestHarness
+    {
+        try await TestHarness.make(kind: kind) { configuration in
+            configuration.playIntegrity.packageName = VerdictJSON.packageName
+            configuration.playIntegrity.decryptionKey = factory.decryptionKeyBase64
+            configuration.playIntegrity.verificationKey = factory.verificationKeyBase64
+            configure(&configuration)
+        }
+    }
+
+    /// A token Google would mint for `nonce` at the harness's time.
+    static func token(_ harness: TestHarness, nonce: String, change: (inout VerdictJSON) -> Void = { _ in })
+        throws -> String
+    {
+        var verdict = VerdictJSON()
+        verdict.nonce = nonce
+        verdict.timestampMillis = Int64(harness.clock.now.timeIntervalSince1970 * 1000) - 2_000
+        change(&verdict)
+        return try factory.token(verdict)
+    }
+
+    @Test(
+        "a nonce is 32 random bytes of unpadded base64url, bound to the walker, expiring in 5 minutes",
+        arguments: TestDatabases.kinds)
+    func nonceShape(kind: DatabaseKind) async throws {
+        let harness = try await Self.make(kind)
+        let token = try await harness.token(for: "walker-nonce")
+        try await harness.run { client in
+            let response = try await client.read("/health/attestation-nonce", token: token)
+            #expect(response.status == .ok)
+            #expect(response.headers[.cacheControl] == "no-store, private")
+            let body = try response.json
+            #expect(body["expiresAt"] == .string("2026-05-18T20:47:30.000Z"))
+            guard case .string(let nonce)? = body["nonce"] else {
+                Issue.record("no nonce in \(response.text)")
+                return
+            }
+            #expect(nonce.utf8.count == 43)
+            #expect(nonce.allSatisfy { $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" })
+            #expect(TestBase64URL.decode(nonce)?.count == 32)
+            let second = try await client.fetchNonce(token: token)
+            #expect(second != nonce)
+            #expect(try await harness.count("health_nonces", walker: "walker-nonce") == 2)
+
+            let anonymous = try await client.read("/health/attestation-nonce", token: nil)
+            #expect(anonymous.status == .unauthorized)
+            #expect(anonymous.text == healthError(401, "Unauthorized", "Missing or invalid authentication"))
+        }
+    }
+
+    @Test(
+        "a walker holds at most health.maxLiveNonces live nonces; an expiry or a use frees a place",
+        arguments: TestDatabases.kinds)
+    func nonceCap(kind: DatabaseKind) async throws {
+        let harness = try await Self.make(kind) { $0.health.maxLiveNonces = 3 }
+        let token = try await harness.token(for: "walker-cap")
+        let other = try await harness.token(for: "walker-other")
+        try await harness.run { client in
+            var nonces: [String] = []
+            for _ in 0..<3 {
+                nonces.append(try await client.fetchNonce(token: token))
+                harness.clock.advance(seconds: 10)
+            }
+            let capped = try await client.read("/health/attestation-nonce", token: token)
+            #expect(capped.status == .tooManyRequests)
+            // The first nonce was issued 30 s ago, so it expires in 270 s.
+            #expect(capped.headers[.retryAfter] == "270")
+            #expect(
+                capped.text
+                    == healthError(
+                        429, "Too Many Requests", "Too many unused nonces; use one or retry when one expires"))
+            // The cap is per walker.
+            #expect(try await client.read("/health/attestation-nonce", token: other).status == .ok)
+            // Using one frees a place.
+            let used = try await client.submitHealth(
+                HealthBody(nonce: nonces[0], token: try Self.token(harness, nonce: nonces[0])), token: token)
+            #expect(used.status == .created)
+            #expect(try await client.read("/health/attestation-nonce", token: token).status == .ok)
+            #expect(try await client.read("/health/attestation-nonce", token: token).status == .tooManyRequests)
+            harness.clock.advance(seconds: 281)
+            #expect(try await client.read("/health/attestation-nonce", token: token).status == .ok)
+        }
+    }
+
+    @Test(
+        "nonce → Play Integrity token → 201 with seed 002's record → statistics and today show it",
+        arguments: TestDatabases.kinds)
+    func androidEndToEnd(kind: DatabaseKind) async throws {
+        let harness = try await Self.make(kind)
+        let token = try await harness.token(for: "walker-android")
+        try await harness.run(.live) { client in
+            let nonce = try await client.fetchNonce(token: token)
+            let response = try await client.submitHealth(
+                HealthBody(nonce: nonce, token: try Self.token(harness, nonce: nonce)), token: token)
+            #expect(response.status == .created)
+            let body = try response.json
+            guard case .string(let id)? = body["id"] else {
+                Issue.record("no id in \(response.text)")
+                return
+            }
+            #expect(
+                response.text
+                    == #"{"calories":350.5,"createdAt":"2026-05-18T20:42:30.000Z","date":"2026-05-18","#
+                    + #""distance":5200.75,"duration":3600,"id":"\#(id)","source":"android_health","steps":8500,"#
+                    + #""updatedAt":"2026-05-18T20:42:30.000Z","userId":"walker-android"}"#)
+
+            // A later submission for the day replaces its values and keeps its id and creation time.
+            harness.clock.advance(seconds: 60)
+            let again = try await client.fetchNonce(token: token)
+            var body2 = HealthBody(nonce: again, token: try Self.token(harness, nonce: again), steps: 9000)
+            body2.fields["calories"] = .double(400.125)
+            let replaced = try await client.submitHealth(body2, token: token)
+            #expect(replaced.status == .created)
+            #expect(try replaced.json["id"] == .string(id))
+            #expect(try replaced.json["createdAt"] == .string("2026-05-18T20:42:30.000Z"))
+            #expect(try replaced.json["updatedAt"] == .string("2026-05-18T20:43:30.000Z"))
+            #expect(try replaced.json["calories"] == .double(400.125))
+
+            let today = try await client.read("/health/today", token: token)
+            #expect(
+                today.text
+                    == #"{"calories":400.125,"date":"2026-05-18","distance":5200.75,"duration":3600,"#
+                    + #""lastUpdated":"2026-05-18T20:43:30.000Z","steps":9000}"#)
+            let stats = try await client.read(
+                "/health/statistics?startDate=2026-05-01&endDate=2026-05-31&period=month", token: token)
+            #expect(
+                try stats.json["items"]
+                    == .array([
+                        .object([
+                            "date": .string("2026-05"), "steps": .int(9000), "duration": .int(3600),
+                            "calories": .double(400.125), "distance": .double(5200.75),
+                        ])
+                    ]))
+            let logs = try await harness.store.transaction { try await $0.attestationLogs(walkerId: "walker-android") }
+            #expect(logs.map(\.verdict) == [.accepted, .accepted])
+            #expect(logs.allSatisfy { $0.route == "/health" })
+        }
+        // The anti-cheat sink and the log never see a value.
+        #expect(!harness.antiCheat.lines.joined().contains("8500"))
+        #expect(!harness.logs.lines.joined().contains("8500"))
+    }
+
+    @Test(
+        "Android tokens with a wrong nonce, package, verdict or a stale timestamp are 401 and store nothing",
+        arguments: TestDatabases.kinds)
+    func androidRefusals(kind: DatabaseKind) async throws {
+        let harness = try await Self.make(kind)
+        let token = try await harness.token(for: "walker-refused")
+        let cases: [(String, @Sendable (inout VerdictJSON) -> Void)] = [
+            ("PLAY_INTEGRITY_NONCE_MISMATCH", { $0.nonce = "c29tZS1vdGhlci1ub25jZQ" }),
+            ("PLAY_INTEGRITY_PACKAGE_NAME_MISMATCH", { $0.requestPackageName = "com.example.other" }),
+            (
+                "PLAY_INTEGRITY_DEVICE_INTEGRITY_INSUFFICIENT",
+                { $0.deviceRecognitionVerdict = ["MEETS_BASIC_INTEGRITY"] }
+            ),
+            ("PLAY_INTEGRITY_APP_NOT_RECOGNIZED", { $0.appRecognitionVerdict = "UNRECOGNIZED_VERSION" }),
+            ("PLAY_INTEGRITY_TIMESTAMP_OUT_OF_WINDOW", { $0.timestampMillis! -= 600_000 }),
+        ]
+        try await harness.run { client in
+            for (code, change) in cases {
+                // Audit rows are listed by time.
+                harness.clock.advance(seconds: 1)
+                let nonce = try await client.fetchNonce(token: token)
+                let response = try await client.submitHealth(
+                    HealthBody(nonce: nonce, token: try Self.token(harness, nonce: nonce, change: change)),
+                    token: token)
+                #expect(response.status == .unauthorized, "\(code)")
+                #expect(response.text == healthError(401, "Unauthorized", "Attestation verification failed"))
+                // The nonce stays consumed.
+                let reuse = try await client.submitHealth(
+                    HealthBody(nonce: nonce, token: try Self.token(harness, nonce: nonce)), token: token)
+                #expect(reuse.text == healthError(400, "Bad Request", "Nonce has already been used"))
+            }
+            harness.clock.advance(seconds: 1)
+            let garbage = try await client.fetchNonce(token: token)
+            let response = try await client.submitHealth(HealthBody(nonce: garbage, token: "not-a-token"), token: token)
+            #expect(response.status == .unauthorized)
+            #expect(try await harness.count("health_records") == 0)
+            let logs = try await harness.store.transaction { try await $0.attestationLogs(walkerId: "walker-refused") }
+            #expect(logs.map(\.verdict) == Array(repeating: .rejected, count: cases.count + 1))
+            #expect(logs.dropLast().map(\.reasons) == cases.map { [$0.0] })
+            #expect(logs.last?.reasons == ["PLAY_INTEGRITY_MALFORMED_TOKEN"])
+            for (code, _) in cases { #expect(harness.antiCheat.lines.joined().contains(code)) }
+        }
+    }
+
+    @Test(
+        "the nonce checks in seed 002's order: invalid (unknown or another walker's), used, expired, then platform",
+        arguments: TestDatabases.kinds)
+    func nonceChecks(kind: DatabaseKind) async throws {
+        let harness = try await Self.make(kind)
+        let token = try await harness.token(for: "walker-a")
+        let other = try await harness.token(for: "walker-b")
+        try await harness.run { client in
+            let unknown = try await client.submitHealth(
+                HealthBody(nonce: "bm90LWEtbm9uY2UtYW55b25lLWhhcy1zZWVuLXl1cC1zdXJl", token: "x"), token: token)
+            #expect(unknown.text == healthError(400, "Bad Request", "Invalid nonce"))
+
+            let theirs = try await client.fetchNonce(token: other)
+            let stolen = try await client.submitHealth(
+                HealthBody(nonce: theirs, token: try Self.token(harness, nonce: theirs)), token: token)
+            #expect(stolen.text == healthError(400, "Bad Request", "Invalid nonce"))
+            // Trying another walker's nonce does not spend it.
+            let owner = try await client.submitHealth(
+                HealthBody(nonce: theirs, token: try Self.token(harness, nonce: theirs)), token: other)
+            #expect(owner.status == .created)
+
+            let late = try await client.fetchNonce(token: token)
+            harness.clock.advance(seconds: 300)
+            let expired = try await client.submitHealth(
+                HealthBody(nonce: late, token: try Self.token(harness, nonce: late)), token: token)
+            #expect(expired.text == healthError(400, "Bad Request", "Nonce has expired"))
+
+            let nonce = try await client.fetchNonce(token: token)
+            let platform = try await client.submitHealth(
+                HealthBody(nonce: nonce, token: "x", platform: "windows"), token: token)
+            #expect(platform.text == healthError(400, "Bad Request", "Unsupported platform"))
+            // Past its checks the nonce is spent, whatever follows.
+            let reuse = try await client.submitHealth(
+                HealthBody(nonce: nonce, token: try Self.token(harness, nonce: nonce)), token: token)
+            #expect(reuse.text == healthError(400, "Bad Request", "Nonce has already been used"))
+            #expect(try await harness.count("health_records", walker: "walker-a") == 0)
+        }
+    }
+
+    @Test("two requests with one nonce: exactly one is stored", arguments: TestDatabases.kinds)
+    func concurrentNonceUse(kind: DatabaseKind) async throws {
+        let harness = try await Self.make(kind)
+        let token = try await harness.token(for: "walker-race")
+        try await harness.run(.live) { client in
+            for round in 0..<5 {
+                let nonce = try await client.fetchNonce(token: token)
+                let body = HealthBody(
+                    nonce: nonce, token: try Self.token(harness, nonce: nonce), date: "2026-05-0\(round + 1)")
+                let statuses = try await withThrowingTaskGroup(of: HTTPResponse.Status.self) { group in
+                    for _ in 0..<4 { group.addTask { try await client.submitHealth(body, token: token).status } }
+                    return try await group.reduce(into: []) { $0.append($1) }
+                }
+                #expect(statuses.filter { $0 == .created }.count == 1)
+                #expect(statuses.filter { $0 == .badRequest }.count == 3)
+            }
+            let logs = try await harness.store.transaction { try await $0.attestationLogs(walkerId: "walker-race") }
+            #expect(logs.count == 5)
+            #expect(try await harness.count("health_records") == 5)
+        }
+    }
+
+    @Test(
+        "a malformed body is 400 with a message naming the field, and leaves the nonce unspent",
+        arguments: TestDatabases.kinds)
+    func validation(kind: DatabaseKind) async throws {
+        let harness = try await Self.make(kind)
+        let token = try await harness.token(for: "walker-form")
+        try await harness.run { client in
+            let nonce = try await client.fetchNonce(token: token)
+            let valid = HealthBody(nonce: nonce, token: try Self.token(harness, nonce: nonce))
+            let cases: [(String, @Sendable (inout [String: JSONValue]) -> Void)] = [
+                ("Nonce is required", { $0["nonce"] = nil }),
+                ("Nonce must be a string", { $0["nonce"] = .int(5) }),
+                ("Attestation token is required", { $0["attestationToken"] = .string("") }),
+                ("Platform is required", { $0["platform"] = .null }),
+                ("Steps is required", { $0["steps"] = nil }),
+                ("Steps must be a positive number", { $0["steps"] = .int(-1) }),
+                ("Steps must be a positive number", { $0["steps"] = .string("8500") }),
+                ("Steps must be a whole number", { $0["steps"] = .double(10.5) }),
+                ("Duration must be a positive number", { $0["duration"] = .double(-0.5) }),
+                ("Calories must be a positive number", { $0["calories"] = .bool(true) }),
+                ("Distance is required", { $0["distance"] = nil }),
+                ("Source is required", { $0["source"] = nil }),
+                ("Source must be at most 64 bytes", { $0["source"] = .string(String(repeating: "s", count: 65)) }),
+                ("Date must be a valid date in YYYY-MM-DD format", { $0["date"] = .string("2026-02-30") }),
+                ("Date must be a valid date in YYYY-MM-DD format", { $0["date"] = .int(20_260_518) }),
+                ("Date must not be in the future", { $0["date"] = .string("2026-05-20") }),
+                ("keyId must be the base64 App Attest key id", { $0["keyId"] = .int(1) }),
+            ]
+            for (message, change) in cases {
+                var body = valid
+                change(&body.fields)
+                let response = try await client.submitHealth(body, token: token)
+                #expect(response.text == healthError(400, "Bad Request", message), "\(message)")
+            }
+            for raw in ["", "[]", "{", #"{"nonce":"a",}"#, "\u{FF}"] {
+                let response = try await client.submitHealth(raw: ByteBuffer(string: raw), token: token)
+                #expect(response.text == healthError(400, "Bad Request", "Request body must be a JSON object"))
+            }
+            let text = try await client.submitHealth(raw: valid.buffer, token: token, contentType: "text/plain")
+            #expect(text.status == .unsupportedMediaType)
+            let huge = try await client.submitHealth(
+                raw: ByteBuffer(string: #"{"nonce":""# + String(repeating: "n", count: 20_000) + #""}"#), token: token)
+            #expect(huge.status == .contentTooLarge)
+            #expect(try await harness.count("health_records") == 0)
+            // None of that spent the nonce: the valid body still goes through with it.
+            #expect(try await client.submitHealth(valid, token: token).status == .created)
+        }
+    }
+
+    @Test(
+        "an implausible value is 400 with seed 002's message after attestation, and stores nothing",
+        arguments: TestDatabases.kinds)
+    func plausibility(kind: DatabaseKind) async throws {
+        let harness = try await Self.make(kind)
+        let token = try await harness.token(for: "walker-implausible")
+        let cases: [(String, String, JSONValue)] = [
+            ("Step count is implausibly high", "steps", .int(100_001)),
+            ("Calorie count is implausibly high", "calories", .double(10_000.5)),
+            ("Distance is implausibly high", "distance", .int(150_001)),
+            ("Duration is implausibly high", "duration", .int(86_401)),
+            ("Step count is implausibly high", "steps", .double(1e300)),
+        ]
+        try await harness.run { client in
+            for (message, field, value) in cases {
+                harness.clock.advance(seconds: 1)
+                let nonce = try await client.fetchNonce(token: token)
+                var body = HealthBody(nonce: nonce, token: try Self.token(harness, nonce: nonce))
+                body.fields[field] = value
+                let response = try await client.submitHealth(body, token: token)
+                #expect(response.text == healthError(400, "Bad Request", message))
+            }
+            // At the limits exactly, it is accepted.
+            harness.clock.advance(seconds: 1)
+            let nonce = try await client.fetchNonce(token: token)
+            var body = HealthBody(nonce: nonce, token: try Self.token(harness, nonce: nonce), steps: 100_000)
+            body.fields["calories"] = .int(10_000)
+            body.fields["distance"] = .int(150_000)
+            body.fields["duration"] = .int(86_400)
+            #expect(try await client.submitHealth(body, token: token).status == .created)
+            #expect(try await harness.count("health_records") == 1)
+            let logs = try await harness.store.transaction {
+                try await $0.attestationLogs(walkerId: "walker-implausible")
+            }
+            #expect(logs.map(\.verdict) == [.rejected, .rejected, .rejected, .rejected, .rejected, .accepted])
+        }
+    }
+
+    @Test("without Play Integrity configured an Android submission fails attestation", arguments: TestDatabases.kinds)
+    func androidUnconfigured(kind: DatabaseKind) async throws {
+        let harness = try await TestHarness.make(kind: kind)
+        let token = try await harness.token(for: "walker-unconfigured")
+        try await harness.run { client in
+            let nonce = try await client.fetchNonce(token: token)
+            let response = try await client.submitHealth(
+                HealthBody(nonce: nonce, token: try Self.token(harness, nonce: nonce)), token: token)
+            #expect(response.text == healthError(401, "Unauthorized", "Attestation verification failed"))
+            let logs = try await harness.store.transaction {
+                try await $0.attestationLogs(walkerId: "walker-unconfigured")
+            }
+            #expect(logs.map(\.reasons) == [["PLAY_INTEGRITY_NOT_CONFIGURED"]])
+        }
+    }
+
+    @Test("expired nonces are pruned a day after expiry by the maintenance job", arguments: TestDatabases.kinds)
+    func noncePruning(kind: DatabaseKind) async throws {
+        let harness = try await Self.make(kind)
+        let token = try await harness.token(for: "walker-prune", ttl: 3 * 86_400)
+        try await harness.run { client in
+            _ = try await client.fetchNonce(token: token)
+            harness.clock.advance(seconds: 300 + 86_400 - 1)
+            _ = try await client.fetchNonce(token: token)
+            #expect(try await harness.app.maintenance.tick() > 0)
+            _ = try await harness.app.worker.drain()
+            #expect(try await harness.count("health_nonces") == 2)
+            harness.clock.advance(seconds: 2)
+            _ = try await harness.store.prune(
+                now: harness.clock.now, retention: RetentionPolicy(), tables: [.healthNonces])
+            #expect(try await harness.count("health_nonces") == 1)
+        }
+    }
+}
