@@ -12,7 +12,7 @@ struct StepBench: AsyncParsableCommand {
             """,
         subcommands: [
             Echo.self, Load.self, Compare.self, History.self, PgbenchScript.self, DecodeBench.self, ReconcileBench.self,
-            Keys.self,
+            Keys.self, HealthStatsBench.self,
         ]
     )
 }

@@ -1,3 +1,4 @@
+import Configuration
 import Foundation
 import HTTPTypes
 import Hummingbird
@@ -431,5 +432,95 @@ struct HealthSubmitTests {
                 now: harness.clock.now, retention: RetentionPolicy(), tables: [.healthNonces])
             #expect(try await harness.count("health_nonces") == 1)
         }
+    }
+}
+
+@Suite("Health API configuration")
+struct HealthConfigurationTests {
+    static func reader(_ values: [String: String]) -> ConfigReader {
+        ConfigReader(
+            provider: InMemoryProvider(
+                values: Dictionary(
+                    uniqueKeysWithValues: values.map {
+                        (AbsoluteConfigKey(ConfigKey($0.key)), ConfigValue(.string($0.value), isSecret: false))
+                    })))
+    }
+
+    @Test("appAttest.*, playIntegrity.* and health.* are read, checked, and each platform is all or nothing")
+    func configuration() throws {
+        let defaults = try AppConfiguration(reader: Self.reader([:]))
+        #expect(defaults.appAttest.teamId == nil)
+        #expect(defaults.appAttest.environment == .production)
+        #expect(defaults.playIntegrity.configuration == nil)
+        #expect(defaults.playIntegrity.requiredDeviceVerdict == .device)
+        #expect(defaults.health.nonceTtlSeconds == 300)
+        // Test-phase falls back to the development App ID; production without configuration accepts no iOS key.
+        #expect(defaults.appAttest.apps(mode: .testPhase).map(\.appIdentifier) == ["STEPLEDGER.dev.stepledger.app"])
+        #expect(defaults.appAttest.apps(mode: .production).isEmpty)
+
+        let factory = PlayIntegrityTokenFactory()
+        let root = try AppleRootFile.path()
+        let set = try AppConfiguration(
+            reader: Self.reader([
+                "appAttest.teamId": "ABCDE12345", "appAttest.bundleIds": "org.stepledger.ios, org.stepledger.beta",
+                "appAttest.environment": "both", "appAttest.rootCertificateFile": root,
+                "playIntegrity.packageName": "org.stepledger.android",
+                "playIntegrity.decryptionKey": factory.decryptionKeyBase64,
+                "playIntegrity.verificationKey": factory.verificationKeyBase64,
+                "playIntegrity.requiredDeviceVerdict": "MEETS_STRONG_INTEGRITY", "health.nonceTtlSeconds": "120",
+                "health.maxLiveNonces": "5", "health.maxSteps": "60000",
+            ]))
+        #expect(
+            set.appAttest.apps(mode: .production).map(\.appIdentifier) == [
+                "ABCDE12345.org.stepledger.ios", "ABCDE12345.org.stepledger.beta",
+            ])
+        #expect(
+            set.appAttest.apps(mode: .production).allSatisfy { $0.allowedEnvironments == [.production, .development] })
+        #expect(set.appAttest.rootCertificateFile == root)
+        #expect(set.playIntegrity.configuration?.packageName == "org.stepledger.android")
+        #expect(set.playIntegrity.requiredDeviceVerdict == .strong)
+        #expect(!set.playIntegrity.description.contains(factory.decryptionKeyBase64))
+        #expect(set.health.nonceTtlSeconds == 120)
+        #expect(set.health.maxLiveNonces == 5)
+        #expect(set.health.limits.maxSteps == 60_000)
+
+        for (values, key) in [
+            (["appAttest.teamId": "short"], "appAttest.teamId"),
+            (["appAttest.teamId": "ABCDE12345"], "appAttest.bundleIds"),
+            (["appAttest.bundleIds": "org.stepledger.ios"], "appAttest.teamId"),
+            (["appAttest.teamId": "ABCDE12345", "appAttest.bundleIds": " , "], "appAttest.bundleIds"),
+            (["appAttest.environment": "staging"], "appAttest.environment"),
+            (["appAttest.rootCertificateFile": "/nonexistent/root.pem"], "appAttest.rootCertificateFile"),
+            (["appAttest.rootCertificateFile": "/etc/hostname"], "appAttest.rootCertificateFile"),
+            (["playIntegrity.packageName": "org.stepledger.android"], "playIntegrity.decryptionKey"),
+            (
+                [
+                    "playIntegrity.packageName": "p", "playIntegrity.decryptionKey": "bm90LWEta2V5",
+                    "playIntegrity.verificationKey": factory.verificationKeyBase64,
+                ], "playIntegrity.decryptionKey"
+            ),
+            (["playIntegrity.requiredDeviceVerdict": "MEETS_NOTHING"], "playIntegrity.requiredDeviceVerdict"),
+            (["health.nonceTtlSeconds": "1"], "health.nonceTtlSeconds"),
+            (["health.maxLiveNonces": "0"], "health.maxLiveNonces"),
+            (["health.maxDurationSeconds": "90000"], "health.maxDurationSeconds"),
+        ] {
+            #expect {
+                _ = try AppConfiguration(reader: Self.reader(values))
+            } throws: { error in
+                (error as? ConfigurationError)?.key == key
+            }
+        }
+    }
+}
+
+/// Apple's App Attestation root as a file, for configuration that names one.
+enum AppleRootFile {
+    static func path() throws -> String {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "stepledger-apple-root-\(getpid()).pem"
+        )
+        .path
+        try AppleAppAttestationRoot.pem.write(toFile: path, atomically: true, encoding: .utf8)
+        return path
     }
 }
