@@ -1,0 +1,99 @@
+import ArgumentParser
+import Foundation
+import Logging
+import StepAPI
+import StepStore
+
+struct Device: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract:
+            "A simulated iPhone for POST /health in test-phase: App Attest attestations and assertions from the development CA that a test-phase server trusts.",
+        subcommands: [Attest.self, Assert.self]
+    )
+
+    struct DeviceOptions: ParsableArguments {
+        @Option(help: "The walker id the device belongs to, 1 to 128 bytes.")
+        var walker: String
+
+        @Option(help: "The nonce from GET /health/attestation-nonce; clientDataHash is SHA256 of its UTF-8 text.")
+        var nonce: String
+
+        @Option(help: "Where the device's key and counter are kept. Default ./stepledger-device-<walker>.json.")
+        var deviceFile: String?
+
+        func validate() throws {
+            guard !walker.isEmpty, walker.utf8.count <= 128 else {
+                throw ValidationError("--walker must be 1 to 128 bytes")
+            }
+            guard !nonce.isEmpty, nonce.utf8.count <= 512 else {
+                throw ValidationError("--nonce must be 1 to 512 bytes")
+            }
+            if let deviceFile, deviceFile.isEmpty { throw ValidationError("--device-file must not be empty") }
+        }
+
+        var path: String { deviceFile ?? DevelopmentDevice.defaultPath(walkerId: walker) }
+    }
+
+    struct Attest: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract:
+                "Create a new device key, save it to the device file, and print its base64 App Attest attestation object (the attestationToken of an ios POST /health).",
+            discussion:
+                "Uses the first configured App ID (appAttest.teamId and appAttest.bundleIds; in test-phase STEPLEDGER.dev.stepledger.app when neither is set), in the production environment when appAttest.environment allows it. Replaces any device already saved in the file. The key id (base64) goes to stderr. Refused in production mode."
+        )
+
+        @OptionGroup var device: DeviceOptions
+        @OptionGroup var common: CommonOptions
+
+        func run() async throws {
+            let configuration = try await common.load()
+            guard configuration.mode == .testPhase else {
+                throw ValidationError("simulated devices are refused in production mode")
+            }
+            let store = try await StoreFactory.open(
+                url: configuration.databaseURL, postgres: configuration.postgres,
+                logger: Logger(label: "stepd.device"), migrate: true)
+            let simulated: DevelopmentDevice
+            let attestationObject: [UInt8]
+            do {
+                (simulated, attestationObject) = try await DevelopmentDevice.attest(
+                    walkerId: device.walker, nonce: device.nonce,
+                    apps: configuration.appAttest.apps(mode: configuration.mode), store: store, now: Date())
+            } catch {
+                try? await store.database.close()
+                throw error
+            }
+            try await store.database.close()
+            try simulated.save(path: device.path)
+            FileHandle.standardError.write(
+                Data("keyId \(Data(simulated.keyIdentifier).base64EncodedString()) saved in \(device.path)\n".utf8))
+            print(Data(attestationObject).base64EncodedString())
+        }
+    }
+
+    struct Assert: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract:
+                "Print the base64 App Attest assertion of the device saved by `stepd device attest`, with its counter raised by one (the attestationToken of a later ios POST /health).",
+            discussion: "The key id (base64) and the new counter go to stderr. Refused in production mode."
+        )
+
+        @OptionGroup var device: DeviceOptions
+        @OptionGroup var common: CommonOptions
+
+        func run() async throws {
+            let configuration = try await common.load()
+            guard configuration.mode == .testPhase else {
+                throw ValidationError("simulated devices are refused in production mode")
+            }
+            var simulated = try DevelopmentDevice.load(path: device.path, walkerId: device.walker)
+            let assertion = try simulated.nextAssertion(nonce: device.nonce)
+            // Saved before printing: a counter that was never stored could be handed out twice.
+            try simulated.save(path: device.path)
+            FileHandle.standardError.write(
+                Data("keyId \(Data(simulated.keyIdentifier).base64EncodedString()) counter \(simulated.counter)\n".utf8)
+            )
+            print(Data(assertion).base64EncodedString())
+        }
+    }
+}
