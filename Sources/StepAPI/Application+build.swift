@@ -54,14 +54,20 @@ package func buildApplication(
         JSONLogHandler(label: $0, sink: antiCheatSink, level: .info)
     }
 
-    // Before serving: migrations (test-phase), the schema check and the development key.
-    let prepare = { @Sendable (store: Store) async throws -> [UInt8]? in
+    // Before serving: migrations (test-phase), the schema check, and test-phase's development key and
+    // development App Attest CA (`stepd device`), both kept in the database.
+    let prepare = { @Sendable (store: Store) async throws -> Development in
         if try await !Migrator(database: store.database).pending().isEmpty {
             throw StoreError.schemaBehind("the database schema is behind this build; run `stepd migrate` first")
         }
-        guard configuration.mode == .testPhase else { return nil }
-        if let configured = configuration.jwt.developmentSecret { return configured }
-        return try await DevelopmentKey.loadOrCreate(store: store)
+        guard configuration.mode == .testPhase else { return Development(secret: nil, appAttestRootPEM: nil) }
+        let authority = try await DevelopmentAppAttestCA.loadOrCreate(store: store, now: dependencies.clock())
+        if let configured = configuration.jwt.developmentSecret {
+            return Development(secret: configured, appAttestRootPEM: authority.rootCertificatePEM)
+        }
+        return Development(
+            secret: try await DevelopmentKey.loadOrCreate(store: store),
+            appAttestRootPEM: authority.rootCertificatePEM)
     }
     let open = { @Sendable [logger] (migrate: Bool, pool: PostgresPoolRunner) async throws -> Store in
         try await StoreFactory.open(
@@ -69,17 +75,17 @@ package func buildApplication(
             sqliteSynchronous: configuration.sqliteSynchronous, logger: logger, migrate: migrate, postgresPool: pool)
     }
     let store: Store
-    let developmentSecret: [UInt8]?
+    let development: Development
     var storeServices: [any Service] = []
     if let provided = dependencies.store {
         store = provided
-        developmentSecret = try await prepare(store)
+        development = try await prepare(store)
     } else if StoreFactory.isPostgres(configuration.databaseURL) {
         // The serving pool is a lifecycle service of the application, so it runs only inside the service
         // group; the start-up work uses a short-lived pool of its own, so a failure still stops start-up here.
         let startup = try await open(configuration.mode == .testPhase, .ownTask)
         do {
-            developmentSecret = try await prepare(startup)
+            development = try await prepare(startup)
         } catch {
             try? await startup.database.close()
             throw error
@@ -90,7 +96,7 @@ package func buildApplication(
     } else {
         store = try await open(configuration.mode == .testPhase, .ownTask)
         do {
-            developmentSecret = try await prepare(store)
+            development = try await prepare(store)
         } catch {
             try? await store.database.close()
             throw error
@@ -98,6 +104,7 @@ package func buildApplication(
     }
     // One cache for every key set fetched from a URL (session keys, App Check keys): same fetch rules for both.
     let jwksCache = JWKSCache(clock: dependencies.clock, logger: logger, httpClient: dependencies.httpClient)
+    let developmentSecret = development.secret
     let keyRing = SessionKeyRing(
         source: configuration.jwt.jwks, developmentSecret: developmentSecret, cache: jwksCache, logger: logger)
     try await keyRing.load()
@@ -158,7 +165,8 @@ package func buildApplication(
         policy: RateLimitPolicy(
             bucket: "walker", limit: configuration.rateLimits.walkerPerWindow,
             windowSeconds: configuration.rateLimits.windowSeconds),
-        store: store, attestor: try HealthAttestor(configuration: configuration, developmentRootPEM: nil),
+        store: store,
+        attestor: try HealthAttestor(configuration: configuration, developmentRootPEM: development.appAttestRootPEM),
         settings: configuration.health, maxBodyBytes: configuration.http.maxBodyBytes, clock: dependencies.clock,
         metrics: metrics, antiCheat: antiCheat, logger: logger
     ).register(in: router, catalog: &catalog)
@@ -249,6 +257,12 @@ private func makeAppCheckGate(
     } catch {
         throw ConfigurationError(key: "appCheck.projectNumber", problem: "is not usable: \(error)")
     }
+}
+
+/// What test-phase keeps in the database for development: the session-token secret and the App Attest CA root.
+private struct Development: Sendable {
+    var secret: [UInt8]?
+    var appAttestRootPEM: String?
 }
 
 /// Closes the store after the server has stopped (services stop in reverse order).

@@ -157,6 +157,11 @@ struct HealthAttestor: Sendable {
             }
             normalizedKeyId = Data(given).base64EncodedString()
         }
+        do {
+            _ = try AppAttestAssertion(bytes: bytes)
+        } catch {
+            return .failure(.appAttest(error))
+        }
         let candidates = try await keys(normalizedKeyId)
         guard !candidates.isEmpty else {
             return .failure(.init(code: "APP_ATTEST_UNKNOWN_KEY", detail: "no registered key for this walker"))
