@@ -160,6 +160,12 @@ package func buildApplication(
             windowSeconds: configuration.rateLimits.windowSeconds),
         store: store, clock: dependencies.clock, logger: logger
     ).register(in: router, catalog: &catalog)
+    if configuration.appAttest.apps(mode: configuration.mode).isEmpty {
+        logger.warning("appAttest.teamId and appAttest.bundleIds are not set: POST /health refuses every iOS device")
+    }
+    if configuration.playIntegrity.configuration == nil {
+        logger.warning("playIntegrity.* is not set: POST /health refuses every Android device")
+    }
     HealthWriteController(
         authenticator: authenticator,
         policy: RateLimitPolicy(

@@ -234,17 +234,11 @@ struct HealthWriteController: Sendable {
 
     /// Content type, size bound and form, before any database work.
     private func readBody(_ request: Request) async -> Result<HealthSubmission, HealthAPIError> {
-        guard let contentType = request.headers[.contentType], IngestController.isJSON(contentType) else {
-            return .failure(.unsupportedMediaType)
-        }
-        if let declared = request.headers[.contentLength].flatMap(Int.init), declared > maxBodyBytes {
-            return .failure(.payloadTooLarge(limit: maxBodyBytes))
-        }
         let body: ByteBuffer
-        do {
-            body = try await request.body.collect(upTo: maxBodyBytes)
-        } catch {
-            return .failure(.payloadTooLarge(limit: maxBodyBytes))
+        switch await JSONBody.collect(request, maxBytes: maxBodyBytes) {
+        case .success(let bytes): body = bytes
+        case .failure(.unsupportedMediaType): return .failure(.unsupportedMediaType)
+        case .failure(.tooLarge): return .failure(.payloadTooLarge(limit: maxBodyBytes))
         }
         return Result { () throws(HealthAPIError) in try HealthSubmission.decode(body.readableBytesView) }
     }

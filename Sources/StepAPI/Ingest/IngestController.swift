@@ -152,17 +152,11 @@ struct IngestController: Sendable {
 
     /// Content type, size bound and decoding, before any database work.
     private func readBody(_ request: Request) async -> Result<IngestRequest, IngestAPIError> {
-        guard let contentType = request.headers[.contentType], Self.isJSON(contentType) else {
-            return .failure(.unsupportedMediaType)
-        }
-        if let declared = request.headers[.contentLength].flatMap(Int.init), declared > maxBodyBytes {
-            return .failure(.payloadTooLarge(limit: maxBodyBytes))
-        }
         let body: ByteBuffer
-        do {
-            body = try await request.body.collect(upTo: maxBodyBytes)
-        } catch {
-            return .failure(.payloadTooLarge(limit: maxBodyBytes))
+        switch await JSONBody.collect(request, maxBytes: maxBodyBytes) {
+        case .success(let bytes): body = bytes
+        case .failure(.unsupportedMediaType): return .failure(.unsupportedMediaType)
+        case .failure(.tooLarge): return .failure(.payloadTooLarge(limit: maxBodyBytes))
         }
         do {
             return .success(

@@ -28,10 +28,10 @@ struct PostgresUnitDatabase: SQLDatabase {
         types.reserveCapacity(binds.count)
         for bind in binds { types.append(try Self.append(bind, to: &bindings)) }
         if let slot = PostgresPreparedSlots.shared.slot(for: sql, types: types) {
-            try await slot.run(on: connection, bindings: bindings, logger: logger) { onRow($0.sql()) }
+            try await slot.run(on: connection, bindings: bindings, logger: logger) { onRow(PostgresFastRow($0)) }
         } else {
             let rows = try await connection.query(PostgresQuery(unsafeSQL: sql, binds: bindings), logger: logger)
-            for try await row in rows { onRow(row.sql()) }
+            for try await row in rows { onRow(PostgresFastRow(row)) }
         }
     }
 
