@@ -33,7 +33,8 @@ package struct MaintenanceScheduler: Service {
                     kind(table),
                     JobHandler.standalone { _, store in
                         let report = try await store.prune(now: clock(), retention: retention, tables: [table])
-                        let removed = report.attestationLogs + report.idempotencyKeys + report.rateLimits + report.healthNonces
+                        let removed =
+                            report.attestationLogs + report.idempotencyKeys + report.rateLimits + report.healthNonces
                         logger.info("pruned", metadata: ["table": .string(table.rawValue), "rows": "\(removed)"])
                     }
                 )
