@@ -176,11 +176,30 @@ package func buildApplication(
         settings: configuration.health, maxBodyBytes: configuration.http.maxBodyBytes, clock: dependencies.clock,
         metrics: metrics, antiCheat: antiCheat, logger: logger
     ).register(in: router, catalog: &catalog)
+    AllocationController(
+        authenticator: authenticator,
+        policy: RateLimitPolicy(
+            bucket: "walker", limit: configuration.rateLimits.walkerPerWindow,
+            windowSeconds: configuration.rateLimits.windowSeconds),
+        store: store, mode: configuration.mode, maxBodyBytes: configuration.http.maxBodyBytes,
+        idempotencyLeaseSeconds: configuration.idempotencyLeaseSeconds, clock: dependencies.clock, logger: logger
+    ).register(in: router, catalog: &catalog)
+    EventsController(
+        authenticator: authenticator,
+        policy: RateLimitPolicy(
+            bucket: "walker", limit: configuration.rateLimits.walkerPerWindow,
+            windowSeconds: configuration.rateLimits.windowSeconds),
+        store: store, settings: configuration.events, clock: dependencies.clock, logger: logger
+    ).register(in: router, catalog: &catalog)
     let worker = makeJobWorker(
-        configuration: configuration, store: store, clock: dependencies.clock, logger: logger, metrics: metrics)
+        configuration: configuration, store: store, clock: dependencies.clock, logger: logger, metrics: metrics,
+        httpClient: dependencies.httpClient)
     OpsController(store: store, metrics: metrics, jobs: worker.queue).register(in: router, catalog: &catalog)
     AdminController(
-        token: configuration.adminToken, resolver: ReviewResolver(store: store, limits: configuration.limits),
+        token: configuration.adminToken,
+        resolver: ReviewResolver(
+            store: store, limits: configuration.limits, refundGraceSeconds: configuration.refundGraceSeconds,
+            jobMaxAttempts: configuration.jobs.maxAttempts),
         jobs: worker.queue, clock: dependencies.clock, logger: logger
     ).register(in: router, catalog: &catalog)
 
@@ -216,7 +235,7 @@ package func buildApplication(
 /// alone in `stepd worker`.
 package func makeJobWorker(
     configuration: AppConfiguration, store: Store, clock: @escaping @Sendable () -> Date, logger: Logger,
-    metrics: ServiceMetrics
+    metrics: ServiceMetrics, httpClient: HTTPClient = .shared
 ) -> JobWorker {
     let queue = JobQueue(
         store: store, leaseSeconds: configuration.jobs.leaseSeconds,
@@ -225,6 +244,11 @@ package func makeJobWorker(
     let reconciler = Reconciler(limits: configuration.limits, clock: clock, metrics: metrics)
     var handlers = MaintenanceScheduler.handlers(retention: configuration.retention, clock: clock, logger: logger)
     handlers[ReconcileJob.kind] = reconciler.handler
+    let announcer = EventAnnouncer(settings: configuration.events)
+    handlers[RefundJob.kind] = RefundJob.handler(clock: clock, announcer: announcer)
+    if let webhook = announcer.webhook {
+        handlers[WebhookJob.kind] = WebhookJob.handler(webhook: webhook, httpClient: httpClient, clock: clock)
+    }
     return JobWorker(
         queue: queue, handlers: handlers,
         settings: .init(

@@ -262,6 +262,44 @@ package enum Migrations {
                 """,
             ]
         },
+        Migration(version: 7, name: "allocations and walker events") { _ in
+            [
+                // What walkers spend Energy on (SPEC.md "Energy, allocations and refunds"). `depends_on` names
+                // the pending days (day numbers, comma-separated) whose provisional credit funded part of it;
+                // `pending_days` those of them not yet accepted. A rejected day sets `refund_due_at`.
+                """
+                CREATE TABLE allocations (
+                    walker_id TEXT NOT NULL,
+                    allocation_id TEXT NOT NULL,
+                    kind TEXT NOT NULL,
+                    node_id TEXT NOT NULL,
+                    points BIGINT NOT NULL,
+                    status TEXT NOT NULL,
+                    depends_on TEXT NOT NULL,
+                    pending_days TEXT NOT NULL,
+                    refund_due_at BIGINT,
+                    created_at BIGINT NOT NULL,
+                    updated_at BIGINT NOT NULL,
+                    PRIMARY KEY (walker_id, allocation_id)
+                )
+                """,
+                "CREATE INDEX allocations_by_time ON allocations (walker_id, created_at)",
+                // A spend or a refund names its allocation.
+                "ALTER TABLE energy_ledger ADD COLUMN allocation_id TEXT",
+                // What the app is told (`GET /walker/events`, its stream, the webhook): a per-walker sequence,
+                // assigned under the walker's lock, is the event's id and the readers' cursor.
+                """
+                CREATE TABLE walker_events (
+                    walker_id TEXT NOT NULL,
+                    seq BIGINT NOT NULL,
+                    type TEXT NOT NULL,
+                    data TEXT NOT NULL,
+                    created_at BIGINT NOT NULL,
+                    PRIMARY KEY (walker_id, seq)
+                )
+                """,
+            ]
+        },
     ]
 }
 

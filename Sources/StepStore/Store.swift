@@ -42,7 +42,7 @@ package struct StoreTransaction: Sendable {
     /// `FOR UPDATE` where the engine has row locks; SQLite serialises writers instead.
     var forUpdate: SQLQueryString { kind == .postgres ? " FOR UPDATE" : "" }
 
-    static func newID() -> String { StoreTransactionID.make() }
+    package static func newID() -> String { StoreTransactionID.make() }
 }
 
 /// Random row identifiers: version-4 UUIDs in lowercase text.

@@ -83,5 +83,9 @@ extension StoreTransaction {
             walkerId: walkerId, day: write.log.day, reasons: write.reviewReasons, at: write.at, when: "true")
         if let audit = write.attestationLog { statements.append(Self.insertAttestationLogStatement(audit)) }
         for statement in statements { try await sql.raw(statement).run() }
+        // Allocations that leaned on the day's provisional credit no longer wait for it.
+        if write.log.status == .accepted {
+            try await settleAllocations(walkerId: walkerId, acceptedDay: write.log.day, now: write.at)
+        }
     }
 }

@@ -5,14 +5,23 @@ import StepCore
 /// Why Energy moved. The balance is the sum of entries; entries are never edited.
 package enum LedgerEntryKind: String, Sendable, Hashable {
     case stepCredit = "step_credit"
+    /// Energy spent on an allocation (negative).
+    case allocation = "allocation"
+    /// An allocation's points given back after a day it depended on was rejected.
+    case refund = "refund"
 }
 
 extension StoreTransaction {
     package func appendLedgerEntry(
-        walkerId: String, day: LocalDate?, kind: LedgerEntryKind, amount: Int, at now: Date
+        walkerId: String, day: LocalDate? = nil, kind: LedgerEntryKind, amount: Int, allocationId: String? = nil,
+        at now: Date
     ) async throws {
         try await sql.raw(
-            Self.insertLedgerEntryStatement(walkerId: walkerId, day: day, kind: kind, amount: amount, at: now)
+            """
+            INSERT INTO energy_ledger (walker_id, entry_id, day, kind, amount, allocation_id, created_at)
+            VALUES (\(bind: walkerId), \(bind: Self.newID()), \(bind: day?.dayNumber), \(bind: kind.rawValue),
+                \(bind: amount), \(bind: allocationId), \(bind: now.millisecondsSince1970))
+            """
         ).run()
     }
 

@@ -17,7 +17,9 @@ struct AdminTests {
     static let walker = "walker-jwt"
 
     /// A production server with the admin API on (or off), and a walker's session token.
-    static func setUp(_ kind: DatabaseKind, adminToken: String? = adminToken) async throws -> (TestHarness, String) {
+    static func setUp(
+        _ kind: DatabaseKind, adminToken: String? = adminToken, configure: (inout AppConfiguration) -> Void = { _ in }
+    ) async throws -> (TestHarness, String) {
         let keys = try AuthTests.KeySet()
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("jwks-\(UUID().uuidString).json")
         try keys.jwks.write(to: file, atomically: true, encoding: .utf8)
@@ -29,6 +31,7 @@ struct AdminTests {
             $0.mode = .production
             $0.jwt.developmentSecret = nil
             $0.adminToken = adminToken
+            configure(&$0)
         }
         var claims = AuthTests.validClaims(harness.clock.now)
         claims.exp = Int(harness.clock.now.timeIntervalSince1970) + 3 * 86_400

@@ -14,6 +14,9 @@ struct ReviewResolver: Sendable {
 
     let store: Store
     let limits: IngestLimits
+    /// How long allocations that leaned on a rejected day stay before their refund (`ledger.refundGraceSeconds`).
+    var refundGraceSeconds: Double = 86_400
+    var jobMaxAttempts = 10
 
     /// Accepting a quarantined day credits it as the reconcile job would; rejecting it sets REJECTED, credits
     /// nothing and takes it out of the streak (what it was credited before stays in the append-only ledger).
@@ -21,7 +24,7 @@ struct ReviewResolver: Sendable {
     /// the order every ingest takes them in.
     func resolve(id: String, decision: ReviewDecision, note: String, now: Date) async throws -> Outcome {
         guard let peek = try await store.withoutTransaction({ try await $0.review(id: id) }) else { return .notFound }
-        return try await store.transaction { [limits] tx in
+        return try await store.transaction { [limits, refundGraceSeconds, jobMaxAttempts] tx in
             var state: DayState?
             if let day = peek.day {
                 let (_, snapshot) = try await tx.lockWalker(peek.walkerId, day: day, now: now)
@@ -58,6 +61,11 @@ struct ReviewResolver: Sendable {
                     verdict: decision == .accept ? .accepted : .rejected, reasons: entry.reasons, tokenId: nil,
                     requestId: entry.id)
                 try await tx.recordDayDecision(write)
+                if decision == .reject {
+                    try await RefundJob.schedule(
+                        tx, walkerId: entry.walkerId, rejectedDay: log.day, graceSeconds: refundGraceSeconds,
+                        maxAttempts: jobMaxAttempts, now: now)
+                }
             }
             guard
                 try await tx.resolveReview(walkerId: entry.walkerId, id: id, decision: decision, note: note, at: now),

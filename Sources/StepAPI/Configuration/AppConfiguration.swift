@@ -62,6 +62,23 @@ package struct AppConfiguration: Sendable {
         package var backoffCapSeconds: Double = 3600
     }
 
+    /// How the app hears of its events: the pull and stream routes' pacing, and the optional signed webhook.
+    package struct Events: Sendable {
+        /// Where each event is POSTed (`events.webhookUrl`, http or https); nil: no webhook.
+        package var webhookURL: String?
+        /// The HMAC-SHA256 key of `StepLedger-Signature` (required with a webhook URL, 32 bytes or more).
+        package var webhookSecret: [UInt8]?
+        /// Deliveries tried before the delivery job is dead (retries back off through the job queue).
+        package var webhookMaxAttempts = 8
+        package var webhookTimeoutSeconds: Double = 10
+        /// How often a waiting `GET /walker/events` or an open stream looks for new events.
+        package var pollIntervalSeconds: Double = 0.5
+        /// How long one `GET /walker/events/stream` stays open; the client reconnects with `Last-Event-ID`.
+        package var streamMaxSeconds: Double = 300
+        /// How often an open stream sends a comment line, so proxies keep it and a gone client is noticed.
+        package var streamKeepAliveSeconds: Double = 15
+    }
+
     package struct Telemetry: Sendable {
         package var logLevel: Logger.Level = .info
         /// `stderr`, `stdout`, `off`, or a file path for anti-cheat verdict lines.
@@ -91,6 +108,9 @@ package struct AppConfiguration: Sendable {
     package var idempotencyRetentionDays: Double = 8
     package var attestationLogRetentionDays: Double = 30
     package var pruneIntervalSeconds: Double = 3600
+    /// How long allocations that leaned on a rejected day stay before the refund job gives their points back.
+    package var refundGraceSeconds: Double = 86_400
+    package var events = Events()
 
     /// How long pruned rows are kept, from the retention settings.
     package var retention: RetentionPolicy {
@@ -239,6 +259,8 @@ package struct AppConfiguration: Sendable {
             try reader.double("retention.attestationLogDays", in: 1...365) ?? attestationLogRetentionDays
         pruneIntervalSeconds =
             try reader.double("retention.pruneIntervalSeconds", in: 1...86_400) ?? pruneIntervalSeconds
+        refundGraceSeconds = try reader.double("ledger.refundGraceSeconds", in: 0...(30 * 86_400)) ?? refundGraceSeconds
+        try readEventSettings(reader)
 
         if let level = try reader.string("log.level") {
             guard let parsed = Logger.Level(rawValue: level) else {
@@ -251,6 +273,39 @@ package struct AppConfiguration: Sendable {
         telemetry.antiCheatSink = try reader.string("log.antiCheatSink") ?? telemetry.antiCheatSink
 
         try validateForMode()
+    }
+
+    /// `events.*`: a webhook URL needs its secret, and a secret without a URL is a mistake worth stopping for.
+    private mutating func readEventSettings(_ reader: ValidatingReader) throws {
+        if let url = try reader.string("events.webhookUrl") {
+            guard let parsed = URL(string: url), let scheme = parsed.scheme?.lowercased(),
+                scheme == "http" || scheme == "https", parsed.host?.isEmpty == false
+            else {
+                throw ConfigurationError(key: "events.webhookUrl", problem: "must be an http or https URL")
+            }
+            events.webhookURL = url
+        }
+        if let secret = try reader.string("events.webhookSecret", secret: true) {
+            guard secret.utf8.count >= 32 else {
+                throw ConfigurationError(key: "events.webhookSecret", problem: "must be at least 32 bytes")
+            }
+            events.webhookSecret = Array(secret.utf8)
+        }
+        if (events.webhookURL == nil) != (events.webhookSecret == nil) {
+            throw ConfigurationError(
+                key: events.webhookURL == nil ? "events.webhookUrl" : "events.webhookSecret",
+                problem: "is required when the other of events.webhookUrl and events.webhookSecret is set")
+        }
+        events.webhookMaxAttempts =
+            try reader.int("events.webhookMaxAttempts", in: 1...100) ?? events.webhookMaxAttempts
+        events.webhookTimeoutSeconds =
+            try reader.double("events.webhookTimeoutSeconds", in: 0.1...120) ?? events.webhookTimeoutSeconds
+        events.pollIntervalSeconds =
+            try reader.double("events.pollIntervalSeconds", in: 0.01...30) ?? events.pollIntervalSeconds
+        events.streamMaxSeconds =
+            try reader.double("events.streamMaxSeconds", in: 1...86_400) ?? events.streamMaxSeconds
+        events.streamKeepAliveSeconds =
+            try reader.double("events.streamKeepAliveSeconds", in: 1...3600) ?? events.streamKeepAliveSeconds
     }
 
     /// `appAttest.*`, `playIntegrity.*` and `health.*`: each platform is configured completely or not at all.

@@ -17,6 +17,8 @@ enum IngestAPIError: Error {
     case idempotencyInFlight
     case idempotencyKeyReused
     case rejected(reasons: [ReasonCode], day: LocalDate)
+    /// An allocation asked for more than confirmed plus pending Energy.
+    case insufficientEnergy(required: Int, spendable: Int)
     case rateLimited(retryAfterSeconds: Int)
     case unavailable
     case internalError
@@ -29,7 +31,7 @@ enum IngestAPIError: Error {
         case .payloadTooLarge: .contentTooLarge
         case .sourceNotWhitelisted: .forbidden
         case .idempotencyInFlight: .conflict
-        case .idempotencyKeyReused, .rejected: .unprocessableContent
+        case .idempotencyKeyReused, .rejected, .insufficientEnergy: .unprocessableContent
         case .rateLimited: .tooManyRequests
         case .unavailable: .serviceUnavailable
         case .internalError: .internalServerError
@@ -76,6 +78,10 @@ enum IngestAPIError: Error {
                 details: .object([
                     "reasons": .array(reasons.map { .string($0.rawValue) }), "day": .string(day.description),
                 ]))
+        case .insufficientEnergy(let required, let spendable):
+            IngestErrorBody(
+                error: "INSUFFICIENT_ENERGY", message: "Not enough confirmed and pending Energy for this allocation.",
+                details: .object(["required": .int(required), "spendable": .int(spendable)]))
         case .rateLimited(let retryAfter):
             IngestErrorBody(
                 error: "RATE_LIMITED", message: "Too many requests; retry later.",

@@ -98,6 +98,13 @@ struct JSONTextWriter {
         needsComma = true
     }
 
+    /// A value that is JSON text already (written by this writer, or stored as such).
+    mutating func raw(_ json: String) {
+        separate()
+        bytes.append(contentsOf: json.utf8)
+        needsComma = true
+    }
+
     private static let hexDigits = Array("0123456789abcdef".utf8)
 
     private mutating func separate() {

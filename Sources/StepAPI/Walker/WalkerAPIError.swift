@@ -7,6 +7,8 @@ import StepCore
 enum WalkerAPIError: Error {
     case unauthorized
     case invalidQuery(RequestValidationError)
+    /// A body refused before any work: wrong media type, too large.
+    case body(IngestAPIError)
     case rateLimited(retryAfterSeconds: Int)
     case unavailable
     case internalError
@@ -15,6 +17,7 @@ enum WalkerAPIError: Error {
         switch self {
         case .unauthorized: .unauthorized
         case .invalidQuery(let validation): .invalidRequest(validation)
+        case .body(let error): error
         case .rateLimited(let retryAfter): .rateLimited(retryAfterSeconds: retryAfter)
         case .unavailable: .unavailable
         case .internalError: .internalError

@@ -41,6 +41,18 @@ struct WalkerReadRunner: Sendable {
         to request: Request, context: AppRequestContext, query: Result<Query, Failure>,
         read: @escaping @Sendable (StoreTransaction, String, Date, Query) async throws -> Result<String, Failure>
     ) async -> Response {
+        await respond(to: request, context: context, query: query, read: read) { _, _, body in
+            IngestController.jsonResponse(status: .ok, body: body)
+        }
+    }
+
+    /// The same, with the response made by `render` from what the read returned, after the unit of work has
+    /// ended (so a route that waits or streams holds no connection while it does).
+    func respond<Query: Sendable, Failure: WalkerReadError, Value: Sendable>(
+        to request: Request, context: AppRequestContext, query: Result<Query, Failure>,
+        read: @escaping @Sendable (StoreTransaction, String, Date, Query) async throws -> Result<Value, Failure>,
+        render: @Sendable (String, Query, Value) async -> Response
+    ) async -> Response {
         let walkerId: String
         do {
             walkerId = try await authenticator.authenticate(request).walkerId
@@ -54,20 +66,20 @@ struct WalkerReadRunner: Sendable {
         let now = clock()
         let validQuery = try? query.get()
         let unit = {
-            @Sendable [policy] (tx: StoreTransaction) async throws -> (RateLimitDecision, Result<String, Failure>?) in
+            @Sendable [policy] (tx: StoreTransaction) async throws -> (RateLimitDecision, Result<Value, Failure>?) in
             let (decision, _) = try await RateLimiter.admit(
                 tx, walkerId: walkerId, policy: policy, idempotency: nil, now: now)
             guard decision.allowed, let validQuery else { return (decision, nil) }
             return (decision, try await read(tx, walkerId, now, validQuery))
         }
-        let (decision, outcome): (RateLimitDecision, Result<String, Failure>?)
+        let (decision, outcome): (RateLimitDecision, Result<Value, Failure>?)
         do {
             switch store.kind {
             case .sqlite: (decision, outcome) = try await store.transaction(unit)
             case .postgres: (decision, outcome) = try await store.withoutTransaction(unit)
             }
         } catch {
-            return storeFailure(error, as: Failure.self).response
+            return Self.failure(error, as: Failure.self, logger: logger).response
         }
         var response: Response
         if !decision.allowed {
@@ -76,7 +88,9 @@ struct WalkerReadRunner: Sendable {
             response = error.response
         } else {
             switch outcome {
-            case .success(let body): response = IngestController.jsonResponse(status: .ok, body: body)
+            case .success(let value):
+                guard let validQuery else { return Failure.internalError.response }
+                response = await render(walkerId, validQuery, value)
             case .failure(let error): response = error.response
             case nil: response = Failure.internalError.response
             }
@@ -85,7 +99,8 @@ struct WalkerReadRunner: Sendable {
         return response
     }
 
-    private func storeFailure<Failure: WalkerReadError>(_ error: any Error, as _: Failure.Type) -> Failure {
+    /// A store error as the route's 503 (the database is unreachable) or 500 (anything else, logged).
+    static func failure<Failure: WalkerReadError>(_ error: any Error, as _: Failure.Type, logger: Logger) -> Failure {
         if let storeError = error as? StoreError, storeError.isUnavailable {
             logger.warning("store unavailable", metadata: ["error": .string(storeError.detail)])
             return .unavailable

@@ -3,9 +3,12 @@ import StepStore
 
 /// The 200 body of `GET /walker`. `streakState` is seed 000's shape, as the ingest response renders it.
 struct WalkerResponse: Encodable {
+    /// `confirmed` is the sum of the walker's ledger entries (credits, spends, refunds), `pending` the
+    /// provisional Energy of days not yet decided, `spendable` what an allocation may still take.
     struct Energy: Encodable {
         var confirmed: Int
         var pending: Int
+        var spendable: Int
     }
 
     var walkerId: String
@@ -19,7 +22,9 @@ struct WalkerResponse: Encodable {
         totalLifetimeSteps = overview.lifetimeSteps
         self.currentRegionId = currentRegionId
         streakState = IngestResponse.Streak(streak)
-        energy = Energy(confirmed: overview.confirmedEnergy, pending: overview.pendingEnergy)
+        energy = Energy(
+            confirmed: overview.confirmedEnergy, pending: overview.pendingEnergy,
+            spendable: max(0, overview.confirmedEnergy + overview.pendingEnergy))
     }
 
     /// The same bytes as `JSONCoding.encode(self)`, written directly like the ingest body; members in
@@ -35,6 +40,8 @@ struct WalkerResponse: Encodable {
         json.value(energy.confirmed)
         json.key("pending")
         json.value(energy.pending)
+        json.key("spendable")
+        json.value(energy.spendable)
         json.endObject()
         json.key("streakState")
         streakState.write(into: &json)

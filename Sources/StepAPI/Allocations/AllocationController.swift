@@ -1,0 +1,227 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Logging
+import StepCore
+import StepStore
+
+/// Spending Energy (SPEC.md "Energy, allocations and refunds"): `POST /walker/allocations` spends,
+/// `GET /walker/allocations` lists, `GET /walker/ledger` shows every entry behind the balance. Same
+/// authentication, envelope and per-walker limit as `GET /walker`.
+struct AllocationController: Sendable {
+    static let allocationsRoute = "/walker/allocations"
+    static let ledgerRoute = "/walker/ledger"
+    static let listLimit = 100
+
+    let authenticator: Authenticator
+    let policy: RateLimitPolicy
+    let store: Store
+    let mode: ServiceMode
+    let maxBodyBytes: Int
+    let idempotencyLeaseSeconds: Double
+    let clock: @Sendable () -> Date
+    let logger: Logger
+
+    func register(in router: Router<AppRequestContext>, catalog: inout RouteCatalog) {
+        router.post(RouterPath(stringLiteral: Self.allocationsRoute)) { request, context in
+            await allocate(request, context: context)
+        }
+        catalog.add(.post, Self.allocationsRoute)
+        router.get(RouterPath(stringLiteral: Self.allocationsRoute)) { request, context in
+            await list(request, context: context)
+        }
+        catalog.add(.get, Self.allocationsRoute)
+        router.get(RouterPath(stringLiteral: Self.ledgerRoute)) { request, context in
+            await ledger(request, context: context)
+        }
+        catalog.add(.get, Self.ledgerRoute)
+    }
+
+    // MARK: - POST /walker/allocations
+
+    /// The spend is decided under the walker's lock, in one transaction with the admission, the key's claim and
+    /// its stored answer: two allocations can never both spend the same Energy, and a replay answers the
+    /// bytes of the first, including a 422.
+    func allocate(_ request: Request, context: AppRequestContext) async -> Response {
+        let walkerId: String
+        do {
+            walkerId = try await authenticator.authenticate(request).walkerId
+        } catch {
+            var response = WalkerAPIError.unauthorized.response
+            response.headers[.wwwAuthenticate] = "Bearer"
+            return response
+        }
+        context.trace.update { $0.walkerId = walkerId }
+        let parsed: Result<AllocationRequest, WalkerAPIError>
+        switch await JSONBody.collect(request, maxBytes: maxBodyBytes) {
+        case .failure(.unsupportedMediaType): parsed = .failure(.body(.unsupportedMediaType))
+        case .failure(.tooLarge): parsed = .failure(.body(.payloadTooLarge(limit: maxBodyBytes)))
+        case .success(let bytes):
+            do {
+                parsed = .success(try AllocationRequest.decode(bytes.readableBytesView))
+            } catch {
+                parsed = .failure(.invalidQuery(error))
+            }
+        }
+        let now = clock()
+        let valid = try? parsed.get()
+        let outcome: (RateLimitDecision, AllocationOutcome?)
+        do {
+            outcome = try await store.transaction { [policy, mode, idempotencyLeaseSeconds] tx in
+                let idempotency = valid.map {
+                    IdempotencyRequest(
+                        key: $0.storedKey, requestHash: $0.payloadHash, leaseSeconds: idempotencyLeaseSeconds)
+                }
+                let (decision, admission) = try await RateLimiter.admit(
+                    tx, walkerId: walkerId, policy: policy, idempotency: idempotency, now: now)
+                guard decision.allowed, let valid else { return (decision, nil) }
+                switch admission.claim {
+                case .replay(let status, let body): return (decision, .replay(status: status, body: body))
+                case .payloadMismatch: return (decision, .error(.body(.idempotencyKeyReused)))
+                case .inFlight: return (decision, .error(.body(.idempotencyInFlight)))
+                case .claimed, nil: break
+                }
+                let (status, body) = try await Self.spend(valid, walkerId: walkerId, mode: mode, tx: tx, now: now)
+                try await tx.completeIdempotencyKey(
+                    walkerId: walkerId, key: valid.storedKey, status: Int(status.code), body: body)
+                return (decision, .answered(status: status, body: body))
+            }
+        } catch {
+            return WalkerReadRunner.failure(error, as: WalkerAPIError.self, logger: logger).response
+        }
+        let (decision, result) = outcome
+        var response: Response
+        if !decision.allowed {
+            response = WalkerAPIError.rateLimited(retryAfterSeconds: decision.resetSeconds).response
+        } else if case .failure(let error) = parsed {
+            response = error.response
+        } else {
+            switch result {
+            case .answered(let status, let body)?: response = IngestController.jsonResponse(status: status, body: body)
+            case .replay(let status, let body)?:
+                response = IngestController.jsonResponse(status: HTTPResponse.Status(code: status), body: body)
+                response.headers[.init("Idempotent-Replayed")!] = "true"
+            case .error(let error)?: response = error.response
+            case nil: response = WalkerAPIError.internalError.response
+            }
+        }
+        decision.apply(to: &response.headers)
+        return response
+    }
+
+    private enum AllocationOutcome: Sendable {
+        case answered(status: HTTPResponse.Status, body: String)
+        case replay(status: Int, body: String)
+        case error(WalkerAPIError)
+    }
+
+    /// Spends `request.points` if confirmed plus pending Energy covers them. Funded (partly) by pending credit,
+    /// the allocation is provisional and names the pending days it leans on; in test-phase, where every day
+    /// is accepted at once, it is confirmed.
+    private static func spend(
+        _ request: AllocationRequest, walkerId: String, mode: ServiceMode, tx: StoreTransaction, now: Date
+    ) async throws -> (HTTPResponse.Status, String) {
+        _ = try await tx.lockWalker(walkerId, now: now)
+        let position = try await tx.energyPosition(walkerId: walkerId)
+        guard request.points <= position.spendable else {
+            let error = IngestAPIError.insufficientEnergy(required: request.points, spendable: position.spendable)
+            return (error.status, error.bodyString)
+        }
+        let dependsOn = mode == .testPhase ? [] : position.daysFunding(points: request.points)
+        let allocation = AllocationRecord(
+            walkerId: walkerId, id: StoreTransaction.newID(), kind: request.kind, nodeId: request.nodeId,
+            points: request.points, status: dependsOn.isEmpty ? .confirmed : .provisional, dependsOn: dependsOn,
+            pendingDays: dependsOn, refundDueAt: nil, createdAt: now, updatedAt: now)
+        try await tx.insertAllocation(allocation)
+        return (.created, AllocationResponse.single(allocation))
+    }
+
+    // MARK: - GET /walker/allocations, GET /walker/ledger
+
+    func list(_ request: Request, context: AppRequestContext) async -> Response {
+        await runner.respond(to: request, context: context, query: Result<Void, WalkerAPIError>.success(())) {
+            tx, walkerId, _, _ in
+            .success(AllocationResponse.list(try await tx.allocations(walkerId: walkerId, limit: Self.listLimit)))
+        }
+    }
+
+    func ledger(_ request: Request, context: AppRequestContext) async -> Response {
+        let query: Result<LedgerQuery, WalkerAPIError>
+        do {
+            query = .success(try LedgerQuery.decode(request.uri.queryParameters))
+        } catch {
+            query = .failure(.invalidQuery(error))
+        }
+        return await runner.respond(to: request, context: context, query: query) { tx, walkerId, _, query in
+            // One more than the page, to know whether another follows.
+            let entries = try await tx.ledgerEntries(walkerId: walkerId, before: query.cursor, limit: query.limit + 1)
+            return .success(LedgerQuery.page(Array(entries.prefix(query.limit)), more: entries.count > query.limit))
+        }
+    }
+
+    private var runner: WalkerReadRunner {
+        WalkerReadRunner(authenticator: authenticator, policy: policy, store: store, clock: clock, logger: logger)
+    }
+}
+
+/// `GET /walker/ledger?cursor=&limit=`: newest first; `cursor` is the `next` of the previous page.
+struct LedgerQuery: Sendable {
+    static let defaultLimit = 50
+    static let maxLimit = 200
+
+    var cursor: (createdAt: Int, id: String)?
+    var limit: Int
+
+    static func decode(_ parameters: Parameters) throws(RequestValidationError) -> LedgerQuery {
+        var query = LedgerQuery(cursor: nil, limit: defaultLimit)
+        if let text = parameters.get("limit") {
+            guard let limit = Int(text), (1...maxLimit).contains(limit) else {
+                throw RequestValidationError(fields: ["limit": "must be an integer from 1 to \(maxLimit)"])
+            }
+            query.limit = limit
+        }
+        if let text = parameters.get("cursor") {
+            guard let decoded = Base64URL.decode(text).flatMap({ String(data: $0, encoding: .utf8) }),
+                let separator = decoded.firstIndex(of: ":"),
+                let createdAt = Int(decoded[..<separator]), createdAt >= 0
+            else {
+                throw RequestValidationError(fields: ["cursor": "must be the next cursor of an earlier page"])
+            }
+            query.cursor = (createdAt, String(decoded[decoded.index(after: separator)...]))
+        }
+        return query
+    }
+
+    static func cursor(after entry: LedgerEntry) -> String {
+        Base64URL.encode(Data("\(entry.createdAt.millisecondsSince1970):\(entry.id)".utf8))
+    }
+
+    /// `{"entries": [{"allocationId", "amount", "createdAt", "day", "id", "kind"}], "next": cursor or null}`.
+    static func page(_ entries: [LedgerEntry], more: Bool) -> String {
+        var json = JSONTextWriter(capacity: 64 + 160 * entries.count)
+        json.beginObject()
+        json.key("entries")
+        json.beginArray()
+        for entry in entries {
+            json.beginObject()
+            json.key("allocationId")
+            json.value(entry.allocationId)
+            json.key("amount")
+            json.value(entry.amount)
+            json.key("createdAt")
+            json.value(InstantParser.format(entry.createdAt, fractional: true))
+            json.key("day")
+            json.value(entry.day?.description)
+            json.key("id")
+            json.value(entry.id)
+            json.key("kind")
+            json.value(entry.kind.rawValue)
+            json.endObject()
+        }
+        json.endArray()
+        json.key("next")
+        json.value(more ? entries.last.map(cursor(after:)) : nil)
+        json.endObject()
+        return json.text
+    }
+}

@@ -1,0 +1,100 @@
+import Crypto
+import Foundation
+import StepCore
+import StepStore
+
+/// The body of `POST /walker/allocations`: `{"kind", "nodeId", "points", "idempotencyKey"}`.
+struct AllocationRequest: Sendable, Hashable {
+    static let maxPoints = 1_000_000_000
+    static let maxNodeIdLength = 128
+
+    var kind: AllocationKind
+    var nodeId: String
+    var points: Int
+    var idempotencyKey: String
+
+    /// What a replay must match: the spend itself, not the key.
+    var payloadHash: String {
+        let canonical = "\(kind.rawValue)\u{0}\(nodeId)\u{0}\(points)"
+        return SHA256.hash(data: Array(canonical.utf8)).map { String(format: "%02x", $0) }.joined()
+    }
+
+    /// The key as the idempotency table holds it: apart from the walker's ingest keys, so one key string
+    /// used for an ingest and for an allocation never collides.
+    var storedKey: String { "allocation:" + idempotencyKey }
+
+    static func decode(_ bytes: some Collection<UInt8>) throws(RequestValidationError) -> AllocationRequest {
+        guard let json = JSONReader.read(bytes) else {
+            throw RequestValidationError(message: "Request body is not valid JSON.", fields: [:])
+        }
+        guard case .object(let object) = json else {
+            throw RequestValidationError(message: "Request body must be a JSON object.", fields: [:])
+        }
+        var reader = FieldReader(object: object)
+        let kind = reader.required("kind", expected: "tree or keystone") { value -> AllocationKind? in
+            guard case .string(let text) = value else { return nil }
+            return AllocationKind(rawValue: text)
+        }
+        let nodeId = reader.required(
+            "nodeId", expected: "a non-empty string of at most \(maxNodeIdLength) characters"
+        ) { value -> String? in
+            guard case .string(let text) = value, !text.isEmpty, text.count <= maxNodeIdLength else { return nil }
+            return text
+        }
+        let points = reader.required("points", expected: "an integer from 1 to \(maxPoints)") { value -> Int? in
+            guard case .int(let number) = value, number >= 1, number <= maxPoints else { return nil }
+            return number
+        }
+        let key = reader.required(
+            "idempotencyKey", expected: "a string of 1 to \(IngestRequest.maxStringLength) printable ASCII characters"
+        ) { value -> String? in
+            guard case .string(let text) = value, IngestRequest.isValidKey(text) else { return nil }
+            return text
+        }
+        guard reader.problems.isEmpty, let kind, let nodeId, let points, let key else {
+            throw RequestValidationError(fields: reader.problems)
+        }
+        return AllocationRequest(kind: kind, nodeId: nodeId, points: points, idempotencyKey: key)
+    }
+}
+
+/// The JSON of an allocation: `{"createdAt", "dependsOn", "id", "kind", "nodeId", "points", "status"}`.
+enum AllocationResponse {
+    static func write(_ allocation: AllocationRecord, into json: inout JSONTextWriter) {
+        json.beginObject()
+        json.key("createdAt")
+        json.value(InstantParser.format(allocation.createdAt, fractional: true))
+        json.key("dependsOn")
+        json.beginArray()
+        for day in allocation.dependsOn { json.value(day.description) }
+        json.endArray()
+        json.key("id")
+        json.value(allocation.id)
+        json.key("kind")
+        json.value(allocation.kind.rawValue)
+        json.key("nodeId")
+        json.value(allocation.nodeId)
+        json.key("points")
+        json.value(allocation.points)
+        json.key("status")
+        json.value(allocation.status.rawValue)
+        json.endObject()
+    }
+
+    static func single(_ allocation: AllocationRecord) -> String {
+        var json = JSONTextWriter(capacity: 256)
+        write(allocation, into: &json)
+        return json.text
+    }
+
+    static func list(_ allocations: [AllocationRecord]) -> String {
+        var json = JSONTextWriter(capacity: 64 + 200 * allocations.count)
+        json.beginObject()
+        json.key("items")
+        json.beginArray()
+        for allocation in allocations { write(allocation, into: &json) }
+        json.endArray()
+        json.endObject()
+        return json.text
+    }
+}

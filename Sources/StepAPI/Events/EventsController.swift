@@ -1,0 +1,211 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Logging
+import NIOCore
+import ServiceLifecycle
+import StepCore
+import StepStore
+
+/// The walker's event log as the app reads it: `GET /walker/events?after=&wait=` (long-poll) and
+/// `GET /walker/events/stream` (Server-Sent Events, resumed by `Last-Event-ID`). Both read the stored log, so
+/// an event is never missed across reconnects or instances; the cursor is the last event's sequence number.
+/// Authentication, envelope and per-walker limit are those of `GET /walker`; a request counts once however
+/// long it waits or streams, and holds no database connection while it waits.
+struct EventsController: Sendable {
+    static let eventsRoute = "/walker/events"
+    static let streamRoute = "/walker/events/stream"
+    static let maxWaitSeconds = 30
+    static let pageLimit = 100
+
+    let authenticator: Authenticator
+    let policy: RateLimitPolicy
+    let store: Store
+    let settings: AppConfiguration.Events
+    let clock: @Sendable () -> Date
+    let logger: Logger
+
+    func register(in router: Router<AppRequestContext>, catalog: inout RouteCatalog) {
+        router.get(RouterPath(stringLiteral: Self.eventsRoute)) { request, context in
+            await poll(request, context: context)
+        }
+        catalog.add(.get, Self.eventsRoute)
+        router.get(RouterPath(stringLiteral: Self.streamRoute)) { request, context in
+            await stream(request, context: context)
+        }
+        catalog.add(.get, Self.streamRoute)
+    }
+
+    /// `{"events": [{"createdAt", "data", "id", "type"}], "next": cursor}`: the events after `after` (from the
+    /// first without it), oldest first, at most 100; with `wait`, an empty answer is held up to that many
+    /// seconds until an event arrives. `next` is the last event's id, or `after` again when there was none.
+    func poll(_ request: Request, context: AppRequestContext) async -> Response {
+        let query: Result<EventsQuery, WalkerAPIError>
+        do {
+            query = .success(try EventsQuery.decode(request.uri.queryParameters))
+        } catch {
+            query = .failure(.invalidQuery(error))
+        }
+        return await runner.respond(to: request, context: context, query: query) { tx, walkerId, _, query in
+            .success(try await tx.events(walkerId: walkerId, after: query.after, limit: Self.pageLimit))
+        } render: { [store, settings] walkerId, query, first in
+            var events = first
+            if events.isEmpty, query.wait > 0 {
+                let deadline = ContinuousClock.now + .seconds(query.wait)
+                do {
+                    while events.isEmpty, ContinuousClock.now < deadline, !Task.isCancelled,
+                        !Task.isShuttingDownGracefully
+                    {
+                        try await Task.sleep(for: .seconds(settings.pollIntervalSeconds))
+                        events = try await store.withoutTransaction {
+                            try await $0.events(walkerId: walkerId, after: query.after, limit: Self.pageLimit)
+                        }
+                    }
+                } catch {
+                    // A failed re-read answers what was read so far (nothing): the client polls again.
+                    logger.warning("event poll ended early", metadata: ["error": .string("\(type(of: error))")])
+                }
+            }
+            return IngestController.jsonResponse(
+                status: .ok, body: EventsQuery.page(events, next: events.last?.seq ?? query.after))
+        }
+    }
+
+    /// Server-Sent Events: each event as `id: <seq>`, `event: <type>`, `data: <JSON>`; a comment line every
+    /// `events.streamKeepAliveSeconds`; the stream ends after `events.streamMaxSeconds` (with a `retry:` hint),
+    /// at shutdown, or when the client goes, and the client resumes with `Last-Event-ID` (or `?after=`).
+    func stream(_ request: Request, context: AppRequestContext) async -> Response {
+        let start: Result<Int, WalkerAPIError>
+        do {
+            start = .success(try EventsQuery.streamStart(request))
+        } catch {
+            start = .failure(.invalidQuery(error))
+        }
+        return await runner.respond(to: request, context: context, query: start) { _, _, _, _ in
+            .success(())
+        } render: { [store, settings, logger] walkerId, after, _ in
+            let body = ResponseBody { writer in
+                var cursor = after
+                let end = ContinuousClock.now + .seconds(settings.streamMaxSeconds)
+                var lastWrite = ContinuousClock.now
+                try await writer.write(ByteBuffer(string: "retry: 1000\n\n"))
+                while ContinuousClock.now < end, !Task.isCancelled, !Task.isShuttingDownGracefully {
+                    let events: [WalkerEvent]
+                    do {
+                        let from = cursor
+                        events = try await store.withoutTransaction {
+                            try await $0.events(walkerId: walkerId, after: from, limit: Self.pageLimit)
+                        }
+                    } catch {
+                        // The store is away: end the stream, the client reconnects from its last id.
+                        logger.warning("event stream ended", metadata: ["error": .string("\(type(of: error))")])
+                        break
+                    }
+                    if !events.isEmpty {
+                        var text = ""
+                        for event in events { text += EventsQuery.serverSentEvent(event) }
+                        try await writer.write(ByteBuffer(string: text))
+                        cursor = events.last?.seq ?? cursor
+                        lastWrite = ContinuousClock.now
+                        if events.count == Self.pageLimit { continue }
+                    } else if ContinuousClock.now - lastWrite >= .seconds(settings.streamKeepAliveSeconds) {
+                        try await writer.write(ByteBuffer(string: ": keep-alive\n\n"))
+                        lastWrite = ContinuousClock.now
+                    }
+                    try await Task.sleep(for: .seconds(settings.pollIntervalSeconds))
+                }
+                try await writer.finish(nil)
+            }
+            return Response(
+                status: .ok,
+                headers: [
+                    .contentType: "text/event-stream; charset=utf-8", .cacheControl: "no-store, private",
+                    HTTPField.Name("X-Accel-Buffering")!: "no",
+                ],
+                body: body)
+        }
+    }
+
+    private var runner: WalkerReadRunner {
+        WalkerReadRunner(authenticator: authenticator, policy: policy, store: store, clock: clock, logger: logger)
+    }
+}
+
+/// The query of `GET /walker/events` and the start of a stream, and how events are written.
+struct EventsQuery: Sendable {
+    var after = 0
+    var wait = 0
+
+    static func decode(_ parameters: Parameters) throws(RequestValidationError) -> EventsQuery {
+        var query = EventsQuery()
+        var problems: [String: String] = [:]
+        if let text = parameters.get("after") {
+            if let after = cursor(text) { query.after = after } else { problems["after"] = cursorProblem }
+        }
+        if let text = parameters.get("wait") {
+            if let wait = Int(text), (0...EventsController.maxWaitSeconds).contains(wait) {
+                query.wait = wait
+            } else {
+                problems["wait"] = "must be an integer from 0 to \(EventsController.maxWaitSeconds) (seconds)"
+            }
+        }
+        guard problems.isEmpty else {
+            throw RequestValidationError(message: "Query parameters failed validation.", fields: problems)
+        }
+        return query
+    }
+
+    /// Where a stream starts: after `Last-Event-ID` when the client sends one (a reconnect), else after
+    /// `?after=`, else from the first event.
+    static func streamStart(_ request: Request) throws(RequestValidationError) -> Int {
+        if let header = request.headers[HTTPField.Name("Last-Event-ID")!] {
+            guard let after = cursor(Substring(header).trimmingHTTPWhitespace) else {
+                throw RequestValidationError(
+                    message: "Last-Event-ID failed validation.", fields: ["Last-Event-ID": cursorProblem])
+            }
+            return after
+        }
+        return try decode(request.uri.queryParameters).after
+    }
+
+    static let cursorProblem = "must be an event id (a non-negative integer) from an earlier answer"
+
+    private static func cursor(_ text: some StringProtocol) -> Int? {
+        guard !text.isEmpty, text.utf8.count <= 18, text.allSatisfy(\.isASCII), let value = Int(text), value >= 0
+        else { return nil }
+        return value
+    }
+
+    static func write(_ event: WalkerEvent, into json: inout JSONTextWriter) {
+        json.beginObject()
+        json.key("createdAt")
+        json.value(InstantParser.format(event.createdAt, fractional: true))
+        json.key("data")
+        json.raw(event.data)
+        json.key("id")
+        json.value(String(event.seq))
+        json.key("type")
+        json.value(event.type)
+        json.endObject()
+    }
+
+    static func page(_ events: [WalkerEvent], next: Int) -> String {
+        var json = JSONTextWriter(capacity: 64 + 200 * events.count)
+        json.beginObject()
+        json.key("events")
+        json.beginArray()
+        for event in events { write(event, into: &json) }
+        json.endArray()
+        json.key("next")
+        json.value(String(next))
+        json.endObject()
+        return json.text
+    }
+
+    /// One SSE message; `data` is the same object a poll returns, on one line.
+    static func serverSentEvent(_ event: WalkerEvent) -> String {
+        var json = JSONTextWriter(capacity: 200)
+        write(event, into: &json)
+        return "id: \(event.seq)\nevent: \(event.type)\ndata: \(json.text)\n\n"
+    }
+}

@@ -1,0 +1,65 @@
+import Foundation
+import SQLKit
+
+/// One event of a walker's log, as the app reads it: `seq` is its id and the cursor after it.
+package struct WalkerEvent: Sendable, Hashable {
+    package var walkerId: String
+    package var seq: Int
+    package var type: String
+    /// The event's data, a JSON object's text.
+    package var data: String
+    package var createdAt: Date
+
+    package init(walkerId: String, seq: Int, type: String, data: String, createdAt: Date) {
+        self.walkerId = walkerId
+        self.seq = seq
+        self.type = type
+        self.data = data
+        self.createdAt = createdAt
+    }
+}
+
+extension StoreTransaction {
+    /// Appends an event to the walker's log and returns it with its sequence number, one above the walker's
+    /// last. Under the walker's lock (taken by the caller), so two appends never pick the same number; the
+    /// primary key refuses it if they did.
+    package func appendEvent(walkerId: String, type: String, data: String, at now: Date) async throws
+        -> WalkerEvent
+    {
+        let row = try await sql.raw(
+            """
+            INSERT INTO walker_events (walker_id, seq, type, data, created_at)
+            SELECT \(bind: walkerId), COALESCE(MAX(seq), 0) + 1, \(bind: type), \(bind: data),
+                \(bind: now.millisecondsSince1970)
+            FROM walker_events WHERE walker_id = \(bind: walkerId)
+            RETURNING seq
+            """
+        ).first()
+        guard let seq = try row?.decode(column: "seq", as: Int.self) else {
+            throw StoreError.corrupt("event insert returned no sequence")
+        }
+        return WalkerEvent(walkerId: walkerId, seq: seq, type: type, data: data, createdAt: now)
+    }
+
+    /// The walker's events after `seq`, oldest first, at most `limit`.
+    package func events(walkerId: String, after seq: Int, limit: Int) async throws -> [WalkerEvent] {
+        let rows = try await sql.raw(
+            """
+            SELECT seq, type, data, created_at FROM walker_events
+            WHERE walker_id = \(bind: walkerId) AND seq > \(bind: seq)
+            ORDER BY seq LIMIT \(bind: limit)
+            """
+        ).all()
+        return try rows.map { row in
+            WalkerEvent(
+                walkerId: walkerId, seq: try row.decode(column: "seq", as: Int.self),
+                type: try row.decode(column: "type", as: String.self),
+                data: try row.decode(column: "data", as: String.self),
+                createdAt: Date(millisecondsSince1970: try row.decode(column: "created_at", as: Int.self)))
+        }
+    }
+
+    package func event(walkerId: String, seq: Int) async throws -> WalkerEvent? {
+        try await events(walkerId: walkerId, after: seq - 1, limit: 1).first { $0.seq == seq }
+    }
+}

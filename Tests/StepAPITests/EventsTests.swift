@@ -1,0 +1,229 @@
+import Crypto
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import NIOCore
+import StepAPI
+import StepCore
+import StepJobs
+import StepStore
+import StepTestSupport
+import Synchronization
+import Testing
+
+/// The walker's event log: long-poll, Server-Sent Events and the signed webhook, all over the stored log.
+@Suite("Walker events: poll, stream, webhook")
+struct EventsTests {
+    static func append(_ harness: TestHarness, _ walker: String, count: Int) async throws {
+        try await harness.store.transaction { tx in
+            for index in 0..<count {
+                _ = try await tx.appendEvent(
+                    walkerId: walker, type: "allocation-reverted", data: #"{"n":\#(index)}"#, at: harness.clock.now)
+            }
+        }
+    }
+
+    @Test(
+        "a poll pages by cursor from the first event; another walker sees none of them", arguments: TestDatabases.kinds)
+    func pollPages(kind: DatabaseKind) async throws {
+        let harness = try await TestHarness.make(kind: kind)
+        let token = try await harness.token(for: "walker-events")
+        let other = try await harness.token(for: "walker-other")
+        try await Self.append(harness, "walker-events", count: 3)
+        try await harness.run { client in
+            let first = try await client.read("/walker/events", token: token).json
+            guard case .array(let events)? = first["events"] else { throw JSONShapeError() }
+            #expect(events.map { $0["id"] } == [.string("1"), .string("2"), .string("3")])
+            #expect(events[1]["data"] == .object(["n": .int(1)]))
+            #expect(events[0]["createdAt"] == .string("2026-05-18T20:42:30.000Z"))
+            #expect(first["next"] == .string("3"))
+            let rest = try await client.read("/walker/events?after=1", token: token).json
+            #expect(rest["events"]?[0]?["id"] == .string("2"))
+            let none = try await client.read("/walker/events?after=3", token: token).json
+            #expect(none["events"] == .array([]))
+            #expect(none["next"] == .string("3"))
+            let foreign = try await client.read("/walker/events", token: other).json
+            #expect(foreign["events"] == .array([]))
+            #expect(foreign["next"] == .string("0"))
+            for bad in ["after=-1", "after=x", "wait=31", "wait=-1", "wait=1.5"] {
+                let response = try await client.read("/walker/events?\(bad)", token: token)
+                #expect(response.status == .badRequest, "\(bad)")
+            }
+            #expect(try await client.read("/walker/events", token: nil).status == .unauthorized)
+        }
+    }
+
+    @Test(
+        "a waiting poll answers as soon as an event is stored, and an empty one after its wait",
+        arguments: TestDatabases.kinds)
+    func longPoll(kind: DatabaseKind) async throws {
+        let harness = try await TestHarness.make(kind: kind) { $0.events.pollIntervalSeconds = 0.05 }
+        let token = try await harness.token(for: "walker-wait")
+        try await harness.run { client in
+            let started = ContinuousClock.now
+            let empty = try await client.read("/walker/events?wait=1", token: token).json
+            #expect(empty["events"] == .array([]))
+            #expect(ContinuousClock.now - started >= .seconds(1))
+
+            async let answer = client.read("/walker/events?after=0&wait=20", token: token)
+            try await Task.sleep(for: .milliseconds(300))
+            try await Self.append(harness, "walker-wait", count: 1)
+            let waited = ContinuousClock.now
+            let body = try await answer.json
+            #expect(body["events"]?[0]?["id"] == .string("1"))
+            #expect(ContinuousClock.now - waited < .seconds(10))
+        }
+    }
+
+    @Test("the stream sends every event with its id and resumes after Last-Event-ID", arguments: TestDatabases.kinds)
+    func stream(kind: DatabaseKind) async throws {
+        let harness = try await TestHarness.make(kind: kind) {
+            $0.events.streamMaxSeconds = 1
+            $0.events.pollIntervalSeconds = 0.05
+        }
+        let token = try await harness.token(for: "walker-sse")
+        try await Self.append(harness, "walker-sse", count: 2)
+        try await harness.run(.live) { client in
+            let whole = try await client.execute(
+                uri: "/walker/events/stream", method: .get, headers: [.authorization: "Bearer \(token)"])
+            #expect(whole.status == .ok)
+            #expect(whole.headers[.contentType] == "text/event-stream; charset=utf-8")
+            let text = String(buffer: whole.body)
+            #expect(text.hasPrefix("retry: 1000\n\n"))
+            #expect(text.contains("id: 1\nevent: allocation-reverted\ndata: {\"createdAt\":"))
+            #expect(text.contains("id: 2\nevent: allocation-reverted\ndata: "))
+            #expect(text.contains(#""data":{"n":1},"id":"2","type":"allocation-reverted"}"#))
+
+            let resumed = try await client.execute(
+                uri: "/walker/events/stream", method: .get,
+                headers: [.authorization: "Bearer \(token)", HTTPField.Name("Last-Event-ID")!: "1"])
+            let resumedText = String(buffer: resumed.body)
+            #expect(!resumedText.contains("id: 1\n"))
+            #expect(resumedText.contains("id: 2\n"))
+            let bad = try await client.execute(
+                uri: "/walker/events/stream", method: .get,
+                headers: [.authorization: "Bearer \(token)", HTTPField.Name("Last-Event-ID")!: "abc"])
+            #expect(bad.status == .badRequest)
+        }
+    }
+
+    @Test("webhook.* and events.* settings are checked at start-up")
+    func configuration() throws {
+        func read(_ values: [String: String]) throws -> AppConfiguration {
+            try AppConfiguration(reader: HealthConfigurationTests.reader(values))
+        }
+        let secret = String(repeating: "s", count: 32)
+        let good = try read(["events.webhookUrl": "http://127.0.0.1:9/hook", "events.webhookSecret": secret])
+        #expect(good.events.webhookURL == "http://127.0.0.1:9/hook")
+        #expect(good.events.webhookSecret == Array(secret.utf8))
+        #expect(throws: ConfigurationError.self) { try read(["events.webhookUrl": "http://127.0.0.1:9/hook"]) }
+        #expect(throws: ConfigurationError.self) { try read(["events.webhookSecret": secret]) }
+        #expect(throws: ConfigurationError.self) {
+            try read(["events.webhookUrl": "ftp://example/hook", "events.webhookSecret": secret])
+        }
+        #expect(throws: ConfigurationError.self) {
+            try read(["events.webhookUrl": "http://127.0.0.1:9/hook", "events.webhookSecret": "short"])
+        }
+        #expect(throws: ConfigurationError.self) { try read(["events.pollIntervalSeconds": "0"]) }
+        #expect(throws: ConfigurationError.self) { try read(["ledger.refundGraceSeconds": "-1"]) }
+    }
+
+    /// A real HTTP receiver on loopback that records what it is sent and answers `status`.
+    final class Receiver: Sendable {
+        struct Delivery: Sendable {
+            var body: String
+            var signature: String?
+        }
+        let deliveries = Mutex<[Delivery]>([])
+        let status = Mutex<HTTPResponse.Status>(.ok)
+
+        var application: some ApplicationProtocol {
+            let router = Router()
+            router.post("/hook") { [self] request, _ -> Response in
+                let body = try await request.body.collect(upTo: 1 << 20)
+                deliveries.withLock {
+                    $0.append(
+                        Delivery(
+                            body: String(buffer: body),
+                            signature: request.headers[HTTPField.Name("StepLedger-Signature")!]))
+                }
+                return Response(status: status.withLock { $0 })
+            }
+            return Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)))
+        }
+    }
+
+    @Test(
+        "a refund's event is POSTed to the webhook, signed; a failing receiver is retried, then the job is dead",
+        arguments: TestDatabases.kinds)
+    func webhook(kind: DatabaseKind) async throws {
+        let receiver = Receiver()
+        let secret = String(repeating: "k", count: 40)
+        try await receiver.application.test(.live) { hook in
+            let port = try #require(hook.port)
+            let (harness, token) = try await AdminTests.setUp(kind) {
+                $0.events.webhookURL = "http://127.0.0.1:\(port)/hook"
+                $0.events.webhookSecret = Array(secret.utf8)
+                $0.events.webhookMaxAttempts = 2
+                $0.refundGraceSeconds = 0
+                $0.jobs.backoffBaseSeconds = 1
+                $0.jobs.backoffCapSeconds = 1
+            }
+            try await harness.run { client in
+                let allocationId = try await Self.refund(harness, client, token: token, review: true)
+                #expect(try await harness.app.worker.drain() == 2)
+                let delivered = receiver.deliveries.withLock { $0 }
+                try #require(delivered.count == 1)
+                let body = delivered[0].body
+                let json = try JSONDecoder().decode(JSONValue.self, from: Data(body.utf8))
+                #expect(json["walkerId"] == .string(AdminTests.walker))
+                #expect(json["type"] == .string("allocation-reverted"))
+                #expect(json["id"] == .string("1"))
+                #expect(json["data"]?["allocationId"] == .string(allocationId))
+                // t=<unix>,v1=<hex HMAC-SHA256 of "t.body">, computed here independently.
+                let signature = try #require(delivered[0].signature)
+                let parts = signature.split(separator: ",")
+                #expect(parts.count == 2)
+                let timestamp = String(parts[0].dropFirst(2))
+                #expect(timestamp == String(Int(harness.clock.now.timeIntervalSince1970)))
+                let mac = HMAC<SHA256>.authenticationCode(
+                    for: Data("\(timestamp).\(body)".utf8), using: SymmetricKey(data: Data(secret.utf8)))
+                #expect(parts[1] == "v1=" + mac.map { String(format: "%02x", $0) }.joined())
+
+                // A second event while the receiver fails: tried, retried after the backoff, then dead.
+                receiver.status.withLock { $0 = .internalServerError }
+                _ = try await Self.refund(harness, client, token: token, review: true, day: "2026-05-17")
+                #expect(try await harness.app.worker.drain() == 2)
+                #expect(receiver.deliveries.withLock { $0.count } == 2)
+                harness.clock.advance(seconds: 2)
+                #expect(try await harness.app.worker.drain() == 1)
+                #expect(receiver.deliveries.withLock { $0.count } == 3)
+                let dead = try await harness.app.worker.queue.list(state: .dead)
+                #expect(dead.map(\.kind) == ["deliver-webhook"])
+                #expect(dead.first?.lastError == "webhook answered 500")
+                // The event itself is stored whatever the webhook did.
+                #expect(try await harness.count("walker_events") == 2)
+            }
+        }
+    }
+
+    /// Quarantines `day` (no gyroscope), spends its pending credit, rejects the day and moves past the grace
+    /// period; returns the allocation's id. The refund job is then due.
+    static func refund(
+        _ harness: TestHarness, _ client: some TestClientProtocol, token: String, review: Bool,
+        day: String = "2026-05-18"
+    ) async throws -> String {
+        var gyroless = IngestBody(day: day, count: 6000)
+        gyroless["gyroSamplesObserved"] = .bool(false)
+        #expect(try await client.ingest(gyroless, token: token).status == .ok)
+        let spent = try await client.allocate(
+            AllocationTests.allocationBody(points: 1000, key: "spend-\(day)"), token: token)
+        guard case .string(let id)? = try spent.json["id"] else { throw JSONShapeError() }
+        let items = try await client.admin("/admin/reviews?status=open").json["items"]
+        guard case .string(let review)? = items?[0]?["id"] else { throw JSONShapeError() }
+        #expect(try await client.resolve(review, decision: "reject", note: "emulator").status == .ok)
+        harness.clock.advance(seconds: 1)
+        return id
+    }
+}
