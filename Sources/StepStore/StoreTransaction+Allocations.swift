@@ -60,35 +60,32 @@ package struct LedgerEntry: Sendable, Hashable {
 }
 
 /// The walker's Energy as spending sees it, under the walker's lock.
-package struct EnergyPosition: Sendable, Hashable {
+package struct EnergyPosition: Sendable {
     /// The sum of the ledger's entries (credits, spends, refunds); below zero while provisional spending runs
     /// ahead of confirmed credit.
     package var confirmed: Int
     /// Each undecided day's provisional Energy beyond what the ledger credited for it, ascending by day.
     package var pendingByDay: [(day: LocalDate, amount: Int)]
+    /// Points of allocations waiting out the grace period before their refund: spent on a day since rejected,
+    /// they use none of the pending days' credit.
+    package var awaitingRefund = 0
 
     package var pending: Int { pendingByDay.reduce(0) { $0 + $1.amount } }
     package var spendable: Int { max(0, confirmed + pending) }
 
-    package static func == (lhs: Self, rhs: Self) -> Bool {
-        lhs.confirmed == rhs.confirmed && lhs.pendingByDay.map(\.day) == rhs.pendingByDay.map(\.day)
-            && lhs.pendingByDay.map(\.amount) == rhs.pendingByDay.map(\.amount)
-    }
-
-    package func hash(into hasher: inout Hasher) {
-        hasher.combine(confirmed)
-        for (day, amount) in pendingByDay {
-            hasher.combine(day)
-            hasher.combine(amount)
-        }
+    package init(confirmed: Int, pendingByDay: [(day: LocalDate, amount: Int)], awaitingRefund: Int = 0) {
+        self.confirmed = confirmed
+        self.pendingByDay = pendingByDay
+        self.awaitingRefund = awaitingRefund
     }
 
     /// The pending days a spend of `points` leans on. Pending credit is used in day order: what earlier
     /// spends already took of it (the part of the ledger below zero) comes first, then this spend's share;
     /// the days whose credit overlaps this spend's share are the ones it depends on.
     package func daysFunding(points: Int) -> [LocalDate] {
-        let usedBefore = max(0, -confirmed)
-        let usedAfter = max(0, points - confirmed)
+        let funded = confirmed + awaitingRefund
+        let usedBefore = max(0, -funded)
+        let usedAfter = max(0, points - funded)
         guard usedAfter > usedBefore else { return [] }
         var days: [LocalDate] = []
         var start = 0
@@ -124,7 +121,16 @@ extension StoreTransaction {
                 amount: try $0.decode(column: "amount", as: Int.self)
             )
         }
-        return EnergyPosition(confirmed: confirmed, pendingByDay: pending)
+        let awaiting = try await sql.raw(
+            """
+            SELECT CAST(COALESCE(SUM(points), 0) AS BIGINT) AS points FROM allocations
+            WHERE walker_id = \(bind: walkerId) AND status = \(bind: AllocationStatus.provisional.rawValue)
+                AND refund_due_at IS NOT NULL
+            """
+        ).first()
+        return EnergyPosition(
+            confirmed: confirmed, pendingByDay: pending,
+            awaitingRefund: try awaiting?.decode(column: "points", as: Int.self) ?? 0)
     }
 
     /// Stores a new allocation and its spend (a negative ledger entry naming it).

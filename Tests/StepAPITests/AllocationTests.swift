@@ -262,6 +262,35 @@ struct AllocationTests {
             #expect(try await Self.balance(harness, AdminTests.walker) == 1000)
         }
     }
+
+    @Test(
+        "two instances' workers racing for due refunds refund each allocation once, with one event",
+        arguments: TestDatabases.kinds)
+    func refundOnceAcrossWorkers(kind: DatabaseKind) async throws {
+        let (harness, token) = try await AdminTests.setUp(kind) { $0.refundGraceSeconds = 60 }
+        // The second instance only runs jobs; its mode does not matter to them.
+        let second = try await TestHarness.make(kind: kind, sharing: harness) { $0.refundGraceSeconds = 60 }
+        try await harness.run { client in
+            var ids: [String] = []
+            for day in ["2026-05-16", "2026-05-17", "2026-05-18"] {
+                ids.append(try await EventsTests.refund(harness, client, token: token, review: true, day: day))
+            }
+            harness.clock.advance(seconds: 61)
+            second.clock.set(harness.clock.now)
+            async let first = harness.app.worker.drain()
+            async let other = second.app.worker.drain()
+            let ran = try await first + other
+            #expect(ran == 3)
+            let ledger = try await client.read("/walker/ledger?limit=200", token: token).json["entries"]
+            guard case .array(let entries)? = ledger else { throw JSONShapeError() }
+            let refunds = entries.filter { $0["kind"] == .string("refund") }.compactMap { $0["allocationId"] }
+            #expect(refunds.count == 3)
+            #expect(Set(refunds) == Set(ids.map(JSONValue.string)))
+            #expect(try await harness.count("walker_events") == 3)
+            #expect(try await Self.balance(harness, AdminTests.walker) == 0)
+            try await second.store.database.close()
+        }
+    }
 }
 
 extension TestClientProtocol {
