@@ -145,19 +145,18 @@ package func buildApplication(
         antiCheat: antiCheat,
         logger: logger
     ).register(in: router, catalog: &catalog)
+    // Every walker route but the ingest shares one per-walker window: they serve the same screens.
+    let walkerPolicy = RateLimitPolicy(
+        bucket: "walker", limit: configuration.rateLimits.walkerPerWindow,
+        windowSeconds: configuration.rateLimits.windowSeconds)
     WalkerController(
         authenticator: authenticator,
-        policy: RateLimitPolicy(
-            bucket: "walker", limit: configuration.rateLimits.walkerPerWindow,
-            windowSeconds: configuration.rateLimits.windowSeconds),
+        policy: walkerPolicy,
         store: store, defaultRegionId: configuration.defaultRegionId, clock: dependencies.clock, logger: logger
     ).register(in: router, catalog: &catalog)
-    // Seed 002's reads share the walker routes' limit: they serve the same screens.
     HealthController(
         authenticator: authenticator,
-        policy: RateLimitPolicy(
-            bucket: "walker", limit: configuration.rateLimits.walkerPerWindow,
-            windowSeconds: configuration.rateLimits.windowSeconds),
+        policy: walkerPolicy,
         store: store, clock: dependencies.clock, logger: logger
     ).register(in: router, catalog: &catalog)
     if configuration.appAttest.apps(mode: configuration.mode).isEmpty {
@@ -168,9 +167,7 @@ package func buildApplication(
     }
     HealthWriteController(
         authenticator: authenticator,
-        policy: RateLimitPolicy(
-            bucket: "walker", limit: configuration.rateLimits.walkerPerWindow,
-            windowSeconds: configuration.rateLimits.windowSeconds),
+        policy: walkerPolicy,
         store: store,
         attestor: try HealthAttestor(configuration: configuration, developmentRootPEM: development.appAttestRootPEM),
         settings: configuration.health, maxBodyBytes: configuration.http.maxBodyBytes, clock: dependencies.clock,
@@ -178,17 +175,13 @@ package func buildApplication(
     ).register(in: router, catalog: &catalog)
     AllocationController(
         authenticator: authenticator,
-        policy: RateLimitPolicy(
-            bucket: "walker", limit: configuration.rateLimits.walkerPerWindow,
-            windowSeconds: configuration.rateLimits.windowSeconds),
+        policy: walkerPolicy,
         store: store, mode: configuration.mode, maxBodyBytes: configuration.http.maxBodyBytes,
         idempotencyLeaseSeconds: configuration.idempotencyLeaseSeconds, clock: dependencies.clock, logger: logger
     ).register(in: router, catalog: &catalog)
     EventsController(
         authenticator: authenticator,
-        policy: RateLimitPolicy(
-            bucket: "walker", limit: configuration.rateLimits.walkerPerWindow,
-            windowSeconds: configuration.rateLimits.windowSeconds),
+        policy: walkerPolicy,
         store: store, settings: configuration.events, clock: dependencies.clock, logger: logger
     ).register(in: router, catalog: &catalog)
     let worker = makeJobWorker(

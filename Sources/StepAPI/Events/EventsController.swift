@@ -176,7 +176,8 @@ struct EventsQuery: Sendable {
         return value
     }
 
-    static func write(_ event: WalkerEvent, into json: inout JSONTextWriter) {
+    /// `{"createdAt", "data", "id", "type"}`, and `walkerId` last when the reader is not the walker (the webhook).
+    static func write(_ event: WalkerEvent, into json: inout JSONTextWriter, namingWalker: Bool = false) {
         json.beginObject()
         json.key("createdAt")
         json.value(InstantParser.format(event.createdAt, fractional: true))
@@ -186,6 +187,10 @@ struct EventsQuery: Sendable {
         json.value(String(event.seq))
         json.key("type")
         json.value(event.type)
+        if namingWalker {
+            json.key("walkerId")
+            json.value(event.walkerId)
+        }
         json.endObject()
     }
 

@@ -3,7 +3,6 @@ import Crypto
 import Foundation
 import NIOCore
 import NIOHTTP1
-import StepCore
 import StepJobs
 import StepStore
 
@@ -53,18 +52,7 @@ enum WebhookJob {
     /// `{"createdAt", "data", "id", "type", "walkerId"}`.
     static func body(_ event: WalkerEvent) -> String {
         var json = JSONTextWriter(capacity: 256)
-        json.beginObject()
-        json.key("createdAt")
-        json.value(InstantParser.format(event.createdAt, fractional: true))
-        json.key("data")
-        json.raw(event.data)
-        json.key("id")
-        json.value(String(event.seq))
-        json.key("type")
-        json.value(event.type)
-        json.key("walkerId")
-        json.value(event.walkerId)
-        json.endObject()
+        EventsQuery.write(event, into: &json, namingWalker: true)
         return json.text
     }
 
