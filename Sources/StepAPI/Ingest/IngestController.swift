@@ -8,6 +8,7 @@ import StepStore
 
 /// `POST /step/ingest`: authenticate, check App Check (production), rate-limit, bound and decode the body, claim
 /// the idempotency key, then hand over to `IngestService`. Every outcome becomes a response here; nothing a client sends is a 500.
+/// `POST /step/ingest:batch` (`IngestController+Batch.swift`) runs each of its buckets through the same `answer`.
 struct IngestController: Sendable {
     static let route = "/step/ingest"
 
@@ -18,6 +19,8 @@ struct IngestController: Sendable {
     let service: IngestService
     let store: Store
     let maxBodyBytes: Int
+    /// The most buckets one `POST /step/ingest:batch` may carry.
+    let batchMaxBuckets: Int
     let idempotencyLeaseSeconds: Double
     let clock: @Sendable () -> Date
     let metrics: ServiceMetrics
@@ -29,6 +32,10 @@ struct IngestController: Sendable {
             await ingest(request, context: context)
         }
         catalog.add(.post, Self.route)
+        router.post(RouterPath(stringLiteral: Self.batchRoute)) { request, context in
+            await ingestBatch(request, context: context)
+        }
+        catalog.add(.post, Self.batchRoute)
     }
 
     func ingest(_ request: Request, context: AppRequestContext) async -> Response {
@@ -81,7 +88,8 @@ struct IngestController: Sendable {
     }
 
     /// One ingest after authentication: the rate-limit hit, the key claim and the pipeline, or the replay, for a
-    /// body as `readBody` left it. A body that failed still counts against the limit.
+    /// body as `readBody` left it. A body that failed still counts against the limit. Both routes end here, the
+    /// batch once per bucket.
     func answer(
         _ parsed: Result<IngestRequest, IngestAPIError>, principal: SessionPrincipal, context: AppRequestContext
     ) async -> IngestAnswer {

@@ -91,6 +91,13 @@ struct JSONTextWriter {
         if let number { value(number) } else { null() }
     }
 
+    /// A value that is JSON text already (a stored response body), written as it is.
+    mutating func json(_ text: String) {
+        separate()
+        bytes.append(contentsOf: text.utf8)
+        needsComma = true
+    }
+
     /// A number kept in whole thousandths (`Milli`), written as the decimal it stands for.
     mutating func value(milli: Int) {
         separate()
