@@ -139,6 +139,7 @@ package func buildApplication(
             whitelist: { whitelist.current }),
         store: store,
         maxBodyBytes: configuration.http.maxBodyBytes,
+        batchMaxBuckets: configuration.ingestBatchMaxBuckets,
         idempotencyLeaseSeconds: configuration.idempotencyLeaseSeconds,
         clock: dependencies.clock,
         metrics: metrics,

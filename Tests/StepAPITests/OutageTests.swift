@@ -36,6 +36,11 @@ struct OutageTests {
             for index in 0..<5 {
                 statuses.append(Int(try await client.ingest(IngestBody(count: 2000 + index), token: token).status.code))
             }
+            // A batch answers each bucket 503, and promptly: the first outage answers the rest.
+            let batch = try await client.ingestBatch(
+                (0..<4).map { IngestBody(count: 3000 + $0, key: "outage-\($0)") }, token: token)
+            #expect(batch.status == .ok)
+            #expect(try IngestBatchTests.results(batch).map(\.status) == [503, 503, 503, 503])
             let ready = try await client.execute(uri: "/readyz", method: .get)
             #expect(statuses.allSatisfy { $0 == 503 }, "\(statuses)")
             #expect(ready.status == .serviceUnavailable)

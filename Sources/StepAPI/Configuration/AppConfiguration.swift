@@ -104,6 +104,8 @@ package struct AppConfiguration: Sendable {
     package var jobs = Jobs()
     package var defaultRegionId = "region.default"
     package var reconcileDelaySeconds: Double = 60
+    /// The most buckets one `POST /step/ingest:batch` may carry; each is one hit of the ingest rate limit.
+    package var ingestBatchMaxBuckets = 14
     package var idempotencyLeaseSeconds: Double = 30
     package var idempotencyRetentionDays: Double = 8
     package var attestationLogRetentionDays: Double = 30
@@ -225,6 +227,7 @@ package struct AppConfiguration: Sendable {
         defaultRegionId = try reader.string("ingest.defaultRegionId") ?? defaultRegionId
         reconcileDelaySeconds =
             try reader.double("ingest.reconcileDelaySeconds", in: 0...86_400) ?? reconcileDelaySeconds
+        ingestBatchMaxBuckets = try reader.int("ingest.batchMaxBuckets", in: 1...100) ?? ingestBatchMaxBuckets
 
         rateLimits.ingestPerWindow =
             try reader.int("rateLimit.ingestPerMinute", in: 1...100_000) ?? rateLimits.ingestPerWindow

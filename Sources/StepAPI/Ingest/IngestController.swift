@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTypes
 import Hummingbird
 import Logging
 import StepAttestation
@@ -7,6 +8,7 @@ import StepStore
 
 /// `POST /step/ingest`: authenticate, check App Check (production), rate-limit, bound and decode the body, claim
 /// the idempotency key, then hand over to `IngestService`. Every outcome becomes a response here; nothing a client sends is a 500.
+/// `POST /step/ingest:batch` (`IngestController+Batch.swift`) runs each of its buckets through the same `answer`.
 struct IngestController: Sendable {
     static let route = "/step/ingest"
 
@@ -17,6 +19,8 @@ struct IngestController: Sendable {
     let service: IngestService
     let store: Store
     let maxBodyBytes: Int
+    /// The most buckets one `POST /step/ingest:batch` may carry.
+    let batchMaxBuckets: Int
     let idempotencyLeaseSeconds: Double
     let clock: @Sendable () -> Date
     let metrics: ServiceMetrics
@@ -28,31 +32,19 @@ struct IngestController: Sendable {
             await ingest(request, context: context)
         }
         catalog.add(.post, Self.route)
+        router.post(RouterPath(stringLiteral: Self.batchRoute)) { request, context in
+            await ingestBatch(request, context: context)
+        }
+        catalog.add(.post, Self.batchRoute)
     }
 
     func ingest(_ request: Request, context: AppRequestContext) async -> Response {
-        let principal: SessionPrincipal
-        do {
-            principal = try await authenticator.authenticate(request)
-        } catch {
-            logger.info("session token refused", metadata: ["reason": "\(error)"])
-            var response = Self.errorResponse(.unauthorized)
-            response.headers[.wwwAuthenticate] = "Bearer"
-            return response
+        let caller: SessionPrincipal
+        let appCheckTokenId: String?
+        switch await verifyCaller(request, route: Self.route, context: context) {
+        case .verified(let principal, let tokenId): (caller, appCheckTokenId) = (principal, tokenId)
+        case .refused(let response): return response
         }
-        let walkerId = principal.walkerId
-        context.trace.update { $0.walkerId = walkerId }
-
-        // After the session token, so the refusal's audit row names the walker; before any other database work,
-        // so a refused request writes that row and nothing else.
-        var appCheckTokenId: String?
-        if let appCheck {
-            switch await appCheck.check(request) {
-            case .success(let verdict): appCheckTokenId = verdict.tokenID
-            case .failure(let rejection): return await refuse(rejection, walkerId: walkerId, context: context)
-            }
-        }
-
         // The body is read and checked first so a valid request is counted and claims its key in one
         // round trip; a bad one still counts against the limit.
         let parsed = await readBody(request).map { ingest in
@@ -60,6 +52,48 @@ struct IngestController: Sendable {
             ingest.appCheckTokenId = appCheckTokenId
             return ingest
         }
+        return await answer(parsed, principal: caller, context: context).response
+    }
+
+    /// How `verifyCaller` ended: the walker and, in production, the verified App Check token's id; or the 401
+    /// (or 503) that refused the request.
+    enum Caller: Sendable {
+        case verified(SessionPrincipal, appCheckTokenId: String?)
+        case refused(Response)
+    }
+
+    /// The session token, then (production) App Check, once per HTTP request. A refusal on `route` writes its audit
+    /// row and nothing else.
+    func verifyCaller(_ request: Request, route: String, context: AppRequestContext) async -> Caller {
+        let principal: SessionPrincipal
+        do {
+            principal = try await authenticator.authenticate(request)
+        } catch {
+            logger.info("session token refused", metadata: ["reason": "\(error)"])
+            var response = Self.errorResponse(.unauthorized)
+            response.headers[.wwwAuthenticate] = "Bearer"
+            return .refused(response)
+        }
+        let walkerId = principal.walkerId
+        context.trace.update { $0.walkerId = walkerId }
+
+        // After the session token, so the refusal's audit row names the walker; before any other database work,
+        // so a refused request writes that row and nothing else.
+        guard let appCheck else { return .verified(principal, appCheckTokenId: nil) }
+        switch await appCheck.check(request) {
+        case .success(let verdict): return .verified(principal, appCheckTokenId: verdict.tokenID)
+        case .failure(let rejection):
+            return .refused(await refuse(rejection, walkerId: walkerId, route: route, context: context))
+        }
+    }
+
+    /// One ingest after authentication: the rate-limit hit, the key claim and the pipeline, or the replay, for a
+    /// body as `readBody` left it. A body that failed still counts against the limit. Both routes end here, the
+    /// batch once per bucket.
+    func answer(
+        _ parsed: Result<IngestRequest, IngestAPIError>, principal: SessionPrincipal, context: AppRequestContext
+    ) async -> IngestAnswer {
+        let walkerId = principal.walkerId
         let now = clock()
         let idempotency = (try? parsed.get()).map {
             IdempotencyRequest(
@@ -77,28 +111,28 @@ struct IngestController: Sendable {
             admitted = try await admitAndTryWrite(
                 parsed, idempotency: idempotency, principal: principal, context: context, now: now)
         } catch {
-            return Self.errorResponse(storeFailure(error))
+            return IngestAnswer(storeFailure(error))
         }
-        var response: Response
+        var result: IngestAnswer
         if !admitted.decision.allowed {
-            response = Self.errorResponse(.rateLimited(retryAfterSeconds: admitted.decision.resetSeconds))
+            result = IngestAnswer(.rateLimited(retryAfterSeconds: admitted.decision.resetSeconds))
         } else {
             switch parsed {
             case .failure(let error):
                 if case .invalidRequest = error { context.trace.update { $0.verdict = "INVALID_REQUEST" } }
-                response = Self.errorResponse(error)
+                result = IngestAnswer(error)
             case .success(let ingest):
                 if let outcome = admitted.outcome {
-                    response = respond(with: outcome, ingest: ingest, walkerId: walkerId, context: context)
-                } else if let answered = answer(to: admitted.claim, context: context) {
-                    response = answered
+                    result = respond(with: outcome, ingest: ingest, walkerId: walkerId, context: context)
+                } else if let answered = claimAnswer(admitted.claim, context: context) {
+                    result = answered
                 } else {
-                    response = await processLocked(ingest, principal: principal, context: context, now: now)
+                    result = await processLocked(ingest, principal: principal, context: context, now: now)
                 }
             }
         }
-        admitted.decision.apply(to: &response.headers)
-        return response
+        result.decision = admitted.decision
+        return result
     }
 
     /// What the PostgreSQL admission found, and the ingest's outcome when its optimistic write applied.
@@ -172,7 +206,7 @@ struct IngestController: Sendable {
     /// writes, `COMMIT`).
     private func processLocked(
         _ ingest: IngestRequest, principal: SessionPrincipal, context: AppRequestContext, now: Date
-    ) async -> Response {
+    ) async -> IngestAnswer {
         let walkerId = principal.walkerId
         do {
             let outcome = try await store.transaction { [service] tx in
@@ -185,7 +219,7 @@ struct IngestController: Sendable {
             try? await store.withoutTransaction { tx in
                 try await tx.releaseIdempotencyKey(walkerId: walkerId, key: ingest.idempotencyKey)
             }
-            return Self.errorResponse(storeFailure(error))
+            return IngestAnswer(storeFailure(error))
         }
     }
 
@@ -195,7 +229,7 @@ struct IngestController: Sendable {
     private func admitAndProcess(
         _ ingest: IngestRequest, idempotency: IdempotencyRequest, principal: SessionPrincipal,
         context: AppRequestContext, now: Date
-    ) async -> Response {
+    ) async -> IngestAnswer {
         let walkerId = principal.walkerId
         let requestId = context.id
         let tokenId = auditTokenId(ingest, principal)
@@ -220,34 +254,32 @@ struct IngestController: Sendable {
                 }
             }
         } catch {
-            return Self.errorResponse(storeFailure(error))
+            return IngestAnswer(storeFailure(error))
         }
-        var response: Response
+        var answer: IngestAnswer
         if !result.decision.allowed {
-            response = Self.errorResponse(.rateLimited(retryAfterSeconds: result.decision.resetSeconds))
+            answer = IngestAnswer(.rateLimited(retryAfterSeconds: result.decision.resetSeconds))
         } else if let outcome = result.outcome {
-            response = respond(with: outcome, ingest: ingest, walkerId: walkerId, context: context)
-        } else if let answered = answer(to: result.claim, context: context) {
-            response = answered
+            answer = respond(with: outcome, ingest: ingest, walkerId: walkerId, context: context)
+        } else if let answered = claimAnswer(result.claim, context: context) {
+            answer = answered
         } else {
-            response = Self.errorResponse(.internalError)
+            answer = IngestAnswer(.internalError)
         }
-        result.decision.apply(to: &response.headers)
-        return response
+        answer.decision = result.decision
+        return answer
     }
 
     /// The answer for a key that was not ours to process (replay, mismatch, in flight); nil when it was.
-    private func answer(to claim: IdempotencyClaim?, context: AppRequestContext) -> Response? {
+    private func claimAnswer(_ claim: IdempotencyClaim?, context: AppRequestContext) -> IngestAnswer? {
         switch claim {
         case .replay(let status, let body):
             context.trace.update { $0.verdict = AttestationVerdict.replayed.rawValue }
-            var response = Self.jsonResponse(status: HTTPResponse.Status(code: status), body: body)
-            response.headers[.init("Idempotent-Replayed")!] = "true"
-            return response
+            return IngestAnswer(status: HTTPResponse.Status(code: status), body: body, replayed: true)
         case .payloadMismatch:
-            return Self.errorResponse(.idempotencyKeyReused)
+            return IngestAnswer(.idempotencyKeyReused)
         case .inFlight:
-            return Self.errorResponse(.idempotencyInFlight)
+            return IngestAnswer(.idempotencyInFlight)
         case .claimed, nil:
             return nil
         }
@@ -256,7 +288,7 @@ struct IngestController: Sendable {
     /// Telemetry for a processed ingest, and its response.
     private func respond(
         with outcome: IngestOutcome, ingest: IngestRequest, walkerId: String, context: AppRequestContext
-    ) -> Response {
+    ) -> IngestAnswer {
         context.trace.update {
             $0.verdict = outcome.verdict.rawValue
             $0.reasonCount = outcome.reasons.count
@@ -270,7 +302,7 @@ struct IngestController: Sendable {
                 "reasons": .array(outcome.reasons.map { .string($0.rawValue) }),
                 "day": .string(ingest.bucket.day.description),
             ])
-        return Self.jsonResponse(status: outcome.status, body: outcome.body)
+        return IngestAnswer(status: outcome.status, body: outcome.body)
     }
 
     /// The token id a replay's audit row records: the App Check token's in production, like the ingest's own row
@@ -283,8 +315,9 @@ struct IngestController: Sendable {
     /// then 401. Nothing else is written: no walker row, no idempotency key, no rate-limit hit (the audit row is
     /// the record of the attempt). When the keys cannot be had no verdict was reached: 503 and no row, as for a
     /// database outage.
-    private func refuse(_ rejection: AppCheckRejection, walkerId: String, context: AppRequestContext) async -> Response
-    {
+    private func refuse(
+        _ rejection: AppCheckRejection, walkerId: String, route: String, context: AppRequestContext
+    ) async -> Response {
         if rejection.reason == .unavailable {
             logger.warning(
                 "App Check keys unavailable",
@@ -304,7 +337,7 @@ struct IngestController: Sendable {
                 "reasons": .array([.string(rejection.reason.rawValue)]), "detail": .string(rejection.detail),
             ])
         let record = AttestationLogRecord(
-            walkerId: walkerId, createdAt: clock(), route: Self.route, verdict: .rejected,
+            walkerId: walkerId, createdAt: clock(), route: route, verdict: .rejected,
             reasons: [rejection.reason.rawValue], tokenId: rejection.tokenId, requestId: context.id)
         do {
             try await store.transaction { tx in try await tx.insertAttestationLog(record) }
@@ -336,6 +369,8 @@ struct IngestController: Sendable {
         return mediaType.utf8.count == 16 && mediaType.lowercased() == "application/json"
     }
 
+    static let replayedHeader = HTTPField.Name("Idempotent-Replayed")!
+
     static func errorResponse(_ error: IngestAPIError) -> Response {
         // Retry-After and the RateLimit fields come from `RateLimitDecision.apply`, on every limited response.
         jsonResponse(status: error.status, body: error.bodyString)
@@ -345,5 +380,32 @@ struct IngestController: Sendable {
         Response(
             status: status, headers: [.contentType: "application/json; charset=utf-8"],
             body: .init(byteBuffer: ByteBuffer(string: body)))
+    }
+}
+
+/// What the ingest pipeline answered for one body: the status and body the single endpoint sends, whether it is a
+/// stored answer replayed, and the rate-limit decision of its admission (nil when none was reached).
+struct IngestAnswer: Sendable {
+    var status: HTTPResponse.Status
+    var body: String
+    var replayed = false
+    var decision: RateLimitDecision?
+
+    init(status: HTTPResponse.Status, body: String, replayed: Bool = false) {
+        self.status = status
+        self.body = body
+        self.replayed = replayed
+    }
+
+    init(_ error: IngestAPIError) {
+        self.init(status: error.status, body: error.bodyString)
+    }
+
+    /// The single endpoint's response: the body, `Idempotent-Replayed` on a replay, then the RateLimit fields.
+    var response: Response {
+        var response = IngestController.jsonResponse(status: status, body: body)
+        if replayed { response.headers[IngestController.replayedHeader] = "true" }
+        decision?.apply(to: &response.headers)
+        return response
     }
 }

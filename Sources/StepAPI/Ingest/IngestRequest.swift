@@ -57,6 +57,11 @@ extension IngestRequest {
         guard let json = JSONReader.read(body) else {
             throw RequestValidationError(message: "Request body is not valid JSON.", fields: [:])
         }
+        return try decode(json: json, headerKey: headerKey)
+    }
+
+    /// Decodes one body already read as JSON: a request's whole body, or one bucket of a batch.
+    package static func decode(json: JSONValue, headerKey: String?) throws(RequestValidationError) -> IngestRequest {
         guard case .object(let object) = json else {
             throw RequestValidationError(message: "Request body must be a JSON object.", fields: [:])
         }

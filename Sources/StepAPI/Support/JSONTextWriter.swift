@@ -98,7 +98,8 @@ struct JSONTextWriter {
         needsComma = true
     }
 
-    /// A value that is JSON text already (written by this writer, or stored as such).
+    /// A value that is JSON text already (written by this writer, or stored as such: an event's data, a stored
+    /// response body), written as it is.
     mutating func raw(_ json: String) {
         separate()
         bytes.append(contentsOf: json.utf8)

@@ -1,0 +1,96 @@
+import Hummingbird
+import StepCore
+
+/// `POST /step/ingest:batch`, the offline flush: up to `batchMaxBuckets` seed-000 bodies in one request. The
+/// caller is verified once (session token, App Check in production); then each bucket, in day order, goes
+/// through `answer`, the single endpoint's own pipeline: its own rate-limit hit, idempotency key, checks, write
+/// and stored answer. The batch answers 200 with every bucket's status and body in request order.
+extension IngestController {
+    /// Hummingbird 2 reads `ingest:batch` as a literal path component (only a leading `:` makes a parameter), so
+    /// this matches exactly this path and leaves `/step/ingest` alone.
+    static let batchRoute = "/step/ingest:batch"
+
+    /// The batch's body limit: a full bucket's worth (`http.maxBodyBytes`) for each bucket, at most 16 MiB (both
+    /// factors are bounded at start-up, so the product cannot overflow).
+    var batchMaxBodyBytes: Int { min(maxBodyBytes * batchMaxBuckets, 1 << 24) }
+
+    func ingestBatch(_ request: Request, context: AppRequestContext) async -> Response {
+        let principal: SessionPrincipal
+        let appCheckTokenId: String?
+        switch await verifyCaller(request, route: Self.batchRoute, context: context) {
+        case .verified(let verified, let tokenId): (principal, appCheckTokenId) = (verified, tokenId)
+        case .refused(let response): return response
+        }
+        let batch: IngestBatchRequest
+        switch await readBatch(request) {
+        case .success(let decoded):
+            batch = decoded
+        case .failure(let error):
+            // Refused as a whole, the batch is answered as the single endpoint answers a bad body: it counts one
+            // hit against the walker's limit (and is a 429 once the limit is used up) and writes nothing else.
+            return await answer(.failure(error), principal: principal, context: context).response
+        }
+
+        var answers: [IngestAnswer?] = Array(repeating: nil, count: batch.buckets.count)
+        var decision: RateLimitDecision?
+        var storeUnavailable = false
+        for bucket in batch.processingOrder {
+            // Once the database is out, the rest are answered 503 at once rather than each waiting out the timeouts.
+            guard !storeUnavailable else {
+                answers[bucket.index] = IngestAnswer(.unavailable)
+                continue
+            }
+            let parsed = bucket.parsed.map { ingest in
+                var ingest = ingest
+                ingest.appCheckTokenId = appCheckTokenId
+                return ingest
+            }.mapError { IngestAPIError.invalidRequest($0) }
+            let result = await answer(parsed, principal: principal, context: context)
+            answers[bucket.index] = result
+            decision = result.decision ?? decision
+            storeUnavailable = result.status == .serviceUnavailable
+        }
+        // The request's log line speaks for the batch; each bucket's verdict went to the metrics and anti-cheat sink.
+        context.trace.update {
+            $0.verdict = "BATCH"
+            $0.reasonCount = nil
+        }
+
+        var writer = JSONTextWriter(capacity: 1024 * batch.buckets.count)
+        writer.beginObject()
+        writer.key("results")
+        writer.beginArray()
+        for (bucket, answer) in zip(batch.buckets, answers) {
+            let answer = answer ?? IngestAnswer(.internalError)
+            writer.beginObject()
+            writer.key("body")
+            writer.raw(answer.body)
+            writer.key("idempotencyKey")
+            writer.value(bucket.idempotencyKey)
+            writer.key("status")
+            writer.value(Int(answer.status.code))
+            writer.endObject()
+        }
+        writer.endArray()
+        writer.endObject()
+        var response = Self.jsonResponse(status: .ok, body: writer.text)
+        decision?.apply(to: &response.headers)
+        return response
+    }
+
+    /// Content type, the batch's size bound and the envelope's decoding, before any database work.
+    private func readBatch(_ request: Request) async -> Result<IngestBatchRequest, IngestAPIError> {
+        let limit = batchMaxBodyBytes
+        let body: ByteBuffer
+        switch await JSONBody.collect(request, maxBytes: limit) {
+        case .success(let bytes): body = bytes
+        case .failure(.unsupportedMediaType): return .failure(.unsupportedMediaType)
+        case .failure(.tooLarge): return .failure(.payloadTooLarge(limit: limit))
+        }
+        do {
+            return .success(try IngestBatchRequest.decode(body: body.readableBytesView, maxBuckets: batchMaxBuckets))
+        } catch {
+            return .failure(.invalidRequest(error))
+        }
+    }
+}
