@@ -2,6 +2,7 @@ import Foundation
 import HTTPTypes
 import HummingbirdTesting
 import Logging
+import SQLKit
 import StepAPI
 import StepStore
 import StepTestSupport
@@ -44,6 +45,10 @@ struct OutageTests {
             let ready = try await client.execute(uri: "/readyz", method: .get)
             #expect(statuses.allSatisfy { $0 == 503 }, "\(statuses)")
             #expect(ready.status == .serviceUnavailable)
+            #expect(ready.headers[.retryAfter] == "2")
+            let walker = try await client.read("/walker", token: token)
+            #expect(walker.status == .serviceUnavailable)
+            #expect(walker.headers[.retryAfter] == "2", "every 503 says when to retry")
             #expect(
                 ContinuousClock.now - started < .seconds(30), "answers must come promptly while the database is down")
 
@@ -63,5 +68,45 @@ struct OutageTests {
             #expect(log?.energyCredited == 9000, "nothing acknowledged was lost and nothing was credited twice")
         }
         try await store.database.close()
+    }
+}
+
+@Suite("SQLite that cannot write")
+struct SQLiteWriteFailureTests {
+    /// The store's one writer connection made read-only (`PRAGMA query_only`): every write then fails with
+    /// SQLITE_READONLY, the error of a read-only disk or file. (A full disk, SQLITE_FULL, is checked with a real
+    /// process under a file-size limit by scripts/outage-test.)
+    @Test("a read-only database answers 503 with Retry-After, writes nothing, corrupts nothing, and recovers")
+    func readOnly() async throws {
+        let harness = try await TestHarness.make(kind: .sqlite)
+        let token = try await harness.token(for: "walker-disk")
+        try await harness.run { client in
+            #expect(try await client.ingest(IngestBody(count: 1000, key: "before"), token: token).status == .ok)
+            try await harness.store.withoutTransaction { try await $0.sql.raw("PRAGMA query_only = ON").run() }
+
+            let refused = try await client.ingest(IngestBody(count: 5000, key: "during"), token: token)
+            #expect(refused.status == .serviceUnavailable)
+            #expect(refused.headers[.retryAfter] == "2")
+            #expect(try refused.json["error"] == .string("SERVICE_UNAVAILABLE"))
+            let spend = try await client.allocate(
+                AllocationTests.allocationBody(points: 10, key: "during"), token: token)
+            #expect(spend.status == .serviceUnavailable)
+            #expect(spend.headers[.retryAfter] == "2")
+
+            try await harness.store.withoutTransaction { try await $0.sql.raw("PRAGMA query_only = OFF").run() }
+            // Nothing of the refused requests was kept: the same keys go through now, once.
+            let retried = try await client.ingest(IngestBody(count: 5000, key: "during"), token: token)
+            #expect(retried.status == .ok)
+            #expect(retried.headers[HTTPField.Name("Idempotent-Replayed")!] == nil)
+            #expect(
+                try await client.allocate(AllocationTests.allocationBody(points: 10, key: "during"), token: token)
+                    .status == .created)
+            let check = try await harness.store.withoutTransaction {
+                try await $0.sql.raw("PRAGMA integrity_check").first()?.decode(
+                    column: "integrity_check", as: String.self)
+            }
+            #expect(check == "ok")
+            #expect(try await harness.store.transaction { try await $0.energyBalance(walkerId: "walker-disk") } == 4990)
+        }
     }
 }

@@ -3,9 +3,12 @@ import Hummingbird
 import Logging
 
 /// One JSON log line per request (request id, route, status, verdict, reason count, latency; never a body
-/// value), the request metrics, and `Cache-Control: no-store, private` on every response.
+/// value), the request metrics, `Cache-Control: no-store, private` on every response, and `Retry-After` on
+/// every 503 (the database is away: the pool reconnects by itself, so a retry soon may succeed).
 struct RequestLogMiddleware: RouterMiddleware {
     typealias Context = AppRequestContext
+    static let unavailableRetryAfterSeconds = "2"
+
     let logger: Logger
     let metrics: ServiceMetrics
 
@@ -26,6 +29,9 @@ struct RequestLogMiddleware: RouterMiddleware {
                 body: .init(byteBuffer: ByteBuffer(string: IngestAPIError.internalError.bodyString)))
         }
         response.headers[.cacheControl] = "no-store, private"
+        if response.status == .serviceUnavailable, response.headers[.retryAfter] == nil {
+            response.headers[.retryAfter] = Self.unavailableRetryAfterSeconds
+        }
         response.headers[.init("X-Request-Id")!] = requestId
         let elapsed = ContinuousClock.now - started
         let route = context.endpointPath ?? "unmatched"
