@@ -1,6 +1,7 @@
 import AsyncHTTPClient
 import Foundation
 import Hummingbird
+import HummingbirdCore
 import Logging
 import ServiceLifecycle
 import StepAttestation
@@ -201,8 +202,19 @@ package func buildApplication(
         queue: worker.queue, periodSeconds: configuration.pruneIntervalSeconds,
         maxAttempts: configuration.jobs.maxAttempts,
         clock: dependencies.clock, logger: logger)
+    let http = configuration.http
     let application = Application(
         router: router,
+        server: .http1(
+            configuration: HTTP1Channel.Configuration(
+                additionalChannelHandlers: [
+                    RequestDeadlineHandler(
+                        headTimeout: .nanoseconds(Int64(http.requestHeadTimeoutSeconds * 1e9)),
+                        bodyTimeout: .nanoseconds(Int64(http.requestBodyTimeoutSeconds * 1e9)))
+                ],
+                httpDecoderConfiguration: .init(
+                    maxHeaderFieldSize: http.maxHeaderBytes, maxHeaderListSize: http.maxHeaderBytes,
+                    maxHeaderFieldCount: 200))),
         configuration: .init(
             address: .hostname(configuration.http.host, port: configuration.http.port), serverName: "StepLedger"),
         // Services stop in reverse order: the server first, the pool last.

@@ -18,6 +18,12 @@ package struct AppConfiguration: Sendable {
         package var host = "127.0.0.1"
         package var port = 8080
         package var maxBodyBytes = 16 * 1024
+        /// The request head's size limit (each header line and all of them together); more closes the connection.
+        package var maxHeaderBytes = 16 * 1024
+        /// A connection must deliver its next request's head within this long of being ready for it (opened, or
+        /// its last response sent), and the body within `requestBodyTimeoutSeconds` of the head, or it is closed.
+        package var requestHeadTimeoutSeconds: Double = 30
+        package var requestBodyTimeoutSeconds: Double = 30
     }
 
     package struct JWT: Sendable {
@@ -150,6 +156,11 @@ package struct AppConfiguration: Sendable {
         http.host = try reader.string("http.host") ?? http.host
         http.port = try reader.int("http.port", in: 0...65_535) ?? http.port
         http.maxBodyBytes = try reader.int("http.maxBodyBytes", in: 256...(1 << 24)) ?? http.maxBodyBytes
+        http.maxHeaderBytes = try reader.int("http.maxHeaderBytes", in: 1024...(1 << 20)) ?? http.maxHeaderBytes
+        http.requestHeadTimeoutSeconds =
+            try reader.double("http.requestHeadTimeoutSeconds", in: 0.1...3600) ?? http.requestHeadTimeoutSeconds
+        http.requestBodyTimeoutSeconds =
+            try reader.double("http.requestBodyTimeoutSeconds", in: 0.1...3600) ?? http.requestBodyTimeoutSeconds
 
         let jwksFile = try reader.string("jwt.jwksFile")
         let jwksURL = try reader.string("jwt.jwksUrl")

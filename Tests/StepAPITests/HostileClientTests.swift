@@ -1,0 +1,150 @@
+import Foundation
+import HTTPTypes
+import HummingbirdTesting
+import NIOCore
+import StepAPI
+import StepTestSupport
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// A plain TCP connection to the live server, for clients no HTTP library would be: slow, idle, oversized.
+final class RawConnection {
+    private let descriptor: Int32
+
+    init(port: Int) throws {
+        descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard descriptor >= 0 else { throw RawConnectionError() }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        guard connected == 0 else {
+            close(descriptor)
+            throw RawConnectionError()
+        }
+        var timeout = timeval(tv_sec: 10, tv_usec: 0)
+        setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+    }
+
+    deinit { close(descriptor) }
+
+    /// False once the server has closed the connection (the write fails).
+    @discardableResult
+    func send(_ text: String) -> Bool {
+        let bytes = Array(text.utf8)
+        return bytes.withUnsafeBytes { Glibc.send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            == bytes.count
+    }
+
+    /// What the server sends until it closes the connection (or 10 s pass), and whether it closed it.
+    func readUntilClosed() -> (text: String, closed: Bool) {
+        var received: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let count = buffer.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, 0) }
+            if count == 0 { return (String(decoding: received, as: UTF8.self), true) }
+            if count < 0 { return (String(decoding: received, as: UTF8.self), errno == ECONNRESET) }
+            received += buffer[0..<count]
+        }
+    }
+}
+
+struct RawConnectionError: Error {}
+
+@Suite("Hostile clients")
+struct HostileClientTests {
+    static func make() async throws -> TestHarness {
+        try await TestHarness.make(kind: .sqlite) {
+            $0.http.requestHeadTimeoutSeconds = 1
+            $0.http.requestBodyTimeoutSeconds = 1
+            $0.http.maxHeaderBytes = 4096
+        }
+    }
+
+    @Test("slow-header, slow-body and idle connections are closed, and others are served meanwhile")
+    func slowClients() async throws {
+        let harness = try await Self.make()
+        try await harness.run(.live) { client in
+            let port = try #require(client.port)
+            let started = ContinuousClock.now
+            let idle = try RawConnection(port: port)
+            let slowHead = try RawConnection(port: port)
+            let slowBody = try RawConnection(port: port)
+            slowHead.send("GET /livez HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+            slowBody.send(
+                "POST /step/ingest HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 400\r\n\r\n{"
+            )
+            // They trickle; a well-behaved client is served at once meanwhile.
+            for index in 0..<3 {
+                try await Task.sleep(for: .milliseconds(300))
+                slowHead.send("X-Trickle-\(index): x\r\n")
+                slowBody.send(" ")
+                #expect(try await client.execute(uri: "/livez", method: .get).status == .ok)
+            }
+            for connection in [idle, slowHead, slowBody] {
+                let (text, closed) = connection.readUntilClosed()
+                #expect(closed, "the connection was closed")
+                #expect(!text.contains("200 OK"), "no answer to an incomplete request")
+            }
+            #expect(ContinuousClock.now - started < .seconds(8), "closed after about a second, not left open")
+        }
+    }
+
+    @Test("a request that has arrived is never cut short: a long-poll outlives the head timeout")
+    func receivedRequestsFinish() async throws {
+        let harness = try await Self.make()
+        let token = try await harness.token(for: "walker-poll")
+        try await harness.run(.live) { client in
+            let started = ContinuousClock.now
+            let response = try await client.read("/walker/events?wait=2", token: token)
+            #expect(response.status == .ok)
+            #expect(ContinuousClock.now - started >= .seconds(2))
+            // And the connection serves its next request (the head timeout restarts after the answer).
+            #expect(try await client.read("/walker/events", token: token).status == .ok)
+        }
+    }
+
+    @Test("an oversized header is refused without an answer from the routes, and the server carries on")
+    func oversizedHeader() async throws {
+        let harness = try await Self.make()
+        try await harness.run(.live) { client in
+            let port = try #require(client.port)
+            let connection = try RawConnection(port: port)
+            connection.send(
+                "GET /livez HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: \(String(repeating: "b", count: 8192))\r\n\r\n")
+            let (text, closed) = connection.readUntilClosed()
+            #expect(closed)
+            #expect(!text.contains("200 OK"))
+            #expect(try await client.execute(uri: "/livez", method: .get).status == .ok)
+        }
+    }
+
+    @Test("hostile bodies get 400: deep nesting, invalid UTF-8, numbers past 2^53, huge arrays")
+    func hostileBodies() async throws {
+        let harness = try await TestHarness.make(kind: .sqlite)
+        let token = try await harness.token(for: "walker-hostile")
+        try await harness.run { client in
+            let bodies: [ByteBuffer] = [
+                ByteBuffer(string: String(repeating: "[", count: 100_000) + String(repeating: "]", count: 100_000)),
+                ByteBuffer(
+                    string: String(repeating: #"{"a":"#, count: 2_000) + "1" + String(repeating: "}", count: 2_000)),
+                ByteBuffer(bytes: Array(#"{"day":"2026-05-18","source":""#.utf8) + [0xC3, 0x28] + Array(#""}"#.utf8)),
+                IngestBody(count: 9_007_199_254_740_993).buffer,
+                ByteBuffer(string: #"{"count": 1e400}"#),
+            ]
+            for body in bodies {
+                let response = try await client.ingest(raw: body, token: token)
+                #expect(response.status == .badRequest || response.status == .contentTooLarge, "\(response.text)")
+            }
+            #expect(try await harness.count("step_logs") == 0)
+        }
+    }
+}
