@@ -1,4 +1,3 @@
-import Crypto
 import Foundation
 import Hummingbird
 import Logging
@@ -15,8 +14,8 @@ struct AdminController: Sendable {
     static let jobsRoute = "/admin/jobs"
     static let maxNoteLength = 2_000
 
-    /// SHA-256 of the configured secret; nil when the admin API is off.
-    let tokenDigest: SHA256Digest?
+    /// The configured secret; nil when the admin API is off.
+    let credential: AdminCredential?
     let resolver: ReviewResolver
     let jobs: JobQueue
     let clock: @Sendable () -> Date
@@ -26,7 +25,7 @@ struct AdminController: Sendable {
         token: String?, resolver: ReviewResolver, jobs: JobQueue, clock: @escaping @Sendable () -> Date,
         logger: Logger
     ) {
-        self.tokenDigest = token.map { SHA256.hash(data: Array($0.utf8)) }
+        self.credential = token.map(AdminCredential.init(token:))
         self.resolver = resolver
         self.jobs = jobs
         self.clock = clock
@@ -106,8 +105,8 @@ struct AdminController: Sendable {
 
     /// 404 while the admin API is off, 401 without the admin secret, 503 or 500 when the store fails.
     private func guarded(_ request: Request, _ body: () async throws -> Response) async -> Response {
-        guard let tokenDigest else { return Self.error(.notFound, "NOT_FOUND", "Not found.") }
-        guard let presented = Self.bearer(request), SHA256.hash(data: Array(presented.utf8)) == tokenDigest else {
+        guard let credential else { return Self.error(.notFound, "NOT_FOUND", "Not found.") }
+        guard let presented = Self.bearer(request), credential.matches(presented) else {
             var response = Self.error(.unauthorized, "UNAUTHORIZED", "A valid admin token is required.")
             response.headers[.wwwAuthenticate] = "Bearer"
             return response
