@@ -192,6 +192,8 @@ package func buildApplication(
     OpsController(store: store, metrics: metrics, jobs: worker.queue).register(in: router, catalog: &catalog)
     AdminController(
         token: configuration.adminToken,
+        failures: AdminFailureLimiter(
+            maxFailures: configuration.adminMaxFailuresPerMinute, windowSeconds: 60, store: store),
         resolver: ReviewResolver(
             store: store, limits: configuration.limits, refundGraceSeconds: configuration.refundGraceSeconds,
             jobMaxAttempts: configuration.jobs.maxAttempts),

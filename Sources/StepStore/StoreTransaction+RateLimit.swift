@@ -22,6 +22,19 @@ extension StoreTransaction {
         )
     }
 
+    /// The stored window of `bucket` for `walkerId` without counting a hit; nil when there is none.
+    package func rateLimitWindow(walkerId: String, bucket: String) async throws -> RateLimitWindow? {
+        guard
+            let row = try await sql.raw(
+                "SELECT hits, window_start FROM rate_limits WHERE walker_id = \(bind: walkerId) AND bucket = \(bind: bucket)"
+            ).first()
+        else { return nil }
+        return RateLimitWindow(
+            hits: try row.decode(column: "hits", as: Int.self),
+            windowStart: Date(millisecondsSince1970: try row.decode(column: "window_start", as: Int.self))
+        )
+    }
+
     /// The hit as one statement; `after` names a CTE (of one row) the insert reads from, so it runs after it.
     static func hitRateLimitStatement(
         walkerId: String, bucket: String, windowStart: Date, after source: SQLQueryString? = nil

@@ -1,4 +1,3 @@
-import Crypto
 import Foundation
 import Hummingbird
 import Logging
@@ -7,26 +6,29 @@ import StepJobs
 import StepStore
 
 /// The operators' API under `/admin/`: the review queue and the job queue. It is authenticated by its own
-/// secret (`admin.token`), compared in constant time; a walker's session token never works here. Without a
-/// configured secret every admin route answers 404, as if it did not exist.
+/// secret (`admin.token`), compared in constant time; a walker's session token never works here. A client
+/// address with `admin.maxFailuresPerMinute` failed attempts in the current minute is refused (429) until the
+/// minute ends. Without a configured secret every admin route answers 404, as if it did not exist.
 struct AdminController: Sendable {
     static let reviewsRoute = "/admin/reviews"
     static let resolveRoute = "/admin/reviews/{id}/resolve"
     static let jobsRoute = "/admin/jobs"
     static let maxNoteLength = 2_000
 
-    /// SHA-256 of the configured secret; nil when the admin API is off.
-    let tokenDigest: SHA256Digest?
+    /// The configured secret; nil when the admin API is off.
+    let credential: AdminCredential?
+    let failures: AdminFailureLimiter
     let resolver: ReviewResolver
     let jobs: JobQueue
     let clock: @Sendable () -> Date
     let logger: Logger
 
     init(
-        token: String?, resolver: ReviewResolver, jobs: JobQueue, clock: @escaping @Sendable () -> Date,
-        logger: Logger
+        token: String?, failures: AdminFailureLimiter, resolver: ReviewResolver, jobs: JobQueue,
+        clock: @escaping @Sendable () -> Date, logger: Logger
     ) {
-        self.tokenDigest = token.map { SHA256.hash(data: Array($0.utf8)) }
+        self.credential = token.map(AdminCredential.init(token:))
+        self.failures = failures
         self.resolver = resolver
         self.jobs = jobs
         self.clock = clock
@@ -34,14 +36,14 @@ struct AdminController: Sendable {
     }
 
     func register(in router: Router<AppRequestContext>, catalog: inout RouteCatalog) {
-        router.get(RouterPath(stringLiteral: Self.reviewsRoute)) { request, _ in
-            await guarded(request) { try await reviews(request) }
+        router.get(RouterPath(stringLiteral: Self.reviewsRoute)) { request, context in
+            await guarded(request, context) { try await reviews(request) }
         }
         router.post("/admin/reviews/:id/resolve") { request, context in
-            await guarded(request) { try await resolve(request, id: context.parameters.get("id") ?? "") }
+            await guarded(request, context) { try await resolve(request, id: context.parameters.get("id") ?? "") }
         }
-        router.get(RouterPath(stringLiteral: Self.jobsRoute)) { request, _ in
-            await guarded(request) { try await listJobs(request) }
+        router.get(RouterPath(stringLiteral: Self.jobsRoute)) { request, context in
+            await guarded(request, context) { try await listJobs(request) }
         }
         catalog.add(.get, Self.reviewsRoute)
         catalog.add(.post, Self.resolveRoute)
@@ -104,15 +106,28 @@ struct AdminController: Sendable {
 
     // MARK: Authentication and errors
 
-    /// 404 while the admin API is off, 401 without the admin secret, 503 or 500 when the store fails.
-    private func guarded(_ request: Request, _ body: () async throws -> Response) async -> Response {
-        guard let tokenDigest else { return Self.error(.notFound, "NOT_FOUND", "Not found.") }
-        guard let presented = Self.bearer(request), SHA256.hash(data: Array(presented.utf8)) == tokenDigest else {
-            var response = Self.error(.unauthorized, "UNAUTHORIZED", "A valid admin token is required.")
-            response.headers[.wwwAuthenticate] = "Bearer"
-            return response
-        }
+    /// 404 while the admin API is off, 429 while the client's address is locked out, 401 without the admin
+    /// secret (counted against the address), 503 or 500 when the store fails.
+    private func guarded(
+        _ request: Request, _ context: AppRequestContext, _ body: () async throws -> Response
+    ) async -> Response {
+        guard let credential else { return Self.error(.notFound, "NOT_FOUND", "Not found.") }
+        let address = context.remoteAddress?.ipAddress ?? AdminFailureLimiter.unknownAddress
+        let now = clock()
         do {
+            if let retryAfter = try await failures.lockout(address: address, now: now) {
+                var response = Self.error(
+                    .tooManyRequests, "RATE_LIMITED", "Too many failed admin authentications; retry later.")
+                response.headers[.retryAfter] = String(retryAfter)
+                return response
+            }
+            guard let presented = Self.bearer(request), credential.matches(presented) else {
+                try await failures.recordFailure(address: address, now: now)
+                logger.warning("admin authentication failed", metadata: ["client": .string(address)])
+                var response = Self.error(.unauthorized, "UNAUTHORIZED", "A valid admin token is required.")
+                response.headers[.wwwAuthenticate] = "Bearer"
+                return response
+            }
             return try await body()
         } catch let error as StoreError where error.isUnavailable {
             logger.warning("store unavailable", metadata: ["error": .string(error.detail)])

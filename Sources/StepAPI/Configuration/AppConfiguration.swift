@@ -107,6 +107,9 @@ package struct AppConfiguration: Sendable {
     package var worker = Worker()
     /// The admin API's secret (`Authorization: Bearer …`); without it the admin API is off.
     package var adminToken: String?
+    /// Failed admin authentications one client address may make per minute before it is locked out until the
+    /// minute ends.
+    package var adminMaxFailuresPerMinute = 10
     package var jobs = Jobs()
     package var defaultRegionId = "region.default"
     package var reconcileDelaySeconds: Double = 60
@@ -252,6 +255,8 @@ package struct AppConfiguration: Sendable {
             }
             adminToken = token
         }
+        adminMaxFailuresPerMinute =
+            try reader.int("admin.maxFailuresPerMinute", in: 1...1_000) ?? adminMaxFailuresPerMinute
         worker.concurrency = try reader.int("worker.concurrency", in: 1...256) ?? worker.concurrency
         worker.pollIntervalSeconds =
             try reader.double("worker.pollIntervalSeconds", in: 0.05...60) ?? worker.pollIntervalSeconds

@@ -1,5 +1,6 @@
 import Hummingbird
 import Logging
+import NIOCore
 import StepStore
 import Synchronization
 
@@ -22,12 +23,15 @@ package final class RequestTrace: Sendable {
     }
 }
 
-package struct AppRequestContext: RequestContext {
+package struct AppRequestContext: RequestContext, RemoteAddressRequestContext {
     package var coreContext: CoreRequestContextStorage
     package let trace: RequestTrace
+    /// The peer of the connection; nil without a socket (router tests).
+    package let remoteAddress: SocketAddress?
 
     package init(source: Source) {
         self.coreContext = .init(source: source)
         self.trace = RequestTrace()
+        self.remoteAddress = source.channel.remoteAddress
     }
 }

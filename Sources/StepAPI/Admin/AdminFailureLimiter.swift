@@ -1,0 +1,56 @@
+import Foundation
+import StepStore
+
+/// Counts failed admin authentications per client address in fixed windows, so the admin secret cannot be
+/// guessed at request speed: once an address has `maxFailures` failures in the current window, every admin
+/// request from it is refused until the window ends, even one with the right secret (a guesser must not learn
+/// whether a guess was right by getting through). The counts live in the database's `rate_limits` table, under
+/// a bucket of their own with the address in the `walker_id` column, so they hold across every instance that
+/// shares the database and are pruned with the other windows.
+package struct AdminFailureLimiter: Sendable {
+    package static let bucket = "admin-auth-failures"
+    /// Requests without a known peer address (router tests; a Unix socket) share this one key.
+    package static let unknownAddress = "unknown"
+
+    let maxFailures: Int
+    let windowSeconds: Int
+    let store: Store
+
+    package init(maxFailures: Int, windowSeconds: Int, store: Store) {
+        self.maxFailures = maxFailures
+        self.windowSeconds = windowSeconds
+        self.store = store
+    }
+
+    /// Seconds until the address may try again when it is locked out; nil when it may go on.
+    package func lockout(address: String, now: Date) async throws -> Int? {
+        let bucket = Self.bucket
+        guard
+            let window = try await store.withoutTransaction({
+                try await $0.rateLimitWindow(walkerId: address, bucket: bucket)
+            })
+        else { return nil }
+        let start = windowStart(now)
+        guard window.windowStart >= start, window.hits >= maxFailures else { return nil }
+        return retryAfter(windowStart: window.windowStart, now: now)
+    }
+
+    /// Counts one failure of the address in the current window.
+    package func recordFailure(address: String, now: Date) async throws {
+        let bucket = Self.bucket
+        let start = windowStart(now)
+        _ = try await store.withoutTransaction {
+            try await $0.hitRateLimit(walkerId: address, bucket: bucket, windowStart: start)
+        }
+    }
+
+    private func windowStart(_ now: Date) -> Date {
+        let window = Double(windowSeconds)
+        return Date(timeIntervalSince1970: (now.timeIntervalSince1970 / window).rounded(.down) * window)
+    }
+
+    private func retryAfter(windowStart: Date, now: Date) -> Int {
+        let reset = windowStart.addingTimeInterval(Double(windowSeconds)).timeIntervalSince(now)
+        return max(1, Int(reset.rounded(.up)))
+    }
+}

@@ -1,0 +1,136 @@
+import Foundation
+import HTTPTypes
+import HummingbirdTesting
+import NIOCore
+import SQLKit
+import StepAPI
+import StepCore
+import StepStore
+import StepTestSupport
+import Testing
+
+/// The admin secret cannot be guessed at request speed: failed attempts lock the client's address out for the
+/// rest of the minute.
+@Suite("Admin API: lockout after failed attempts")
+struct AdminLockoutTests {
+    static let wrongToken = "wrong-secret-of-enough-length-0123456789"
+
+    static func setUp(_ kind: DatabaseKind, sharing other: TestHarness? = nil) async throws -> TestHarness {
+        try await TestHarness.make(kind: kind, sharing: other) {
+            $0.adminToken = AdminTests.adminToken
+            $0.adminMaxFailuresPerMinute = 3
+        }
+    }
+
+    @Test(
+        "after admin.maxFailuresPerMinute failures even the right token is 429 with Retry-After until the minute ends",
+        arguments: TestDatabases.kinds)
+    func lockout(kind: DatabaseKind) async throws {
+        let harness = try await Self.setUp(kind)
+        try await harness.run { client in
+            #expect(try await client.admin("/admin/jobs").status == .ok)
+            for attempt in 1...3 {
+                let refused = try await client.admin("/admin/jobs", token: Self.wrongToken)
+                #expect(refused.status == .unauthorized, "attempt \(attempt)")
+            }
+            // 20:42:30: the window began at 20:42:00 and ends in 30 s.
+            for token in [AdminTests.adminToken, Self.wrongToken, nil] {
+                for uri in ["/admin/jobs", "/admin/reviews"] {
+                    let locked = try await client.admin(uri, token: token)
+                    #expect(locked.status == .tooManyRequests, "\(uri) \(token ?? "none")")
+                    #expect(locked.headers[.retryAfter] == "30")
+                    #expect(try locked.json["error"] == .string("RATE_LIMITED"))
+                }
+            }
+            let resolve = try await client.resolve("no-such-review", decision: "accept", note: "x")
+            #expect(resolve.status == .tooManyRequests)
+            harness.clock.advance(seconds: 29)
+            #expect(try await client.admin("/admin/jobs").status == .tooManyRequests)
+            harness.clock.advance(seconds: 1)
+            #expect(try await client.admin("/admin/jobs").status == .ok, "a new minute, a new count")
+            // Requests refused while locked out did not count: two more failures leave the address open.
+            for _ in 1...2 { _ = try await client.admin("/admin/jobs", token: Self.wrongToken) }
+            #expect(try await client.admin("/admin/jobs").status == .ok)
+        }
+    }
+
+    @Test("fewer failures than the limit never lock the right token out", arguments: TestDatabases.kinds)
+    func belowLimit(kind: DatabaseKind) async throws {
+        let harness = try await Self.setUp(kind)
+        try await harness.run { client throws in
+            for _ in 1...2 {
+                #expect(try await client.admin("/admin/jobs", token: Self.wrongToken).status == .unauthorized)
+                #expect(try await client.admin("/admin/jobs").status == .ok)
+            }
+        }
+    }
+
+    @Test(
+        "the count is kept in the database: another instance on it refuses the address too",
+        arguments: TestDatabases.kinds)
+    func sharedAcrossInstances(kind: DatabaseKind) async throws {
+        let first = try await Self.setUp(kind)
+        let second = try await Self.setUp(kind, sharing: first)
+        try await first.app.application.test(.router) { client in
+            for _ in 1...3 { _ = try await client.admin("/admin/jobs", token: Self.wrongToken) }
+            #expect(try await client.admin("/admin/jobs").status == .tooManyRequests)
+        }
+        try await second.app.application.test(.router) { client throws in
+            #expect(try await client.admin("/admin/jobs").status == .tooManyRequests)
+        }
+        try await second.store.database.close()
+        try await first.testStore.close()
+    }
+
+    @Test(
+        "over a socket the count is per client address, and the walker routes stay open to that address",
+        arguments: TestDatabases.kinds)
+    func liveServer(kind: DatabaseKind) async throws {
+        let harness = try await Self.setUp(kind)
+        let walkerToken = try await harness.token(for: "walker-next-door")
+        try await harness.run(.live) { client in
+            for _ in 1...3 {
+                #expect(try await client.admin("/admin/reviews", token: Self.wrongToken).status == .unauthorized)
+            }
+            let locked = try await client.admin("/admin/reviews")
+            #expect(locked.status == .tooManyRequests)
+            #expect(locked.headers[.retryAfter] == "30")
+            #expect(try await client.read("/walker", token: walkerToken).status == .ok)
+            let rows = try await harness.store.withoutTransaction { tx in
+                try await tx.sql.raw(
+                    "SELECT walker_id, hits FROM rate_limits WHERE bucket = \(bind: AdminFailureLimiter.bucket)"
+                ).all().map {
+                    (try $0.decode(column: "walker_id", as: String.self), try $0.decode(column: "hits", as: Int.self))
+                }
+            }
+            #expect(rows.count == 1)
+            #expect(rows.first?.0 == "127.0.0.1")
+            #expect(rows.first?.1 == 3)
+        }
+    }
+
+    @Test("one address locked out leaves every other address alone", arguments: TestDatabases.kinds)
+    func perAddress(kind: DatabaseKind) async throws {
+        let harness = try await Self.setUp(kind)
+        let limiter = AdminFailureLimiter(maxFailures: 3, windowSeconds: 60, store: harness.store)
+        let now = harness.clock.now
+        for _ in 1...3 { try await limiter.recordFailure(address: "192.0.2.7", now: now) }
+        #expect(try await limiter.lockout(address: "192.0.2.7", now: now) == 30)
+        #expect(try await limiter.lockout(address: "192.0.2.8", now: now) == nil)
+        #expect(try await limiter.lockout(address: "2001:db8::7", now: now) == nil)
+        #expect(try await limiter.lockout(address: "192.0.2.7", now: now.addingTimeInterval(30)) == nil)
+        try await harness.testStore.close()
+    }
+
+    @Test("admin.maxFailuresPerMinute is read and checked at start-up")
+    func configuration() throws {
+        func read(_ values: [String: String]) throws -> AppConfiguration {
+            try AppConfiguration(reader: HealthConfigurationTests.reader(values))
+        }
+        #expect(try read([:]).adminMaxFailuresPerMinute == 10)
+        #expect(try read(["admin.maxFailuresPerMinute": "25"]).adminMaxFailuresPerMinute == 25)
+        for bad in ["0", "-1", "1001", "ten"] {
+            #expect(throws: ConfigurationError.self, "\(bad)") { try read(["admin.maxFailuresPerMinute": bad]) }
+        }
+    }
+}
