@@ -159,4 +159,24 @@ struct ContractFuzzTests {
             #expect(try long.json["message"] == .string("Source must be at most 64 characters"))
         }
     }
+
+    @Test(
+        "canonical IANA names that Foundation's list leaves out (Asia/Kolkata) are accepted",
+        arguments: TestDatabases.kinds)
+    func ianaNamesMissingFromFoundationsList(kind: DatabaseKind) async throws {
+        let harness = try await TestHarness.make(kind: kind)
+        let token = try await harness.token(for: "walker-kolkata")
+        try await harness.run { client in
+            let ingest = try await client.ingest(IngestBody(tz: "Asia/Kolkata"), token: token)
+            #expect(ingest.status == .ok)
+            #expect(try await client.read("/health/today?tz=Asia/Kolkata", token: token).status == .ok)
+            for bad in ["EST", "GMT+2", "Etc/GMT+2", "Asia/Nowhere", "Asia", "asia/kolkata"] {
+                var body = IngestBody(tz: bad)
+                body["idempotencyKey"] = .string("bad-\(bad)")
+                let refused = try await client.ingest(body, token: token)
+                #expect(refused.status == .badRequest, "\(bad)")
+            }
+            #expect(try await harness.count("step_logs", walker: "walker-kolkata") == 1)
+        }
+    }
 }
