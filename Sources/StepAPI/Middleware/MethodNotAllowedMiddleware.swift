@@ -9,8 +9,8 @@ struct MethodNotAllowedMiddleware: RouterMiddleware {
 
     private static let allowField = HTTPField.Name("Allow")!
 
-    /// Each catalogued path as segments (`{id}` matches any one segment), with its methods for `Allow`.
-    private let paths: [(segments: [Substring], allow: String)]
+    /// Each catalogued path as segments (`{id}` matches any one segment), with its methods, sorted.
+    private let paths: [(segments: [Substring], methods: [String])]
 
     /// `hiddenPrefixes`: paths that must look absent (the admin API without its token), so they stay 404.
     init(catalog: RouteCatalog, hiddenPrefixes: [String] = []) {
@@ -19,7 +19,7 @@ struct MethodNotAllowedMiddleware: RouterMiddleware {
             methods[entry.path, default: []].insert(entry.method.uppercased())
         }
         paths = methods.keys.sorted().map { path in
-            (Self.segments(path), methods[path, default: []].sorted().joined(separator: ", "))
+            (Self.segments(path), methods[path, default: []].sorted())
         }
     }
 
@@ -29,7 +29,11 @@ struct MethodNotAllowedMiddleware: RouterMiddleware {
         do {
             return try await next(request, context)
         } catch let error as HTTPError where error.status == .notFound {
-            guard let allow = allowedMethods(for: request.uri.path) else { throw error }
+            // A path the router did not match although the catalog names it with this very method (a spelling
+            // the router reads differently) stays 404: 405 would name a method that was just refused.
+            guard let methods = allowedMethods(for: request.uri.path), !methods.contains(request.method.rawValue)
+            else { throw error }
+            let allow = methods.joined(separator: ", ")
             return Response(
                 status: .methodNotAllowed,
                 headers: [Self.allowField: allow, .contentType: "application/json"],
@@ -37,15 +41,15 @@ struct MethodNotAllowedMiddleware: RouterMiddleware {
         }
     }
 
-    /// The `Allow` value of the catalogued path that `path` names, or nil when none does.
-    func allowedMethods(for path: String) -> String? {
+    /// The methods of the catalogued path that `path` names, or nil when none does.
+    func allowedMethods(for path: String) -> [String]? {
         let requested = Self.segments(path)
         return paths.first { candidate in
             candidate.segments.count == requested.count
                 && zip(candidate.segments, requested).allSatisfy { template, segment in
                     template.hasPrefix("{") || template == segment
                 }
-        }?.allow
+        }?.methods
     }
 
     private static func segments(_ path: String) -> [Substring] {
