@@ -199,6 +199,10 @@ package func buildApplication(
             jobMaxAttempts: configuration.jobs.maxAttempts),
         jobs: worker.queue, clock: dependencies.clock, logger: logger
     ).register(in: router, catalog: &catalog)
+    // Last, so it wraps only the not-found answer: a known path with another method is 405, not 404.
+    router.add(
+        middleware: MethodNotAllowedMiddleware(
+            catalog: catalog, hiddenPrefixes: configuration.adminToken == nil ? ["/admin/"] : []))
 
     let maintenance = MaintenanceScheduler(
         queue: worker.queue, periodSeconds: configuration.pruneIntervalSeconds,

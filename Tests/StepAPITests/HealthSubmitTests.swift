@@ -335,7 +335,7 @@ struct HealthSubmitTests {
                 ("Calories must be a positive number", { $0["calories"] = .bool(true) }),
                 ("Distance is required", { $0["distance"] = nil }),
                 ("Source is required", { $0["source"] = nil }),
-                ("Source must be at most 64 bytes", { $0["source"] = .string(String(repeating: "s", count: 65)) }),
+                ("Source must be at most 64 characters", { $0["source"] = .string(String(repeating: "s", count: 65)) }),
                 ("Date must be a valid date in YYYY-MM-DD format", { $0["date"] = .string("2026-02-30") }),
                 ("Date must be a valid date in YYYY-MM-DD format", { $0["date"] = .int(20_260_518) }),
                 ("Date must not be in the future", { $0["date"] = .string("2026-05-20") }),

@@ -38,7 +38,10 @@ struct AllocationRequest: Sendable, Hashable {
         let nodeId = reader.required(
             "nodeId", expected: "a non-empty string of at most \(maxNodeIdLength) characters"
         ) { value -> String? in
-            guard case .string(let text) = value, !text.isEmpty, text.count <= maxNodeIdLength else { return nil }
+            // Unicode scalars, as JSON Schema's maxLength counts them.
+            guard case .string(let text) = value, !text.isEmpty, text.unicodeScalars.count <= maxNodeIdLength else {
+                return nil
+            }
             return text
         }
         let points = reader.required("points", expected: "an integer from 1 to \(maxPoints)") { value -> Int? in

@@ -156,8 +156,9 @@ struct EventsQuery: Sendable {
     }
 
     /// Where a stream starts: after `Last-Event-ID` when the client sends one (a reconnect), else after
-    /// `?after=`, else from the first event.
+    /// `?after=`, else from the first event. A bad `?after=` is refused even when the header wins.
     static func streamStart(_ request: Request) throws(RequestValidationError) -> Int {
+        let query = try decode(request.uri.queryParameters)
         if let header = request.headers[HTTPField.Name("Last-Event-ID")!] {
             guard let after = cursor(Substring(header).trimmingHTTPWhitespace) else {
                 throw RequestValidationError(
@@ -165,7 +166,7 @@ struct EventsQuery: Sendable {
             }
             return after
         }
-        return try decode(request.uri.queryParameters).after
+        return query.after
     }
 
     static let cursorProblem = "must be an event id (a non-negative integer) from an earlier answer"

@@ -48,7 +48,7 @@ struct HealthSubmission: Sendable {
         var keyId: String?
         switch fields["keyId"] {
         case nil, .null?: break
-        case .string(let value)? where !value.isEmpty && value.utf8.count <= maxKeyIdLength: keyId = value
+        case .string(let value)? where !value.isEmpty && value.unicodeScalars.count <= maxKeyIdLength: keyId = value
         default: throw .badRequest("keyId must be the base64 App Attest key id")
         }
         return HealthSubmission(
@@ -88,8 +88,9 @@ struct HealthSubmission: Sendable {
         case nil, .null?: throw .badRequest("\(label) is required")
         case .string(let value)?:
             guard !value.isEmpty else { throw .badRequest("\(label) is required") }
-            guard value.utf8.count <= maxLength else {
-                throw .badRequest("\(label) must be at most \(maxLength) bytes")
+            // Unicode scalars, as JSON Schema's maxLength counts them (the document states these bounds).
+            guard value.unicodeScalars.count <= maxLength else {
+                throw .badRequest("\(label) must be at most \(maxLength) characters")
             }
             return value
         default: throw .badRequest("\(label) must be a string")

@@ -144,7 +144,10 @@ extension IngestRequest {
     }
 
     private static func boundedString(_ value: JSONValue) -> String? {
-        guard case .string(let text) = value, !text.isEmpty, text.count <= maxStringLength else { return nil }
+        // Unicode scalars, as JSON Schema's maxLength counts them (the document states these bounds).
+        guard case .string(let text) = value, !text.isEmpty, text.unicodeScalars.count <= maxStringLength else {
+            return nil
+        }
         return text
     }
 

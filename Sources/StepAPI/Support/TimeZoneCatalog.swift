@@ -4,9 +4,17 @@ import Foundation
 /// not stable walker zones.
 package enum TimeZoneCatalog {
     private static let known: Set<String> = Set(TimeZone.knownTimeZoneIdentifiers).union(["UTC", "Etc/UTC"])
+    /// The IANA regions. Foundation's list leaves out some canonical names its tz database still has
+    /// (`Asia/Kolkata`, listed only as `Asia/Calcutta`), so an `Area/Location` name it resolves as itself counts too.
+    private static let areas: Set<Substring> = [
+        "Africa", "America", "Antarctica", "Arctic", "Asia", "Atlantic", "Australia", "Europe", "Indian", "Pacific",
+    ]
 
     package static func zone(named name: String) -> TimeZone? {
-        guard known.contains(name) else { return nil }
-        return TimeZone(identifier: name)
+        if known.contains(name) { return TimeZone(identifier: name) }
+        guard name.utf8.count <= 64, let area = name.split(separator: "/").first, areas.contains(area),
+            name.contains("/"), let zone = TimeZone(identifier: name), zone.identifier == name
+        else { return nil }
+        return zone
     }
 }

@@ -1,0 +1,75 @@
+import HTTPTypes
+import Hummingbird
+
+/// Answers 405 with `Allow` (RFC 9110 §15.5.6) for a known path asked with a method it does not serve, where the
+/// router alone would answer 404. Added to the router after every route, so it wraps only the router's not-found
+/// responder: a matched route never passes through it.
+struct MethodNotAllowedMiddleware: RouterMiddleware {
+    typealias Context = AppRequestContext
+
+    private static let allowField = HTTPField.Name("Allow")!
+
+    /// Each catalogued path as segments (`{id}` matches any one segment), with its methods, sorted.
+    private let paths: [(segments: [Substring], methods: [String])]
+
+    /// `hiddenPrefixes`: paths that must look absent (the admin API without its token), so they stay 404.
+    init(catalog: RouteCatalog, hiddenPrefixes: [String] = []) {
+        var methods: [String: Set<String>] = [:]
+        for entry in catalog.entries where !hiddenPrefixes.contains(where: { entry.path.hasPrefix($0) }) {
+            methods[entry.path, default: []].insert(entry.method.uppercased())
+        }
+        paths = methods.keys.sorted().map { path in
+            (Self.segments(path), methods[path, default: []].sorted())
+        }
+    }
+
+    func handle(
+        _ request: Request, context: Context, next: (Request, Context) async throws -> Response
+    ) async throws -> Response {
+        do {
+            return try await next(request, context)
+        } catch let error as HTTPError where error.status == .notFound {
+            // A path the router did not match although the catalog names it with this very method (a spelling
+            // the router reads differently) stays 404: 405 would name a method that was just refused.
+            guard let methods = allowedMethods(for: request.uri.path), !methods.contains(request.method.rawValue)
+            else { throw error }
+            let allow = methods.joined(separator: ", ")
+            return Response(
+                status: .methodNotAllowed,
+                headers: [Self.allowField: allow, .contentType: "application/json"],
+                body: .init(byteBuffer: ByteBuffer(string: Self.body(method: request.method.rawValue, allow: allow))))
+        }
+    }
+
+    /// The methods of the catalogued path that `path` names, or nil when none does.
+    func allowedMethods(for path: String) -> [String]? {
+        let requested = Self.segments(path)
+        return paths.first { candidate in
+            candidate.segments.count == requested.count
+                && zip(candidate.segments, requested).allSatisfy { template, segment in
+                    template.hasPrefix("{") || template == segment
+                }
+        }?.methods
+    }
+
+    private static func segments(_ path: String) -> [Substring] {
+        path.split(separator: "/", omittingEmptySubsequences: true)
+    }
+
+    /// The ingest surface's envelope, `{error, message, details}`, naming the methods the path serves.
+    private static func body(method: String, allow: String) -> String {
+        var json = JSONTextWriter(capacity: 160)
+        json.beginObject()
+        json.key("details")
+        json.beginObject()
+        json.key("allow")
+        json.value(allow)
+        json.endObject()
+        json.key("error")
+        json.value("METHOD_NOT_ALLOWED")
+        json.key("message")
+        json.value("This path does not serve \(method).")
+        json.endObject()
+        return json.text
+    }
+}

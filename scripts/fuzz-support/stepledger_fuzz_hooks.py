@@ -1,0 +1,276 @@
+"""Schemathesis hooks for scripts/fuzz: credentials, the few inexpressible rules, and the run's tally.
+
+Loaded by Schemathesis (the `hooks` key of the configuration scripts/fuzz writes); everything it needs comes from
+environment variables that scripts/fuzz sets:
+
+    STEPLEDGER_FUZZ_BASE_URL     http://127.0.0.1:<port> of the stepd serve under test
+    STEPLEDGER_FUZZ_MODE         test-phase or production
+    STEPLEDGER_FUZZ_KEY          the RSA key (PEM) that signs session JWTs and App Check tokens
+    STEPLEDGER_FUZZ_SECRETS      a JSON file (mode 600): {"admin": <admin token>}
+    STEPLEDGER_FUZZ_STATS        where the tally is written when Schemathesis exits (JSON)
+
+What the hooks change, and why each change is honest:
+- Authorization: every walker route gets a valid session JWT of one of a pool of walkers (round robin, so
+  per-walker state such as live nonces stays small); /admin routes get the admin token. Schemathesis's own auth
+  checks (ignored_auth) still send requests without or with broken credentials.
+- X-Firebase-AppCheck (production, ingest routes): a generated string is schema-valid but can never verify, so a
+  positive case, or a case without the header, gets a fresh token signed by the run's key. A negative case that
+  carries a generated header keeps it (the 401 is then the expected rejection).
+- Positive cases only, for rules a schema cannot state (each is also written in openapi.yaml's prose):
+  `tz` (POST /step/ingest, GET /health/today) must name a zone of the server's tz database;
+  POST /step/ingest needs an idempotency key in the body or the header, equal when both are sent, and
+  sampleSpan.endUtc not before sampleSpan.startUtc;
+  GET /step/days needs from ≤ to ≤ from + 91 days; GET /health/statistics needs startDate ≤ endDate ≤ startDate
+  + 1 095 days (a missing one is today); POST /health needs a nonce fetched first from
+  GET /health/attestation-nonce by the same walker; GET /walker/ledger's cursor must be the `next` of an earlier
+  page (the hooks send one of the server's form). The hooks adjust a positive case to meet the rule with
+  another schema-valid value; negative cases are sent as generated.
+- GET /walker/events?wait: a wait from 2 to 30 s is sent as 1 s, so a run is not spent sleeping (and stays
+  within Schemathesis's response-time limit); values outside 0…30 are sent as generated.
+
+Tokens are never printed or written anywhere but request headers.
+"""
+import atexit
+import base64
+import datetime
+import itertools
+import json
+import os
+import threading
+import time
+
+import requests
+import schemathesis
+from stepledger_fuzz_tokens import app_check_token, session_token
+
+BASE_URL = os.environ.get("STEPLEDGER_FUZZ_BASE_URL", "http://127.0.0.1:8080")
+MODE = os.environ.get("STEPLEDGER_FUZZ_MODE", "test-phase")
+STATS = os.environ.get("STEPLEDGER_FUZZ_STATS", "")
+SECRETS = os.environ.get("STEPLEDGER_FUZZ_SECRETS", "")
+
+WALKERS = 48
+# Zone names every tz database has; a positive case's `tz` that is not one becomes one of these.
+ZONES = ("UTC", "Europe/Warsaw", "America/New_York", "Asia/Tokyo", "Australia/Sydney", "Pacific/Kiritimati",
+         "Pacific/Pago_Pago", "Asia/Kolkata")
+INGEST_PATHS = ("/step/ingest", "/step/ingest:batch")
+
+
+class Credentials:
+    """Session tokens for the walker pool (made lazily, renewed before they expire) and a fresh App Check token
+    (renewed every minute: the server wants one minted at most 5 minutes ago)."""
+
+    LIFETIME = 3600
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.tokens = {}
+        self.app_check = None
+        self.app_check_made = 0.0
+        self.turn = itertools.count()
+        self.admin = None
+
+    def session(self, walker):
+        with self.lock:
+            token, made = self.tokens.get(walker, (None, 0.0))
+            if token is None or time.time() - made > self.LIFETIME / 2:
+                token, made = session_token(walker, self.LIFETIME), time.time()
+                self.tokens[walker] = (token, made)
+            return token
+
+    def next_walker(self):
+        return f"fuzz-walker-{next(self.turn) % WALKERS}"
+
+    def fresh_app_check(self):
+        with self.lock:
+            if self.app_check is None or time.time() - self.app_check_made > 60:
+                self.app_check, self.app_check_made = app_check_token(), time.time()
+            return self.app_check
+
+    def admin_token(self):
+        if self.admin is None and SECRETS:
+            with open(SECRETS) as f:
+                self.admin = json.load(f)["admin"]
+        return self.admin
+
+
+CREDENTIALS = Credentials()
+
+
+class Tally:
+    """What scripts/fuzz counts itself: requests sent and their statuses (violations come from Schemathesis's
+    JSON report)."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.requests = 0
+        self.statuses = {}
+        self.server_errors = []
+
+    def response(self, case, status):
+        with self.lock:
+            self.requests += 1
+            self.statuses[str(status)] = self.statuses.get(str(status), 0) + 1
+            if status >= 500 and len(self.server_errors) < 50:
+                self.server_errors.append(f"{case.method.upper()} {case.operation.path} → {status}")
+
+    def write(self):
+        if not STATS:
+            return
+        with self.lock:
+            data = {"requests": self.requests, "statuses": self.statuses,
+                    "serverErrors": self.server_errors}
+        with open(STATS, "w") as f:
+            json.dump(data, f, indent=1, sort_keys=True)
+
+
+TALLY = Tally()
+atexit.register(TALLY.write)
+
+
+@schemathesis.auth(refresh_interval=None).apply_to(path_regex=r"^/(step|walker|health)")
+class WalkerAuth:
+    def get(self, case, ctx):
+        return CREDENTIALS.session(CREDENTIALS.next_walker())
+
+    def set(self, case, data, ctx):
+        case.headers = case.headers or {}
+        case.headers["Authorization"] = f"Bearer {data}"
+
+
+@schemathesis.auth(refresh_interval=None).apply_to(path_regex=r"^/admin")
+class AdminAuth:
+    def get(self, case, ctx):
+        return CREDENTIALS.admin_token()
+
+    def set(self, case, data, ctx):
+        case.headers = case.headers or {}
+        case.headers["Authorization"] = f"Bearer {data}"
+
+
+def is_positive(case):
+    meta = case.meta
+    return meta is not None and meta.generation.mode.is_positive
+
+
+def parse_date(value):
+    try:
+        return datetime.date.fromisoformat(value) if isinstance(value, str) and len(value) == 10 else None
+    except ValueError:
+        return None
+
+
+def instant(value):
+    """An RFC 3339 date-time as an aware datetime (None when Python cannot read it: year 0, leap seconds)."""
+    if not isinstance(value, str):
+        return None
+    try:
+        return datetime.datetime.fromisoformat(value.upper().replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def unquoted_key(raw):
+    """The Idempotency-Key header's key as the server reads it (a token or a quoted string)."""
+    text = raw.strip(" \t")
+    if text.startswith('"') and text.endswith('"') and len(text) >= 2:
+        return text[1:-1].replace('\\"', '"').replace("\\\\", "\\")
+    return text
+
+
+def fix_ingest(case):
+    body = case.body if isinstance(case.body, dict) else None
+    if body is None:
+        return
+    span = body.get("sampleSpan")
+    if isinstance(span, dict):
+        start, end = instant(span.get("startUtc")), instant(span.get("endUtc"))
+        if start is not None and end is not None and end < start:
+            span["startUtc"], span["endUtc"] = span.get("endUtc"), span.get("startUtc")
+    headers = case.headers or {}
+    header = next((v for k, v in headers.items() if k.lower() == "idempotency-key"), None)
+    if header is not None and isinstance(body.get("idempotencyKey"), str):
+        body["idempotencyKey"] = unquoted_key(header)
+    elif header is None and not isinstance(body.get("idempotencyKey"), str):
+        body["idempotencyKey"] = f"fuzz-{time.time_ns()}"
+
+
+def fix_range(query, first, last, max_days, default_today):
+    start, end = parse_date(query.get(first)), parse_date(query.get(last))
+    today = datetime.datetime.now(datetime.timezone.utc).date()
+    if default_today:
+        start = start or (today if first not in query else None)
+        end = end or (today if last not in query else None)
+    if start is None or end is None:
+        return
+    if end < start or (end - start).days > max_days:
+        # Keep the earlier day and move the other within the range the server allows.
+        low = min(start, end)
+        if low + datetime.timedelta(days=max_days) > datetime.date.max - datetime.timedelta(days=1):
+            low = datetime.date.max - datetime.timedelta(days=max_days + 1)
+        query[first] = low.isoformat()
+        query[last] = (low + datetime.timedelta(days=min(max_days, abs((end - start).days) % (max_days + 1)))).isoformat()
+
+
+def known_zone(value):
+    if value in ZONES:
+        return value
+    return ZONES[sum(str(value).encode()) % len(ZONES)]
+
+
+def ledger_cursor(value):
+    """A cursor of the server's form: base64url of "<milliseconds since 1970>:<entry id>"."""
+    text = f"{int(time.time() * 1000)}:{value}"
+    return base64.urlsafe_b64encode(text.encode()).rstrip(b"=").decode()
+
+
+def attach_nonce(case):
+    """A nonce of a walker of its own (so GET /health/attestation-nonce's cases never use up its live nonces)."""
+    body = case.body if isinstance(case.body, dict) else None
+    if body is None:
+        return
+    walker = f"fuzz-health-{next(CREDENTIALS.turn) % WALKERS}"
+    token = CREDENTIALS.session(walker)
+    answer = requests.get(f"{BASE_URL}/health/attestation-nonce", headers={"Authorization": f"Bearer {token}"},
+                          timeout=30)
+    if answer.status_code == 200:
+        body["nonce"] = answer.json()["nonce"]
+        case.headers = case.headers or {}
+        case.headers["Authorization"] = f"Bearer {token}"
+
+
+@schemathesis.hook
+def before_call(context, case, kwargs):
+    path = case.operation.path
+    method = case.method.upper()
+    positive = is_positive(case)
+    if MODE == "production" and method == "POST" and path in INGEST_PATHS:
+        case.headers = case.headers or {}
+        if positive or "X-Firebase-AppCheck" not in case.headers:
+            case.headers["X-Firebase-AppCheck"] = CREDENTIALS.fresh_app_check()
+    if method == "GET" and path == "/walker/events" and isinstance(case.query, dict):
+        wait = case.query.get("wait")
+        if isinstance(wait, (int, str)) and str(wait).isdigit() and int(wait) > 1:
+            case.query["wait"] = 1
+    if not positive:
+        return
+    if method == "POST" and path == "/step/ingest":
+        fix_ingest(case)
+        if isinstance(case.body, dict) and "tz" in case.body:
+            case.body["tz"] = known_zone(case.body["tz"])
+    elif method == "GET" and path == "/health/today" and isinstance(case.query, dict) and "tz" in case.query:
+        case.query["tz"] = known_zone(case.query["tz"])
+    elif method == "GET" and path == "/walker/ledger" and isinstance(case.query, dict) and "cursor" in case.query:
+        case.query["cursor"] = ledger_cursor(case.query["cursor"])
+    elif method == "GET" and path == "/step/days" and isinstance(case.query, dict):
+        fix_range(case.query, "from", "to", 91, default_today=False)
+    elif method == "GET" and path == "/health/statistics":
+        case.query = case.query if isinstance(case.query, dict) else {}
+        fix_range(case.query, "startDate", "endDate", 1095, default_today=True)
+    elif method == "POST" and path == "/health":
+        attach_nonce(case)
+
+
+@schemathesis.hook
+def after_call(context, case, response):
+    TALLY.response(case, response.status_code)
+
