@@ -11,7 +11,8 @@ import Testing
 #endif
 
 /// A plain TCP connection to the live server, for clients no HTTP library would be: slow, idle, oversized.
-final class RawConnection {
+/// Its calls block, so tests make them through `offPool`, away from the threads the server's handlers need.
+final class RawConnection: @unchecked Sendable {
     private let descriptor: Int32
 
     init(port: Int) throws {
@@ -60,6 +61,14 @@ final class RawConnection {
 struct RawConnectionError: Error {}
 
 extension RawConnection {
+    /// Runs blocking socket work on a thread of its own, never on Swift concurrency's few shared threads (the
+    /// live server's handlers run there: blocking them could stall the very answer being waited for).
+    static func offPool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { continuation in
+            Thread { continuation.resume(with: Result { try body() }) }.start()
+        }
+    }
+
     /// One request on a connection of its own (`Connection: close`), and the whole answer: a well-behaved
     /// client that no server-side timeout can catch between requests, however slow the machine.
     static func exchange(port: Int, _ request: String) throws -> String {
@@ -68,10 +77,13 @@ extension RawConnection {
         return connection.readUntilClosed().text
     }
 
-    static func get(port: Int, _ path: String, token: String? = nil) throws -> String {
+    static func get(port: Int, _ path: String, token: String? = nil) async throws -> String {
         let authorization = token.map { "Authorization: Bearer \($0)\r\n" } ?? ""
-        return try exchange(
-            port: port, "GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\n\(authorization)Connection: close\r\n\r\n")
+        return try await offPool {
+            try exchange(
+                port: port,
+                "GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\n\(authorization)Connection: close\r\n\r\n")
+        }
     }
 }
 
@@ -103,10 +115,10 @@ struct HostileClientTests {
                 try await Task.sleep(for: .milliseconds(300))
                 slowHead.send("X-Trickle-\(index): x\r\n")
                 slowBody.send(" ")
-                #expect(try RawConnection.get(port: port, "/livez").hasPrefix("HTTP/1.1 200 OK"))
+                #expect(try await RawConnection.get(port: port, "/livez").hasPrefix("HTTP/1.1 200 OK"))
             }
             for connection in [idle, slowHead, slowBody] {
-                let (text, closed) = connection.readUntilClosed()
+                let (text, closed) = try await RawConnection.offPool { connection.readUntilClosed() }
                 #expect(closed, "the connection was closed")
                 #expect(!text.contains("200 OK"), "no answer to an incomplete request")
             }
@@ -121,7 +133,7 @@ struct HostileClientTests {
         try await harness.run(.live) { client in
             let port = try #require(client.port)
             let started = ContinuousClock.now
-            let response = try RawConnection.get(port: port, "/walker/events?wait=2", token: token)
+            let response = try await RawConnection.get(port: port, "/walker/events?wait=2", token: token)
             #expect(response.hasPrefix("HTTP/1.1 200 OK"), "\(response)")
             #expect(response.contains(#"{"events":[],"next":"0"}"#))
             #expect(ContinuousClock.now - started >= .seconds(2))
@@ -136,10 +148,10 @@ struct HostileClientTests {
             let connection = try RawConnection(port: port)
             connection.send(
                 "GET /livez HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: \(String(repeating: "b", count: 8192))\r\n\r\n")
-            let (text, closed) = connection.readUntilClosed()
+            let (text, closed) = try await RawConnection.offPool { connection.readUntilClosed() }
             #expect(closed)
             #expect(!text.contains("200 OK"))
-            #expect(try RawConnection.get(port: port, "/livez").hasPrefix("HTTP/1.1 200 OK"))
+            #expect(try await RawConnection.get(port: port, "/livez").hasPrefix("HTTP/1.1 200 OK"))
         }
     }
 
