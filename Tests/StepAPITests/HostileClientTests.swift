@@ -155,7 +155,7 @@ struct HostileClientTests {
         }
     }
 
-    @Test("hostile bodies get 400: deep nesting, invalid UTF-8, numbers past 2^53, huge arrays")
+    @Test("hostile bodies get 400: deep nesting, invalid UTF-8, numbers past 2^53, huge arrays, repeated keys")
     func hostileBodies() async throws {
         let harness = try await TestHarness.make(kind: .sqlite)
         let token = try await harness.token(for: "walker-hostile")
@@ -167,6 +167,10 @@ struct HostileClientTests {
                 ByteBuffer(bytes: Array(#"{"day":"2026-05-18","source":""#.utf8) + [0xC3, 0x28] + Array(#""}"#.utf8)),
                 IngestBody(count: 9_007_199_254_740_993).buffer,
                 ByteBuffer(string: #"{"count": 1e400}"#),
+                // A repeated key: one reader would see 100 steps, another 49 000.
+                ByteBuffer(
+                    string: String(decoding: IngestBody(count: 100).buffer.readableBytesView, as: UTF8.self)
+                        .replacingOccurrences(of: #""count":100"#, with: #""count":100,"count":49000"#)),
             ]
             for body in bodies {
                 let response = try await client.ingest(raw: body, token: token)

@@ -2,7 +2,7 @@
 /// no `Decoder` containers. Numbers read as `JSONDecoder` would read them into `JSONValue`: an integral value
 /// that fits `Int` is `.int` (so `2.0` and `2e3` are integers), anything else `.double`. Strings must be
 /// valid UTF-8; unpaired surrogate escapes, control characters and trailing bytes are refused, and so are
-/// trailing commas (which `JSONDecoder` lets through, but RFC 8259 does not). A repeated key keeps its first value. Nesting deeper than `maximumDepth` is refused rather than followed.
+/// trailing commas (which `JSONDecoder` lets through, but RFC 8259 does not). A repeated key in an object is refused (RFC 8259 leaves its meaning open). Nesting deeper than `maximumDepth` is refused rather than followed.
 package enum JSONReader {
     package static let maximumDepth = 512
 
@@ -96,8 +96,9 @@ private struct JSONCursor {
             try expect(UInt8(ascii: ":"))
             skipWhitespace()
             let member = try value(depth: depth)
-            // A repeated key keeps its first value, as JSONDecoder did.
-            if members[key] == nil { members[key] = member }
+            // A repeated key is refused: readers disagree on which value counts (JSONDecoder kept the first,
+            // others keep the last), and a body that means two things to two readers is a way past a check.
+            guard members.updateValue(member, forKey: key) == nil else { throw JSONSyntaxError() }
             skipWhitespace()
             guard let next = peek() else { throw JSONSyntaxError() }
             index += 1
