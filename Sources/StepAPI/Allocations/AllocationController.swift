@@ -44,14 +44,10 @@ struct AllocationController: Sendable {
     /// bytes of the first, including a 422.
     func allocate(_ request: Request, context: AppRequestContext) async -> Response {
         let walkerId: String
-        do {
-            walkerId = try await authenticator.authenticate(request).walkerId
-        } catch {
-            var response = WalkerAPIError.unauthorized.response
-            response.headers[.wwwAuthenticate] = "Bearer"
-            return response
+        switch await runner.authenticate(request, context: context, as: WalkerAPIError.self) {
+        case .success(let authenticated): walkerId = authenticated
+        case .failure(let refusal): return refusal.response
         }
-        context.trace.update { $0.walkerId = walkerId }
         let parsed: Result<AllocationRequest, WalkerAPIError>
         switch await JSONBody.collect(request, maxBytes: maxBodyBytes) {
         case .failure(.unsupportedMediaType): parsed = .failure(.body(.unsupportedMediaType))

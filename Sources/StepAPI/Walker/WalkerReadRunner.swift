@@ -54,15 +54,10 @@ struct WalkerReadRunner: Sendable {
         render: @Sendable (String, Query, Value) async -> Response
     ) async -> Response {
         let walkerId: String
-        do {
-            walkerId = try await authenticator.authenticate(request).walkerId
-        } catch {
-            logger.info("session token refused", metadata: ["reason": "\(error)"])
-            var response = Failure.unauthorized.response
-            response.headers[.wwwAuthenticate] = "Bearer"
-            return response
+        switch await authenticate(request, context: context, as: Failure.self) {
+        case .success(let authenticated): walkerId = authenticated
+        case .failure(let refusal): return refusal.response
         }
-        context.trace.update { $0.walkerId = walkerId }
         let now = clock()
         let validQuery = try? query.get()
         let unit = {
@@ -97,6 +92,28 @@ struct WalkerReadRunner: Sendable {
         }
         decision.apply(to: &response.headers)
         return response
+    }
+
+    /// The walker the session token names, noted on the request's trace; a refused token is the route's 401
+    /// with `WWW-Authenticate: Bearer`.
+    func authenticate<Failure: WalkerReadError>(
+        _ request: Request, context: AppRequestContext, as _: Failure.Type
+    ) async -> Result<String, Refusal> {
+        do {
+            let walkerId = try await authenticator.authenticate(request).walkerId
+            context.trace.update { $0.walkerId = walkerId }
+            return .success(walkerId)
+        } catch {
+            logger.info("session token refused", metadata: ["reason": "\(error)"])
+            var response = Failure.unauthorized.response
+            response.headers[.wwwAuthenticate] = "Bearer"
+            return .failure(Refusal(response: response))
+        }
+    }
+
+    /// A response that ends the request before any work.
+    struct Refusal: Error {
+        var response: Response
     }
 
     /// A store error as the route's 503 (the database is unreachable) or 500 (anything else, logged).
