@@ -10,12 +10,6 @@ package enum ReviewKind: String, Sendable, Hashable, CaseIterable {
     case repeatedRejections = "repeated_rejections"
 }
 
-/// An operator's decision on a review entry.
-package enum ReviewDecision: String, Sendable, Hashable, CaseIterable {
-    case accept
-    case reject
-}
-
 /// One review-queue entry.
 package struct ReviewEntry: Sendable, Hashable {
     package var id: String

@@ -36,6 +36,17 @@ extension StoreTransaction {
         return (walker, try Self.snapshotDayState(rows, walker: walker, day: day))
     }
 
+    /// The walker's row, locked, and `day`'s state as it stands under that lock: what every decision on a day
+    /// starts from (an ingest that could not write optimistically, the reconcile job, a review decision). On
+    /// PostgreSQL one statement when its snapshot is current (see above), else a second read under the lock.
+    package func lockWalkerReadingDay(_ walkerId: String, day: LocalDate, now: Date) async throws
+        -> (walker: WalkerRecord, day: DayState)
+    {
+        let (walker, snapshot) = try await lockWalker(walkerId, day: day, now: now)
+        if let snapshot { return (walker, snapshot) }
+        return (walker, try await dayState(walkerId: walkerId, day: day))
+    }
+
     /// The walker lock with the day's state and the walker's version as the snapshot saw it (`seen_version`).
     static func lockWalkerAndDayStatement(_ walkerId: String, day: LocalDate, now: Date) -> SQLQueryString {
         var query: SQLQueryString = "WITH walker AS (\n"

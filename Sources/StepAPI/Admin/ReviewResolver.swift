@@ -27,43 +27,26 @@ struct ReviewResolver: Sendable {
         return try await store.transaction { [limits, refundGraceSeconds, jobMaxAttempts] tx in
             var state: DayState?
             if let day = peek.day {
-                let (_, snapshot) = try await tx.lockWalker(peek.walkerId, day: day, now: now)
-                if let snapshot {
-                    state = snapshot
-                } else {
-                    state = try await tx.dayState(walkerId: peek.walkerId, day: day)
-                }
+                state = try await tx.lockWalkerReadingDay(peek.walkerId, day: day, now: now).day
             } else {
                 _ = try await tx.lockWalker(peek.walkerId, now: now)
             }
             guard let entry = try await tx.review(id: id, locking: true) else { return .notFound }
             guard entry.isOpen else { return .alreadyResolved(entry) }
-            if entry.kind == .quarantinedDay, let state, let log = state.log, log.status == .quarantined {
-                var write: DayDecisionWrite
-                switch decision {
-                case .accept:
-                    write = DayDecisionWrite(
-                        DayAcceptance(
-                            accepting: log, acceptedCount: log.reportedCount, streak: state.streak,
-                            minDailyThreshold: limits.minDailyThreshold, at: now),
-                        at: now)
-                case .reject:
-                    var rejected = log
-                    rejected.status = .rejected
-                    rejected.attested = false
-                    rejected.updatedAt = now
-                    write = DayDecisionWrite(log: rejected, at: now)
-                    let change = state.streak.setting(attested: false)
-                    write.streakChange = change.isEmpty ? nil : change
-                }
+            if entry.kind == .quarantinedDay, let state,
+                let decided = DayDecision.review(
+                    state.log, decision: decision, streak: state.streak, minDailyThreshold: limits.minDailyThreshold,
+                    at: now)
+            {
+                var write = DayDecisionWrite(decided, at: now)
                 write.attestationLog = AttestationLogRecord(
                     walkerId: entry.walkerId, createdAt: now, route: Self.route,
                     verdict: decision == .accept ? .accepted : .rejected, reasons: entry.reasons, tokenId: nil,
                     requestId: entry.id)
                 try await tx.recordDayDecision(write)
-                if decision == .reject {
+                if decided.allocations == .refund {
                     try await RefundJob.schedule(
-                        tx, walkerId: entry.walkerId, rejectedDay: log.day, graceSeconds: refundGraceSeconds,
+                        tx, walkerId: entry.walkerId, rejectedDay: decided.log.day, graceSeconds: refundGraceSeconds,
                         maxAttempts: jobMaxAttempts, now: now)
                 }
             }

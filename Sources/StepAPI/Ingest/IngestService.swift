@@ -161,61 +161,37 @@ struct IngestService: Sendable {
             return write
         }
 
-        if let existing, isFinal(existing, now: now) {
+        let decision: DayDecision
+        switch DayDecision.ingest(
+            existing: existing, walkerId: walkerId, day: bucket.day, timeZoneIdentifier: request.timeZoneIdentifier,
+            count: bucket.count, streak: streak, quarantine: quarantine, mode: settings.mode, limits: settings.limits,
+            at: now)
+        {
+        case .final(let existing):
             let body = render(
                 log: existing, provisionalEnergy: existing.energyCredited,
                 streak: streak.state(today: today), lifetimeSteps: walker.lifetimeSteps, now: now, quarantine: [])
             return write(
                 log: nil, submission: nil, streakChange: nil, credit: 0, lifetimeDelta: 0, verdict: .unchanged,
                 body: body)
+        case .open(let decided):
+            decision = decided
         }
-
-        let reported = max(existing?.reportedCount ?? 0, bucket.count)
-        let multiplier = existing?.multiplierPermille ?? streak.tierBeforeDay.multiplierPermille
-        var log = StepLogRecord(
-            walkerId: walkerId, day: bucket.day, timeZone: request.timeZoneIdentifier, reportedCount: reported,
-            acceptedCount: existing?.acceptedCount, status: .pending, multiplierPermille: existing?.multiplierPermille,
-            energyCredited: existing?.energyCredited ?? 0, attested: existing?.attested ?? false, updatedAt: now,
-            provisionalEnergy: EnergyMath.energy(steps: reported, multiplierPermille: multiplier))
-        var credit = 0
-        var lifetimeDelta = 0
+        let log = decision.log
         var verdict: AttestationVerdict = quarantine.isEmpty ? .accepted : .quarantined
-        if let existing, existing.status == .quarantined || existing.status == .rejected {
-            // Only review decides a quarantined day, and its decision stands: a resubmission is recorded (as
-            // evidence) but never turns the day back into PENDING.
-            log.status = existing.status
-            if existing.status == .rejected { verdict = .unchanged }
-        } else if !quarantine.isEmpty {
-            log.status = .quarantined
-        } else if settings.mode == .testPhase {
-            // Test-phase mode reconciles on the request itself (seed 000).
-            let acceptance = DayAcceptance(
-                accepting: log, acceptedCount: reported, streak: streak,
-                minDailyThreshold: settings.limits.minDailyThreshold, at: now)
-            log = acceptance.log
-            credit = acceptance.credit
-            lifetimeDelta = acceptance.lifetimeStepsDelta
-        }
-        let streakChange = streak.setting(attested: log.attested)
+        if existing?.status == .rejected { verdict = .unchanged }
 
         let submission = StepSubmissionRecord(
             walkerId: walkerId, submissionId: StoreTransactionID.make(), day: bucket.day,
             source: bucket.source.rawValue, sourceBundleId: bucket.sourceBundleId, count: bucket.count,
             spanStart: bucket.spanStart, spanEnd: bucket.spanEnd, receivedAt: now)
+        let streakAfter = decision.streakChange?.after ?? streak
         let body = render(
-            log: log, provisionalEnergy: EnergyMath.energy(steps: reported, multiplierPermille: multiplier),
-            streak: streakChange.after.state(today: today), lifetimeSteps: walker.lifetimeSteps + lifetimeDelta,
-            now: now, quarantine: quarantine)
+            log: log, provisionalEnergy: log.provisionalEnergy, streak: streakAfter.state(today: today),
+            lifetimeSteps: walker.lifetimeSteps + decision.lifetimeStepsDelta, now: now, quarantine: quarantine)
         return write(
-            log: log, submission: submission, streakChange: streakChange.isEmpty ? nil : streakChange, credit: credit,
-            lifetimeDelta: lifetimeDelta, verdict: verdict, body: body)
-    }
-
-    private func isFinal(_ log: StepLogRecord, now: Date) -> Bool {
-        guard let zone = TimeZoneCatalog.zone(named: log.timeZone) else { return false }
-        return DaySettlement.isFinal(
-            day: log.day, timeZone: zone, now: now, settleWindowSeconds: settings.limits.settleWindowSeconds,
-            hasUnreconciledSubmission: log.status == .pending || log.status == .quarantined)
+            log: log, submission: submission, streakChange: decision.streakChange, credit: decision.credit,
+            lifetimeDelta: decision.lifetimeStepsDelta, verdict: verdict, body: body)
     }
 
     private func render(

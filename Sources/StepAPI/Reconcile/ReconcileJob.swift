@@ -22,9 +22,8 @@ package enum ReconcileJob {
     }
 }
 
-/// Decides a walker's PENDING day: the ingest checks again over the whole day, then the comparison of its
-/// submissions (`DayReconciliation`), then the credit, lifetime steps and streak, or the quarantine and its
-/// review entry. It runs in the job's transaction under the walker's lock and acts only on a PENDING day, so
+/// Decides a walker's PENDING day through `DayDecision.reconcile` (the ingest checks again over the whole day,
+/// then the comparison of its submissions) and writes the decision, or the quarantine and its review entry. It runs in the job's transaction under the walker's lock and acts only on a PENDING day, so
 /// a job that runs twice changes the day once.
 struct Reconciler: Sendable {
     let limits: IngestLimits
@@ -49,44 +48,31 @@ struct Reconciler: Sendable {
     func reconcile(_ tx: StoreTransaction, walkerId: String, day: LocalDate, now: Date, runId: String) async throws
         -> ReconcileVerdict?
     {
-        let (_, snapshot) = try await tx.lockWalker(walkerId, day: day, now: now)
-        let state: DayState
-        if let snapshot {
-            state = snapshot
-        } else {
-            state = try await tx.dayState(walkerId: walkerId, day: day)
-        }
+        let state = try await tx.lockWalkerReadingDay(walkerId, day: day, now: now).day
         guard let log = state.log, log.status == .pending else { return nil }
         var submissions = try await tx.submissions(walkerId: walkerId, day: day)
         // A reviewer who accepted the day judged the submissions before the decision.
         if let reviewed = try await tx.lastAcceptedReview(walkerId: walkerId, day: day) {
             submissions = submissions.filter { $0.receivedAt > reviewed }
         }
-        let verdict = DayReconciliation.verdict(
-            submissions: submissions.map {
-                SubmittedCount(
-                    sourceBundleId: $0.sourceBundleId, count: $0.count, spanStart: $0.spanStart, spanEnd: $0.spanEnd,
-                    receivedAt: $0.receivedAt)
-            },
-            limits: limits)
-        switch verdict {
-        case .accept:
-            // The day's highest count: each bundle's counts only grew, so its latest is its highest.
-            let acceptance = DayAcceptance(
-                accepting: log, acceptedCount: log.reportedCount, streak: state.streak,
-                minDailyThreshold: limits.minDailyThreshold, at: now)
-            try await tx.recordDayDecision(DayDecisionWrite(acceptance, at: now))
-        case .quarantine(let reasons):
-            var quarantined = log
-            quarantined.status = .quarantined
-            quarantined.updatedAt = now
-            var write = DayDecisionWrite(log: quarantined, at: now)
+        guard
+            let (verdict, decision) = DayDecision.reconcile(
+                log,
+                submissions: submissions.map {
+                    SubmittedCount(
+                        sourceBundleId: $0.sourceBundleId, count: $0.count, spanStart: $0.spanStart,
+                        spanEnd: $0.spanEnd, receivedAt: $0.receivedAt)
+                },
+                streak: state.streak, limits: limits, at: now)
+        else { return nil }
+        var write = DayDecisionWrite(decision, at: now)
+        if case .quarantine(let reasons) = verdict {
             write.reviewReasons = reasons
             write.attestationLog = AttestationLogRecord(
                 walkerId: walkerId, createdAt: now, route: Self.route, verdict: .quarantined, reasons: reasons,
                 tokenId: nil, requestId: runId)
-            try await tx.recordDayDecision(write)
         }
+        try await tx.recordDayDecision(write)
         return verdict
     }
 }

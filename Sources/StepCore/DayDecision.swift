@@ -1,0 +1,173 @@
+import Foundation
+
+/// The one place a walker's day is decided. Test-phase ingest (which reconciles on the request), the
+/// reconcile job and a reviewer's decision all call it; the store only writes what it returns. A decision
+/// is the day's new log with everything that follows from it: the Energy the ledger adds, how lifetime steps
+/// and the streak change, and what happens to the allocations that drew on the day's provisional credit.
+package struct DayDecision: Sendable, Hashable {
+    /// What a decision does to allocations that spent the day's provisional credit.
+    package enum AllocationEffect: Sendable, Hashable {
+        case unchanged
+        /// The day is accepted: allocations its credit now covers are confirmed.
+        case settle
+        /// The day is rejected: allocations that leaned on it are refunded after the grace period.
+        case refund
+    }
+
+    /// How an ingest leaves its day.
+    package enum Ingest: Sendable, Hashable {
+        /// The day is final (settled and reconciled): the submission changes nothing.
+        case final(StepLogRecord)
+        /// The day is open: the submission is recorded and the day takes this decision.
+        case open(DayDecision)
+    }
+
+    package var log: StepLogRecord
+    /// Energy the ledger adds for the day (never negative; the ledger is append-only).
+    package var credit = 0
+    package var lifetimeStepsDelta = 0
+    /// The streak runs to change; nil when the day's attested state does not change.
+    package var streakChange: StreakRunChange?
+    package var allocations = AllocationEffect.unchanged
+
+    package init(log: StepLogRecord) {
+        self.log = log
+    }
+
+    // MARK: The three outcomes
+
+    /// Accepts `log` at `acceptedCount`: the multiplier is fixed at the day's first acceptance (the tier of the
+    /// streak before the day), a later, higher count credits only the difference, and lifetime steps grow by
+    /// the steps not accepted before.
+    package static func accept(
+        _ log: StepLogRecord, acceptedCount: Int, streak: StreakNeighbourhood, minDailyThreshold: Int, at now: Date
+    ) -> DayDecision {
+        let multiplier = log.multiplierPermille ?? streak.tierBeforeDay.multiplierPermille
+        var accepted = log
+        accepted.status = .accepted
+        accepted.acceptedCount = acceptedCount
+        accepted.multiplierPermille = multiplier
+        accepted.attested = acceptedCount >= minDailyThreshold
+        accepted.updatedAt = now
+        let credit = EnergyMath.creditDelta(
+            acceptedCount: acceptedCount, multiplierPermille: multiplier, alreadyCredited: log.energyCredited)
+        accepted.energyCredited += credit
+        var decision = DayDecision(log: accepted)
+        decision.credit = credit
+        decision.lifetimeStepsDelta = max(0, acceptedCount - (log.acceptedCount ?? 0))
+        decision.streakChange = streak.setting(attested: accepted.attested).nonEmpty
+        decision.allocations = .settle
+        return decision
+    }
+
+    /// Sends the day to review; only a reviewer decides it from here.
+    package static func quarantine(_ log: StepLogRecord, at now: Date) -> DayDecision {
+        var quarantined = log
+        quarantined.status = .quarantined
+        quarantined.updatedAt = now
+        return DayDecision(log: quarantined)
+    }
+
+    /// Rejects the day: it credits nothing more, leaves the streak, and what leaned on its credit is refunded.
+    /// What it was credited before stays in the append-only ledger.
+    package static func reject(_ log: StepLogRecord, streak: StreakNeighbourhood, at now: Date) -> DayDecision {
+        var rejected = log
+        rejected.status = .rejected
+        rejected.attested = false
+        rejected.updatedAt = now
+        var decision = DayDecision(log: rejected)
+        decision.streakChange = streak.setting(attested: false).nonEmpty
+        decision.allocations = .refund
+        return decision
+    }
+
+    // MARK: Who decides
+
+    /// An ingest's submission of `count` steps for `day`, after its checks: `quarantine` holds the quarantine
+    /// reasons that apply (hard reasons reject the request before any decision). On an open day the reported
+    /// count only grows; a quarantined or rejected day keeps its status (only review decides it); test-phase
+    /// reconciles at once (seed 000), production leaves the day PENDING for the reconcile job.
+    package static func ingest(
+        existing: StepLogRecord?, walkerId: String, day: LocalDate, timeZoneIdentifier: String, count: Int,
+        streak: StreakNeighbourhood, quarantine: [ReasonCode], mode: ServiceMode, limits: IngestLimits,
+        at now: Date
+    ) -> Ingest {
+        if let existing, isFinal(existing, settleWindowSeconds: limits.settleWindowSeconds, now: now) {
+            return .final(existing)
+        }
+        let reported = max(existing?.reportedCount ?? 0, count)
+        let multiplier = existing?.multiplierPermille ?? streak.tierBeforeDay.multiplierPermille
+        let log = StepLogRecord(
+            walkerId: walkerId, day: day, timeZone: timeZoneIdentifier, reportedCount: reported,
+            acceptedCount: existing?.acceptedCount, status: .pending, multiplierPermille: existing?.multiplierPermille,
+            energyCredited: existing?.energyCredited ?? 0, attested: existing?.attested ?? false, updatedAt: now,
+            provisionalEnergy: EnergyMath.energy(steps: reported, multiplierPermille: multiplier))
+        var decision: DayDecision
+        if let existing, existing.status == .quarantined || existing.status == .rejected {
+            // A resubmission is recorded (as evidence) but never turns the day back into PENDING.
+            var kept = log
+            kept.status = existing.status
+            decision = DayDecision(log: kept)
+        } else if !quarantine.isEmpty {
+            decision = DayDecision(log: log)
+            decision.log.status = .quarantined
+        } else if mode == .testPhase {
+            decision = accept(
+                log, acceptedCount: reported, streak: streak, minDailyThreshold: limits.minDailyThreshold, at: now)
+        } else {
+            decision = DayDecision(log: log)
+        }
+        decision.streakChange = streak.setting(attested: decision.log.attested).nonEmpty
+        return .open(decision)
+    }
+
+    /// The reconcile job's decision on a PENDING day (seed 001 step [6]): the checks again over the whole day's
+    /// submissions, then the comparison of their sequence. Nil when the day is not PENDING (already decided, or
+    /// under review), so a job that runs twice changes the day once.
+    package static func reconcile(
+        _ log: StepLogRecord?, submissions: [SubmittedCount], streak: StreakNeighbourhood, limits: IngestLimits,
+        at now: Date
+    ) -> (verdict: ReconcileVerdict, decision: DayDecision)? {
+        guard let log, log.status == .pending else { return nil }
+        let verdict = DayReconciliation.verdict(submissions: submissions, limits: limits)
+        switch verdict {
+        case .accept:
+            // The day's highest count: each bundle's counts only grew, so its latest is its highest.
+            let decision = accept(
+                log, acceptedCount: log.reportedCount, streak: streak, minDailyThreshold: limits.minDailyThreshold,
+                at: now)
+            return (verdict, decision)
+        case .quarantine:
+            return (verdict, quarantine(log, at: now))
+        }
+    }
+
+    /// A reviewer's decision on a quarantined day; nil when the day is not quarantined (nothing to decide).
+    package static func review(
+        _ log: StepLogRecord?, decision: ReviewDecision, streak: StreakNeighbourhood, minDailyThreshold: Int,
+        at now: Date
+    ) -> DayDecision? {
+        guard let log, log.status == .quarantined else { return nil }
+        switch decision {
+        case .accept:
+            return accept(
+                log, acceptedCount: log.reportedCount, streak: streak, minDailyThreshold: minDailyThreshold, at: now)
+        case .reject:
+            return reject(log, streak: streak, at: now)
+        }
+    }
+
+    /// A day is final once the settle window has passed since it ended in its zone and nothing about it is
+    /// left to reconcile or review.
+    package static func isFinal(_ log: StepLogRecord, settleWindowSeconds: Double, now: Date) -> Bool {
+        guard let zone = TimeZoneCatalog.zone(named: log.timeZone) else { return false }
+        return DaySettlement.isFinal(
+            day: log.day, timeZone: zone, now: now, settleWindowSeconds: settleWindowSeconds,
+            hasUnreconciledSubmission: log.status == .pending || log.status == .quarantined)
+    }
+}
+
+extension StreakRunChange {
+    /// The change, or nil when it changes nothing.
+    package var nonEmpty: StreakRunChange? { isEmpty ? nil : self }
+}

@@ -1,0 +1,218 @@
+import Foundation
+import StepTestSupport
+import Testing
+
+@testable import StepCore
+
+@Suite("The day decision")
+struct DayDecisionTests {
+    static let now = Date(timeIntervalSince1970: 1_779_136_950)  // 2026-05-18T20:42:30Z
+    static let limits = IngestLimits()
+
+    static func log(
+        _ day: String = "2026-05-18", reported: Int, accepted: Int? = nil, status: ReconciliationStatus = .pending,
+        multiplier: Int? = nil, credited: Int = 0, attested: Bool = false
+    ) -> StepLogRecord {
+        StepLogRecord(
+            walkerId: "w", day: LocalDate(iso: day)!, timeZone: "UTC", reportedCount: reported, acceptedCount: accepted,
+            status: status, multiplierPermille: multiplier, energyCredited: credited, attested: attested,
+            updatedAt: now)
+    }
+
+    static func streak(_ day: String = "2026-05-18", runs: [StreakRun] = []) -> StreakNeighbourhood {
+        StreakNeighbourhood(day: LocalDate(iso: day)!, runs: runs)
+    }
+
+    static func ingest(
+        _ existing: StepLogRecord?, count: Int, quarantine: [ReasonCode] = [], mode: ServiceMode,
+        streak: StreakNeighbourhood = streak(), at now: Date = now
+    ) -> DayDecision.Ingest {
+        DayDecision.ingest(
+            existing: existing, walkerId: "w", day: LocalDate(iso: "2026-05-18")!, timeZoneIdentifier: "UTC",
+            count: count, streak: streak, quarantine: quarantine, mode: mode, limits: limits, at: now)
+    }
+
+    @Test("accepting credits floor(count × the tier before the day); the multiplier is fixed at first acceptance")
+    func acceptCredits() {
+        let sevenDays = Self.streak(runs: [
+            StreakRun(start: LocalDate(iso: "2026-05-11")!, end: LocalDate(iso: "2026-05-17")!)
+        ])
+        let first = DayDecision.accept(
+            Self.log(reported: 8_421), acceptedCount: 8_421, streak: sevenDays, minDailyThreshold: 2_000, at: Self.now)
+        #expect(first.credit == 10_105)  // seed 000: 8 421 × 1.20
+        #expect(first.log.multiplierPermille == 1_200)
+        #expect(first.lifetimeStepsDelta == 8_421)
+        #expect(first.log.attested && first.allocations == .settle)
+        #expect(first.streakChange != nil)
+
+        // A higher count later credits only the difference, at the multiplier fixed the first time, even if
+        // the streak before the day has changed since (here: the week before it is gone).
+        let day = LocalDate(iso: "2026-05-18")!
+        let again = DayDecision.accept(
+            first.log, acceptedCount: 9_000, streak: Self.streak(runs: [StreakRun(start: day, end: day)]),
+            minDailyThreshold: 2_000, at: Self.now)
+        #expect(again.log.multiplierPermille == 1_200)
+        #expect(again.credit == 10_800 - 10_105)
+        #expect(again.lifetimeStepsDelta == 579)
+        #expect(again.streakChange == nil)  // already attested
+    }
+
+    @Test("rejecting credits nothing, leaves the streak and refunds what leaned on the day")
+    func rejectLeavesStreak() {
+        let day = LocalDate(iso: "2026-05-18")!
+        let decision = DayDecision.reject(
+            Self.log(reported: 9_000, accepted: 9_000, status: .quarantined, credited: 0, attested: true),
+            streak: Self.streak(runs: [StreakRun(start: day, end: day)]), at: Self.now)
+        #expect(decision.log.status == .rejected)
+        #expect(!decision.log.attested)
+        #expect(decision.credit == 0 && decision.lifetimeStepsDelta == 0)
+        #expect(decision.streakChange?.removed == [StreakRun(start: day, end: day)])
+        #expect(decision.allocations == .refund)
+    }
+
+    @Test("test-phase ingest accepts at once; production leaves the day pending; a quarantine reason quarantines")
+    func ingestByMode() throws {
+        guard case .open(let testPhase) = Self.ingest(nil, count: 5_000, mode: .testPhase) else {
+            Issue.record("a new day is open")
+            return
+        }
+        #expect(testPhase.log.status == .accepted && testPhase.credit == 5_000)
+        guard case .open(let production) = Self.ingest(nil, count: 5_000, mode: .production) else {
+            Issue.record("a new day is open")
+            return
+        }
+        #expect(production.log.status == .pending && production.credit == 0)
+        #expect(production.log.provisionalEnergy == 5_000)
+        guard case .open(let quarantined) = Self.ingest(nil, count: 5_000, quarantine: [.gyroAbsent], mode: .production)
+        else {
+            Issue.record("a new day is open")
+            return
+        }
+        #expect(quarantined.log.status == .quarantined && quarantined.credit == 0)
+    }
+
+    @Test("a quarantined or rejected day keeps its status whatever is submitted; only review decides it")
+    func reviewOnly() {
+        for status in [ReconciliationStatus.quarantined, .rejected] {
+            for mode in ServiceMode.allCases {
+                guard
+                    case .open(let decision) = Self.ingest(
+                        Self.log(reported: 100, status: status), count: 9_000, mode: mode)
+                else {
+                    Issue.record("an unreconciled day is open")
+                    continue
+                }
+                #expect(decision.log.status == status)
+                #expect(decision.log.reportedCount == 9_000)
+                #expect(decision.credit == 0)
+            }
+        }
+    }
+
+    @Test("a day past its settle window with nothing left to reconcile is final; a pending one is not")
+    func finality() {
+        let later = Self.now.addingTimeInterval(3 * 86_400)
+        let accepted = Self.log(reported: 3_000, accepted: 3_000, status: .accepted, multiplier: 1_000, credited: 3_000)
+        guard case .final(let kept) = Self.ingest(accepted, count: 9_000, mode: .production, at: later) else {
+            Issue.record("an accepted day past its settle window is final")
+            return
+        }
+        #expect(kept == accepted)
+        guard case .open = Self.ingest(Self.log(reported: 3_000), count: 9_000, mode: .production, at: later) else {
+            Issue.record("a pending day is never final")
+            return
+        }
+    }
+
+    @Test("reconcile and review act only on the status they decide")
+    func onlyTheirStatus() {
+        let submissions = [
+            SubmittedCount(
+                sourceBundleId: "b", count: 4_000, spanStart: Self.now.addingTimeInterval(-7_200),
+                spanEnd: Self.now.addingTimeInterval(-3_600), receivedAt: Self.now)
+        ]
+        #expect(
+            DayDecision.reconcile(
+                Self.log(reported: 4_000, status: .accepted), submissions: submissions, streak: Self.streak(),
+                limits: Self.limits, at: Self.now) == nil)
+        #expect(
+            DayDecision.reconcile(
+                nil, submissions: submissions, streak: Self.streak(), limits: Self.limits, at: Self.now)
+                == nil)
+        let reconciled = DayDecision.reconcile(
+            Self.log(reported: 4_000), submissions: submissions, streak: Self.streak(), limits: Self.limits,
+            at: Self.now)
+        #expect(reconciled?.verdict == .accept(acceptedCount: 4_000))
+        #expect(reconciled?.decision.log.status == .accepted)
+        #expect(
+            DayDecision.review(
+                Self.log(reported: 4_000), decision: .accept, streak: Self.streak(), minDailyThreshold: 2_000,
+                at: Self.now) == nil)
+        let reviewed = DayDecision.review(
+            Self.log(reported: 4_000, status: .quarantined), decision: .accept, streak: Self.streak(),
+            minDailyThreshold: 2_000, at: Self.now)
+        #expect(reviewed?.log.status == .accepted && reviewed?.credit == 4_000)
+    }
+
+    /// Whatever sequence of submissions, reconciliations and review decisions a day goes through, the ledger
+    /// never credits more than floor(acceptedCount × multiplier), never credits a negative amount, lifetime steps
+    /// grow by exactly the accepted count, and a decided day (rejected) never becomes pending again.
+    @Test("property: credit and lifetime steps add up to the accepted count over random histories", arguments: 0..<40)
+    func ledgerAddsUp(seed: UInt64) {
+        var random = SplitMix64(seed: seed)
+        let mode = Bool.random(using: &random) ? ServiceMode.production : .testPhase
+        let runs: [StreakRun] =
+            Bool.random(using: &random)
+            ? [StreakRun(start: LocalDate(iso: "2026-04-01")!, end: LocalDate(iso: "2026-05-17")!)] : []
+        var streak = Self.streak(runs: runs)
+        var log: StepLogRecord?
+        var credited = 0
+        var lifetime = 0
+        var wasRejected = false
+        for step in 0..<Int.random(in: 1...12, using: &random) {
+            let at = Self.now.addingTimeInterval(Double(step))
+            let decision: DayDecision?
+            switch Int.random(in: 0..<4, using: &random) {
+            case 0, 1:
+                let quarantine: [ReasonCode] = Int.random(in: 0..<5, using: &random) == 0 ? [.gyroAbsent] : []
+                guard
+                    case .open(let opened) = Self.ingest(
+                        log, count: Int.random(in: 0...40_000, using: &random), quarantine: quarantine, mode: mode,
+                        streak: streak, at: at)
+                else {
+                    decision = nil
+                    break
+                }
+                decision = opened
+            case 2:
+                decision =
+                    DayDecision.reconcile(log, submissions: [], streak: streak, limits: Self.limits, at: at)?
+                    .decision
+            default:
+                decision = DayDecision.review(
+                    log, decision: Bool.random(using: &random) ? .accept : .reject, streak: streak,
+                    minDailyThreshold: Self.limits.minDailyThreshold, at: at)
+            }
+            guard let decision else { continue }
+            #expect(decision.credit >= 0 && decision.lifetimeStepsDelta >= 0)
+            if wasRejected { #expect(decision.log.status == .rejected) }
+            credited += decision.credit
+            lifetime += decision.lifetimeStepsDelta
+            if let change = decision.streakChange { streak = change.after }
+            #expect(streak.isDayAttested == decision.log.attested)
+            log = decision.log
+            wasRejected = wasRejected || decision.log.status == .rejected
+        }
+        guard let log else { return }
+        #expect(log.energyCredited == credited)
+        if let accepted = log.acceptedCount, let multiplier = log.multiplierPermille {
+            #expect(credited <= EnergyMath.energy(steps: accepted, multiplierPermille: multiplier))
+            #expect(lifetime == accepted)
+            if log.status == .accepted {
+                #expect(credited == EnergyMath.energy(steps: accepted, multiplierPermille: multiplier))
+            }
+        } else {
+            #expect(credited == 0 && lifetime == 0)
+        }
+    }
+}
