@@ -132,7 +132,6 @@ package func buildApplication(
             bucket: "ingest", limit: configuration.rateLimits.ingestPerWindow,
             windowSeconds: configuration.rateLimits.windowSeconds),
         service: IngestService(
-            store: store,
             settings: .init(
                 mode: configuration.mode, limits: configuration.limits, defaultRegionId: configuration.defaultRegionId,
                 reconcileDelaySeconds: configuration.reconcileDelaySeconds,

@@ -15,6 +15,58 @@ package struct IdempotencyRequest: Sendable, Hashable {
     }
 }
 
+/// A per-walker fixed-window limit, counted in the database so it holds across instances.
+package struct RateLimitPolicy: Sendable, Hashable {
+    package var bucket: String
+    package var limit: Int
+    package var windowSeconds: Int
+
+    package init(bucket: String, limit: Int, windowSeconds: Int) {
+        self.bucket = bucket
+        self.limit = limit
+        self.windowSeconds = windowSeconds
+    }
+
+    /// The start of the window `now` falls in.
+    func windowStart(at now: Date) -> Date {
+        let window = Double(windowSeconds)
+        return Date(timeIntervalSince1970: (now.timeIntervalSince1970 / window).rounded(.down) * window)
+    }
+}
+
+/// The outcome of one counted request: whether it is within the limit, how much is left and when the window
+/// resets (the HTTP layer renders it as the IETF RateLimit fields).
+package struct RateLimitDecision: Sendable, Hashable {
+    package var policy: RateLimitPolicy
+    package var hits: Int
+    package var resetSeconds: Int
+
+    package init(policy: RateLimitPolicy, hits: Int, resetSeconds: Int) {
+        self.policy = policy
+        self.hits = hits
+        self.resetSeconds = resetSeconds
+    }
+
+    package var allowed: Bool { hits <= policy.limit }
+    package var remaining: Int { max(0, policy.limit - hits) }
+}
+
+/// One walker request to admit: the walker, the limit it counts against, the idempotency key it claims when
+/// within the limit (nil: none, as for reads and bodies that failed to decode), and the request's time.
+package struct AdmissionRequest: Sendable {
+    package var walkerId: String
+    package var policy: RateLimitPolicy
+    package var idempotency: IdempotencyRequest?
+    package var now: Date
+
+    package init(walkerId: String, policy: RateLimitPolicy, idempotency: IdempotencyRequest? = nil, now: Date) {
+        self.walkerId = walkerId
+        self.policy = policy
+        self.idempotency = idempotency
+        self.now = now
+    }
+}
+
 /// The rate-limit window after this request, its idempotency claim when it was within the limit, and the
 /// walker's row, locked for the rest of the transaction.
 package struct Admission: Sendable {
@@ -43,6 +95,45 @@ extension Store {
         case .sqlite: return try await transaction(admit)
         case .postgres: return try await withoutTransaction(admit)
         }
+    }
+}
+
+extension Store {
+    /// A walker's read as one admitted unit of work: the admission, then `read` when the walker is within the
+    /// limit (never when `read` is nil: a bad query still counts against the limit and reads nothing). On SQLite
+    /// one transaction, so the request is one unit of a group commit; on PostgreSQL the admission commits by
+    /// itself and the read follows on the same connection, so the walker's row is not held locked while it runs,
+    /// and each read being one statement, what it returns comes from one snapshot.
+    package func admittedRead<Value: Sendable>(
+        _ request: AdmissionRequest, read: (@Sendable (StoreTransaction) async throws -> Value)?
+    ) async throws -> (decision: RateLimitDecision, value: Value?) {
+        let unit = { @Sendable (tx: StoreTransaction) async throws -> (RateLimitDecision, Value?) in
+            let (decision, _) = try await tx.admit(request)
+            guard decision.allowed, let read else { return (decision, nil) }
+            return (decision, try await read(tx))
+        }
+        switch kind {
+        case .sqlite: return try await transaction(unit)
+        case .postgres: return try await withoutTransaction(unit)
+        }
+    }
+}
+
+extension StoreTransaction {
+    /// Counts `request` against its limit and, when within it, claims its idempotency key (see
+    /// `admit(walkerId:bucket:…)`); with `day`, PostgreSQL also reads the day's state (`Admission.day`).
+    package func admit(_ request: AdmissionRequest, day: LocalDate? = nil) async throws
+        -> (decision: RateLimitDecision, admission: Admission)
+    {
+        let policy = request.policy
+        let admission = try await admit(
+            walkerId: request.walkerId, bucket: policy.bucket, windowStart: policy.windowStart(at: request.now),
+            limit: policy.limit, idempotency: request.idempotency, day: day, now: request.now)
+        let reset = admission.window.windowStart.addingTimeInterval(Double(policy.windowSeconds))
+            .timeIntervalSince(request.now)
+        let decision = RateLimitDecision(
+            policy: policy, hits: admission.window.hits, resetSeconds: max(1, Int(reset.rounded(.up))))
+        return (decision, admission)
     }
 }
 

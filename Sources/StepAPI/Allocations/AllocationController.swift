@@ -68,8 +68,8 @@ struct AllocationController: Sendable {
                     IdempotencyRequest(
                         key: $0.storedKey, requestHash: $0.payloadHash, leaseSeconds: idempotencyLeaseSeconds)
                 }
-                let (decision, admission) = try await RateLimiter.admit(
-                    tx, walkerId: walkerId, policy: policy, idempotency: idempotency, now: now)
+                let (decision, admission) = try await tx.admit(
+                    AdmissionRequest(walkerId: walkerId, policy: policy, idempotency: idempotency, now: now))
                 guard decision.allowed, let valid else { return (decision, nil) }
                 switch admission.claim {
                 case .replay(let status, let body): return (decision, .replay(status: status, body: body))

@@ -49,8 +49,8 @@ struct HealthWriteController: Sendable {
         let unit = {
             @Sendable [policy, settings] (tx: StoreTransaction) async throws -> (RateLimitDecision, HealthNonceIssue?)
             in
-            let (decision, _) = try await RateLimiter.admit(
-                tx, walkerId: walkerId, policy: policy, idempotency: nil, now: now)
+            let (decision, _) = try await tx.admit(
+                AdmissionRequest(walkerId: walkerId, policy: policy, idempotency: nil, now: now))
             guard decision.allowed else { return (decision, nil) }
             // The cap is counted under the walker's lock, so concurrent requests cannot all slip under it.
             _ = try await tx.lockWalker(walkerId, now: now)
@@ -90,8 +90,8 @@ struct HealthWriteController: Sendable {
         let admission: (RateLimitDecision, WalkerRecord)
         do {
             admission = try await store.transaction { [policy] tx in
-                let (decision, admission) = try await RateLimiter.admit(
-                    tx, walkerId: walkerId, policy: policy, idempotency: nil, now: now)
+                let (decision, admission) = try await tx.admit(
+                    AdmissionRequest(walkerId: walkerId, policy: policy, idempotency: nil, now: now))
                 return (decision, admission.walker)
             }
         } catch {

@@ -1,5 +1,6 @@
 import Hummingbird
 import StepCore
+import StepStore
 
 /// `POST /step/ingest:batch`, the offline flush: up to `batchMaxBuckets` seed-000 bodies in one request. The
 /// caller is verified once (session token, App Check in production); then each bucket, in day order, goes

@@ -87,102 +87,65 @@ struct IngestController: Sendable {
         }
     }
 
-    /// One ingest after authentication: the rate-limit hit, the key claim and the pipeline, or the replay, for a
-    /// body as `readBody` left it. A body that failed still counts against the limit. Both routes end here, the
-    /// batch once per bucket.
+    /// One ingest after authentication, for a body as `readBody` left it: the store's admitted unit of work
+    /// (rate-limit hit, key claim, checks and writes, or the replay) and its answer. A body that failed still
+    /// counts against the limit and claims nothing. Both routes end here, the batch once per bucket.
     func answer(
         _ parsed: Result<IngestRequest, IngestAPIError>, principal: SessionPrincipal, context: AppRequestContext
     ) async -> IngestAnswer {
         let walkerId = principal.walkerId
         let now = clock()
-        let idempotency = (try? parsed.get()).map {
-            IdempotencyRequest(
-                key: $0.idempotencyKey, requestHash: $0.payloadHash, leaseSeconds: idempotencyLeaseSeconds)
+        let admission = AdmissionRequest(walkerId: walkerId, policy: policy, now: now)
+        let ingest: IngestRequest
+        switch parsed {
+        case .success(let decoded):
+            ingest = decoded
+        case .failure(let error):
+            let decision: RateLimitDecision
+            do {
+                decision = try await store.admittedRead(admission, read: Self.noRead).decision
+            } catch {
+                return IngestAnswer(storeFailure(error))
+            }
+            var result = IngestAnswer(error)
+            if !decision.allowed {
+                result = IngestAnswer(.rateLimited(retryAfterSeconds: decision.resetSeconds))
+            } else if case .invalidRequest = error {
+                context.trace.update { $0.verdict = "INVALID_REQUEST" }
+            }
+            result.decision = decision
+            return result
         }
-        if store.kind == .sqlite, case .success(let ingest) = parsed, let idempotency {
-            return await admitAndProcess(
-                ingest, idempotency: idempotency, principal: principal, context: context, now: now)
-        }
-        // PostgreSQL: the admission commits by itself, so a request whose key is in flight gets its 409 at once
-        // and never holds a connection waiting for another request's lock. A bad body still counts against the
-        // limit; it claims nothing.
-        let admitted: PostgresAdmission
+        let decision: RateLimitDecision
+        let outcome: IngestUnitOutcome
         do {
-            admitted = try await admitAndTryWrite(
-                parsed, idempotency: idempotency, principal: principal, context: context, now: now)
+            (decision, outcome) = try await store.ingest(
+                admission, day: ingest.bucket.day,
+                idempotency: IdempotencyRequest(
+                    key: ingest.idempotencyKey, requestHash: ingest.payloadHash, leaseSeconds: idempotencyLeaseSeconds),
+                replayAudit: Self.replayRecord(
+                    walkerId: walkerId, tokenId: auditTokenId(ingest, principal), requestId: context.id, now: now),
+                planner: service.planner(for: ingest, now: now, requestId: context.id))
         } catch {
             return IngestAnswer(storeFailure(error))
         }
         var result: IngestAnswer
-        if !admitted.decision.allowed {
-            result = IngestAnswer(.rateLimited(retryAfterSeconds: admitted.decision.resetSeconds))
-        } else {
-            switch parsed {
-            case .failure(let error):
-                if case .invalidRequest = error { context.trace.update { $0.verdict = "INVALID_REQUEST" } }
-                result = IngestAnswer(error)
-            case .success(let ingest):
-                if let outcome = admitted.outcome {
-                    result = respond(with: outcome, ingest: ingest, walkerId: walkerId, context: context)
-                } else if let answered = claimAnswer(admitted.claim, context: context) {
-                    result = answered
-                } else {
-                    result = await processLocked(ingest, principal: principal, context: context, now: now)
-                }
-            }
+        switch outcome {
+        case .rateLimited:
+            result = IngestAnswer(.rateLimited(retryAfterSeconds: decision.resetSeconds))
+        case .notClaimed(let claim):
+            result = claimAnswer(claim, context: context) ?? IngestAnswer(.internalError)
+        case .rejected(let rejection):
+            result = respond(with: IngestOutcome(rejection), ingest: ingest, walkerId: walkerId, context: context)
+        case .written(let write):
+            result = respond(with: IngestOutcome(write), ingest: ingest, walkerId: walkerId, context: context)
         }
-        result.decision = admitted.decision
+        result.decision = decision
         return result
     }
 
-    /// What the PostgreSQL admission found, and the ingest's outcome when its optimistic write applied.
-    private struct PostgresAdmission: Sendable {
-        var decision: RateLimitDecision
-        var claim: IdempotencyClaim?
-        var outcome: IngestOutcome?
-    }
-
-    /// PostgreSQL, on one pooled connection and without a transaction: the admission, which also reads the
-    /// walker and the day under one snapshot, then the ingest's writes as one statement that applies only if
-    /// no other ingest of the walker wrote since that read (two round trips in all). A replay's audit row
-    /// follows its admission on the same connection. When the write does not apply (or the ingest is
-    /// rejected) the outcome is nil and the caller runs the ingest in a transaction; when it fails, the key is
-    /// given back so a retry can succeed.
-    private func admitAndTryWrite(
-        _ parsed: Result<IngestRequest, IngestAPIError>, idempotency: IdempotencyRequest?,
-        principal: SessionPrincipal, context: AppRequestContext, now: Date
-    ) async throws -> PostgresAdmission {
-        let ingest = try? parsed.get()
-        let (walkerId, tokenId, requestId) = (principal.walkerId, auditTokenId(ingest, principal), context.id)
-        return try await store.withoutTransaction { [policy, service, logger] tx in
-            let (decision, admission) = try await RateLimiter.admit(
-                tx, walkerId: walkerId, policy: policy, idempotency: idempotency, day: ingest?.bucket.day, now: now)
-            var admitted = PostgresAdmission(decision: decision, claim: admission.claim)
-            guard decision.allowed, let ingest else { return admitted }
-            switch admission.claim {
-            case .claimed:
-                guard let day = admission.day else { return admitted }
-                do {
-                    admitted.outcome = try await service.processOptimistically(
-                        tx, walker: admission.walker, day: day, request: ingest, now: now, requestId: requestId)
-                } catch {
-                    // Nothing was written (one statement); the key is ours to give back.
-                    try? await tx.releaseIdempotencyKey(walkerId: walkerId, key: ingest.idempotencyKey)
-                    throw error
-                }
-            case .replay:
-                do {
-                    try await tx.insertAttestationLog(
-                        Self.replayRecord(walkerId: walkerId, tokenId: tokenId, requestId: requestId, now: now))
-                } catch {
-                    logger.warning("could not log a replay", metadata: ["requestId": .string(requestId)])
-                }
-            case .payloadMismatch, .inFlight, nil:
-                break
-            }
-            return admitted
-        }
-    }
+    /// The admission of a body that failed to decode reads nothing.
+    private static let noRead: (@Sendable (StoreTransaction) async throws -> Void)? = nil
 
     /// Content type, size bound and decoding, before any database work.
     private func readBody(_ request: Request) async -> Result<IngestRequest, IngestAPIError> {
@@ -199,75 +162,6 @@ struct IngestController: Sendable {
         } catch {
             return .failure(.invalidRequest(error))
         }
-    }
-
-    /// PostgreSQL, after an admission that claimed the key when the optimistic write could not be used: the
-    /// ingest in a transaction that locks the walker's row first (`BEGIN`, the lock with the day's state, the
-    /// writes, `COMMIT`).
-    private func processLocked(
-        _ ingest: IngestRequest, principal: SessionPrincipal, context: AppRequestContext, now: Date
-    ) async -> IngestAnswer {
-        let walkerId = principal.walkerId
-        do {
-            let outcome = try await store.transaction { [service] tx in
-                try await service.process(
-                    tx, walkerId: walkerId, admitted: nil, request: ingest, now: now, requestId: context.id)
-            }
-            return respond(with: outcome, ingest: ingest, walkerId: walkerId, context: context)
-        } catch {
-            // Nothing was written; give the key back so a retry can succeed.
-            try? await store.withoutTransaction { tx in
-                try await tx.releaseIdempotencyKey(walkerId: walkerId, key: ingest.idempotencyKey)
-            }
-            return IngestAnswer(storeFailure(error))
-        }
-    }
-
-    /// SQLite: the admission (walker lock, rate-limit hit, key claim) and the ingest, or the replay's audit
-    /// row, as one transaction, so a request is one unit of a group commit. A failure rolls all of it back,
-    /// the claim included, so a retry can succeed.
-    private func admitAndProcess(
-        _ ingest: IngestRequest, idempotency: IdempotencyRequest, principal: SessionPrincipal,
-        context: AppRequestContext, now: Date
-    ) async -> IngestAnswer {
-        let walkerId = principal.walkerId
-        let requestId = context.id
-        let tokenId = auditTokenId(ingest, principal)
-        let result: (decision: RateLimitDecision, claim: IdempotencyClaim?, outcome: IngestOutcome?)
-        do {
-            result = try await store.transaction { [policy, service] tx in
-                let (decision, admission) = try await RateLimiter.admit(
-                    tx, walkerId: walkerId, policy: policy, idempotency: idempotency, now: now)
-                guard decision.allowed else { return (decision, admission.claim, nil) }
-                switch admission.claim {
-                case .claimed:
-                    let outcome = try await service.process(
-                        tx, walkerId: walkerId, admitted: admission.walker, request: ingest, now: now,
-                        requestId: requestId)
-                    return (decision, admission.claim, outcome)
-                case .replay:
-                    try await tx.insertAttestationLog(
-                        Self.replayRecord(walkerId: walkerId, tokenId: tokenId, requestId: requestId, now: now))
-                    return (decision, admission.claim, nil)
-                case .payloadMismatch, .inFlight, nil:
-                    return (decision, admission.claim, nil)
-                }
-            }
-        } catch {
-            return IngestAnswer(storeFailure(error))
-        }
-        var answer: IngestAnswer
-        if !result.decision.allowed {
-            answer = IngestAnswer(.rateLimited(retryAfterSeconds: result.decision.resetSeconds))
-        } else if let outcome = result.outcome {
-            answer = respond(with: outcome, ingest: ingest, walkerId: walkerId, context: context)
-        } else if let answered = claimAnswer(result.claim, context: context) {
-            answer = answered
-        } else {
-            answer = IngestAnswer(.internalError)
-        }
-        answer.decision = result.decision
-        return answer
     }
 
     /// The answer for a key that was not ours to process (replay, mismatch, in flight); nil when it was.

@@ -26,9 +26,7 @@ extension HealthAPIError: WalkerReadError {
 }
 
 /// What every walker read route does around its read (`GET /walker`, `/step/days`, `/health/*`):
-/// authentication, then the admission and the read in one unit of work. On SQLite that is one transaction
-/// (one unit of a group commit); on PostgreSQL the admission commits by itself, so the walker's row is not held
-/// locked while the read runs, and each read is one statement, so what it returns comes from one snapshot. A bad
+/// authentication, then the admission and the read as one admitted unit of work (`Store.admittedRead`). A bad
 /// query is still counted against the limit, as a bad ingest body is, and reads nothing.
 struct WalkerReadRunner: Sendable {
     let authenticator: Authenticator
@@ -60,19 +58,13 @@ struct WalkerReadRunner: Sendable {
         }
         let now = clock()
         let validQuery = try? query.get()
-        let unit = {
-            @Sendable [policy] (tx: StoreTransaction) async throws -> (RateLimitDecision, Result<Value, Failure>?) in
-            let (decision, _) = try await RateLimiter.admit(
-                tx, walkerId: walkerId, policy: policy, idempotency: nil, now: now)
-            guard decision.allowed, let validQuery else { return (decision, nil) }
-            return (decision, try await read(tx, walkerId, now, validQuery))
+        let admission = AdmissionRequest(walkerId: walkerId, policy: policy, now: now)
+        let unit: (@Sendable (StoreTransaction) async throws -> Result<Value, Failure>)? = validQuery.map { query in
+            { @Sendable tx in try await read(tx, walkerId, now, query) }
         }
         let (decision, outcome): (RateLimitDecision, Result<Value, Failure>?)
         do {
-            switch store.kind {
-            case .sqlite: (decision, outcome) = try await store.transaction(unit)
-            case .postgres: (decision, outcome) = try await store.withoutTransaction(unit)
-            }
+            (decision, outcome) = try await store.admittedRead(admission, read: unit)
         } catch {
             return Self.failure(error, as: Failure.self, logger: logger).response
         }

@@ -1,0 +1,195 @@
+import Foundation
+import StepCore
+
+/// What the ingest asks of its caller once it is admitted: the checks that can refuse it, from the walker
+/// alone, and what an accepted (or pending, quarantined, unchanged) ingest writes, from the walker and the day.
+/// Both are pure: the store may plan an ingest more than once (an optimistic plan that another write overtook
+/// is planned again under the walker's lock).
+package protocol IngestPlanner: Sendable {
+    /// The refusal of the request when a hard check fails; nil when it may be written.
+    func rejection(walker: WalkerRecord) -> IngestRejection?
+    /// Everything the ingest writes, with its stored answer.
+    func write(walker: WalkerRecord, day: DayState) -> IngestWrite
+}
+
+/// A refused ingest: its audit row and its answer, kept for replays unless it depends on configuration that
+/// may change (a whitelist miss: the key is then given back).
+package struct IngestRejection: Sendable {
+    package var attestationLog: AttestationLogRecord
+    package var idempotencyKey: String
+    package var status: Int
+    package var body: String
+    package var replayable: Bool
+    /// When repeated anti-cheat rejections put the walker on the review queue.
+    package var reviewThreshold: RepeatedRejections
+
+    package init(
+        attestationLog: AttestationLogRecord, idempotencyKey: String, status: Int, body: String, replayable: Bool,
+        reviewThreshold: RepeatedRejections
+    ) {
+        self.attestationLog = attestationLog
+        self.idempotencyKey = idempotencyKey
+        self.status = status
+        self.body = body
+        self.replayable = replayable
+        self.reviewThreshold = reviewThreshold
+    }
+}
+
+/// The review rule for repeated rejections: the `count`-th anti-cheat rejection of a walker on a route inside
+/// `windowSeconds` opens one review entry per episode.
+package struct RepeatedRejections: Sendable, Hashable {
+    package var count: Int
+    package var windowSeconds: Double
+
+    package init(count: Int = 5, windowSeconds: Double = 86_400) {
+        self.count = count
+        self.windowSeconds = windowSeconds
+    }
+}
+
+/// How an admitted ingest ended.
+package enum IngestUnitOutcome: Sendable {
+    /// Over the walker's limit: nothing was claimed or written.
+    case rateLimited
+    /// The key was not this request's to process: a replay (its audit row written), a mismatch, or in flight.
+    case notClaimed(IdempotencyClaim)
+    /// The checks refused it; the rejection was recorded.
+    case rejected(IngestRejection)
+    /// Its writes were applied.
+    case written(IngestWrite)
+}
+
+extension Store {
+    /// One ingest as one admitted unit of work: the admission (walker lock, rate-limit hit, idempotency claim),
+    /// the plan and the write. A replay writes its audit row (`replayAudit`) instead. The engine decides how:
+    ///
+    /// - SQLite: all of it in one transaction, so a request is one unit of a group commit; a failure rolls
+    ///   everything back, the claim included, so a retry can succeed.
+    /// - PostgreSQL: the admission commits by itself (a request whose key is in flight gets its answer at once
+    ///   and never waits for another's lock) and reads the walker and the day under one snapshot; the write
+    ///   follows as one guarded statement that applies only if no other ingest of the walker wrote since that
+    ///   read (two round trips in all). When it does not apply, or the ingest is refused, it runs again in a
+    ///   transaction that locks the walker first. When a write fails the key is given back.
+    package func ingest(
+        _ request: AdmissionRequest, day: LocalDate, idempotency: IdempotencyRequest, replayAudit: AttestationLogRecord,
+        planner: some IngestPlanner
+    ) async throws -> (decision: RateLimitDecision, outcome: IngestUnitOutcome) {
+        let request = {
+            var request = request
+            request.idempotency = idempotency
+            return request
+        }()
+        switch kind {
+        case .sqlite:
+            return try await transaction { tx in
+                let (decision, admission) = try await tx.admit(request)
+                guard decision.allowed else { return (decision, .rateLimited) }
+                guard case .claimed = admission.claim else {
+                    return (decision, try await Self.notClaimed(admission.claim, tx: tx, audit: replayAudit))
+                }
+                return (decision, try await Self.plan(planner, walker: admission.walker, day: nil, day, tx: tx))
+            }
+        case .postgres:
+            let admitted = try await withoutTransaction { tx in
+                let (decision, admission) = try await tx.admit(request, day: day)
+                guard decision.allowed else { return (decision, IngestUnitOutcome?.some(.rateLimited)) }
+                guard case .claimed = admission.claim else {
+                    return (decision, try await Self.notClaimed(admission.claim, tx: tx, audit: replayAudit))
+                }
+                guard let state = admission.day, planner.rejection(walker: admission.walker) == nil else {
+                    return (decision, nil)
+                }
+                let write = planner.write(walker: admission.walker, day: state)
+                do {
+                    return (decision, try await tx.recordIngest(write) ? .written(write) : nil)
+                } catch {
+                    // Nothing was written (one statement); the key is ours to give back.
+                    try? await tx.releaseIdempotencyKey(walkerId: request.walkerId, key: idempotency.key)
+                    throw error
+                }
+            }
+            if let outcome = admitted.1 { return (admitted.0, outcome) }
+            do {
+                let outcome = try await transaction { tx in
+                    let (walker, state) = try await tx.lockWalkerReadingDay(
+                        request.walkerId, day: day, now: request.now)
+                    return try await Self.plan(planner, walker: walker, day: state, day, tx: tx)
+                }
+                return (admitted.0, outcome)
+            } catch {
+                // Nothing was written; give the key back so a retry can succeed.
+                try? await withoutTransaction { tx in
+                    try await tx.releaseIdempotencyKey(walkerId: request.walkerId, key: idempotency.key)
+                }
+                throw error
+            }
+        }
+    }
+
+    /// The answer for a key that was not this request's; a replay writes its audit row, which the client's
+    /// answer does not depend on.
+    private static func notClaimed(_ claim: IdempotencyClaim?, tx: StoreTransaction, audit: AttestationLogRecord)
+        async throws -> IngestUnitOutcome
+    {
+        guard let claim else { throw StoreError.corrupt("an admitted request within its limit claimed nothing") }
+        if case .replay = claim { try? await tx.insertAttestationLog(audit) }
+        return .notClaimed(claim)
+    }
+
+    /// The checks, then the write, under the walker's lock (the transaction's admission, or the lock taken with
+    /// `state`, already read; a nil `state` is read here, after the checks, which need only the walker).
+    private static func plan(
+        _ planner: some IngestPlanner, walker: WalkerRecord, day state: DayState?, _ day: LocalDate,
+        tx: StoreTransaction
+    ) async throws -> IngestUnitOutcome {
+        if let rejection = planner.rejection(walker: walker) {
+            try await tx.recordRejection(rejection, walkerId: walker.walkerId)
+            return .rejected(rejection)
+        }
+        let dayState: DayState
+        if let state {
+            dayState = state
+        } else {
+            dayState = try await tx.dayState(walkerId: walker.walkerId, day: day)
+        }
+        let write = planner.write(walker: walker, day: dayState)
+        guard try await tx.recordIngest(write) else {
+            throw StoreError.corrupt("the walker's version changed while its row was locked")
+        }
+        return .written(write)
+    }
+}
+
+extension StoreTransaction {
+    /// A refused ingest: the audit row, the review queue when rejections repeat, and the stored answer (or the
+    /// key given back when the answer must not be replayed).
+    package func recordRejection(_ rejection: IngestRejection, walkerId: String) async throws {
+        try await insertAttestationLog(rejection.attestationLog)
+        try await flagRepeatedRejections(
+            walkerId: walkerId, route: rejection.attestationLog.route, rule: rejection.reviewThreshold,
+            now: rejection.attestationLog.createdAt)
+        if rejection.replayable {
+            try await completeIdempotencyKey(
+                walkerId: walkerId, key: rejection.idempotencyKey, status: rejection.status, body: rejection.body)
+        } else {
+            try await releaseIdempotencyKey(walkerId: walkerId, key: rejection.idempotencyKey)
+        }
+    }
+
+    /// The `rule.count`-th anti-cheat rejection inside the window opens one review entry per episode. A
+    /// resolved entry ends its episode: only rejections after the decision count toward the next one.
+    package func flagRepeatedRejections(walkerId: String, route: String, rule: RepeatedRejections, now: Date)
+        async throws
+    {
+        var since = now.addingTimeInterval(-rule.windowSeconds)
+        if let resolved = try await lastResolvedReview(walkerId: walkerId, kind: .repeatedRejections) {
+            since = max(since, resolved.addingTimeInterval(0.001))
+        }
+        let rejections = try await countAntiCheatRejections(walkerId: walkerId, route: route, since: since)
+        guard rejections >= rule.count else { return }
+        guard try await !hasOpenReview(walkerId: walkerId, kind: .repeatedRejections) else { return }
+        try await openReview(
+            walkerId: walkerId, kind: .repeatedRejections, subject: "\(rejections) rejections in 24h", at: now)
+    }
+}
