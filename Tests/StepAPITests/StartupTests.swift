@@ -49,9 +49,10 @@ struct StartupTests {
         for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
     }
 
-    @Test("on PostgreSQL the serving pool is a lifecycle service: it serves inside the service group and stops with it")
+    @Test(
+        "on PostgreSQL the serving pool is a lifecycle service: it serves inside the service group and stops with it",
+        .enabled(if: TestDatabases.kinds.contains(.postgres)))
     func postgresPoolIsAService() async throws {
-        guard TestDatabases.kinds.contains(.postgres) else { return }
         let test = try await TestDatabases.make(.postgres)
         var configuration = AppConfiguration()
         configuration.databaseURL = test.url

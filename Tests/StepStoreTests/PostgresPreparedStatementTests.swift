@@ -12,9 +12,10 @@ struct PostgresPreparedStatementTests {
             .map { try $0.decode(column: "name", as: String.self) }
     }
 
-    @Test("a statement text seen again is prepared once on the connection and reused with other values")
+    @Test(
+        "a statement text seen again is prepared once on the connection and reused with other values",
+        .enabled(if: TestDatabases.kinds.contains(.postgres)))
     func reused() async throws {
-        guard TestDatabases.kinds.contains(.postgres) else { return }
         let test = try await TestDatabases.make(.postgres)
         let marker = "m" + UUID().uuidString.replacingOccurrences(of: "-", with: "")
         let (values, names) = try await test.store.database.withConnection { sql in
@@ -34,9 +35,10 @@ struct PostgresPreparedStatementTests {
         try await test.close()
     }
 
-    @Test("a statement with a NULL parameter is prepared too, typed by what the NULL wraps")
+    @Test(
+        "a statement with a NULL parameter is prepared too, typed by what the NULL wraps",
+        .enabled(if: TestDatabases.kinds.contains(.postgres)))
     func nullsPrepared() async throws {
-        guard TestDatabases.kinds.contains(.postgres) else { return }
         let test = try await TestDatabases.make(.postgres)
         let marker = "m" + UUID().uuidString.replacingOccurrences(of: "-", with: "")
         let (answers, names) = try await test.store.database.withConnection { sql in
@@ -54,9 +56,10 @@ struct PostgresPreparedStatementTests {
         try await test.close()
     }
 
-    @Test("calls whose parameter types or NULLs differ from the prepared statement's still get the right answers")
+    @Test(
+        "calls whose parameter types or NULLs differ from the prepared statement's still get the right answers",
+        .enabled(if: TestDatabases.kinds.contains(.postgres)))
     func typesAndNulls() async throws {
-        guard TestDatabases.kinds.contains(.postgres) else { return }
         let test = try await TestDatabases.make(.postgres)
         let marker = "m" + UUID().uuidString.replacingOccurrences(of: "-", with: "")
         let answers = try await test.store.database.withConnection { sql in

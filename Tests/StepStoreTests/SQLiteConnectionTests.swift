@@ -1,9 +1,10 @@
 import Foundation
 import Logging
 import SQLKit
-import StepStore
 import StepTestSupport
 import Testing
+
+@testable import StepStore
 
 #if canImport(Glibc)
     import Glibc
@@ -91,12 +92,12 @@ struct SQLiteConnectionTests {
             #expect(got.4 == want.4 && got.5 == want.5)
         }
         // A NULL is not an Int, and a column that is not there is an error, not a default.
-        await #expect(throws: (any Error).self) {
+        await #expect(throws: SQLiteDecodingError.self) {
             try await database.withConnection {
                 try await $0.raw("SELECT NULL AS x").first()?.decode(column: "x", as: Int.self)
             }
         }
-        await #expect(throws: (any Error).self) {
+        await #expect(throws: SQLiteDecodingError.self) {
             try await database.withConnection {
                 try await $0.raw("SELECT 1 AS x").first()?.decode(column: "y", as: Int.self)
             }
@@ -110,13 +111,13 @@ struct SQLiteConnectionTests {
         defer { Self.remove(path) }
         try await database.withConnection { try await $0.raw("CREATE TABLE u (k BIGINT PRIMARY KEY)").run() }
         try await database.transaction { try await $0.raw("INSERT INTO u VALUES (1)").run() }
-        await #expect(throws: (any Error).self) {
+        await #expect(throws: SQLiteFailure.self) {
             try await database.transaction { sql in
                 try await sql.raw("INSERT INTO u VALUES (2)").run()
                 try await sql.raw("INSERT INTO u VALUES (1)").run()
             }
         }
-        await #expect(throws: (any Error).self) {
+        await #expect(throws: SQLiteFailure.self) {
             try await database.withConnection {
                 try await $0.raw("INSERT INTO u VALUES (3); INSERT INTO u VALUES (4)").run()
             }
