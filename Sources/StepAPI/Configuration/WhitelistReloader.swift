@@ -28,9 +28,9 @@ package struct WhitelistReloader: Service {
     let watchedFile: String?
     let pollIntervalSeconds: Double
     let logger: Logger
-    /// The file as it was when the configuration was read (at construction): any later change counts, even
-    /// one made before the service starts watching.
-    private let initialStamp: [String]?
+    /// The file as it was last seen, first when the configuration was read (at construction): any later change
+    /// counts, even one made before the service starts watching.
+    private let lastSeen: LastSeenStamp
 
     package init(
         whitelist: SourceWhitelist, reload: @escaping @Sendable () async throws -> Set<String>, watchedFile: String?,
@@ -41,7 +41,7 @@ package struct WhitelistReloader: Service {
         self.watchedFile = watchedFile
         self.pollIntervalSeconds = pollIntervalSeconds
         self.logger = logger
-        self.initialStamp = watchedFile.flatMap(Self.stamp)
+        self.lastSeen = LastSeenStamp(watchedFile.flatMap(Self.stamp))
     }
 
     package func run() async throws {
@@ -52,23 +52,27 @@ package struct WhitelistReloader: Service {
                         await reloadNow(because: "SIGHUP")
                     }
                 }
-                if let watchedFile {
-                    group.addTask { await watch(watchedFile) }
+                if watchedFile != nil {
+                    group.addTask {
+                        while !Task.isCancelled {
+                            try? await Task.sleep(for: .seconds(pollIntervalSeconds))
+                            await reloadIfFileChanged()
+                        }
+                    }
                 }
             }
         }
     }
 
-    private func watch(_ path: String) async {
-        var seen = initialStamp
-        while !Task.isCancelled {
-            try? await Task.sleep(for: .seconds(pollIntervalSeconds))
-            let now = Self.stamp(path)
-            if now != seen {
-                seen = now
-                await reloadNow(because: "config file changed")
-            }
-        }
+    /// Reloads when the watched file's modification time or size differs from when it was last seen; returns
+    /// whether it did (the service calls this every poll interval; tests call it directly).
+    @discardableResult
+    package func reloadIfFileChanged() async -> Bool {
+        guard let watchedFile else { return false }
+        let stamp = Self.stamp(watchedFile)
+        guard lastSeen.replace(with: stamp) != stamp else { return false }
+        await reloadNow(because: "config file changed")
+        return true
     }
 
     package func reloadNow(because trigger: String) async {
@@ -95,5 +99,22 @@ package struct WhitelistReloader: Service {
             (attributes[.modificationDate] as? Date).map { "\($0.timeIntervalSince1970)" } ?? "",
             (attributes[.size] as? NSNumber).map { "\($0)" } ?? "",
         ]
+    }
+}
+
+/// The watched file's last stamp, shared by the copies of the service value.
+private final class LastSeenStamp: Sendable {
+    private let stamp: Mutex<[String]?>
+
+    init(_ stamp: [String]?) {
+        self.stamp = Mutex(stamp)
+    }
+
+    /// Stores `new` and returns the stamp it replaced.
+    func replace(with new: [String]?) -> [String]? {
+        stamp.withLock { old in
+            defer { old = new }
+            return old
+        }
     }
 }
