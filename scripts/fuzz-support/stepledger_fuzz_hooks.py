@@ -31,7 +31,6 @@ What the hooks change, and why each change is honest:
 Tokens are never printed or written anywhere but request headers.
 """
 import atexit
-import base64
 import datetime
 import itertools
 import json
@@ -41,6 +40,7 @@ import time
 
 import requests
 import schemathesis
+from stepledger.keys import b64url
 from stepledger_fuzz_tokens import app_check_token, session_token
 
 BASE_URL = os.environ.get("STEPLEDGER_FUZZ_BASE_URL", "http://127.0.0.1:8080")
@@ -220,7 +220,7 @@ def known_zone(value):
 def ledger_cursor(value):
     """A cursor of the server's form: base64url of "<milliseconds since 1970>:<entry id>"."""
     text = f"{int(time.time() * 1000)}:{value}"
-    return base64.urlsafe_b64encode(text.encode()).rstrip(b"=").decode()
+    return b64url(text.encode())
 
 
 def attach_nonce(case):
