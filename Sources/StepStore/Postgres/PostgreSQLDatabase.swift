@@ -121,24 +121,33 @@ package final class PostgreSQLDatabase: Database {
     private func translatingErrors<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) async throws -> T {
         let outcome = DeadlineRace<T>()
         let deadline = self.deadline
-        let result: Result<T, any Error> = await withCheckedContinuation { continuation in
-            outcome.install(continuation)
-            let work = Task {
-                let result: Result<T, any Error>
-                do {
-                    result = .success(try await body())
-                } catch {
-                    result = .failure(error)
+        // A cancelled caller cancels its work: the work runs in a task of its own (so the deadline can answer the
+        // caller even when the work is stuck in a wait that cannot be cancelled), and that task is reached from
+        // here, never left running unseen.
+        let result: Result<T, any Error> = await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                outcome.install(continuation)
+                let work = Task {
+                    let result: Result<T, any Error>
+                    do {
+                        result = .success(try await body())
+                    } catch {
+                        result = .failure(error)
+                    }
+                    outcome.finish(result)
                 }
-                outcome.finish(result)
-            }
-            let timer = Task {
-                try? await Task.sleep(for: deadline)
-                if outcome.finish(.failure(StoreError.unavailable("PostgreSQL did not answer within \(deadline)"))) {
-                    work.cancel()
+                let timer = Task {
+                    try? await Task.sleep(for: deadline)
+                    if outcome.finish(.failure(StoreError.unavailable("PostgreSQL did not answer within \(deadline)")))
+                    {
+                        work.cancel()
+                    }
                 }
+                outcome.onFinish { timer.cancel() }
+                outcome.onCancel { work.cancel() }
             }
-            outcome.onFinish { timer.cancel() }
+        } onCancel: {
+            outcome.cancel()
         }
         do {
             return try result.get()
@@ -177,6 +186,8 @@ private final class DeadlineRace<T: Sendable>: Sendable {
         var continuation: CheckedContinuation<Result<T, any Error>, Never>?
         var finished = false
         var onFinish: (@Sendable () -> Void)?
+        var onCancel: (@Sendable () -> Void)?
+        var cancelled = false
     }
 
     private let state = Mutex(State())
@@ -192,6 +203,27 @@ private final class DeadlineRace<T: Sendable>: Sendable {
             return false
         }
         if runNow { action() }
+    }
+
+    /// What cancels the work; run at once when the caller was cancelled already.
+    func onCancel(_ action: @escaping @Sendable () -> Void) {
+        let runNow = state.withLock { state in
+            if state.cancelled { return true }
+            state.onCancel = action
+            return false
+        }
+        if runNow { action() }
+    }
+
+    /// The caller was cancelled: its work is cancelled and it is answered at once.
+    func cancel() {
+        let action = state.withLock { state in
+            state.cancelled = true
+            defer { state.onCancel = nil }
+            return state.onCancel
+        }
+        action?()
+        finish(.failure(CancellationError()))
     }
 
     /// Answers the caller with `result` unless it was answered already; true when this call answered.
