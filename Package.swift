@@ -30,31 +30,45 @@ let package = Package(
         .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
         .package(url: "https://github.com/apple/swift-certificates", from: "1.21.1"),
         .package(url: "https://github.com/apple/swift-asn1", from: "1.7.4"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
     ],
     targets: [
         .target(
             name: "StepCore",
             swiftSettings: strict
         ),
+        // The engine plumbing: the SQLite connection, its thread and group commit; the PostgreSQL pool, its
+        // unit-of-work database and prepared statements. Outside it, only the `Database` protocol is seen.
         .target(
-            name: "StepStore",
+            name: "StepDatabase",
             dependencies: [
-                "StepCore",
-                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "SQLKit", package: "sql-kit"),
                 .product(name: "SQLiteKit", package: "sqlite-kit"),
                 .product(name: "SQLiteNIO", package: "sqlite-nio"),
                 .product(name: "PostgresKit", package: "postgres-kit"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             swiftSettings: strict
         ),
         .target(
+            name: "StepStore",
+            dependencies: [
+                "StepCore",
+                "StepDatabase",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "SQLKit", package: "sql-kit"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
+        .target(
             name: "StepJobs",
             dependencies: [
-                "StepStore",
+                "StepStore", "StepDatabase",
                 .product(name: "SQLKit", package: "sql-kit"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -77,7 +91,7 @@ let package = Package(
             name: "StepAPI",
             dependencies: [
                 "StepCore",
-                "StepStore",
+                "StepStore", "StepDatabase",
                 "StepJobs",
                 "StepAttestation",
                 .product(name: "Hummingbird", package: "hummingbird"),
@@ -99,6 +113,7 @@ let package = Package(
             dependencies: [
                 "StepAPI",
                 "StepStore",
+                "StepDatabase",
                 "StepJobs",
                 "StepCore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -113,6 +128,7 @@ let package = Package(
                 "StepAPI",
                 "StepCore",
                 "StepStore",
+                "StepDatabase",
                 "StepJobs",
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
                 .product(name: "Hummingbird", package: "hummingbird"),
@@ -126,7 +142,7 @@ let package = Package(
         .target(
             name: "StepTestSupport",
             dependencies: [
-                "StepStore", "StepAttestation",
+                "StepStore", "StepDatabase", "StepAttestation",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "SQLKit", package: "sql-kit"),
                 .product(name: "Logging", package: "swift-log"),
@@ -156,9 +172,19 @@ let package = Package(
             swiftSettings: strict
         ),
         .testTarget(
+            name: "StepDatabaseTests",
+            dependencies: [
+                "StepDatabase", "StepStore", "StepTestSupport",
+                .product(name: "SQLKit", package: "sql-kit"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
+        .testTarget(
             name: "StepStoreTests",
             dependencies: [
-                "StepStore", "StepCore", "StepJobs", "StepTestSupport", .product(name: "SQLKit", package: "sql-kit"),
+                "StepStore", "StepDatabase", "StepCore", "StepJobs", "StepTestSupport",
+                .product(name: "SQLKit", package: "sql-kit"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "ServiceLifecycleTestKit", package: "swift-service-lifecycle"),
@@ -169,7 +195,7 @@ let package = Package(
             name: "StepAPITests",
             dependencies: [
                 "StepAPI",
-                "StepStore",
+                "StepStore", "StepDatabase",
                 "StepJobs",
                 "StepCore",
                 "StepAttestation",

@@ -6,6 +6,7 @@ import Logging
 import ServiceLifecycle
 import StepAttestation
 import StepCore
+import StepDatabase
 import StepJobs
 import StepStore
 
@@ -93,7 +94,7 @@ package func buildApplication(
         }
         try await startup.database.close()
         store = try await open(false, .service)
-        if let postgres = store.database as? PostgreSQLDatabase { storeServices.append(postgres.pool) }
+        storeServices.append(contentsOf: store.database.lifecycleServices)
     } else {
         store = try await open(configuration.mode == .testPhase, .ownTask)
         do {

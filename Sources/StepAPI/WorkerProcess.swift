@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import ServiceLifecycle
+import StepDatabase
 import StepJobs
 import StepStore
 

@@ -1,5 +1,6 @@
 import Foundation
 import SQLKit
+import StepDatabase
 import StepStore
 
 /// The durable job queue, in the store's own database (both engines), after River, Oban and Graphile

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import ServiceLifecycle
+import StepDatabase
 import StepStore
 
 /// How a kind of job runs.

@@ -1,5 +1,6 @@
 import Foundation
 import SQLKit
+import StepDatabase
 
 /// One append-only schema step. Never edit a shipped migration; add a new one.
 package struct Migration: Sendable {

@@ -1,6 +1,7 @@
 import Foundation
 import SQLKit
 import StepCore
+import StepDatabase
 
 /// What a request needs to claim for idempotency once it is admitted.
 package struct IdempotencyRequest: Sendable, Hashable {

@@ -1,5 +1,6 @@
 import Foundation
 import StepCore
+import StepDatabase
 
 /// What the ingest asks of its caller once it is admitted: the checks that can refuse it, from the walker
 /// alone, and what an accepted (or pending, quarantined, unchanged) ingest writes, from the walker and the day.

@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import SQLKit
+import StepDatabase
 
 /// The ledger's storage: a `Database` plus the typed operations of `StoreTransaction`.
 package struct Store: Sendable {

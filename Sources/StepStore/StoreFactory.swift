@@ -1,10 +1,9 @@
 import Logging
+import StepDatabase
 
-/// Opens the store a database URL names: `postgres://…` for PostgreSQL, anything else is a SQLite path.
+/// Opens the store a database URL names (see `DatabaseOpener`), migrating its schema when asked.
 package enum StoreFactory {
-    package static func isPostgres(_ url: String) -> Bool {
-        url.hasPrefix("postgres://") || url.hasPrefix("postgresql://")
-    }
+    package static func isPostgres(_ url: String) -> Bool { DatabaseOpener.isPostgres(url) }
 
     package static func open(
         url: String, postgres: PostgresSettings = PostgresSettings(), sqliteSynchronous: SQLiteSynchronous = .full,
@@ -13,13 +12,9 @@ package enum StoreFactory {
         if migrate, postgresPool == .service, isPostgres(url) {
             throw StoreError.invalidConfiguration("a pool run as a service cannot migrate before its service starts")
         }
-        let database: any Database
-        if isPostgres(url) {
-            database = try PostgreSQLDatabase.open(url: url, settings: postgres, logger: logger, runner: postgresPool)
-        } else {
-            let path = url.hasPrefix("sqlite://") ? String(url.dropFirst("sqlite://".count)) : url
-            database = try await SQLiteDatabase.open(path: path, synchronous: sqliteSynchronous, logger: logger)
-        }
+        let database = try await DatabaseOpener.open(
+            url: url, postgres: postgres, sqliteSynchronous: sqliteSynchronous, logger: logger,
+            postgresPool: postgresPool)
         if migrate { try await Migrator(database: database).migrate() }
         return Store(database: database)
     }

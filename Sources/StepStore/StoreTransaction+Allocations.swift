@@ -1,6 +1,7 @@
 import Foundation
 import SQLKit
 import StepCore
+import StepDatabase
 
 /// What an allocation spends Energy on (SPEC.md: TreeAllocation and KeystoneAllocation rows).
 package enum AllocationKind: String, Sendable, Hashable, CaseIterable {

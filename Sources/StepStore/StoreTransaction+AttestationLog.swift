@@ -1,6 +1,7 @@
 import Foundation
 import SQLKit
 import StepCore
+import StepDatabase
 
 /// The verdict an AttestationLog row records.
 package enum AttestationVerdict: String, Sendable, Hashable, Codable {

@@ -1,5 +1,6 @@
 import Foundation
 import SQLKit
+import StepDatabase
 
 /// One event of a walker's log, as the app reads it: `seq` is its id and the cursor after it.
 package struct WalkerEvent: Sendable, Hashable {

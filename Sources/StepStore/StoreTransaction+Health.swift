@@ -1,6 +1,7 @@
 import Foundation
 import SQLKit
 import StepCore
+import StepDatabase
 
 /// A walker's health totals for one day (seed 002), as stored: one record per walker × day.
 package struct HealthRecord: Sendable, Hashable {

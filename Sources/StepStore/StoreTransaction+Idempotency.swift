@@ -1,5 +1,6 @@
 import Foundation
 import SQLKit
+import StepDatabase
 
 /// What claiming an idempotency key found.
 package enum IdempotencyClaim: Sendable, Hashable {

@@ -1,5 +1,6 @@
 import Foundation
 import SQLKit
+import StepDatabase
 
 /// The state of a fixed rate-limit window after one more hit.
 package struct RateLimitWindow: Sendable, Hashable {

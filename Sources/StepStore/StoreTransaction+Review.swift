@@ -1,6 +1,7 @@
 import Foundation
 import SQLKit
 import StepCore
+import StepDatabase
 
 /// What a review-queue entry is about.
 package enum ReviewKind: String, Sendable, Hashable, CaseIterable {

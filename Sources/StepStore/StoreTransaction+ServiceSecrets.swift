@@ -1,5 +1,6 @@
 import Foundation
 import SQLKit
+import StepDatabase
 
 extension StoreTransaction {
     /// The secret stored under `name`, created from `candidate` by the first instance that asks. Every

@@ -1,6 +1,7 @@
 import Foundation
 import SQLKit
 import StepCore
+import StepDatabase
 
 /// One accepted submission, kept so reconciliation can compare the day's sequence.
 package struct StepSubmissionRecord: Sendable, Hashable {

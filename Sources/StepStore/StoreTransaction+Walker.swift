@@ -1,6 +1,7 @@
 import Foundation
 import SQLKit
 import StepCore
+import StepDatabase
 
 /// A walker's row.
 package struct WalkerRecord: Sendable, Hashable {

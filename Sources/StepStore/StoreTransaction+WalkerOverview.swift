@@ -1,6 +1,7 @@
 import Foundation
 import SQLKit
 import StepCore
+import StepDatabase
 
 /// What the app reads about a walker after reconciliation (`GET /walker`), read in one statement so every
 /// figure comes from one snapshot: lifetime steps never disagree with the Energy beside them.

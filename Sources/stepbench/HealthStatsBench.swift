@@ -4,6 +4,7 @@ import Foundation
 import Logging
 import NIOCore
 import StepCore
+import StepDatabase
 import StepStore
 
 /// `stepbench health-stats`: how long does `GET /health/statistics` take over three years of one walker's

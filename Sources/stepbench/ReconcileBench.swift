@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import StepAPI
 import StepCore
+import StepDatabase
 import StepJobs
 import StepStore
 

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Hummingbird
 import StepAPI
+import StepDatabase
 import StepStore
 
 struct Serve: AsyncParsableCommand {

@@ -1,5 +1,6 @@
 import ArgumentParser
 import StepAPI
+import StepDatabase
 import StepStore
 
 struct Worker: AsyncParsableCommand {

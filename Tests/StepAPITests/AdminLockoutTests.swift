@@ -5,6 +5,7 @@ import NIOCore
 import SQLKit
 import StepAPI
 import StepCore
+import StepDatabase
 import StepStore
 import StepTestSupport
 import Testing

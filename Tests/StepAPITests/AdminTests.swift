@@ -5,6 +5,7 @@ import JWTKit
 import NIOCore
 import StepAPI
 import StepCore
+import StepDatabase
 import StepJobs
 import StepStore
 import StepTestSupport

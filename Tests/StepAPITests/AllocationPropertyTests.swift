@@ -5,6 +5,7 @@ import NIOCore
 import SQLKit
 import StepAPI
 import StepCore
+import StepDatabase
 import StepJobs
 import StepStore
 import StepTestSupport

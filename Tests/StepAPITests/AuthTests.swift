@@ -5,6 +5,7 @@ import HummingbirdTesting
 import JWTKit
 import StepAPI
 import StepCore
+import StepDatabase
 import StepStore
 import StepTestSupport
 import Testing

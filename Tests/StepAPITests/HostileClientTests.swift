@@ -3,6 +3,7 @@ import HTTPTypes
 import HummingbirdTesting
 import NIOCore
 import StepAPI
+import StepDatabase
 import StepTestSupport
 import Testing
 

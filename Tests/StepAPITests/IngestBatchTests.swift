@@ -5,6 +5,7 @@ import HummingbirdTesting
 import NIOCore
 import StepAPI
 import StepCore
+import StepDatabase
 import StepStore
 import StepTestSupport
 import Testing

@@ -4,6 +4,7 @@ import HummingbirdTesting
 import NIOCore
 import StepAPI
 import StepCore
+import StepDatabase
 import StepStore
 import StepTestSupport
 import Testing

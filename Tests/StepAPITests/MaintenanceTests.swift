@@ -1,5 +1,6 @@
 import Foundation
 import StepAPI
+import StepDatabase
 import StepJobs
 import StepStore
 import StepTestSupport

@@ -4,6 +4,7 @@ import HummingbirdTesting
 import Logging
 import SQLKit
 import StepAPI
+import StepDatabase
 import StepStore
 import StepTestSupport
 import Testing

@@ -2,6 +2,7 @@ import Foundation
 import HTTPTypes
 import HummingbirdTesting
 import StepAPI
+import StepDatabase
 import StepStore
 import StepTestSupport
 import Testing

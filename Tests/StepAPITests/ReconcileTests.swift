@@ -4,6 +4,7 @@ import HummingbirdTesting
 import SQLKit
 import StepAPI
 import StepCore
+import StepDatabase
 import StepJobs
 import StepStore
 import StepTestSupport

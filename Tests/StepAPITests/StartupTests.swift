@@ -2,6 +2,7 @@ import Foundation
 import HummingbirdTesting
 import Logging
 import StepAPI
+import StepDatabase
 import StepStore
 import StepTestSupport
 import Testing

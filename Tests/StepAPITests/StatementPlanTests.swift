@@ -1,4 +1,5 @@
 import Foundation
+import StepDatabase
 import StepStore
 import Testing
 

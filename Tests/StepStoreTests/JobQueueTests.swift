@@ -3,6 +3,7 @@ import Logging
 import SQLKit
 import ServiceLifecycle
 import ServiceLifecycleTestKit
+import StepDatabase
 import StepJobs
 import StepStore
 import StepTestSupport

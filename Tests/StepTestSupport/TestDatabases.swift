@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import SQLKit
+import StepDatabase
 import StepStore
 
 /// The engines every store and API test runs on: SQLite always, PostgreSQL when

@@ -2,6 +2,7 @@ import Foundation
 import Hummingbird
 import Logging
 import StepCore
+import StepDatabase
 import StepJobs
 import StepStore
 

@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import JWTKit
+import StepDatabase
 import StepStore
 
 /// The HS256 key that `stepd token` signs with and a test-phase server accepts. Generated on first use and

@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import StepAttestation
 import StepCore
+import StepDatabase
 import StepStore
 
 /// A configuration value that failed validation; the message names the key.

@@ -1,5 +1,6 @@
 import Foundation
 import StepAttestation
+import StepDatabase
 import StepStore
 
 /// The development App Attest CA that a test-phase server trusts beside the configured root and `stepd device

@@ -4,6 +4,7 @@ import Hummingbird
 import Logging
 import StepAttestation
 import StepCore
+import StepDatabase
 import StepStore
 
 /// `POST /step/ingest`: authenticate, check App Check (production), rate-limit, bound and decode the body, claim

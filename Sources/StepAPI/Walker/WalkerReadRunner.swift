@@ -2,6 +2,7 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import Logging
+import StepDatabase
 import StepStore
 
 /// The errors a walker read route answers with, in the route's own envelope.

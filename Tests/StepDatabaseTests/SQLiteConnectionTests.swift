@@ -1,10 +1,11 @@
 import Foundation
 import Logging
 import SQLKit
+import StepDatabase
 import StepTestSupport
 import Testing
 
-@testable import StepStore
+@testable import StepDatabase
 
 #if canImport(Glibc)
     import Glibc

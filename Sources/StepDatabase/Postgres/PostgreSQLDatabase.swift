@@ -31,6 +31,7 @@ package final class PostgreSQLDatabase: Database {
     package let kind = DatabaseKind.postgres
     private let client: PostgresClient
     private let runner: Task<Void, Never>?
+    private let runsAsService: Bool
     /// How long one unit of work may wait for a connection and run, so a dead server is a prompt 503.
     private let deadline: Duration
     private let logger: Logger
@@ -39,6 +40,7 @@ package final class PostgreSQLDatabase: Database {
         self.client = client
         self.deadline = deadline
         self.logger = logger
+        self.runsAsService = runner == .service
         switch runner {
         case .ownTask: self.runner = Task { await client.run() }
         case .service: self.runner = nil
@@ -46,7 +48,7 @@ package final class PostgreSQLDatabase: Database {
     }
 
     /// The pool as a lifecycle service, for a database opened with `.service`; it stops at graceful shutdown.
-    package var pool: some Service { client }
+    package var lifecycleServices: [any Service] { runsAsService ? [client] : [] }
 
     /// Builds a pool for `url` (`postgres://user:password@host:port/database?sslmode=disable|prefer|require`).
     /// Connections open lazily, so an unreachable server shows up as `StoreError.unavailable` on first use.

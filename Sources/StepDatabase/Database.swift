@@ -1,5 +1,6 @@
 import Logging
 import SQLKit
+import ServiceLifecycle
 
 /// Which SQL engine a store runs on; the few dialect differences switch on it.
 package enum DatabaseKind: String, Sendable, Hashable {
@@ -15,9 +16,13 @@ package protocol Database: Sendable {
     /// Runs `body` on a connection without an explicit transaction (each statement commits by itself).
     func withConnection<T: Sendable>(_ body: @escaping @Sendable (any SQLDatabase) async throws -> T) async throws -> T
     func close() async throws
+    /// What a service group must run for the database to work (a PostgreSQL pool opened to run as a service).
+    var lifecycleServices: [any Service] { get }
 }
 
 extension Database {
+    package var lifecycleServices: [any Service] { [] }
+
     /// True when the database answers a trivial query.
     package func ping() async -> Bool {
         do {
