@@ -69,8 +69,9 @@ struct JSONReaderTests {
             default: mutated[position] = Self.noise[Int(random.next() % UInt64(Self.noise.count))]
             }
             let text = String(decoding: mutated, as: UTF8.self)
-            if Self.hasTrailingComma(mutated) {
-                // JSONDecoder lets a trailing comma through; the reader refuses it (checked above).
+            if Self.hasTrailingComma(mutated) || Self.hasRepeatedKey(mutated) {
+                // JSONDecoder lets a trailing comma or a repeated key through; the reader refuses both (checked
+                // above). A one-byte mutation can make two keys of an object equal ("ab" and "a").
                 #expect(JSONReader.read(mutated) == nil, "\(text)")
             } else {
                 #expect(JSONReader.read(mutated) == Self.foundation(mutated), "\(text)")
@@ -101,6 +102,46 @@ struct JSONReaderTests {
             case 0x20, 0x09, 0x0A, 0x0D: break
             default: pendingComma = false
             }
+        }
+        return false
+    }
+
+    /// Whether an object repeats a key (compared decoded, so `"a"` and `"\u0061"` are the same), in a document
+    /// JSONDecoder reads; false for one it does not.
+    static func hasRepeatedKey(_ bytes: [UInt8]) -> Bool {
+        guard foundation(bytes) != nil else { return false }
+        // One entry per open container: the keys seen so far for an object, nil for an array.
+        var open: [Set<String>?] = []
+        var expectingKey = false
+        var index = 0
+        while index < bytes.count {
+            let byte = bytes[index]
+            switch byte {
+            case UInt8(ascii: "{"):
+                open.append([])
+                expectingKey = true
+            case UInt8(ascii: "["):
+                open.append(nil)
+            case UInt8(ascii: "}"), UInt8(ascii: "]"):
+                _ = open.popLast()
+                expectingKey = false
+            case UInt8(ascii: ","):
+                expectingKey = open.last.map { $0 != nil } ?? false
+            case UInt8(ascii: "\""):
+                var end = index + 1
+                while bytes[end] != UInt8(ascii: "\"") { end += bytes[end] == UInt8(ascii: "\\") ? 2 : 1 }
+                if expectingKey, case let keys?? = open.last,
+                    let key = try? JSONDecoder().decode(String.self, from: Data(bytes[index...end]))
+                {
+                    if keys.contains(key) { return true }
+                    open[open.count - 1] = keys.union([key])
+                    expectingKey = false
+                }
+                index = end
+            default:
+                break
+            }
+            index += 1
         }
         return false
     }
@@ -142,7 +183,9 @@ struct JSONReaderTests {
             return "[" + space + elements.map { render($0, &random) }.joined(separator: "," + space) + "]"
         case .object(let members):
             return "{"
-                + members.map { quote($0.key, &random) + space + ":" + render($0.value, &random) }
+                + members.sorted { $0.key < $1.key }.map {
+                    quote($0.key, &random) + space + ":" + render($0.value, &random)
+                }
                 .joined(separator: "," + space) + space + "}"
         }
     }
