@@ -208,7 +208,8 @@ package func buildApplication(
     // Last, so it wraps only the not-found answer: a known path with another method is 405, not 404.
     router.add(
         middleware: MethodNotAllowedMiddleware(
-            catalog: catalog, hiddenPrefixes: configuration.adminToken == nil ? ["/admin/"] : []))
+            catalog: catalog, hiddenPrefixes: configuration.adminToken == nil ? ["/admin/"] : [],
+            notFound: [("/health", HealthAPIError.notFound)]))
 
     let maintenance = MaintenanceScheduler(
         queue: worker.queue, periodSeconds: configuration.pruneIntervalSeconds,

@@ -14,6 +14,8 @@ enum HealthAPIError: WalkerReadError, Equatable {
     case rateLimited
     /// The walker holds `health.maxLiveNonces` unused nonces.
     case tooManyNonces
+    /// A path under `/health` that names no route.
+    case notFound
     case unavailable
     case internalError
 
@@ -25,6 +27,7 @@ enum HealthAPIError: WalkerReadError, Equatable {
         case .payloadTooLarge: .contentTooLarge
         case .unsupportedMediaType: .unsupportedMediaType
         case .rateLimited, .tooManyNonces: .tooManyRequests
+        case .notFound: .notFound
         case .unavailable: .serviceUnavailable
         case .internalError: .internalServerError
         }
@@ -40,6 +43,7 @@ enum HealthAPIError: WalkerReadError, Equatable {
         case .unsupportedMediaType: "Content-Type must be application/json"
         case .rateLimited: "Too many requests; retry later"
         case .tooManyNonces: "Too many unused nonces; use one or retry when one expires"
+        case .notFound: "No route serves this path"
         case .unavailable: "The service is temporarily unavailable; retry later"
         // Nothing internal leaks into the body; the cause is logged.
         case .internalError: "Internal server error"
