@@ -121,17 +121,36 @@ package func buildApplication(
         keyRing: keyRing)
     let authenticator = Authenticator(verifier: verifier, clock: dependencies.clock)
     let metrics = ServiceMetrics()
+    let telemetry = Telemetry(metrics: metrics, antiCheat: antiCheat, logger: logger)
+    let whitelist = SourceWhitelist(configuration.limits.sourceBundleWhitelist)
+    let worker = makeJobWorker(
+        configuration: configuration, store: store, clock: dependencies.clock, logger: logger, metrics: metrics,
+        httpClient: dependencies.httpClient)
+    if configuration.appAttest.apps(mode: configuration.mode).isEmpty {
+        logger.warning("appAttest.teamId and appAttest.bundleIds are not set: POST /health refuses every iOS device")
+    }
+    if configuration.playIntegrity.configuration == nil {
+        logger.warning("playIntegrity.* is not set: POST /health refuses every Android device")
+    }
+    // Every walker route but the ingest shares one per-walker window: they serve the same screens.
+    let walkerReads = WalkerReadRunner(
+        policy: RateLimitPolicy(
+            bucket: "walker", limit: configuration.rateLimits.walkerPerWindow,
+            windowSeconds: configuration.rateLimits.windowSeconds),
+        store: store, clock: dependencies.clock)
 
     let router = Router(context: AppRequestContext.self)
     router.add(middleware: RequestLogMiddleware(logger: logger, metrics: metrics))
     var catalog = RouteCatalog()
-    let whitelist = SourceWhitelist(configuration.limits.sourceBundleWhitelist)
+
+    // The surfaces: each a route group with its error envelope and its authentication.
+    let ingest = router.group()
+        .add(middleware: SurfaceErrorMiddleware<IngestAPIError>(logger: logger))
+        .add(middleware: SessionAuthMiddleware<IngestAPIError>(authenticator: authenticator, logger: logger))
+    if let appCheck {
+        ingest.add(middleware: AppCheckMiddleware(gate: appCheck, store: store, telemetry: telemetry))
+    }
     IngestController(
-        authenticator: authenticator,
-        appCheck: appCheck,
-        policy: RateLimitPolicy(
-            bucket: "ingest", limit: configuration.rateLimits.ingestPerWindow,
-            windowSeconds: configuration.rateLimits.windowSeconds),
         service: IngestService(
             settings: .init(
                 mode: configuration.mode, limits: configuration.limits, defaultRegionId: configuration.defaultRegionId,
@@ -139,70 +158,59 @@ package func buildApplication(
                 reconcileMaxAttempts: configuration.jobs.maxAttempts),
             whitelist: { whitelist.current }),
         store: store,
-        maxBodyBytes: configuration.http.maxBodyBytes,
-        batchMaxBuckets: configuration.ingestBatchMaxBuckets,
-        idempotencyLeaseSeconds: configuration.idempotencyLeaseSeconds,
-        clock: dependencies.clock,
-        metrics: metrics,
-        antiCheat: antiCheat,
-        logger: logger
-    ).register(in: router, catalog: &catalog)
-    // Every walker route but the ingest shares one per-walker window: they serve the same screens.
-    let walkerPolicy = RateLimitPolicy(
-        bucket: "walker", limit: configuration.rateLimits.walkerPerWindow,
-        windowSeconds: configuration.rateLimits.windowSeconds)
-    WalkerController(
-        authenticator: authenticator,
-        policy: walkerPolicy,
-        store: store, defaultRegionId: configuration.defaultRegionId, clock: dependencies.clock, logger: logger
-    ).register(in: router, catalog: &catalog)
-    HealthController(
-        authenticator: authenticator,
-        policy: walkerPolicy,
-        store: store, clock: dependencies.clock, logger: logger
-    ).register(in: router, catalog: &catalog)
-    if configuration.appAttest.apps(mode: configuration.mode).isEmpty {
-        logger.warning("appAttest.teamId and appAttest.bundleIds are not set: POST /health refuses every iOS device")
-    }
-    if configuration.playIntegrity.configuration == nil {
-        logger.warning("playIntegrity.* is not set: POST /health refuses every Android device")
-    }
-    HealthWriteController(
-        authenticator: authenticator,
-        policy: walkerPolicy,
-        store: store,
-        attestor: try HealthAttestor(configuration: configuration, developmentRootPEM: development.appAttestRootPEM),
-        settings: configuration.health, maxBodyBytes: configuration.http.maxBodyBytes, clock: dependencies.clock,
-        metrics: metrics, antiCheat: antiCheat, logger: logger
-    ).register(in: router, catalog: &catalog)
+        policy: RateLimitPolicy(
+            bucket: "ingest", limit: configuration.rateLimits.ingestPerWindow,
+            windowSeconds: configuration.rateLimits.windowSeconds),
+        limits: .init(
+            maxBodyBytes: configuration.http.maxBodyBytes, batchMaxBuckets: configuration.ingestBatchMaxBuckets,
+            idempotencyLeaseSeconds: configuration.idempotencyLeaseSeconds),
+        clock: dependencies.clock, telemetry: telemetry
+    ).register(in: ingest, catalog: &catalog)
+
+    let walker = router.group()
+        .add(middleware: SurfaceErrorMiddleware<WalkerAPIError>(logger: logger))
+        .add(middleware: SessionAuthMiddleware<WalkerAPIError>(authenticator: authenticator, logger: logger))
+    WalkerController(runner: walkerReads, defaultRegionId: configuration.defaultRegionId)
+        .register(in: walker, catalog: &catalog)
     AllocationController(
-        authenticator: authenticator,
-        policy: walkerPolicy,
-        store: store, mode: configuration.mode, maxBodyBytes: configuration.http.maxBodyBytes,
-        idempotencyLeaseSeconds: configuration.idempotencyLeaseSeconds, clock: dependencies.clock, logger: logger
-    ).register(in: router, catalog: &catalog)
-    EventsController(
-        authenticator: authenticator,
-        policy: walkerPolicy,
-        store: store, settings: configuration.events, clock: dependencies.clock, logger: logger
-    ).register(in: router, catalog: &catalog)
-    let worker = makeJobWorker(
-        configuration: configuration, store: store, clock: dependencies.clock, logger: logger, metrics: metrics,
-        httpClient: dependencies.httpClient)
-    OpsController(store: store, metrics: metrics, jobs: worker.queue).register(in: router, catalog: &catalog)
+        runner: walkerReads, mode: configuration.mode, maxBodyBytes: configuration.http.maxBodyBytes,
+        idempotencyLeaseSeconds: configuration.idempotencyLeaseSeconds
+    ).register(in: walker, catalog: &catalog)
+    EventsController(runner: walkerReads, settings: configuration.events, logger: logger)
+        .register(in: walker, catalog: &catalog)
+
+    let health = router.group()
+        .add(middleware: SurfaceErrorMiddleware<HealthAPIError>(logger: logger))
+        .add(middleware: SessionAuthMiddleware<HealthAPIError>(authenticator: authenticator, logger: logger))
+    HealthController(runner: walkerReads).register(in: health, catalog: &catalog)
+    HealthWriteController(
+        runner: walkerReads,
+        attestor: try HealthAttestor(configuration: configuration, developmentRootPEM: development.appAttestRootPEM),
+        settings: configuration.health, maxBodyBytes: configuration.http.maxBodyBytes, telemetry: telemetry
+    ).register(in: health, catalog: &catalog)
+
+    let admin = router.group()
+        .add(middleware: SurfaceErrorMiddleware<AdminAPIError>(logger: logger))
+        .add(
+            middleware: AdminAuthMiddleware(
+                credential: configuration.adminToken.map(AdminCredential.init(token:)),
+                failures: AdminFailureLimiter(
+                    maxFailures: configuration.adminMaxFailuresPerMinute, windowSeconds: 60, store: store),
+                clock: dependencies.clock, logger: logger))
     AdminController(
-        token: configuration.adminToken,
-        failures: AdminFailureLimiter(
-            maxFailures: configuration.adminMaxFailuresPerMinute, windowSeconds: 60, store: store),
         resolver: ReviewResolver(
             store: store, limits: configuration.limits, refundGraceSeconds: configuration.refundGraceSeconds,
             jobMaxAttempts: configuration.jobs.maxAttempts),
         jobs: worker.queue, clock: dependencies.clock, logger: logger
-    ).register(in: router, catalog: &catalog)
+    ).register(in: admin, catalog: &catalog)
+
+    OpsController(store: store, metrics: metrics, jobs: worker.queue).register(in: router.group(), catalog: &catalog)
+
     // Last, so it wraps only the not-found answer: a known path with another method is 405, not 404.
     router.add(
         middleware: MethodNotAllowedMiddleware(
-            catalog: catalog, hiddenPrefixes: configuration.adminToken == nil ? ["/admin/"] : []))
+            catalog: catalog, hiddenPrefixes: configuration.adminToken == nil ? ["/admin/"] : [],
+            notFound: [("/health", HealthAPIError.notFound)]))
 
     let maintenance = MaintenanceScheduler(
         queue: worker.queue, periodSeconds: configuration.pruneIntervalSeconds,

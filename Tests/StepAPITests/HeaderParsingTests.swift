@@ -15,7 +15,7 @@ struct HeaderParsingTests {
             ("application/ json", false), ("applicätion/json", false), ("application/x-www-form-urlencoded", false),
         ])
     func contentType(value: String, isJSON: Bool) {
-        #expect(IngestController.isJSON(value) == isJSON)
+        #expect(JSONBody.isJSON(value) == isJSON)
     }
 
     @Test(

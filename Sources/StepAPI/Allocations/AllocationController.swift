@@ -13,28 +13,19 @@ struct AllocationController: Sendable {
     static let ledgerRoute = "/walker/ledger"
     static let listLimit = 100
 
-    let authenticator: Authenticator
-    let policy: RateLimitPolicy
-    let store: Store
+    let runner: WalkerReadRunner
     let mode: ServiceMode
     let maxBodyBytes: Int
     let idempotencyLeaseSeconds: Double
-    let clock: @Sendable () -> Date
-    let logger: Logger
 
-    func register(in router: Router<AppRequestContext>, catalog: inout RouteCatalog) {
-        router.post(RouterPath(stringLiteral: Self.allocationsRoute)) { request, context in
-            await allocate(request, context: context)
+    func register(in group: RouterGroup<AppRequestContext>, catalog: inout RouteCatalog) {
+        group.on(.post, Self.allocationsRoute, catalog: &catalog) { request, context in
+            try await allocate(request, context: context)
         }
-        catalog.add(.post, Self.allocationsRoute)
-        router.get(RouterPath(stringLiteral: Self.allocationsRoute)) { request, context in
-            await list(request, context: context)
+        group.on(.get, Self.allocationsRoute, catalog: &catalog) { _, context in try await list(context: context) }
+        group.on(.get, Self.ledgerRoute, catalog: &catalog) { request, context in
+            try await ledger(request, context: context)
         }
-        catalog.add(.get, Self.allocationsRoute)
-        router.get(RouterPath(stringLiteral: Self.ledgerRoute)) { request, context in
-            await ledger(request, context: context)
-        }
-        catalog.add(.get, Self.ledgerRoute)
     }
 
     // MARK: - POST /walker/allocations
@@ -42,48 +33,32 @@ struct AllocationController: Sendable {
     /// The spend is decided under the walker's lock, in one transaction with the admission, the key's claim and
     /// its stored answer: two allocations can never both spend the same Energy, and a replay answers the
     /// bytes of the first, including a 422.
-    func allocate(_ request: Request, context: AppRequestContext) async -> Response {
-        let walkerId: String
-        switch await runner.authenticate(request, context: context, as: WalkerAPIError.self) {
-        case .success(let authenticated): walkerId = authenticated
-        case .failure(let refusal): return refusal.response
+    func allocate(_ request: Request, context: AppRequestContext) async throws -> Response {
+        let walkerId = try context.walker().walkerId
+        let parsed = await JSONBody.read(request, maxBytes: maxBodyBytes, as: WalkerAPIError.self) {
+            bytes throws(RequestValidationError) in try AllocationRequest.decode(bytes)
         }
-        let parsed: Result<AllocationRequest, WalkerAPIError>
-        switch await JSONBody.collect(request, maxBytes: maxBodyBytes) {
-        case .failure(.unsupportedMediaType): parsed = .failure(.body(.unsupportedMediaType))
-        case .failure(.tooLarge): parsed = .failure(.body(.payloadTooLarge(limit: maxBodyBytes)))
-        case .success(let bytes):
-            do {
-                parsed = .success(try AllocationRequest.decode(bytes.readableBytesView))
-            } catch {
-                parsed = .failure(.invalidQuery(error))
-            }
-        }
-        let now = clock()
+        let now = runner.clock()
         let valid = try? parsed.get()
-        let outcome: (RateLimitDecision, AllocationOutcome?)
-        do {
-            outcome = try await store.transaction { [policy, mode, idempotencyLeaseSeconds] tx in
-                let idempotency = valid.map {
-                    IdempotencyRequest(
-                        key: $0.storedKey, requestHash: $0.payloadHash, leaseSeconds: idempotencyLeaseSeconds)
-                }
-                let (decision, admission) = try await tx.admit(
-                    AdmissionRequest(walkerId: walkerId, policy: policy, idempotency: idempotency, now: now))
-                guard decision.allowed, let valid else { return (decision, nil) }
-                switch admission.claim {
-                case .replay(let status, let body): return (decision, .replay(status: status, body: body))
-                case .payloadMismatch: return (decision, .error(.body(.idempotencyKeyReused)))
-                case .inFlight: return (decision, .error(.body(.idempotencyInFlight)))
-                case .claimed, nil: break
-                }
-                let (status, body) = try await Self.spend(valid, walkerId: walkerId, mode: mode, tx: tx, now: now)
-                try await tx.completeIdempotencyKey(
-                    walkerId: walkerId, key: valid.storedKey, status: Int(status.code), body: body)
-                return (decision, .answered(status: status, body: body))
+        let outcome: (RateLimitDecision, AllocationOutcome?) = try await runner.store.transaction {
+            [policy = runner.policy, mode, idempotencyLeaseSeconds] tx in
+            let idempotency = valid.map {
+                IdempotencyRequest(
+                    key: $0.storedKey, requestHash: $0.payloadHash, leaseSeconds: idempotencyLeaseSeconds)
             }
-        } catch {
-            return WalkerReadRunner.failure(error, as: WalkerAPIError.self, logger: logger).response
+            let (decision, admission) = try await tx.admit(
+                AdmissionRequest(walkerId: walkerId, policy: policy, idempotency: idempotency, now: now))
+            guard decision.allowed, let valid else { return (decision, nil) }
+            switch admission.claim {
+            case .replay(let status, let body): return (decision, .replay(status: status, body: body))
+            case .payloadMismatch: return (decision, .error(.body(.idempotencyKeyReused)))
+            case .inFlight: return (decision, .error(.body(.idempotencyInFlight)))
+            case .claimed, nil: break
+            }
+            let (status, body) = try await Self.spend(valid, walkerId: walkerId, mode: mode, tx: tx, now: now)
+            try await tx.completeIdempotencyKey(
+                walkerId: walkerId, key: valid.storedKey, status: Int(status.code), body: body)
+            return (decision, .answered(status: status, body: body))
         }
         let (decision, result) = outcome
         var response: Response
@@ -93,10 +68,10 @@ struct AllocationController: Sendable {
             response = error.response
         } else {
             switch result {
-            case .answered(let status, let body)?: response = IngestController.jsonResponse(status: status, body: body)
+            case .answered(let status, let body)?: response = .json(status: status, body: body)
             case .replay(let status, let body)?:
-                response = IngestController.jsonResponse(status: HTTPResponse.Status(code: status), body: body)
-                response.headers[.init("Idempotent-Replayed")!] = "true"
+                response = .json(
+                    status: HTTPResponse.Status(code: status), body: body, headers: [.idempotentReplayed: "true"])
             case .error(let error)?: response = error.response
             case nil: response = WalkerAPIError.internalError.response
             }
@@ -134,29 +109,21 @@ struct AllocationController: Sendable {
 
     // MARK: - GET /walker/allocations, GET /walker/ledger
 
-    func list(_ request: Request, context: AppRequestContext) async -> Response {
-        await runner.respond(to: request, context: context, query: Result<Void, WalkerAPIError>.success(())) {
+    func list(context: AppRequestContext) async throws -> Response {
+        try await runner.respond(context: context, query: Result<Void, WalkerAPIError>.success(())) {
             tx, walkerId, _, _ in
             .success(AllocationResponse.list(try await tx.allocations(walkerId: walkerId, limit: Self.listLimit)))
         }
     }
 
-    func ledger(_ request: Request, context: AppRequestContext) async -> Response {
-        let query: Result<LedgerQuery, WalkerAPIError>
-        do {
-            query = .success(try LedgerQuery.decode(request.uri.queryParameters))
-        } catch {
-            query = .failure(.invalidQuery(error))
-        }
-        return await runner.respond(to: request, context: context, query: query) { tx, walkerId, _, query in
+    func ledger(_ request: Request, context: AppRequestContext) async throws -> Response {
+        let query = Result { () throws(RequestValidationError) in try LedgerQuery.decode(request.uri.queryParameters) }
+            .mapError(WalkerAPIError.invalidQuery)
+        return try await runner.respond(context: context, query: query) { tx, walkerId, _, query in
             // One more than the page, to know whether another follows.
             let entries = try await tx.ledgerEntries(walkerId: walkerId, before: query.cursor, limit: query.limit + 1)
             return .success(LedgerQuery.page(Array(entries.prefix(query.limit)), more: entries.count > query.limit))
         }
-    }
-
-    private var runner: WalkerReadRunner {
-        WalkerReadRunner(authenticator: authenticator, policy: policy, store: store, clock: clock, logger: logger)
     }
 }
 

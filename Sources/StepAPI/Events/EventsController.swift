@@ -18,35 +18,29 @@ struct EventsController: Sendable {
     static let maxWaitSeconds = 30
     static let pageLimit = 100
 
-    let authenticator: Authenticator
-    let policy: RateLimitPolicy
-    let store: Store
+    let runner: WalkerReadRunner
     let settings: AppConfiguration.Events
-    let clock: @Sendable () -> Date
     let logger: Logger
 
-    func register(in router: Router<AppRequestContext>, catalog: inout RouteCatalog) {
-        router.get(RouterPath(stringLiteral: Self.eventsRoute)) { request, context in
-            await poll(request, context: context)
+    private var store: Store { runner.store }
+
+    func register(in group: RouterGroup<AppRequestContext>, catalog: inout RouteCatalog) {
+        group.on(.get, Self.eventsRoute, catalog: &catalog) { request, context in
+            try await poll(request, context: context)
         }
-        catalog.add(.get, Self.eventsRoute)
-        router.get(RouterPath(stringLiteral: Self.streamRoute)) { request, context in
-            await stream(request, context: context)
+        group.on(.get, Self.streamRoute, catalog: &catalog) { request, context in
+            try await stream(request, context: context)
         }
-        catalog.add(.get, Self.streamRoute)
     }
 
     /// `{"events": [{"createdAt", "data", "id", "type"}], "next": cursor}`: the events after `after` (from the
     /// first without it), oldest first, at most 100; with `wait`, an empty answer is held up to that many
     /// seconds until an event arrives. `next` is the last event's id, or `after` again when there was none.
-    func poll(_ request: Request, context: AppRequestContext) async -> Response {
-        let query: Result<EventsQuery, WalkerAPIError>
-        do {
-            query = .success(try EventsQuery.decode(request.uri.queryParameters))
-        } catch {
-            query = .failure(.invalidQuery(error))
-        }
-        return await runner.respond(to: request, context: context, query: query) { tx, walkerId, _, query in
+    func poll(_ request: Request, context: AppRequestContext) async throws -> Response {
+        let query = Result { () throws(RequestValidationError) in
+            try EventsQuery.decode(request.uri.queryParameters)
+        }.mapError(WalkerAPIError.invalidQuery)
+        return try await runner.respond(context: context, query: query) { tx, walkerId, _, query in
             .success(try await tx.events(walkerId: walkerId, after: query.after, limit: Self.pageLimit))
         } render: { [store, settings] walkerId, query, first in
             var events = first
@@ -66,7 +60,7 @@ struct EventsController: Sendable {
                     logger.warning("event poll ended early", metadata: ["error": .string("\(type(of: error))")])
                 }
             }
-            return IngestController.jsonResponse(
+            return .json(
                 status: .ok, body: EventsQuery.page(events, next: events.last?.seq ?? query.after))
         }
     }
@@ -74,14 +68,10 @@ struct EventsController: Sendable {
     /// Server-Sent Events: each event as `id: <seq>`, `event: <type>`, `data: <JSON>`; a comment line every
     /// `events.streamKeepAliveSeconds`; the stream ends after `events.streamMaxSeconds` (with a `retry:` hint),
     /// at shutdown, or when the client goes, and the client resumes with `Last-Event-ID` (or `?after=`).
-    func stream(_ request: Request, context: AppRequestContext) async -> Response {
-        let start: Result<Int, WalkerAPIError>
-        do {
-            start = .success(try EventsQuery.streamStart(request))
-        } catch {
-            start = .failure(.invalidQuery(error))
-        }
-        return await runner.respond(to: request, context: context, query: start) { _, _, _, _ in
+    func stream(_ request: Request, context: AppRequestContext) async throws -> Response {
+        let start = Result { () throws(RequestValidationError) in try EventsQuery.streamStart(request) }
+            .mapError(WalkerAPIError.invalidQuery)
+        return try await runner.respond(context: context, query: start) { _, _, _, _ in
             .success(())
         } render: { [store, settings, logger] walkerId, after, _ in
             let body = ResponseBody { writer in
@@ -124,10 +114,6 @@ struct EventsController: Sendable {
                 ],
                 body: body)
         }
-    }
-
-    private var runner: WalkerReadRunner {
-        WalkerReadRunner(authenticator: authenticator, policy: policy, store: store, clock: clock, logger: logger)
     }
 }
 

@@ -1,8 +1,9 @@
 import HTTPTypes
+import Hummingbird
 
 /// Every non-200 answer of the `/health/*` routes, in seed 002's shape `{statusCode, message, error}` (`error`
 /// is the status's reason phrase). Mapped to HTTP here and nowhere else.
-enum HealthAPIError: Error, Equatable {
+enum HealthAPIError: WalkerReadError, Equatable {
     case unauthorized
     /// A bad query parameter; the message names it and says what is expected.
     case badRequest(String)
@@ -13,6 +14,8 @@ enum HealthAPIError: Error, Equatable {
     case rateLimited
     /// The walker holds `health.maxLiveNonces` unused nonces.
     case tooManyNonces
+    /// A path under `/health` that names no route.
+    case notFound
     case unavailable
     case internalError
 
@@ -24,6 +27,7 @@ enum HealthAPIError: Error, Equatable {
         case .payloadTooLarge: .contentTooLarge
         case .unsupportedMediaType: .unsupportedMediaType
         case .rateLimited, .tooManyNonces: .tooManyRequests
+        case .notFound: .notFound
         case .unavailable: .serviceUnavailable
         case .internalError: .internalServerError
         }
@@ -39,9 +43,28 @@ enum HealthAPIError: Error, Equatable {
         case .unsupportedMediaType: "Content-Type must be application/json"
         case .rateLimited: "Too many requests; retry later"
         case .tooManyNonces: "Too many unused nonces; use one or retry when one expires"
+        case .notFound: "No route serves this path"
         case .unavailable: "The service is temporarily unavailable; retry later"
         // Nothing internal leaks into the body; the cause is logged.
         case .internalError: "Internal server error"
+        }
+    }
+
+    var headers: HTTPFields {
+        switch self {
+        case .unauthorized: [.wwwAuthenticate: "Bearer"]
+        default: [:]
+        }
+    }
+
+    /// Seed 002's 429 carries no figure in its body; `Retry-After` says when.
+    static func rateLimited(retryAfterSeconds _: Int) -> HealthAPIError { .rateLimited }
+
+    static func bodyRefused(_ refusal: JSONBody.Refusal) -> HealthAPIError {
+        switch refusal {
+        case .unsupportedMediaType: .unsupportedMediaType
+        case .tooLarge(let limit): .payloadTooLarge(limit: limit)
+        case .invalid(let validation): .badRequest(validation.message)
         }
     }
 

@@ -1,39 +1,31 @@
 import Foundation
 import Hummingbird
-import Logging
 import StepCore
 import StepStore
 
-/// The read side of seed 002: `GET /health/statistics` and `GET /health/today`. Both authenticate like every
-/// walker route, count the request against the walker's own "walker" limit (which creates the walker's row on
-/// its first authenticated request), then read. A bad query is counted too, as on `GET /step/days`, and reads
-/// and writes nothing else. Every outcome becomes a response here, in seed 002's error shape; nothing a client
-/// sends is a 500.
+/// The read side of seed 002: `GET /health/statistics` and `GET /health/today`. Both sit behind the session
+/// token like every walker route, count the request against the walker's own "walker" limit (which creates the
+/// walker's row on its first authenticated request), then read. A bad query is counted too, as on
+/// `GET /step/days`, and reads and writes nothing else. Errors answer in seed 002's shape.
 struct HealthController: Sendable {
     static let statisticsRoute = "/health/statistics"
     static let todayRoute = "/health/today"
 
-    let authenticator: Authenticator
-    let policy: RateLimitPolicy
-    let store: Store
-    let clock: @Sendable () -> Date
-    let logger: Logger
+    let runner: WalkerReadRunner
 
-    func register(in router: Router<AppRequestContext>, catalog: inout RouteCatalog) {
-        router.get(RouterPath(stringLiteral: Self.statisticsRoute)) { request, context in
-            await statistics(request, context: context)
+    func register(in group: RouterGroup<AppRequestContext>, catalog: inout RouteCatalog) {
+        group.on(.get, Self.statisticsRoute, catalog: &catalog) { request, context in
+            try await statistics(request, context: context)
         }
-        catalog.add(.get, Self.statisticsRoute)
-        router.get(RouterPath(stringLiteral: Self.todayRoute)) { request, context in
-            await today(request, context: context)
+        group.on(.get, Self.todayRoute, catalog: &catalog) { request, context in
+            try await today(request, context: context)
         }
-        catalog.add(.get, Self.todayRoute)
     }
 
-    func statistics(_ request: Request, context: AppRequestContext) async -> Response {
+    func statistics(_ request: Request, context: AppRequestContext) async throws -> Response {
         let query = Result { () throws(HealthAPIError) in try HealthStatisticsQuery.decode(request.uri.queryParameters)
         }
-        return await respond(to: request, context: context, query: query) { tx, walkerId, now, query in
+        return try await runner.respond(context: context, query: query) { tx, walkerId, now, query in
             // "Today" only matters for a missing end of the range; it is today in the walker's last zone.
             var today = LocalDate(instant: now, in: .gmt)
             if query.startDate == nil || query.endDate == nil {
@@ -51,9 +43,9 @@ struct HealthController: Sendable {
         }
     }
 
-    func today(_ request: Request, context: AppRequestContext) async -> Response {
+    func today(_ request: Request, context: AppRequestContext) async throws -> Response {
         let query = Result { () throws(HealthAPIError) in try HealthTodayQuery.decode(request.uri.queryParameters) }
-        return await respond(to: request, context: context, query: query) { tx, walkerId, now, query in
+        return try await runner.respond(context: context, query: query) { tx, walkerId, now, query in
             var zone = query.timeZone
             if zone == nil { zone = try await Self.lastZone(tx, walkerId: walkerId) }
             let date = LocalDate(instant: now, in: zone ?? .gmt)
@@ -65,15 +57,5 @@ struct HealthController: Sendable {
     /// The zone of the walker's latest step submission, if it names one this server knows.
     private static func lastZone(_ tx: StoreTransaction, walkerId: String) async throws -> TimeZone? {
         try await tx.walker(walkerId)?.lastTimeZone.flatMap(TimeZoneCatalog.zone(named:))
-    }
-
-    /// Authentication, the admission and the read, as every walker read route does them (`WalkerReadRunner`).
-    private func respond<Query: Sendable>(
-        to request: Request, context: AppRequestContext, query: Result<Query, HealthAPIError>,
-        read: @escaping @Sendable (StoreTransaction, String, Date, Query) async throws -> Result<String, HealthAPIError>
-    ) async -> Response {
-        let runner = WalkerReadRunner(
-            authenticator: authenticator, policy: policy, store: store, clock: clock, logger: logger)
-        return await runner.respond(to: request, context: context, query: query, read: read)
     }
 }

@@ -19,37 +19,29 @@ struct HealthWriteController: Sendable {
     /// The latest "today" anywhere (UTC+14): a submission for a later date is for a day that has not begun.
     static let latestZone = TimeZone(secondsFromGMT: 14 * 3600)!
 
-    let authenticator: Authenticator
-    let policy: RateLimitPolicy
-    let store: Store
+    let runner: WalkerReadRunner
     let attestor: HealthAttestor
     let settings: HealthSettings
     let maxBodyBytes: Int
-    let clock: @Sendable () -> Date
-    let metrics: ServiceMetrics
-    let antiCheat: Logger
-    let logger: Logger
+    let telemetry: Telemetry
 
-    func register(in router: Router<AppRequestContext>, catalog: inout RouteCatalog) {
-        router.get(RouterPath(stringLiteral: Self.nonceRoute)) { request, context in
-            await nonce(request, context: context)
+    private var store: Store { runner.store }
+
+    func register(in group: RouterGroup<AppRequestContext>, catalog: inout RouteCatalog) {
+        group.on(.get, Self.nonceRoute, catalog: &catalog) { _, context in try await nonce(context: context) }
+        group.on(.post, Self.submitRoute, catalog: &catalog) { request, context in
+            try await submit(request, context: context)
         }
-        catalog.add(.get, Self.nonceRoute)
-        router.post(RouterPath(stringLiteral: Self.submitRoute)) { request, context in
-            await submit(request, context: context)
-        }
-        catalog.add(.post, Self.submitRoute)
     }
 
     // MARK: - GET /health/attestation-nonce
 
-    func nonce(_ request: Request, context: AppRequestContext) async -> Response {
-        guard let walkerId = await authenticate(request, context: context) else { return Self.unauthorized() }
-        let now = clock()
+    func nonce(context: AppRequestContext) async throws -> Response {
+        let walkerId = try context.walker().walkerId
+        let now = runner.clock()
         let nonce = Base64URL.encode(SymmetricKey(size: .bits256).withUnsafeBytes { Data($0) })
-        let unit = {
-            @Sendable [policy, settings] (tx: StoreTransaction) async throws -> (RateLimitDecision, HealthNonceIssue?)
-            in
+        let issued: (RateLimitDecision, HealthNonceIssue?) = try await store.transaction {
+            [policy = runner.policy, settings] tx in
             let (decision, _) = try await tx.admit(
                 AdmissionRequest(walkerId: walkerId, policy: policy, idempotency: nil, now: now))
             guard decision.allowed else { return (decision, nil) }
@@ -60,18 +52,11 @@ struct HealthWriteController: Sendable {
                 maxLive: settings.maxLiveNonces)
             return (decision, issue)
         }
-        let decision: RateLimitDecision
-        let issue: HealthNonceIssue?
-        do {
-            (decision, issue) = try await store.transaction(unit)
-        } catch {
-            return storeFailure(error, context: context)
-        }
+        let (decision, issue) = issued
         var response: Response
         switch issue {
         case .issued(let expiresAt)?:
-            response = IngestController.jsonResponse(
-                status: .ok, body: HealthResponse.nonce(nonce, expiresAt: expiresAt))
+            response = .json(status: .ok, body: HealthResponse.nonce(nonce, expiresAt: expiresAt))
         case .capped(let retryAt)?:
             response = HealthAPIError.tooManyNonces.response
             response.headers[.retryAfter] = String(max(1, Int(retryAt.timeIntervalSince(now).rounded(.up))))
@@ -84,21 +69,17 @@ struct HealthWriteController: Sendable {
 
     // MARK: - POST /health
 
-    func submit(_ request: Request, context: AppRequestContext) async -> Response {
-        guard let walkerId = await authenticate(request, context: context) else { return Self.unauthorized() }
-        let body = await readBody(request)
-        let now = clock()
-        let admission: (RateLimitDecision, WalkerRecord)
-        do {
-            admission = try await store.transaction { [policy] tx in
-                let (decision, admission) = try await tx.admit(
-                    AdmissionRequest(walkerId: walkerId, policy: policy, idempotency: nil, now: now))
-                return (decision, admission.walker)
-            }
-        } catch {
-            return storeFailure(error, context: context)
+    func submit(_ request: Request, context: AppRequestContext) async throws -> Response {
+        let walkerId = try context.walker().walkerId
+        let body = await JSONBody.read(request, maxBytes: maxBodyBytes, as: HealthAPIError.self) {
+            bytes throws(HealthAPIError) in try HealthSubmission.decode(bytes)
         }
-        let (decision, walker) = admission
+        let now = runner.clock()
+        let (decision, walker) = try await store.transaction { [policy = runner.policy] tx in
+            let (decision, admission) = try await tx.admit(
+                AdmissionRequest(walkerId: walkerId, policy: policy, idempotency: nil, now: now))
+            return (decision, admission.walker)
+        }
         var response: Response
         if !decision.allowed {
             response = HealthAPIError.rateLimited.response
@@ -164,13 +145,14 @@ struct HealthWriteController: Sendable {
             switch written {
             case .success(let stored):
                 record(verdict: .accepted, walkerId: walkerId, reasons: [], detail: nil, context: context)
-                return IngestController.jsonResponse(status: .created, body: HealthResponse.record(stored))
+                return .json(status: .created, body: HealthResponse.record(stored))
             case .failure(let failure):
                 await refuse(walkerId: walkerId, code: failure.code, detail: failure.detail, now: now, context: context)
                 return HealthAPIError.attestationFailed.response
             }
         } catch {
-            return storeFailure(error, context: context)
+            // After the admission, so the answer still carries the RateLimit fields.
+            return HealthAPIError.failure(error, requestId: context.id, logger: telemetry.logger).response
         }
     }
 
@@ -212,7 +194,7 @@ struct HealthWriteController: Sendable {
             try await store.transaction { tx in try await tx.insertAttestationLog(row) }
         } catch {
             // The client's answer does not depend on the audit row.
-            logger.warning("could not log a health refusal", metadata: ["requestId": .string(context.id)])
+            telemetry.logger.warning("could not log a health refusal", metadata: ["requestId": .string(context.id)])
         }
     }
 
@@ -224,53 +206,12 @@ struct HealthWriteController: Sendable {
             $0.verdict = verdict.rawValue
             $0.reasonCount = reasons.count
         }
-        metrics.recordVerdict(verdict.rawValue, reasons: reasons)
+        telemetry.metrics.recordVerdict(verdict.rawValue, reasons: reasons)
         var metadata: Logger.Metadata = [
             "requestId": .string(context.id), "walker": .string(walkerId), "route": .string(Self.submitRoute),
             "verdict": .string(verdict.rawValue), "reasons": .array(reasons.map { .string($0) }),
         ]
         if let detail { metadata["detail"] = .string(detail) }
-        antiCheat.info("health verdict", metadata: metadata)
-    }
-
-    /// Content type, size bound and form, before any database work.
-    private func readBody(_ request: Request) async -> Result<HealthSubmission, HealthAPIError> {
-        let body: ByteBuffer
-        switch await JSONBody.collect(request, maxBytes: maxBodyBytes) {
-        case .success(let bytes): body = bytes
-        case .failure(.unsupportedMediaType): return .failure(.unsupportedMediaType)
-        case .failure(.tooLarge): return .failure(.payloadTooLarge(limit: maxBodyBytes))
-        }
-        return Result { () throws(HealthAPIError) in try HealthSubmission.decode(body.readableBytesView) }
-    }
-
-    private func authenticate(_ request: Request, context: AppRequestContext) async -> String? {
-        do {
-            let walkerId = try await authenticator.authenticate(request).walkerId
-            context.trace.update { $0.walkerId = walkerId }
-            return walkerId
-        } catch {
-            logger.info("session token refused", metadata: ["reason": "\(error)"])
-            return nil
-        }
-    }
-
-    private static func unauthorized() -> Response {
-        var response = HealthAPIError.unauthorized.response
-        response.headers[.wwwAuthenticate] = "Bearer"
-        return response
-    }
-
-    private func storeFailure(_ error: any Error, context: AppRequestContext) -> Response {
-        if let storeError = error as? StoreError, storeError.isUnavailable {
-            logger.warning("store unavailable", metadata: ["error": .string(storeError.detail)])
-            var response = HealthAPIError.unavailable.response
-            response.headers[.retryAfter] = "1"
-            return response
-        }
-        logger.error(
-            "health write failed",
-            metadata: ["requestId": .string(context.id), "error": .string(String(describing: type(of: error)))])
-        return HealthAPIError.internalError.response
+        telemetry.antiCheat.info("health verdict", metadata: metadata)
     }
 }

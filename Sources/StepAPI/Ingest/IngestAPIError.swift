@@ -5,7 +5,7 @@ import StepAttestation
 import StepCore
 
 /// Every non-200 answer of the ingest surface. `status` and `body` are the single place these map to HTTP.
-enum IngestAPIError: Error {
+enum IngestAPIError: SurfaceError {
     case unauthorized
     /// Production: the App Check token is missing or was refused; `details.reason` says which check failed, so
     /// an app knows to mint a new token rather than retry the same one.
@@ -92,6 +92,21 @@ enum IngestAPIError: Error {
                 details: .object([:]))
         case .internalError:
             IngestErrorBody(error: "INTERNAL_ERROR", message: "An unexpected error occurred.", details: .object([:]))
+        }
+    }
+
+    var headers: HTTPFields {
+        switch self {
+        case .unauthorized: [.wwwAuthenticate: "Bearer"]
+        default: [:]
+        }
+    }
+
+    static func bodyRefused(_ refusal: JSONBody.Refusal) -> IngestAPIError {
+        switch refusal {
+        case .unsupportedMediaType: .unsupportedMediaType
+        case .tooLarge(let limit): .payloadTooLarge(limit: limit)
+        case .invalid(let validation): .invalidRequest(validation)
         }
     }
 

@@ -13,15 +13,11 @@ extension IngestController {
 
     /// The batch's body limit: a full bucket's worth (`http.maxBodyBytes`) for each bucket, at most 16 MiB (both
     /// factors are bounded at start-up, so the product cannot overflow).
-    var batchMaxBodyBytes: Int { min(maxBodyBytes * batchMaxBuckets, 1 << 24) }
+    var batchMaxBodyBytes: Int { min(limits.maxBodyBytes * limits.batchMaxBuckets, 1 << 24) }
 
-    func ingestBatch(_ request: Request, context: AppRequestContext) async -> Response {
-        let principal: SessionPrincipal
-        let appCheckTokenId: String?
-        switch await verifyCaller(request, route: Self.batchRoute, context: context) {
-        case .verified(let verified, let tokenId): (principal, appCheckTokenId) = (verified, tokenId)
-        case .refused(let response): return response
-        }
+    func ingestBatch(_ request: Request, context: AppRequestContext) async throws -> Response {
+        let principal = try context.walker()
+        let appCheckTokenId = context.appCheck?.tokenId
         let batch: IngestBatchRequest
         switch await readBatch(request) {
         case .success(let decoded):
@@ -74,24 +70,16 @@ extension IngestController {
         }
         writer.endArray()
         writer.endObject()
-        var response = Self.jsonResponse(status: .ok, body: writer.text)
+        var response = Response.json(status: .ok, body: writer.text)
         decision?.apply(to: &response.headers)
         return response
     }
 
     /// Content type, the batch's size bound and the envelope's decoding, before any database work.
     private func readBatch(_ request: Request) async -> Result<IngestBatchRequest, IngestAPIError> {
-        let limit = batchMaxBodyBytes
-        let body: ByteBuffer
-        switch await JSONBody.collect(request, maxBytes: limit) {
-        case .success(let bytes): body = bytes
-        case .failure(.unsupportedMediaType): return .failure(.unsupportedMediaType)
-        case .failure(.tooLarge): return .failure(.payloadTooLarge(limit: limit))
-        }
-        do {
-            return .success(try IngestBatchRequest.decode(body: body.readableBytesView, maxBuckets: batchMaxBuckets))
-        } catch {
-            return .failure(.invalidRequest(error))
+        await JSONBody.read(request, maxBytes: batchMaxBodyBytes, as: IngestAPIError.self) {
+            [maxBuckets = limits.batchMaxBuckets] bytes throws(RequestValidationError) in
+            try IngestBatchRequest.decode(body: bytes, maxBuckets: maxBuckets)
         }
     }
 }

@@ -3,7 +3,8 @@ import Hummingbird
 
 /// Answers 405 with `Allow` (RFC 9110 §15.5.6) for a known path asked with a method it does not serve, where the
 /// router alone would answer 404. Added to the router after every route, so it wraps only the router's not-found
-/// responder: a matched route never passes through it.
+/// responder: a matched route never passes through it. An unknown path under a surface with its own envelope
+/// (`/health`, seed 002) is that surface's 404 rather than the router's.
 struct MethodNotAllowedMiddleware: RouterMiddleware {
     typealias Context = AppRequestContext
 
@@ -11,9 +12,15 @@ struct MethodNotAllowedMiddleware: RouterMiddleware {
 
     /// Each catalogued path as segments (`{id}` matches any one segment), with its methods, sorted.
     private let paths: [(segments: [Substring], methods: [String])]
+    /// Path prefixes whose 404 is a surface's own (`/health` answers `HealthAPIError.notFound`).
+    private let notFound: [(prefix: String, error: any HTTPResponseError & Sendable)]
 
     /// `hiddenPrefixes`: paths that must look absent (the admin API without its token), so they stay 404.
-    init(catalog: RouteCatalog, hiddenPrefixes: [String] = []) {
+    init(
+        catalog: RouteCatalog, hiddenPrefixes: [String] = [],
+        notFound: [(prefix: String, error: any HTTPResponseError & Sendable)] = []
+    ) {
+        self.notFound = notFound
         var methods: [String: Set<String>] = [:]
         for entry in catalog.entries where !hiddenPrefixes.contains(where: { entry.path.hasPrefix($0) }) {
             methods[entry.path, default: []].insert(entry.method.uppercased())
@@ -32,13 +39,18 @@ struct MethodNotAllowedMiddleware: RouterMiddleware {
             // A path the router did not match although the catalog names it with this very method (a spelling
             // the router reads differently) stays 404: 405 would name a method that was just refused.
             guard let methods = allowedMethods(for: request.uri.path), !methods.contains(request.method.rawValue)
-            else { throw error }
+            else { throw surfaceNotFound(for: request.uri.path) ?? error }
             let allow = methods.joined(separator: ", ")
             return Response(
                 status: .methodNotAllowed,
                 headers: [Self.allowField: allow, .contentType: "application/json"],
                 body: .init(byteBuffer: ByteBuffer(string: Self.body(method: request.method.rawValue, allow: allow))))
         }
+    }
+
+    /// The 404 of the surface whose prefix `path` falls under (the prefix itself or below it), if any.
+    private func surfaceNotFound(for path: String) -> (any HTTPResponseError)? {
+        notFound.first { path == $0.prefix || path.hasPrefix($0.prefix + "/") }?.error
     }
 
     /// The methods of the catalogued path that `path` names, or nil when none does.

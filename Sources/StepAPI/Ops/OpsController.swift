@@ -16,11 +16,11 @@ struct OpsController: Sendable {
         return text
     }()
 
-    func register(in router: Router<AppRequestContext>, catalog: inout RouteCatalog) {
-        router.get("/livez") { _, _ in
+    func register(in group: RouterGroup<AppRequestContext>, catalog: inout RouteCatalog) {
+        group.on(.get, "/livez", catalog: &catalog) { _, _ in
             Self.text(#"{"status":"ok"}"#, contentType: "application/json")
         }
-        router.get("/readyz") { _, _ in
+        group.on(.get, "/readyz", catalog: &catalog) { _, _ in
             let ready = await store.database.ping()
             var response = Self.text(
                 ready ? #"{"status":"ready","database":"ok"}"# : #"{"status":"unavailable","database":"unreachable"}"#,
@@ -28,17 +28,16 @@ struct OpsController: Sendable {
             response.status = ready ? .ok : .serviceUnavailable
             return response
         }
-        router.get("/metrics") { _, _ in
+        group.on(.get, "/metrics", catalog: &catalog) { _, _ in
             // The queue's depth is read at scrape time; a database that is away leaves the last values.
             if let depth = try? await jobs.depth() {
                 metrics.setQueueDepth(Dictionary(uniqueKeysWithValues: depth.map { ($0.key.rawValue, $0.value) }))
             }
             return Self.text(metrics.render(), contentType: "text/plain; version=0.0.4; charset=utf-8")
         }
-        router.get("/openapi.yaml") { _, _ in
+        group.on(.get, "/openapi.yaml", catalog: &catalog) { _, _ in
             Self.text(Self.openAPIDocument, contentType: "application/yaml")
         }
-        for path in ["/livez", "/readyz", "/metrics", "/openapi.yaml"] { catalog.add(.get, path) }
     }
 
     static func text(_ body: String, contentType: String) -> Response {

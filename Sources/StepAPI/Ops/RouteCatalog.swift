@@ -1,4 +1,5 @@
 import HTTPTypes
+import Hummingbird
 
 /// Every route the application registers, so a test can hold it against `openapi.yaml`.
 package struct RouteCatalog: Sendable {
@@ -14,5 +15,17 @@ package struct RouteCatalog: Sendable {
 
     mutating func add(_ method: HTTPRequest.Method, _ path: String) {
         entries.insert(Entry(method: method.rawValue.lowercased(), path: path))
+    }
+}
+
+extension RouterGroup<AppRequestContext> {
+    /// Registers a route and catalogues it, so the catalogue names every route the router serves.
+    @discardableResult
+    func on(
+        _ method: HTTPRequest.Method, _ path: String, catalog: inout RouteCatalog,
+        use handler: @escaping @Sendable (Request, AppRequestContext) async throws -> Response
+    ) -> Self {
+        catalog.add(method, path)
+        return on(RouterPath(stringLiteral: path), method: method, use: handler)
     }
 }

@@ -28,10 +28,28 @@ package struct AppRequestContext: RequestContext, RemoteAddressRequestContext {
     package let trace: RequestTrace
     /// The peer of the connection; nil without a socket (router tests).
     package let remoteAddress: SocketAddress?
+    /// The walker the session token names, set by `SessionAuthMiddleware` for the routes behind it.
+    package var principal: SessionPrincipal?
+    /// Production's App Check pass, set by `AppCheckMiddleware` for the ingest routes.
+    package var appCheck: AppCheckPass?
 
     package init(source: Source) {
         self.coreContext = .init(source: source)
         self.trace = RequestTrace()
         self.remoteAddress = source.channel.remoteAddress
     }
+
+    /// The authenticated walker; a route behind `SessionAuthMiddleware` always has one.
+    func walker() throws(MissingPrincipal) -> SessionPrincipal {
+        guard let principal else { throw MissingPrincipal() }
+        return principal
+    }
+}
+
+/// A route that needs a walker was registered without the authentication in front of it: a 500.
+struct MissingPrincipal: Error {}
+
+/// What a verified App Check token leaves for the ingest: its id, for the audit rows.
+package struct AppCheckPass: Sendable {
+    package var tokenId: String?
 }

@@ -1,23 +1,65 @@
 import Hummingbird
+import NIOCore
 
-/// What every JSON route checks before it reads a body: the media type, then the size, declared or actual.
+/// Reading a JSON request body, the same for every route that takes one: the media type, then the size
+/// (declared or actual), then the route's own decoder. A refusal is the surface's error (415, 413 with the
+/// limit, 400 with the decoder's details), decided here before any database work.
 enum JSONBody {
-    enum Refusal: Error {
+    /// Why a body was refused before its content was judged, or the decoder's per-field verdict.
+    enum Refusal: Error, Sendable {
         case unsupportedMediaType
-        case tooLarge
+        case tooLarge(limit: Int)
+        case invalid(RequestValidationError)
     }
 
-    static func collect(_ request: Request, maxBytes: Int) async -> Result<ByteBuffer, Refusal> {
-        guard let contentType = request.headers[.contentType], IngestController.isJSON(contentType) else {
+    /// Whether a `Content-Type` value is `application/json` (any case; parameters and blanks allowed).
+    static func isJSON(_ contentType: String) -> Bool {
+        let mediaType = contentType[...].prefix { $0 != ";" }.trimmingHTTPWhitespace
+        return mediaType.utf8.count == 16 && mediaType.lowercased() == "application/json"
+    }
+
+    /// The body decoded by `decode`, whose errors are already the surface's.
+    static func read<Value, Failure: SurfaceError>(
+        _ request: Request, maxBytes: Int, as _: Failure.Type,
+        decode: (ByteBufferView) throws(Failure) -> Value
+    ) async -> Result<Value, Failure> {
+        let bytes: ByteBuffer
+        switch await collect(request, maxBytes: maxBytes) {
+        case .success(let collected): bytes = collected
+        case .failure(let refusal): return .failure(Failure.bodyRefused(refusal))
+        }
+        do throws(Failure) {
+            return .success(try decode(bytes.readableBytesView))
+        } catch {
+            return .failure(error)
+        }
+    }
+
+    /// The body decoded by `decode`, whose validation errors become the surface's 400.
+    static func read<Value, Failure: SurfaceError>(
+        _ request: Request, maxBytes: Int, as _: Failure.Type,
+        decode: (ByteBufferView) throws(RequestValidationError) -> Value
+    ) async -> Result<Value, Failure> {
+        await read(request, maxBytes: maxBytes, as: Failure.self) { bytes throws(Failure) in
+            do throws(RequestValidationError) {
+                return try decode(bytes)
+            } catch {
+                throw Failure.bodyRefused(.invalid(error))
+            }
+        }
+    }
+
+    private static func collect(_ request: Request, maxBytes: Int) async -> Result<ByteBuffer, Refusal> {
+        guard let contentType = request.headers[.contentType], isJSON(contentType) else {
             return .failure(.unsupportedMediaType)
         }
         if let declared = request.headers[.contentLength].flatMap(Int.init), declared > maxBytes {
-            return .failure(.tooLarge)
+            return .failure(.tooLarge(limit: maxBytes))
         }
         do {
             return .success(try await request.body.collect(upTo: maxBytes))
         } catch {
-            return .failure(.tooLarge)
+            return .failure(.tooLarge(limit: maxBytes))
         }
     }
 }

@@ -1,0 +1,59 @@
+import HTTPTypes
+import Hummingbird
+
+/// Every non-2xx answer of the admin API under `/admin/`, in the envelope `{error, message, details}`. Mapped to
+/// HTTP here and nowhere else.
+enum AdminAPIError: SurfaceError {
+    case notFound(String)
+    case badRequest(String)
+    case unauthorized
+    /// The client's address used up its failed authentications for the current window.
+    case lockedOut(retryAfterSeconds: Int)
+    case alreadyResolved
+    case unavailable
+    case internalError
+
+    /// The admin API's answer whenever it is off or a path names nothing.
+    static let absent = AdminAPIError.notFound("Not found.")
+
+    var status: HTTPResponse.Status {
+        switch self {
+        case .notFound: .notFound
+        case .badRequest: .badRequest
+        case .unauthorized: .unauthorized
+        case .lockedOut: .tooManyRequests
+        case .alreadyResolved: .conflict
+        case .unavailable: .serviceUnavailable
+        case .internalError: .internalServerError
+        }
+    }
+
+    private var codeAndMessage: (code: String, message: String) {
+        switch self {
+        case .notFound(let message): ("NOT_FOUND", message)
+        case .badRequest(let message): ("INVALID_REQUEST", message)
+        case .unauthorized: ("UNAUTHORIZED", "A valid admin token is required.")
+        case .lockedOut: ("RATE_LIMITED", "Too many failed admin authentications; retry later.")
+        case .alreadyResolved: ("ALREADY_RESOLVED", "This review entry is already resolved.")
+        case .unavailable: ("SERVICE_UNAVAILABLE", "The service is temporarily unavailable.")
+        case .internalError: ("INTERNAL_ERROR", "An unexpected error occurred.")
+        }
+    }
+
+    var headers: HTTPFields {
+        switch self {
+        case .unauthorized: [.wwwAuthenticate: "Bearer"]
+        case .lockedOut(let retryAfter): [.retryAfter: String(retryAfter)]
+        case .notFound, .badRequest, .alreadyResolved, .unavailable, .internalError: [:]
+        }
+    }
+
+    /// The admin API reads its one body itself (any media type); a refused one is a plain 400.
+    static func bodyRefused(_: JSONBody.Refusal) -> AdminAPIError { .badRequest("The body must be a JSON object.") }
+
+    var bodyString: String {
+        let (code, message) = codeAndMessage
+        let body: JSONValue = .object(["error": .string(code), "message": .string(message), "details": .object([:])])
+        return (try? JSONCoding.encode(body)) ?? "{}"
+    }
+}

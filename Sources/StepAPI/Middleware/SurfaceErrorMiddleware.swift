@@ -1,0 +1,25 @@
+import Hummingbird
+import Logging
+
+/// The error handling of one surface's route group: the surface's own errors render themselves, a store
+/// outage becomes the surface's 503 and anything else a logged 500 in the surface's envelope. Errors the
+/// framework answers (the router's `HTTPError`) pass through untouched.
+struct SurfaceErrorMiddleware<Failure: SurfaceError>: RouterMiddleware {
+    typealias Context = AppRequestContext
+
+    let logger: Logger
+
+    func handle(
+        _ request: Request, context: Context, next: (Request, Context) async throws -> Response
+    ) async throws -> Response {
+        do {
+            return try await next(request, context)
+        } catch let error as Failure {
+            return error.response
+        } catch let error as any HTTPResponseError {
+            throw error
+        } catch {
+            return Failure.failure(error, requestId: context.id, logger: logger).response
+        }
+    }
+}
