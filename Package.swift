@@ -74,12 +74,24 @@ let package = Package(
             swiftSettings: strict
         ),
         .target(
+            name: "StepSettings",
+            dependencies: [
+                "StepCore",
+                "StepStore",
+                "StepAttestation",
+                .product(name: "Configuration", package: "swift-configuration"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
+        .target(
             name: "StepAPI",
             dependencies: [
                 "StepCore",
                 "StepStore",
                 "StepJobs",
                 "StepAttestation",
+                "StepSettings",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -98,6 +110,7 @@ let package = Package(
             name: "stepd",
             dependencies: [
                 "StepAPI",
+                "StepSettings",
                 "StepStore",
                 "StepJobs",
                 "StepCore",
@@ -111,6 +124,7 @@ let package = Package(
             name: "stepbench",
             dependencies: [
                 "StepAPI",
+                "StepSettings",
                 "StepCore",
                 "StepStore",
                 "StepJobs",
@@ -166,9 +180,23 @@ let package = Package(
             swiftSettings: strict
         ),
         .testTarget(
+            name: "StepSettingsTests",
+            dependencies: [
+                "StepSettings",
+                "StepCore",
+                "StepStore",
+                "StepAttestation",
+                .product(name: "Configuration", package: "swift-configuration"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
+        .testTarget(
             name: "StepAPITests",
             dependencies: [
                 "StepAPI",
+                "StepSettings",
                 "StepStore",
                 "StepJobs",
                 "StepCore",

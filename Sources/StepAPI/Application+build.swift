@@ -7,6 +7,7 @@ import ServiceLifecycle
 import StepAttestation
 import StepCore
 import StepJobs
+import StepSettings
 import StepStore
 
 /// What the application takes from outside besides configuration: the clock, where logs go, and

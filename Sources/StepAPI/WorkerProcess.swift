@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import ServiceLifecycle
 import StepJobs
+import StepSettings
 import StepStore
 
 /// `stepd worker`: the job worker alone, without the HTTP server, on the same database as the servers.

@@ -4,6 +4,7 @@ import Logging
 import StepAPI
 import StepCore
 import StepJobs
+import StepSettings
 import StepStore
 
 /// `stepbench reconcile`: reconcile jobs per second, with 1 worker slot and with 4, on one database.

@@ -5,6 +5,7 @@ import NIOCore
 import SQLKit
 import StepAPI
 import StepCore
+import StepSettings
 import StepStore
 import StepTestSupport
 import Testing

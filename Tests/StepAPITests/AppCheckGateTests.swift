@@ -4,6 +4,7 @@ import HTTPTypes
 import HummingbirdTesting
 import StepAPI
 import StepCore
+import StepSettings
 import StepStore
 import StepTestSupport
 import Testing

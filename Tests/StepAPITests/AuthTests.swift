@@ -5,6 +5,7 @@ import HummingbirdTesting
 import JWTKit
 import StepAPI
 import StepCore
+import StepSettings
 import StepStore
 import StepTestSupport
 import Testing

@@ -3,6 +3,7 @@ import Foundation
 import StepAPI
 import StepAttestation
 import StepCore
+import StepSettings
 import StepStore
 import StepTestSupport
 import Testing

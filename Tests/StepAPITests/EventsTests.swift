@@ -7,6 +7,7 @@ import NIOCore
 import StepAPI
 import StepCore
 import StepJobs
+import StepSettings
 import StepStore
 import StepTestSupport
 import Synchronization

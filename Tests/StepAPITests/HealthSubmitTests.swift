@@ -6,6 +6,7 @@ import HummingbirdTesting
 import StepAPI
 import StepAttestation
 import StepCore
+import StepSettings
 import StepStore
 import StepTestSupport
 import Testing

@@ -5,6 +5,7 @@ import HummingbirdTesting
 import NIOCore
 import StepAPI
 import StepCore
+import StepSettings
 import StepStore
 import StepTestSupport
 import Testing

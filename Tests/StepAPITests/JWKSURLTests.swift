@@ -6,6 +6,7 @@ import HummingbirdTesting
 import JWTKit
 import NIOCore
 import StepAPI
+import StepSettings
 import StepStore
 import StepTestSupport
 import Synchronization

@@ -2,6 +2,7 @@ import Foundation
 import HummingbirdTesting
 import Logging
 import StepAPI
+import StepSettings
 import StepStore
 import StepTestSupport
 import Testing

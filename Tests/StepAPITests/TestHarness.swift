@@ -7,6 +7,7 @@ import NIOCore
 import SQLKit
 import StepAPI
 import StepCore
+import StepSettings
 import StepStore
 import StepTestSupport
 import Synchronization

@@ -2,6 +2,7 @@ import Configuration
 import Foundation
 import Logging
 import StepAPI
+import StepSettings
 import Testing
 
 /// `ingest.sourceWhitelist` changes without a restart; a bad new configuration keeps the old whitelist.

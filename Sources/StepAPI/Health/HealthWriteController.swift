@@ -4,6 +4,7 @@ import HTTPTypes
 import Hummingbird
 import Logging
 import StepCore
+import StepSettings
 import StepStore
 
 /// The write side of seed 002: `GET /health/attestation-nonce` hands out one-time nonces and `POST /health`
