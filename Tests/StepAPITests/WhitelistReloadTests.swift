@@ -1,4 +1,3 @@
-import Configuration
 import Foundation
 import Logging
 import StepAPI
@@ -14,10 +13,7 @@ struct WhitelistReloadTests {
 
     /// The server's own reading of the file: the whole configuration, as `stepd serve` re-reads it.
     static func reader(_ path: String) -> @Sendable () async throws -> Set<String> {
-        {
-            let provider = try await FileProvider<JSONSnapshot>(filePath: .init(stringLiteral: path))
-            return try AppConfiguration(reader: ConfigReader(providers: [provider])).limits.sourceBundleWhitelist
-        }
+        { try ConfigurationSources(file: path).load().limits.sourceBundleWhitelist }
     }
 
     static func waitFor(_ whitelist: SourceWhitelist, _ expected: Set<String>) async throws -> Bool {
