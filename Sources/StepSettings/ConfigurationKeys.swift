@@ -1,5 +1,3 @@
-import Configuration
-
 /// The keys one section of the configuration reads. Each case is the one declaration of its key: the section's
 /// struct reads it through `SettingsReader`, and the strict loader accepts it, maps it to its environment variable
 /// and marks its value secret from the same case, so the code cannot read a key the loader refuses or the other
@@ -19,19 +17,5 @@ extension ConfigurationKeys {
     /// Every key of the section, for the catalog.
     static var declarations: [ConfigurationCatalog.Entry] {
         allCases.map { ConfigurationCatalog.Entry(name: $0.name, section: section, isSecret: $0.isSecret) }
-    }
-}
-
-/// One subsystem's settings, read and validated from its own scope of the reader.
-package protocol ConfigurationSection: Sendable {
-    associatedtype Key: ConfigurationKeys
-    /// `reader` is scoped to `Key.section`.
-    init(reader: ConfigReader) throws
-}
-
-extension ConfigReader {
-    /// The section's settings, read from this reader's scope named by the section's keys.
-    package func section<Section: ConfigurationSection>(_: Section.Type = Section.self) throws -> Section {
-        try Section(reader: scoped(to: ConfigKey([Section.Key.section])))
     }
 }
