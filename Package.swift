@@ -88,12 +88,25 @@ let package = Package(
             swiftSettings: strict
         ),
         .target(
+            name: "StepSettings",
+            dependencies: [
+                "StepCore",
+                "StepStore",
+                "StepDatabase",
+                "StepAttestation",
+                .product(name: "Configuration", package: "swift-configuration"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
+        .target(
             name: "StepAPI",
             dependencies: [
                 "StepCore",
                 "StepStore", "StepDatabase",
                 "StepJobs",
                 "StepAttestation",
+                "StepSettings",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -112,6 +125,7 @@ let package = Package(
             name: "stepd",
             dependencies: [
                 "StepAPI",
+                "StepSettings",
                 "StepStore",
                 "StepDatabase",
                 "StepJobs",
@@ -126,6 +140,7 @@ let package = Package(
             name: "stepbench",
             dependencies: [
                 "StepAPI",
+                "StepSettings",
                 "StepCore",
                 "StepStore",
                 "StepDatabase",
@@ -192,10 +207,25 @@ let package = Package(
             swiftSettings: strict
         ),
         .testTarget(
+            name: "StepSettingsTests",
+            dependencies: [
+                "StepSettings",
+                "StepCore",
+                "StepStore",
+                "StepAttestation",
+                .product(name: "Configuration", package: "swift-configuration"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
+        .testTarget(
             name: "StepAPITests",
             dependencies: [
                 "StepAPI",
-                "StepStore", "StepDatabase",
+                "StepSettings",
+                "StepStore",
+                "StepDatabase",
                 "StepJobs",
                 "StepCore",
                 "StepAttestation",

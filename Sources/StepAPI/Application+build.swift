@@ -8,6 +8,7 @@ import StepAttestation
 import StepCore
 import StepDatabase
 import StepJobs
+import StepSettings
 import StepStore
 
 /// What the application takes from outside besides configuration: the clock, where logs go, and

@@ -3,6 +3,7 @@ import Logging
 import ServiceLifecycle
 import StepDatabase
 import StepJobs
+import StepSettings
 import StepStore
 
 /// `stepd worker`: the job worker alone, without the HTTP server, on the same database as the servers.

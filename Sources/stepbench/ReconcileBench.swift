@@ -5,6 +5,7 @@ import StepAPI
 import StepCore
 import StepDatabase
 import StepJobs
+import StepSettings
 import StepStore
 
 /// `stepbench reconcile`: reconcile jobs per second, with 1 worker slot and with 4, on one database.

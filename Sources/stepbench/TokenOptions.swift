@@ -2,6 +2,7 @@ import ArgumentParser
 import Configuration
 import Foundation
 import StepAPI
+import StepSettings
 
 /// Where the development tokens' key comes from: the secret the server was started with.
 struct TokenOptions: ParsableArguments {

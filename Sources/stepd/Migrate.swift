@@ -1,6 +1,6 @@
 import ArgumentParser
 import Logging
-import StepAPI
+import StepSettings
 import StepStore
 
 struct Migrate: AsyncParsableCommand {

@@ -1,7 +1,7 @@
 import ArgumentParser
 import Foundation
 import Logging
-import StepAPI
+import StepSettings
 import StepStore
 
 struct Prune: AsyncParsableCommand {

@@ -1,4 +1,6 @@
 import ArgumentParser
+import Foundation
+import StepSettings
 
 @main
 struct Stepd: AsyncParsableCommand {
@@ -7,4 +9,29 @@ struct Stepd: AsyncParsableCommand {
         abstract: "StepLedger: verified step ingest, streaks and Energy.",
         subcommands: [Serve.self, Worker.self, Jobs.self, Token.self, Device.self, Migrate.self, Prune.self]
     )
+
+    /// ArgumentParser's entry, except that a configuration error is the operator's file or environment to fix,
+    /// not a misuse of the command line: it is printed as one line (`stepd: config.json:2:13: unknown key …`)
+    /// without the usage text, and the process exits 1. Bad options still get ArgumentParser's help.
+    static func main() async {
+        do {
+            var command = try await asyncParseAsRoot()
+            if var command = command as? any AsyncParsableCommand {
+                try await command.run()
+            } else {
+                try command.run()
+            }
+        } catch let error as ConfigurationError {
+            exitReporting(error)
+        } catch let error as ConfigurationSourceError {
+            exitReporting(error)
+        } catch {
+            exit(withError: error)
+        }
+    }
+
+    private static func exitReporting(_ error: any Error & CustomStringConvertible) -> Never {
+        FileHandle.standardError.write(Data("stepd: \(error.description)\n".utf8))
+        Foundation.exit(1)
+    }
 }

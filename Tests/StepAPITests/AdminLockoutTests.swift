@@ -6,6 +6,7 @@ import SQLKit
 import StepAPI
 import StepCore
 import StepDatabase
+import StepSettings
 import StepStore
 import StepTestSupport
 import Testing

@@ -6,6 +6,7 @@ import JWTKit
 import StepAPI
 import StepCore
 import StepDatabase
+import StepSettings
 import StepStore
 import StepTestSupport
 import Testing

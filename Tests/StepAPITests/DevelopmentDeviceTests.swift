@@ -4,6 +4,7 @@ import StepAPI
 import StepAttestation
 import StepCore
 import StepDatabase
+import StepSettings
 import StepStore
 import StepTestSupport
 import Testing

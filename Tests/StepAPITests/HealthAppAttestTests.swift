@@ -7,6 +7,7 @@ import StepAPI
 import StepAttestation
 import StepCore
 import StepDatabase
+import StepSettings
 import StepStore
 import StepTestSupport
 import Testing

@@ -7,6 +7,7 @@ import JWTKit
 import NIOCore
 import StepAPI
 import StepDatabase
+import StepSettings
 import StepStore
 import StepTestSupport
 import Synchronization

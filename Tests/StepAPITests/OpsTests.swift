@@ -5,6 +5,7 @@ import HummingbirdTesting
 import StepAPI
 import StepCore
 import StepDatabase
+import StepSettings
 import StepStore
 import StepTestSupport
 import Testing

@@ -3,6 +3,7 @@ import HummingbirdTesting
 import Logging
 import StepAPI
 import StepDatabase
+import StepSettings
 import StepStore
 import StepTestSupport
 import Testing

@@ -1,7 +1,7 @@
-import Configuration
 import Foundation
 import Logging
 import StepAPI
+import StepSettings
 import Testing
 
 /// `ingest.sourceWhitelist` changes without a restart; a bad new configuration keeps the old whitelist.
@@ -13,10 +13,7 @@ struct WhitelistReloadTests {
 
     /// The server's own reading of the file: the whole configuration, as `stepd serve` re-reads it.
     static func reader(_ path: String) -> @Sendable () async throws -> Set<String> {
-        {
-            let provider = try await FileProvider<JSONSnapshot>(filePath: .init(stringLiteral: path))
-            return try AppConfiguration(reader: ConfigReader(providers: [provider])).limits.sourceBundleWhitelist
-        }
+        { try ConfigurationSources(file: path).load().limits.sourceBundleWhitelist }
     }
 
     @Test("a changed config file replaces the whitelist; a bad value is logged and the old one kept")

@@ -1,13 +1,7 @@
 import Foundation
 import JWTKit
 import Logging
-
-/// Where session verification keys come from.
-package enum JWKSSource: Sendable, Hashable {
-    case none
-    case file(String)
-    case url(String)
-}
+import StepSettings
 
 /// Why the configured session keys could not be loaded.
 package struct KeyLoadingError: Error, Sendable, CustomStringConvertible {

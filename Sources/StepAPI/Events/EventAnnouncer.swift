@@ -1,6 +1,7 @@
 import Foundation
 import StepCore
 import StepJobs
+import StepSettings
 import StepStore
 
 /// Tells a walker's app of something: appends the event to the walker's stored log (read by

@@ -5,6 +5,7 @@ import Logging
 import NIOCore
 import ServiceLifecycle
 import StepCore
+import StepSettings
 import StepStore
 
 /// The walker's event log as the app reads it: `GET /walker/events?after=&wait=` (long-poll) and

@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import StepAttestation
+import StepSettings
 import StepStore
 
 /// The platform a submission's attestation comes from (seed 002's `platform`).

@@ -1,5 +1,6 @@
 import Foundation
 import StepCore
+import StepSettings
 import StepStore
 
 /// The body of `POST /health` (seed 002), checked for form before anything is read or written. Amounts stay

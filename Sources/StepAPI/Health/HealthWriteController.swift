@@ -5,6 +5,7 @@ import Hummingbird
 import Logging
 import StepCore
 import StepDatabase
+import StepSettings
 import StepStore
 
 /// The write side of seed 002: `GET /health/attestation-nonce` hands out one-time nonces and `POST /health`

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import StepCore
+import StepSettings
 import Synchronization
 
 /// Where log lines go: a stream or file (written by a background thread, never by the request), or, in

@@ -1,0 +1,65 @@
+import Configuration
+import Foundation
+
+extension AppConfiguration {
+    /// `events.*`: how the app hears of its events, the pull and stream routes' pacing and the optional signed
+    /// webhook. A webhook URL needs its secret, and a secret without a URL is a mistake worth stopping for.
+    package struct Events: ConfigurationSection {
+        /// Where each event is POSTed (`events.webhookUrl`, http or https); nil: no webhook.
+        package var webhookURL: String?
+        /// The HMAC-SHA256 key of `StepLedger-Signature` (required with a webhook URL, 32 bytes or more).
+        package var webhookSecret: [UInt8]?
+        /// Deliveries tried before the delivery job is dead (retries back off through the job queue).
+        package var webhookMaxAttempts = 8
+        package var webhookTimeoutSeconds: Double = 10
+        /// How often a waiting `GET /walker/events` or an open stream looks for new events.
+        package var pollIntervalSeconds: Double = 0.5
+        /// How long one `GET /walker/events/stream` stays open; the client reconnects with `Last-Event-ID`.
+        package var streamMaxSeconds: Double = 300
+        /// How often an open stream sends a comment line, so proxies keep it and a gone client is noticed.
+        package var streamKeepAliveSeconds: Double = 15
+
+        package enum Key: String, ConfigurationKeys {
+            case webhookUrl, webhookSecret, webhookMaxAttempts, webhookTimeoutSeconds, pollIntervalSeconds
+            case streamMaxSeconds, streamKeepAliveSeconds
+            package static let section = "events"
+            package var isSecret: Bool {
+                switch self {
+                case .webhookSecret: true
+                case .webhookUrl, .webhookMaxAttempts, .webhookTimeoutSeconds, .pollIntervalSeconds,
+                    .streamMaxSeconds, .streamKeepAliveSeconds:
+                    false
+                }
+            }
+        }
+
+        package init() {}
+
+        package init(reader config: ConfigReader) throws {
+            let reader = SettingsReader<Key>(config)
+            if let url = try reader.string(.webhookUrl) {
+                guard let parsed = URL(string: url), let scheme = parsed.scheme?.lowercased(),
+                    scheme == "http" || scheme == "https", parsed.host?.isEmpty == false
+                else {
+                    throw reader.error(.webhookUrl, "must be an http or https URL")
+                }
+                webhookURL = url
+            }
+            if let secret = try reader.string(.webhookSecret) {
+                guard secret.utf8.count >= 32 else { throw reader.error(.webhookSecret, "must be at least 32 bytes") }
+                webhookSecret = Array(secret.utf8)
+            }
+            if (webhookURL == nil) != (webhookSecret == nil) {
+                throw reader.error(
+                    webhookURL == nil ? .webhookUrl : .webhookSecret,
+                    "is required when the other of events.webhookUrl and events.webhookSecret is set")
+            }
+            webhookMaxAttempts = try reader.int(.webhookMaxAttempts, in: 1...100) ?? webhookMaxAttempts
+            webhookTimeoutSeconds = try reader.double(.webhookTimeoutSeconds, in: 0.1...120) ?? webhookTimeoutSeconds
+            pollIntervalSeconds = try reader.double(.pollIntervalSeconds, in: 0.01...30) ?? pollIntervalSeconds
+            streamMaxSeconds = try reader.double(.streamMaxSeconds, in: 1...86_400) ?? streamMaxSeconds
+            streamKeepAliveSeconds =
+                try reader.double(.streamKeepAliveSeconds, in: 1...3600) ?? streamKeepAliveSeconds
+        }
+    }
+}

@@ -1,0 +1,38 @@
+import Configuration
+
+extension AppConfiguration {
+    /// `jwt.*`: how session tokens are verified.
+    package struct JWT: ConfigurationSection {
+        package var jwks: JWKSSource = .none
+        package var issuer = "stepledger-dev"
+        package var audience = "stepledger"
+        package var leewaySeconds: Double = 30
+        /// The HS256 development secret; generated and kept in the database when not configured (test-phase only).
+        package var developmentSecret: [UInt8]?
+
+        package enum Key: String, ConfigurationKeys {
+            case jwksFile, jwksUrl, issuer, audience, leewaySeconds, devSecret
+            package static let section = "jwt"
+            package var isSecret: Bool {
+                switch self {
+                case .devSecret: true
+                case .jwksFile, .jwksUrl, .issuer, .audience, .leewaySeconds: false
+                }
+            }
+        }
+
+        package init() {}
+
+        package init(reader config: ConfigReader) throws {
+            let reader = SettingsReader<Key>(config)
+            jwks = try reader.jwksSource(file: .jwksFile, url: .jwksUrl) ?? jwks
+            issuer = try reader.string(.issuer) ?? issuer
+            audience = try reader.string(.audience) ?? audience
+            leewaySeconds = try reader.double(.leewaySeconds, in: 0...600) ?? leewaySeconds
+            if let secret = try reader.string(.devSecret) {
+                guard secret.utf8.count >= 32 else { throw reader.error(.devSecret, "must be at least 32 bytes") }
+                developmentSecret = Array(secret.utf8)
+            }
+        }
+    }
+}

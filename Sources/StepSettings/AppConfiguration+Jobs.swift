@@ -1,0 +1,67 @@
+import Configuration
+
+extension AppConfiguration {
+    /// `worker.*`: the job worker inside `stepd serve` (and alone in `stepd worker`).
+    package struct Worker: ConfigurationSection {
+        package var enabled = true
+        package var concurrency = 2
+        package var pollIntervalSeconds: Double = 1
+
+        package enum Key: String, ConfigurationKeys {
+            case enabled, concurrency, pollIntervalSeconds
+            package static let section = "worker"
+            package var isSecret: Bool {
+                switch self {
+                case .enabled, .concurrency, .pollIntervalSeconds: false
+                }
+            }
+        }
+
+        package init() {}
+
+        package init(reader config: ConfigReader) throws {
+            let reader = SettingsReader<Key>(config)
+            enabled = try reader.bool(.enabled) ?? enabled
+            concurrency = try reader.int(.concurrency, in: 1...256) ?? concurrency
+            pollIntervalSeconds = try reader.double(.pollIntervalSeconds, in: 0.05...60) ?? pollIntervalSeconds
+        }
+    }
+
+    /// `jobs.*`: the job queue's retry policy, lease and heartbeat.
+    package struct Jobs: ConfigurationSection {
+        package var maxAttempts = 10
+        /// A running job's lease; its worker extends it every `heartbeatSeconds`, so a dead worker's job is taken
+        /// over soon after the lease runs out.
+        package var leaseSeconds: Double = 30
+        package var heartbeatSeconds: Double = 10
+        package var backoffBaseSeconds: Double = 5
+        package var backoffCapSeconds: Double = 3600
+
+        package enum Key: String, ConfigurationKeys {
+            case maxAttempts, leaseSeconds, heartbeatSeconds, backoffBaseSeconds, backoffCapSeconds
+            package static let section = "jobs"
+            package var isSecret: Bool {
+                switch self {
+                case .maxAttempts, .leaseSeconds, .heartbeatSeconds, .backoffBaseSeconds, .backoffCapSeconds: false
+                }
+            }
+        }
+
+        package init() {}
+
+        package init(reader config: ConfigReader) throws {
+            let reader = SettingsReader<Key>(config)
+            maxAttempts = try reader.int(.maxAttempts, in: 1...100) ?? maxAttempts
+            leaseSeconds = try reader.double(.leaseSeconds, in: 1...86_400) ?? leaseSeconds
+            heartbeatSeconds = try reader.double(.heartbeatSeconds, in: 0.1...3600) ?? heartbeatSeconds
+            guard leaseSeconds > heartbeatSeconds else {
+                throw reader.error(.leaseSeconds, "must exceed jobs.heartbeatSeconds")
+            }
+            backoffBaseSeconds = try reader.double(.backoffBaseSeconds, in: 0.01...3600) ?? backoffBaseSeconds
+            backoffCapSeconds = try reader.double(.backoffCapSeconds, in: 0.01...86_400) ?? backoffCapSeconds
+            guard backoffCapSeconds >= backoffBaseSeconds else {
+                throw reader.error(.backoffCapSeconds, "must not be below jobs.backoffBaseSeconds")
+            }
+        }
+    }
+}

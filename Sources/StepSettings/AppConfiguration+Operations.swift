@@ -1,0 +1,137 @@
+import Configuration
+import Logging
+
+extension AppConfiguration {
+    /// `log.*`: the request log and the anti-cheat verdict lines.
+    package struct Telemetry: ConfigurationSection {
+        package var logLevel: Logger.Level = .info
+        /// `stderr`, `stdout`, `off`, or a file path for anti-cheat verdict lines.
+        package var antiCheatSink = "stderr"
+
+        package enum Key: String, ConfigurationKeys {
+            case level, antiCheatSink
+            package static let section = "log"
+            package var isSecret: Bool {
+                switch self {
+                case .level, .antiCheatSink: false
+                }
+            }
+        }
+
+        package init() {}
+
+        package init(reader config: ConfigReader) throws {
+            let reader = SettingsReader<Key>(config)
+            if let level = try reader.string(.level) {
+                guard let parsed = Logger.Level(rawValue: level) else {
+                    throw reader.error(
+                        .level, "must be one of \(Logger.Level.allCases.map(\.rawValue).joined(separator: ", "))")
+                }
+                logLevel = parsed
+            }
+            antiCheatSink = try reader.string(.antiCheatSink) ?? antiCheatSink
+        }
+    }
+
+    /// `admin.*`: the admin API's secret and its lockout.
+    package struct Admin: ConfigurationSection {
+        /// The bearer secret (`Authorization: Bearer …`); without it the admin API is off.
+        package var token: String?
+        /// Failed admin authentications one client address may make per minute before it is locked out until the
+        /// minute ends.
+        package var maxFailuresPerMinute = 10
+
+        package enum Key: String, ConfigurationKeys {
+            case token, maxFailuresPerMinute
+            package static let section = "admin"
+            package var isSecret: Bool {
+                switch self {
+                case .token: true
+                case .maxFailuresPerMinute: false
+                }
+            }
+        }
+
+        package init() {}
+
+        package init(reader config: ConfigReader) throws {
+            let reader = SettingsReader<Key>(config)
+            if let token = try reader.string(.token) {
+                guard token.utf8.count >= 32 else { throw reader.error(.token, "must be at least 32 characters") }
+                self.token = token
+            }
+            maxFailuresPerMinute = try reader.int(.maxFailuresPerMinute, in: 1...1_000) ?? maxFailuresPerMinute
+        }
+    }
+
+    /// `idempotency.*`: how long an in-flight key is held and how long answered keys are kept.
+    package struct Idempotency: ConfigurationSection {
+        package var leaseSeconds: Double = 30
+        package var retentionDays: Double = 8
+
+        package enum Key: String, ConfigurationKeys {
+            case leaseSeconds, retentionDays
+            package static let section = "idempotency"
+            package var isSecret: Bool {
+                switch self {
+                case .leaseSeconds, .retentionDays: false
+                }
+            }
+        }
+
+        package init() {}
+
+        package init(reader config: ConfigReader) throws {
+            let reader = SettingsReader<Key>(config)
+            leaseSeconds = try reader.double(.leaseSeconds, in: 1...3600) ?? leaseSeconds
+            retentionDays = try reader.double(.retentionDays, in: 8...365) ?? retentionDays
+        }
+    }
+
+    /// `retention.*`: how long the attestation log is kept and how often the maintenance jobs prune.
+    package struct Pruning: ConfigurationSection {
+        package var attestationLogDays: Double = 30
+        package var intervalSeconds: Double = 3600
+
+        package enum Key: String, ConfigurationKeys {
+            case attestationLogDays, pruneIntervalSeconds
+            package static let section = "retention"
+            package var isSecret: Bool {
+                switch self {
+                case .attestationLogDays, .pruneIntervalSeconds: false
+                }
+            }
+        }
+
+        package init() {}
+
+        package init(reader config: ConfigReader) throws {
+            let reader = SettingsReader<Key>(config)
+            attestationLogDays = try reader.double(.attestationLogDays, in: 1...365) ?? attestationLogDays
+            intervalSeconds = try reader.double(.pruneIntervalSeconds, in: 1...86_400) ?? intervalSeconds
+        }
+    }
+
+    /// `ledger.*`: the refund of allocations that leaned on a rejected day.
+    package struct Ledger: ConfigurationSection {
+        /// How long such allocations stay before the refund job gives their points back.
+        package var refundGraceSeconds: Double = 86_400
+
+        package enum Key: String, ConfigurationKeys {
+            case refundGraceSeconds
+            package static let section = "ledger"
+            package var isSecret: Bool {
+                switch self {
+                case .refundGraceSeconds: false
+                }
+            }
+        }
+
+        package init() {}
+
+        package init(reader config: ConfigReader) throws {
+            let reader = SettingsReader<Key>(config)
+            refundGraceSeconds = try reader.double(.refundGraceSeconds, in: 0...(30 * 86_400)) ?? refundGraceSeconds
+        }
+    }
+}

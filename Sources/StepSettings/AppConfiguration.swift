@@ -1,0 +1,163 @@
+import Configuration
+import StepCore
+import StepDatabase
+import StepStore
+
+/// Everything the server needs, read once at start-up, validated, typed: one struct per subsystem, each read from
+/// its own scope of the reader (`HTTP(reader: reader.scoped(to: "http"))`) and validated there. Keys are
+/// documented in the README; `ConfigurationSources` is the strict loader `stepd` reads them with.
+package struct AppConfiguration: Sendable {
+    package var mode: ServiceMode = .testPhase
+    package var database = Database()
+    package var http = HTTP()
+    package var jwt = JWT()
+    package var appCheck = AppCheck()
+    package var appAttest = AppAttestSettings()
+    package var playIntegrity = PlayIntegritySettings()
+    package var health = HealthSettings()
+    package var ingest = Ingest()
+    package var rateLimits = RateLimits()
+    package var worker = Worker()
+    package var admin = Admin()
+    package var jobs = Jobs()
+    package var idempotency = Idempotency()
+    package var pruning = Pruning()
+    package var ledger = Ledger()
+    package var events = Events()
+    package var telemetry = Telemetry()
+
+    /// The top-level keys, outside every section.
+    package enum RootKey: String, ConfigurationKeys {
+        case mode
+        package static let section = ""
+        package var isSecret: Bool {
+            switch self {
+            case .mode: false
+            }
+        }
+    }
+
+    /// Every section's keys, in the order they are read: what the strict loader accepts, maps to environment
+    /// variables and marks secret. A test checks that `init(reader:)` reads exactly these.
+    package static let keySets: [any ConfigurationKeys.Type] = [
+        RootKey.self, Database.Key.self, HTTP.Key.self, JWT.Key.self, AppCheck.Key.self, AppAttestSettings.Key.self,
+        PlayIntegritySettings.Key.self, HealthSettings.Key.self, Ingest.Key.self, RateLimits.Key.self,
+        Worker.Key.self, Admin.Key.self, Jobs.Key.self, Idempotency.Key.self, Pruning.Key.self, Ledger.Key.self,
+        Events.Key.self, Telemetry.Key.self,
+    ]
+
+    package init() {}
+
+    package init(reader: ConfigReader) throws {
+        let root = SettingsReader<RootKey>(reader)
+        if let mode = try root.string(.mode) {
+            guard let parsed = ServiceMode(rawValue: mode) else {
+                throw root.error(.mode, "must be test-phase or production, not '\(mode)'")
+            }
+            self.mode = parsed
+        }
+        database = try reader.section()
+        http = try reader.section()
+        jwt = try reader.section()
+        appCheck = try reader.section()
+        appAttest = try reader.section()
+        playIntegrity = try reader.section()
+        health = try reader.section()
+        ingest = try reader.section()
+        rateLimits = try reader.section()
+        worker = try reader.section()
+        admin = try reader.section()
+        jobs = try reader.section()
+        idempotency = try reader.section()
+        pruning = try reader.section()
+        ledger = try reader.section()
+        events = try reader.section()
+        telemetry = try reader.section()
+        try validateForMode()
+    }
+
+    /// Production refuses development shortcuts and needs what its gates check against.
+    package func validateForMode() throws {
+        guard mode == .production else { return }
+        if jwt.developmentSecret != nil {
+            throw ConfigurationError(
+                key: JWT.Key.devSecret.name, problem: "is for local development only and is refused in production mode")
+        }
+        if case .none = jwt.jwks {
+            throw ConfigurationError(
+                key: JWT.Key.jwksFile.name, problem: "(or jwt.jwksUrl) is required in production mode")
+        }
+        if appCheck.projectNumber == nil {
+            throw ConfigurationError(
+                key: AppCheck.Key.projectNumber.name, problem: "is required in production mode (App Check, seed 000)")
+        }
+    }
+}
+
+/// The names callers used before the configuration was split by subsystem.
+extension AppConfiguration {
+    package var databaseURL: String {
+        get { database.url }
+        set { database.url = newValue }
+    }
+    package var postgres: PostgresSettings {
+        get { database.postgres }
+        set { database.postgres = newValue }
+    }
+    package var sqliteSynchronous: SQLiteSynchronous {
+        get { database.sqliteSynchronous }
+        set { database.sqliteSynchronous = newValue }
+    }
+    package var limits: IngestLimits {
+        get { ingest.limits }
+        set { ingest.limits = newValue }
+    }
+    package var defaultRegionId: String {
+        get { ingest.defaultRegionId }
+        set { ingest.defaultRegionId = newValue }
+    }
+    package var reconcileDelaySeconds: Double {
+        get { ingest.reconcileDelaySeconds }
+        set { ingest.reconcileDelaySeconds = newValue }
+    }
+    package var ingestBatchMaxBuckets: Int {
+        get { ingest.batchMaxBuckets }
+        set { ingest.batchMaxBuckets = newValue }
+    }
+    package var adminToken: String? {
+        get { admin.token }
+        set { admin.token = newValue }
+    }
+    package var adminMaxFailuresPerMinute: Int {
+        get { admin.maxFailuresPerMinute }
+        set { admin.maxFailuresPerMinute = newValue }
+    }
+    package var idempotencyLeaseSeconds: Double {
+        get { idempotency.leaseSeconds }
+        set { idempotency.leaseSeconds = newValue }
+    }
+    package var idempotencyRetentionDays: Double {
+        get { idempotency.retentionDays }
+        set { idempotency.retentionDays = newValue }
+    }
+    package var attestationLogRetentionDays: Double {
+        get { pruning.attestationLogDays }
+        set { pruning.attestationLogDays = newValue }
+    }
+    package var pruneIntervalSeconds: Double {
+        get { pruning.intervalSeconds }
+        set { pruning.intervalSeconds = newValue }
+    }
+    package var refundGraceSeconds: Double {
+        get { ledger.refundGraceSeconds }
+        set { ledger.refundGraceSeconds = newValue }
+    }
+
+    /// How long pruned rows are kept, from the retention settings.
+    package var retention: RetentionPolicy {
+        var policy = RetentionPolicy()
+        policy.attestationLogSeconds = pruning.attestationLogDays * 86_400
+        policy.idempotencyKeySeconds = idempotency.retentionDays * 86_400
+        return policy
+    }
+}

@@ -1,0 +1,25 @@
+/// Where session verification keys (or App Check keys) come from.
+package enum JWKSSource: Sendable, Hashable {
+    case none
+    case file(String)
+    case url(String)
+}
+
+extension SettingsReader {
+    /// A key set from a file or a URL, never both; nil when neither key is set.
+    func jwksSource(file fileKey: Key, url urlKey: Key) throws -> JWKSSource? {
+        switch (try string(fileKey), try string(urlKey)) {
+        case (.some, .some):
+            throw error(urlKey, "cannot be set together with \(fileKey.name)")
+        case (.some(let file), nil):
+            return .file(file)
+        case (nil, .some(let url)):
+            guard url.hasPrefix("https://") || url.hasPrefix("http://") else {
+                throw error(urlKey, "must be an http(s) URL")
+            }
+            return .url(url)
+        case (nil, nil):
+            return nil
+        }
+    }
+}

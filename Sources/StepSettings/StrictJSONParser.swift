@@ -1,0 +1,335 @@
+/// A strict JSON parser (RFC 8259) for configuration files that keeps the line and column where each key and value
+/// starts, so every error can name its place. It refuses what lenient parsers let through (a trailing comma, a
+/// comment, a bare word) and keeps an object's members in order, duplicates included, for the caller to refuse.
+struct StrictJSONParser {
+    indirect enum Value {
+        case object([Member])
+        case array([Node])
+        case string(String)
+        case int(Int)
+        case double(Double)
+        case bool(Bool)
+        case null
+    }
+
+    struct Node {
+        var value: Value
+        var position: TextPosition
+    }
+
+    struct Member {
+        var key: String
+        var keyPosition: TextPosition
+        var node: Node
+    }
+
+    struct Failure: Error, Equatable {
+        var reason: String
+        var position: TextPosition
+    }
+
+    /// Deeper nesting than any configuration needs is refused rather than recursed into.
+    static let maximumDepth = 64
+
+    private let bytes: [UInt8]
+    private var index = 0
+    private var line = 1
+    private var column = 1
+    private var depth = 0
+
+    private init(_ bytes: [UInt8]) {
+        self.bytes = bytes
+    }
+
+    /// The file's one top-level object.
+    static func parseObject(_ bytes: [UInt8]) throws(Failure) -> [Member] {
+        var parser = StrictJSONParser(bytes)
+        if bytes.starts(with: [0xEF, 0xBB, 0xBF]) { parser.index = 3 }
+        parser.skipWhitespace()
+        guard parser.index < bytes.count else {
+            throw Failure(reason: "the file is empty, expected a JSON object", position: parser.position)
+        }
+        let start = parser.position
+        let node = try parser.value()
+        parser.skipWhitespace()
+        guard parser.index == bytes.count else {
+            throw parser.failure("unexpected \(parser.describeCurrent()) after the configuration object")
+        }
+        guard case .object(let members) = node.value else {
+            throw Failure(reason: "the configuration must be one JSON object ({ … })", position: start)
+        }
+        return members
+    }
+
+    private var position: TextPosition { TextPosition(line: line, column: column) }
+
+    private var current: UInt8? { index < bytes.count ? bytes[index] : nil }
+
+    private func failure(_ reason: String) -> Failure { Failure(reason: reason, position: position) }
+
+    private mutating func advance() {
+        let byte = bytes[index]
+        index += 1
+        if byte == UInt8(ascii: "\n") {
+            line += 1
+            column = 1
+        } else if byte & 0xC0 != 0x80 {
+            // Continuation bytes of a multi-byte character do not move the column again.
+            column += 1
+        }
+    }
+
+    private mutating func skipWhitespace() {
+        while let byte = current,
+            byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t") || byte == UInt8(ascii: "\n")
+                || byte == UInt8(ascii: "\r")
+        {
+            advance()
+        }
+    }
+
+    /// The character at the current position, for a message: `'}'`, `end of file`.
+    private func describeCurrent() -> String {
+        guard let byte = current else { return "end of file" }
+        if byte >= 0x20, byte < 0x7F { return "'\(Character(Unicode.Scalar(byte)))'" }
+        if byte < 0x20 { return "control character U+\(String(byte, radix: 16, uppercase: true))" }
+        var text = ""
+        for length in (1...4).reversed() where index + length <= bytes.count {
+            if let decoded = String(validating: bytes[index..<(index + length)], as: UTF8.self) {
+                text = decoded
+                break
+            }
+        }
+        return text.isEmpty ? "a byte that is not UTF-8" : "'\(text)'"
+    }
+
+    private mutating func value() throws(Failure) -> Node {
+        let start = position
+        guard let byte = current else { throw failure("expected a value, found end of file") }
+        switch byte {
+        case UInt8(ascii: "{"): return Node(value: .object(try object()), position: start)
+        case UInt8(ascii: "["): return Node(value: .array(try array()), position: start)
+        case UInt8(ascii: "\""): return Node(value: .string(try string()), position: start)
+        case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return Node(value: try number(), position: start)
+        case UInt8(ascii: "t"):
+            try literal("true")
+            return Node(value: .bool(true), position: start)
+        case UInt8(ascii: "f"):
+            try literal("false")
+            return Node(value: .bool(false), position: start)
+        case UInt8(ascii: "n"):
+            try literal("null")
+            return Node(value: .null, position: start)
+        default: throw failure("expected a value, found \(describeCurrent())")
+        }
+    }
+
+    private mutating func enter() throws(Failure) {
+        depth += 1
+        guard depth <= Self.maximumDepth else { throw failure("nested more than \(Self.maximumDepth) levels deep") }
+    }
+
+    private mutating func object() throws(Failure) -> [Member] {
+        try enter()
+        defer { depth -= 1 }
+        advance()
+        skipWhitespace()
+        var members: [Member] = []
+        if current == UInt8(ascii: "}") {
+            advance()
+            return members
+        }
+        while true {
+            guard current == UInt8(ascii: "\"") else {
+                throw failure("expected a key in double quotes, found \(describeCurrent())")
+            }
+            let keyPosition = position
+            let key = try string()
+            skipWhitespace()
+            guard current == UInt8(ascii: ":") else {
+                throw failure("expected ':' after the key \"\(key)\", found \(describeCurrent())")
+            }
+            advance()
+            skipWhitespace()
+            members.append(Member(key: key, keyPosition: keyPosition, node: try value()))
+            skipWhitespace()
+            switch current {
+            case UInt8(ascii: ","):
+                let comma = position
+                advance()
+                skipWhitespace()
+                if current == UInt8(ascii: "}") {
+                    throw Failure(reason: "trailing comma before '}'", position: comma)
+                }
+            case UInt8(ascii: "}"):
+                advance()
+                return members
+            default:
+                throw failure("expected ',' or '}' after the value of \"\(key)\", found \(describeCurrent())")
+            }
+        }
+    }
+
+    private mutating func array() throws(Failure) -> [Node] {
+        try enter()
+        defer { depth -= 1 }
+        advance()
+        skipWhitespace()
+        var elements: [Node] = []
+        if current == UInt8(ascii: "]") {
+            advance()
+            return elements
+        }
+        while true {
+            elements.append(try value())
+            skipWhitespace()
+            switch current {
+            case UInt8(ascii: ","):
+                let comma = position
+                advance()
+                skipWhitespace()
+                if current == UInt8(ascii: "]") {
+                    throw Failure(reason: "trailing comma before ']'", position: comma)
+                }
+            case UInt8(ascii: "]"):
+                advance()
+                return elements
+            default:
+                throw failure("expected ',' or ']' in a list, found \(describeCurrent())")
+            }
+        }
+    }
+
+    private mutating func string() throws(Failure) -> String {
+        let start = position
+        advance()
+        var text: [UInt8] = []
+        while true {
+            guard let byte = current else { throw Failure(reason: "unterminated string", position: start) }
+            switch byte {
+            case UInt8(ascii: "\""):
+                advance()
+                guard let decoded = String(validating: text, as: UTF8.self) else {
+                    throw Failure(reason: "a string that is not valid UTF-8", position: start)
+                }
+                return decoded
+            case UInt8(ascii: "\\"):
+                try escape(into: &text)
+            case 0..<0x20:
+                throw failure("a control character in a string (write it as an escape such as \\n)")
+            default:
+                text.append(byte)
+                advance()
+            }
+        }
+    }
+
+    private mutating func escape(into text: inout [UInt8]) throws(Failure) {
+        let start = position
+        advance()
+        guard let byte = current else { throw Failure(reason: "unterminated string", position: start) }
+        advance()
+        switch byte {
+        case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): text.append(byte)
+        case UInt8(ascii: "b"): text.append(0x08)
+        case UInt8(ascii: "f"): text.append(0x0C)
+        case UInt8(ascii: "n"): text.append(0x0A)
+        case UInt8(ascii: "r"): text.append(0x0D)
+        case UInt8(ascii: "t"): text.append(0x09)
+        case UInt8(ascii: "u"):
+            var scalar = try hexQuad(start)
+            if (0xD800..<0xDC00).contains(scalar) {
+                guard current == UInt8(ascii: "\\"), index + 1 < bytes.count, bytes[index + 1] == UInt8(ascii: "u")
+                else { throw Failure(reason: "a lone UTF-16 surrogate in \\u escape", position: start) }
+                advance()
+                advance()
+                let low = try hexQuad(start)
+                guard (0xDC00..<0xE000).contains(low) else {
+                    throw Failure(reason: "a lone UTF-16 surrogate in \\u escape", position: start)
+                }
+                scalar = 0x10000 + ((scalar - 0xD800) << 10) + (low - 0xDC00)
+            }
+            guard let unicode = Unicode.Scalar(scalar) else {
+                throw Failure(reason: "a lone UTF-16 surrogate in \\u escape", position: start)
+            }
+            text.append(contentsOf: Array(String(Character(unicode)).utf8))
+        default:
+            throw Failure(reason: "an invalid escape '\\\(Character(Unicode.Scalar(byte)))'", position: start)
+        }
+    }
+
+    private mutating func hexQuad(_ start: TextPosition) throws(Failure) -> UInt32 {
+        var value: UInt32 = 0
+        for _ in 0..<4 {
+            guard let byte = current, let digit = Self.hexDigit(byte) else {
+                throw Failure(reason: "\\u must be followed by four hex digits", position: start)
+            }
+            value = value * 16 + digit
+            advance()
+        }
+        return value
+    }
+
+    private static func hexDigit(_ byte: UInt8) -> UInt32? {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): UInt32(byte - UInt8(ascii: "0"))
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): UInt32(byte - UInt8(ascii: "a") + 10)
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): UInt32(byte - UInt8(ascii: "A") + 10)
+        default: nil
+        }
+    }
+
+    private mutating func number() throws(Failure) -> Value {
+        let start = position
+        let first = index
+        var integral = true
+        func isDigit(_ byte: UInt8?) -> Bool {
+            byte.map { $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") } ?? false
+        }
+        if current == UInt8(ascii: "-") { advance() }
+        if current == UInt8(ascii: "0") {
+            advance()
+            if isDigit(current) { throw Failure(reason: "a number with a leading zero", position: start) }
+        } else if isDigit(current) {
+            while isDigit(current) { advance() }
+        } else {
+            throw Failure(reason: "a '-' that does not start a number", position: start)
+        }
+        if current == UInt8(ascii: ".") {
+            integral = false
+            advance()
+            guard isDigit(current) else { throw failure("expected a digit after the decimal point") }
+            while isDigit(current) { advance() }
+        }
+        if current == UInt8(ascii: "e") || current == UInt8(ascii: "E") {
+            integral = false
+            advance()
+            if current == UInt8(ascii: "+") || current == UInt8(ascii: "-") { advance() }
+            guard isDigit(current) else { throw failure("expected a digit in the exponent") }
+            while isDigit(current) { advance() }
+        }
+        let lexeme = String(decoding: bytes[first..<index], as: UTF8.self)
+        if integral, let value = Int(lexeme) { return .int(value) }
+        guard let value = Double(lexeme), value.isFinite else {
+            throw Failure(reason: "the number \(lexeme) is out of range", position: start)
+        }
+        return .double(value)
+    }
+
+    private mutating func literal(_ word: String) throws(Failure) {
+        let start = position
+        let expected = Array(word.utf8)
+        guard bytes.count - index >= expected.count, Array(bytes[index..<(index + expected.count)]) == expected else {
+            var end = index
+            while end < bytes.count, end - index < 16,
+                (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(bytes[end])
+                    || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(bytes[end])
+            {
+                end += 1
+            }
+            let found = String(decoding: bytes[index..<max(end, index + 1)], as: UTF8.self)
+            throw Failure(reason: "expected a value, found '\(found)'", position: start)
+        }
+        for _ in expected { advance() }
+    }
+}

@@ -1,0 +1,144 @@
+import Configuration
+import Testing
+
+@testable import StepSettings
+
+/// Each section refuses at start-up what it refused before the configuration was split, naming the key.
+@Suite("Configuration validation")
+struct ValidationTests {
+    static let refusals: [([String: String], String)] = [
+        (["mode": "prod"], "mode"),
+        (["database.maxConnections": "0"], "database.maxConnections"),
+        (["database.maxConnections": "513"], "database.maxConnections"),
+        (["database.connectTimeoutSeconds": "301"], "database.connectTimeoutSeconds"),
+        (["database.statementTimeoutMs": "99"], "database.statementTimeoutMs"),
+        (["database.sqliteSynchronous": "OFF"], "database.sqliteSynchronous"),
+        (["http.port": "65536"], "http.port"),
+        (["http.port": "80a"], "http.port"),
+        (["http.maxBodyBytes": "255"], "http.maxBodyBytes"),
+        (["http.maxHeaderBytes": "1048577"], "http.maxHeaderBytes"),
+        (["http.requestHeadTimeoutSeconds": "0.05"], "http.requestHeadTimeoutSeconds"),
+        (["http.requestBodyTimeoutSeconds": "nan"], "http.requestBodyTimeoutSeconds"),
+        (["jwt.jwksUrl": "ftp://keys.example"], "jwt.jwksUrl"),
+        (["jwt.jwksUrl": "https://keys.example", "jwt.jwksFile": "/k.json"], "jwt.jwksUrl"),
+        (["jwt.leewaySeconds": "601"], "jwt.leewaySeconds"),
+        (["jwt.devSecret": "too-short"], "jwt.devSecret"),
+        (["appCheck.projectNumber": "my-project"], "appCheck.projectNumber"),
+        (["appCheck.projectNumber": "0"], "appCheck.projectNumber"),
+        (["appCheck.jwksUrl": "keys.example"], "appCheck.jwksUrl"),
+        (["appCheck.jwksUrl": "https://keys.example", "appCheck.jwksFile": "/k.json"], "appCheck.jwksUrl"),
+        (["appCheck.appIds": " , "], "appCheck.appIds"),
+        (["appCheck.maxTokenAgeSeconds": "3601"], "appCheck.maxTokenAgeSeconds"),
+        (["appAttest.teamId": "abc", "appAttest.bundleIds": "a.b"], "appAttest.teamId"),
+        (["appAttest.teamId": "ABCDE12345"], "appAttest.bundleIds"),
+        (["appAttest.bundleIds": "a.b"], "appAttest.teamId"),
+        (["appAttest.environment": "staging"], "appAttest.environment"),
+        (["appAttest.rootCertificateFile": "/nonexistent/root.pem"], "appAttest.rootCertificateFile"),
+        (["playIntegrity.packageName": "dev.example"], "playIntegrity.decryptionKey"),
+        (
+            [
+                "playIntegrity.packageName": "a.b", "playIntegrity.decryptionKey": "abc",
+                "playIntegrity.verificationKey": "abc",
+            ],
+            "playIntegrity.decryptionKey"
+        ),
+        (["playIntegrity.requiredDeviceVerdict": "MEETS_NOTHING"], "playIntegrity.requiredDeviceVerdict"),
+        (["playIntegrity.maxTokenAgeSeconds": "0"], "playIntegrity.maxTokenAgeSeconds"),
+        (["health.nonceTtlSeconds": "9"], "health.nonceTtlSeconds"),
+        (["health.maxLiveNonces": "1001"], "health.maxLiveNonces"),
+        (["health.maxSteps": "0"], "health.maxSteps"),
+        (["health.maxCalories": "0"], "health.maxCalories"),
+        (["health.maxDistanceMeters": "10000001"], "health.maxDistanceMeters"),
+        (["health.maxDurationSeconds": "86401"], "health.maxDurationSeconds"),
+        (["ingest.maxStepsPerDay": "0"], "ingest.maxStepsPerDay"),
+        (["ingest.maxStepRatePerSecond": "0.05"], "ingest.maxStepRatePerSecond"),
+        (["ingest.burstTolerance": "0.5"], "ingest.burstTolerance"),
+        (["ingest.minDailyThreshold": "-1"], "ingest.minDailyThreshold"),
+        (["ingest.settleWindowSeconds": "2592001"], "ingest.settleWindowSeconds"),
+        (["ingest.sourceWhitelist": ","], "ingest.sourceWhitelist"),
+        (["ingest.reconcileDelaySeconds": "86401"], "ingest.reconcileDelaySeconds"),
+        (["ingest.batchMaxBuckets": "101"], "ingest.batchMaxBuckets"),
+        (["rateLimit.ingestPerMinute": "0"], "rateLimit.ingestPerMinute"),
+        (["rateLimit.walkerPerMinute": "100001"], "rateLimit.walkerPerMinute"),
+        (["worker.enabled": "yes"], "worker.enabled"),
+        (["worker.concurrency": "257"], "worker.concurrency"),
+        (["worker.pollIntervalSeconds": "0.01"], "worker.pollIntervalSeconds"),
+        (["admin.token": "short"], "admin.token"),
+        (["admin.maxFailuresPerMinute": "1001"], "admin.maxFailuresPerMinute"),
+        (["jobs.maxAttempts": "0"], "jobs.maxAttempts"),
+        (["jobs.leaseSeconds": "86401"], "jobs.leaseSeconds"),
+        (["jobs.leaseSeconds": "10"], "jobs.leaseSeconds"),
+        (["jobs.leaseSeconds": "5", "jobs.heartbeatSeconds": "6"], "jobs.leaseSeconds"),
+        (["jobs.heartbeatSeconds": "0.01"], "jobs.heartbeatSeconds"),
+        (["jobs.backoffBaseSeconds": "0"], "jobs.backoffBaseSeconds"),
+        (["jobs.backoffBaseSeconds": "10", "jobs.backoffCapSeconds": "5"], "jobs.backoffCapSeconds"),
+        (["idempotency.leaseSeconds": "3601"], "idempotency.leaseSeconds"),
+        (["idempotency.retentionDays": "7"], "idempotency.retentionDays"),
+        (["retention.attestationLogDays": "366"], "retention.attestationLogDays"),
+        (["retention.pruneIntervalSeconds": "0"], "retention.pruneIntervalSeconds"),
+        (["ledger.refundGraceSeconds": "-1"], "ledger.refundGraceSeconds"),
+        (["events.webhookUrl": "http://127.0.0.1:9/hook"], "events.webhookSecret"),
+        (["events.webhookSecret": String(repeating: "s", count: 32)], "events.webhookUrl"),
+        (
+            ["events.webhookUrl": "ftp://push.example", "events.webhookSecret": String(repeating: "s", count: 32)],
+            "events.webhookUrl"
+        ),
+        (["events.webhookUrl": "https://push.example", "events.webhookSecret": "short"], "events.webhookSecret"),
+        (["events.webhookMaxAttempts": "101"], "events.webhookMaxAttempts"),
+        (["events.webhookTimeoutSeconds": "0.05"], "events.webhookTimeoutSeconds"),
+        (["events.pollIntervalSeconds": "0"], "events.pollIntervalSeconds"),
+        (["events.streamMaxSeconds": "0"], "events.streamMaxSeconds"),
+        (["events.streamKeepAliveSeconds": "3601"], "events.streamKeepAliveSeconds"),
+        (["log.level": "loud"], "log.level"),
+        (["mode": "production"], "jwt.jwksFile"),
+        (
+            ["mode": "production", "jwt.jwksFile": "/k.json", "jwt.devSecret": String(repeating: "d", count: 32)],
+            "jwt.devSecret"
+        ),
+        (["mode": "production", "jwt.jwksFile": "/k.json"], "appCheck.projectNumber"),
+    ]
+
+    @Test("a refused value stops the configuration with an error naming its key", arguments: refusals)
+    func refused(values: [String: String], key: String) {
+        #expect {
+            _ = try AppConfiguration(reader: reader(values))
+        } throws: { error in
+            guard let error = error as? ConfigurationError else { return false }
+            return error.key == key && error.description.hasPrefix("configuration key '\(key)' ")
+        }
+    }
+
+    @Test("every key refuses an empty value", arguments: ConfigurationCatalog.app.entries.map(\.name))
+    func empty(key: String) {
+        #expect {
+            _ = try AppConfiguration(reader: reader([key: "  "]))
+        } throws: { error in
+            (error as? ConfigurationError)?.key == key
+        }
+    }
+
+    @Test("an empty reader gives the defaults, and the values callers read keep their old paths")
+    func defaults() throws {
+        let configuration = try AppConfiguration(reader: reader([:]))
+        #expect(configuration.mode == .testPhase)
+        #expect(configuration.databaseURL == "./stepledger.sqlite")
+        #expect(configuration.http.port == 8080)
+        #expect(configuration.jobs.leaseSeconds == 30)
+        #expect(configuration.jobs.heartbeatSeconds == 10)
+        #expect(configuration.ingestBatchMaxBuckets == 14)
+        #expect(configuration.adminMaxFailuresPerMinute == 10)
+        #expect(configuration.retention.idempotencyKeySeconds == 8 * 86_400)
+        #expect(configuration.retention.attestationLogSeconds == 30 * 86_400)
+        #expect(configuration.refundGraceSeconds == 86_400)
+    }
+
+    @Test("a section reads from its own scope")
+    func scopedSection() throws {
+        let root = reader(["http.port": "9001", "port": "1"])
+        let http = try AppConfiguration.HTTP(reader: root.scoped(to: "http"))
+        #expect(http.port == 9001)
+        let jobs = try AppConfiguration.Jobs(reader: reader(["leaseSeconds": "5", "heartbeatSeconds": "1"]))
+        #expect(jobs.leaseSeconds == 5)
+        #expect(jobs.heartbeatSeconds == 1)
+    }
+}
