@@ -1,6 +1,7 @@
 import AsyncHTTPClient
 import Foundation
 import NIOCore
+import NIOHTTP1
 
 /// Fetches Firebase App Check's public JWKS with a deadline and a body size bound.
 /// Pass `fetch` to `CachingAppCheckKeySource(fetch: fetcher.fetch)`.
@@ -35,7 +36,7 @@ package struct HTTPAppCheckJWKSFetcher: Sendable {
             }
             defer { group.cancelAll() }
             guard let first = try await group.next(), let data = first else {
-                throw AppCheckError.keySetUnavailable.withDetail("JWKS fetch timed out")
+                throw AppCheckError(.keySetUnavailable, detail: "JWKS fetch timed out")
             }
             return data
         }
@@ -46,7 +47,7 @@ package struct HTTPAppCheckJWKSFetcher: Sendable {
         request.headers.add(name: "Accept", value: "application/json")
         let response = try await httpClient.execute(request, deadline: deadline)
         guard response.status == .ok else {
-            throw AppCheckError.keySetUnavailable.withDetail("JWKS endpoint answered \(response.status.code)")
+            throw AppCheckError(.keySetUnavailable, detail: "JWKS endpoint answered \(response.status.code)")
         }
         let body = try await response.body.collect(upTo: maximumBodySize)
         return Data(body.readableBytesView)
