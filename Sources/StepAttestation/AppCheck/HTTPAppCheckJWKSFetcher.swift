@@ -26,17 +26,25 @@ package struct HTTPAppCheckJWKSFetcher: Sendable {
     }
 
     /// The deadline covers the headers and the whole body, so a server trickling bytes cannot hold a caller.
+    /// Whichever notices the deadline first, the client or the timer, the caller sees the same error.
     package func fetch() async throws -> Data {
         let deadline = NIODeadline.now() + timeout
+        let timedOut = AppCheckError(.keySetUnavailable, detail: "JWKS fetch timed out")
         return try await withThrowingTaskGroup(of: Data?.self) { group in
-            group.addTask { try await download(deadline: deadline) }
+            group.addTask {
+                do {
+                    return try await download(deadline: deadline)
+                } catch let error as HTTPClientError where error == .deadlineExceeded {
+                    throw timedOut
+                }
+            }
             group.addTask {
                 try await Task.sleep(for: .nanoseconds(timeout.nanoseconds))
                 return nil
             }
             defer { group.cancelAll() }
             guard let first = try await group.next(), let data = first else {
-                throw AppCheckError(.keySetUnavailable, detail: "JWKS fetch timed out")
+                throw timedOut
             }
             return data
         }
