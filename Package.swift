@@ -6,6 +6,14 @@ let strict: [SwiftSetting] = [
     .unsafeFlags(["-warnings-as-errors"]),
 ]
 
+/// StepAttestation and its tests build with the upcoming features of issue 24 item 7; the other targets join as
+/// they come clean.
+let strictWithUpcomingFeatures: [SwiftSetting] =
+    strict + [
+        .enableUpcomingFeature("ExistentialAny"),
+        .enableUpcomingFeature("MemberImportVisibility"),
+    ]
+
 let package = Package(
     name: "StepLedger",
     platforms: [.macOS(.v15)],
@@ -30,7 +38,7 @@ let package = Package(
         .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
         .package(url: "https://github.com/apple/swift-certificates", from: "1.21.1"),
         .package(url: "https://github.com/apple/swift-asn1", from: "1.7.4"),
-        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.3"),
     ],
     targets: [
         .target(
@@ -82,10 +90,11 @@ let package = Package(
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
-                .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
             ],
-            swiftSettings: strict
+            swiftSettings: strictWithUpcomingFeatures
         ),
         .target(
             name: "StepSettings",
@@ -141,6 +150,7 @@ let package = Package(
             dependencies: [
                 "StepAPI",
                 "StepSettings",
+                "StepAttestation",
                 "StepCore",
                 "StepStore",
                 "StepDatabase",
@@ -181,10 +191,10 @@ let package = Package(
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
-                .product(name: "JWTKit", package: "jwt-kit"),
+                .product(name: "NIOCore", package: "swift-nio"),
             ],
             exclude: ["Vectors"],
-            swiftSettings: strict
+            swiftSettings: strictWithUpcomingFeatures
         ),
         .testTarget(
             name: "StepDatabaseTests",

@@ -1,5 +1,6 @@
 import Foundation
 import StepAPI
+import StepAttestation
 import _CryptoExtras
 
 /// Signs session tokens for benchmark walkers: HS256 with the server's development secret (test-phase), or
@@ -67,20 +68,15 @@ struct BenchSigningKey: Sendable {
         get throws {
             let primitives = try privateKey.publicKey.getKeyPrimitives()
             return #"{"keys":[{"kty":"RSA","alg":"RS256","use":"sig","kid":"\#(Self.keyID)","#
-                + #""n":"\#(Self.base64URL(primitives.modulus))","e":"\#(Self.base64URL(primitives.publicExponent))"}]}"#
+                + #""n":"\#(Base64URL.encode(primitives.modulus))","e":"\#(Base64URL.encode(primitives.publicExponent))"}]}"#
         }
     }
 
     func jwt(_ claims: [String: Any]) throws -> String {
         let header = try JSONSerialization.data(withJSONObject: ["alg": "RS256", "typ": "JWT", "kid": Self.keyID])
         let payload = try JSONSerialization.data(withJSONObject: claims)
-        let signingInput = Self.base64URL(header) + "." + Self.base64URL(payload)
+        let signingInput = Base64URL.encode(header) + "." + Base64URL.encode(payload)
         let signature = try privateKey.signature(for: Data(signingInput.utf8), padding: .insecurePKCS1v1_5)
-        return signingInput + "." + Self.base64URL(signature.rawRepresentation)
-    }
-
-    static func base64URL(_ data: some DataProtocol) -> String {
-        Data(data).base64EncodedString().replacingOccurrences(of: "+", with: "-")
-            .replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+        return signingInput + "." + Base64URL.encode(signature.rawRepresentation)
     }
 }

@@ -4,6 +4,7 @@ import HTTPTypes
 import HummingbirdTesting
 import JWTKit
 import StepAPI
+import StepAttestation
 import StepCore
 import StepDatabase
 import StepSettings
@@ -59,10 +60,7 @@ struct AuthTests {
     }
 
     static func b64(_ data: some DataProtocol) -> String {
-        Data(data).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(
-            of: "/", with: "_"
-        )
-        .replacingOccurrences(of: "=", with: "")
+        Base64URL.encode(data)
     }
 
     static func harness(

@@ -27,16 +27,4 @@ struct HeaderParsingTests {
     func trimming(value: String, trimmed: String) {
         #expect(String(value[...].trimmingHTTPWhitespace) == trimmed)
     }
-
-    @Test("base64url decodes the URL alphabet without padding and refuses padding")
-    func base64URL() {
-        #expect(Base64URL.decode("") == Data())
-        #expect(Base64URL.decode("AQ") == Data([1]))
-        #expect(Base64URL.decode("-_8") == Data([0xFB, 0xFF]))
-        #expect(Base64URL.decode("AQ==") == nil)
-        #expect(Base64URL.decode("A") == nil)
-        #expect(Base64URL.decode("A!") == nil)
-        let bytes = Data((0..<64).map { UInt8($0 * 4 + 1) })
-        #expect(Base64URL.decode(Base64URL.encode(bytes)) == bytes)
-    }
 }

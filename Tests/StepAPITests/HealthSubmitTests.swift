@@ -107,7 +107,7 @@ struct HealthSubmitTests {
             }
             #expect(nonce.utf8.count == 43)
             #expect(nonce.allSatisfy { $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" })
-            #expect(TestBase64URL.decode(nonce)?.count == 32)
+            #expect(Base64URL.decode(nonce)?.count == 32)
             let second = try await client.fetchNonce(token: token)
             #expect(second != nonce)
             #expect(try await harness.count("health_nonces", walker: "walker-nonce") == 2)

@@ -26,8 +26,8 @@ struct AppAttestAssertionTests {
     func rejectsRecordedNegativeCases(file: String) async throws {
         let vector = try AppAttestVectors.assertion(file)
         for negative in vector.negativeCases {
-            let failure: AppAttestError?
-            let expected: AppAttestError
+            let failure: AppAttestErrorCode?
+            let expected: AppAttestErrorCode
             switch negative.change {
             case "previousCounter = 1":
                 expected = .counterNotIncreasing
@@ -49,7 +49,7 @@ struct AppAttestAssertionTests {
         }
     }
 
-    static func reason(named expectation: String) -> AppAttestError? {
+    static func reason(named expectation: String) -> AppAttestErrorCode? {
         switch expectation {
         case let text where text.contains("replay"): .counterNotIncreasing
         case let text where text.contains("signature invalid"): .invalidSignature

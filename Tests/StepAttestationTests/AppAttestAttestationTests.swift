@@ -49,7 +49,7 @@ struct AppAttestAttestationTests {
         let vector = try AppAttestVectors.attestation(file)
         for negative in vector.negativeCases {
             let expected = try #require(Self.reason(named: negative.expect), "unmapped expectation \(negative.expect)")
-            let failure: AppAttestError?
+            let failure: AppAttestErrorCode?
             let change = negative.change
             if change.hasPrefix("validAt = ") {
                 let text = String(change.dropFirst("validAt = ".count).prefix { $0 != " " })
@@ -78,7 +78,7 @@ struct AppAttestAttestationTests {
         }
     }
 
-    static func reason(named expectation: String) -> AppAttestError? {
+    static func reason(named expectation: String) -> AppAttestErrorCode? {
         switch expectation {
         case let text where text.contains("certificate chain not valid"): .certificateChainInvalid
         case let text where text.contains("aaguid"): .environmentMismatch
@@ -164,24 +164,24 @@ struct AppAttestAttestationTests {
         }
 
         let counterOne = try evidence { $0[36] = 1 }
-        #expect(AppAttestInitialCounterPolicy().evaluate(counterOne) == .failsToMeetPolicy(reason: .counterNotZero))
+        #expect(AppAttestInitialCounterPolicy().evaluate(counterOne) == .failsToMeetPolicy(.counterNotZero))
         #expect(AppAttestInitialCounterPolicy().evaluate(try evidence { _ in }) == .meetsPolicy)
 
         let foreignAAGUID = try evidence { $0[37] ^= 0x20 }
         let environments = AppAttestEnvironmentPolicy(allowedEnvironments: [.development, .production])
-        #expect(environments.evaluate(foreignAAGUID) == .failsToMeetPolicy(reason: .environmentMismatch))
+        #expect(environments.evaluate(foreignAAGUID) == .failsToMeetPolicy(.environmentMismatch))
 
         let otherCredential = try evidence { $0[60] ^= 0x01 }
         #expect(
             AppAttestCredentialIdentifierPolicy().evaluate(otherCredential)
-                == .failsToMeetPolicy(reason: .credentialIdentifierMismatch)
+                == .failsToMeetPolicy(.credentialIdentifierMismatch)
         )
 
         let otherRelyingParty = try evidence { $0[0] ^= 0x01 }
         let relyingParty = AppAttestRelyingPartyPolicy<AppAttestAttestationEvidence>(
             configuration: vector.configuration()
         )
-        #expect(relyingParty.evaluate(otherRelyingParty) == .failsToMeetPolicy(reason: .relyingPartyMismatch))
+        #expect(relyingParty.evaluate(otherRelyingParty) == .failsToMeetPolicy(.relyingPartyMismatch))
 
         // Another valid P-256 point in the COSE key: x and y of a fresh key replace the attested ones.
         let fresh = Array(P256.Signing.PrivateKey().publicKey.x963Representation)
@@ -189,7 +189,7 @@ struct AppAttestAttestationTests {
             $0.replaceSubrange(97..<129, with: fresh[1...32])
             $0.replaceSubrange(132..<164, with: fresh[33...64])
         }
-        #expect(AppAttestCredentialKeyPolicy().evaluate(otherKey) == .failsToMeetPolicy(reason: .credentialKeyMismatch))
+        #expect(AppAttestCredentialKeyPolicy().evaluate(otherKey) == .failsToMeetPolicy(.credentialKeyMismatch))
     }
 
     @Test("A swapped x5c order is rejected by chain validation", arguments: files)

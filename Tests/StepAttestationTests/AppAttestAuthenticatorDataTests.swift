@@ -11,12 +11,12 @@ struct AppAttestAuthenticatorDataTests {
         return try #require(root["authData"]?.byteString)
     }
 
-    static func failure(_ bytes: [UInt8], layout: AuthenticatorData.Layout) -> AppAttestError? {
+    static func failure(_ bytes: [UInt8], layout: AuthenticatorData.Layout) -> AppAttestErrorCode? {
         do {
             _ = try AuthenticatorData(bytes: bytes, layout: layout)
             return nil
         } catch {
-            return error
+            return error.code
         }
     }
 

@@ -154,14 +154,14 @@ struct AppAttestDevelopmentAuthorityTests {
     func storedFormRejections() throws {
         let first = try AppAttestDevelopmentAuthority.generate(now: Self.now)
         let second = try AppAttestDevelopmentAuthority.generate(now: Self.now)
-        #expect(throws: AppAttestDevelopmentError.malformedAuthority) {
+        #expect(throws: AppAttestDevelopmentError(.malformedAuthority)) {
             try AppAttestDevelopmentAuthority(pemEncoded: "not pem")
         }
-        #expect(throws: AppAttestDevelopmentError.malformedAuthority) {
+        #expect(throws: AppAttestDevelopmentError(.malformedAuthority)) {
             try AppAttestDevelopmentAuthority(pemEncoded: first.rootCertificatePEM)
         }
         let firstKey = first.pemEncoded.components(separatedBy: "-----BEGIN CERTIFICATE-----")[0]
-        #expect(throws: AppAttestDevelopmentError.keyDoesNotMatchCertificate) {
+        #expect(throws: AppAttestDevelopmentError(.keyDoesNotMatchCertificate)) {
             try AppAttestDevelopmentAuthority(pemEncoded: firstKey + second.rootCertificatePEM)
         }
     }
@@ -200,7 +200,7 @@ struct AppAttestDevelopmentAuthorityTests {
             publicKey: P256.Signing.PublicKey = deviceKey.publicKey,
             previousCounter: UInt32 = 4,
             verifier: AppAttestAssertionVerifier = verifier
-        ) async -> AppAttestError? {
+        ) async -> AppAttestErrorCode? {
             await appAttestFailure {
                 try verifier.verify(
                     assertion: assertion, clientDataHash: clientDataHash, publicKey: publicKey,

@@ -72,7 +72,7 @@ struct AppAttestReceiptFuzzTests {
     func oversized() async throws {
         let verifier = try AppAttestReceiptVectors.verifier()
         let (_, now) = try AppAttestReceiptVectors.firstSample()
-        await #expect(throws: AppAttestReceiptError.receiptTooLarge) {
+        await #expect(throws: AppAttestReceiptError(.receiptTooLarge)) {
             try await verifier.verify(
                 [UInt8](repeating: 0x30, count: AppAttestReceiptVerifier.maximumReceiptSize + 1), now: now)
         }

@@ -172,17 +172,17 @@ struct AssertionVector: Decodable, Sendable {
     }
 }
 
-/// Runs `body` and returns the `AppAttestError` it threw, recording an issue when it succeeds or throws another type.
+/// Runs `body` and returns the code of the `AppAttestError` it threw, recording an issue when it succeeds or throws another type.
 func appAttestFailure<T>(
     sourceLocation: SourceLocation = #_sourceLocation,
     _ body: () async throws -> T
-) async -> AppAttestError? {
+) async -> AppAttestErrorCode? {
     do {
         _ = try await body()
         Issue.record("expected an AppAttestError, but verification succeeded", sourceLocation: sourceLocation)
         return nil
     } catch let error as AppAttestError {
-        return error
+        return error.code
     } catch {
         Issue.record("expected an AppAttestError, got \(error)", sourceLocation: sourceLocation)
         return nil

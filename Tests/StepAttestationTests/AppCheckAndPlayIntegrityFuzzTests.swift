@@ -56,7 +56,7 @@ struct AppCheckAndPlayIntegrityFuzzTests {
             default:
                 let bytes = (0..<Int(generator.next() % 200)).map { _ in UInt8(truncatingIfNeeded: generator.next()) }
                 inputs.append(
-                    [TestBase64URL.encode(bytes), TestBase64URL.encode(bytes.reversed()), TestBase64URL.encode(bytes)]
+                    [Base64URL.encode(bytes), Base64URL.encode(bytes.reversed()), Base64URL.encode(bytes)]
                         .joined(separator: ".")
                 )
             }
@@ -70,17 +70,17 @@ struct AppCheckAndPlayIntegrityFuzzTests {
         let verifier = try factory.verifier()
         let genuine = try factory.token(VerdictJSON())
         var generator = GoogleFuzzGenerator(seed: 0x5EED_0001)
-        var reasons: [String: Int] = [:]
+        var reasons: [PlayIntegrityErrorCode: Int] = [:]
         for input in Self.inputs(from: [genuine], count: 4_000, generator: &generator) where input != genuine {
             do throws(PlayIntegrityError) {
                 _ = try verifier.verify(token: input, expectedNonce: VerdictJSON.nonce, now: VerdictJSON.now)
                 Issue.record("accepted a mutated token: \(input.prefix(80))")
             } catch {
-                reasons[error.reason, default: 0] += 1
+                reasons[error.code, default: 0] += 1
             }
         }
-        #expect(reasons["malformedToken", default: 0] > 0)
-        #expect(reasons["decryptionFailed", default: 0] > 0)
+        #expect(reasons[.malformedToken, default: 0] > 0)
+        #expect(reasons[.decryptionFailed, default: 0] > 0)
     }
 
     @Test("App Check: 4 000 malformed tokens, each a typed rejection")
@@ -92,17 +92,17 @@ struct AppCheckAndPlayIntegrityFuzzTests {
         )
         let genuine = try fixture.token()
         var generator = GoogleFuzzGenerator(seed: 0x5EED_0002)
-        var reasons: [String: Int] = [:]
+        var reasons: [AppCheckErrorCode: Int] = [:]
         for input in Self.inputs(from: [genuine], count: 4_000, generator: &generator) where input != genuine {
             do throws(AppCheckError) {
                 _ = try await verifier.verify(token: input, now: AppCheckTokenFactory.now)
                 Issue.record("accepted a mutated token: \(input.prefix(80))")
             } catch {
-                reasons[error.reason, default: 0] += 1
+                reasons[error.code, default: 0] += 1
             }
         }
-        #expect(reasons["malformedToken", default: 0] > 0)
-        #expect(reasons["invalidSignature", default: 0] > 0)
+        #expect(reasons[.malformedToken, default: 0] > 0)
+        #expect(reasons[.invalidSignature, default: 0] > 0)
     }
 
     @Test("Key set parsing: 2 000 random and truncated documents, each a typed rejection or a usable set")
@@ -114,7 +114,7 @@ struct AppCheckAndPlayIntegrityFuzzTests {
                 let set = try AppCheckJWKS(json: Data(input.utf8))
                 #expect(!set.keyIDs.isEmpty)
             } catch {
-                #expect(error == .malformedKeySet)
+                #expect(error.code == .malformedKeySet)
             }
         }
     }

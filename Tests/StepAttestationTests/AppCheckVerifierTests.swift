@@ -36,7 +36,7 @@ struct AppCheckTokenFactory: Sendable {
             let primitives = try privateKey.publicKey.getKeyPrimitives()
             return [
                 "kty": "RSA", "alg": "RS256", "use": "sig", "kid": keyID,
-                "n": TestBase64URL.encode(primitives.modulus), "e": TestBase64URL.encode(primitives.publicExponent),
+                "n": Base64URL.encode(primitives.modulus), "e": Base64URL.encode(primitives.publicExponent),
             ]
         }
     }
@@ -64,10 +64,10 @@ struct AppCheckTokenFactory: Sendable {
     func token(claims: [String: Any] = claims(), header: [String: String]? = nil) throws -> String {
         let header = header ?? ["alg": "RS256", "typ": "JWT", "kid": keyID]
         let signingInput =
-            try TestBase64URL.encode(TestBase64URL.json(header)) + "."
-            + TestBase64URL.encode(TestBase64URL.json(claims))
+            try Base64URL.encode(TestBase64URL.json(header)) + "."
+            + Base64URL.encode(TestBase64URL.json(claims))
         let signature = try privateKey.signature(for: Data(signingInput.utf8), padding: .insecurePKCS1v1_5)
-        return signingInput + "." + TestBase64URL.encode(signature.rawRepresentation)
+        return signingInput + "." + Base64URL.encode(signature.rawRepresentation)
     }
 }
 
@@ -102,13 +102,13 @@ struct AppCheckVerifierTests {
     }
 
     func expectRejection(
-        _ expected: AppCheckError,
+        _ expected: AppCheckErrorCode,
         _ token: String,
         allowedAppIDs: Set<String>? = nil,
         sourceLocation: SourceLocation = #_sourceLocation
     ) async throws {
         let verifier = try verifier(allowedAppIDs: allowedAppIDs)
-        await #expect(throws: expected, sourceLocation: sourceLocation) {
+        await #expect(throws: AppCheckError(expected), sourceLocation: sourceLocation) {
             try await verifier.verify(token: token, now: now)
         }
     }
@@ -164,7 +164,7 @@ struct AppCheckVerifierTests {
         if accepted {
             _ = try await fresh.verify(token: token, now: now)
         } else {
-            let error = await #expect(throws: AppCheckError.stale) { try await fresh.verify(token: token, now: now) }
+            let error = await #expect(throws: AppCheckError(.stale)) { try await fresh.verify(token: token, now: now) }
             #expect(error?.reasonCode == .stale)
         }
         // Without a maximum age (the verifier's default) iat is not looked at.
@@ -181,9 +181,9 @@ struct AppCheckVerifierTests {
             configuration: AppCheckConfiguration(
                 projectNumber: AppCheckTokenFactory.projectNumber, maximumTokenAge: 300),
             keySource: keySource)
-        await #expect(throws: AppCheckError.stale) { try await verifier.verify(token: token, now: now) }
+        await #expect(throws: AppCheckError(.stale)) { try await verifier.verify(token: token, now: now) }
         for age in [0.0, -1, .nan] {
-            #expect(throws: AppCheckError.invalidConfiguration) {
+            #expect(throws: AppCheckError(.invalidConfiguration)) {
                 try AppCheckVerifier(
                     configuration: AppCheckConfiguration(
                         projectNumber: AppCheckTokenFactory.projectNumber, maximumTokenAge: age),
@@ -195,13 +195,13 @@ struct AppCheckVerifierTests {
     @Test("A claim failure carries the token id and its reason code; a signature failure carries no id")
     func rejectionCarriesTokenID() async throws {
         let expired = try AppCheckTokenFactory.fixture().token(claims: AppCheckTokenFactory.claims(expiresIn: -3600))
-        let claimFailure = await #expect(throws: AppCheckError.expired) {
+        let claimFailure = await #expect(throws: AppCheckError(.expired)) {
             try await verifier().verify(token: expired, now: now)
         }
         #expect(claimFailure?.tokenID == "dGVzdC10b2tlbi1pZA")
         #expect(claimFailure?.reasonCode == .expired)
         let forged = try AppCheckTokenFactory.generated(keyID: "rsa-test").token()
-        let signatureFailure = await #expect(throws: AppCheckError.invalidSignature) {
+        let signatureFailure = await #expect(throws: AppCheckError(.invalidSignature)) {
             try await verifier().verify(token: forged, now: now)
         }
         #expect(signatureFailure?.tokenID == nil)
@@ -210,14 +210,14 @@ struct AppCheckVerifierTests {
 
     @Test("Each failure maps to the reason code a client and the audit log see")
     func reasonCodes() {
-        let expected: [(AppCheckError, AppCheckReasonCode)] = [
+        let expected: [(AppCheckErrorCode, AppCheckReasonCode)] = [
             (.invalidConfiguration, .unavailable), (.malformedKeySet, .unavailable), (.keySetUnavailable, .unavailable),
             (.malformedToken, .malformed), (.invalidHeader, .malformed), (.malformedPayload, .malformed),
             (.unsupportedAlgorithm, .algorithm), (.unknownKeyID, .unknownKey), (.invalidSignature, .signature),
             (.issuerMismatch, .issuer), (.audienceMismatch, .audience), (.expired, .expired), (.stale, .stale),
             (.missingSubject, .appID), (.appNotAllowed, .appID),
         ]
-        for (error, code) in expected { #expect(error.reasonCode == code, "\(error)") }
+        for (error, code) in expected { #expect(AppCheckError(error).reasonCode == code, "\(error)") }
         #expect(Set(expected.map(\.1)).union([.missing]) == Set(AppCheckReasonCode.allCases))
     }
 
@@ -256,7 +256,7 @@ struct AppCheckVerifierTests {
         let token = try AppCheckTokenFactory.fixture().token()
         _ = try await verifier(allowedAppIDs: [AppCheckTokenFactory.appID]).verify(token: token, now: now)
         try await expectRejection(.appNotAllowed, token, allowedAppIDs: ["1:123456789012:ios:ffffffffffffffff"])
-        #expect(throws: AppCheckError.invalidConfiguration) {
+        #expect(throws: AppCheckError(.invalidConfiguration)) {
             try AppCheckVerifier(
                 configuration: AppCheckConfiguration(
                     projectNumber: AppCheckTokenFactory.projectNumber, allowedAppIDs: []),
@@ -295,15 +295,15 @@ struct AppCheckVerifierTests {
             contentsOf: AppCheckTokenFactory.fixtures.appendingPathComponent("test-rsa-public.pem"),
             encoding: .utf8
         )
-        let header = try TestBase64URL.encode(TestBase64URL.json(["alg": "HS256", "typ": "JWT", "kid": "rsa-test"]))
-        let payload = try TestBase64URL.encode(TestBase64URL.json(AppCheckTokenFactory.claims()))
+        let header = try Base64URL.encode(TestBase64URL.json(["alg": "HS256", "typ": "JWT", "kid": "rsa-test"]))
+        let payload = try Base64URL.encode(TestBase64URL.json(AppCheckTokenFactory.claims()))
         let mac = HMAC<SHA256>.authenticationCode(
             for: Data((header + "." + payload).utf8),
             using: SymmetricKey(data: Data(publicPEM.utf8))
         )
-        try await expectRejection(.unsupportedAlgorithm, header + "." + payload + "." + TestBase64URL.encode(Data(mac)))
+        try await expectRejection(.unsupportedAlgorithm, header + "." + payload + "." + Base64URL.encode(Data(mac)))
 
-        let none = try TestBase64URL.encode(TestBase64URL.json(["alg": "none", "typ": "JWT", "kid": "rsa-test"]))
+        let none = try Base64URL.encode(TestBase64URL.json(["alg": "none", "typ": "JWT", "kid": "rsa-test"]))
         try await expectRejection(.unsupportedAlgorithm, none + "." + payload + ".")
 
         let fixture = try AppCheckTokenFactory.fixture()
@@ -327,7 +327,7 @@ struct AppCheckVerifierTests {
     @Test("Configuration needs a numeric project number")
     func configuration() throws {
         for number in ["", "stepledger-prod", "12 34"] {
-            #expect(throws: AppCheckError.invalidConfiguration) {
+            #expect(throws: AppCheckError(.invalidConfiguration)) {
                 try AppCheckVerifier(
                     configuration: AppCheckConfiguration(projectNumber: number),
                     keySource: StaticAppCheckKeySource(keySet: AppCheckJWKS(json: AppCheckTokenFactory.fixtureJWKS()))
@@ -348,16 +348,16 @@ struct AppCheckVerifierTests {
         encryption["kid"] = "enc"
         let ec: [String: Any] = ["kty": "EC", "kid": "ec", "crv": "P-256", "x": "AA", "y": "AA"]
         let short: [String: Any] = [
-            "kty": "RSA", "kid": "short", "n": TestBase64URL.encode(Data(repeating: 0xC1, count: 128)), "e": "AQAB",
+            "kty": "RSA", "kid": "short", "n": Base64URL.encode(Data(repeating: 0xC1, count: 128)), "e": "AQAB",
         ]
         let set = try AppCheckJWKS(
             json: JSONSerialization.data(withJSONObject: ["keys": [jwk, ps256, encryption, ec, short]])
         )
         #expect(set.keyIDs == ["rsa-test"])
         for body in ["", "[]", "{\"keys\":[]}", "{\"keys\":{}}", "{\"keys\":[{\"kty\":\"RSA\"}]}"] {
-            #expect(throws: AppCheckError.malformedKeySet) { try AppCheckJWKS(json: Data(body.utf8)) }
+            #expect(throws: AppCheckError(.malformedKeySet)) { try AppCheckJWKS(json: Data(body.utf8)) }
         }
-        #expect(throws: AppCheckError.malformedKeySet) {
+        #expect(throws: AppCheckError(.malformedKeySet)) {
             try AppCheckJWKS(json: Data(repeating: 0x20, count: AppCheckJWKS.maximumSize + 1))
         }
     }
@@ -372,7 +372,7 @@ struct AppCheckVerifierTests {
             keySource: StaticAppCheckKeySource(keySet: AppCheckJWKS(contentsOf: url))
         )
         _ = try await verifier.verify(token: AppCheckTokenFactory.fixture().token(), now: now)
-        #expect(throws: AppCheckError.keySetUnavailable) {
+        #expect(throws: AppCheckError(.keySetUnavailable)) {
             try AppCheckJWKS(contentsOf: url.appendingPathExtension("missing"))
         }
     }
@@ -415,10 +415,12 @@ struct AppCheckKeyCacheTests {
         let rotated = try AppCheckTokenFactory.generated(keyID: "rotated")
         let rotatedToken = try rotated.token(claims: AppCheckTokenFactory.claims(expiresIn: 86_400))
         let later = now.addingTimeInterval(120)
-        await #expect(throws: AppCheckError.unknownKeyID) { try await verifier.verify(token: rotatedToken, now: later) }
+        await #expect(throws: AppCheckError(.unknownKeyID)) {
+            try await verifier.verify(token: rotatedToken, now: later)
+        }
         #expect(await endpoint.fetchCount == 2)
         for second in 0..<5 {
-            await #expect(throws: AppCheckError.unknownKeyID) {
+            await #expect(throws: AppCheckError(.unknownKeyID)) {
                 try await verifier.verify(token: rotatedToken, now: later.addingTimeInterval(Double(second * 10)))
             }
         }
@@ -450,8 +452,8 @@ struct AppCheckKeyCacheTests {
         let endpoint = FakeJWKSEndpoint(body: nil)
         let verifier = try verifier(endpoint)
         let token = try AppCheckTokenFactory.fixture().token(claims: AppCheckTokenFactory.claims(expiresIn: 86_400))
-        await #expect(throws: AppCheckError.keySetUnavailable) { try await verifier.verify(token: token, now: now) }
-        await #expect(throws: AppCheckError.keySetUnavailable) {
+        await #expect(throws: AppCheckError(.keySetUnavailable)) { try await verifier.verify(token: token, now: now) }
+        await #expect(throws: AppCheckError(.keySetUnavailable)) {
             try await verifier.verify(token: token, now: now.addingTimeInterval(30))
         }
         #expect(await endpoint.fetchCount == 1)

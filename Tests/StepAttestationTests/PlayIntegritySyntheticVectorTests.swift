@@ -65,8 +65,8 @@ struct PlayIntegritySyntheticVectorTests {
             )
             Issue.record("the synthetic layout was accepted")
         } catch {
-            #expect(error == .malformedPayload)
-            #expect(error.detail.contains("requestDetails"))
+            #expect(error.code == .malformedPayload)
+            #expect(error.detail?.contains("requestDetails") == true)
         }
     }
 
@@ -77,7 +77,7 @@ struct PlayIntegritySyntheticVectorTests {
             decryptionKeyBase64: Data("7d5b44298bf959af149a0086d79334e7".utf8).base64EncodedString(),
             verificationKeyBase64: vector.verificationKeyBase64Der
         )
-        #expect(throws: PlayIntegrityError.decryptionFailed) { try wrongKey.decode(vector.tokenCompact) }
+        #expect(throws: PlayIntegrityError(.decryptionFailed)) { try wrongKey.decode(vector.tokenCompact) }
 
         let decoder = try PlayIntegrityTokenDecoder(
             decryptionKeyBase64: vector.decryptionKey.base64OfRawBytes,
@@ -86,6 +86,6 @@ struct PlayIntegritySyntheticVectorTests {
         let jws = try decoder.decrypt(vector.tokenCompact)
         #expect(throws: Never.self) { try decoder.verifiedPayload(ofJWS: jws) }
         let tampered = TestBase64URL.mutating(jws, segment: 2) { $0[$0.startIndex + 40] ^= 0x01 }
-        #expect(throws: PlayIntegrityError.invalidSignature) { try decoder.verifiedPayload(ofJWS: tampered) }
+        #expect(throws: PlayIntegrityError(.invalidSignature)) { try decoder.verifiedPayload(ofJWS: tampered) }
     }
 }

@@ -19,7 +19,7 @@ struct PlayIntegrityVerifierTests {
     }
 
     func expectRejection(
-        _ expected: PlayIntegrityError,
+        _ expected: PlayIntegrityErrorCode,
         _ verdict: VerdictJSON,
         requiredDeviceLevel: PlayIntegrityDeviceLevel = .device,
         requireLicensed: Bool = false,
@@ -27,7 +27,7 @@ struct PlayIntegrityVerifierTests {
     ) throws {
         let verifier = try factory.verifier(requiredDeviceLevel: requiredDeviceLevel, requireLicensed: requireLicensed)
         let token = try factory.token(verdict)
-        #expect(throws: expected, sourceLocation: sourceLocation) {
+        #expect(throws: PlayIntegrityError(expected), sourceLocation: sourceLocation) {
             try verifier.verify(token: token, expectedNonce: VerdictJSON.nonce, now: now)
         }
     }
@@ -46,7 +46,7 @@ struct PlayIntegrityVerifierTests {
     func wrongAESKey() throws {
         let other = PlayIntegrityTokenFactory(signingKey: factory.signingKey)
         let token = try other.token(VerdictJSON())
-        #expect(throws: PlayIntegrityError.decryptionFailed) {
+        #expect(throws: PlayIntegrityError(.decryptionFailed)) {
             try factory.verifier().verify(token: token, expectedNonce: VerdictJSON.nonce, now: now)
         }
     }
@@ -60,14 +60,14 @@ struct PlayIntegrityVerifierTests {
         let tampered: String
         if index == 0 {
             // Still A256KW/A256GCM, but no longer the header the AAD covered.
-            let header = try TestBase64URL.encode(
+            let header = try Base64URL.encode(
                 TestBase64URL.json(["alg": "A256KW", "enc": "A256GCM", "kid": "x"])
             )
             tampered = header + token.drop(while: { $0 != "." })
         } else {
             tampered = TestBase64URL.mutating(token, segment: index) { $0[$0.startIndex] ^= 0x01 }
         }
-        #expect(throws: PlayIntegrityError.decryptionFailed, "\(part)") {
+        #expect(throws: PlayIntegrityError(.decryptionFailed), "\(part)") {
             try factory.verifier().verify(token: tampered, expectedNonce: VerdictJSON.nonce, now: now)
         }
     }
@@ -77,7 +77,7 @@ struct PlayIntegrityVerifierTests {
         let jws = try factory.jws(payload: TestBase64URL.json(VerdictJSON().object))
         let tampered = TestBase64URL.mutating(jws, segment: 2) { $0[$0.startIndex + 5] ^= 0x80 }
         let token = try factory.jwe(plaintext: tampered)
-        #expect(throws: PlayIntegrityError.invalidSignature) {
+        #expect(throws: PlayIntegrityError(.invalidSignature)) {
             try factory.verifier().verify(token: token, expectedNonce: VerdictJSON.nonce, now: now)
         }
     }
@@ -90,7 +90,7 @@ struct PlayIntegrityVerifierTests {
         let forgedBytes = try TestBase64URL.json(forged.object)
         let swapped = TestBase64URL.mutating(jws, segment: 1) { $0 = forgedBytes }
         let token = try factory.jwe(plaintext: swapped)
-        #expect(throws: PlayIntegrityError.invalidSignature) {
+        #expect(throws: PlayIntegrityError(.invalidSignature)) {
             try factory.verifier().verify(token: token, expectedNonce: VerdictJSON.nonce, now: now)
         }
     }
@@ -99,7 +99,7 @@ struct PlayIntegrityVerifierTests {
     func wrongVerificationKey() throws {
         let other = PlayIntegrityTokenFactory(signingKey: P256.Signing.PrivateKey(), aesKey: factory.aesKey)
         let token = try other.token(VerdictJSON())
-        #expect(throws: PlayIntegrityError.invalidSignature) {
+        #expect(throws: PlayIntegrityError(.invalidSignature)) {
             try factory.verifier().verify(token: token, expectedNonce: VerdictJSON.nonce, now: now)
         }
     }
@@ -121,7 +121,7 @@ struct PlayIntegrityVerifierTests {
     func algorithms(jweHeader: [String: String], jwsHeader: [String: String]) throws {
         let jws = try factory.jws(payload: TestBase64URL.json(VerdictJSON().object), header: jwsHeader)
         let token = try factory.jwe(plaintext: jws, header: jweHeader)
-        #expect(throws: PlayIntegrityError.unsupportedAlgorithm) {
+        #expect(throws: PlayIntegrityError(.unsupportedAlgorithm)) {
             try factory.verifier().verify(token: token, expectedNonce: VerdictJSON.nonce, now: now)
         }
     }
@@ -148,7 +148,7 @@ struct PlayIntegrityVerifierTests {
         try expectRejection(.nonceMismatch, verdict)
         let verifier = try factory.verifier()
         let token = try factory.token(VerdictJSON())
-        #expect(throws: PlayIntegrityError.nonceMismatch) {
+        #expect(throws: PlayIntegrityError(.nonceMismatch)) {
             try verifier.verify(token: token, expectedNonce: "", now: now)
         }
     }
@@ -237,7 +237,7 @@ struct PlayIntegrityVerifierTests {
         var object = VerdictJSON().object
         object["deviceIntegrity"] = ["deviceRecognitionVerdict": "MEETS_DEVICE_INTEGRITY"]
         let token = try factory.jwe(plaintext: factory.jws(payload: TestBase64URL.json(object)))
-        #expect(throws: PlayIntegrityError.malformedPayload) {
+        #expect(throws: PlayIntegrityError(.malformedPayload)) {
             try factory.verifier().verify(token: token, expectedNonce: VerdictJSON.nonce, now: now)
         }
     }
@@ -253,9 +253,9 @@ struct PlayIntegrityVerifierTests {
             _ = try verifier.verify(token: token, expectedNonce: VerdictJSON.nonce, now: now)
             Issue.record("accepted")
         } catch {
-            #expect(error == .nonceMismatch)
-            #expect(error.reason == "nonceMismatch")
-            #expect(error.detail.contains("appNotRecognized"))
+            #expect(error.code == .nonceMismatch)
+            #expect(error.reasonCode == "NONCE_MISMATCH")
+            #expect(error.detail?.contains("appNotRecognized") == true)
         }
     }
 
@@ -266,7 +266,7 @@ struct PlayIntegrityVerifierTests {
             header: ["alg": "ES256", "crit": ["exp"], "exp": 1]
         )
         let token = try factory.jwe(plaintext: jws)
-        #expect(throws: PlayIntegrityError.unsupportedAlgorithm) {
+        #expect(throws: PlayIntegrityError(.unsupportedAlgorithm)) {
             try factory.verifier().verify(token: token, expectedNonce: VerdictJSON.nonce, now: now)
         }
     }
@@ -277,18 +277,18 @@ struct PlayIntegrityVerifierTests {
         #expect(!configuration.description.contains(factory.decryptionKeyBase64))
         #expect(!configuration.description.contains(factory.verificationKeyBase64))
         configuration.decryptionKeyBase64 = Data(repeating: 1, count: 16).base64EncodedString()
-        #expect(throws: PlayIntegrityError.invalidConfiguration) {
+        #expect(throws: PlayIntegrityError(.invalidConfiguration)) {
             try PlayIntegrityVerifier(configuration: configuration)
         }
         configuration = factory.configuration()
         configuration.verificationKeyBase64 = "not base64!"
-        #expect(throws: PlayIntegrityError.invalidConfiguration) {
+        #expect(throws: PlayIntegrityError(.invalidConfiguration)) {
             try PlayIntegrityVerifier(configuration: configuration)
         }
         configuration = factory.configuration()
         configuration.verificationKeyBase64 = P384.Signing.PrivateKey().publicKey.derRepresentation
             .base64EncodedString()
-        #expect(throws: PlayIntegrityError.invalidConfiguration) {
+        #expect(throws: PlayIntegrityError(.invalidConfiguration)) {
             try PlayIntegrityVerifier(configuration: configuration)
         }
     }

@@ -2,19 +2,8 @@ import Crypto
 import Foundation
 import StepAttestation
 
-/// Base64url without padding, for building tokens in tests.
+/// JSON and segment helpers for building and tampering with compact tokens in tests.
 package enum TestBase64URL {
-    package static func encode(_ bytes: some DataProtocol) -> String {
-        Data(bytes).base64EncodedString().replacingOccurrences(of: "+", with: "-")
-            .replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
-    }
-
-    package static func decode(_ text: some StringProtocol) -> Data? {
-        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        while base64.utf8.count % 4 != 0 { base64.append("=") }
-        return Data(base64Encoded: base64)
-    }
-
     package static func json(_ object: [String: Any]) throws -> Data {
         try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])
     }
@@ -22,9 +11,9 @@ package enum TestBase64URL {
     /// Replaces segment `index` of a compact serialization after passing its bytes through `change`.
     package static func mutating(_ token: String, segment index: Int, _ change: (inout Data) -> Void) -> String {
         var parts = token.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
-        var bytes = decode(parts[index]) ?? Data()
+        var bytes = Base64URL.decode(parts[index]) ?? Data()
         change(&bytes)
-        parts[index] = encode(bytes)
+        parts[index] = Base64URL.encode(bytes)
         return parts.joined(separator: ".")
     }
 }
@@ -46,19 +35,19 @@ package struct PlayIntegrityTokenFactory {
     package var verificationKeyBase64: String { signingKey.publicKey.derRepresentation.base64EncodedString() }
 
     package func jws(payload: Data, header: [String: Any] = ["alg": "ES256"]) throws -> String {
-        let signingInput = try TestBase64URL.encode(TestBase64URL.json(header)) + "." + TestBase64URL.encode(payload)
+        let signingInput = try Base64URL.encode(TestBase64URL.json(header)) + "." + Base64URL.encode(payload)
         let signature = try signingKey.signature(for: Data(signingInput.utf8))
-        return signingInput + "." + TestBase64URL.encode(signature.rawRepresentation)
+        return signingInput + "." + Base64URL.encode(signature.rawRepresentation)
     }
 
     package func jwe(plaintext: String, header: [String: Any] = ["alg": "A256KW", "enc": "A256GCM"]) throws -> String {
-        let protectedHeader = try TestBase64URL.encode(TestBase64URL.json(header))
+        let protectedHeader = try Base64URL.encode(TestBase64URL.json(header))
         let contentKey = SymmetricKey(size: .bits256)
         let wrappedKey = try AES.KeyWrap.wrap(contentKey, using: aesKey)
         let box = try AES.GCM.seal(Data(plaintext.utf8), using: contentKey, authenticating: Data(protectedHeader.utf8))
         return [
-            protectedHeader, TestBase64URL.encode(wrappedKey), TestBase64URL.encode(Data(box.nonce)),
-            TestBase64URL.encode(box.ciphertext), TestBase64URL.encode(box.tag),
+            protectedHeader, Base64URL.encode(wrappedKey), Base64URL.encode(Data(box.nonce)),
+            Base64URL.encode(box.ciphertext), Base64URL.encode(box.tag),
         ].joined(separator: ".")
     }
 

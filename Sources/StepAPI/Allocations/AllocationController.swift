@@ -2,6 +2,7 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import Logging
+import StepAttestation
 import StepCore
 import StepStore
 

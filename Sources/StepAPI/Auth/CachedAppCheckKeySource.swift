@@ -22,15 +22,17 @@ actor CachedAppCheckKeySource: AppCheckKeySource {
         do {
             document = try await cache.document(url)
         } catch {
-            throw .keySetUnavailable.withDetail(error.description)
+            throw AppCheckError(.keySetUnavailable, detail: error.description)
         }
         if let key = keySet(of: document)?[keyID] { return key }
         // Google rotates its keys: an unknown kid asks for a newer document (the cache decides whether to fetch).
         if let newer = await cache.refresh(url, after: document.generation), let key = keySet(of: newer)?[keyID] {
             return key
         }
-        guard keySet(of: document) != nil else { throw .keySetUnavailable.withDetail("no usable App Check key set") }
-        throw .unknownKeyID.withDetail(keyID)
+        guard keySet(of: document) != nil else {
+            throw AppCheckError(.keySetUnavailable, detail: "no usable App Check key set")
+        }
+        throw AppCheckError(.unknownKeyID, detail: keyID)
     }
 
     /// The key set of the newest document seen; one that does not parse keeps the previous key set.

@@ -1,5 +1,6 @@
 import Foundation
 import JWTKit
+import StepAttestation
 
 /// Why a session token was refused. The HTTP layer shows only a generic 401; logs get the reason.
 package enum SessionTokenError: Error, Hashable, Sendable {
@@ -126,29 +127,5 @@ package struct SessionTokenVerifier: Sendable {
             self.kid = kid
             hasCritical = fields["crit"].map { $0 != .null } ?? false
         }
-    }
-}
-
-enum Base64URL {
-    /// Unpadded base64url (RFC 4648 §5) to bytes; nil when padded or not base64.
-    static func decode(_ text: some StringProtocol) -> Data? {
-        var base64: [UInt8] = []
-        base64.reserveCapacity(text.utf8.count + 3)
-        for byte in text.utf8 {
-            switch byte {
-            case UInt8(ascii: "-"): base64.append(UInt8(ascii: "+"))
-            case UInt8(ascii: "_"): base64.append(UInt8(ascii: "/"))
-            case UInt8(ascii: "="): return nil
-            default: base64.append(byte)
-            }
-        }
-        while base64.count % 4 != 0 { base64.append(UInt8(ascii: "=")) }
-        return Data(base64Encoded: Data(base64))
-    }
-
-    static func encode(_ data: some DataProtocol) -> String {
-        Data(data).base64EncodedString()
-            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
-            .replacingOccurrences(of: "=", with: "")
     }
 }

@@ -98,7 +98,8 @@ struct HealthAttestor: Sendable {
                 return .failure(.init(code: "APP_ATTEST_NOT_CONFIGURED", detail: "appAttest.* is not set"))
             }
             guard let bytes = Self.base64(token) else {
-                return .failure(.appAttest(.malformedAttestationObject.with(detail: "attestationToken is not base64")))
+                return .failure(
+                    .appAttest(AppAttestError(.malformedAttestationObject, detail: "attestationToken is not base64")))
             }
             let clientDataHash = Array(SHA256.hash(data: Array(nonce.utf8)))
             // An attestation object names its format; an assertion is {signature, authenticatorData}.
@@ -127,7 +128,7 @@ struct HealthAttestor: Sendable {
         var keyIdentifier = object.authenticatorData.attestedCredentialData?.credentialIdentifier ?? []
         if let keyId {
             guard let given = Self.base64(keyId) else {
-                return .failure(.appAttest(.keyIdentifierMismatch.with(detail: "keyId is not base64")))
+                return .failure(.appAttest(AppAttestError(.keyIdentifierMismatch, detail: "keyId is not base64")))
             }
             keyIdentifier = given
         }
@@ -154,7 +155,7 @@ struct HealthAttestor: Sendable {
         var normalizedKeyId: String?
         if let keyId {
             guard let given = Self.base64(keyId) else {
-                return .failure(.appAttest(.malformedAssertion.with(detail: "keyId is not base64")))
+                return .failure(.appAttest(AppAttestError(.malformedAssertion, detail: "keyId is not base64")))
             }
             normalizedKeyId = Data(given).base64EncodedString()
         }
@@ -182,7 +183,7 @@ struct HealthAttestor: Sendable {
                     assertion: bytes, clientDataHash: clientDataHash, publicKey: publicKey, previousCounter: previous)
                 return .success(.advanceCounter(keyId: key.keyId, from: key.signCount, to: Int(result.counter)))
             } catch {
-                if firstFailure == nil || error != .invalidSignature { firstFailure = error }
+                if firstFailure == nil || error.code != .invalidSignature { firstFailure = error }
             }
         }
         guard let firstFailure else {

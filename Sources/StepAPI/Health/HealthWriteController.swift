@@ -3,6 +3,7 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import Logging
+import StepAttestation
 import StepCore
 import StepDatabase
 import StepSettings

@@ -8,12 +8,12 @@ package struct AppAttestAssertion: Sendable {
         do {
             root = try CBORDecoder().decode(bytes)
         } catch {
-            throw AppAttestError.malformedAssertion.with(detail: error.description)
+            throw AppAttestError(.malformedAssertion, detail: error.description)
         }
         guard root.mapEntries != nil, let signature = root["signature"]?.byteString,
             let authData = root["authenticatorData"]?.byteString
         else {
-            throw AppAttestError.malformedAssertion.with(detail: "signature or authenticatorData missing")
+            throw AppAttestError(.malformedAssertion, detail: "signature or authenticatorData missing")
         }
         self.signature = signature
         self.authenticatorData = try AuthenticatorData(bytes: authData, layout: .assertion)

@@ -16,7 +16,7 @@ package struct AppAttestAssertionVerifier: Sendable {
         self.configuration = configuration
     }
 
-    package var policies: [any AppAttestPolicy<AppAttestAssertionEvidence>] {
+    package var policies: [any AttestationPolicy<AppAttestAssertionEvidence>] {
         [
             AppAttestSignaturePolicy(),
             AppAttestRelyingPartyPolicy<AppAttestAssertionEvidence>(configuration: configuration),

@@ -2,12 +2,15 @@ import Crypto
 import X509
 
 /// Evidence that carries authenticator data, so checks on it serve attestations and assertions alike.
-package protocol AppAttestAuthenticatorDataEvidence: Sendable {
+package protocol AppAttestAuthenticatorDataEvidence: AttestationEvidence, Sendable
+where FailureCode == AppAttestErrorCode {
     var authenticatorData: AuthenticatorData { get }
 }
 
 /// A parsed attestation plus what the caller claims about it, as the attestation policies see it.
 package struct AppAttestAttestationEvidence: AppAttestAuthenticatorDataEvidence {
+    package typealias FailureCode = AppAttestErrorCode
+
     package let object: AppAttestAttestationObject
     package let clientDataHash: [UInt8]
     package let keyIdentifier: [UInt8]
@@ -20,7 +23,7 @@ package struct AppAttestAttestationEvidence: AppAttestAuthenticatorDataEvidence 
         keyIdentifier: [UInt8]
     ) throws(AppAttestError) {
         guard let key = P256.Signing.PublicKey(object.credentialCertificate.publicKey) else {
-            throw AppAttestError.unsupportedPublicKey.with(detail: "credential certificate key is not P-256")
+            throw AppAttestError(.unsupportedPublicKey, detail: "credential certificate key is not P-256")
         }
         self.object = object
         self.clientDataHash = clientDataHash

@@ -1,3 +1,4 @@
+import SwiftASN1
 import X509
 
 /// The decoded CBOR attestation object: `{fmt, attStmt: {x5c, receipt}, authData}`.
@@ -16,34 +17,34 @@ package struct AppAttestAttestationObject: Sendable {
         do {
             root = try CBORDecoder().decode(bytes)
         } catch {
-            throw AppAttestError.malformedAttestationObject.with(detail: error.description)
+            throw AppAttestError(.malformedAttestationObject, detail: error.description)
         }
         guard let format = root["fmt"]?.textString else {
-            throw AppAttestError.malformedAttestationObject.with(detail: "fmt missing")
+            throw AppAttestError(.malformedAttestationObject, detail: "fmt missing")
         }
         guard format == Self.format else {
-            throw AppAttestError.unsupportedFormat.with(detail: format)
+            throw AppAttestError(.unsupportedFormat, detail: format)
         }
         guard let statement = root["attStmt"], statement.mapEntries != nil,
             let chain = statement["x5c"]?.arrayItems,
             let receipt = statement["receipt"]?.byteString,
             let authData = root["authData"]?.byteString
         else {
-            throw AppAttestError.malformedAttestationObject.with(
-                detail: "attStmt.x5c, attStmt.receipt or authData missing")
+            throw AppAttestError(
+                .malformedAttestationObject, detail: "attStmt.x5c, attStmt.receipt or authData missing")
         }
         guard (2...Self.maximumCertificates).contains(chain.count) else {
-            throw AppAttestError.malformedAttestationObject.with(detail: "x5c holds \(chain.count) certificates")
+            throw AppAttestError(.malformedAttestationObject, detail: "x5c holds \(chain.count) certificates")
         }
         var certificates: [Certificate] = []
         for item in chain {
             guard let der = item.byteString else {
-                throw AppAttestError.malformedAttestationObject.with(detail: "x5c entry is not a byte string")
+                throw AppAttestError(.malformedAttestationObject, detail: "x5c entry is not a byte string")
             }
             do {
                 certificates.append(try Certificate(derEncoded: der))
             } catch {
-                throw AppAttestError.malformedCertificate.with(detail: String(describing: error))
+                throw AppAttestError(.malformedCertificate, detail: String(describing: error))
             }
         }
         self.format = format

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import SwiftASN1
 @_spi(FixedExpiryValidationTime) import X509
 
 /// What a verified attestation establishes: the key to store for later assertions, and where it came from.
@@ -32,16 +33,16 @@ package struct AppAttestAttestationVerifier: Sendable {
             do {
                 roots.append(try Certificate(pemEncoded: pem))
             } catch {
-                throw AppAttestError.invalidTrustAnchor.with(detail: String(describing: error))
+                throw AppAttestError(.invalidTrustAnchor, detail: String(describing: error))
             }
         }
-        guard !roots.isEmpty else { throw AppAttestError.invalidTrustAnchor.with(detail: "no root certificate") }
+        guard !roots.isEmpty else { throw AppAttestError(.invalidTrustAnchor, detail: "no root certificate") }
         rootCertificates = roots
         self.configuration = configuration
     }
 
     /// Apple's checks after the chain, in Apple's order; the first failure is the reported reason.
-    package var policies: [any AppAttestPolicy<AppAttestAttestationEvidence>] {
+    package var policies: [any AttestationPolicy<AppAttestAttestationEvidence>] {
         [
             AppAttestNoncePolicy(),
             AppAttestKeyIdentifierPolicy(),
@@ -73,7 +74,7 @@ package struct AppAttestAttestationVerifier: Sendable {
         guard let aaguid = object.authenticatorData.attestedCredentialData?.aaguid,
             let environment = AppAttestEnvironment(aaguid: aaguid)
         else {
-            throw AppAttestError.environmentMismatch
+            throw AppAttestError(.environmentMismatch)
         }
         return AppAttestAttestationResult(
             publicKey: evidence.credentialPublicKey,
@@ -99,7 +100,7 @@ package struct AppAttestAttestationVerifier: Sendable {
             return
         case .couldNotValidate(let failures):
             let reasons = failures.map { String(describing: $0.policyFailureReason) }.joined(separator: "; ")
-            throw AppAttestError.certificateChainInvalid.with(detail: reasons.isEmpty ? "no path to the root" : reasons)
+            throw AppAttestError(.certificateChainInvalid, detail: reasons.isEmpty ? "no path to the root" : reasons)
         }
     }
 }

@@ -25,7 +25,7 @@ package struct AuthenticatorData: Sendable, Hashable {
 
     package init(bytes: [UInt8], layout: Layout) throws(AppAttestError) {
         guard bytes.count >= Self.headerLength else {
-            throw AppAttestError.malformedAuthenticatorData.with(detail: "\(bytes.count) bytes, header needs 37")
+            throw AppAttestError(.malformedAuthenticatorData, detail: "\(bytes.count) bytes, header needs 37")
         }
         rawValue = bytes
         relyingPartyIdentifierHash = Array(bytes[0..<32])
@@ -48,10 +48,10 @@ package struct AuthenticatorData: Sendable, Hashable {
             do {
                 value = try CBORDecoder().decode(trailing)
             } catch {
-                throw AppAttestError.malformedAuthenticatorData.with(detail: "trailing bytes: \(error.reason)")
+                throw AppAttestError(.malformedAuthenticatorData, detail: "trailing bytes: \(error.reason)")
             }
             guard case .map = value else {
-                throw AppAttestError.malformedAuthenticatorData.with(detail: "trailing item is not an extensions map")
+                throw AppAttestError(.malformedAuthenticatorData, detail: "trailing item is not an extensions map")
             }
             extensions = value
         } else {
@@ -76,14 +76,14 @@ package struct AuthenticatorData: Sendable, Hashable {
         ) throws(AppAttestError) -> (AttestedCredentialData, end: Int) {
             var offset = start
             guard bytes.count - offset >= 18 else {
-                throw AppAttestError.malformedAuthenticatorData.with(detail: "attested credential data truncated")
+                throw AppAttestError(.malformedAuthenticatorData, detail: "attested credential data truncated")
             }
             let aaguid = Array(bytes[offset..<offset + 16])
             offset += 16
             let length = Int(bytes[offset]) << 8 | Int(bytes[offset + 1])
             offset += 2
             guard length <= AuthenticatorData.maximumCredentialIdentifierLength, bytes.count - offset >= length else {
-                throw AppAttestError.malformedAuthenticatorData.with(detail: "credential id length \(length)")
+                throw AppAttestError(.malformedAuthenticatorData, detail: "credential id length \(length)")
             }
             let credentialIdentifier = Array(bytes[offset..<offset + length])
             offset += length
@@ -93,7 +93,7 @@ package struct AuthenticatorData: Sendable, Hashable {
             do {
                 (key, consumed) = try CBORDecoder().decodePrefix(bytes[offset...])
             } catch {
-                throw AppAttestError.malformedAuthenticatorData.with(detail: "credential public key: \(error.reason)")
+                throw AppAttestError(.malformedAuthenticatorData, detail: "credential public key: \(error.reason)")
             }
             let point = try coseP256Point(key)
             let credential = AttestedCredentialData(
@@ -107,22 +107,22 @@ package struct AuthenticatorData: Sendable, Hashable {
         /// Reads a COSE_Key {1: 2 (EC2), 3: -7 (ES256), -1: 1 (P-256), -2: x, -3: y}.
         private static func coseP256Point(_ key: CBORValue) throws(AppAttestError) -> [UInt8] {
             guard key.mapEntries != nil else {
-                throw AppAttestError.malformedAuthenticatorData.with(detail: "credential public key is not a map")
+                throw AppAttestError(.malformedAuthenticatorData, detail: "credential public key is not a map")
             }
             guard key[.integer(1)] == .integer(2), key[.integer(-1)] == .integer(1) else {
-                throw AppAttestError.unsupportedPublicKey.with(detail: "COSE key is not EC2 on P-256")
+                throw AppAttestError(.unsupportedPublicKey, detail: "COSE key is not EC2 on P-256")
             }
             if let algorithm = key[.integer(3)], algorithm != .integer(-7) {
-                throw AppAttestError.unsupportedPublicKey.with(detail: "COSE key algorithm is not ES256")
+                throw AppAttestError(.unsupportedPublicKey, detail: "COSE key algorithm is not ES256")
             }
             guard let x = key[.integer(-2)]?.byteString, let y = key[.integer(-3)]?.byteString,
                 x.count == 32, y.count == 32
             else {
-                throw AppAttestError.malformedAuthenticatorData.with(detail: "COSE key coordinates are not 32 bytes")
+                throw AppAttestError(.malformedAuthenticatorData, detail: "COSE key coordinates are not 32 bytes")
             }
             let point = [0x04] + x + y
             guard (try? P256.Signing.PublicKey(x963Representation: point)) != nil else {
-                throw AppAttestError.unsupportedPublicKey.with(detail: "COSE key is not a point on P-256")
+                throw AppAttestError(.unsupportedPublicKey, detail: "COSE key is not a point on P-256")
             }
             return point
         }

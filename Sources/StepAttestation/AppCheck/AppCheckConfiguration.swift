@@ -22,8 +22,8 @@ package struct AppCheckConfiguration: Sendable, Equatable {
     }
 
     /// The policies this configuration implies, in the order their reasons are reported.
-    package var policies: [any AppCheckPolicy] {
-        var policies: [any AppCheckPolicy] = [
+    package var policies: [any AttestationPolicy<AppCheckEvidence>] {
+        var policies: [any AttestationPolicy<AppCheckEvidence>] = [
             AppCheckIssuerPolicy(projectNumber: projectNumber),
             AppCheckAudiencePolicy(projectNumber: projectNumber),
             AppCheckExpiryPolicy(leeway: leeway),

@@ -28,25 +28,27 @@ package struct AppCheckJWKS: Sendable {
     }
 
     package init(json: some DataProtocol) throws(AppCheckError) {
-        guard json.count <= Self.maximumSize else { throw .malformedKeySet.withDetail("larger than 1 MiB") }
+        guard json.count <= Self.maximumSize else { throw AppCheckError(.malformedKeySet, detail: "larger than 1 MiB") }
         let document: Document
         do {
             document = try JSONDecoder().decode(Document.self, from: Data(json))
         } catch {
-            throw .malformedKeySet.withDetail("not a JWKS document")
+            throw AppCheckError(.malformedKeySet, detail: "not a JWKS document")
         }
-        guard document.keys.count <= Self.maximumKeyCount else { throw .malformedKeySet.withDetail("too many keys") }
+        guard document.keys.count <= Self.maximumKeyCount else {
+            throw AppCheckError(.malformedKeySet, detail: "too many keys")
+        }
         var keys: [String: _RSA.Signing.PublicKey] = [:]
         for key in document.keys {
             guard key.kty == "RSA", key.alg == nil || key.alg == "RS256", key.use == nil || key.use == "sig",
                 let kid = key.kid, !kid.isEmpty,
-                let n = key.n.flatMap({ JOSECompact.decode(Substring($0)) }),
-                let e = key.e.flatMap({ JOSECompact.decode(Substring($0)) }),
+                let n = key.n.flatMap({ Base64URL.decode($0) }),
+                let e = key.e.flatMap({ Base64URL.decode($0) }),
                 let publicKey = try? _RSA.Signing.PublicKey(n: n, e: e)
             else { continue }
             keys[kid] = publicKey
         }
-        guard !keys.isEmpty else { throw .malformedKeySet.withDetail("no usable RS256 key") }
+        guard !keys.isEmpty else { throw AppCheckError(.malformedKeySet, detail: "no usable RS256 key") }
         self.keys = keys
     }
 
@@ -55,13 +57,13 @@ package struct AppCheckJWKS: Sendable {
         do {
             let attributes = try FileManager.default.attributesOfItem(atPath: url.path)
             if let size = attributes[.size] as? Int, size > Self.maximumSize {
-                throw AppCheckError.malformedKeySet.withDetail("larger than 1 MiB")
+                throw AppCheckError(.malformedKeySet, detail: "larger than 1 MiB")
             }
             data = try Data(contentsOf: url)
         } catch let error as AppCheckError {
             throw error
         } catch {
-            throw .keySetUnavailable.withDetail("cannot read \(url.path)")
+            throw AppCheckError(.keySetUnavailable, detail: "cannot read \(url.path)")
         }
         try self.init(json: data)
     }

@@ -13,7 +13,7 @@ package struct StaticAppCheckKeySource: AppCheckKeySource {
     package init(keySet: AppCheckJWKS) { self.keySet = keySet }
 
     package func publicKey(for keyID: String, now: Date) async throws(AppCheckError) -> _RSA.Signing.PublicKey {
-        guard let key = keySet[keyID] else { throw .unknownKeyID.withDetail(keyID) }
+        guard let key = keySet[keyID] else { throw AppCheckError(.unknownKeyID, detail: keyID) }
         return key
     }
 }
@@ -52,8 +52,8 @@ package actor CachingAppCheckKeySource: AppCheckKeySource {
             await complete(startFetch(now: now))
         }
         if let key = cached?.keySet[keyID] { return key }
-        if cached == nil { throw .keySetUnavailable.withDetail(lastFailure ?? "no key set fetched yet") }
-        throw .unknownKeyID.withDetail(keyID)
+        if cached == nil { throw AppCheckError(.keySetUnavailable, detail: lastFailure ?? "no key set fetched yet") }
+        throw AppCheckError(.unknownKeyID, detail: keyID)
     }
 
     private func startFetch(now: Date) -> PendingFetch {
@@ -66,7 +66,7 @@ package actor CachingAppCheckKeySource: AppCheckKeySource {
             } catch let error as AppCheckError {
                 return .failure(error)
             } catch {
-                return .failure(.keySetUnavailable.withDetail(String(describing: type(of: error))))
+                return .failure(AppCheckError(.keySetUnavailable, detail: String(describing: type(of: error))))
             }
             do throws(AppCheckError) {
                 return .success(try AppCheckJWKS(json: data))

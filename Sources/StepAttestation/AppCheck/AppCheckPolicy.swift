@@ -1,11 +1,5 @@
 import Foundation
 
-/// The outcome of one App Check claim check, in the style of swift-certificates' `PolicyEvaluationResult`.
-package enum AppCheckPolicyVerdict: Sendable, Equatable {
-    case meetsPolicy
-    case failsToMeetPolicy(reason: AppCheckError)
-}
-
 /// The claims of a signature-checked App Check token that the policies read.
 package struct AppCheckClaims: Decodable, Sendable, Equatable {
     /// RFC 7519 allows a single string or an array; Firebase sends an array.
@@ -32,50 +26,57 @@ package struct AppCheckClaims: Decodable, Sendable, Equatable {
     package var jti: String?
 }
 
-/// One rule over the claims of a token whose signature has been checked.
-package protocol AppCheckPolicy: Sendable {
-    func verify(_ claims: AppCheckClaims, now: Date) -> AppCheckPolicyVerdict
+/// The claims of a token whose signature has been checked, and the time to check them at.
+package struct AppCheckEvidence: AttestationEvidence, Sendable {
+    package typealias FailureCode = AppCheckErrorCode
+
+    package let claims: AppCheckClaims
+    package let now: Date
+
+    package init(claims: AppCheckClaims, now: Date) {
+        self.claims = claims
+        self.now = now
+    }
 }
 
 /// `iss` is exactly `https://firebaseappcheck.googleapis.com/<projectNumber>`.
-package struct AppCheckIssuerPolicy: AppCheckPolicy {
+package struct AppCheckIssuerPolicy: AttestationPolicy {
     package var issuer: String
 
     package init(projectNumber: String) { issuer = "https://firebaseappcheck.googleapis.com/\(projectNumber)" }
 
-    package func verify(_ claims: AppCheckClaims, now: Date) -> AppCheckPolicyVerdict {
-        claims.iss == issuer
-            ? .meetsPolicy : .failsToMeetPolicy(reason: .issuerMismatch.withDetail(claims.iss ?? "absent"))
+    package func evaluate(_ evidence: AppCheckEvidence) -> PolicyVerdict<AppCheckErrorCode> {
+        evidence.claims.iss == issuer
+            ? .meetsPolicy : .failsToMeetPolicy(.issuerMismatch, detail: evidence.claims.iss ?? "absent")
     }
 }
 
 /// `aud` contains `projects/<projectNumber>`.
-package struct AppCheckAudiencePolicy: AppCheckPolicy {
+package struct AppCheckAudiencePolicy: AttestationPolicy {
     package var audience: String
 
     package init(projectNumber: String) { audience = "projects/\(projectNumber)" }
 
-    package func verify(_ claims: AppCheckClaims, now: Date) -> AppCheckPolicyVerdict {
-        let values = claims.aud?.values ?? []
+    package func evaluate(_ evidence: AppCheckEvidence) -> PolicyVerdict<AppCheckErrorCode> {
+        let values = evidence.claims.aud?.values ?? []
         return values.contains(audience)
-            ? .meetsPolicy : .failsToMeetPolicy(reason: .audienceMismatch.withDetail(values.joined(separator: ",")))
+            ? .meetsPolicy : .failsToMeetPolicy(.audienceMismatch, detail: values.joined(separator: ","))
     }
 }
 
 /// `exp` is present and not more than `leeway` seconds in the past.
-package struct AppCheckExpiryPolicy: AppCheckPolicy {
+package struct AppCheckExpiryPolicy: AttestationPolicy {
     package var leeway: TimeInterval
 
     package init(leeway: TimeInterval) { self.leeway = leeway }
 
-    package func verify(_ claims: AppCheckClaims, now: Date) -> AppCheckPolicyVerdict {
-        guard let exp = claims.exp, exp.isFinite else {
-            return .failsToMeetPolicy(reason: .expired.withDetail("exp absent"))
+    package func evaluate(_ evidence: AppCheckEvidence) -> PolicyVerdict<AppCheckErrorCode> {
+        guard let exp = evidence.claims.exp, exp.isFinite else {
+            return .failsToMeetPolicy(.expired, detail: "exp absent")
         }
         let expiry = Date(timeIntervalSince1970: exp)
-        guard now.timeIntervalSince(expiry) <= leeway else {
-            return .failsToMeetPolicy(
-                reason: .expired.withDetail("expired \(Int(now.timeIntervalSince(expiry))) s ago"))
+        guard evidence.now.timeIntervalSince(expiry) <= leeway else {
+            return .failsToMeetPolicy(.expired, detail: "expired \(Int(evidence.now.timeIntervalSince(expiry))) s ago")
         }
         return .meetsPolicy
     }
@@ -83,7 +84,7 @@ package struct AppCheckExpiryPolicy: AppCheckPolicy {
 
 /// `iat` is present, not in the future beyond `leeway`, and at most `maximumAge` seconds ago: seed 000 wants a
 /// token minted for this request, not the hour-long token an app caches, so a stolen token is short-lived.
-package struct AppCheckFreshnessPolicy: AppCheckPolicy {
+package struct AppCheckFreshnessPolicy: AttestationPolicy {
     package var maximumAge: TimeInterval
     package var leeway: TimeInterval
 
@@ -92,42 +93,42 @@ package struct AppCheckFreshnessPolicy: AppCheckPolicy {
         self.leeway = leeway
     }
 
-    package func verify(_ claims: AppCheckClaims, now: Date) -> AppCheckPolicyVerdict {
-        guard let iat = claims.iat, iat.isFinite else {
-            return .failsToMeetPolicy(reason: .stale.withDetail("iat absent"))
+    package func evaluate(_ evidence: AppCheckEvidence) -> PolicyVerdict<AppCheckErrorCode> {
+        guard let iat = evidence.claims.iat, iat.isFinite else {
+            return .failsToMeetPolicy(.stale, detail: "iat absent")
         }
-        let age = now.timeIntervalSince(Date(timeIntervalSince1970: iat))
+        let age = evidence.now.timeIntervalSince(Date(timeIntervalSince1970: iat))
         if age < -leeway {
-            return .failsToMeetPolicy(reason: .stale.withDetail("issued \(Int(-age)) s in the future"))
+            return .failsToMeetPolicy(.stale, detail: "issued \(Int(-age)) s in the future")
         }
         if age > maximumAge {
-            return .failsToMeetPolicy(reason: .stale.withDetail("issued \(Int(age)) s ago"))
+            return .failsToMeetPolicy(.stale, detail: "issued \(Int(age)) s ago")
         }
         return .meetsPolicy
     }
 }
 
 /// `sub` (the Firebase app id) is present and not blank.
-package struct AppCheckSubjectPolicy: AppCheckPolicy {
+package struct AppCheckSubjectPolicy: AttestationPolicy {
     package init() {}
 
-    package func verify(_ claims: AppCheckClaims, now: Date) -> AppCheckPolicyVerdict {
-        guard let sub = claims.sub, !sub.trimmingCharacters(in: .whitespaces).isEmpty else {
-            return .failsToMeetPolicy(reason: .missingSubject)
+    package func evaluate(_ evidence: AppCheckEvidence) -> PolicyVerdict<AppCheckErrorCode> {
+        guard let sub = evidence.claims.sub, !sub.trimmingCharacters(in: .whitespaces).isEmpty else {
+            return .failsToMeetPolicy(.missingSubject)
         }
         return .meetsPolicy
     }
 }
 
 /// `sub` is one of the configured app ids.
-package struct AppCheckAppIDPolicy: AppCheckPolicy {
+package struct AppCheckAppIDPolicy: AttestationPolicy {
     package var allowedAppIDs: Set<String>
 
     package init(allowedAppIDs: Set<String>) { self.allowedAppIDs = allowedAppIDs }
 
-    package func verify(_ claims: AppCheckClaims, now: Date) -> AppCheckPolicyVerdict {
-        guard let sub = claims.sub, allowedAppIDs.contains(sub) else {
-            return .failsToMeetPolicy(reason: .appNotAllowed.withDetail(claims.sub ?? "absent"))
+    package func evaluate(_ evidence: AppCheckEvidence) -> PolicyVerdict<AppCheckErrorCode> {
+        guard let sub = evidence.claims.sub, allowedAppIDs.contains(sub) else {
+            return .failsToMeetPolicy(.appNotAllowed, detail: evidence.claims.sub ?? "absent")
         }
         return .meetsPolicy
     }

@@ -1,6 +1,7 @@
 import AsyncHTTPClient
 import Foundation
 import NIOCore
+import NIOHTTP1
 
 /// Fetches Firebase App Check's public JWKS with a deadline and a body size bound.
 /// Pass `fetch` to `CachingAppCheckKeySource(fetch: fetcher.fetch)`.
@@ -25,17 +26,25 @@ package struct HTTPAppCheckJWKSFetcher: Sendable {
     }
 
     /// The deadline covers the headers and the whole body, so a server trickling bytes cannot hold a caller.
+    /// Whichever notices the deadline first, the client or the timer, the caller sees the same error.
     package func fetch() async throws -> Data {
         let deadline = NIODeadline.now() + timeout
+        let timedOut = AppCheckError(.keySetUnavailable, detail: "JWKS fetch timed out")
         return try await withThrowingTaskGroup(of: Data?.self) { group in
-            group.addTask { try await download(deadline: deadline) }
+            group.addTask {
+                do {
+                    return try await download(deadline: deadline)
+                } catch let error as HTTPClientError where error == .deadlineExceeded {
+                    throw timedOut
+                }
+            }
             group.addTask {
                 try await Task.sleep(for: .nanoseconds(timeout.nanoseconds))
                 return nil
             }
             defer { group.cancelAll() }
             guard let first = try await group.next(), let data = first else {
-                throw AppCheckError.keySetUnavailable.withDetail("JWKS fetch timed out")
+                throw timedOut
             }
             return data
         }
@@ -46,7 +55,7 @@ package struct HTTPAppCheckJWKSFetcher: Sendable {
         request.headers.add(name: "Accept", value: "application/json")
         let response = try await httpClient.execute(request, deadline: deadline)
         guard response.status == .ok else {
-            throw AppCheckError.keySetUnavailable.withDetail("JWKS endpoint answered \(response.status.code)")
+            throw AppCheckError(.keySetUnavailable, detail: "JWKS endpoint answered \(response.status.code)")
         }
         let body = try await response.body.collect(upTo: maximumBodySize)
         return Data(body.readableBytesView)

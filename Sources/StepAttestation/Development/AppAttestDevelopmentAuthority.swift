@@ -69,12 +69,12 @@ package struct AppAttestDevelopmentAuthority: Sendable {
         do {
             documents = try PEMDocument.parseMultiple(pemString: pemEncoded)
         } catch {
-            throw AppAttestDevelopmentError.malformedAuthority.with(detail: String(describing: error))
+            throw AppAttestDevelopmentError(.malformedAuthority, detail: String(describing: error))
         }
         guard let keyDocument = documents.first(where: { $0.discriminator.hasSuffix("PRIVATE KEY") }),
             let certificateDocument = documents.first(where: { $0.discriminator == "CERTIFICATE" })
         else {
-            throw AppAttestDevelopmentError.malformedAuthority.with(detail: "a PRIVATE KEY or CERTIFICATE is missing")
+            throw AppAttestDevelopmentError(.malformedAuthority, detail: "a PRIVATE KEY or CERTIFICATE is missing")
         }
         let key: P256.Signing.PrivateKey
         let certificate: Certificate
@@ -82,11 +82,11 @@ package struct AppAttestDevelopmentAuthority: Sendable {
             key = try P256.Signing.PrivateKey(pemRepresentation: keyDocument.pemString)
             certificate = try Certificate(derEncoded: certificateDocument.derBytes)
         } catch {
-            throw AppAttestDevelopmentError.malformedAuthority.with(detail: String(describing: error))
+            throw AppAttestDevelopmentError(.malformedAuthority, detail: String(describing: error))
         }
         guard P256.Signing.PublicKey(certificate.publicKey)?.x963Representation == key.publicKey.x963Representation
         else {
-            throw AppAttestDevelopmentError.keyDoesNotMatchCertificate
+            throw AppAttestDevelopmentError(.keyDoesNotMatchCertificate)
         }
         self.init(rootKey: key, rootCertificate: certificate, rootCertificatePEM: certificateDocument.pemString)
     }

@@ -38,8 +38,8 @@ package struct PlayIntegrityConfiguration: Sendable, CustomStringConvertible {
     }
 
     /// The policies this configuration implies, in the order their reasons are reported.
-    package var policies: [any PlayIntegrityPolicy] {
-        var policies: [any PlayIntegrityPolicy] = [
+    package var policies: [any AttestationPolicy<PlayIntegrityEvidence>] {
+        var policies: [any AttestationPolicy<PlayIntegrityEvidence>] = [
             PlayIntegrityPackageNamePolicy(packageName: packageName),
             PlayIntegrityNoncePolicy(),
             PlayIntegrityTimestampPolicy(maximumAge: maximumAge, maximumFutureSkew: maximumFutureSkew),

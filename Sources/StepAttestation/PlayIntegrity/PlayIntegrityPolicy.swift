@@ -1,25 +1,18 @@
 import Foundation
 
-/// The outcome of one Play Integrity check, in the style of swift-certificates' `PolicyEvaluationResult`.
-package enum PlayIntegrityPolicyVerdict: Sendable, Equatable {
-    case meetsPolicy
-    case failsToMeetPolicy(reason: PlayIntegrityError)
-}
+/// A decrypted, signature-checked verdict and what the server expects of this particular request.
+package struct PlayIntegrityEvidence: AttestationEvidence, Sendable {
+    package typealias FailureCode = PlayIntegrityErrorCode
 
-/// What the server expects of this particular request.
-package struct PlayIntegrityRequestContext: Sendable, Equatable {
-    package var expectedNonce: String
-    package var now: Date
+    package let payload: PlayIntegrityPayload
+    package let expectedNonce: String
+    package let now: Date
 
-    package init(expectedNonce: String, now: Date) {
+    package init(payload: PlayIntegrityPayload, expectedNonce: String, now: Date) {
+        self.payload = payload
         self.expectedNonce = expectedNonce
         self.now = now
     }
-}
-
-/// One rule over a decrypted, signature-checked verdict.
-package protocol PlayIntegrityPolicy: Sendable {
-    func verify(_ payload: PlayIntegrityPayload, context: PlayIntegrityRequestContext) -> PlayIntegrityPolicyVerdict
 }
 
 /// Device recognition levels, weakest first: a stronger verdict satisfies a weaker requirement.
@@ -40,46 +33,42 @@ package enum PlayIntegrityDeviceLevel: String, Sendable, CaseIterable, Comparabl
 }
 
 /// `requestDetails.requestPackageName` (and `appIntegrity.packageName` when present) is our app.
-package struct PlayIntegrityPackageNamePolicy: PlayIntegrityPolicy {
+package struct PlayIntegrityPackageNamePolicy: AttestationPolicy {
     package var packageName: String
 
     package init(packageName: String) { self.packageName = packageName }
 
-    package func verify(_ payload: PlayIntegrityPayload, context: PlayIntegrityRequestContext)
-        -> PlayIntegrityPolicyVerdict
-    {
-        guard let requested = payload.requestDetails.requestPackageName else {
-            return .failsToMeetPolicy(reason: .packageNameMismatch.withDetail("requestPackageName absent"))
+    package func evaluate(_ evidence: PlayIntegrityEvidence) -> PolicyVerdict<PlayIntegrityErrorCode> {
+        guard let requested = evidence.payload.requestDetails.requestPackageName else {
+            return .failsToMeetPolicy(.packageNameMismatch, detail: "requestPackageName absent")
         }
         guard requested == packageName else {
-            return .failsToMeetPolicy(reason: .packageNameMismatch.withDetail("requestPackageName \(requested)"))
+            return .failsToMeetPolicy(.packageNameMismatch, detail: "requestPackageName \(requested)")
         }
-        if let appPackage = payload.appIntegrity?.packageName, appPackage != packageName {
-            return .failsToMeetPolicy(reason: .packageNameMismatch.withDetail("appIntegrity.packageName \(appPackage)"))
+        if let appPackage = evidence.payload.appIntegrity?.packageName, appPackage != packageName {
+            return .failsToMeetPolicy(.packageNameMismatch, detail: "appIntegrity.packageName \(appPackage)")
         }
         return .meetsPolicy
     }
 }
 
 /// `requestDetails.nonce` is exactly the nonce this server issued for the request.
-package struct PlayIntegrityNoncePolicy: PlayIntegrityPolicy {
+package struct PlayIntegrityNoncePolicy: AttestationPolicy {
     package init() {}
 
-    package func verify(_ payload: PlayIntegrityPayload, context: PlayIntegrityRequestContext)
-        -> PlayIntegrityPolicyVerdict
-    {
-        guard let nonce = payload.requestDetails.nonce else {
-            return .failsToMeetPolicy(reason: .nonceMismatch.withDetail("nonce absent"))
+    package func evaluate(_ evidence: PlayIntegrityEvidence) -> PolicyVerdict<PlayIntegrityErrorCode> {
+        guard let nonce = evidence.payload.requestDetails.nonce else {
+            return .failsToMeetPolicy(.nonceMismatch, detail: "nonce absent")
         }
-        guard !context.expectedNonce.isEmpty, Array(nonce.utf8) == Array(context.expectedNonce.utf8) else {
-            return .failsToMeetPolicy(reason: .nonceMismatch)
+        guard !evidence.expectedNonce.isEmpty, Array(nonce.utf8) == Array(evidence.expectedNonce.utf8) else {
+            return .failsToMeetPolicy(.nonceMismatch)
         }
         return .meetsPolicy
     }
 }
 
 /// `requestDetails.timestampMillis` lies in `[now - maximumAge, now + maximumFutureSkew]`.
-package struct PlayIntegrityTimestampPolicy: PlayIntegrityPolicy {
+package struct PlayIntegrityTimestampPolicy: AttestationPolicy {
     package var maximumAge: TimeInterval
     package var maximumFutureSkew: TimeInterval
 
@@ -88,69 +77,60 @@ package struct PlayIntegrityTimestampPolicy: PlayIntegrityPolicy {
         self.maximumFutureSkew = maximumFutureSkew
     }
 
-    package func verify(_ payload: PlayIntegrityPayload, context: PlayIntegrityRequestContext)
-        -> PlayIntegrityPolicyVerdict
-    {
-        guard let millis = payload.requestDetails.timestampMillis else {
-            return .failsToMeetPolicy(reason: .timestampOutOfWindow.withDetail("timestampMillis absent"))
+    package func evaluate(_ evidence: PlayIntegrityEvidence) -> PolicyVerdict<PlayIntegrityErrorCode> {
+        guard let millis = evidence.payload.requestDetails.timestampMillis else {
+            return .failsToMeetPolicy(.timestampOutOfWindow, detail: "timestampMillis absent")
         }
-        let age = context.now.timeIntervalSince(millis.date)
+        let age = evidence.now.timeIntervalSince(millis.date)
         if age > maximumAge {
-            return .failsToMeetPolicy(reason: .timestampOutOfWindow.withDetail("stale by \(Int(age - maximumAge)) s"))
+            return .failsToMeetPolicy(.timestampOutOfWindow, detail: "stale by \(Int(age - maximumAge)) s")
         }
         if -age > maximumFutureSkew {
-            return .failsToMeetPolicy(reason: .timestampOutOfWindow.withDetail("\(Int(-age)) s in the future"))
+            return .failsToMeetPolicy(.timestampOutOfWindow, detail: "\(Int(-age)) s in the future")
         }
         return .meetsPolicy
     }
 }
 
 /// `appIntegrity.appRecognitionVerdict` is `PLAY_RECOGNIZED`.
-package struct PlayIntegrityAppRecognitionPolicy: PlayIntegrityPolicy {
+package struct PlayIntegrityAppRecognitionPolicy: AttestationPolicy {
     package init() {}
 
-    package func verify(_ payload: PlayIntegrityPayload, context: PlayIntegrityRequestContext)
-        -> PlayIntegrityPolicyVerdict
-    {
-        let verdict = payload.appIntegrity?.appRecognitionVerdict
+    package func evaluate(_ evidence: PlayIntegrityEvidence) -> PolicyVerdict<PlayIntegrityErrorCode> {
+        let verdict = evidence.payload.appIntegrity?.appRecognitionVerdict
         guard verdict == "PLAY_RECOGNIZED" else {
-            return .failsToMeetPolicy(reason: .appNotRecognized.withDetail(verdict ?? "appRecognitionVerdict absent"))
+            return .failsToMeetPolicy(.appNotRecognized, detail: verdict ?? "appRecognitionVerdict absent")
         }
         return .meetsPolicy
     }
 }
 
 /// `deviceIntegrity.deviceRecognitionVerdict` holds the required level or a stronger one.
-package struct PlayIntegrityDeviceIntegrityPolicy: PlayIntegrityPolicy {
+package struct PlayIntegrityDeviceIntegrityPolicy: AttestationPolicy {
     package var requiredLevel: PlayIntegrityDeviceLevel
 
     package init(requiredLevel: PlayIntegrityDeviceLevel) { self.requiredLevel = requiredLevel }
 
-    package func verify(_ payload: PlayIntegrityPayload, context: PlayIntegrityRequestContext)
-        -> PlayIntegrityPolicyVerdict
-    {
-        let labels = payload.deviceIntegrity?.deviceRecognitionVerdict ?? []
+    package func evaluate(_ evidence: PlayIntegrityEvidence) -> PolicyVerdict<PlayIntegrityErrorCode> {
+        let labels = evidence.payload.deviceIntegrity?.deviceRecognitionVerdict ?? []
         let best = labels.compactMap(PlayIntegrityDeviceLevel.init(rawValue:)).max()
         guard let best, best >= requiredLevel else {
             let seen = labels.isEmpty ? "no device verdict" : labels.joined(separator: ",")
             return .failsToMeetPolicy(
-                reason: .deviceIntegrityInsufficient.withDetail("\(seen); requires \(requiredLevel.rawValue)")
-            )
+                .deviceIntegrityInsufficient, detail: "\(seen); requires \(requiredLevel.rawValue)")
         }
         return .meetsPolicy
     }
 }
 
 /// `accountDetails.appLicensingVerdict` is `LICENSED`; only installed when the configuration asks for it.
-package struct PlayIntegrityLicensingPolicy: PlayIntegrityPolicy {
+package struct PlayIntegrityLicensingPolicy: AttestationPolicy {
     package init() {}
 
-    package func verify(_ payload: PlayIntegrityPayload, context: PlayIntegrityRequestContext)
-        -> PlayIntegrityPolicyVerdict
-    {
-        let verdict = payload.accountDetails?.appLicensingVerdict
+    package func evaluate(_ evidence: PlayIntegrityEvidence) -> PolicyVerdict<PlayIntegrityErrorCode> {
+        let verdict = evidence.payload.accountDetails?.appLicensingVerdict
         guard verdict == "LICENSED" else {
-            return .failsToMeetPolicy(reason: .licensingRequired.withDetail(verdict ?? "appLicensingVerdict absent"))
+            return .failsToMeetPolicy(.licensingRequired, detail: verdict ?? "appLicensingVerdict absent")
         }
         return .meetsPolicy
     }

@@ -13,13 +13,14 @@ package struct PlayIntegrityTokenDecoder: Sendable {
     package init(decryptionKeyBase64: String, verificationKeyBase64: String) throws(PlayIntegrityError) {
         let trimmedDecryption = decryptionKeyBase64.trimmingCharacters(in: .whitespacesAndNewlines)
         guard let keyBytes = Data(base64Encoded: trimmedDecryption), keyBytes.count == 32 else {
-            throw .invalidConfiguration.withDetail("decryption key must be base64 of 32 bytes")
+            throw PlayIntegrityError(.invalidConfiguration, detail: "decryption key must be base64 of 32 bytes")
         }
         let trimmedVerification = verificationKeyBase64.trimmingCharacters(in: .whitespacesAndNewlines)
         guard let der = Data(base64Encoded: trimmedVerification),
             let key = try? P256.Signing.PublicKey(derRepresentation: der)
         else {
-            throw .invalidConfiguration.withDetail("verification key must be base64 DER of a P-256 public key")
+            throw PlayIntegrityError(
+                .invalidConfiguration, detail: "verification key must be base64 DER of a P-256 public key")
         }
         self.decryptionKey = SymmetricKey(data: keyBytes)
         self.verificationKey = key
@@ -44,42 +45,45 @@ package struct PlayIntegrityTokenDecoder: Sendable {
     /// JWE compact: header . encrypted key . IV . ciphertext . tag (RFC 7516 §7.1).
     package func decrypt(_ token: String) throws(PlayIntegrityError) -> String {
         guard let parts = JOSECompact.segments(token, count: 5, maximumLength: Self.maximumTokenLength) else {
-            throw .malformedToken.withDetail("not a 5-part JWE compact serialization of bounded size")
+            throw PlayIntegrityError(.malformedToken, detail: "not a 5-part JWE compact serialization of bounded size")
         }
-        guard let headerBytes = JOSECompact.decode(parts[0]),
+        guard let headerBytes = Base64URL.decode(parts[0]),
             let header = JOSECompact.decodeJSON(JWEHeader.self, from: headerBytes)
         else {
-            throw .malformedToken.withDetail("JWE protected header")
+            throw PlayIntegrityError(.malformedToken, detail: "JWE protected header")
         }
         guard header.alg == "A256KW", header.enc == "A256GCM" else {
-            throw .unsupportedAlgorithm.withDetail("JWE alg \(header.alg ?? "-") enc \(header.enc ?? "-")")
+            throw PlayIntegrityError(
+                .unsupportedAlgorithm, detail: "JWE alg \(header.alg ?? "-") enc \(header.enc ?? "-")")
         }
         guard header.zip == nil, header.crit == nil else {
-            throw .unsupportedAlgorithm.withDetail("JWE zip or crit")
+            throw PlayIntegrityError(.unsupportedAlgorithm, detail: "JWE zip or crit")
         }
-        guard let wrappedKey = JOSECompact.decode(parts[1]), wrappedKey.count == 40,
-            let iv = JOSECompact.decode(parts[2]), iv.count == 12,
-            let ciphertext = JOSECompact.decode(parts[3]), !ciphertext.isEmpty,
-            let tag = JOSECompact.decode(parts[4]), tag.count == 16
+        guard let wrappedKey = Base64URL.decode(parts[1]), wrappedKey.count == 40,
+            let iv = Base64URL.decode(parts[2]), iv.count == 12,
+            let ciphertext = Base64URL.decode(parts[3]), !ciphertext.isEmpty,
+            let tag = Base64URL.decode(parts[4]), tag.count == 16
         else {
-            throw .malformedToken.withDetail("JWE key, IV, ciphertext or tag")
+            throw PlayIntegrityError(.malformedToken, detail: "JWE key, IV, ciphertext or tag")
         }
         let contentKey: SymmetricKey
         do {
             contentKey = try AES.KeyWrap.unwrap(wrappedKey, using: decryptionKey)
         } catch {
-            throw .decryptionFailed.withDetail("key unwrap failed")
+            throw PlayIntegrityError(.decryptionFailed, detail: "key unwrap failed")
         }
-        guard contentKey.bitCount == 256 else { throw .decryptionFailed.withDetail("content key size") }
+        guard contentKey.bitCount == 256 else {
+            throw PlayIntegrityError(.decryptionFailed, detail: "content key size")
+        }
         let plaintext: Data
         do {
             let box = try AES.GCM.SealedBox(nonce: AES.GCM.Nonce(data: iv), ciphertext: ciphertext, tag: tag)
             plaintext = try AES.GCM.open(box, using: contentKey, authenticating: Data(parts[0].utf8))
         } catch {
-            throw .decryptionFailed.withDetail("AES-GCM authentication failed")
+            throw PlayIntegrityError(.decryptionFailed, detail: "AES-GCM authentication failed")
         }
         guard let jws = String(data: plaintext, encoding: .utf8) else {
-            throw .malformedToken.withDetail("JWE plaintext is not UTF-8")
+            throw PlayIntegrityError(.malformedToken, detail: "JWE plaintext is not UTF-8")
         }
         return jws
     }
@@ -87,27 +91,27 @@ package struct PlayIntegrityTokenDecoder: Sendable {
     /// JWS compact: header . payload . signature, ES256 with the raw 64-byte R‖S signature (RFC 7518 §3.4).
     package func verifiedPayload(ofJWS jws: String) throws(PlayIntegrityError) -> Data {
         guard let parts = JOSECompact.segments(jws, count: 3, maximumLength: Self.maximumTokenLength) else {
-            throw .malformedToken.withDetail("not a 3-part JWS compact serialization")
+            throw PlayIntegrityError(.malformedToken, detail: "not a 3-part JWS compact serialization")
         }
-        guard let headerBytes = JOSECompact.decode(parts[0]),
+        guard let headerBytes = Base64URL.decode(parts[0]),
             let header = JOSECompact.decodeJSON(JWSHeader.self, from: headerBytes)
         else {
-            throw .malformedToken.withDetail("JWS protected header")
+            throw PlayIntegrityError(.malformedToken, detail: "JWS protected header")
         }
         guard header.alg == "ES256", header.crit == nil else {
-            throw .unsupportedAlgorithm.withDetail("JWS alg \(header.alg ?? "-")")
+            throw PlayIntegrityError(.unsupportedAlgorithm, detail: "JWS alg \(header.alg ?? "-")")
         }
-        guard let payload = JOSECompact.decode(parts[1]), let signatureBytes = JOSECompact.decode(parts[2]) else {
-            throw .malformedToken.withDetail("JWS payload or signature encoding")
+        guard let payload = Base64URL.decode(parts[1]), let signatureBytes = Base64URL.decode(parts[2]) else {
+            throw PlayIntegrityError(.malformedToken, detail: "JWS payload or signature encoding")
         }
         guard signatureBytes.count == 64,
             let signature = try? P256.Signing.ECDSASignature(rawRepresentation: signatureBytes)
         else {
-            throw .invalidSignature.withDetail("signature is not 64 raw bytes")
+            throw PlayIntegrityError(.invalidSignature, detail: "signature is not 64 raw bytes")
         }
         let signingInput = Data(jws.utf8.prefix(parts[0].utf8.count + 1 + parts[1].utf8.count))
         guard verificationKey.isValidSignature(signature, for: signingInput) else {
-            throw .invalidSignature
+            throw PlayIntegrityError(.invalidSignature)
         }
         return payload
     }

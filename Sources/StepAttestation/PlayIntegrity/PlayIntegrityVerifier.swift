@@ -12,9 +12,9 @@ package struct PlayIntegrityVerdict: Sendable, Equatable {
 /// Verifies a classic Play Integrity token locally: decrypt, check the signature, then every policy.
 package struct PlayIntegrityVerifier: Sendable {
     package let decoder: PlayIntegrityTokenDecoder
-    package let policies: [any PlayIntegrityPolicy]
+    package let policies: [any AttestationPolicy<PlayIntegrityEvidence>]
 
-    package init(decoder: PlayIntegrityTokenDecoder, policies: [any PlayIntegrityPolicy]) {
+    package init(decoder: PlayIntegrityTokenDecoder, policies: [any AttestationPolicy<PlayIntegrityEvidence>]) {
         self.decoder = decoder
         self.policies = policies
     }
@@ -22,7 +22,7 @@ package struct PlayIntegrityVerifier: Sendable {
     package init(configuration: PlayIntegrityConfiguration) throws(PlayIntegrityError) {
         guard !configuration.packageName.isEmpty, configuration.maximumAge >= 0, configuration.maximumFutureSkew >= 0
         else {
-            throw .invalidConfiguration.withDetail("package name and time window")
+            throw PlayIntegrityError(.invalidConfiguration, detail: "package name and time window")
         }
         self.init(
             decoder: try PlayIntegrityTokenDecoder(
@@ -42,24 +42,19 @@ package struct PlayIntegrityVerifier: Sendable {
         do {
             payload = try JSONDecoder().decode(PlayIntegrityPayload.self, from: payloadBytes)
         } catch {
-            throw .malformedPayload.withDetail("not a Play Integrity verdict (requestDetails absent or mistyped)")
+            throw PlayIntegrityError(
+                .malformedPayload, detail: "not a Play Integrity verdict (requestDetails absent or mistyped)")
         }
-        let context = PlayIntegrityRequestContext(expectedNonce: expectedNonce, now: now)
-        var failures: [PlayIntegrityError] = []
-        for policy in policies {
-            if case .failsToMeetPolicy(let reason) = policy.verify(payload, context: context) {
-                failures.append(reason)
-            }
-        }
-        if let first = failures.first {
-            throw first.withDetail(failures.map(\.description).joined(separator: "; "))
+        let evidence = PlayIntegrityEvidence(payload: payload, expectedNonce: expectedNonce, now: now)
+        if let failure = policies.firstFailureListingAll(for: evidence) {
+            throw failure
         }
         guard let packageName = payload.requestDetails.requestPackageName,
             let nonce = payload.requestDetails.nonce,
             let millis = payload.requestDetails.timestampMillis
         else {
             // Only reachable with a policy list that skips the request-detail checks.
-            throw .malformedPayload.withDetail("requestDetails incomplete")
+            throw PlayIntegrityError(.malformedPayload, detail: "requestDetails incomplete")
         }
         return PlayIntegrityVerdict(
             packageName: packageName,

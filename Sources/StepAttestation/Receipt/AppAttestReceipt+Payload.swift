@@ -24,14 +24,14 @@ extension AppAttestReceipt {
 
         func required(_ field: Field) throws(AppAttestReceiptError) -> [UInt8] {
             guard let value = values[field.rawValue] else {
-                throw AppAttestReceiptError.missingField.with(detail: "field \(field.rawValue)")
+                throw AppAttestReceiptError(.missingField, detail: "field \(field.rawValue)")
             }
             return value
         }
 
         let typeText = try Self.text(try required(.receiptType), field: .receiptType)
         guard let type = ReceiptType(rawValue: typeText) else {
-            throw AppAttestReceiptError.malformedPayload.with(detail: "unknown receipt type \(typeText)")
+            throw AppAttestReceiptError(.malformedPayload, detail: "unknown receipt type \(typeText)")
         }
         let environment: Environment
         switch try values[Field.environment.rawValue].map({ bytes throws(AppAttestReceiptError) in
@@ -39,7 +39,7 @@ extension AppAttestReceipt {
         }) {
         case nil, "production": environment = .production
         case "sandbox": environment = .sandbox
-        case let other?: throw AppAttestReceiptError.malformedPayload.with(detail: "unknown environment \(other)")
+        case let other?: throw AppAttestReceiptError(.malformedPayload, detail: "unknown environment \(other)")
         }
 
         self.init(
@@ -64,7 +64,7 @@ extension AppAttestReceipt {
         do {
             let root = try BER.parse(payload)
             guard root.identifier == .set, case .constructed(let entries) = root.content else {
-                throw AppAttestReceiptError.malformedPayload.with(detail: "payload is not a SET")
+                throw AppAttestReceiptError(.malformedPayload, detail: "payload is not a SET")
             }
             var values: [Int: [UInt8]] = [:]
             for entry in entries {
@@ -75,27 +75,27 @@ extension AppAttestReceipt {
                     return (type, Array(value.bytes))
                 }
                 guard values.updateValue(value, forKey: type) == nil else {
-                    throw AppAttestReceiptError.duplicateField.with(detail: "field \(type)")
+                    throw AppAttestReceiptError(.duplicateField, detail: "field \(type)")
                 }
             }
             return values
         } catch let error as AppAttestReceiptError {
             throw error
         } catch {
-            throw AppAttestReceiptError.malformedPayload.with(detail: String(describing: error))
+            throw AppAttestReceiptError(.malformedPayload, detail: String(describing: error))
         }
     }
 
     private static func text(_ bytes: [UInt8], field: Field) throws(AppAttestReceiptError) -> String {
         guard let text = String(validating: bytes, as: UTF8.self) else {
-            throw AppAttestReceiptError.malformedPayload.with(detail: "field \(field.rawValue) is not UTF-8")
+            throw AppAttestReceiptError(.malformedPayload, detail: "field \(field.rawValue) is not UTF-8")
         }
         return text
     }
 
     private static func time(_ bytes: [UInt8], field: Field) throws(AppAttestReceiptError) -> Date {
         guard let date = AppAttestReceiptTimestamp.parse(bytes) else {
-            throw AppAttestReceiptError.malformedPayload.with(detail: "field \(field.rawValue) is not an RFC 3339 time")
+            throw AppAttestReceiptError(.malformedPayload, detail: "field \(field.rawValue) is not an RFC 3339 time")
         }
         return date
     }
@@ -104,7 +104,7 @@ extension AppAttestReceipt {
         guard (1...9).contains(bytes.count), bytes.allSatisfy({ (0x30...0x39).contains($0) }),
             let value = Int(String(decoding: bytes, as: UTF8.self))
         else {
-            throw AppAttestReceiptError.malformedPayload.with(detail: "field 17 is not a decimal count")
+            throw AppAttestReceiptError(.malformedPayload, detail: "field 17 is not a decimal count")
         }
         return value
     }

@@ -21,13 +21,13 @@ struct AppAttestReceiptEnvelope: Sendable {
         do {
             root = try BER.parse(bytes)
         } catch {
-            throw AppAttestReceiptError.malformedReceipt.with(detail: String(describing: error))
+            throw AppAttestReceiptError(.malformedReceipt, detail: String(describing: error))
         }
         var serializer = DER.Serializer()
         do {
             try Self.appendNormalized(root, to: &serializer, depth: 0)
         } catch {
-            throw AppAttestReceiptError.malformedReceipt.with(detail: String(describing: error))
+            throw AppAttestReceiptError(.malformedReceipt, detail: String(describing: error))
         }
         self.derEncoded = serializer.serializedBytes
         self.content = try Self.encapsulatedContent(in: serializer.serializedBytes)
@@ -105,20 +105,20 @@ struct AppAttestReceiptEnvelope: Sendable {
         do {
             content = try DER.sequence(try DER.parse(der), identifier: .sequence) { contentInfo in
                 guard try ASN1ObjectIdentifier(derEncoded: &contentInfo) == signedDataOID else {
-                    throw AppAttestReceiptError.malformedReceipt.with(detail: "content type is not SignedData")
+                    throw AppAttestReceiptError(.malformedReceipt, detail: "content type is not SignedData")
                 }
                 return try DER.explicitlyTagged(&contentInfo, tagNumber: 0, tagClass: .contextSpecific) { signedData in
                     try DER.sequence(signedData, identifier: .sequence) { fields in
                         _ = try Int(derEncoded: &fields)
                         guard let digestAlgorithms = fields.next(), digestAlgorithms.identifier == .set else {
-                            throw AppAttestReceiptError.malformedReceipt.with(detail: "digestAlgorithms missing")
+                            throw AppAttestReceiptError(.malformedReceipt, detail: "digestAlgorithms missing")
                         }
                         guard let encapsulated = fields.next() else {
-                            throw AppAttestReceiptError.malformedReceipt.with(detail: "encapContentInfo missing")
+                            throw AppAttestReceiptError(.malformedReceipt, detail: "encapContentInfo missing")
                         }
                         let content = try DER.sequence(encapsulated, identifier: .sequence) { info in
                             guard try ASN1ObjectIdentifier(derEncoded: &info) == dataOID else {
-                                throw AppAttestReceiptError.malformedReceipt.with(detail: "eContentType is not id-data")
+                                throw AppAttestReceiptError(.malformedReceipt, detail: "eContentType is not id-data")
                             }
                             return try DER.optionalExplicitlyTagged(&info, tagNumber: 0, tagClass: .contextSpecific) {
                                 try ASN1OctetString(derEncoded: $0)
@@ -133,9 +133,9 @@ struct AppAttestReceiptEnvelope: Sendable {
         } catch let error as AppAttestReceiptError {
             throw error
         } catch {
-            throw AppAttestReceiptError.malformedReceipt.with(detail: String(describing: error))
+            throw AppAttestReceiptError(.malformedReceipt, detail: String(describing: error))
         }
-        guard let content else { throw AppAttestReceiptError.missingContent }
+        guard let content else { throw AppAttestReceiptError(.missingContent) }
         return Array(content.bytes)
     }
 }

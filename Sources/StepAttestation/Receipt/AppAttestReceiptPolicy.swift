@@ -1,41 +1,42 @@
 import Foundation
 
-/// The outcome of one receipt check, in the shape of swift-certificates' `PolicyEvaluationResult`.
-package enum AppAttestReceiptVerdict: Sendable, Hashable {
-    case meetsPolicy
-    case failsToMeetPolicy(reason: AppAttestReceiptError)
-}
+/// A receipt whose signature and chain already verified, and the time to check it at.
+package struct AppAttestReceiptEvidence: AttestationEvidence, Sendable {
+    package typealias FailureCode = AppAttestReceiptErrorCode
 
-/// One small check over a receipt whose signature and chain already verified.
-package protocol AppAttestReceiptPolicy: Sendable {
-    func evaluate(_ receipt: AppAttestReceipt, now: Date) -> AppAttestReceiptVerdict
+    package let receipt: AppAttestReceipt
+    package let now: Date
+
+    package init(receipt: AppAttestReceipt, now: Date) {
+        self.receipt = receipt
+        self.now = now
+    }
 }
 
 /// The receipt is not past its expiration time (field 21); Apple no longer refreshes it after that.
-package struct AppAttestReceiptExpiryPolicy: AppAttestReceiptPolicy {
+package struct AppAttestReceiptExpiryPolicy: AttestationPolicy {
     package init() {}
 
-    package func evaluate(_ receipt: AppAttestReceipt, now: Date) -> AppAttestReceiptVerdict {
-        guard now <= receipt.expirationTime else {
-            return .failsToMeetPolicy(
-                reason: .receiptExpired.with(detail: "expired \(receipt.expirationTime), now \(now)")
-            )
+    package func evaluate(_ evidence: AppAttestReceiptEvidence) -> PolicyVerdict<AppAttestReceiptErrorCode> {
+        let expiration = evidence.receipt.expirationTime
+        guard evidence.now <= expiration else {
+            return .failsToMeetPolicy(.receiptExpired, detail: "expired \(expiration), now \(evidence.now)")
         }
         return .meetsPolicy
     }
 }
 
 /// The receipt was issued for this app (`teamId.bundleId`, field 2).
-package struct AppAttestReceiptAppIDPolicy: AppAttestReceiptPolicy {
+package struct AppAttestReceiptAppIDPolicy: AttestationPolicy {
     package let appID: String
 
     package init(appID: String) {
         self.appID = appID
     }
 
-    package func evaluate(_ receipt: AppAttestReceipt, now: Date) -> AppAttestReceiptVerdict {
-        guard receipt.appID == appID else {
-            return .failsToMeetPolicy(reason: .appIdentifierMismatch.with(detail: receipt.appID))
+    package func evaluate(_ evidence: AppAttestReceiptEvidence) -> PolicyVerdict<AppAttestReceiptErrorCode> {
+        guard evidence.receipt.appID == appID else {
+            return .failsToMeetPolicy(.appIdentifierMismatch, detail: evidence.receipt.appID)
         }
         return .meetsPolicy
     }

@@ -12,11 +12,11 @@ package struct AppAttestReceiptVerifier: Sendable {
     package static let maximumReceiptSize = 64 * 1024
 
     private let trustRoots: CertificateStore
-    private let policies: [any AppAttestReceiptPolicy]
+    private let policies: [any AttestationPolicy<AppAttestReceiptEvidence>]
 
     package init(
         trustRoot: Certificate,
-        policies: [any AppAttestReceiptPolicy] = [AppAttestReceiptExpiryPolicy()]
+        policies: [any AttestationPolicy<AppAttestReceiptEvidence>] = [AppAttestReceiptExpiryPolicy()]
     ) {
         self.trustRoots = CertificateStore([trustRoot])
         self.policies = policies
@@ -25,7 +25,7 @@ package struct AppAttestReceiptVerifier: Sendable {
     /// - Parameter trustRootPEM: Apple Root CA - G3 in PEM.
     package init(
         trustRootPEM: String,
-        policies: [any AppAttestReceiptPolicy] = [AppAttestReceiptExpiryPolicy()]
+        policies: [any AttestationPolicy<AppAttestReceiptEvidence>] = [AppAttestReceiptExpiryPolicy()]
     ) throws(AppAttestReceiptError) {
         self.init(trustRoot: try Self.certificate(pem: trustRootPEM), policies: policies)
     }
@@ -39,18 +39,18 @@ package struct AppAttestReceiptVerifier: Sendable {
             let der = Data(
                 base64Encoded: String(pem[start.upperBound..<stop.lowerBound]), options: .ignoreUnknownCharacters)
         else {
-            throw AppAttestReceiptError.invalidTrustAnchor.with(detail: "no PEM CERTIFICATE block")
+            throw AppAttestReceiptError(.invalidTrustAnchor, detail: "no PEM CERTIFICATE block")
         }
         do {
             return try Certificate(derEncoded: Array(der))
         } catch {
-            throw AppAttestReceiptError.invalidTrustAnchor.with(detail: String(describing: error))
+            throw AppAttestReceiptError(.invalidTrustAnchor, detail: String(describing: error))
         }
     }
 
     package func verify(_ receipt: [UInt8], now: Date) async throws(AppAttestReceiptError) -> AppAttestReceipt {
         guard receipt.count <= Self.maximumReceiptSize else {
-            throw AppAttestReceiptError.receiptTooLarge.with(detail: "\(receipt.count) bytes")
+            throw AppAttestReceiptError(.receiptTooLarge, detail: "\(receipt.count) bytes")
         }
         let envelope = try AppAttestReceiptEnvelope(berEncoded: receipt)
         let result = await CMS.isValidSignature(
@@ -66,7 +66,8 @@ package struct AppAttestReceiptVerifier: Sendable {
         case .success:
             break
         case .failure(.unableToValidateSigner(let failure)):
-            throw AppAttestReceiptError.certificateChainInvalid.with(
+            throw AppAttestReceiptError(
+                .certificateChainInvalid,
                 detail: failure.policyFailures.map { String(describing: $0) }.joined(separator: "; ")
             )
         case .failure(.invalidCMSBlock(let block)):
@@ -74,17 +75,15 @@ package struct AppAttestReceiptVerifier: Sendable {
         }
 
         let parsed = try AppAttestReceipt(payload: envelope.content)
-        for policy in policies {
-            if case .failsToMeetPolicy(let reason) = policy.evaluate(parsed, now: now) {
-                throw reason
-            }
+        if let failure = policies.firstFailure(for: AppAttestReceiptEvidence(receipt: parsed, now: now)) {
+            throw failure
         }
         return parsed
     }
 
     /// swift-certificates reports CMS failures as text; these are the reasons its 1.21 verifier produces.
     private static func error(forInvalidCMSBlock reason: String) -> AppAttestReceiptError {
-        let code: AppAttestReceiptError =
+        let code: AppAttestReceiptErrorCode =
             if reason.hasPrefix("Invalid signature from signing certificate") {
                 .invalidSignature
             } else if reason == "Message digest mismatch" {
@@ -96,6 +95,6 @@ package struct AppAttestReceiptVerifier: Sendable {
             } else {
                 .malformedReceipt
             }
-        return code.with(detail: reason)
+        return AppAttestReceiptError(code, detail: reason)
     }
 }
