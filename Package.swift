@@ -54,10 +54,13 @@ let package = Package(
         .target(
             name: "StepJobs",
             dependencies: [
+                "StepCore",
                 "StepStore",
                 .product(name: "SQLKit", package: "sql-kit"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
             ],
             swiftSettings: strict
         ),
@@ -158,10 +161,20 @@ let package = Package(
         .testTarget(
             name: "StepStoreTests",
             dependencies: [
-                "StepStore", "StepCore", "StepJobs", "StepTestSupport", .product(name: "SQLKit", package: "sql-kit"),
+                "StepStore", "StepCore", "StepTestSupport", .product(name: "SQLKit", package: "sql-kit"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "StepJobsTests",
+            dependencies: [
+                "StepJobs", "StepStore", "StepCore", "StepTestSupport",
+                .product(name: "SQLKit", package: "sql-kit"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "ServiceLifecycleTestKit", package: "swift-service-lifecycle"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
             ],
             swiftSettings: strict
         ),

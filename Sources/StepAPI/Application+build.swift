@@ -186,8 +186,9 @@ package func buildApplication(
         policy: walkerPolicy,
         store: store, settings: configuration.events, clock: dependencies.clock, logger: logger
     ).register(in: router, catalog: &catalog)
+    let jobSettings = configuration.jobSettings
     let worker = makeJobWorker(
-        configuration: configuration, store: store, clock: dependencies.clock, logger: logger, metrics: metrics,
+        settings: jobSettings, store: store, clock: dependencies.clock, logger: logger, metrics: metrics,
         httpClient: dependencies.httpClient)
     OpsController(store: store, metrics: metrics, jobs: worker.queue).register(in: router, catalog: &catalog)
     AdminController(
@@ -205,8 +206,7 @@ package func buildApplication(
             catalog: catalog, hiddenPrefixes: configuration.adminToken == nil ? ["/admin/"] : []))
 
     let maintenance = MaintenanceScheduler(
-        queue: worker.queue, periodSeconds: configuration.pruneIntervalSeconds,
-        maxAttempts: configuration.jobs.maxAttempts,
+        queue: worker.queue, settings: jobSettings.maintenance, maxAttempts: jobSettings.maxAttempts,
         clock: dependencies.clock, logger: logger)
     let http = configuration.http
     let application = Application(
@@ -241,33 +241,6 @@ package func buildApplication(
     return StepLedgerApp(
         application: application, store: store, routes: catalog, metrics: metrics, antiCheatSink: antiCheatSink,
         worker: worker, whitelist: whitelist, maintenance: maintenance)
-}
-
-/// The job worker with every job kind's handler: inside `stepd serve` (unless `worker.enabled` is false) and
-/// alone in `stepd worker`.
-package func makeJobWorker(
-    configuration: AppConfiguration, store: Store, clock: @escaping @Sendable () -> Date, logger: Logger,
-    metrics: ServiceMetrics, httpClient: HTTPClient = .shared
-) -> JobWorker {
-    let queue = JobQueue(
-        store: store, leaseSeconds: configuration.jobs.leaseSeconds,
-        backoff: JobBackoff(
-            baseSeconds: configuration.jobs.backoffBaseSeconds, capSeconds: configuration.jobs.backoffCapSeconds))
-    let reconciler = Reconciler(limits: configuration.limits, clock: clock, metrics: metrics)
-    var handlers = MaintenanceScheduler.handlers(retention: configuration.retention, clock: clock, logger: logger)
-    handlers[ReconcileJob.kind] = reconciler.handler
-    let announcer = EventAnnouncer(settings: configuration.events)
-    handlers[RefundJob.kind] = RefundJob.handler(clock: clock, announcer: announcer)
-    if let webhook = announcer.webhook {
-        handlers[WebhookJob.kind] = WebhookJob.handler(webhook: webhook, httpClient: httpClient, clock: clock)
-    }
-    return JobWorker(
-        queue: queue, handlers: handlers,
-        settings: .init(
-            concurrency: configuration.worker.concurrency, pollIntervalSeconds: configuration.worker.pollIntervalSeconds
-        ),
-        clock: clock, logger: logger,
-        observe: { kind, outcome in metrics.recordJob(kind: kind, outcome: outcome.rawValue) })
 }
 
 /// Production's App Check gate; nil in test-phase, which ignores the header (seed 000). A key file is read now, so

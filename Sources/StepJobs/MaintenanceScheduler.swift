@@ -1,44 +1,44 @@
 import Foundation
 import Logging
 import ServiceLifecycle
-import StepJobs
 import StepStore
 
-/// Maintenance as scheduled jobs: pruning AttestationLog rows past retention, expiring idempotency keys and
-/// removing old rate-limit windows, each a job kind of its own that runs once per period across every
-/// instance on the database (`JobQueue.enqueueIfDue`), and is retried and parked like any other job.
+/// Maintenance as scheduled jobs: pruning AttestationLog rows past retention, expiring idempotency keys,
+/// removing old rate-limit windows and used health nonces, each a job kind of its own that runs once per period
+/// across every instance on the database (`JobQueue.enqueueIfDue`), and is retried and parked like any other
+/// job.
 package struct MaintenanceScheduler: Service {
-    static func kind(_ table: PrunedTable) -> String {
-        switch table {
-        case .attestationLogs: "prune-attestation-logs"
-        case .idempotencyKeys: "expire-idempotency-keys"
-        case .rateLimits: "clean-rate-limits"
-        case .healthNonces: "prune-health-nonces"
-        }
-    }
+    /// Every maintenance job, one per pruned table.
+    package static let targets: [any MaintenanceTarget.Type] = [
+        AttestationLogPruning.self, IdempotencyKeyExpiry.self, RateLimitCleaning.self, HealthNoncePruning.self,
+    ]
 
     let queue: JobQueue
-    let periodSeconds: Double
+    let settings: MaintenanceSettings
     let maxAttempts: Int
     let clock: @Sendable () -> Date
     let logger: Logger
 
-    /// Each job kind's handler: one table's bounded-batch prune (safe to repeat).
-    static func handlers(retention: RetentionPolicy, clock: @escaping @Sendable () -> Date, logger: Logger)
-        -> [String: JobHandler]
-    {
-        Dictionary(
-            uniqueKeysWithValues: PrunedTable.allCases.map { table in
-                (
-                    kind(table),
-                    JobHandler.standalone { _, store in
-                        let report = try await store.prune(now: clock(), retention: retention, tables: [table])
-                        let removed =
-                            report.attestationLogs + report.idempotencyKeys + report.rateLimits + report.healthNonces
-                        logger.info("pruned", metadata: ["table": .string(table.rawValue), "rows": "\(removed)"])
-                    }
-                )
-            })
+    package init(
+        queue: JobQueue, settings: MaintenanceSettings, maxAttempts: Int, clock: @escaping @Sendable () -> Date,
+        logger: Logger
+    ) {
+        self.queue = queue
+        self.settings = settings
+        self.maxAttempts = maxAttempts
+        self.clock = clock
+        self.logger = logger
+    }
+
+    /// Registers every maintenance job's handler.
+    static func register(
+        in registry: inout JobRegistry, retention: RetentionPolicy, clock: @escaping @Sendable () -> Date,
+        logger: Logger
+    ) {
+        func register<Target: MaintenanceTarget>(_: Target.Type) {
+            registry.register(MaintenanceJob<Target>(retention: retention, clock: clock, logger: logger))
+        }
+        for target in targets { register(target) }
     }
 
     /// Enqueues every maintenance job whose period has come; returns how many this call enqueued.
@@ -46,11 +46,12 @@ package struct MaintenanceScheduler: Service {
     package func tick() async throws -> Int {
         let now = clock()
         var enqueued = 0
-        for table in PrunedTable.allCases {
-            let kind = Self.kind(table)
-            let job = NewJob(
-                kind: kind, walkerId: "", payload: "{}", dedupeKey: kind, runAt: now, maxAttempts: maxAttempts)
-            if try await queue.enqueueIfDue(schedule: kind, every: periodSeconds, job: job, now: now) {
+        func job<Target: MaintenanceTarget>(_: Target.Type) -> NewJob {
+            MaintenanceJob<Target>.newJob(EmptyPayload(), walkerId: "", runAt: now, maxAttempts: maxAttempts)
+        }
+        for target in Self.targets {
+            let job = job(target)
+            if try await queue.enqueueIfDue(schedule: job.kind, every: settings.periodSeconds, job: job, now: now) {
                 enqueued += 1
             }
         }
@@ -66,7 +67,7 @@ package struct MaintenanceScheduler: Service {
                 } catch {
                     logger.warning("maintenance schedule check failed", metadata: ["error": "\(type(of: error))"])
                 }
-                try? await Task.sleep(for: .seconds(min(60, periodSeconds)))
+                try? await Task.sleep(for: .seconds(min(60, settings.periodSeconds)))
             }
         }
     }

@@ -1,19 +1,39 @@
+import AsyncHTTPClient
 import Foundation
 import Logging
 import ServiceLifecycle
-import StepJobs
 import StepStore
 
-/// `stepd worker`: the job worker alone, without the HTTP server, on the same database as the servers.
-/// It runs until SIGTERM or SIGINT, then finishes the jobs it holds and closes the store.
-package func runStandaloneWorker(configuration: AppConfiguration, logSink: LogSink = .standardOutput) async throws {
-    var logger = Logger(label: "stepledger.worker") {
-        JSONLogHandler(label: $0, sink: logSink, level: configuration.telemetry.logLevel)
+/// The job worker with every job kind's handler: inside `stepd serve` (unless `worker.enabled` is false) and
+/// alone in `stepd worker`. The webhook job is registered only when a webhook is configured.
+package func makeJobWorker(
+    settings: JobSettings, store: Store, clock: @escaping @Sendable () -> Date, logger: Logger,
+    metrics: any JobMetrics = NoJobMetrics(), httpClient: HTTPClient = .shared
+) -> JobWorker {
+    let queue = JobQueue(store: store, leaseSeconds: settings.leaseSeconds, backoff: settings.backoff)
+    var registry = JobRegistry()
+    MaintenanceScheduler.register(
+        in: &registry, retention: settings.maintenance.retention, clock: clock, logger: logger)
+    registry.register(ReconcileJob(limits: settings.limits, clock: clock, metrics: metrics))
+    let announcer = EventAnnouncer(webhook: settings.webhook)
+    registry.register(RefundJob(clock: clock, announcer: announcer))
+    if let webhook = settings.webhook {
+        registry.register(WebhookJob(webhook: webhook, httpClient: httpClient, clock: clock))
     }
-    logger.logLevel = configuration.telemetry.logLevel
+    return JobWorker(
+        queue: queue, handlers: registry, settings: settings.worker, clock: clock, logger: logger,
+        observe: { kind, outcome in metrics.recordJob(kind: kind, outcome: outcome) })
+}
+
+/// `stepd worker`: the job worker and the maintenance schedule alone, without the HTTP server, on the same
+/// database as the servers. It runs until SIGTERM or SIGINT, then finishes the jobs it holds and closes the
+/// store. The database must be migrated already (`stepd migrate`).
+package func runStandaloneWorker(
+    databaseURL: String, postgres: PostgresSettings, sqliteSynchronous: SQLiteSynchronous, settings: JobSettings,
+    logger: Logger
+) async throws {
     let store = try await StoreFactory.open(
-        url: configuration.databaseURL, postgres: configuration.postgres,
-        sqliteSynchronous: configuration.sqliteSynchronous, logger: logger, migrate: false)
+        url: databaseURL, postgres: postgres, sqliteSynchronous: sqliteSynchronous, logger: logger, migrate: false)
     do {
         if try await !Migrator(database: store.database).pending().isEmpty {
             throw StoreError.schemaBehind("the database schema is behind this build; run `stepd migrate` first")
@@ -22,23 +42,31 @@ package func runStandaloneWorker(configuration: AppConfiguration, logSink: LogSi
         try? await store.database.close()
         throw error
     }
-    let worker = makeJobWorker(
-        configuration: configuration, store: store, clock: { Date() }, logger: logger, metrics: ServiceMetrics())
+    let worker = makeJobWorker(settings: settings, store: store, clock: { Date() }, logger: logger)
     let group = ServiceGroup(
         configuration: .init(
             services: [
-                .init(service: StoreService(store: store, ownsStore: true)),
+                .init(service: StoreClosingService(store: store)),
                 .init(service: worker),
                 .init(
                     service: MaintenanceScheduler(
-                        queue: worker.queue, periodSeconds: configuration.pruneIntervalSeconds,
-                        maxAttempts: configuration.jobs.maxAttempts, clock: { Date() }, logger: logger)),
+                        queue: worker.queue, settings: settings.maintenance, maxAttempts: settings.maxAttempts,
+                        clock: { Date() }, logger: logger)),
             ],
             gracefulShutdownSignals: [.sigterm, .sigint],
             logger: logger))
     logger.info(
         "worker started",
-        metadata: ["concurrency": "\(configuration.worker.concurrency)", "database": .string(store.kind.rawValue)])
+        metadata: ["concurrency": "\(settings.worker.concurrency)", "database": .string(store.kind.rawValue)])
     try await group.run()
-    logSink.flush()
+}
+
+/// Closes the store once the services after it have stopped (a service group stops them in reverse order).
+private struct StoreClosingService: Service {
+    let store: Store
+
+    func run() async throws {
+        try? await gracefulShutdown()
+        try await store.database.close()
+    }
 }

@@ -60,10 +60,13 @@ package struct AppConfiguration: Sendable {
         package var pollIntervalSeconds: Double = 1
     }
 
-    /// The job queue's retry policy and lease.
+    /// The job queue's retry policy, lease and heartbeat.
     package struct Jobs: Sendable {
         package var maxAttempts = 10
-        package var leaseSeconds: Double = 300
+        /// A running job's worker extends its lease every `heartbeatSeconds`; a dead worker's job is taken over
+        /// when the lease runs out.
+        package var leaseSeconds: Double = 30
+        package var heartbeatSeconds: Double = 10
         package var backoffBaseSeconds: Double = 5
         package var backoffCapSeconds: Double = 3600
     }
@@ -262,6 +265,14 @@ package struct AppConfiguration: Sendable {
             try reader.double("worker.pollIntervalSeconds", in: 0.05...60) ?? worker.pollIntervalSeconds
         jobs.maxAttempts = try reader.int("jobs.maxAttempts", in: 1...100) ?? jobs.maxAttempts
         jobs.leaseSeconds = try reader.double("jobs.leaseSeconds", in: 1...86_400) ?? jobs.leaseSeconds
+        // Unset, the heartbeat is a third of the lease (10 s at most), so a configuration that shortens only the
+        // lease stays valid.
+        jobs.heartbeatSeconds =
+            try reader.double("jobs.heartbeatSeconds", in: 0.05...3600)
+            ?? min(jobs.heartbeatSeconds, jobs.leaseSeconds / 3)
+        guard jobs.leaseSeconds > jobs.heartbeatSeconds else {
+            throw ConfigurationError(key: "jobs.leaseSeconds", problem: "must exceed jobs.heartbeatSeconds")
+        }
         jobs.backoffBaseSeconds =
             try reader.double("jobs.backoffBaseSeconds", in: 0.01...3600) ?? jobs.backoffBaseSeconds
         jobs.backoffCapSeconds =
