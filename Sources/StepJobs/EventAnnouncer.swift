@@ -33,7 +33,7 @@ package struct EventAnnouncer: Sendable {
 
     /// `{"allocationId", "days", "points"}`: the allocation given back, the rejected days it leaned on, and the
     /// points returned.
-    static func allocationRevertedData(_ allocation: AllocationRecord, rejectedDays: [LocalDate]) -> String {
+    package static func allocationRevertedData(_ allocation: AllocationRecord, rejectedDays: [LocalDate]) -> String {
         struct AllocationReverted: Encodable {
             var allocationId: String
             var days: [String]

@@ -38,7 +38,7 @@ enum JobJSON {
         switch error {
         case .keyNotFound(let key, let context): return "\(path(context.codingPath + [key])) is missing"
         case .valueNotFound(_, let context): return "\(path(context.codingPath)) is null"
-        case .typeMismatch(let type, let context): return "\(path(context.codingPath)) is not a \(type)"
+        case .typeMismatch(let type, let context): return "\(path(context.codingPath)) is not of type \(type)"
         case .dataCorrupted(let context):
             return context.codingPath.isEmpty ? "the payload is not JSON" : "\(path(context.codingPath)) is not valid"
         @unknown default: return "the payload is not of the expected shape"

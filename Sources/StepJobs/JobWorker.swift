@@ -15,7 +15,7 @@ package enum JobOutcome: String, Sendable, Hashable {
 }
 
 /// Errors of the job runner itself.
-package enum JobError: Error, Sendable, CustomStringConvertible {
+package enum JobError: Error, Sendable, Hashable, CustomStringConvertible {
     case unknownKind(String)
     case leaseLost
     /// A handler's own failure, with a message safe to keep in the job row (no payload values).

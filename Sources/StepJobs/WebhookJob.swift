@@ -19,7 +19,7 @@ package struct WebhookJob: StandaloneJob {
     }
 
     package static let kind = "deliver-webhook"
-    static let signatureHeader = "StepLedger-Signature"
+    package static let signatureHeader = "StepLedger-Signature"
 
     package static func dedupeKey(for payload: Payload) -> String? { "webhook:\(payload.seq)" }
 
@@ -65,11 +65,11 @@ package struct WebhookJob: StandaloneJob {
     }
 
     /// `{"createdAt", "data", "id", "type", "walkerId"}`.
-    static func body(_ event: WalkerEvent) -> String {
+    package static func body(_ event: WalkerEvent) -> String {
         WalkerEventJSON.text(event, namingWalker: true)
     }
 
-    static func signature(body: String, timestamp: Int, secret: [UInt8]) -> String {
+    package static func signature(body: String, timestamp: Int, secret: [UInt8]) -> String {
         let mac = HMAC<SHA256>.authenticationCode(
             for: Array("\(timestamp).\(body)".utf8), using: SymmetricKey(data: secret))
         return "t=\(timestamp),v1=" + mac.map { String(format: "%02x", $0) }.joined()
