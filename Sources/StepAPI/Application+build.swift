@@ -205,9 +205,7 @@ package func buildApplication(
         middleware: MethodNotAllowedMiddleware(
             catalog: catalog, hiddenPrefixes: configuration.adminToken == nil ? ["/admin/"] : []))
 
-    let maintenance = MaintenanceScheduler(
-        queue: worker.queue, settings: jobSettings.maintenance, maxAttempts: jobSettings.maxAttempts,
-        clock: dependencies.clock, logger: logger)
+    let maintenance = MaintenanceScheduler(worker: worker, settings: jobSettings.maintenance)
     let http = configuration.http
     let application = Application(
         router: router,

@@ -18,16 +18,14 @@ package struct WorkerSettings: Sendable, Hashable {
     }
 }
 
-/// When maintenance jobs run and what they keep.
+/// When maintenance jobs run, what they keep, and the attempts each gets.
 package struct MaintenanceSettings: Sendable, Hashable {
     /// Each maintenance job runs once per period across every instance (`retention.pruneIntervalSeconds`).
-    package var periodSeconds: Double
-    package var retention: RetentionPolicy
+    package var periodSeconds: Double = 3600
+    package var retention = RetentionPolicy()
+    package var maxAttempts = 10
 
-    package init(periodSeconds: Double = 3600, retention: RetentionPolicy = RetentionPolicy()) {
-        self.periodSeconds = periodSeconds
-        self.retention = retention
-    }
+    package init() {}
 }
 
 /// Where and how events are pushed to the operator's service (`events.webhook*`).
@@ -52,7 +50,7 @@ package struct JobSettings: Sendable {
     /// A claimed job whose lease runs out (no heartbeat) is claimed again, or parked after its last attempt.
     package var leaseSeconds: Double = 30
     package var backoff = JobBackoff()
-    /// Attempts a reconcile, refund or maintenance job gets before it is `dead` (`jobs.maxAttempts`).
+    /// Attempts a reconcile or refund job gets before it is `dead` (`jobs.maxAttempts`).
     package var maxAttempts = 10
     package var limits = IngestLimits()
     package var maintenance = MaintenanceSettings()

@@ -7,30 +7,26 @@ package struct EmptyPayload: Codable, Sendable, Hashable {
     package init() {}
 }
 
-/// What one maintenance job prunes, and the job kind that does it (shipped names: never change them).
+/// What one maintenance job prunes; its job kind follows from the table.
 package protocol MaintenanceTarget: Sendable {
-    static var kind: String { get }
     static var table: PrunedTable { get }
 }
 
-package enum AttestationLogPruning: MaintenanceTarget {
-    package static let kind = "prune-attestation-logs"
-    package static let table = PrunedTable.attestationLogs
-}
+package enum AttestationLogPruning: MaintenanceTarget { package static let table = PrunedTable.attestationLogs }
+package enum IdempotencyKeyExpiry: MaintenanceTarget { package static let table = PrunedTable.idempotencyKeys }
+package enum RateLimitCleaning: MaintenanceTarget { package static let table = PrunedTable.rateLimits }
+package enum HealthNoncePruning: MaintenanceTarget { package static let table = PrunedTable.healthNonces }
 
-package enum IdempotencyKeyExpiry: MaintenanceTarget {
-    package static let kind = "expire-idempotency-keys"
-    package static let table = PrunedTable.idempotencyKeys
-}
-
-package enum RateLimitCleaning: MaintenanceTarget {
-    package static let kind = "clean-rate-limits"
-    package static let table = PrunedTable.rateLimits
-}
-
-package enum HealthNoncePruning: MaintenanceTarget {
-    package static let kind = "prune-health-nonces"
-    package static let table = PrunedTable.healthNonces
+extension PrunedTable {
+    /// The kind of the job that prunes the table (shipped names: never change them).
+    package var maintenanceJobKind: String {
+        switch self {
+        case .attestationLogs: "prune-attestation-logs"
+        case .idempotencyKeys: "expire-idempotency-keys"
+        case .rateLimits: "clean-rate-limits"
+        case .healthNonces: "prune-health-nonces"
+        }
+    }
 }
 
 /// One table's prune past retention, a job kind of its own: bounded batches in transactions of their own, so it
@@ -38,9 +34,9 @@ package enum HealthNoncePruning: MaintenanceTarget {
 package struct MaintenanceJob<Target: MaintenanceTarget>: StandaloneJob {
     package typealias Payload = EmptyPayload
 
-    package static var kind: String { Target.kind }
+    package static var kind: String { Target.table.maintenanceJobKind }
 
-    package static func dedupeKey(for payload: EmptyPayload) -> String? { Target.kind }
+    package static func dedupeKey(for payload: EmptyPayload) -> String? { kind }
 
     let retention: RetentionPolicy
     let clock: @Sendable () -> Date

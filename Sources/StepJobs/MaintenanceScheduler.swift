@@ -13,21 +13,14 @@ package struct MaintenanceScheduler: Service {
         AttestationLogPruning.self, IdempotencyKeyExpiry.self, RateLimitCleaning.self, HealthNoncePruning.self,
     ]
 
-    let queue: JobQueue
+    /// The worker whose queue, clock and logger the schedule uses: wherever a worker runs, it also enqueues the
+    /// maintenance jobs when their period comes.
+    let worker: JobWorker
     let settings: MaintenanceSettings
-    let maxAttempts: Int
-    let clock: @Sendable () -> Date
-    let logger: Logger
 
-    package init(
-        queue: JobQueue, settings: MaintenanceSettings, maxAttempts: Int, clock: @escaping @Sendable () -> Date,
-        logger: Logger
-    ) {
-        self.queue = queue
+    package init(worker: JobWorker, settings: MaintenanceSettings) {
+        self.worker = worker
         self.settings = settings
-        self.maxAttempts = maxAttempts
-        self.clock = clock
-        self.logger = logger
     }
 
     /// Registers every maintenance job's handler.
@@ -44,14 +37,16 @@ package struct MaintenanceScheduler: Service {
     /// Enqueues every maintenance job whose period has come; returns how many this call enqueued.
     @discardableResult
     package func tick() async throws -> Int {
-        let now = clock()
+        let now = worker.clock()
         var enqueued = 0
         func job<Target: MaintenanceTarget>(_: Target.Type) -> NewJob {
-            MaintenanceJob<Target>.newJob(EmptyPayload(), walkerId: "", runAt: now, maxAttempts: maxAttempts)
+            MaintenanceJob<Target>.newJob(EmptyPayload(), walkerId: "", runAt: now, maxAttempts: settings.maxAttempts)
         }
         for target in Self.targets {
             let job = job(target)
-            if try await queue.enqueueIfDue(schedule: job.kind, every: settings.periodSeconds, job: job, now: now) {
+            if try await worker.queue.enqueueIfDue(
+                schedule: job.kind, every: settings.periodSeconds, job: job, now: now)
+            {
                 enqueued += 1
             }
         }
@@ -65,7 +60,8 @@ package struct MaintenanceScheduler: Service {
                 do {
                     try await tick()
                 } catch {
-                    logger.warning("maintenance schedule check failed", metadata: ["error": "\(type(of: error))"])
+                    worker.logger.warning(
+                        "maintenance schedule check failed", metadata: ["error": "\(type(of: error))"])
                 }
                 try? await Task.sleep(for: .seconds(min(60, settings.periodSeconds)))
             }

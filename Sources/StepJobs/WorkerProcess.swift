@@ -48,10 +48,7 @@ package func runStandaloneWorker(
             services: [
                 .init(service: StoreClosingService(store: store)),
                 .init(service: worker),
-                .init(
-                    service: MaintenanceScheduler(
-                        queue: worker.queue, settings: settings.maintenance, maxAttempts: settings.maxAttempts,
-                        clock: { Date() }, logger: logger)),
+                .init(service: MaintenanceScheduler(worker: worker, settings: settings.maintenance)),
             ],
             gracefulShutdownSignals: [.sigterm, .sigint],
             logger: logger))

@@ -42,7 +42,7 @@ struct JobSettingsConfigurationTests {
         ]).jobSettings
         #expect(settings.worker.concurrency == 7 && settings.worker.pollIntervalSeconds == 0.5)
         #expect(settings.maxAttempts == 4 && settings.backoff == JobBackoff(baseSeconds: 2, capSeconds: 9))
-        #expect(settings.maintenance.periodSeconds == 60)
+        #expect(settings.maintenance.periodSeconds == 60 && settings.maintenance.maxAttempts == 4)
         #expect(
             settings.webhook
                 == WebhookSettings(

@@ -66,7 +66,7 @@ struct JobDefinitionTests {
         let targets = MaintenanceScheduler.targets
         #expect(Set(targets.map { $0.table }) == Set(PrunedTable.allCases))
         #expect(
-            targets.map { $0.kind } == [
+            targets.map { $0.table.maintenanceJobKind } == [
                 "prune-attestation-logs", "expire-idempotency-keys", "clean-rate-limits", "prune-health-nonces",
             ])
     }

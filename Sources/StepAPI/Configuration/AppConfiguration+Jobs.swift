@@ -13,7 +13,9 @@ extension AppConfiguration {
         settings.backoff = JobBackoff(baseSeconds: jobs.backoffBaseSeconds, capSeconds: jobs.backoffCapSeconds)
         settings.maxAttempts = jobs.maxAttempts
         settings.limits = limits
-        settings.maintenance = MaintenanceSettings(periodSeconds: pruneIntervalSeconds, retention: retention)
+        settings.maintenance.periodSeconds = pruneIntervalSeconds
+        settings.maintenance.retention = retention
+        settings.maintenance.maxAttempts = jobs.maxAttempts
         if let url = events.webhookURL, let secret = events.webhookSecret {
             settings.webhook = WebhookSettings(
                 url: url, secret: secret, maxAttempts: events.webhookMaxAttempts,
