@@ -62,6 +62,15 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        // Structured (JSON) log lines off the caller's thread, for the server and the worker alike.
+        .target(
+            name: "StepLogging",
+            dependencies: [
+                "StepCore",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
         .target(
             name: "StepStore",
             dependencies: [
@@ -76,10 +85,15 @@ let package = Package(
         .target(
             name: "StepJobs",
             dependencies: [
-                "StepStore", "StepDatabase",
+                "StepLogging",
+                "StepCore",
+                "StepStore",
+                "StepDatabase",
                 .product(name: "SQLKit", package: "sql-kit"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
             ],
             swiftSettings: strict
         ),
@@ -102,6 +116,7 @@ let package = Package(
                 "StepCore",
                 "StepStore",
                 "StepDatabase",
+                "StepJobs",
                 "StepAttestation",
                 .product(name: "Configuration", package: "swift-configuration"),
                 .product(name: "Logging", package: "swift-log"),
@@ -111,6 +126,7 @@ let package = Package(
         .target(
             name: "StepAPI",
             dependencies: [
+                "StepLogging",
                 "StepCore",
                 "StepStore", "StepDatabase",
                 "StepJobs",
@@ -133,6 +149,7 @@ let package = Package(
         .executableTarget(
             name: "stepd",
             dependencies: [
+                "StepLogging",
                 "StepAPI",
                 "StepSettings",
                 "StepStore",
@@ -148,6 +165,7 @@ let package = Package(
         .executableTarget(
             name: "stepbench",
             dependencies: [
+                "StepLogging",
                 "StepAPI",
                 "StepSettings",
                 "StepAttestation",
@@ -208,11 +226,20 @@ let package = Package(
         .testTarget(
             name: "StepStoreTests",
             dependencies: [
-                "StepStore", "StepDatabase", "StepCore", "StepJobs", "StepTestSupport",
+                "StepStore", "StepDatabase", "StepCore", "StepTestSupport", .product(name: "SQLKit", package: "sql-kit"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "StepJobsTests",
+            dependencies: [
+                "StepJobs", "StepStore", "StepDatabase", "StepCore", "StepTestSupport",
                 .product(name: "SQLKit", package: "sql-kit"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "ServiceLifecycleTestKit", package: "swift-service-lifecycle"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
             ],
             swiftSettings: strict
         ),
@@ -220,6 +247,8 @@ let package = Package(
             name: "StepSettingsTests",
             dependencies: [
                 "StepSettings",
+                "StepJobs",
+                "StepDatabase",
                 "StepCore",
                 "StepStore",
                 "StepAttestation",
@@ -232,6 +261,7 @@ let package = Package(
         .testTarget(
             name: "StepAPITests",
             dependencies: [
+                "StepLogging",
                 "StepAPI",
                 "StepSettings",
                 "StepStore",

@@ -8,6 +8,7 @@ import StepAttestation
 import StepCore
 import StepDatabase
 import StepJobs
+import StepLogging
 import StepSettings
 import StepStore
 
@@ -52,7 +53,12 @@ package func buildApplication(
         JSONLogHandler(label: $0, sink: dependencies.logSink, level: configuration.telemetry.logLevel)
     }
     logger.logLevel = configuration.telemetry.logLevel
-    let antiCheatSink = try dependencies.antiCheatSink ?? LogSink.named(configuration.telemetry.antiCheatSink)
+    let antiCheatSink: LogSink
+    do {
+        antiCheatSink = try dependencies.antiCheatSink ?? LogSink.named(configuration.telemetry.antiCheatSink)
+    } catch let error as LogSinkError {
+        throw ConfigurationError(key: "log.antiCheatSink", problem: error.description)
+    }
     let antiCheat = Logger(label: "stepledger.anticheat") {
         JSONLogHandler(label: $0, sink: antiCheatSink, level: .info)
     }
@@ -124,8 +130,9 @@ package func buildApplication(
     let metrics = ServiceMetrics()
     let telemetry = Telemetry(metrics: metrics, antiCheat: antiCheat, logger: logger)
     let whitelist = SourceWhitelist(configuration.limits.sourceBundleWhitelist)
+    let jobSettings = configuration.jobSettings
     let worker = makeJobWorker(
-        configuration: configuration, store: store, clock: dependencies.clock, logger: logger, metrics: metrics,
+        settings: jobSettings, store: store, clock: dependencies.clock, logger: logger, metrics: metrics,
         httpClient: dependencies.httpClient)
     if configuration.appAttest.apps(mode: configuration.mode).isEmpty {
         logger.warning("appAttest.teamId and appAttest.bundleIds are not set: POST /health refuses every iOS device")
@@ -213,10 +220,7 @@ package func buildApplication(
             catalog: catalog, hiddenPrefixes: configuration.adminToken == nil ? ["/admin/"] : [],
             notFound: [("/health", HealthAPIError.notFound)]))
 
-    let maintenance = MaintenanceScheduler(
-        queue: worker.queue, periodSeconds: configuration.pruneIntervalSeconds,
-        maxAttempts: configuration.jobs.maxAttempts,
-        clock: dependencies.clock, logger: logger)
+    let maintenance = MaintenanceScheduler(worker: worker, settings: jobSettings.maintenance)
     let http = configuration.http
     let application = Application(
         router: router,
@@ -250,33 +254,6 @@ package func buildApplication(
     return StepLedgerApp(
         application: application, store: store, routes: catalog, metrics: metrics, antiCheatSink: antiCheatSink,
         worker: worker, whitelist: whitelist, maintenance: maintenance)
-}
-
-/// The job worker with every job kind's handler: inside `stepd serve` (unless `worker.enabled` is false) and
-/// alone in `stepd worker`.
-package func makeJobWorker(
-    configuration: AppConfiguration, store: Store, clock: @escaping @Sendable () -> Date, logger: Logger,
-    metrics: ServiceMetrics, httpClient: HTTPClient = .shared
-) -> JobWorker {
-    let queue = JobQueue(
-        store: store, leaseSeconds: configuration.jobs.leaseSeconds,
-        backoff: JobBackoff(
-            baseSeconds: configuration.jobs.backoffBaseSeconds, capSeconds: configuration.jobs.backoffCapSeconds))
-    let reconciler = Reconciler(limits: configuration.limits, clock: clock, metrics: metrics)
-    var handlers = MaintenanceScheduler.handlers(retention: configuration.retention, clock: clock, logger: logger)
-    handlers[ReconcileJob.kind] = reconciler.handler
-    let announcer = EventAnnouncer(settings: configuration.events)
-    handlers[RefundJob.kind] = RefundJob.handler(clock: clock, announcer: announcer)
-    if let webhook = announcer.webhook {
-        handlers[WebhookJob.kind] = WebhookJob.handler(webhook: webhook, httpClient: httpClient, clock: clock)
-    }
-    return JobWorker(
-        queue: queue, handlers: handlers,
-        settings: .init(
-            concurrency: configuration.worker.concurrency, pollIntervalSeconds: configuration.worker.pollIntervalSeconds
-        ),
-        clock: clock, logger: logger,
-        observe: { kind, outcome in metrics.recordJob(kind: kind, outcome: outcome.rawValue) })
 }
 
 /// Production's App Check gate; nil in test-phase, which ignores the header (seed 000). A key file is read now, so

@@ -77,6 +77,17 @@ package struct ClaimedJob: Sendable, Hashable {
     }
 }
 
+/// What a heartbeat found (`JobQueue.extendLease`).
+package enum LeaseExtension: Sendable, Hashable {
+    /// The claim still holds the job; its lease runs `leaseSeconds` from now.
+    case extended
+    /// Another claim holds the job now (the lease ran out first), or it was parked: this attempt's outcome
+    /// will change nothing.
+    case lost
+    /// The job's row is gone: it finished (possibly just now, by this very attempt).
+    case gone
+}
+
 /// What `JobQueue.retry` did with a dead job.
 package enum JobRetryOutcome: Sendable, Hashable {
     /// Pending again, to run now with a fresh count of attempts.

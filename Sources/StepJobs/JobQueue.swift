@@ -5,14 +5,18 @@ import StepStore
 
 /// The durable job queue, in the store's own database (both engines), after River, Oban and Graphile
 /// Worker: jobs are enqueued in the caller's transaction, claimed with a lease (`FOR UPDATE SKIP LOCKED` on
-/// PostgreSQL, so workers never wait on each other's claims), finished in the same transaction as the
-/// job's own writes, retried with backoff, and parked as dead after `maxAttempts`.
+/// PostgreSQL, so workers never wait on each other's claims) that the running worker extends (its heartbeat),
+/// finished in the same transaction as the job's own writes, retried with backoff, and parked as dead after
+/// `maxAttempts`, whether the attempts failed or their workers died.
 package struct JobQueue: Sendable {
     package let store: Store
     package var leaseSeconds: Double
     package var backoff: JobBackoff
 
-    package init(store: Store, leaseSeconds: Double = 300, backoff: JobBackoff = JobBackoff()) {
+    /// Why the rescuer parked a job: it held no error of its own, its worker stopped answering.
+    package static let abandonedError = "its worker stopped (lease expired) during the last allowed attempt"
+
+    package init(store: Store, leaseSeconds: Double = 30, backoff: JobBackoff = JobBackoff()) {
         self.store = store
         self.leaseSeconds = leaseSeconds
         self.backoff = backoff
@@ -46,20 +50,22 @@ package struct JobQueue: Sendable {
     // MARK: Working
 
     /// Claims up to `limit` jobs that are due, or whose lease ran out (their worker died), for `leaseSeconds`.
+    /// First it parks as dead the jobs whose lease ran out on their last allowed attempt (`rescue`), so a job
+    /// that kills its worker is not claimed after every lease forever.
     package func claim(limit: Int, now: Date) async throws -> [ClaimedJob] {
         let lease = now.addingTimeInterval(leaseSeconds).millisecondsSince1970
         let nowMs = now.millisecondsSince1970
         return try await store.withoutTransaction { tx in
-            let skipLocked: SQLQueryString = tx.kind == .postgres ? " FOR UPDATE SKIP LOCKED" : ""
+            _ = try await Self.rescue(tx, now: now)
             let rows = try await tx.sql.raw(
                 """
                 UPDATE jobs SET state = 'running', attempts = attempts + 1, lease_until = \(bind: lease),
                     updated_at = \(bind: nowMs)
-                WHERE (walker_id, job_id) IN (
-                    SELECT walker_id, job_id FROM jobs
+                WHERE job_id IN (
+                    SELECT job_id FROM jobs
                     WHERE (state = 'pending' AND run_at <= \(bind: nowMs))
-                        OR (state = 'running' AND lease_until <= \(bind: nowMs))
-                    ORDER BY run_at, job_id LIMIT \(bind: limit)\(skipLocked))
+                        OR (state = 'running' AND lease_until <= \(bind: nowMs) AND attempts < max_attempts)
+                    ORDER BY run_at, job_id LIMIT \(bind: limit)\(tx.forUpdateSkipLocked))
                 RETURNING walker_id, job_id, kind, payload, dedupe_key, attempts, max_attempts
                 """
             ).all()
@@ -76,18 +82,52 @@ package struct JobQueue: Sendable {
         }
     }
 
+    /// Parks as dead every job whose lease ran out during its last allowed attempt: its worker died or hung
+    /// on it `maxAttempts` times (River's rescuer, Oban's Lifeline). Returns how many.
+    @discardableResult
+    static func rescue(_ tx: StoreTransaction, now: Date) async throws -> Int {
+        let nowMs = now.millisecondsSince1970
+        return try await tx.sql.raw(
+            """
+            UPDATE jobs SET state = 'dead', lease_until = NULL, last_error = \(bind: abandonedError),
+                updated_at = \(bind: nowMs)
+            WHERE job_id IN (
+                SELECT job_id FROM jobs
+                WHERE state = 'running' AND lease_until <= \(bind: nowMs) AND attempts >= max_attempts
+                \(tx.forUpdateSkipLocked))
+            RETURNING job_id
+            """
+        ).all().count
+    }
+
+    /// The heartbeat: extends the lease of a job this claim still holds to `leaseSeconds` from `now`.
+    /// Returns what it found, so a worker can tell a lost lease from a job that is simply gone (finished).
+    package func extendLease(_ job: ClaimedJob, now: Date) async throws -> LeaseExtension {
+        let lease = now.addingTimeInterval(leaseSeconds).millisecondsSince1970
+        return try await store.withoutTransaction { tx in
+            let extended = try await tx.sql.raw(
+                """
+                UPDATE jobs SET lease_until = \(bind: lease), updated_at = \(bind: now.millisecondsSince1970)
+                WHERE \(Self.fence(job))
+                RETURNING job_id
+                """
+            ).first()
+            if extended != nil { return .extended }
+            let exists = try await tx.sql.raw("SELECT job_id FROM jobs WHERE job_id = \(bind: job.id)").first()
+            return exists == nil ? .gone : .lost
+        }
+    }
+
     /// Finishes `job` inside the transaction that made its writes, so they commit together or not at all.
     /// Returns false, and the caller must roll back, when the job is no longer this claim's (its lease ran
     /// out and another worker claimed it again).
     package static func complete(_ job: ClaimedJob, in tx: StoreTransaction) async throws -> Bool {
-        try await tx.sql.raw(
-            """
-            DELETE FROM jobs
-            WHERE walker_id = \(bind: job.walkerId) AND job_id = \(bind: job.id) AND state = 'running'
-                AND attempts = \(bind: job.attempt)
-            RETURNING job_id
-            """
-        ).first() != nil
+        try await tx.sql.raw("DELETE FROM jobs WHERE \(fence(job)) RETURNING job_id").first() != nil
+    }
+
+    /// The rows a claim still owns: the job, running, at the claim's attempt.
+    private static func fence(_ job: ClaimedJob) -> SQLQueryString {
+        "job_id = \(bind: job.id) AND state = 'running' AND attempts = \(bind: job.attempt)"
     }
 
     /// Records a failed attempt: pending again after the backoff, or dead after the last attempt. A job whose
@@ -98,10 +138,7 @@ package struct JobQueue: Sendable {
         let retryAt = now.addingTimeInterval(backoff.delay(afterAttempt: job.attempt)).millisecondsSince1970
         let message = String(error.prefix(500))
         return try await store.transaction { tx in
-            let fence: SQLQueryString = """
-                walker_id = \(bind: job.walkerId) AND job_id = \(bind: job.id) AND state = 'running'
-                    AND attempts = \(bind: job.attempt)
-                """
+            let fence = Self.fence(job)
             if job.attempt < job.maxAttempts, let key = job.dedupeKey {
                 let removed = try await tx.sql.raw(
                     """
@@ -161,16 +198,14 @@ package struct JobQueue: Sendable {
                     """
                 ).first()
             {
-                try await tx.sql.raw(
-                    "DELETE FROM jobs WHERE walker_id = \(bind: job.walkerId) AND job_id = \(bind: job.id)"
-                ).run()
+                try await tx.sql.raw("DELETE FROM jobs WHERE job_id = \(bind: job.id)").run()
                 return .coalesced(into: try pending.decode(column: "job_id", as: String.self))
             }
             try await tx.sql.raw(
                 """
                 UPDATE jobs SET state = 'pending', attempts = 0, run_at = \(bind: now.millisecondsSince1970),
                     lease_until = NULL, updated_at = \(bind: now.millisecondsSince1970)
-                WHERE walker_id = \(bind: job.walkerId) AND job_id = \(bind: job.id)
+                WHERE job_id = \(bind: job.id)
                 """
             ).run()
             return .retried
@@ -228,7 +263,7 @@ package struct JobQueue: Sendable {
         "walker_id, job_id, kind, payload, dedupe_key, state, run_at, attempts, max_attempts, lease_until, last_error, created_at"
 
     private static func job(id: String, in tx: StoreTransaction, locking: Bool = false) async throws -> JobRecord? {
-        let lock: SQLQueryString = locking && tx.kind == .postgres ? " FOR UPDATE" : ""
+        let lock: SQLQueryString = locking ? tx.forUpdate : ""
         return try await tx.sql.raw(
             "SELECT \(unsafeRaw: columns) FROM jobs WHERE job_id = \(bind: id)\(lock)"
         ).first().map(record)

@@ -4,17 +4,6 @@ import ServiceLifecycle
 import StepDatabase
 import StepStore
 
-/// How a kind of job runs.
-package enum JobHandler: Sendable {
-    /// Runs inside the transaction that also finishes the job: its writes and the job's completion commit
-    /// together, so a job that runs twice (its worker died after the work, before the commit) has its effect
-    /// once.
-    case transactional(@Sendable (ClaimedJob, StoreTransaction) async throws -> Void)
-    /// Runs on the store in transactions of its own (bounded batches), then the job is finished; the work
-    /// must be safe to repeat.
-    case standalone(@Sendable (ClaimedJob, Store) async throws -> Void)
-}
-
 /// How one attempt of a job ended, for metrics.
 package enum JobOutcome: String, Sendable, Hashable {
     case completed
@@ -27,7 +16,7 @@ package enum JobOutcome: String, Sendable, Hashable {
 }
 
 /// Errors of the job runner itself.
-package enum JobError: Error, Sendable, CustomStringConvertible {
+package enum JobError: Error, Sendable, Hashable, CustomStringConvertible {
     case unknownKind(String)
     case leaseLost
     /// A handler's own failure, with a message safe to keep in the job row (no payload values).
@@ -43,28 +32,20 @@ package enum JobError: Error, Sendable, CustomStringConvertible {
 }
 
 /// Runs jobs: `concurrency` slots, each claiming one due job at a time and polling every `pollInterval`
-/// when the queue is empty. On graceful shutdown the slots stop claiming and the jobs they hold finish; a
-/// worker that dies instead leaves its jobs to be claimed again when their leases run out.
+/// when the queue is empty. While a job runs, its worker extends the job's lease every `heartbeatSeconds`, so
+/// the lease can be short and a dead worker's job is taken over soon. On graceful shutdown the slots stop
+/// claiming and the jobs they hold finish; a worker that dies instead leaves its jobs to be claimed again when
+/// their leases run out.
 package struct JobWorker: Service {
-    package struct Settings: Sendable {
-        package var concurrency: Int = 2
-        package var pollIntervalSeconds: Double = 1
-
-        package init(concurrency: Int = 2, pollIntervalSeconds: Double = 1) {
-            self.concurrency = concurrency
-            self.pollIntervalSeconds = pollIntervalSeconds
-        }
-    }
-
     package let queue: JobQueue
-    package let handlers: [String: JobHandler]
-    package let settings: Settings
+    package let handlers: JobRegistry
+    package let settings: WorkerSettings
     package let clock: @Sendable () -> Date
     package let logger: Logger
     package let observe: @Sendable (_ kind: String, _ outcome: JobOutcome) -> Void
 
     package init(
-        queue: JobQueue, handlers: [String: JobHandler], settings: Settings, clock: @escaping @Sendable () -> Date,
+        queue: JobQueue, handlers: JobRegistry, settings: WorkerSettings, clock: @escaping @Sendable () -> Date,
         logger: Logger, observe: @escaping @Sendable (String, JobOutcome) -> Void = { _, _ in }
     ) {
         self.queue = queue
@@ -121,9 +102,54 @@ package struct JobWorker: Service {
     private func execute(_ job: ClaimedJob) async {
         logger.debug(
             "job started", metadata: ["job": .string(job.id), "kind": .string(job.kind), "attempt": "\(job.attempt)"])
-        let outcome: JobOutcome
+        let outcome = await withTaskGroup(of: Void.self) { group in
+            group.addTask { await heartbeat(job) }
+            let outcome = await attempt(job)
+            group.cancelAll()
+            return outcome
+        }
+        let level: Logger.Level = outcome == .completed ? .debug : .warning
+        logger.log(
+            level: level, "job finished",
+            metadata: [
+                "job": .string(job.id), "kind": .string(job.kind), "attempt": "\(job.attempt)",
+                "outcome": .string(outcome.rawValue),
+            ])
+        observe(job.kind, outcome)
+    }
+
+    /// Extends the job's lease every `heartbeatSeconds` until the attempt ends (and cancels it). A lease found
+    /// lost stops the heartbeat and is logged; the attempt runs on, and the fence makes its end change nothing.
+    private func heartbeat(_ job: ClaimedJob) async {
+        while true {
+            do {
+                try await Task.sleep(for: .seconds(settings.heartbeatSeconds))
+            } catch {
+                return
+            }
+            do {
+                switch try await queue.extendLease(job, now: clock()) {
+                case .extended: continue
+                case .gone: return
+                case .lost:
+                    logger.warning(
+                        "job lease lost while it ran: another worker may run it",
+                        metadata: ["job": .string(job.id), "kind": .string(job.kind), "attempt": "\(job.attempt)"])
+                    return
+                }
+            } catch {
+                // The database is away: the next beat tries again, and the lease covers a few missed beats.
+                if Task.isCancelled { return }
+                logger.warning(
+                    "job heartbeat failed", metadata: ["job": .string(job.id), "error": .string(Self.describe(error))])
+            }
+        }
+    }
+
+    /// Runs the job's handler and records how it ended.
+    private func attempt(_ job: ClaimedJob) async -> JobOutcome {
         do {
-            guard let handler = handlers[job.kind] else { throw JobError.unknownKind(job.kind) }
+            guard let handler = handlers.handler(for: job.kind) else { throw JobError.unknownKind(job.kind) }
             switch handler {
             case .transactional(let body):
                 try await queue.store.transaction { tx in
@@ -134,20 +160,12 @@ package struct JobWorker: Service {
                 try await body(job, queue.store)
                 _ = try await queue.store.transaction { tx in try await JobQueue.complete(job, in: tx) }
             }
-            outcome = .completed
+            return .completed
         } catch JobError.leaseLost {
-            outcome = .leaseLost
+            return .leaseLost
         } catch {
-            outcome = await recordFailure(job, error: error)
+            return await recordFailure(job, error: error)
         }
-        let level: Logger.Level = outcome == .completed ? .debug : .warning
-        logger.log(
-            level: level, "job finished",
-            metadata: [
-                "job": .string(job.id), "kind": .string(job.kind), "attempt": "\(job.attempt)",
-                "outcome": .string(outcome.rawValue),
-            ])
-        observe(job.kind, outcome)
     }
 
     private func recordFailure(_ job: ClaimedJob, error: any Error) async -> JobOutcome {

@@ -33,6 +33,7 @@ extension AppConfiguration {
         /// A running job's lease; its worker extends it every `heartbeatSeconds`, so a dead worker's job is taken
         /// over soon after the lease runs out.
         package var leaseSeconds: Double = 30
+        /// A third of the lease unless set, at most 10 s, so a short lease alone is a valid configuration.
         package var heartbeatSeconds: Double = 10
         package var backoffBaseSeconds: Double = 5
         package var backoffCapSeconds: Double = 3600
@@ -53,7 +54,7 @@ extension AppConfiguration {
             let reader = SettingsReader<Key>(config)
             maxAttempts = try reader.int(.maxAttempts, in: 1...100) ?? maxAttempts
             leaseSeconds = try reader.double(.leaseSeconds, in: 1...86_400) ?? leaseSeconds
-            heartbeatSeconds = try reader.double(.heartbeatSeconds, in: 0.1...3600) ?? heartbeatSeconds
+            heartbeatSeconds = try reader.double(.heartbeatSeconds, in: 0.1...3600) ?? min(10, leaseSeconds / 3)
             guard leaseSeconds > heartbeatSeconds else {
                 throw reader.error(.leaseSeconds, "must exceed jobs.heartbeatSeconds")
             }

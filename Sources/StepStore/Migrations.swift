@@ -301,6 +301,51 @@ package enum Migrations {
                 """,
             ]
         },
+        Migration(version: 8, name: "jobs keyed by job id") { kind in
+            // The job queue is generic: a job is found by its id alone (claim, heartbeat, complete, retry), and
+            // maintenance jobs belong to no walker. The pending-dedupe index stays per walker, and `jobs_due`
+            // serves the claim; the primary key replaces `jobs_by_id`.
+            switch kind {
+            case .postgres:
+                [
+                    "ALTER TABLE jobs DROP CONSTRAINT jobs_pkey",
+                    "ALTER TABLE jobs ADD PRIMARY KEY (job_id)",
+                    "DROP INDEX jobs_by_id",
+                ]
+            case .sqlite:
+                // SQLite cannot change a table's primary key: the table is copied into a new one.
+                [
+                    """
+                    CREATE TABLE jobs_by_job_id (
+                        job_id TEXT PRIMARY KEY,
+                        walker_id TEXT NOT NULL,
+                        kind TEXT NOT NULL,
+                        payload TEXT NOT NULL,
+                        dedupe_key TEXT,
+                        state TEXT NOT NULL,
+                        run_at BIGINT NOT NULL,
+                        attempts BIGINT NOT NULL DEFAULT 0,
+                        max_attempts BIGINT NOT NULL,
+                        lease_until BIGINT,
+                        last_error TEXT,
+                        created_at BIGINT NOT NULL,
+                        updated_at BIGINT NOT NULL
+                    )
+                    """,
+                    """
+                    INSERT INTO jobs_by_job_id (job_id, walker_id, kind, payload, dedupe_key, state, run_at, attempts,
+                        max_attempts, lease_until, last_error, created_at, updated_at)
+                    SELECT job_id, walker_id, kind, payload, dedupe_key, state, run_at, attempts, max_attempts,
+                        lease_until, last_error, created_at, updated_at
+                    FROM jobs
+                    """,
+                    "DROP TABLE jobs",
+                    "ALTER TABLE jobs_by_job_id RENAME TO jobs",
+                    "CREATE UNIQUE INDEX jobs_pending_dedupe ON jobs (walker_id, dedupe_key) WHERE state = 'pending'",
+                    "CREATE INDEX jobs_due ON jobs (state, run_at)",
+                ]
+            }
+        },
     ]
 }
 

@@ -41,7 +41,11 @@ package struct StoreTransaction: Sendable {
     package let kind: DatabaseKind
 
     /// `FOR UPDATE` where the engine has row locks; SQLite serialises writers instead.
-    var forUpdate: SQLQueryString { kind == .postgres ? " FOR UPDATE" : "" }
+    package var forUpdate: SQLQueryString { kind == .postgres ? " FOR UPDATE" : "" }
+
+    /// `FOR UPDATE SKIP LOCKED` where the engine has row locks, so concurrent claimers (a queue's workers) pass
+    /// over each other's rows instead of waiting; SQLite's one writer makes claims exclusive anyway.
+    package var forUpdateSkipLocked: SQLQueryString { kind == .postgres ? " FOR UPDATE SKIP LOCKED" : "" }
 
     package static func newID() -> String { StoreTransactionID.make() }
 }

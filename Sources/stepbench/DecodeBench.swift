@@ -1,6 +1,8 @@
 import ArgumentParser
 import Foundation
 import StepAPI
+import StepCore
+import StepLogging
 
 /// `stepbench decode`: the ingest body read into `JSONValue` by Foundation's `JSONDecoder` and by
 /// StepLedger's `JSONReader`, interleaved in rounds in one process; the medians and their ratio.

@@ -108,7 +108,7 @@ struct ReconcileBench: AsyncParsableCommand {
     /// Runs the worker until every seeded job is done; jobs per second.
     private func drain(_ store: Store, configuration: AppConfiguration, expected: Int) async throws -> Double {
         let worker = makeJobWorker(
-            configuration: configuration, store: store, clock: { Date() }, logger: Logger(label: "bench"),
+            settings: configuration.jobSettings, store: store, clock: { Date() }, logger: Logger(label: "bench"),
             metrics: ServiceMetrics())
         let clock = ContinuousClock()
         let started = clock.now

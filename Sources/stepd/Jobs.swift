@@ -77,6 +77,7 @@ extension CommonOptions {
         let store = try await StoreFactory.open(
             url: configuration.databaseURL, postgres: configuration.postgres, logger: Logger(label: "stepd.jobs"),
             migrate: false)
-        return JobQueue(store: store, leaseSeconds: configuration.jobs.leaseSeconds)
+        let settings = configuration.jobSettings
+        return JobQueue(store: store, leaseSeconds: settings.leaseSeconds, backoff: settings.backoff)
     }
 }

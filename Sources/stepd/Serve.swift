@@ -1,7 +1,9 @@
 import ArgumentParser
 import Hummingbird
 import StepAPI
+import StepCore
 import StepDatabase
+import StepLogging
 import StepStore
 
 struct Serve: AsyncParsableCommand {

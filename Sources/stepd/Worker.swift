@@ -1,14 +1,19 @@
 import ArgumentParser
-import StepAPI
+import Logging
+import StepCore
 import StepDatabase
+import StepJobs
+import StepLogging
+import StepSettings
 import StepStore
 
 struct Worker: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Run the job worker alone, without the HTTP server, until SIGTERM or SIGINT.",
         discussion: """
-            Claims due jobs (reconciliation, maintenance) from the database's queue, as `stepd serve` does \
-            when worker.enabled is true. Several workers and servers may share one PostgreSQL database.
+            Claims due jobs (reconciliation, refunds, webhook deliveries, maintenance) from the database's queue, \
+            as `stepd serve` does when worker.enabled is true. Several workers and servers may share one \
+            PostgreSQL database.
             """)
 
     @Option(help: "Jobs run at once (config key worker.concurrency). Default 2.")
@@ -20,10 +25,18 @@ struct Worker: AsyncParsableCommand {
         var overrides: [String: String] = [:]
         if let concurrency { overrides["worker.concurrency"] = String(concurrency) }
         let configuration = try await common.load(overrides: overrides)
+        let logSink = LogSink.standardOutput
+        let level = configuration.telemetry.logLevel
+        var logger = Logger(label: "stepledger.worker") { JSONLogHandler(label: $0, sink: logSink, level: level) }
+        logger.logLevel = level
         do {
-            try await runStandaloneWorker(configuration: configuration)
+            try await runStandaloneWorker(
+                databaseURL: configuration.databaseURL, postgres: configuration.postgres,
+                sqliteSynchronous: configuration.sqliteSynchronous, settings: configuration.jobSettings,
+                logger: logger)
         } catch let error as StoreError {
             throw ValidationError(error.detail)
         }
+        logSink.flush()
     }
 }

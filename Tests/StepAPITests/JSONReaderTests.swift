@@ -1,4 +1,6 @@
 import Foundation
+import StepCore
+import StepLogging
 import StepTestSupport
 import Testing
 

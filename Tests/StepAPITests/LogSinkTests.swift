@@ -1,7 +1,9 @@
 import Foundation
+import StepCore
 import Testing
 
 @testable import StepAPI
+@testable import StepLogging
 
 @Suite("Buffered log sink")
 struct LogSinkTests {

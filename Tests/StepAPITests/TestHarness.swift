@@ -8,6 +8,7 @@ import SQLKit
 import StepAPI
 import StepCore
 import StepDatabase
+import StepLogging
 import StepSettings
 import StepStore
 import StepTestSupport

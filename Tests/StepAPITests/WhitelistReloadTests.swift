@@ -1,6 +1,8 @@
 import Foundation
 import Logging
 import StepAPI
+import StepCore
+import StepLogging
 import StepSettings
 import Testing
 

@@ -1,5 +1,7 @@
 import HTTPTypes
 import Hummingbird
+import StepCore
+import StepLogging
 
 /// Every non-2xx answer of the admin API under `/admin/`, in the envelope `{error, message, details}`. Mapped to
 /// HTTP here and nowhere else.

@@ -1,5 +1,6 @@
 import Foundation
 import StepCore
+import StepJobs
 import StepStore
 
 /// An operator's decision on a review entry, applied to what the entry is about.

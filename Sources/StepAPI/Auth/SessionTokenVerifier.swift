@@ -1,6 +1,8 @@
 import Foundation
 import JWTKit
 import StepAttestation
+import StepCore
+import StepLogging
 
 /// Why a session token was refused. The HTTP layer shows only a generic 401; logs get the reason.
 package enum SessionTokenError: Error, Hashable, Sendable {

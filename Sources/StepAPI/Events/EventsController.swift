@@ -5,6 +5,7 @@ import Logging
 import NIOCore
 import ServiceLifecycle
 import StepCore
+import StepJobs
 import StepSettings
 import StepStore
 
@@ -164,22 +165,9 @@ struct EventsQuery: Sendable {
         return value
     }
 
-    /// `{"createdAt", "data", "id", "type"}`, and `walkerId` last when the reader is not the walker (the webhook).
-    static func write(_ event: WalkerEvent, into json: inout JSONTextWriter, namingWalker: Bool = false) {
-        json.beginObject()
-        json.key("createdAt")
-        json.value(InstantParser.format(event.createdAt, fractional: true))
-        json.key("data")
-        json.raw(event.data)
-        json.key("id")
-        json.value(String(event.seq))
-        json.key("type")
-        json.value(event.type)
-        if namingWalker {
-            json.key("walkerId")
-            json.value(event.walkerId)
-        }
-        json.endObject()
+    /// `{"createdAt", "data", "id", "type"}`: the shape the webhook sends too (`WalkerEventJSON`).
+    static func write(_ event: WalkerEvent, into json: inout JSONTextWriter) {
+        json.raw(WalkerEventJSON.text(event, namingWalker: false))
     }
 
     static func page(_ events: [WalkerEvent], next: Int) -> String {
@@ -197,8 +185,6 @@ struct EventsQuery: Sendable {
 
     /// One SSE message; `data` is the same object a poll returns, on one line.
     static func serverSentEvent(_ event: WalkerEvent) -> String {
-        var json = JSONTextWriter(capacity: 200)
-        write(event, into: &json)
-        return "id: \(event.seq)\nevent: \(event.type)\ndata: \(json.text)\n\n"
+        "id: \(event.seq)\nevent: \(event.type)\ndata: \(WalkerEventJSON.text(event, namingWalker: false))\n\n"
     }
 }

@@ -1,5 +1,7 @@
 import HTTPTypes
 import Hummingbird
+import StepCore
+import StepLogging
 
 /// Every non-200 answer of the `/health/*` routes, in seed 002's shape `{statusCode, message, error}` (`error`
 /// is the status's reason phrase). Mapped to HTTP here and nowhere else.

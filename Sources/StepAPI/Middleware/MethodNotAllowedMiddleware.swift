@@ -1,5 +1,7 @@
 import HTTPTypes
 import Hummingbird
+import StepCore
+import StepLogging
 
 /// Answers 405 with `Allow` (RFC 9110 §15.5.6) for a known path asked with a method it does not serve, where the
 /// router alone would answer 404. Added to the router after every route, so it wraps only the router's not-found

@@ -1,41 +1,39 @@
-import StepCore
-
 /// Writes JSON text the way `JSONCoding.encode` (`JSONEncoder`, sorted keys, slashes unescaped) does, for
 /// bodies on the hot path whose shape is fixed: the caller writes members in sorted key order.
-struct JSONTextWriter {
-    private(set) var bytes: [UInt8] = []
+package struct JSONTextWriter {
+    package private(set) var bytes: [UInt8] = []
     private var needsComma = false
 
-    init(capacity: Int = 512) {
+    package init(capacity: Int = 512) {
         bytes.reserveCapacity(capacity)
     }
 
-    var text: String { String(decoding: bytes, as: UTF8.self) }
+    package var text: String { String(decoding: bytes, as: UTF8.self) }
 
-    mutating func beginObject() {
+    package mutating func beginObject() {
         separate()
         bytes.append(UInt8(ascii: "{"))
         needsComma = false
     }
 
-    mutating func endObject() {
+    package mutating func endObject() {
         bytes.append(UInt8(ascii: "}"))
         needsComma = true
     }
 
-    mutating func beginArray() {
+    package mutating func beginArray() {
         separate()
         bytes.append(UInt8(ascii: "["))
         needsComma = false
     }
 
-    mutating func endArray() {
+    package mutating func endArray() {
         bytes.append(UInt8(ascii: "]"))
         needsComma = true
     }
 
     /// A member's key; its value follows.
-    mutating func key(_ name: StaticString) {
+    package mutating func key(_ name: StaticString) {
         separate()
         bytes.append(UInt8(ascii: "\""))
         bytes.append(contentsOf: UnsafeBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount))
@@ -43,25 +41,25 @@ struct JSONTextWriter {
         needsComma = false
     }
 
-    mutating func value(_ number: Int) {
+    package mutating func value(_ number: Int) {
         separate()
         bytes.append(contentsOf: String(number).utf8)
         needsComma = true
     }
 
-    mutating func value(_ flag: Bool) {
+    package mutating func value(_ flag: Bool) {
         separate()
         bytes.append(contentsOf: (flag ? "true" : "false").utf8)
         needsComma = true
     }
 
-    mutating func null() {
+    package mutating func null() {
         separate()
         bytes.append(contentsOf: "null".utf8)
         needsComma = true
     }
 
-    mutating func value(_ text: String) {
+    package mutating func value(_ text: String) {
         separate()
         bytes.append(UInt8(ascii: "\""))
         for byte in text.utf8 {
@@ -83,16 +81,16 @@ struct JSONTextWriter {
         needsComma = true
     }
 
-    mutating func value(_ text: String?) {
+    package mutating func value(_ text: String?) {
         if let text { value(text) } else { null() }
     }
 
-    mutating func value(_ number: Int?) {
+    package mutating func value(_ number: Int?) {
         if let number { value(number) } else { null() }
     }
 
     /// A number kept in whole thousandths (`Milli`), written as the decimal it stands for.
-    mutating func value(milli: Int) {
+    package mutating func value(milli: Int) {
         separate()
         bytes.append(contentsOf: Milli.text(milli).utf8)
         needsComma = true
@@ -100,7 +98,7 @@ struct JSONTextWriter {
 
     /// A value that is JSON text already (written by this writer, or stored as such: an event's data, a stored
     /// response body), written as it is.
-    mutating func raw(_ json: String) {
+    package mutating func raw(_ json: String) {
         separate()
         bytes.append(contentsOf: json.utf8)
         needsComma = true

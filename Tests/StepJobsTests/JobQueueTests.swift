@@ -160,7 +160,7 @@ struct JobQueueTests {
         ]
         let outcomes = Mutex<[JobOutcome]>([])
         let worker = JobWorker(
-            queue: queue, handlers: handlers, settings: .init(), clock: { clock.withLock { $0 } },
+            queue: queue, handlers: JobRegistry(handlers), settings: WorkerSettings(), clock: { clock.withLock { $0 } },
             logger: Logger(label: "test"), observe: { _, outcome in outcomes.withLock { $0.append(outcome) } })
         try await #require(Self.enqueue(Self.job(), store))
         #expect(try await worker.runNext())
@@ -296,7 +296,7 @@ struct JobWorkerShutdownTests {
                         maxAttempts: 3), store))
         }
         let worker = JobWorker(
-            queue: JobQueue(store: store, leaseSeconds: 60), handlers: handlers,
+            queue: JobQueue(store: store, leaseSeconds: 60), handlers: JobRegistry(handlers),
             settings: .init(concurrency: 1, pollIntervalSeconds: 0.05), clock: { JobQueueTests.t0 },
             logger: Logger(label: "test"))
         // The test kit's trigger sets the shutdown state at once, so the worker sees it as soon as its job ends.

@@ -1,7 +1,6 @@
 import Foundation
 import Logging
 import StepCore
-import StepSettings
 import Synchronization
 
 /// Where log lines go: a stream or file (written by a background thread, never by the request), or, in
@@ -31,7 +30,7 @@ package final class LogSink: Sendable {
     package static func file(_ path: String) throws -> LogSink {
         let descriptor = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o640)
         guard descriptor >= 0 else {
-            throw ConfigurationError(key: "log.antiCheatSink", problem: "cannot open \(path) for appending")
+            throw LogSinkError(path: path)
         }
         return LogSink(target: .stream(BufferedLogWriter(descriptor: descriptor)))
     }
@@ -117,4 +116,10 @@ package struct JSONLogHandler: LogHandler {
         case .dictionary(let values): .object(values.mapValues(json))
         }
     }
+}
+
+/// A log file that cannot be opened for appending.
+package struct LogSinkError: Error, Sendable, CustomStringConvertible {
+    package var path: String
+    package var description: String { "cannot open \(path) for appending" }
 }

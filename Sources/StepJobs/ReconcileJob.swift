@@ -1,24 +1,62 @@
 import Foundation
 import StepCore
-import StepJobs
 import StepStore
 
-/// The reconcile job of seed 001 step [6]: one per walker × day, run `reconcileDelay` after the ingest.
-package enum ReconcileJob {
-    package static let kind = "reconcile-steps"
+/// The reconcile job of seed 001 step [6]: one per walker × day, run `reconcileDelay` after the ingest; later
+/// ingests of the day coalesce into it while it is pending.
+package struct ReconcileJob: TransactionalJob {
+    package struct Payload: Codable, Sendable, Hashable {
+        package var day: LocalDate
 
-    package static func newJob(walkerId: String, day: LocalDate, runAt: Date, maxAttempts: Int) -> NewJob {
-        NewJob(
-            kind: kind, walkerId: walkerId, payload: #"{"day":"\#(day)"}"#, dedupeKey: "reconcile:\(day)",
-            runAt: runAt, maxAttempts: maxAttempts)
+        package init(day: LocalDate) {
+            self.day = day
+        }
+
+        private enum CodingKeys: String, CodingKey {
+            case day
+        }
+
+        package init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            guard let day = LocalDate(iso: try container.decode(String.self, forKey: .day)) else {
+                throw DecodingError.dataCorruptedError(
+                    forKey: .day, in: container, debugDescription: "not a YYYY-MM-DD date")
+            }
+            self.day = day
+        }
+
+        package func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(day.description, forKey: .day)
+        }
     }
 
-    /// The day a job's payload names.
-    static func day(of job: ClaimedJob) throws -> LocalDate {
-        guard case .object(let fields) = JSONReader.read(job.payload.utf8), case .string(let text) = fields["day"],
-            let day = LocalDate(iso: text)
-        else { throw JobError.failed("reconcile payload names no day") }
-        return day
+    package static let kind = "reconcile-steps"
+
+    package static func dedupeKey(for payload: Payload) -> String? { "reconcile:\(payload.day)" }
+
+    package static func newJob(walkerId: String, day: LocalDate, runAt: Date, maxAttempts: Int) -> NewJob {
+        newJob(Payload(day: day), walkerId: walkerId, runAt: runAt, maxAttempts: maxAttempts)
+    }
+
+    let reconciler: Reconciler
+    let clock: @Sendable () -> Date
+    let metrics: any JobMetrics
+
+    package init(limits: IngestLimits, clock: @escaping @Sendable () -> Date, metrics: any JobMetrics) {
+        self.reconciler = Reconciler(limits: limits)
+        self.clock = clock
+        self.metrics = metrics
+    }
+
+    package func run(_ payload: Payload, job: ClaimedJob, in tx: StoreTransaction) async throws {
+        let verdict = try await reconciler.reconcile(
+            tx, walkerId: job.walkerId, day: payload.day, now: clock(), runId: job.id)
+        switch verdict {
+        case .accept: metrics.recordReconcile(.accepted)
+        case .quarantine: metrics.recordReconcile(.quarantined)
+        case nil: metrics.recordReconcile(.unchanged)
+        }
     }
 }
 
@@ -27,22 +65,8 @@ package enum ReconcileJob {
 /// a job that runs twice changes the day once.
 struct Reconciler: Sendable {
     let limits: IngestLimits
-    let clock: @Sendable () -> Date
-    let metrics: ServiceMetrics
 
     static let route = "job:" + ReconcileJob.kind
-
-    var handler: JobHandler {
-        .transactional { job, tx in
-            let verdict = try await reconcile(
-                tx, walkerId: job.walkerId, day: try ReconcileJob.day(of: job), now: clock(), runId: job.id)
-            switch verdict {
-            case .accept: metrics.recordReconcile(verdict: "accepted")
-            case .quarantine: metrics.recordReconcile(verdict: "quarantined")
-            case nil: metrics.recordReconcile(verdict: "unchanged")
-            }
-        }
-    }
 
     /// The verdict it applied, nil when the day was not PENDING (already decided, or under review).
     func reconcile(_ tx: StoreTransaction, walkerId: String, day: LocalDate, now: Date, runId: String) async throws

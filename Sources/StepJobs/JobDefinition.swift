@@ -1,0 +1,85 @@
+import Foundation
+import StepStore
+
+/// A kind of job: its name in the queue, its typed payload, and how a payload coalesces. The payload is stored
+/// as JSON text (sorted keys) and decoded again when the job runs, so a payload that no longer decodes fails
+/// the job with a message naming what is wrong, never a value.
+package protocol JobDefinition: Sendable {
+    associatedtype Payload: Codable & Sendable
+
+    /// The `kind` column of the job's row. Never change a shipped kind: queued jobs name it.
+    static var kind: String { get }
+
+    /// While a pending job with this key exists for the walker, enqueueing another does nothing; nil never
+    /// coalesces.
+    static func dedupeKey(for payload: Payload) -> String?
+}
+
+/// A job whose work runs inside the transaction that also finishes it: its writes and its completion commit
+/// together, so a job that runs twice (its worker died after the work, before the commit) has its effect once.
+package protocol TransactionalJob: JobDefinition {
+    func run(_ payload: Payload, job: ClaimedJob, in tx: StoreTransaction) async throws
+}
+
+/// A job whose work runs outside the transaction that finishes it (a network call, bounded batches in
+/// transactions of their own); the work must be safe to repeat.
+package protocol StandaloneJob: JobDefinition {
+    func run(_ payload: Payload, job: ClaimedJob, on store: Store) async throws
+}
+
+extension JobDefinition {
+    /// A job of this kind to enqueue (`JobQueue.enqueue`, `JobQueue.enqueueStatement`).
+    package static func newJob(_ payload: Payload, walkerId: String, runAt: Date, maxAttempts: Int) -> NewJob {
+        NewJob(
+            kind: kind, walkerId: walkerId, payload: JobJSON.encode(payload),
+            dedupeKey: dedupeKey(for: payload), runAt: runAt, maxAttempts: maxAttempts)
+    }
+
+    /// The payload of a claimed job of this kind.
+    package static func payload(of job: ClaimedJob) throws -> Payload {
+        try JobJSON.decodePayload(Payload.self, from: job.payload, kind: kind)
+    }
+}
+
+/// How a kind of job runs, as the worker sees it.
+package enum JobHandler: Sendable {
+    /// Runs inside the transaction that also finishes the job (see `TransactionalJob`).
+    case transactional(@Sendable (ClaimedJob, StoreTransaction) async throws -> Void)
+    /// Runs on the store in transactions of its own, then the job is finished (see `StandaloneJob`).
+    case standalone(@Sendable (ClaimedJob, Store) async throws -> Void)
+
+    package init<Job: TransactionalJob>(_ definition: Job) {
+        self = .transactional { job, tx in
+            try await definition.run(try Job.payload(of: job), job: job, in: tx)
+        }
+    }
+
+    package init<Job: StandaloneJob>(_ definition: Job) {
+        self = .standalone { job, store in
+            try await definition.run(try Job.payload(of: job), job: job, on: store)
+        }
+    }
+}
+
+/// The handlers a worker runs, by job kind.
+package struct JobRegistry: Sendable {
+    private var handlers: [String: JobHandler]
+
+    /// Handlers by kind, as they are (tests register closures).
+    package init(_ handlers: [String: JobHandler] = [:]) {
+        self.handlers = handlers
+    }
+
+    package mutating func register<Job: TransactionalJob>(_ definition: Job) {
+        handlers[Job.kind] = JobHandler(definition)
+    }
+
+    package mutating func register<Job: StandaloneJob>(_ definition: Job) {
+        handlers[Job.kind] = JobHandler(definition)
+    }
+
+    package func handler(for kind: String) -> JobHandler? { handlers[kind] }
+
+    /// The kinds with a handler.
+    package var kinds: Set<String> { Set(handlers.keys) }
+}

@@ -1,0 +1,23 @@
+/// Where the job system reports what it did; the HTTP application's Prometheus registry implements it, a
+/// worker on its own (`stepd worker`) reports nowhere.
+package protocol JobMetrics: Sendable {
+    /// One attempt of a job ended.
+    func recordJob(kind: String, outcome: JobOutcome)
+    /// A reconcile job decided a day, or found nothing to decide.
+    func recordReconcile(_ outcome: ReconcileOutcome)
+}
+
+/// What a reconcile job did to its day, for metrics.
+package enum ReconcileOutcome: String, Sendable, Hashable {
+    case accepted
+    case quarantined
+    /// The day was no longer PENDING (decided already, or under review).
+    case unchanged
+}
+
+/// Reports nothing.
+package struct NoJobMetrics: JobMetrics {
+    package init() {}
+    package func recordJob(kind: String, outcome: JobOutcome) {}
+    package func recordReconcile(_ outcome: ReconcileOutcome) {}
+}

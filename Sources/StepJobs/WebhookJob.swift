@@ -1,0 +1,77 @@
+import AsyncHTTPClient
+import Crypto
+import Foundation
+import StepStore
+
+/// Delivers one stored event to the operator's push service: a JSON POST signed like Stripe's webhooks,
+/// `StepLedger-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<body>">`. Anything but a 2xx (or no
+/// answer within the timeout) fails the attempt, and the job queue retries it with backoff until the job's
+/// attempts run out and it is dead (`stepd jobs list --state dead`). Delivery is at least once: the receiver
+/// tells repeats apart by `walkerId` and `id`.
+package struct WebhookJob: StandaloneJob {
+    package struct Payload: Codable, Sendable, Hashable {
+        /// The event's sequence number in the walker's log.
+        package var seq: Int
+
+        package init(seq: Int) {
+            self.seq = seq
+        }
+    }
+
+    package static let kind = "deliver-webhook"
+    package static let signatureHeader = "StepLedger-Signature"
+
+    package static func dedupeKey(for payload: Payload) -> String? { "webhook:\(payload.seq)" }
+
+    let webhook: WebhookSettings
+    let httpClient: HTTPClient
+    let clock: @Sendable () -> Date
+
+    package init(webhook: WebhookSettings, httpClient: HTTPClient, clock: @escaping @Sendable () -> Date) {
+        self.webhook = webhook
+        self.httpClient = httpClient
+        self.clock = clock
+    }
+
+    package func run(_ payload: Payload, job: ClaimedJob, on store: Store) async throws {
+        // An event is never deleted, so a missing one means nothing to deliver.
+        guard
+            let event = try await store.withoutTransaction({
+                try await $0.event(walkerId: job.walkerId, seq: payload.seq)
+            })
+        else { return }
+        let body = Self.body(event)
+        let timestamp = Int(clock().timeIntervalSince1970)
+        var request = HTTPClientRequest(url: webhook.url)
+        request.method = .POST
+        request.headers.add(name: "Content-Type", value: "application/json")
+        request.headers.add(name: "User-Agent", value: "StepLedger-Webhook")
+        request.headers.add(
+            name: Self.signatureHeader,
+            value: Self.signature(body: body, timestamp: timestamp, secret: webhook.secret))
+        request.body = .bytes(Array(body.utf8))
+        let response: HTTPClientResponse
+        do {
+            response = try await httpClient.execute(
+                request, timeout: .milliseconds(Int64(webhook.timeoutSeconds * 1000)))
+        } catch {
+            throw JobError.failed("webhook not reached: \(type(of: error))")
+        }
+        // The answer's body is of no interest; read at most a little of it so the connection can be reused.
+        _ = try? await response.body.collect(upTo: 64 * 1024)
+        guard (200..<300).contains(Int(response.status.code)) else {
+            throw JobError.failed("webhook answered \(response.status.code)")
+        }
+    }
+
+    /// `{"createdAt", "data", "id", "type", "walkerId"}`.
+    package static func body(_ event: WalkerEvent) -> String {
+        WalkerEventJSON.text(event, namingWalker: true)
+    }
+
+    package static func signature(body: String, timestamp: Int, secret: [UInt8]) -> String {
+        let mac = HMAC<SHA256>.authenticationCode(
+            for: Array("\(timestamp).\(body)".utf8), using: SymmetricKey(data: secret))
+        return "t=\(timestamp),v1=" + mac.map { String(format: "%02x", $0) }.joined()
+    }
+}

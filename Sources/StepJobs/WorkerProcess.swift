@@ -1,0 +1,70 @@
+import AsyncHTTPClient
+import Foundation
+import Logging
+import ServiceLifecycle
+import StepDatabase
+import StepStore
+
+/// The job worker with every job kind's handler: inside `stepd serve` (unless `worker.enabled` is false) and
+/// alone in `stepd worker`. The webhook job is registered only when a webhook is configured.
+package func makeJobWorker(
+    settings: JobSettings, store: Store, clock: @escaping @Sendable () -> Date, logger: Logger,
+    metrics: any JobMetrics = NoJobMetrics(), httpClient: HTTPClient = .shared
+) -> JobWorker {
+    let queue = JobQueue(store: store, leaseSeconds: settings.leaseSeconds, backoff: settings.backoff)
+    var registry = JobRegistry()
+    MaintenanceScheduler.register(
+        in: &registry, retention: settings.maintenance.retention, clock: clock, logger: logger)
+    registry.register(ReconcileJob(limits: settings.limits, clock: clock, metrics: metrics))
+    let announcer = EventAnnouncer(webhook: settings.webhook)
+    registry.register(RefundJob(clock: clock, announcer: announcer))
+    if let webhook = settings.webhook {
+        registry.register(WebhookJob(webhook: webhook, httpClient: httpClient, clock: clock))
+    }
+    return JobWorker(
+        queue: queue, handlers: registry, settings: settings.worker, clock: clock, logger: logger,
+        observe: { kind, outcome in metrics.recordJob(kind: kind, outcome: outcome) })
+}
+
+/// `stepd worker`: the job worker and the maintenance schedule alone, without the HTTP server, on the same
+/// database as the servers. It runs until SIGTERM or SIGINT, then finishes the jobs it holds and closes the
+/// store. The database must be migrated already (`stepd migrate`).
+package func runStandaloneWorker(
+    databaseURL: String, postgres: PostgresSettings, sqliteSynchronous: SQLiteSynchronous, settings: JobSettings,
+    logger: Logger
+) async throws {
+    let store = try await StoreFactory.open(
+        url: databaseURL, postgres: postgres, sqliteSynchronous: sqliteSynchronous, logger: logger, migrate: false)
+    do {
+        if try await !Migrator(database: store.database).pending().isEmpty {
+            throw StoreError.schemaBehind("the database schema is behind this build; run `stepd migrate` first")
+        }
+    } catch {
+        try? await store.database.close()
+        throw error
+    }
+    let worker = makeJobWorker(settings: settings, store: store, clock: { Date() }, logger: logger)
+    let group = ServiceGroup(
+        configuration: .init(
+            services: [
+                .init(service: StoreClosingService(store: store)),
+                .init(service: worker),
+                .init(service: MaintenanceScheduler(worker: worker, settings: settings.maintenance)),
+            ],
+            gracefulShutdownSignals: [.sigterm, .sigint],
+            logger: logger))
+    logger.info(
+        "worker started",
+        metadata: ["concurrency": "\(settings.worker.concurrency)", "database": .string(store.kind.rawValue)])
+    try await group.run()
+}
+
+/// Closes the store once the services after it have stopped (a service group stops them in reverse order).
+private struct StoreClosingService: Service {
+    let store: Store
+
+    func run() async throws {
+        try? await gracefulShutdown()
+        try await store.database.close()
+    }
+}

@@ -1,0 +1,130 @@
+import Foundation
+import Logging
+import StepDatabase
+import StepJobs
+import StepStore
+import StepTestSupport
+import Synchronization
+import Testing
+
+/// Jobs whose workers die on them: the rescuer parks a job after its last allowed attempt, and a dead worker's
+/// job is taken over once the lease its last heartbeat set runs out. Time is the queue's injected `now`.
+@Suite("Rescuing jobs of dead workers, on every engine")
+struct JobRescueTests {
+    static let t0 = JobQueueTests.t0
+    static let lease = 30.0
+
+    static func enqueueOne(_ store: Store, maxAttempts: Int) async throws -> NewJob {
+        let job = NewJob(
+            kind: "poison", walkerId: "w", payload: "{}", dedupeKey: "poison", runAt: t0, maxAttempts: maxAttempts)
+        try await #require(JobQueueTests.enqueue(job, store))
+        return job
+    }
+
+    @Test(
+        "a job whose worker dies on it maxAttempts times ends dead with the reason and is never claimed again",
+        arguments: TestDatabases.kinds)
+    func poisonPill(kind: DatabaseKind) async throws {
+        let test = try await TestDatabases.make(kind)
+        let queue = JobQueue(store: test.store, leaseSeconds: Self.lease)
+        _ = try await Self.enqueueOne(test.store, maxAttempts: 3)
+        var now = Self.t0
+        var id: String?
+        for attempt in 1...3 {
+            // A worker claims the job and dies: no heartbeat, no completion, no failure recorded.
+            let claimed = try #require(try await queue.claim(limit: 1, now: now).first)
+            #expect(claimed.attempt == attempt)
+            id = claimed.id
+            #expect(try await queue.claim(limit: 1, now: now.addingTimeInterval(Self.lease - 0.01)).isEmpty)
+            now = now.addingTimeInterval(Self.lease)
+        }
+        let jobId = try #require(id)
+        // The last attempt's lease has run out: the next claim parks the job instead of handing it out.
+        #expect(try await queue.claim(limit: 1, now: now).isEmpty)
+        let record = try #require(try await queue.job(id: jobId))
+        #expect(record.state == .dead)
+        #expect(record.attempts == 3, "attempts never climb past maxAttempts")
+        #expect(record.lastError == JobQueue.abandonedError)
+        #expect(record.leaseUntil == nil)
+        #expect(try await queue.claim(limit: 10, now: now.addingTimeInterval(86_400)).isEmpty)
+        #expect(try await queue.depth() == [.pending: 0, .running: 0, .dead: 1])
+        // An operator can still revive it.
+        #expect(try await queue.retry(id: jobId, now: now) == .retried)
+        #expect(try await queue.claim(limit: 1, now: now).first?.attempt == 1)
+        try await test.close()
+    }
+
+    @Test(
+        "the rescuer leaves a last attempt alone while its lease lasts, and other due jobs are still claimed",
+        arguments: TestDatabases.kinds)
+    func rescueSparesLiveLeases(kind: DatabaseKind) async throws {
+        let test = try await TestDatabases.make(kind)
+        let queue = JobQueue(store: test.store, leaseSeconds: Self.lease)
+        _ = try await Self.enqueueOne(test.store, maxAttempts: 1)
+        let last = try #require(try await queue.claim(limit: 1, now: Self.t0).first)
+        let later = Self.t0.addingTimeInterval(Self.lease - 1)
+        try await #require(
+            JobQueueTests.enqueue(JobQueueTests.job("other", key: nil, at: later), test.store, now: later))
+        let claimed = try await queue.claim(limit: 5, now: later)
+        #expect(claimed.map(\.walkerId) == ["other"])
+        #expect(try await queue.job(id: last.id)?.state == .running)
+        // Its worker was alive after all: the completion stands.
+        #expect(try await test.store.transaction { try await JobQueue.complete(last, in: $0) })
+        #expect(try await queue.job(id: last.id) == nil)
+        try await test.close()
+    }
+
+    @Test(
+        "a job whose worker stops heartbeating is taken over by another worker once the last lease runs out",
+        arguments: TestDatabases.kinds)
+    func rescueLatency(kind: DatabaseKind) async throws {
+        let test = try await TestDatabases.make(kind)
+        let other = try await TestDatabases.another(test)
+        let first = JobQueue(store: test.store, leaseSeconds: Self.lease)
+        _ = try await Self.enqueueOne(test.store, maxAttempts: 5)
+        let held = try #require(try await first.claim(limit: 1, now: Self.t0).first)
+        // Two heartbeats, ten seconds apart; then the worker is killed.
+        let lastBeat = Self.t0.addingTimeInterval(20)
+        #expect(try await first.extendLease(held, now: Self.t0.addingTimeInterval(10)) == .extended)
+        #expect(try await first.extendLease(held, now: lastBeat) == .extended)
+        #expect(try await first.job(id: held.id)?.leaseUntil == lastBeat.addingTimeInterval(Self.lease))
+
+        // Another instance's worker polls with its own clock.
+        let clock = Mutex(lastBeat)
+        let runs = Mutex<[Int]>([])
+        let takeover = JobWorker(
+            queue: JobQueue(store: other, leaseSeconds: Self.lease),
+            handlers: JobRegistry([
+                "poison": .transactional { job, _ in runs.withLock { $0.append(job.attempt) } }
+            ]),
+            settings: WorkerSettings(concurrency: 1, pollIntervalSeconds: 0.05, heartbeatSeconds: 10),
+            clock: { clock.withLock { $0 } }, logger: Logger(label: "test"))
+        clock.withLock { $0 = lastBeat.addingTimeInterval(Self.lease - 0.01) }
+        #expect(try await !takeover.runNext(), "not while the last heartbeat's lease lasts")
+        clock.withLock { $0 = lastBeat.addingTimeInterval(Self.lease) }
+        #expect(try await takeover.runNext(), "taken over as soon as it runs out")
+        #expect(runs.withLock { $0 } == [2])
+        #expect(try await first.job(id: held.id) == nil)
+        // The dead worker's claim is fenced off: had it lived, its heartbeat would have found the job gone.
+        #expect(try await first.extendLease(held, now: lastBeat.addingTimeInterval(Self.lease)) == .gone)
+        try await other.database.close()
+        try await test.close()
+    }
+
+    @Test("a heartbeat tells a lease taken over from a job that is gone", arguments: TestDatabases.kinds)
+    func leaseExtensionOutcomes(kind: DatabaseKind) async throws {
+        let test = try await TestDatabases.make(kind)
+        let queue = JobQueue(store: test.store, leaseSeconds: Self.lease)
+        _ = try await Self.enqueueOne(test.store, maxAttempts: 5)
+        let stale = try #require(try await queue.claim(limit: 1, now: Self.t0).first)
+        let now = Self.t0.addingTimeInterval(Self.lease)
+        let current = try #require(try await queue.claim(limit: 1, now: now).first)
+        #expect(try await queue.extendLease(stale, now: now) == .lost)
+        #expect(try await queue.job(id: current.id)?.leaseUntil == now.addingTimeInterval(Self.lease))
+        #expect(try await queue.extendLease(current, now: now.addingTimeInterval(5)) == .extended)
+        #expect(try await queue.job(id: current.id)?.leaseUntil == now.addingTimeInterval(5 + Self.lease))
+        #expect(try await test.store.transaction { try await JobQueue.complete(current, in: $0) })
+        #expect(try await queue.extendLease(current, now: now.addingTimeInterval(6)) == .gone)
+        try await test.close()
+    }
+}

@@ -1,0 +1,54 @@
+import StepDatabase
+import StepJobs
+import Testing
+
+@testable import StepSettings
+
+/// `worker.*`, `jobs.*` and the webhook keys, read at start-up and handed to the job system as its own settings.
+@Suite("Job settings from configuration")
+struct JobSettingsConfigurationTests {
+    static func read(_ values: [String: String]) throws -> AppConfiguration {
+        try AppConfiguration(reader: reader(values))
+    }
+
+    @Test("the lease defaults to 30 s and the heartbeat to a third of the lease, 10 s at most")
+    func defaults() throws {
+        let defaults = try Self.read([:]).jobSettings
+        #expect(defaults.leaseSeconds == 30 && defaults.worker.heartbeatSeconds == 10)
+        let shortLease = try Self.read(["jobs.leaseSeconds": "2"]).jobSettings
+        #expect(shortLease.leaseSeconds == 2 && shortLease.worker.heartbeatSeconds == 2.0 / 3)
+        let longLease = try Self.read(["jobs.leaseSeconds": "600"]).jobSettings
+        #expect(longLease.worker.heartbeatSeconds == 10)
+        let both = try Self.read(["jobs.leaseSeconds": "1.5", "jobs.heartbeatSeconds": "1"]).jobSettings
+        #expect(both.leaseSeconds == 1.5 && both.worker.heartbeatSeconds == 1)
+    }
+
+    @Test(
+        "a lease that does not exceed the heartbeat, or a heartbeat out of range, stops start-up",
+        arguments: [
+            ["jobs.heartbeatSeconds": "30"], ["jobs.leaseSeconds": "5", "jobs.heartbeatSeconds": "5"],
+            ["jobs.heartbeatSeconds": "0"], ["jobs.heartbeatSeconds": "soon"],
+        ])
+    func refused(values: [String: String]) {
+        #expect(throws: ConfigurationError.self) { try Self.read(values) }
+    }
+
+    @Test("every job setting comes from its key; the webhook only when configured")
+    func mapped() throws {
+        let secret = String(repeating: "s", count: 40)
+        let settings = try Self.read([
+            "worker.concurrency": "7", "worker.pollIntervalSeconds": "0.5", "jobs.maxAttempts": "4",
+            "jobs.backoffBaseSeconds": "2", "jobs.backoffCapSeconds": "9", "retention.pruneIntervalSeconds": "60",
+            "events.webhookUrl": "http://127.0.0.1:9/hook", "events.webhookSecret": secret,
+            "events.webhookMaxAttempts": "3", "events.webhookTimeoutSeconds": "4",
+        ]).jobSettings
+        #expect(settings.worker.concurrency == 7 && settings.worker.pollIntervalSeconds == 0.5)
+        #expect(settings.maxAttempts == 4 && settings.backoff == JobBackoff(baseSeconds: 2, capSeconds: 9))
+        #expect(settings.maintenance.periodSeconds == 60 && settings.maintenance.maxAttempts == 4)
+        #expect(
+            settings.webhook
+                == WebhookSettings(
+                    url: "http://127.0.0.1:9/hook", secret: Array(secret.utf8), maxAttempts: 3, timeoutSeconds: 4))
+        #expect(try Self.read([:]).jobSettings.webhook == nil)
+    }
+}
