@@ -226,7 +226,8 @@ let package = Package(
         .testTarget(
             name: "StepStoreTests",
             dependencies: [
-                "StepStore", "StepDatabase", "StepCore", "StepTestSupport", .product(name: "SQLKit", package: "sql-kit"),
+                "StepStore", "StepDatabase", "StepCore", "StepTestSupport",
+                .product(name: "SQLKit", package: "sql-kit"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict
