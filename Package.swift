@@ -85,7 +85,6 @@ let package = Package(
         .target(
             name: "StepJobs",
             dependencies: [
-                "StepLogging",
                 "StepCore",
                 "StepStore",
                 "StepDatabase",
