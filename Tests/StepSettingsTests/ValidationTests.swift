@@ -67,7 +67,7 @@ struct ValidationTests {
         (["admin.maxFailuresPerMinute": "1001"], "admin.maxFailuresPerMinute"),
         (["jobs.maxAttempts": "0"], "jobs.maxAttempts"),
         (["jobs.leaseSeconds": "86401"], "jobs.leaseSeconds"),
-        (["jobs.leaseSeconds": "10"], "jobs.leaseSeconds"),
+        (["jobs.leaseSeconds": "10", "jobs.heartbeatSeconds": "10"], "jobs.leaseSeconds"),
         (["jobs.leaseSeconds": "5", "jobs.heartbeatSeconds": "6"], "jobs.leaseSeconds"),
         (["jobs.heartbeatSeconds": "0.01"], "jobs.heartbeatSeconds"),
         (["jobs.backoffBaseSeconds": "0"], "jobs.backoffBaseSeconds"),
