@@ -1,6 +1,8 @@
 import AsyncHTTPClient
 import Crypto
 import Foundation
+import NIOCore
+import NIOHTTP1
 import StepStore
 
 /// Delivers one stored event to the operator's push service: a JSON POST signed like Stripe's webhooks,

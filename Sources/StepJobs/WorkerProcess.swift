@@ -4,6 +4,7 @@ import Logging
 import ServiceLifecycle
 import StepDatabase
 import StepStore
+import UnixSignals
 
 /// The job worker with every job kind's handler: inside `stepd serve` (unless `worker.enabled` is false) and
 /// alone in `stepd worker`. The webhook job is registered only when a webhook is configured.

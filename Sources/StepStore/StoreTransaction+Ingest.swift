@@ -1,6 +1,7 @@
 import Foundation
 import SQLKit
 import StepCore
+import StepDatabase
 
 /// Everything an accepted (or pending, quarantined, unchanged) ingest writes, applied together.
 package struct IngestWrite: Sendable {

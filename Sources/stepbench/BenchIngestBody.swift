@@ -1,6 +1,7 @@
 import AsyncHTTPClient
 import Foundation
 import NIOCore
+import NIOHTTP1
 import StepCore
 
 /// A plausible HealthKit bucket in UTC, the body of `POST /step/ingest`.

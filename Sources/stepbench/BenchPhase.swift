@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import Foundation
+import NIOHTTP1
 
 /// One load phase: which server is loaded, and as which walkers.
 struct BenchPhase: Sendable {

@@ -1,6 +1,7 @@
 import AsyncHTTPClient
 import Foundation
 import NIOCore
+import NIOHTTP1
 
 /// How every load phase of a run is driven: how many walkers, for how long.
 struct BenchPlan: Sendable {

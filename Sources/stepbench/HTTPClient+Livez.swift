@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import NIOCore
+import NIOHTTP1
 
 extension HTTPClient {
     /// One GET /livez before any load, so a wrong port fails fast instead of as a phase full of errors.

@@ -3,6 +3,7 @@ import AsyncHTTPClient
 import Foundation
 import Logging
 import NIOCore
+import NIOHTTP1
 import StepCore
 import StepDatabase
 import StepStore

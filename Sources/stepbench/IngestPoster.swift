@@ -1,6 +1,7 @@
 import AsyncHTTPClient
 import Foundation
 import NIOCore
+import NIOHTTP1
 
 /// Sends one ingest at a time and times it from the request to the last byte of the response.
 struct IngestPoster: Sendable {

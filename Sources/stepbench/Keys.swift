@@ -1,4 +1,5 @@
 import ArgumentParser
+import CryptoExtras
 import Foundation
 
 /// `stepbench keys`: a signing key for benchmarks against a production-mode server.

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Logging
 import StepCore
+import StepDatabase
 import StepStore
 
 /// `stepbench pgbench-script`: prints the pgbench script of one accepted ingest, built from the statements

@@ -2,7 +2,9 @@ import ArgumentParser
 import Foundation
 import Logging
 import StepCore
+import StepDatabase
 import StepJobs
+import StepSettings
 import StepStore
 
 struct Jobs: AsyncParsableCommand {

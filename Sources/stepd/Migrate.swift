@@ -1,5 +1,6 @@
 import ArgumentParser
 import Logging
+import StepDatabase
 import StepSettings
 import StepStore
 

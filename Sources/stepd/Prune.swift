@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Logging
+import StepDatabase
 import StepSettings
 import StepStore
 

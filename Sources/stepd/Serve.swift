@@ -4,6 +4,7 @@ import StepAPI
 import StepCore
 import StepDatabase
 import StepLogging
+import StepSettings
 import StepStore
 
 struct Serve: AsyncParsableCommand {

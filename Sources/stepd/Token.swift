@@ -2,6 +2,9 @@ import ArgumentParser
 import Foundation
 import Logging
 import StepAPI
+import StepCore
+import StepDatabase
+import StepSettings
 import StepStore
 
 struct Token: AsyncParsableCommand {

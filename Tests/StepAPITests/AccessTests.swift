@@ -8,6 +8,7 @@ import SQLKit
 import StepAPI
 import StepCore
 import StepDatabase
+import StepSettings
 import StepStore
 import StepTestSupport
 import Testing

@@ -7,6 +7,7 @@ import StepAPI
 import StepCore
 import StepDatabase
 import StepJobs
+import StepSettings
 import StepStore
 import StepTestSupport
 import Testing

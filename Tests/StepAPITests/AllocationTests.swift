@@ -6,6 +6,7 @@ import StepAPI
 import StepCore
 import StepDatabase
 import StepJobs
+import StepSettings
 import StepStore
 import StepTestSupport
 import Testing

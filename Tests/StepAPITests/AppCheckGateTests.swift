@@ -2,6 +2,7 @@ import Configuration
 import Foundation
 import HTTPTypes
 import HummingbirdTesting
+import JWTKit
 import StepAPI
 import StepCore
 import StepDatabase

@@ -8,6 +8,7 @@ import StepSettings
 import StepStore
 import StepTestSupport
 import Testing
+import X509
 
 @Suite("Development App Attest CA and simulated device")
 struct DevelopmentDeviceTests {

@@ -7,6 +7,7 @@ import StepAPI
 import StepAttestation
 import StepCore
 import StepDatabase
+import StepLogging
 import StepSettings
 import StepStore
 import StepTestSupport

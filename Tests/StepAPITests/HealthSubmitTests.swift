@@ -7,6 +7,8 @@ import StepAPI
 import StepAttestation
 import StepCore
 import StepDatabase
+import StepJobs
+import StepLogging
 import StepSettings
 import StepStore
 import StepTestSupport

@@ -4,6 +4,7 @@ import HummingbirdTesting
 import NIOCore
 import StepAPI
 import StepDatabase
+import StepSettings
 import StepTestSupport
 import Testing
 

@@ -6,7 +6,9 @@ import HummingbirdTesting
 import JWTKit
 import NIOCore
 import StepAPI
+import StepCore
 import StepDatabase
+import StepLogging
 import StepSettings
 import StepStore
 import StepTestSupport

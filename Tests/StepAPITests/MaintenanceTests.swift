@@ -2,6 +2,7 @@ import Foundation
 import StepAPI
 import StepDatabase
 import StepJobs
+import StepSettings
 import StepStore
 import StepTestSupport
 import Testing

@@ -5,6 +5,7 @@ import HummingbirdTesting
 import StepAPI
 import StepCore
 import StepDatabase
+import StepLogging
 import StepSettings
 import StepStore
 import StepTestSupport

@@ -4,7 +4,9 @@ import HummingbirdTesting
 import Logging
 import SQLKit
 import StepAPI
+import StepCore
 import StepDatabase
+import StepSettings
 import StepStore
 import StepTestSupport
 import Testing

@@ -2,7 +2,9 @@ import Foundation
 import HTTPTypes
 import HummingbirdTesting
 import StepAPI
+import StepCore
 import StepDatabase
+import StepSettings
 import StepStore
 import StepTestSupport
 import Testing

@@ -1,8 +1,11 @@
 import Foundation
+import HTTPTypes
 import HummingbirdTesting
 import Logging
 import StepAPI
+import StepCore
 import StepDatabase
+import StepLogging
 import StepSettings
 import StepStore
 import StepTestSupport

@@ -1,4 +1,6 @@
 import Foundation
+import HTTPTypes
+import HummingbirdTesting
 import StepDatabase
 import StepStore
 import Testing

@@ -3,6 +3,8 @@ import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
 import Logging
+import SQLKit
+import StepCore
 import StepDatabase
 import StepStore
 import StepTestSupport

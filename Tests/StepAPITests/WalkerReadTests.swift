@@ -4,6 +4,7 @@ import HummingbirdTesting
 import StepAPI
 import StepCore
 import StepDatabase
+import StepSettings
 import StepStore
 import StepTestSupport
 import Testing

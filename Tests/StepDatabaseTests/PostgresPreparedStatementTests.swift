@@ -1,5 +1,6 @@
 import Foundation
 import SQLKit
+import StepDatabase
 import StepStore
 import StepTestSupport
 import Testing

@@ -1,4 +1,5 @@
 import Configuration
+import StepDatabase
 import Testing
 
 @testable import StepSettings

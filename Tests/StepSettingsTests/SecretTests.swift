@@ -1,6 +1,7 @@
 import Configuration
 import Crypto
 import Foundation
+import SystemPackage
 import Testing
 
 @testable import StepSettings

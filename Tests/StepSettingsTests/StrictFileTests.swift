@@ -1,4 +1,6 @@
 import Foundation
+import Logging
+import StepCore
 import Testing
 
 @testable import StepSettings

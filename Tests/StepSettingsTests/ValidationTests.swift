@@ -1,4 +1,6 @@
 import Configuration
+import StepCore
+import StepStore
 import Testing
 
 @testable import StepSettings

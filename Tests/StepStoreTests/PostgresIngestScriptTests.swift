@@ -1,6 +1,7 @@
 import Foundation
 import SQLKit
 import StepCore
+import StepDatabase
 import StepStore
 import StepTestSupport
 import Testing

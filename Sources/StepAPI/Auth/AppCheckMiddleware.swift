@@ -1,5 +1,6 @@
 import Foundation
 import Hummingbird
+import Logging
 import StepAttestation
 import StepCore
 import StepStore

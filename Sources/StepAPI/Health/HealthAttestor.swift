@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import StepAttestation
+import StepCore
 import StepSettings
 import StepStore
 

@@ -1,5 +1,6 @@
 import Foundation
 import Hummingbird
+import StepDatabase
 import StepJobs
 import StepStore
 
