@@ -218,7 +218,11 @@ package func buildApplication(
     router.add(
         middleware: MethodNotAllowedMiddleware(
             catalog: catalog, hiddenPrefixes: configuration.adminToken == nil ? ["/admin/"] : [],
-            notFound: [("/health", HealthAPIError.notFound)]))
+            surfaces: [
+                .init(
+                    prefix: "/health", notFound: HealthAPIError.notFound,
+                    methodNotAllowed: { HealthAPIError.methodNotAllowed(method: $0, allow: $1) })
+            ]))
 
     let maintenance = MaintenanceScheduler(worker: worker, settings: jobSettings.maintenance)
     let http = configuration.http

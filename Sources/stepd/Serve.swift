@@ -24,17 +24,12 @@ struct Serve: AsyncParsableCommand {
         if let host { overrides["http.host"] = host }
         if let port { overrides["http.port"] = String(port) }
         let configuration = try await common.load(overrides: overrides)
-        let app: StepLedgerApp
-        do {
-            var dependencies = AppDependencies()
-            dependencies.reloadWhitelist = { [common, overrides] in
-                try await common.load(overrides: overrides).limits.sourceBundleWhitelist
-            }
-            dependencies.configFile = common.config
-            app = try await buildApplication(configuration: configuration, dependencies: dependencies)
-        } catch let error as StoreError {
-            throw ValidationError(error.detail)
+        var dependencies = AppDependencies()
+        dependencies.reloadWhitelist = { [common, overrides] in
+            try await common.load(overrides: overrides).limits.sourceBundleWhitelist
         }
+        dependencies.configFile = common.config
+        let app = try await buildApplication(configuration: configuration, dependencies: dependencies)
         try await app.application.runService()
         // Log lines are written by a background thread: let it finish before the process exits.
         LogSink.standardOutput.flush()

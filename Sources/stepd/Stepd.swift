@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import StepDatabase
 import StepSettings
 
 @main
@@ -12,7 +13,8 @@ struct Stepd: AsyncParsableCommand {
 
     /// ArgumentParser's entry, except that a configuration error is the operator's file or environment to fix,
     /// not a misuse of the command line: it is printed as one line (`stepd: config.json:2:13: unknown key …`)
-    /// without the usage text, and the process exits 1. Bad options still get ArgumentParser's help.
+    /// without the usage text, and the process exits 1; so is a database that cannot be used (unreachable, or a
+    /// schema behind this build). Bad options still get ArgumentParser's help.
     static func main() async {
         do {
             var command = try await asyncParseAsRoot()
@@ -24,6 +26,8 @@ struct Stepd: AsyncParsableCommand {
         } catch let error as ConfigurationError {
             exitReporting(error)
         } catch let error as ConfigurationSourceError {
+            exitReporting(error)
+        } catch let error as StoreError {
             exitReporting(error)
         } catch {
             exit(withError: error)

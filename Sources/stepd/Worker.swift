@@ -29,14 +29,9 @@ struct Worker: AsyncParsableCommand {
         let level = configuration.telemetry.logLevel
         var logger = Logger(label: "stepledger.worker") { JSONLogHandler(label: $0, sink: logSink, level: level) }
         logger.logLevel = level
-        do {
-            try await runStandaloneWorker(
-                databaseURL: configuration.databaseURL, postgres: configuration.postgres,
-                sqliteSynchronous: configuration.sqliteSynchronous, settings: configuration.jobSettings,
-                logger: logger)
-        } catch let error as StoreError {
-            throw ValidationError(error.detail)
-        }
+        try await runStandaloneWorker(
+            databaseURL: configuration.databaseURL, postgres: configuration.postgres,
+            sqliteSynchronous: configuration.sqliteSynchronous, settings: configuration.jobSettings, logger: logger)
         logSink.flush()
     }
 }

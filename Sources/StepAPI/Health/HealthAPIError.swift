@@ -18,6 +18,8 @@ enum HealthAPIError: WalkerReadError, Equatable {
     case tooManyNonces
     /// A path under `/health` that names no route.
     case notFound
+    /// A path under `/health` asked with a method it does not serve; `allow` lists the ones it does.
+    case methodNotAllowed(method: String, allow: String)
     case unavailable
     case internalError
 
@@ -30,6 +32,7 @@ enum HealthAPIError: WalkerReadError, Equatable {
         case .unsupportedMediaType: .unsupportedMediaType
         case .rateLimited, .tooManyNonces: .tooManyRequests
         case .notFound: .notFound
+        case .methodNotAllowed: .methodNotAllowed
         case .unavailable: .serviceUnavailable
         case .internalError: .internalServerError
         }
@@ -46,6 +49,7 @@ enum HealthAPIError: WalkerReadError, Equatable {
         case .rateLimited: "Too many requests; retry later"
         case .tooManyNonces: "Too many unused nonces; use one or retry when one expires"
         case .notFound: "No route serves this path"
+        case .methodNotAllowed(let method, _): "This path does not serve \(method)."
         case .unavailable: "The service is temporarily unavailable; retry later"
         // Nothing internal leaks into the body; the cause is logged.
         case .internalError: "Internal server error"
@@ -55,6 +59,7 @@ enum HealthAPIError: WalkerReadError, Equatable {
     var headers: HTTPFields {
         switch self {
         case .unauthorized: [.wwwAuthenticate: "Bearer"]
+        case .methodNotAllowed(_, let allow): [HTTPField.Name("Allow")!: allow]
         default: [:]
         }
     }

@@ -5,24 +5,28 @@ import StepLogging
 
 /// Answers 405 with `Allow` (RFC 9110 §15.5.6) for a known path asked with a method it does not serve, where the
 /// router alone would answer 404. Added to the router after every route, so it wraps only the router's not-found
-/// responder: a matched route never passes through it. An unknown path under a surface with its own envelope
-/// (`/health`, seed 002) is that surface's 404 rather than the router's.
+/// responder: a matched route never passes through it. Under a surface with its own envelope (`/health`, seed
+/// 002) both answers are that surface's: its 404 for an unknown path, its 405 (with `Allow`) for a known one.
 struct MethodNotAllowedMiddleware: RouterMiddleware {
+    /// How a surface with an envelope of its own answers a request no route of it serves.
+    struct SurfaceMisses: Sendable {
+        var prefix: String
+        var notFound: any HTTPResponseError & Sendable
+        var methodNotAllowed: @Sendable (_ method: String, _ allow: String) -> any HTTPResponseError & Sendable
+    }
+
     typealias Context = AppRequestContext
 
     private static let allowField = HTTPField.Name("Allow")!
 
     /// Each catalogued path as segments (`{id}` matches any one segment), with its methods, sorted.
     private let paths: [(segments: [Substring], methods: [String])]
-    /// Path prefixes whose 404 is a surface's own (`/health` answers `HealthAPIError.notFound`).
-    private let notFound: [(prefix: String, error: any HTTPResponseError & Sendable)]
+    /// Path prefixes whose 404 and 405 are a surface's own (`/health` answers in `HealthAPIError`).
+    private let surfaces: [SurfaceMisses]
 
     /// `hiddenPrefixes`: paths that must look absent (the admin API without its token), so they stay 404.
-    init(
-        catalog: RouteCatalog, hiddenPrefixes: [String] = [],
-        notFound: [(prefix: String, error: any HTTPResponseError & Sendable)] = []
-    ) {
-        self.notFound = notFound
+    init(catalog: RouteCatalog, hiddenPrefixes: [String] = [], surfaces: [SurfaceMisses] = []) {
+        self.surfaces = surfaces
         var methods: [String: Set<String>] = [:]
         for entry in catalog.entries where !hiddenPrefixes.contains(where: { entry.path.hasPrefix($0) }) {
             methods[entry.path, default: []].insert(entry.method.uppercased())
@@ -41,8 +45,11 @@ struct MethodNotAllowedMiddleware: RouterMiddleware {
             // A path the router did not match although the catalog names it with this very method (a spelling
             // the router reads differently) stays 404: 405 would name a method that was just refused.
             guard let methods = allowedMethods(for: request.uri.path), !methods.contains(request.method.rawValue)
-            else { throw surfaceNotFound(for: request.uri.path) ?? error }
+            else { throw surface(for: request.uri.path)?.notFound ?? error }
             let allow = methods.joined(separator: ", ")
+            if let surface = surface(for: request.uri.path) {
+                throw surface.methodNotAllowed(request.method.rawValue, allow)
+            }
             return Response(
                 status: .methodNotAllowed,
                 headers: [Self.allowField: allow, .contentType: "application/json"],
@@ -50,9 +57,9 @@ struct MethodNotAllowedMiddleware: RouterMiddleware {
         }
     }
 
-    /// The 404 of the surface whose prefix `path` falls under (the prefix itself or below it), if any.
-    private func surfaceNotFound(for path: String) -> (any HTTPResponseError)? {
-        notFound.first { path == $0.prefix || path.hasPrefix($0.prefix + "/") }?.error
+    /// The surface whose prefix `path` falls under (the prefix itself or below it), if any.
+    private func surface(for path: String) -> SurfaceMisses? {
+        surfaces.first { path == $0.prefix || path.hasPrefix($0.prefix + "/") }
     }
 
     /// The methods of the catalogued path that `path` names, or nil when none does.
