@@ -152,20 +152,8 @@ struct StrictJSONParser {
             advance()
             skipWhitespace()
             members.append(Member(key: key, keyPosition: keyPosition, node: try value()))
-            skipWhitespace()
-            switch current {
-            case UInt8(ascii: ","):
-                let comma = position
-                advance()
-                skipWhitespace()
-                if current == UInt8(ascii: "}") {
-                    throw Failure(reason: "trailing comma before '}'", position: comma)
-                }
-            case UInt8(ascii: "}"):
-                advance()
+            guard try continues(before: UInt8(ascii: "}"), expected: "',' or '}' after the value of \"\(key)\"") else {
                 return members
-            default:
-                throw failure("expected ',' or '}' after the value of \"\(key)\", found \(describeCurrent())")
             }
         }
     }
@@ -182,22 +170,26 @@ struct StrictJSONParser {
         }
         while true {
             elements.append(try value())
-            skipWhitespace()
-            switch current {
-            case UInt8(ascii: ","):
-                let comma = position
-                advance()
-                skipWhitespace()
-                if current == UInt8(ascii: "]") {
-                    throw Failure(reason: "trailing comma before ']'", position: comma)
-                }
-            case UInt8(ascii: "]"):
-                advance()
-                return elements
-            default:
-                throw failure("expected ',' or ']' in a list, found \(describeCurrent())")
-            }
+            guard try continues(before: UInt8(ascii: "]"), expected: "',' or ']' in a list") else { return elements }
         }
+    }
+
+    /// After a member or an element: true when a ',' goes on to the next, false (past it) when `closer` ends the
+    /// object or array. A ',' right before `closer` is refused; `expected` names what may follow, for the error.
+    private mutating func continues(before closer: UInt8, expected: String) throws(Failure) -> Bool {
+        skipWhitespace()
+        if current == UInt8(ascii: ",") {
+            let comma = position
+            advance()
+            skipWhitespace()
+            if current == closer {
+                throw Failure(reason: "trailing comma before '\(Character(Unicode.Scalar(closer)))'", position: comma)
+            }
+            return true
+        }
+        guard current == closer else { throw failure("expected \(expected), found \(describeCurrent())") }
+        advance()
+        return false
     }
 
     private mutating func string() throws(Failure) -> String {

@@ -32,3 +32,17 @@ struct BenchTarget: Sendable, CustomStringConvertible {
 
     func url(_ path: String) -> String { base + path }
 }
+
+/// `--url`: the server that `load`, `history` and `health-stats` send their traffic to.
+struct TargetOptions: ParsableArguments {
+    @Option(help: "Base URL of the server. The host must be 127.0.0.1, localhost or ::1.")
+    var url: String = "http://127.0.0.1:8080"
+
+    var target: BenchTarget {
+        get throws { try BenchTarget(parsing: url) }
+    }
+
+    func validate() throws {
+        _ = try target
+    }
+}

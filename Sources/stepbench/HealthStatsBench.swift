@@ -25,8 +25,7 @@ struct HealthStatsBench: AsyncParsableCommand {
 
     static let requestTimeout: TimeAmount = .seconds(30)
 
-    @Option(help: "Base URL of stepd serve. The host must be 127.0.0.1, localhost or ::1.")
-    var url: String = "http://127.0.0.1:8080"
+    @OptionGroup var server: TargetOptions
 
     @Option(help: "The server's database: a SQLite path or a postgres:// URL.")
     var database: String
@@ -40,13 +39,12 @@ struct HealthStatsBench: AsyncParsableCommand {
     @OptionGroup var tokenOptions: TokenOptions
 
     func validate() throws {
-        _ = try BenchTarget(parsing: url)
         guard (1...1096).contains(days) else { throw ValidationError("--days must be between 1 and 1096") }
         guard (1...100_000).contains(samples) else { throw ValidationError("--samples must be between 1 and 100000") }
     }
 
     func run() async throws {
-        let target = try BenchTarget(parsing: url)
+        let target = try server.target
         let walker = "stats-\(BenchRunID.make())"
         let token = try await tokenOptions.signer().tokens(for: [walker], ttlSeconds: 86_400)[0]
         let last = LocalDate(instant: Date(), in: .gmt).adding(days: -1)

@@ -24,8 +24,7 @@ struct History: AsyncParsableCommand {
     static let firstTodayCount = 2000
     static let countStep = 10
 
-    @Option(help: "Base URL of stepd serve. The host must be 127.0.0.1, localhost or ::1.")
-    var url: String = "http://127.0.0.1:8080"
+    @OptionGroup var server: TargetOptions
 
     @Option(help: "Attested days seeded for walker A, ending yesterday (UTC).")
     var days: Int = 1095
@@ -39,7 +38,6 @@ struct History: AsyncParsableCommand {
     @OptionGroup var tokenOptions: TokenOptions
 
     func validate() throws {
-        _ = try BenchTarget(parsing: url)
         guard (1...36_500).contains(days) else { throw ValidationError("--days must be between 1 and 36500") }
         guard (1...100_000).contains(samples) else { throw ValidationError("--samples must be between 1 and 100000") }
         guard (1...64).contains(seedConcurrency) else {
@@ -48,7 +46,7 @@ struct History: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let target = try BenchTarget(parsing: url)
+        let target = try server.target
         let signer = try tokenOptions.signer()
         let runId = BenchRunID.make()
         let tokens = try await signer.tokens(for: ["hist-\(runId)-a", "hist-\(runId)-b"], ttlSeconds: 86_400)

@@ -17,8 +17,7 @@ struct Load: AsyncParsableCommand {
             excess comes back as 429. For a throughput run start it with STEPLEDGER_RATE_LIMIT_INGEST_PER_MINUTE=100000.
             """)
 
-    @Option(help: "Base URL of the server. The host must be 127.0.0.1, localhost or ::1.")
-    var url: String = "http://127.0.0.1:8080"
+    @OptionGroup var server: TargetOptions
 
     @OptionGroup var load: LoadOptions
 
@@ -28,12 +27,11 @@ struct Load: AsyncParsableCommand {
     var serverPid: Int32?
 
     func validate() throws {
-        _ = try BenchTarget(parsing: url)
         if let serverPid, serverPid <= 0 { throw ValidationError("--server-pid must be a process id") }
     }
 
     func run() async throws {
-        let target = try BenchTarget(parsing: url)
+        let target = try server.target
         let signer = try tokenOptions.signer()
         let cpu = try serverPid.map { try ProcessCPUProbe(pid: $0) }
         let runId = BenchRunID.make()

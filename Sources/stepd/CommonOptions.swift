@@ -1,6 +1,10 @@
 import ArgumentParser
 import Foundation
+import Logging
+import StepCore
+import StepDatabase
 import StepSettings
+import StepStore
 
 /// Options every subcommand shares. Each overrides the same key from the environment or the config file.
 struct CommonOptions: ParsableArguments {
@@ -22,5 +26,34 @@ struct CommonOptions: ParsableArguments {
         return try ConfigurationSources(
             commandLine: commandLine, environment: ProcessInfo.processInfo.environment, file: config
         ).load()
+    }
+
+    /// `load()`, refused unless the mode is test-phase: `what` names the development-only thing refused.
+    func loadTestPhase(refusing what: String) async throws -> AppConfiguration {
+        let configuration = try await load()
+        guard configuration.mode == .testPhase else {
+            throw ValidationError("\(what) are refused in production mode")
+        }
+        return configuration
+    }
+}
+
+extension AppConfiguration {
+    /// Opens the configured database (migrating it only when asked: operators run `stepd migrate`), runs `body`
+    /// with it, and closes it again whether `body` returns or throws.
+    func withStore<Result>(label: String, migrate: Bool = false, _ body: (Store) async throws -> Result)
+        async throws -> Result
+    {
+        let store = try await StoreFactory.open(
+            url: databaseURL, postgres: postgres, logger: Logger(label: label), migrate: migrate)
+        let result: Result
+        do {
+            result = try await body(store)
+        } catch {
+            try? await store.database.close()
+            throw error
+        }
+        try await store.database.close()
+        return result
     }
 }

@@ -1,6 +1,5 @@
 import ArgumentParser
 import Foundation
-import Logging
 import StepAPI
 import StepCore
 import StepDatabase
@@ -49,24 +48,14 @@ struct Device: AsyncParsableCommand {
         @OptionGroup var common: CommonOptions
 
         func run() async throws {
-            let configuration = try await common.load()
-            guard configuration.mode == .testPhase else {
-                throw ValidationError("simulated devices are refused in production mode")
-            }
-            let store = try await StoreFactory.open(
-                url: configuration.databaseURL, postgres: configuration.postgres,
-                logger: Logger(label: "stepd.device"), migrate: true)
-            let simulated: DevelopmentDevice
-            let attestationObject: [UInt8]
-            do {
-                (simulated, attestationObject) = try await DevelopmentDevice.attest(
+            let configuration = try await common.loadTestPhase(refusing: "simulated devices")
+            let (simulated, attestationObject) = try await configuration.withStore(
+                label: "stepd.device", migrate: true
+            ) { store in
+                try await DevelopmentDevice.attest(
                     walkerId: device.walker, nonce: device.nonce,
                     apps: configuration.appAttest.apps(mode: configuration.mode), store: store, now: Date())
-            } catch {
-                try? await store.database.close()
-                throw error
             }
-            try await store.database.close()
             try simulated.save(path: device.path)
             FileHandle.standardError.write(
                 Data("keyId \(Data(simulated.keyIdentifier).base64EncodedString()) saved in \(device.path)\n".utf8))
@@ -85,10 +74,7 @@ struct Device: AsyncParsableCommand {
         @OptionGroup var common: CommonOptions
 
         func run() async throws {
-            let configuration = try await common.load()
-            guard configuration.mode == .testPhase else {
-                throw ValidationError("simulated devices are refused in production mode")
-            }
+            _ = try await common.loadTestPhase(refusing: "simulated devices")
             var simulated = try DevelopmentDevice.load(path: device.path, walkerId: device.walker)
             let assertion = try simulated.nextAssertion(nonce: device.nonce)
             // Saved before printing: a counter that was never stored could be handed out twice.

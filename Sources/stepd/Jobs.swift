@@ -1,6 +1,5 @@
 import ArgumentParser
 import Foundation
-import Logging
 import StepCore
 import StepDatabase
 import StepJobs
@@ -31,9 +30,9 @@ struct Jobs: AsyncParsableCommand {
         }
 
         func run() async throws {
-            let queue = try await common.openQueue()
-            let jobs = try await queue.list(state: state.flatMap(JobState.init(rawValue:)), limit: limit)
-            try await queue.store.database.close()
+            let jobs = try await common.withQueue { queue in
+                try await queue.list(state: state.flatMap(JobState.init(rawValue:)), limit: limit)
+            }
             print(["ID", "STATE", "KIND", "WALKER", "ATTEMPTS", "RUN AT", "LAST ERROR"].joined(separator: "\t"))
             for job in jobs {
                 print(
@@ -55,9 +54,7 @@ struct Jobs: AsyncParsableCommand {
         @OptionGroup var common: CommonOptions
 
         func run() async throws {
-            let queue = try await common.openQueue()
-            let outcome = try await queue.retry(id: id, now: Date())
-            try await queue.store.database.close()
+            let outcome = try await common.withQueue { queue in try await queue.retry(id: id, now: Date()) }
             switch outcome {
             case .retried:
                 print("job \(id) is pending again and runs at the next poll")
@@ -73,13 +70,12 @@ struct Jobs: AsyncParsableCommand {
 }
 
 extension CommonOptions {
-    /// The job queue of the configured database (not migrated: operators run `stepd migrate`).
-    func openQueue() async throws -> JobQueue {
+    /// Runs `body` with the job queue of the configured database (not migrated: operators run `stepd migrate`).
+    func withQueue<Result>(_ body: (JobQueue) async throws -> Result) async throws -> Result {
         let configuration = try await load()
-        let store = try await StoreFactory.open(
-            url: configuration.databaseURL, postgres: configuration.postgres, logger: Logger(label: "stepd.jobs"),
-            migrate: false)
         let settings = configuration.jobSettings
-        return JobQueue(store: store, leaseSeconds: settings.leaseSeconds, backoff: settings.backoff)
+        return try await configuration.withStore(label: "stepd.jobs") { store in
+            try await body(JobQueue(store: store, leaseSeconds: settings.leaseSeconds, backoff: settings.backoff))
+        }
     }
 }

@@ -12,11 +12,9 @@ struct Migrate: AsyncParsableCommand {
 
     func run() async throws {
         let configuration = try await common.load()
-        let store = try await StoreFactory.open(
-            url: configuration.databaseURL, postgres: configuration.postgres, logger: Logger(label: "stepd.migrate"),
-            migrate: false)
-        let report = try await Migrator(database: store.database).migrate()
-        try await store.database.close()
+        let report = try await configuration.withStore(label: "stepd.migrate") { store in
+            try await Migrator(database: store.database).migrate()
+        }
         if report.applied.isEmpty {
             print("schema is up to date (version \(report.current))")
         } else {

@@ -13,11 +13,9 @@ struct Prune: AsyncParsableCommand {
 
     func run() async throws {
         let configuration = try await common.load()
-        let store = try await StoreFactory.open(
-            url: configuration.databaseURL, postgres: configuration.postgres, logger: Logger(label: "stepd.prune"),
-            migrate: false)
-        let report = try await store.prune(now: Date(), retention: configuration.retention)
-        try await store.database.close()
+        let report = try await configuration.withStore(label: "stepd.prune") { store in
+            try await store.prune(now: Date(), retention: configuration.retention)
+        }
         print(
             "pruned \(report.attestationLogs) attestation logs, \(report.idempotencyKeys) idempotency keys, \(report.rateLimits) rate-limit windows, \(report.healthNonces) health nonces"
         )

@@ -1,6 +1,5 @@
 import ArgumentParser
 import Foundation
-import Logging
 import StepAPI
 import StepCore
 import StepDatabase
@@ -29,25 +28,15 @@ struct Token: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let configuration = try await common.load()
-        guard configuration.mode == .testPhase else {
-            throw ValidationError("development tokens are refused in production mode")
-        }
+        let configuration = try await common.loadTestPhase(refusing: "development tokens")
         let secret: [UInt8]
         if let configured = configuration.jwt.developmentSecret {
             secret = configured
         } else {
             // Test-phase `serve` migrates on start too, so a token can come before the first server run.
-            let store = try await StoreFactory.open(
-                url: configuration.databaseURL, postgres: configuration.postgres, logger: Logger(label: "stepd.token"),
-                migrate: true)
-            do {
-                secret = try await DevelopmentKey.loadOrCreate(store: store)
-            } catch {
-                try? await store.database.close()
-                throw error
+            secret = try await configuration.withStore(label: "stepd.token", migrate: true) { store in
+                try await DevelopmentKey.loadOrCreate(store: store)
             }
-            try await store.database.close()
         }
         let token = try await DevelopmentTokens.issue(
             walkerId: walker, secret: secret, issuer: configuration.jwt.issuer, audience: configuration.jwt.audience,

@@ -162,30 +162,25 @@ struct LedgerQuery: Sendable {
 
     /// `{"entries": [{"allocationId", "amount", "createdAt", "day", "id", "kind"}], "next": cursor or null}`.
     static func page(_ entries: [LedgerEntry], more: Bool) -> String {
-        var json = JSONTextWriter(capacity: 64 + 160 * entries.count)
-        json.beginObject()
-        json.key("entries")
-        json.beginArray()
-        for entry in entries {
-            json.beginObject()
-            json.key("allocationId")
-            json.value(entry.allocationId)
-            json.key("amount")
-            json.value(entry.amount)
-            json.key("createdAt")
-            json.value(InstantParser.format(entry.createdAt, fractional: true))
-            json.key("day")
-            json.value(entry.day?.description)
-            json.key("id")
-            json.value(entry.id)
-            json.key("kind")
-            json.value(entry.kind.rawValue)
-            json.endObject()
+        JSONTextWriter.object(capacity: 64 + 160 * entries.count) { json in
+            json.array("entries", entries) { json, entry in
+                json.beginObject()
+                json.key("allocationId")
+                json.value(entry.allocationId)
+                json.key("amount")
+                json.value(entry.amount)
+                json.key("createdAt")
+                json.value(InstantParser.format(entry.createdAt, fractional: true))
+                json.key("day")
+                json.value(entry.day?.description)
+                json.key("id")
+                json.value(entry.id)
+                json.key("kind")
+                json.value(entry.kind.rawValue)
+                json.endObject()
+            }
+            json.key("next")
+            json.value(more ? entries.last.map(cursor(after:)) : nil)
         }
-        json.endArray()
-        json.key("next")
-        json.value(more ? entries.last.map(cursor(after:)) : nil)
-        json.endObject()
-        return json.text
     }
 }

@@ -67,10 +67,7 @@ enum AllocationResponse {
         json.beginObject()
         json.key("createdAt")
         json.value(InstantParser.format(allocation.createdAt, fractional: true))
-        json.key("dependsOn")
-        json.beginArray()
-        for day in allocation.dependsOn { json.value(day.description) }
-        json.endArray()
+        json.array("dependsOn", allocation.dependsOn) { json, day in json.value(day.description) }
         json.key("id")
         json.value(allocation.id)
         json.key("kind")
@@ -91,13 +88,8 @@ enum AllocationResponse {
     }
 
     static func list(_ allocations: [AllocationRecord]) -> String {
-        var json = JSONTextWriter(capacity: 64 + 200 * allocations.count)
-        json.beginObject()
-        json.key("items")
-        json.beginArray()
-        for allocation in allocations { write(allocation, into: &json) }
-        json.endArray()
-        json.endObject()
-        return json.text
+        JSONTextWriter.object(capacity: 64 + 200 * allocations.count) { json in
+            json.array("items", allocations) { json, allocation in write(allocation, into: &json) }
+        }
     }
 }

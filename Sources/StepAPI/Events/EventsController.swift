@@ -171,16 +171,11 @@ struct EventsQuery: Sendable {
     }
 
     static func page(_ events: [WalkerEvent], next: Int) -> String {
-        var json = JSONTextWriter(capacity: 64 + 200 * events.count)
-        json.beginObject()
-        json.key("events")
-        json.beginArray()
-        for event in events { write(event, into: &json) }
-        json.endArray()
-        json.key("next")
-        json.value(String(next))
-        json.endObject()
-        return json.text
+        JSONTextWriter.object(capacity: 64 + 200 * events.count) { json in
+            json.array("events", events) { json, event in write(event, into: &json) }
+            json.key("next")
+            json.value(String(next))
+        }
     }
 
     /// One SSE message; `data` is the same object a poll returns, on one line.

@@ -53,24 +53,20 @@ extension IngestController {
             $0.reasonCount = nil
         }
 
-        var writer = JSONTextWriter(capacity: 1024 * batch.buckets.count)
-        writer.beginObject()
-        writer.key("results")
-        writer.beginArray()
-        for (bucket, answer) in zip(batch.buckets, answers) {
-            let answer = answer ?? IngestAnswer(.internalError)
-            writer.beginObject()
-            writer.key("body")
-            writer.raw(answer.body)
-            writer.key("idempotencyKey")
-            writer.value(bucket.idempotencyKey)
-            writer.key("status")
-            writer.value(Int(answer.status.code))
-            writer.endObject()
+        let body = JSONTextWriter.object(capacity: 1024 * batch.buckets.count) { json in
+            json.array("results", zip(batch.buckets, answers)) { json, result in
+                let answer = result.1 ?? IngestAnswer(.internalError)
+                json.beginObject()
+                json.key("body")
+                json.raw(answer.body)
+                json.key("idempotencyKey")
+                json.value(result.0.idempotencyKey)
+                json.key("status")
+                json.value(Int(answer.status.code))
+                json.endObject()
+            }
         }
-        writer.endArray()
-        writer.endObject()
-        var response = Response.json(status: .ok, body: writer.text)
+        var response = Response.json(status: .ok, body: body)
         decision?.apply(to: &response.headers)
         return response
     }

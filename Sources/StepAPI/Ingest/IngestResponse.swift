@@ -87,59 +87,54 @@ extension IngestResponse {
     /// The same bytes as `JSONCoding.encode(self)`, written directly (this runs on the database's thread,
     /// inside the transaction that stores it for replay). Members in sorted key order.
     var jsonText: String {
-        var json = JSONTextWriter()
-        json.beginObject()
-        json.key("accepted")
-        json.value(accepted)
-        if let energyCredited {
-            json.key("energyCredited")
-            json.value(energyCredited)
-        }
-        json.key("provisional")
-        json.value(provisional)
-        json.key("provisionalEnergy")
-        json.value(provisionalEnergy)
-        if let reconcileEta {
-            json.key("reconcileEta")
-            json.value(reconcileEta)
-        }
-        json.key("stepLog")
-        json.beginObject()
-        if stepLog.showsAcceptedCount {
-            json.key("acceptedCount")
-            json.value(stepLog.acceptedCount)
-        }
-        json.key("day")
-        json.value(stepLog.day)
-        json.key("reconciliationStatus")
-        json.value(stepLog.reconciliationStatus)
-        json.key("reportedCount")
-        json.value(stepLog.reportedCount)
-        json.endObject()
-        json.key("streakState")
-        streakState.write(into: &json)
-        json.key("walker")
-        json.beginObject()
-        json.key("currentRegionId")
-        json.value(walker.currentRegionId)
-        json.key("totalLifetimeSteps")
-        json.value(walker.totalLifetimeSteps)
-        json.endObject()
-        if let warning {
-            json.key("warning")
+        JSONTextWriter.object(capacity: 512) { json in
+            json.key("accepted")
+            json.value(accepted)
+            if let energyCredited {
+                json.key("energyCredited")
+                json.value(energyCredited)
+            }
+            json.key("provisional")
+            json.value(provisional)
+            json.key("provisionalEnergy")
+            json.value(provisionalEnergy)
+            if let reconcileEta {
+                json.key("reconcileEta")
+                json.value(reconcileEta)
+            }
+            json.key("stepLog")
             json.beginObject()
-            json.key("code")
-            json.value(warning.code)
-            json.key("message")
-            json.value(warning.message)
-            json.key("reasons")
-            json.beginArray()
-            for reason in warning.reasons { json.value(reason) }
-            json.endArray()
+            if stepLog.showsAcceptedCount {
+                json.key("acceptedCount")
+                json.value(stepLog.acceptedCount)
+            }
+            json.key("day")
+            json.value(stepLog.day)
+            json.key("reconciliationStatus")
+            json.value(stepLog.reconciliationStatus)
+            json.key("reportedCount")
+            json.value(stepLog.reportedCount)
             json.endObject()
+            json.key("streakState")
+            streakState.write(into: &json)
+            json.key("walker")
+            json.beginObject()
+            json.key("currentRegionId")
+            json.value(walker.currentRegionId)
+            json.key("totalLifetimeSteps")
+            json.value(walker.totalLifetimeSteps)
+            json.endObject()
+            if let warning {
+                json.key("warning")
+                json.beginObject()
+                json.key("code")
+                json.value(warning.code)
+                json.key("message")
+                json.value(warning.message)
+                json.array("reasons", warning.reasons) { json, reason in json.value(reason) }
+                json.endObject()
+            }
         }
-        json.endObject()
-        return json.text
     }
 }
 

@@ -15,40 +15,38 @@ package final class ServiceMetrics: Sendable {
         .milliseconds(50), .milliseconds(100), .milliseconds(250), .milliseconds(500), .seconds(1), .seconds(2.5),
     ]
     static var requests: MetricNameDescriptor {
-        MetricNameDescriptor(
-            namespace: "stepledger", subsystem: "http", metricName: "requests", unitName: "total",
-            helpText: "HTTP requests by route, method and status.")
+        descriptor("http", "requests", unit: "total", help: "HTTP requests by route, method and status.")
     }
     static var duration: MetricNameDescriptor {
-        MetricNameDescriptor(
-            namespace: "stepledger", subsystem: "http", metricName: "request_duration", unitName: "seconds",
-            helpText: "HTTP request latency by route, method and status.")
+        descriptor(
+            "http", "request_duration", unit: "seconds", help: "HTTP request latency by route, method and status.")
     }
     static var verdicts: MetricNameDescriptor {
-        MetricNameDescriptor(
-            namespace: "stepledger", subsystem: "ingest", metricName: "verdicts", unitName: "total",
-            helpText: "Ingest verdicts.")
+        descriptor("ingest", "verdicts", unit: "total", help: "Ingest verdicts.")
     }
     static var reasons: MetricNameDescriptor {
-        MetricNameDescriptor(
-            namespace: "stepledger", subsystem: "ingest", metricName: "reasons", unitName: "total",
-            helpText: "Anti-cheat reason codes reported by ingest.")
+        descriptor("ingest", "reasons", unit: "total", help: "Anti-cheat reason codes reported by ingest.")
     }
 
     static var jobs: MetricNameDescriptor {
-        MetricNameDescriptor(
-            namespace: "stepledger", subsystem: "jobs", metricName: "outcomes", unitName: "total",
-            helpText: "Job attempts by kind and outcome (completed, retried, dead, lease_lost, coalesced).")
+        descriptor(
+            "jobs", "outcomes", unit: "total",
+            help: "Job attempts by kind and outcome (completed, retried, dead, lease_lost, coalesced).")
     }
     static var queueDepth: MetricNameDescriptor {
-        MetricNameDescriptor(
-            namespace: "stepledger", subsystem: "jobs", metricName: "queue_depth", unitName: "jobs",
-            helpText: "Jobs in the queue by state, read when /metrics is scraped.")
+        descriptor(
+            "jobs", "queue_depth", unit: "jobs", help: "Jobs in the queue by state, read when /metrics is scraped.")
     }
     static var reconcileVerdicts: MetricNameDescriptor {
+        descriptor("reconcile", "verdicts", unit: "total", help: "Reconcile job verdicts (accepted, quarantined).")
+    }
+
+    /// Every metric is named `stepledger_<subsystem>_<name>_<unit>`.
+    private static func descriptor(_ subsystem: String, _ name: String, unit: String, help: String)
+        -> MetricNameDescriptor
+    {
         MetricNameDescriptor(
-            namespace: "stepledger", subsystem: "reconcile", metricName: "verdicts", unitName: "total",
-            helpText: "Reconcile job verdicts (accepted, quarantined).")
+            namespace: "stepledger", subsystem: subsystem, metricName: name, unitName: unit, helpText: help)
     }
 
     package init() {}
@@ -64,11 +62,8 @@ package final class ServiceMetrics: Sendable {
     /// Sets the queue-depth gauges (one per state).
     func setQueueDepth(_ depth: [String: Int]) {
         for (state, count) in depth {
-            let gauge = gauges.withLock { cache in
-                if let known = cache[state] { return known }
-                let made = registry.makeGauge(descriptor: Self.queueDepth, labels: [("state", state)])
-                cache[state] = made
-                return made
+            let gauge = Self.instrument(state, in: gauges) {
+                registry.makeGauge(descriptor: Self.queueDepth, labels: [("state", state)])
             }
             gauge.set(Double(count))
         }
@@ -76,15 +71,12 @@ package final class ServiceMetrics: Sendable {
 
     func recordRequest(route: String, method: String, status: Int, duration: Duration) {
         let key = RequestLabels(route: route, method: method, status: status)
-        let instruments = requestInstruments.withLock { cache in
-            if let known = cache[key] { return known }
+        let instruments = Self.instrument(key, in: requestInstruments) {
             let labels = [("route", route), ("method", method), ("status", String(status))]
-            let made = RequestInstruments(
+            return RequestInstruments(
                 count: registry.makeCounter(descriptor: Self.requests, labels: labels),
                 duration: registry.makeDurationHistogram(
                     descriptor: Self.duration, labels: labels, buckets: Self.latencyBuckets))
-            cache[key] = made
-            return made
         }
         instruments.count.increment()
         instruments.duration.record(duration)
@@ -96,20 +88,28 @@ package final class ServiceMetrics: Sendable {
     }
 
     private func counter(_ label: CounterLabel) -> Counter {
-        labelCounters.withLock { cache in
-            if let known = cache[label] { return known }
-            let made: Counter
+        Self.instrument(label, in: labelCounters) {
             switch label {
             case .verdict(let verdict):
-                made = registry.makeCounter(descriptor: Self.verdicts, labels: [("verdict", verdict)])
+                registry.makeCounter(descriptor: Self.verdicts, labels: [("verdict", verdict)])
             case .reason(let reason):
-                made = registry.makeCounter(descriptor: Self.reasons, labels: [("reason", reason)])
+                registry.makeCounter(descriptor: Self.reasons, labels: [("reason", reason)])
             case .job(let kind, let outcome):
-                made = registry.makeCounter(descriptor: Self.jobs, labels: [("kind", kind), ("outcome", outcome)])
+                registry.makeCounter(descriptor: Self.jobs, labels: [("kind", kind), ("outcome", outcome)])
             case .reconcile(let verdict):
-                made = registry.makeCounter(descriptor: Self.reconcileVerdicts, labels: [("verdict", verdict)])
+                registry.makeCounter(descriptor: Self.reconcileVerdicts, labels: [("verdict", verdict)])
             }
-            cache[label] = made
+        }
+    }
+
+    /// The instrument kept under `key`, made (and kept) the first time the key is seen.
+    private static func instrument<Key: Hashable & Sendable, Instrument: Sendable>(
+        _ key: Key, in cache: borrowing Mutex<[Key: Instrument]>, make: @Sendable () -> Instrument
+    ) -> Instrument {
+        cache.withLock { instruments in
+            if let known = instruments[key] { return known }
+            let made = make()
+            instruments[key] = made
             return made
         }
     }

@@ -30,27 +30,25 @@ struct WalkerResponse: Encodable {
     /// The same bytes as `JSONCoding.encode(self)`, written directly like the ingest body; members in
     /// sorted key order.
     var jsonText: String {
-        var json = JSONTextWriter(capacity: 256)
-        json.beginObject()
-        json.key("currentRegionId")
-        json.value(currentRegionId)
-        json.key("energy")
-        json.beginObject()
-        json.key("confirmed")
-        json.value(energy.confirmed)
-        json.key("pending")
-        json.value(energy.pending)
-        json.key("spendable")
-        json.value(energy.spendable)
-        json.endObject()
-        json.key("streakState")
-        streakState.write(into: &json)
-        json.key("totalLifetimeSteps")
-        json.value(totalLifetimeSteps)
-        json.key("walkerId")
-        json.value(walkerId)
-        json.endObject()
-        return json.text
+        JSONTextWriter.object(capacity: 256) { json in
+            json.key("currentRegionId")
+            json.value(currentRegionId)
+            json.key("energy")
+            json.beginObject()
+            json.key("confirmed")
+            json.value(energy.confirmed)
+            json.key("pending")
+            json.value(energy.pending)
+            json.key("spendable")
+            json.value(energy.spendable)
+            json.endObject()
+            json.key("streakState")
+            streakState.write(into: &json)
+            json.key("totalLifetimeSteps")
+            json.value(totalLifetimeSteps)
+            json.key("walkerId")
+            json.value(walkerId)
+        }
     }
 }
 
@@ -91,26 +89,21 @@ struct StepDaysResponse: Encodable {
 
     /// The same bytes as `JSONCoding.encode(self)`; members in sorted key order.
     var jsonText: String {
-        var json = JSONTextWriter(capacity: 32 + 128 * days.count)
-        json.beginObject()
-        json.key("days")
-        json.beginArray()
-        for day in days {
-            json.beginObject()
-            json.key("acceptedCount")
-            json.value(day.acceptedCount)
-            json.key("day")
-            json.value(day.day)
-            json.key("energyCredited")
-            json.value(day.energyCredited)
-            json.key("reconciliationStatus")
-            json.value(day.reconciliationStatus)
-            json.key("reportedCount")
-            json.value(day.reportedCount)
-            json.endObject()
+        JSONTextWriter.object(capacity: 32 + 128 * days.count) { json in
+            json.array("days", days) { json, day in
+                json.beginObject()
+                json.key("acceptedCount")
+                json.value(day.acceptedCount)
+                json.key("day")
+                json.value(day.day)
+                json.key("energyCredited")
+                json.value(day.energyCredited)
+                json.key("reconciliationStatus")
+                json.value(day.reconciliationStatus)
+                json.key("reportedCount")
+                json.value(day.reportedCount)
+                json.endObject()
+            }
         }
-        json.endArray()
-        json.endObject()
-        return json.text
     }
 }
