@@ -17,7 +17,10 @@ struct Device: AsyncParsableCommand {
         @Option(help: "The walker id the device belongs to, 1 to 128 bytes.")
         var walker: String
 
-        @Option(help: "The nonce from GET /health/attestation-nonce; clientDataHash is SHA256 of its UTF-8 text.")
+        // A base64url nonce may begin with "-": the value after --nonce is taken as it is, never as an option.
+        @Option(
+            parsing: .unconditional,
+            help: "The nonce from GET /health/attestation-nonce; clientDataHash is SHA256 of its UTF-8 text.")
         var nonce: String
 
         @Option(help: "Where the device's key and counter are kept. Default ./stepledger-device-<walker>.json.")
