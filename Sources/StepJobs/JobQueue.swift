@@ -2,6 +2,7 @@ import Foundation
 import SQLKit
 import StepDatabase
 import StepStore
+import Synchronization
 
 /// The durable job queue, in the store's own database (both engines), after River, Oban and Graphile
 /// Worker: jobs are enqueued in the caller's transaction, claimed with a lease (`FOR UPDATE SKIP LOCKED` on
@@ -16,11 +17,19 @@ package struct JobQueue: Sendable {
     /// Why the rescuer parked a job: it held no error of its own, its worker stopped answering.
     package static let abandonedError = "its worker stopped (lease expired) during the last allowed attempt"
 
+    /// When this queue's claims last ran the rescuer (see `claim`), shared by the copies of the queue.
+    private let lastRescue = LastRescue()
+
     package init(store: Store, leaseSeconds: Double = 30, backoff: JobBackoff = JobBackoff()) {
         self.store = store
         self.leaseSeconds = leaseSeconds
         self.backoff = backoff
     }
+
+    /// How often the claims of one queue run the rescuer: a claim never hands out a job on its last attempt
+    /// whose lease ran out, so parking it a moment later changes nothing, and it saves PostgreSQL a round trip on
+    /// almost every claim (the reconcile benchmark lost 13 % with 4 slots when every claim ran it).
+    package var rescueIntervalSeconds: Double { min(leaseSeconds / 2, 5) }
 
     // MARK: Enqueueing
 
@@ -55,8 +64,9 @@ package struct JobQueue: Sendable {
     package func claim(limit: Int, now: Date) async throws -> [ClaimedJob] {
         let lease = now.addingTimeInterval(leaseSeconds).millisecondsSince1970
         let nowMs = now.millisecondsSince1970
+        let rescue = lastRescue.claimTurn(at: now, every: rescueIntervalSeconds)
         return try await store.withoutTransaction { tx in
-            _ = try await Self.rescue(tx, now: now)
+            if rescue { _ = try await Self.rescue(tx, now: now) }
             let rows = try await tx.sql.raw(
                 """
                 UPDATE jobs SET state = 'running', attempts = attempts + 1, lease_until = \(bind: lease),
@@ -287,5 +297,20 @@ package struct JobQueue: Sendable {
             leaseUntil: try row.decode(column: "lease_until", as: Int?.self).map(Date.init(millisecondsSince1970:)),
             lastError: try row.decode(column: "last_error", as: String?.self),
             createdAt: Date(millisecondsSince1970: try row.decode(column: "created_at", as: Int.self)))
+    }
+}
+
+/// The time of the last rescue, so one queue's slots take turns at it.
+private final class LastRescue: Sendable {
+    private let last = Mutex<Date?>(nil)
+
+    /// True, and the turn taken, when no rescue ran within `interval` of `now` (by the callers' clock, which
+    /// tests pin).
+    func claimTurn(at now: Date, every interval: Double) -> Bool {
+        last.withLock { last in
+            if let previous = last, abs(now.timeIntervalSince(previous)) < interval { return false }
+            last = now
+            return true
+        }
     }
 }

@@ -2,15 +2,20 @@ import Foundation
 import StepCore
 import StepDatabase
 
-/// What the ingest asks of its caller once it is admitted: the checks that can refuse it, from the walker
-/// alone, and what an accepted (or pending, quarantined, unchanged) ingest writes, from the walker and the day.
-/// Both are pure: the store may plan an ingest more than once (an optimistic plan that another write overtook
-/// is planned again under the walker's lock).
+/// What the ingest asks of its caller once it is admitted: the checks, from the walker alone, and then either
+/// the refusal or what an accepted (or pending, quarantined, unchanged) ingest writes once the day is read.
+/// Pure: the store may plan an ingest more than once (an optimistic plan that another write overtook is planned
+/// again under the walker's lock).
 package protocol IngestPlanner: Sendable {
-    /// The refusal of the request when a hard check fails; nil when it may be written.
-    func rejection(walker: WalkerRecord) -> IngestRejection?
-    /// Everything the ingest writes, with its stored answer.
-    func write(walker: WalkerRecord, day: DayState) -> IngestWrite
+    func plan(walker: WalkerRecord) -> IngestPlan
+}
+
+/// The checks' outcome for one walker.
+package enum IngestPlan: Sendable {
+    /// A hard check failed.
+    case reject(IngestRejection)
+    /// The ingest may be written: everything it writes, with its stored answer, from the day's state.
+    case write(@Sendable (DayState) -> IngestWrite)
 }
 
 /// A refused ingest: its audit row and its answer, kept for replays unless it depends on configuration that
@@ -98,10 +103,9 @@ extension Store {
                 guard case .claimed = admission.claim else {
                     return (decision, try await Self.notClaimed(admission.claim, tx: tx, audit: replayAudit))
                 }
-                guard let state = admission.day, planner.rejection(walker: admission.walker) == nil else {
-                    return (decision, nil)
-                }
-                let write = planner.write(walker: admission.walker, day: state)
+                guard let state = admission.day, case .write(let planned) = planner.plan(walker: admission.walker)
+                else { return (decision, nil) }
+                let write = planned(state)
                 do {
                     return (decision, try await tx.recordIngest(write) ? .written(write) : nil)
                 } catch {
@@ -144,9 +148,13 @@ extension Store {
         _ planner: some IngestPlanner, walker: WalkerRecord, day state: DayState?, _ day: LocalDate,
         tx: StoreTransaction
     ) async throws -> IngestUnitOutcome {
-        if let rejection = planner.rejection(walker: walker) {
+        let planned: @Sendable (DayState) -> IngestWrite
+        switch planner.plan(walker: walker) {
+        case .reject(let rejection):
             try await tx.recordRejection(rejection, walkerId: walker.walkerId)
             return .rejected(rejection)
+        case .write(let write):
+            planned = write
         }
         let dayState: DayState
         if let state {
@@ -154,7 +162,7 @@ extension Store {
         } else {
             dayState = try await tx.dayState(walkerId: walker.walkerId, day: day)
         }
-        let write = planner.write(walker: walker, day: dayState)
+        let write = planned(dayState)
         guard try await tx.recordIngest(write) else {
             throw StoreError.corrupt("the walker's version changed while its row was locked")
         }

@@ -39,7 +39,10 @@ struct JobRescueTests {
             now = now.addingTimeInterval(Self.lease)
         }
         let jobId = try #require(id)
-        // The last attempt's lease has run out: the next claim parks the job instead of handing it out.
+        // The last attempt's lease has run out: no claim hands the job out again, and the next claim that runs
+        // the rescuer (at most one rescue interval later) parks it.
+        #expect(try await queue.claim(limit: 1, now: now).isEmpty)
+        now = now.addingTimeInterval(queue.rescueIntervalSeconds)
         #expect(try await queue.claim(limit: 1, now: now).isEmpty)
         let record = try #require(try await queue.job(id: jobId))
         #expect(record.state == .dead)

@@ -58,9 +58,16 @@ struct IngestService: Sendable {
         let now: Date
         let requestId: String
 
-        func rejection(walker: WalkerRecord) -> IngestRejection? {
-            let reasons = self.reasons(walker: walker).filter { !$0.isQuarantine }
-            guard !reasons.isEmpty else { return nil }
+        /// The checks run once per walker read; a refusal when a hard check fails, else the writes with the
+        /// quarantine reasons that apply.
+        func plan(walker: WalkerRecord) -> IngestPlan {
+            let reasons = self.reasons(walker: walker)
+            let hard = reasons.filter { !$0.isQuarantine }
+            guard hard.isEmpty else { return .reject(rejection(walker: walker, reasons: hard)) }
+            return .write { day in plan(walker: walker, state: day, quarantine: reasons) }
+        }
+
+        private func rejection(walker: WalkerRecord, reasons: [ReasonCode]) -> IngestRejection {
             // A 403 depends on configuration that may change, so it is not stored for replay.
             let whitelistMiss = reasons.contains(.sourceNotWhitelisted)
             let error: IngestAPIError =
@@ -73,10 +80,6 @@ struct IngestService: Sendable {
                     reasons: reasons.map(\.rawValue), tokenId: request.appCheckTokenId, requestId: requestId),
                 idempotencyKey: request.idempotencyKey, status: Int(error.status.code), body: error.bodyString,
                 replayable: !whitelistMiss, reviewThreshold: settings.repeatedRejections)
-        }
-
-        func write(walker: WalkerRecord, day: DayState) -> IngestWrite {
-            plan(walker: walker, state: day, quarantine: reasons(walker: walker))
         }
 
         /// Every check that applies to the request, given the walker's previous submission.
