@@ -81,25 +81,6 @@ package struct Admission: Sendable {
 }
 
 extension Store {
-    /// The admission committed by itself: on PostgreSQL one statement outside any transaction (the ingest
-    /// follows in a transaction of its own), on SQLite a transaction.
-    package func admit(
-        walkerId: String, bucket: String, windowStart: Date, limit: Int, idempotency: IdempotencyRequest?,
-        day: LocalDate? = nil, now: Date
-    ) async throws -> Admission {
-        let admit = { @Sendable (tx: StoreTransaction) async throws -> Admission in
-            try await tx.admit(
-                walkerId: walkerId, bucket: bucket, windowStart: windowStart, limit: limit, idempotency: idempotency,
-                day: day, now: now)
-        }
-        switch kind {
-        case .sqlite: return try await transaction(admit)
-        case .postgres: return try await withoutTransaction(admit)
-        }
-    }
-}
-
-extension Store {
     /// A walker's read as one admitted unit of work: the admission, then `read` when the walker is within the
     /// limit (never when `read` is nil: a bad query still counts against the limit and reads nothing). On SQLite
     /// one transaction, so the request is one unit of a group commit; on PostgreSQL the admission commits by

@@ -17,10 +17,12 @@ struct IngestWriteTests {
     static func admit(
         _ store: Store, key: String?, hash: String = "h", limit: Int = 3, day: LocalDate? = nil
     ) async throws -> Admission {
-        try await store.admit(
-            walkerId: "w", bucket: "ingest", windowStart: Date(timeIntervalSince1970: 1_779_136_920), limit: limit,
-            idempotency: key.map { IdempotencyRequest(key: $0, requestHash: hash, leaseSeconds: 30) }, day: day,
-            now: t0)
+        try await store.transaction { tx in
+            try await tx.admit(
+                walkerId: "w", bucket: "ingest", windowStart: Date(timeIntervalSince1970: 1_779_136_920), limit: limit,
+                idempotency: key.map { IdempotencyRequest(key: $0, requestHash: hash, leaseSeconds: 30) }, day: day,
+                now: t0)
+        }
     }
 
     /// An accepted ingest of `steps` for `day`, planned from the walker's `version`, completing `key`.
