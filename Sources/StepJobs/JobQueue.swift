@@ -59,6 +59,8 @@ package struct JobQueue: Sendable {
     // MARK: Working
 
     /// Claims up to `limit` jobs that are due, or whose lease ran out (their worker died), for `leaseSeconds`.
+    /// Each kind of candidate is read in claim order through `jobs_due` and cut at `limit` before the two are
+    /// merged, so a claim reads a handful of index entries however long the backlog is.
     /// First it parks as dead the jobs whose lease ran out on their last allowed attempt (`rescue`), so a job
     /// that kills its worker is not claimed after every lease forever.
     package func claim(limit: Int, now: Date) async throws -> [ClaimedJob] {
@@ -73,9 +75,14 @@ package struct JobQueue: Sendable {
                     updated_at = \(bind: nowMs)
                 WHERE job_id IN (
                     SELECT job_id FROM jobs
-                    WHERE (state = 'pending' AND run_at <= \(bind: nowMs))
-                        OR (state = 'running' AND lease_until <= \(bind: nowMs) AND attempts < max_attempts)
-                    ORDER BY run_at, job_id LIMIT \(bind: limit)\(tx.forUpdateSkipLocked))
+                    WHERE job_id IN (
+                        SELECT job_id FROM jobs WHERE state = 'pending' AND run_at <= \(bind: nowMs)
+                        ORDER BY run_at, job_id LIMIT \(bind: limit)\(tx.forUpdateSkipLocked))
+                    OR job_id IN (
+                        SELECT job_id FROM jobs
+                        WHERE state = 'running' AND lease_until <= \(bind: nowMs) AND attempts < max_attempts
+                        ORDER BY run_at, job_id LIMIT \(bind: limit)\(tx.forUpdateSkipLocked))
+                    ORDER BY run_at, job_id LIMIT \(bind: limit))
                 RETURNING walker_id, job_id, kind, payload, dedupe_key, attempts, max_attempts
                 """
             ).all()

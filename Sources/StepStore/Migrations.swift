@@ -346,6 +346,15 @@ package enum Migrations {
                 ]
             }
         },
+        Migration(version: 9, name: "due jobs in claim order") { _ in
+            // A claim takes the oldest due jobs by (run_at, job_id). With `job_id` in the index the claim reads
+            // the first `limit` entries and stops, on both engines; before, it sorted every due job on each
+            // claim, so its cost grew with the backlog.
+            [
+                "DROP INDEX jobs_due",
+                "CREATE INDEX jobs_due ON jobs (state, run_at, job_id)",
+            ]
+        },
     ]
 }
 

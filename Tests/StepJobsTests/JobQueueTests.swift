@@ -52,6 +52,49 @@ struct JobQueueTests {
     }
 
     @Test(
+        "claims take the oldest due jobs first, ties by id, expired leases among them, whatever the backlog",
+        arguments: TestDatabases.kinds)
+    func claimOrder(kind: DatabaseKind) async throws {
+        let test = try await TestDatabases.make(kind)
+        let queue = JobQueue(store: test.store, leaseSeconds: 60)
+        // One job due at t0 - 30 s, claimed and abandoned (its lease runs out at t0 + 30 s).
+        try await #require(Self.enqueue(Self.job("early", at: Self.t0.addingTimeInterval(-30)), test.store))
+        let abandoned = try #require(try await queue.claim(limit: 1, now: Self.t0.addingTimeInterval(-30)).first)
+        // A backlog: 40 jobs due at t0, 40 due at t0 - 10 s, and some not yet due.
+        for index in 0..<40 {
+            try await #require(Self.enqueue(Self.job("now-\(index)", at: Self.t0), test.store))
+            try await #require(
+                Self.enqueue(Self.job("before-\(index)", at: Self.t0.addingTimeInterval(-10)), test.store))
+            try await #require(
+                Self.enqueue(Self.job("later-\(index)", at: Self.t0.addingTimeInterval(3600)), test.store))
+        }
+        let now = Self.t0.addingTimeInterval(30)
+        var batches: [[ClaimedJob]] = []
+        while let batch = Optional(try await queue.claim(limit: 7, now: now)), !batch.isEmpty {
+            batches.append(batch)
+        }
+        // Every due job once (the abandoned one again), none that is not due, batch by batch in (runAt, id)
+        // order (a batch itself is a set: the order of its rows is not part of the claim).
+        let pending = try await test.store.withoutTransaction { tx in
+            try await tx.sql.raw("SELECT job_id, walker_id FROM jobs WHERE state = 'running'").all()
+        }
+        let walkerOf = Dictionary(
+            uniqueKeysWithValues: try pending.map {
+                (try $0.decode(column: "job_id", as: String.self), try $0.decode(column: "walker_id", as: String.self))
+            })
+        let ids = { (prefix: String) in walkerOf.filter { $0.value.hasPrefix(prefix) }.keys.sorted() }
+        let expected = [abandoned.id] + ids("before-") + ids("now-")
+        #expect(expected.count == 81)
+        #expect(batches.flatMap { $0 }.count == 81)
+        #expect(batches.first?.contains { $0.id == abandoned.id && $0.attempt == 2 } == true)
+        #expect(
+            batches.map { Set($0.map(\.id)) }
+                == stride(from: 0, to: expected.count, by: 7).map { Set(expected[$0..<min($0 + 7, expected.count)]) })
+        #expect(try await queue.depth()[.pending] == 40)
+        try await test.close()
+    }
+
+    @Test(
         "a job is claimed only when due, once per lease, and again after its lease runs out",
         arguments: TestDatabases.kinds)
     func leases(kind: DatabaseKind) async throws {
