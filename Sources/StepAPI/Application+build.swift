@@ -133,7 +133,7 @@ package func buildApplication(
     let jobSettings = configuration.jobSettings
     let worker = makeJobWorker(
         settings: jobSettings, store: store, clock: dependencies.clock, logger: logger, metrics: metrics,
-        httpClient: dependencies.httpClient)
+        httpClient: dependencies.httpClient, whitelist: whitelist)
     if configuration.appAttest.apps(mode: configuration.mode).isEmpty {
         logger.warning("appAttest.teamId and appAttest.bundleIds are not set: POST /health refuses every iOS device")
     }

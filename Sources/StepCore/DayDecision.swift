@@ -125,11 +125,11 @@ package struct DayDecision: Sendable, Hashable {
     /// submissions, then the comparison of their sequence. Nil when the day is not PENDING (already decided, or
     /// under review), so a job that runs twice changes the day once.
     package static func reconcile(
-        _ log: StepLogRecord?, submissions: [SubmittedCount], streak: StreakNeighbourhood, limits: IngestLimits,
+        _ log: StepLogRecord?, evidence: DayEvidence, streak: StreakNeighbourhood, limits: IngestLimits,
         at now: Date
     ) -> (verdict: ReconcileVerdict, decision: DayDecision)? {
         guard let log, log.status == .pending else { return nil }
-        let verdict = DayReconciliation.verdict(submissions: submissions, limits: limits)
+        let verdict = DayReconciliation.verdict(evidence, limits: limits)
         switch verdict {
         case .accept:
             // The day's highest count: each bundle's counts only grew, so its latest is its highest.

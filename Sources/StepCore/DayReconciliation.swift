@@ -1,19 +1,36 @@
 import Foundation
 
-/// One submission of a day as reconciliation compares it.
+/// One submission of a day as reconciliation judges it: the bucket as the client sent it (its zone, span and
+/// gyroscope flag) and when it arrived.
 package struct SubmittedCount: Sendable, Hashable {
-    package var sourceBundleId: String
-    package var count: Int
-    package var spanStart: Date
-    package var spanEnd: Date
+    package var bucket: StepBucket
     package var receivedAt: Date
 
-    package init(sourceBundleId: String, count: Int, spanStart: Date, spanEnd: Date, receivedAt: Date) {
-        self.sourceBundleId = sourceBundleId
-        self.count = count
-        self.spanStart = spanStart
-        self.spanEnd = spanEnd
+    package init(bucket: StepBucket, receivedAt: Date) {
+        self.bucket = bucket
         self.receivedAt = receivedAt
+    }
+
+    package var sourceBundleId: String { bucket.sourceBundleId }
+    package var count: Int { bucket.count }
+    package var spanStart: Date { bucket.spanStart }
+    package var spanEnd: Date { bucket.spanEnd }
+}
+
+/// What reconciliation judges a day by (seed 001 step [6] a.ii).
+package struct DayEvidence: Sendable, Hashable {
+    /// The day's submissions (since a reviewer last accepted it).
+    package var submissions: [SubmittedCount]
+    /// The walker's submissions of any day that arrived in the zone-jump window before the day's last one:
+    /// each of the day's submissions is checked against those that came before it.
+    package var recent: [PreviousSubmission]
+    /// The source-bundle whitelist as it stands when the day is reconciled.
+    package var whitelist: Set<String>
+
+    package init(submissions: [SubmittedCount], recent: [PreviousSubmission] = [], whitelist: Set<String>) {
+        self.submissions = submissions
+        self.recent = recent
+        self.whitelist = whitelist
     }
 }
 
@@ -33,20 +50,31 @@ package enum ReconcileVerdict: Sendable, Hashable {
     case quarantine(reasons: [String])
 }
 
-/// Seed 001 step [6] a.ii–iii as a pure function: the count checks run again over the whole day, then the
-/// sequence of submissions is compared. Counts must not decrease within a source bundle (in order of
-/// arrival), and spans from different bundles must not overlap.
+/// Seed 001 step [6] a.ii–iii as a pure function. Every ingest check runs again over the whole day, each
+/// submission judged as at its own arrival: the cap, the burst guard (each count over the part of its span inside
+/// the day and not after its arrival, which also bounds the day's highest count over all its spans together),
+/// the time-zone jump against every submission of the walker in the window before it (not only the last one),
+/// the future-day and offline caps, the whitelist as it stands now and the gyroscope flag. Then the sequence is compared: counts must not decrease within a source bundle (in
+/// order of arrival), and spans from different bundles must not overlap.
 package enum DayReconciliation {
-    package static func verdict(submissions: [SubmittedCount], limits: IngestLimits) -> ReconcileVerdict {
-        var reasons: [String] = []
-        let ordered = submissions.sorted { $0.receivedAt < $1.receivedAt }
+    package static func verdict(_ evidence: DayEvidence, limits: IngestLimits) -> ReconcileVerdict {
+        let ordered = evidence.submissions.sorted { $0.receivedAt < $1.receivedAt }
         let highest = ordered.map(\.count).max() ?? 0
-        if highest > limits.maxStepsPerDay { reasons.append(ReasonCode.countExceedsCap.rawValue) }
-        if ordered.contains(where: {
-            limits.exceedsBurstRate(count: $0.count, spanSeconds: $0.spanEnd.timeIntervalSince($0.spanStart))
-        }) {
-            reasons.append(ReasonCode.burstRateExceeded.rawValue)
+        let checks = IngestChecks(limits: limits, mode: .production)
+        var found = Set<ReasonCode>()
+        for submission in ordered {
+            let bucket = submission.bucket
+            found.formUnion(
+                checks.reasons(for: bucket, now: submission.receivedAt, previous: nil, whitelist: evidence.whitelist))
+            if evidence.recent.contains(where: {
+                $0.receivedAt < submission.receivedAt
+                    && checks.isTimeZoneJump(to: bucket.timeZone, at: submission.receivedAt, from: $0)
+            }) {
+                found.insert(.tzJumpDetected)
+            }
         }
+        var reasons = ReasonCode.allCases.filter(found.contains).map(\.rawValue)
+
         var latestByBundle: [String: Int] = [:]
         var wentBackwards = false
         for submission in ordered {

@@ -31,7 +31,10 @@ package struct IngestChecks: Sendable {
         }
         let today = LocalDate(instant: now, in: bucket.timeZone)
         check(.countExceedsCap) { bucket.count > limits.maxStepsPerDay }
-        check(.burstRateExceeded) { limits.exceedsBurstRate(count: bucket.count, spanSeconds: bucket.spanSeconds) }
+        check(.burstRateExceeded) {
+            limits.exceedsBurstRate(
+                count: bucket.count, span: bucket.span, day: bucket.day, timeZone: bucket.timeZone, now: now)
+        }
         check(.tzJumpDetected) { isTimeZoneJump(bucket, now: now, previous: previous) }
         check(.dayInFuture) { bucket.day > today.adding(days: limits.futureDays) }
         check(.offlineCapExceeded) { bucket.day < today.adding(days: -limits.offlineDays) }
@@ -41,11 +44,17 @@ package struct IngestChecks: Sendable {
     }
 
     private func isTimeZoneJump(_ bucket: StepBucket, now: Date, previous: PreviousSubmission?) -> Bool {
-        guard let previous, now.timeIntervalSince(previous.receivedAt) < limits.tzJumpWindowSeconds else {
-            return false
-        }
+        guard let previous else { return false }
+        return isTimeZoneJump(to: bucket.timeZone, at: now, from: previous)
+    }
+
+    /// `TZ_JUMP_DETECTED`: a submission in `zone` at `now` whose UTC offset differs by more than the allowed hours
+    /// from the offset of `previous`'s zone, when `previous` came less than the window before it.
+    package func isTimeZoneJump(to zone: TimeZone, at now: Date, from previous: PreviousSubmission) -> Bool {
+        let age = now.timeIntervalSince(previous.receivedAt)
+        guard age >= 0, age < limits.tzJumpWindowSeconds else { return false }
         let before = previous.timeZone.secondsFromGMT(for: now)
-        let after = bucket.timeZone.secondsFromGMT(for: now)
+        let after = zone.secondsFromGMT(for: now)
         return Double(abs(after - before)) > limits.tzJumpHours * 3600
     }
 }

@@ -32,5 +32,5 @@ package struct StepBucket: Sendable, Hashable {
         self.gyroSamplesObserved = gyroSamplesObserved
     }
 
-    package var spanSeconds: Double { spanEnd.timeIntervalSince(spanStart) }
+    package var span: ClosedRange<Date> { spanStart...max(spanStart, spanEnd) }
 }

@@ -33,7 +33,7 @@ package struct ReconcileJob: TransactionalJob {
 
     package static let kind = "reconcile-steps"
 
-    package static func dedupeKey(for payload: Payload) -> String? { "reconcile:\(payload.day)" }
+    package static func dedupeKey(for payload: Payload) -> String? { DayState.reconcileJobKey(payload.day) }
 
     package static func newJob(walkerId: String, day: LocalDate, runAt: Date, maxAttempts: Int) -> NewJob {
         newJob(Payload(day: day), walkerId: walkerId, runAt: runAt, maxAttempts: maxAttempts)
@@ -43,8 +43,11 @@ package struct ReconcileJob: TransactionalJob {
     let clock: @Sendable () -> Date
     let metrics: any JobMetrics
 
-    package init(limits: IngestLimits, clock: @escaping @Sendable () -> Date, metrics: any JobMetrics) {
-        self.reconciler = Reconciler(limits: limits)
+    package init(
+        limits: IngestLimits, whitelist: @escaping @Sendable () -> Set<String>, clock: @escaping @Sendable () -> Date,
+        metrics: any JobMetrics
+    ) {
+        self.reconciler = Reconciler(limits: limits, whitelist: whitelist)
         self.clock = clock
         self.metrics = metrics
     }
@@ -60,11 +63,14 @@ package struct ReconcileJob: TransactionalJob {
     }
 }
 
-/// Decides a walker's PENDING day through `DayDecision.reconcile` (the ingest checks again over the whole day,
-/// then the comparison of its submissions) and writes the decision, or the quarantine and its review entry. It runs in the job's transaction under the walker's lock and acts only on a PENDING day, so
-/// a job that runs twice changes the day once.
+/// Decides a walker's PENDING day through `DayDecision.reconcile` (every ingest check again over the whole day,
+/// with the whitelist as it stands and the walker's submissions of the zone-jump window, then the comparison of
+/// its submissions) and writes the decision, or the quarantine and its review entry. It runs in the job's
+/// transaction under the walker's lock and acts only on a PENDING day, so a job that runs twice changes the day
+/// once.
 struct Reconciler: Sendable {
     let limits: IngestLimits
+    let whitelist: @Sendable () -> Set<String>
 
     static let route = "job:" + ReconcileJob.kind
 
@@ -74,20 +80,21 @@ struct Reconciler: Sendable {
     {
         let state = try await tx.lockWalkerReadingDay(walkerId, day: day, now: now).day
         guard let log = state.log, log.status == .pending else { return nil }
-        var submissions = try await tx.submissions(walkerId: walkerId, day: day)
+        let dayZone = TimeZoneCatalog.zone(named: log.timeZone) ?? .gmt
+        var submissions = try await tx.submissions(walkerId: walkerId, day: day, fallbackZone: dayZone)
         // A reviewer who accepted the day judged the submissions before the decision.
         if let reviewed = try await tx.lastAcceptedReview(walkerId: walkerId, day: day) {
             submissions = submissions.filter { $0.receivedAt > reviewed }
         }
+        var recent: [PreviousSubmission] = []
+        if let first = submissions.first?.receivedAt, let last = submissions.last?.receivedAt {
+            recent = try await tx.submissionZones(
+                walkerId: walkerId, from: first.addingTimeInterval(-limits.tzJumpWindowSeconds), to: last)
+        }
+        let evidence = DayEvidence(submissions: submissions.map(\.submitted), recent: recent, whitelist: whitelist())
         guard
             let (verdict, decision) = DayDecision.reconcile(
-                log,
-                submissions: submissions.map {
-                    SubmittedCount(
-                        sourceBundleId: $0.sourceBundleId, count: $0.count, spanStart: $0.spanStart,
-                        spanEnd: $0.spanEnd, receivedAt: $0.receivedAt)
-                },
-                streak: state.streak, limits: limits, at: now)
+                log, evidence: evidence, streak: state.streak, limits: limits, at: now)
         else { return nil }
         var write = DayDecisionWrite(decision, at: now)
         if case .quarantine(let reasons) = verdict {

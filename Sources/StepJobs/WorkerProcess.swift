@@ -2,6 +2,7 @@ import AsyncHTTPClient
 import Foundation
 import Logging
 import ServiceLifecycle
+import StepCore
 import StepDatabase
 import StepStore
 import UnixSignals
@@ -10,13 +11,15 @@ import UnixSignals
 /// alone in `stepd worker`. The webhook job is registered only when a webhook is configured.
 package func makeJobWorker(
     settings: JobSettings, store: Store, clock: @escaping @Sendable () -> Date, logger: Logger,
-    metrics: any JobMetrics = NoJobMetrics(), httpClient: HTTPClient = .shared
+    metrics: any JobMetrics = NoJobMetrics(), httpClient: HTTPClient = .shared, whitelist: SourceWhitelist? = nil
 ) -> JobWorker {
+    let whitelist = whitelist ?? SourceWhitelist(settings.limits.sourceBundleWhitelist)
     let queue = JobQueue(store: store, leaseSeconds: settings.leaseSeconds, backoff: settings.backoff)
     var registry = JobRegistry()
     MaintenanceScheduler.register(
         in: &registry, retention: settings.maintenance.retention, clock: clock, logger: logger)
-    registry.register(ReconcileJob(limits: settings.limits, clock: clock, metrics: metrics))
+    registry.register(
+        ReconcileJob(limits: settings.limits, whitelist: { whitelist.current }, clock: clock, metrics: metrics))
     let announcer = EventAnnouncer(webhook: settings.webhook)
     registry.register(RefundJob(clock: clock, announcer: announcer))
     if let webhook = settings.webhook {
@@ -32,7 +35,7 @@ package func makeJobWorker(
 /// store. The database must be migrated already (`stepd migrate`).
 package func runStandaloneWorker(
     databaseURL: String, postgres: PostgresSettings, sqliteSynchronous: SQLiteSynchronous, settings: JobSettings,
-    logger: Logger
+    reloadWhitelist: (@Sendable () async throws -> Set<String>)? = nil, configFile: String? = nil, logger: Logger
 ) async throws {
     let store = try await StoreFactory.open(
         url: databaseURL, postgres: postgres, sqliteSynchronous: sqliteSynchronous, logger: logger, migrate: false)
@@ -44,14 +47,21 @@ package func runStandaloneWorker(
         try? await store.database.close()
         throw error
     }
-    let worker = makeJobWorker(settings: settings, store: store, clock: { Date() }, logger: logger)
+    let whitelist = SourceWhitelist(settings.limits.sourceBundleWhitelist)
+    let worker = makeJobWorker(
+        settings: settings, store: store, clock: { Date() }, logger: logger, whitelist: whitelist)
+    // Reconciliation judges each day against the whitelist as it stands: reloaded as `stepd serve` reloads it.
+    let reloader = reloadWhitelist.map {
+        WhitelistReloader(
+            whitelist: whitelist, reload: $0, watchedFile: configFile, pollIntervalSeconds: 2, logger: logger)
+    }
     let group = ServiceGroup(
         configuration: .init(
             services: [
                 .init(service: StoreClosingService(store: store)),
                 .init(service: worker),
                 .init(service: MaintenanceScheduler(worker: worker, settings: settings.maintenance)),
-            ],
+            ] + (reloader.map { [.init(service: $0)] } ?? []),
             gracefulShutdownSignals: [.sigterm, .sigint],
             logger: logger))
     logger.info(

@@ -11,12 +11,12 @@ extension AppConfiguration {
         package var batchMaxBuckets = 14
 
         package enum Key: String, ConfigurationKeys {
-            case maxStepsPerDay, maxStepRatePerSecond, burstTolerance, minDailyThreshold, settleWindowSeconds
-            case sourceWhitelist, defaultRegionId, reconcileDelaySeconds, batchMaxBuckets
+            case maxStepsPerDay, maxStepRatePerSecond, burstTolerance, clockSkewSeconds, minDailyThreshold
+            case settleWindowSeconds, sourceWhitelist, defaultRegionId, reconcileDelaySeconds, batchMaxBuckets
             package static let section = "ingest"
             package var isSecret: Bool {
                 switch self {
-                case .maxStepsPerDay, .maxStepRatePerSecond, .burstTolerance, .minDailyThreshold,
+                case .maxStepsPerDay, .maxStepRatePerSecond, .burstTolerance, .clockSkewSeconds, .minDailyThreshold,
                     .settleWindowSeconds, .sourceWhitelist, .defaultRegionId, .reconcileDelaySeconds, .batchMaxBuckets:
                     false
                 }
@@ -31,6 +31,7 @@ extension AppConfiguration {
             limits.maxStepRatePerSecond =
                 try reader.double(.maxStepRatePerSecond, in: 0.1...100) ?? limits.maxStepRatePerSecond
             limits.burstTolerance = try reader.double(.burstTolerance, in: 1...100) ?? limits.burstTolerance
+            limits.clockSkewSeconds = try reader.double(.clockSkewSeconds, in: 0...3_600) ?? limits.clockSkewSeconds
             limits.minDailyThreshold =
                 try reader.int(.minDailyThreshold, in: 0...1_000_000) ?? limits.minDailyThreshold
             limits.settleWindowSeconds =

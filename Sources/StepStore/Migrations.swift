@@ -355,6 +355,16 @@ package enum Migrations {
                 "CREATE INDEX jobs_due ON jobs (state, run_at, job_id)",
             ]
         },
+        Migration(version: 10, name: "submissions keep their zone and gyroscope flag") { _ in
+            // Reconciliation runs every ingest check again over the day's submissions (seed 001 [6a-ii]): the
+            // time-zone jump, the offline cap from each arrival and the gyroscope flag need what each submission
+            // claimed. Rows stored before this read as made in their day's zone, gyroscope seen.
+            [
+                "ALTER TABLE step_submissions ADD COLUMN tz TEXT",
+                "ALTER TABLE step_submissions ADD COLUMN gyro_observed BIGINT",
+                "CREATE INDEX step_submissions_by_arrival ON step_submissions (walker_id, received_at)",
+            ]
+        },
     ]
 }
 

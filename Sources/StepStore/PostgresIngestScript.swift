@@ -30,9 +30,12 @@ package enum PostgresIngestScript {
         let write = IngestWrite(
             walkerId: walker, walkerVersion: version, stepLog: log,
             submission: StepSubmissionRecord(
-                walkerId: walker, submissionId: StoreTransactionID.make(), day: sampleDay, source: "HealthKit",
-                sourceBundleId: "com.apple.health", count: steps, spanStart: now.addingTimeInterval(-3600),
-                spanEnd: now, receivedAt: now),
+                walkerId: walker, submissionId: StoreTransactionID.make(),
+                bucket: StepBucket(
+                    day: sampleDay, count: steps, source: .healthKit, timeZone: .gmt,
+                    spanStart: now.addingTimeInterval(-3600), spanEnd: now, sourceBundleId: "com.apple.health",
+                    gyroSamplesObserved: true),
+                receivedAt: now),
             streakChange: change, credit: steps, timeZone: "UTC", lifetimeStepsDelta: steps,
             attestationLog: AttestationLogRecord(
                 walkerId: walker, createdAt: now, route: "/step/ingest", verdict: .accepted, reasons: [], tokenId: nil,

@@ -3,32 +3,23 @@ import SQLKit
 import StepCore
 import StepDatabase
 
-/// One accepted submission, kept so reconciliation can compare the day's sequence.
+/// One accepted submission, kept so reconciliation can judge the day's sequence and run the checks again: the
+/// bucket as the client sent it (zone, span, gyroscope flag) and when it arrived.
 package struct StepSubmissionRecord: Sendable, Hashable {
     package var walkerId: String
     package var submissionId: String
-    package var day: LocalDate
-    package var source: String
-    package var sourceBundleId: String
-    package var count: Int
-    package var spanStart: Date
-    package var spanEnd: Date
-    package var receivedAt: Date
+    package var submitted: SubmittedCount
 
-    package init(
-        walkerId: String, submissionId: String, day: LocalDate, source: String, sourceBundleId: String, count: Int,
-        spanStart: Date, spanEnd: Date, receivedAt: Date
-    ) {
+    package init(walkerId: String, submissionId: String, bucket: StepBucket, receivedAt: Date) {
         self.walkerId = walkerId
         self.submissionId = submissionId
-        self.day = day
-        self.source = source
-        self.sourceBundleId = sourceBundleId
-        self.count = count
-        self.spanStart = spanStart
-        self.spanEnd = spanEnd
-        self.receivedAt = receivedAt
+        self.submitted = SubmittedCount(bucket: bucket, receivedAt: receivedAt)
     }
+
+    package var day: LocalDate { submitted.bucket.day }
+    package var count: Int { submitted.count }
+    package var spanStart: Date { submitted.spanStart }
+    package var receivedAt: Date { submitted.receivedAt }
 }
 
 extension StoreTransaction {
@@ -99,37 +90,71 @@ extension StoreTransaction {
     static func insertSubmissionStatement(_ submission: StepSubmissionRecord, when condition: SQLQueryString = "true")
         -> SQLQueryString
     {
-        """
-        INSERT INTO step_submissions (walker_id, submission_id, day, source, source_bundle_id, step_count,
-            span_start, span_end, received_at)
-        SELECT \(bind: submission.walkerId), \(bind: submission.submissionId), \(bind: submission.day.dayNumber),
-            \(bind: submission.source), \(bind: submission.sourceBundleId), \(bind: submission.count),
-            \(bind: submission.spanStart.millisecondsSince1970), \(bind: submission.spanEnd.millisecondsSince1970),
-            \(bind: submission.receivedAt.millisecondsSince1970)
-        WHERE \(condition)
-        """
+        let bucket = submission.submitted.bucket
+        return """
+            INSERT INTO step_submissions (walker_id, submission_id, day, source, source_bundle_id, step_count,
+                span_start, span_end, received_at, tz, gyro_observed)
+            SELECT \(bind: submission.walkerId), \(bind: submission.submissionId), \(bind: bucket.day.dayNumber),
+                \(bind: bucket.source.rawValue), \(bind: bucket.sourceBundleId), \(bind: bucket.count),
+                \(bind: bucket.spanStart.millisecondsSince1970), \(bind: bucket.spanEnd.millisecondsSince1970),
+                \(bind: submission.receivedAt.millisecondsSince1970), \(bind: bucket.timeZone.identifier),
+                \(bind: bucket.gyroSamplesObserved ? 1 : 0)
+            WHERE \(condition)
+            """
     }
 
-    package func submissions(walkerId: String, day: LocalDate) async throws -> [StepSubmissionRecord] {
+    /// The day's submissions in order of arrival. A submission stored before zones and gyroscope flags were kept
+    /// reads as made in `fallbackZone` (the day's) with gyroscope samples seen (its ingest judged the flag).
+    package func submissions(walkerId: String, day: LocalDate, fallbackZone: TimeZone = .gmt) async throws
+        -> [StepSubmissionRecord]
+    {
         let rows = try await sql.raw(
             """
-            SELECT submission_id, source, source_bundle_id, step_count, span_start, span_end, received_at
+            SELECT submission_id, source, source_bundle_id, step_count, span_start, span_end, received_at, tz,
+                gyro_observed
             FROM step_submissions WHERE walker_id = \(bind: walkerId) AND day = \(bind: day.dayNumber)
             ORDER BY received_at, submission_id
             """
         ).all()
         return try rows.map { row in
-            StepSubmissionRecord(
-                walkerId: walkerId,
-                submissionId: try row.decode(column: "submission_id", as: String.self),
-                day: day,
-                source: try row.decode(column: "source", as: String.self),
-                sourceBundleId: try row.decode(column: "source_bundle_id", as: String.self),
-                count: try row.decode(column: "step_count", as: Int.self),
+            let sourceText = try row.decode(column: "source", as: String.self)
+            guard let source = StepSource(rawValue: sourceText) else {
+                throw StoreError.corrupt("unknown step source \(sourceText)")
+            }
+            let zone = try row.decode(column: "tz", as: String?.self).flatMap(TimeZoneCatalog.zone(named:))
+            let bucket = StepBucket(
+                day: day, count: try row.decode(column: "step_count", as: Int.self), source: source,
+                timeZone: zone ?? fallbackZone,
                 spanStart: Date(millisecondsSince1970: try row.decode(column: "span_start", as: Int.self)),
                 spanEnd: Date(millisecondsSince1970: try row.decode(column: "span_end", as: Int.self)),
-                receivedAt: Date(millisecondsSince1970: try row.decode(column: "received_at", as: Int.self))
-            )
+                sourceBundleId: try row.decode(column: "source_bundle_id", as: String.self),
+                gyroSamplesObserved: try row.decode(column: "gyro_observed", as: Int?.self) != 0)
+            return StepSubmissionRecord(
+                walkerId: walkerId, submissionId: try row.decode(column: "submission_id", as: String.self),
+                bucket: bucket,
+                receivedAt: Date(millisecondsSince1970: try row.decode(column: "received_at", as: Int.self)))
+        }
+    }
+
+    /// The zones of the walker's submissions (of any day) that arrived in `[from, to)`, for the time-zone jump
+    /// check; a submission stored before zones were kept reads as made in its day's zone.
+    package func submissionZones(walkerId: String, from: Date, to: Date) async throws -> [PreviousSubmission] {
+        let rows = try await sql.raw(
+            """
+            SELECT COALESCE(s.tz, l.tz) AS tz, s.received_at
+            FROM step_submissions s
+            LEFT JOIN step_logs l ON l.walker_id = s.walker_id AND l.day = s.day
+            WHERE s.walker_id = \(bind: walkerId) AND s.received_at >= \(bind: from.millisecondsSince1970)
+                AND s.received_at < \(bind: to.millisecondsSince1970)
+            ORDER BY s.received_at
+            """
+        ).all()
+        return try rows.compactMap { row in
+            guard let zone = try row.decode(column: "tz", as: String?.self).flatMap(TimeZoneCatalog.zone(named:))
+            else { return nil }
+            return PreviousSubmission(
+                timeZone: zone,
+                receivedAt: Date(millisecondsSince1970: try row.decode(column: "received_at", as: Int.self)))
         }
     }
 

@@ -6,6 +6,12 @@ import StepCore
 package struct DayState: Sendable {
     package var log: StepLogRecord?
     package var streak: StreakNeighbourhood
+    /// When the day's pending reconcile job runs, if one is pending: what a PENDING answer announces as its
+    /// `reconcileEta` (a later ingest coalesces into that job and does not move it).
+    package var pendingReconcileAt: Date? = nil
+
+    /// The dedupe key of a walker's reconcile job for `day` (one pending job per walker × day).
+    package static func reconcileJobKey(_ day: LocalDate) -> String { "reconcile:\(day)" }
 }
 
 extension StoreTransaction {
@@ -25,7 +31,11 @@ extension StoreTransaction {
     static func dayState(_ rows: [any SQLRow], day: LocalDate) throws -> DayState {
         var log: StepLogRecord?
         var runs: [StreakRun] = []
+        var pendingReconcileAt: Date?
         for row in rows {
+            if pendingReconcileAt == nil, let runAt = try row.decode(column: "pending_reconcile_at", as: Int?.self) {
+                pendingReconcileAt = Date(millisecondsSince1970: runAt)
+            }
             if log == nil, try row.decode(column: "day", as: Int?.self) != nil { log = try Self.stepLogRecord(row) }
             if let start = try row.decode(column: "start_day", as: Int?.self),
                 let end = try row.decode(column: "end_day", as: Int?.self)
@@ -33,12 +43,16 @@ extension StoreTransaction {
                 runs.append(StreakRun(start: LocalDate(dayNumber: start), end: LocalDate(dayNumber: end)))
             }
         }
-        return DayState(log: log, streak: StreakNeighbourhood(day: day, runs: runs))
+        return DayState(
+            log: log, streak: StreakNeighbourhood(day: day, runs: runs), pendingReconcileAt: pendingReconcileAt)
     }
 
     static func dayStateStatement(walkerId: String, day: LocalDate) -> SQLQueryString {
         """
-        SELECT \(unsafeRaw: Self.joinedStepLogColumns), r.start_day AS start_day, r.end_day AS end_day
+        SELECT \(unsafeRaw: Self.joinedStepLogColumns), r.start_day AS start_day, r.end_day AS end_day,
+            (SELECT MIN(run_at) FROM jobs
+            WHERE walker_id = \(bind: walkerId) AND dedupe_key = \(bind: DayState.reconcileJobKey(day))
+                AND state = 'pending') AS pending_reconcile_at
         FROM (SELECT 1 AS one) anchor
         LEFT JOIN step_logs l ON l.walker_id = \(bind: walkerId) AND l.day = \(bind: day.dayNumber)
         LEFT JOIN (

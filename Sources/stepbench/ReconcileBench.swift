@@ -92,9 +92,11 @@ struct ReconcileBench: AsyncParsableCommand {
                     for (index, submitted) in [count - 1_000, count].enumerated() {
                         try await tx.insertSubmission(
                             StepSubmissionRecord(
-                                walkerId: walkerId, submissionId: StoreTransactionID.make(), day: day,
-                                source: "HealthKit", sourceBundleId: "com.apple.health", count: submitted,
-                                spanStart: now.addingTimeInterval(-8 * 3600), spanEnd: now,
+                                walkerId: walkerId, submissionId: StoreTransactionID.make(),
+                                bucket: StepBucket(
+                                    day: day, count: submitted, source: .healthKit, timeZone: .gmt,
+                                    spanStart: day.startInstant(in: .gmt), spanEnd: now,
+                                    sourceBundleId: "com.apple.health", gyroSamplesObserved: true),
                                 receivedAt: now.addingTimeInterval(Double(index))))
                     }
                     try await JobQueue.enqueue(

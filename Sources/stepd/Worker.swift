@@ -31,7 +31,11 @@ struct Worker: AsyncParsableCommand {
         logger.logLevel = level
         try await runStandaloneWorker(
             databaseURL: configuration.databaseURL, postgres: configuration.postgres,
-            sqliteSynchronous: configuration.sqliteSynchronous, settings: configuration.jobSettings, logger: logger)
+            sqliteSynchronous: configuration.sqliteSynchronous, settings: configuration.jobSettings,
+            reloadWhitelist: { [common, overrides] in
+                try await common.load(overrides: overrides).limits.sourceBundleWhitelist
+            },
+            configFile: common.config, logger: logger)
         logSink.flush()
     }
 }

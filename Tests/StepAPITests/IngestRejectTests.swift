@@ -27,7 +27,8 @@ struct IngestRejectTests {
             name: "burst: zero-length span",
             body: IngestBody(count: 10, spanStart: "2026-05-18T10:00:00Z", spanEnd: "2026-05-18T10:00:00Z"),
             reasons: ["BURST_RATE_EXCEEDED"]),
-        Case(name: "day after tomorrow", body: IngestBody(day: "2026-05-20"), reasons: ["DAY_IN_FUTURE"]),
+        // No steps: a day that has not begun has no span the burst guard could count (the next case has steps).
+        Case(name: "day after tomorrow", body: IngestBody(day: "2026-05-20", count: 0), reasons: ["DAY_IN_FUTURE"]),
         Case(
             name: "cap, burst and future together",
             body: IngestBody(
@@ -96,10 +97,19 @@ struct IngestRejectTests {
         let harness = try await TestHarness.make(kind: kind)
         let token = try await harness.token(for: "walker-zone")
         try await harness.run { client in
+            // No steps yet: the day has not begun, so any steps would fail the burst guard.
             let body = IngestBody(
-                day: day, count: 100, tz: zone, spanStart: "2026-05-18T05:00:00Z", spanEnd: "2026-05-18T20:00:00Z")
+                day: day, count: 0, tz: zone, spanStart: "2026-05-18T05:00:00Z", spanEnd: "2026-05-18T20:00:00Z")
             let response = try await client.ingest(body, token: token)
             #expect(response.status == (accepted ? .ok : .unprocessableContent), "\(response.text)")
+            if !accepted { #expect(try response.json["details"]?["reasons"] == .array([.string("DAY_IN_FUTURE")])) }
+            // Steps for a day that has not begun in its zone: no part of the span counts.
+            var stepped = body
+            stepped["count"] = .int(100)
+            stepped["idempotencyKey"] = .string("with-steps")
+            let burst = try await client.ingest(stepped, token: token)
+            #expect(burst.status == .unprocessableContent)
+            #expect(try burst.json["details"]?["reasons"]?[0] == .string("BURST_RATE_EXCEEDED"))
         }
     }
 
@@ -111,11 +121,11 @@ struct IngestRejectTests {
         let token = try await harness.token(for: "walker-dst")
         try await harness.run { client in
             let body = IngestBody(
-                day: "2026-03-31", count: 100, spanStart: "2026-03-29T05:00:00Z", spanEnd: "2026-03-29T20:00:00Z")
+                day: "2026-03-31", count: 0, spanStart: "2026-03-29T05:00:00Z", spanEnd: "2026-03-29T20:00:00Z")
             let response = try await client.ingest(body, token: token)
             #expect(response.status == .ok)
             let tooFar = IngestBody(
-                day: "2026-04-01", count: 100, spanStart: "2026-03-29T05:00:00Z", spanEnd: "2026-03-29T20:00:00Z")
+                day: "2026-04-01", count: 0, spanStart: "2026-03-29T05:00:00Z", spanEnd: "2026-03-29T20:00:00Z")
             let farResponse = try await client.ingest(tooFar, token: token)
             #expect(farResponse.status == .unprocessableContent)
         }

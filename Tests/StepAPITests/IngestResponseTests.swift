@@ -34,8 +34,7 @@ struct IngestResponseTests {
                 provisional: random.next() % 2 == 0,
                 stepLog: .init(
                     day: Self.randomText(&random), reportedCount: Self.randomInt(&random),
-                    acceptedCount: optionalInt(&random), reconciliationStatus: Self.randomText(&random),
-                    showsAcceptedCount: random.next() % 2 == 0),
+                    acceptedCount: optionalInt(&random), reconciliationStatus: Self.randomText(&random)),
                 provisionalEnergy: Self.randomInt(&random), energyCredited: optionalInt(&random),
                 streakState: .init(
                     StreakState(

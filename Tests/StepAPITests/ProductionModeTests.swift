@@ -54,7 +54,9 @@ struct ProductionModeTests {
             #expect(json["warning"]?["code"] == .string("STEP_QUARANTINED"))
             #expect(json["warning"]?["reasons"] == .array([.string("GYRO_ABSENT")]))
             #expect(json["stepLog"]?["reconciliationStatus"] == .string("QUARANTINED"))
-            #expect(json["stepLog"]?["acceptedCount"] == nil, "the quarantine shape shows no acceptedCount")
+            #expect(json["stepLog"]?["acceptedCount"] == .null, "null in every status but ACCEPTED")
+            #expect(json["reconcileEta"] == nil, "no job runs for a quarantined day: a reviewer decides it")
+            #expect(json["provisionalEnergy"] == .int(8421))
             let logs = try await harness.store.transaction { try await $0.attestationLogs(walkerId: "walker-jwt") }
             #expect(logs.map(\.verdict) == [.quarantined])
         }
@@ -102,13 +104,18 @@ struct ProductionModeTests {
                 IngestBody(day: "2026-05-18", count: 3000, tz: "America/Los_Angeles"), token: token)
             #expect(first.status == .ok)
             harness.clock.advance(seconds: 3600)
+            // Spans inside each Kiritimati day (it begins at 10:00Z the day before) and before the clock.
             let jump = try await client.ingest(
-                IngestBody(day: "2026-05-19", count: 3000, tz: "Pacific/Kiritimati"), token: token)
+                IngestBody(
+                    day: "2026-05-19", count: 3000, tz: "Pacific/Kiritimati", spanStart: "2026-05-18T10:00:00Z",
+                    spanEnd: "2026-05-18T21:00:00Z"), token: token)
             #expect(jump.status == .unprocessableContent)
             #expect(try jump.json["details"]?["reasons"] == .array([.string("TZ_JUMP_DETECTED")]))
             harness.clock.advance(seconds: 86_400)
             let later = try await client.ingest(
-                IngestBody(day: "2026-05-20", count: 3000, tz: "Pacific/Kiritimati"), token: token)
+                IngestBody(
+                    day: "2026-05-20", count: 3000, tz: "Pacific/Kiritimati", spanStart: "2026-05-19T10:00:00Z",
+                    spanEnd: "2026-05-19T21:00:00Z"), token: token)
             #expect(later.status == .ok, "after 24 h the previous zone no longer counts")
         }
     }

@@ -178,4 +178,150 @@ struct ReconcileTests {
             #expect(try await harness.count("step_submissions") == 3, "every resubmission is kept as evidence")
         }
     }
+
+    @Test(
+        "the burst guard counts only the part of sampleSpan inside the day and not after now, at ingest",
+        arguments: TestDatabases.kinds)
+    func burstSpanAtIngest(kind: DatabaseKind) async throws {
+        let (harness, token) = try await ProductionModeTests.setUp(kind)
+        try await harness.run { client in
+            // The clock is 2026-05-18T20:42:30Z (22:42 in Warsaw).
+            for (start, end) in [
+                ("2026-05-15T00:00:00Z", "2026-05-15T20:00:00Z"),  // three days before the day
+                ("2026-05-18T21:00:00Z", "2026-05-19T09:00:00Z"),  // in the future
+                ("2026-05-18T20:42:30Z", "2026-05-18T20:42:30Z"),  // zero length
+            ] {
+                let response = try await client.ingest(
+                    IngestBody(count: 50_000, spanStart: start, spanEnd: end), token: token)
+                #expect(response.status == .unprocessableContent, "\(start)…\(end)")
+                #expect(try response.json["details"]?["reasons"] == .array([.string("BURST_RATE_EXCEEDED")]))
+            }
+            // Most of this span is in the future: the 8 min before now and the 5 min of allowance count.
+            let future = try await client.ingest(
+                IngestBody(count: 9 * 780 + 1, spanStart: "2026-05-18T20:34:30Z", spanEnd: "2026-05-19T06:00:00Z"),
+                token: token)
+            #expect(future.status == .unprocessableContent)
+            let honest = try await client.ingest(
+                IngestBody(count: 9 * 780, spanStart: "2026-05-18T20:34:30Z", spanEnd: "2026-05-19T06:00:00Z"),
+                token: token)
+            #expect(honest.status == .ok)
+            #expect(try await harness.count("step_submissions") == 1)
+        }
+    }
+
+    @Test(
+        "reconciliation judges the whitelist as it stands when the job runs", arguments: TestDatabases.kinds)
+    func whitelistAtReconcile(kind: DatabaseKind) async throws {
+        let (harness, token) = try await ProductionModeTests.setUp(kind)
+        try await harness.run { client in
+            var watch = IngestBody(count: 6000)
+            watch["sourceBundleId"] = .string("com.apple.watch")
+            watch["source"] = .string("WatchNative")
+            let accepted = try await client.ingest(watch, token: token)
+            #expect(accepted.status == .ok)
+            // The operator takes the watch app off the whitelist before the job runs.
+            harness.app.whitelist.replace(with: ["com.apple.health"])
+            harness.clock.advance(seconds: 60)
+            #expect(try await harness.app.worker.drain() == 1)
+            #expect(try await Self.days(client, token: token).first?["reconciliationStatus"] == .string("QUARANTINED"))
+            #expect(try await Self.reviews(harness).first?.reasons == ["SOURCE_NOT_WHITELISTED"])
+        }
+    }
+
+    @Test(
+        "reconciliation checks each submission's zone against every submission of the 24 h before it",
+        arguments: TestDatabases.kinds)
+    func zoneJumpAtReconcile(kind: DatabaseKind) async throws {
+        let (harness, token) = try await ProductionModeTests.setUp(kind)
+        try await harness.run { client in
+            // Each step is at most 12 h from the last one, so every ingest passes; Kiritimati (+14) and New York
+            // (−4) are 18 h apart, within 24 h.
+            let kiritimati = IngestBody(
+                day: "2026-05-19", count: 3000, tz: "Pacific/Kiritimati", spanStart: "2026-05-18T10:00:00Z",
+                spanEnd: "2026-05-18T20:00:00Z")
+            #expect(try await client.ingest(kiritimati, token: token).status == .ok)
+            harness.clock.advance(seconds: 60)
+            #expect(try await client.ingest(IngestBody(count: 4000, tz: "Europe/Warsaw"), token: token).status == .ok)
+            harness.clock.advance(seconds: 5)
+            #expect(
+                try await client.ingest(IngestBody(count: 5000, tz: "America/New_York"), token: token).status == .ok)
+            harness.clock.advance(seconds: 120)
+            #expect(try await harness.app.worker.drain() == 2)
+            let days = try await Self.days(client, token: token)
+            let status = { (day: String) in
+                days.first { $0["day"] == .string(day) }?["reconciliationStatus"]
+            }
+            #expect(status("2026-05-18") == .string("QUARANTINED"))
+            // The Kiritimati day itself had no earlier submission to jump from.
+            #expect(status("2026-05-19") == .string("ACCEPTED"))
+            #expect(try await Self.reviews(harness).first?.reasons == ["TZ_JUMP_DETECTED"])
+        }
+    }
+
+    @Test(
+        "the offline cap is measured from each submission's arrival, not from when the job runs",
+        arguments: TestDatabases.kinds)
+    func offlineCapFromArrival(kind: DatabaseKind) async throws {
+        let (harness, token) = try await ProductionModeTests.setUp(kind)
+        try await harness.run { client in
+            // Six days old when it arrives; the job only runs two days later (a worker outage).
+            #expect(try await client.ingest(IngestBody(day: "2026-05-12", count: 4000), token: token).status == .ok)
+            harness.clock.advance(seconds: 2 * 86_400)
+            #expect(try await harness.app.worker.drain() == 1)
+            let day = try await client.read("/step/days?from=2026-05-12&to=2026-05-12", token: token).json
+            #expect(day["days"]?[0]?["reconciliationStatus"] == .string("ACCEPTED"))
+        }
+    }
+
+    @Test(
+        "an answer announces the time the day's job really runs, and provisionalEnergy is the submission's own",
+        arguments: TestDatabases.kinds)
+    func truthfulAnswers(kind: DatabaseKind) async throws {
+        let (harness, token) = try await ProductionModeTests.setUp(kind)
+        try await harness.run { client in
+            let started = harness.clock.now
+            let first = try await client.ingest(IngestBody(count: 6000), token: token)
+            let eta = InstantParser.format(started.addingTimeInterval(60))
+            #expect(try first.json["reconcileEta"] == .string(eta))
+            harness.clock.advance(seconds: 20)
+            // A lower count later: it coalesces into the pending job, which keeps its time.
+            let second = try await client.ingest(IngestBody(count: 5000), token: token)
+            #expect(try second.json["reconcileEta"] == .string(eta), "the pending job's time, not now + delay")
+            #expect(try second.json["provisionalEnergy"] == .int(5000), "this submission's count, not the day's")
+            #expect(try second.json["stepLog"]?["reportedCount"] == .int(6000))
+            #expect(
+                try await harness.app.worker.queue.list(state: .pending).map(\.runAt) == [
+                    started.addingTimeInterval(60)
+                ])
+
+            // Once the job has run, a new ingest queues a new job: its own time.
+            harness.clock.advance(seconds: 40)
+            #expect(try await harness.app.worker.drain() == 1)
+            let day = try await Self.days(client, token: token).first
+            #expect(day?["reconciliationStatus"] == .string("QUARANTINED"), "6000 then 5000 went backwards")
+            // A quarantined day answers with no reconcileEta and a null acceptedCount.
+            let third = try await client.ingest(IngestBody(count: 7000), token: token)
+            #expect(try third.json["reconcileEta"] == nil)
+            #expect(try third.json["stepLog"]?["acceptedCount"] == .null)
+        }
+    }
+
+    @Test(
+        "a PENDING answer for a day accepted before shows acceptedCount null and a new job's time",
+        arguments: TestDatabases.kinds)
+    func reopenedDay(kind: DatabaseKind) async throws {
+        let (harness, token) = try await ProductionModeTests.setUp(kind)
+        try await harness.run { client in
+            let first = try await client.ingest(IngestBody(count: 6000), token: token)
+            #expect(first.status == .ok)
+            harness.clock.advance(seconds: 60)
+            #expect(try await harness.app.worker.drain() == 1)
+            harness.clock.advance(seconds: 30)
+            let reopened = try await client.ingest(IngestBody(count: 9000), token: token)
+            let json = try reopened.json
+            #expect(json["stepLog"]?["reconciliationStatus"] == .string("PENDING"))
+            #expect(json["stepLog"]?["acceptedCount"] == .null)
+            #expect(json["reconcileEta"] == .string(InstantParser.format(harness.clock.now.addingTimeInterval(60))))
+        }
+    }
 }

@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import StepAPI
 import StepCore
+import StepJobs
 import StepLogging
 import StepSettings
 import Testing

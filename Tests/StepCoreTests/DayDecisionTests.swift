@@ -126,21 +126,25 @@ struct DayDecisionTests {
 
     @Test("reconcile and review act only on the status they decide")
     func onlyTheirStatus() {
-        let submissions = [
-            SubmittedCount(
-                sourceBundleId: "b", count: 4_000, spanStart: Self.now.addingTimeInterval(-7_200),
-                spanEnd: Self.now.addingTimeInterval(-3_600), receivedAt: Self.now)
-        ]
+        let submissions = DayEvidence(
+            submissions: [
+                SubmittedCount(
+                    bucket: StepBucket(
+                        day: LocalDate(iso: "2026-05-18")!, count: 4_000, source: .healthKit, timeZone: .gmt,
+                        spanStart: Self.now.addingTimeInterval(-7_200), spanEnd: Self.now.addingTimeInterval(-3_600),
+                        sourceBundleId: "com.apple.health", gyroSamplesObserved: true),
+                    receivedAt: Self.now)
+            ], whitelist: Self.limits.sourceBundleWhitelist)
         #expect(
             DayDecision.reconcile(
-                Self.log(reported: 4_000, status: .accepted), submissions: submissions, streak: Self.streak(),
+                Self.log(reported: 4_000, status: .accepted), evidence: submissions, streak: Self.streak(),
                 limits: Self.limits, at: Self.now) == nil)
         #expect(
             DayDecision.reconcile(
-                nil, submissions: submissions, streak: Self.streak(), limits: Self.limits, at: Self.now)
+                nil, evidence: submissions, streak: Self.streak(), limits: Self.limits, at: Self.now)
                 == nil)
         let reconciled = DayDecision.reconcile(
-            Self.log(reported: 4_000), submissions: submissions, streak: Self.streak(), limits: Self.limits,
+            Self.log(reported: 4_000), evidence: submissions, streak: Self.streak(), limits: Self.limits,
             at: Self.now)
         #expect(reconciled?.verdict == .accept(acceptedCount: 4_000))
         #expect(reconciled?.decision.log.status == .accepted)
@@ -186,7 +190,9 @@ struct DayDecisionTests {
                 decision = opened
             case 2:
                 decision =
-                    DayDecision.reconcile(log, submissions: [], streak: streak, limits: Self.limits, at: at)?
+                    DayDecision.reconcile(
+                        log, evidence: DayEvidence(submissions: [], whitelist: []), streak: streak,
+                        limits: Self.limits, at: at)?
                     .decision
             default:
                 decision = DayDecision.review(

@@ -8,12 +8,32 @@ struct DayReconciliationTests {
     static let t0 = Date(timeIntervalSince1970: 1_779_091_200)  // 2026-05-18T08:00:00Z
     let limits = IngestLimits()
 
-    func submission(_ bundle: String, _ count: Int, from start: Double, to end: Double, at received: Double)
-        -> SubmittedCount
-    {
+    static let day = LocalDate(iso: "2026-05-18")!
+
+    /// A submission for 2026-05-18 in UTC; times are hours after t0 (08:00Z).
+    func submission(
+        _ bundle: String, _ count: Int, from start: Double, to end: Double, at received: Double,
+        zone: TimeZone = .gmt, gyro: Bool = true, day: LocalDate = day
+    ) -> SubmittedCount {
         SubmittedCount(
-            sourceBundleId: bundle, count: count, spanStart: Self.t0.addingTimeInterval(start * 3600),
-            spanEnd: Self.t0.addingTimeInterval(end * 3600), receivedAt: Self.t0.addingTimeInterval(received * 3600))
+            bucket: StepBucket(
+                day: day, count: count, source: .healthKit, timeZone: zone,
+                spanStart: Self.t0.addingTimeInterval(start * 3600), spanEnd: Self.t0.addingTimeInterval(end * 3600),
+                sourceBundleId: bundle, gyroSamplesObserved: gyro),
+            receivedAt: Self.t0.addingTimeInterval(received * 3600))
+    }
+
+    /// The verdict with the configured whitelist (and the test bundles "a", "b", "c" on it).
+    func judge(
+        _ submissions: [SubmittedCount], limits: IngestLimits? = nil, recent: [PreviousSubmission] = [],
+        whitelist: Set<String>? = nil
+    ) -> ReconcileVerdict {
+        let limits = limits ?? self.limits
+        return DayReconciliation.verdict(
+            DayEvidence(
+                submissions: submissions, recent: recent,
+                whitelist: whitelist ?? limits.sourceBundleWhitelist.union(["a", "b", "c"])),
+            limits: limits)
     }
 
     @Test("counts that only grow within each bundle are accepted at the day's highest count")
@@ -23,8 +43,8 @@ struct DayReconciliationTests {
             submission("com.apple.health", 5_000, from: 0, to: 4, at: 4),
             submission("com.apple.health", 5_000, from: 0, to: 5, at: 5),
         ]
-        #expect(DayReconciliation.verdict(submissions: day, limits: limits) == .accept(acceptedCount: 5_000))
-        #expect(DayReconciliation.verdict(submissions: [], limits: limits) == .accept(acceptedCount: 0))
+        #expect(judge(day) == .accept(acceptedCount: 5_000))
+        #expect(judge([]) == .accept(acceptedCount: 0))
     }
 
     @Test("a count that goes backwards within a bundle is quarantined, judged in order of arrival")
@@ -34,15 +54,14 @@ struct DayReconciliationTests {
             submission("com.apple.health", 5_000, from: 0, to: 5, at: 5),
         ]
         #expect(
-            DayReconciliation.verdict(submissions: day, limits: limits)
+            judge(day)
                 == .quarantine(reasons: ["COUNT_WENT_BACKWARDS"]))
         // The same counts arriving in the other order only grow.
-        let reordered = [day[0], day[1]].map { s -> SubmittedCount in
-            var s = s
-            s.receivedAt = Self.t0.addingTimeInterval(s.count == 6_000 ? 9 * 3600 : 3600)
-            return s
-        }
-        #expect(DayReconciliation.verdict(submissions: reordered, limits: limits) == .accept(acceptedCount: 6_000))
+        let reordered = [
+            submission("com.apple.health", 6_000, from: 0, to: 4, at: 9),
+            submission("com.apple.health", 5_000, from: 0, to: 1, at: 1),
+        ]
+        #expect(judge(reordered) == .accept(acceptedCount: 6_000))
     }
 
     @Test("overlapping spans from two bundles are quarantined; touching or same-bundle spans are not")
@@ -52,13 +71,13 @@ struct DayReconciliationTests {
             submission("com.apple.watch", 3_000, from: 3, to: 6, at: 6),
         ]
         #expect(
-            DayReconciliation.verdict(submissions: overlapping, limits: limits)
+            judge(overlapping)
                 == .quarantine(reasons: ["CROSS_SOURCE_OVERLAP"]))
         let touching = [
             submission("com.apple.health", 4_000, from: 0, to: 4, at: 4),
             submission("com.apple.watch", 3_000, from: 4, to: 6, at: 6),
         ]
-        #expect(DayReconciliation.verdict(submissions: touching, limits: limits) == .accept(acceptedCount: 4_000))
+        #expect(judge(touching) == .accept(acceptedCount: 4_000))
     }
 
     @Test("the ingest's count checks run again over the whole day")
@@ -70,8 +89,81 @@ struct DayReconciliationTests {
             submission("com.apple.health", 5_000, from: 0, to: 0.1, at: 5),
         ]
         #expect(
-            DayReconciliation.verdict(submissions: day, limits: strict)
+            judge(day, limits: strict)
                 == .quarantine(reasons: ["COUNT_EXCEEDS_CAP", "BURST_RATE_EXCEEDED"]))
+    }
+
+    @Test("the whitelist is judged as it stands at reconciliation, for every submission of the day")
+    func whitelistAsItStands() {
+        let day = [
+            submission("com.apple.health", 3_000, from: 0, to: 2, at: 2),
+            submission("com.example.newwatch", 4_000, from: 2, to: 4, at: 4),
+        ]
+        #expect(judge(day, whitelist: ["com.apple.health", "com.example.newwatch"]) == .accept(acceptedCount: 4_000))
+        // The watch app was taken off the whitelist after its submission was accepted.
+        #expect(judge(day, whitelist: ["com.apple.health"]) == .quarantine(reasons: ["SOURCE_NOT_WHITELISTED"]))
+    }
+
+    @Test("a zone jump is judged against every submission of the walker in the 24 h before each of the day's")
+    func zoneJumpAgainstRecent() {
+        let kiritimati = TimeZone(identifier: "Pacific/Kiritimati")!  // UTC+14
+        let losAngeles = TimeZone(identifier: "America/Los_Angeles")!  // UTC−7 in May: 21 h apart
+        // 09:00Z is 23:00 on 05-18 in Kiritimati.
+        let day = [submission("com.apple.health", 3_000, from: 0, to: 1, at: 1, zone: kiritimati, day: Self.day)]
+        let hoursAgo = { (hours: Double, zone: TimeZone) in
+            PreviousSubmission(timeZone: zone, receivedAt: Self.t0.addingTimeInterval((1 - hours) * 3600))
+        }
+        // Within 24 h before it, even when a later submission in the same zone came in between.
+        #expect(
+            judge(day, recent: [hoursAgo(20, losAngeles), hoursAgo(2, kiritimati)])
+                == .quarantine(reasons: ["TZ_JUMP_DETECTED"]))
+        // 24 h or more before it, or after it, does not count; nor does a zone within 12 h.
+        #expect(judge(day, recent: [hoursAgo(24, losAngeles)]) == .accept(acceptedCount: 3_000))
+        #expect(judge(day, recent: [hoursAgo(-1, losAngeles)]) == .accept(acceptedCount: 3_000))
+        #expect(judge(day, recent: [hoursAgo(3, TimeZone(identifier: "Asia/Tokyo")!)]) == .accept(acceptedCount: 3_000))
+    }
+
+    @Test("the offline and future caps are measured from each submission's arrival, not from the reconcile")
+    func capsFromArrival() {
+        // Arrived 6 days after the day: inside the 7-day offline cap, whenever the job runs.
+        #expect(judge([submission("a", 3_000, from: 0, to: 2, at: 6 * 24)]) == .accept(acceptedCount: 3_000))
+        // Arrived 8 days after it.
+        #expect(
+            judge([submission("a", 3_000, from: 0, to: 2, at: 8 * 24)])
+                == .quarantine(reasons: ["OFFLINE_CAP_EXCEEDED"]))
+        // Arrived two days before the day began (today + 2 in its zone).
+        let early = submission("a", 0, from: -56, to: -56, at: -56)
+        #expect(judge([early]) == .quarantine(reasons: ["DAY_IN_FUTURE"]))
+    }
+
+    @Test("a submission without gyroscope samples quarantines the day at reconciliation")
+    func gyroAgain() {
+        let day = [
+            submission("a", 3_000, from: 0, to: 2, at: 2),
+            submission("a", 4_000, from: 0, to: 3, at: 3, gyro: false),
+        ]
+        #expect(judge(day) == .quarantine(reasons: ["GYRO_ABSENT"]))
+    }
+
+    @Test("the burst guard counts only the part of each span inside the day and before its arrival")
+    func burstClipped() {
+        // 40 000 steps over a span that ends 5 h after it arrived: only 1 h 5 min of it counts.
+        #expect(
+            judge([submission("a", 40_000, from: 0, to: 6, at: 1)]) == .quarantine(reasons: ["BURST_RATE_EXCEEDED"]))
+        #expect(judge([submission("a", 40_000, from: 0, to: 6, at: 6)]) == .accept(acceptedCount: 40_000))
+        // A span wholly on the day before buys nothing.
+        #expect(
+            judge([submission("a", 1_000, from: -20, to: -9, at: 2)]) == .quarantine(reasons: ["BURST_RATE_EXCEEDED"]))
+        // Every reason of the day, in seed 000's order, before the sequence findings.
+        let everything = [
+            submission("a", 60_000, from: 0, to: 0.5, at: 1, gyro: false),
+            submission("a", 50_000, from: 0, to: 12, at: 13),
+        ]
+        #expect(
+            judge(everything)
+                == .quarantine(reasons: [
+                    "COUNT_EXCEEDS_CAP", "BURST_RATE_EXCEEDED", "GYRO_ABSENT", "COUNT_WENT_BACKWARDS",
+                ]))
     }
 
     @Test("the overlap sweep agrees with comparing every pair, over random days")
@@ -94,7 +186,7 @@ struct DayReconciliationTests {
                     if first.spanStart < second.spanEnd && second.spanStart < first.spanEnd { expected = true }
                 }
             }
-            let verdict = DayReconciliation.verdict(submissions: day, limits: limits)
+            let verdict = judge(day)
             let found: Bool
             if case .quarantine(let reasons) = verdict {
                 found = reasons.contains("CROSS_SOURCE_OVERLAP")

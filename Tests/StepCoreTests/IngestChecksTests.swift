@@ -15,6 +15,12 @@ struct IngestChecksTests {
             sourceBundleId: "com.apple.health", gyroSamplesObserved: true)
     }
 
+    /// Moves the bucket's sample span into the first hour of its day in its zone, so the burst guard counts it.
+    static func spanInsideDay(_ bucket: inout StepBucket) {
+        bucket.spanStart = bucket.day.startInstant(in: bucket.timeZone)
+        bucket.spanEnd = bucket.spanStart.addingTimeInterval(3_600)
+    }
+
     static let production = IngestChecks(limits: IngestLimits(), mode: .production)
     static let testPhase = IngestChecks(limits: IngestLimits(), mode: .testPhase)
 
@@ -91,6 +97,53 @@ struct IngestChecksTests {
         #expect(checks.reasons(for: bucket, now: Self.seedNow, previous: nil) == [.burstRateExceeded])
     }
 
+    @Test(
+        "the burst guard divides by the part of the span inside the day and not after now + 5 min",
+        arguments: [
+            // (span start, span end relative to now in hours, count, fails)
+            BurstSpanCase(-72, -52, 50_000, true, "wholly three days before the day"),
+            BurstSpanCase(1, 30, 1_000, true, "wholly in the future"),
+            BurstSpanCase(0.05, 30, 1, false, "starting 3 min from now: inside the clock-skew allowance"),
+            BurstSpanCase(0.1, 30, 1, true, "starting 6 min from now: beyond the allowance"),
+            // 22:42:30 local in Warsaw: the day began 22 h 42.5 min before now. A 2 h span across its start has
+            // 1 h inside the day: 9 steps/s over that hour pass, one step more fails (the whole span would allow
+            // twice as many).
+            BurstSpanCase(-23.7083333, -21.7083333, 9 * 3_600, false, "9/s over the hour inside the day"),
+            BurstSpanCase(-23.7083333, -21.7083333, 9 * 3_600 + 20, true, "more over the hour inside the day"),
+            BurstSpanCase(-1, 10, 9 * 3_900, false, "9 steps/s over the hour before now and the allowance"),
+            BurstSpanCase(-1, 10, 9 * 3_900 + 1, true, "a step more"),
+        ])
+    func burstSpanClipped(testCase: BurstSpanCase) {
+        var bucket = Self.seedBucket()
+        bucket.count = testCase.count
+        bucket.spanStart = Self.seedNow.addingTimeInterval(testCase.start * 3_600)
+        bucket.spanEnd = Self.seedNow.addingTimeInterval(testCase.end * 3_600)
+        var limits = IngestLimits()
+        limits.maxStepsPerDay = 100_000
+        let checks = IngestChecks(limits: limits, mode: .testPhase)
+        #expect(
+            checks.reasons(for: bucket, now: Self.seedNow, previous: nil)
+                == (testCase.fails ? [.burstRateExceeded] : []),
+            "\(testCase.label)")
+    }
+
+    @Test("the clock-skew allowance is configurable")
+    func configuredClockSkew() {
+        var bucket = Self.seedBucket()
+        bucket.spanStart = Self.seedNow.addingTimeInterval(-60)
+        bucket.spanEnd = Self.seedNow.addingTimeInterval(3_600)
+        bucket.count = 9 * 660  // 9 steps/s over 1 min + 10 min of allowance
+        var limits = IngestLimits()
+        limits.clockSkewSeconds = 600
+        #expect(
+            IngestChecks(limits: limits, mode: .production).reasons(for: bucket, now: Self.seedNow, previous: nil)
+                .isEmpty)
+        limits.clockSkewSeconds = 0
+        #expect(
+            IngestChecks(limits: limits, mode: .production).reasons(for: bucket, now: Self.seedNow, previous: nil)
+                == [.burstRateExceeded])
+    }
+
     // MARK: DAY_IN_FUTURE and OFFLINE_CAP_EXCEEDED
 
     /// Instants where the local date differs from the UTC date, so a check that used UTC would disagree.
@@ -111,6 +164,8 @@ struct IngestChecksTests {
             var bucket = Self.seedBucket()
             bucket.timeZone = window.zone
             bucket.day = window.today.adding(days: offset)
+            // No steps: a day that has not begun has no span the burst guard could count.
+            bucket.count = 0
             let expected: [ReasonCode] = fails ? [.dayInFuture] : []
             #expect(
                 Self.production.reasons(for: bucket, now: window.now, previous: nil) == expected,
@@ -125,6 +180,7 @@ struct IngestChecksTests {
             var bucket = Self.seedBucket()
             bucket.timeZone = window.zone
             bucket.day = window.today.adding(days: offset)
+            Self.spanInsideDay(&bucket)
             let expected: [ReasonCode] = fails ? [.offlineCapExceeded] : []
             #expect(
                 Self.production.reasons(for: bucket, now: window.now, previous: nil) == expected,
@@ -140,10 +196,14 @@ struct IngestChecksTests {
         let checks = IngestChecks(limits: limits, mode: .production)
         var bucket = Self.seedBucket()
         bucket.day = date("2026-05-19")
+        bucket.count = 0
         #expect(checks.reasons(for: bucket, now: Self.seedNow, previous: nil) == [.dayInFuture])
+        bucket.count = 8_421
         bucket.day = date("2026-05-16")
+        Self.spanInsideDay(&bucket)
         #expect(checks.reasons(for: bucket, now: Self.seedNow, previous: nil).isEmpty)
         bucket.day = date("2026-05-15")
+        Self.spanInsideDay(&bucket)
         #expect(checks.reasons(for: bucket, now: Self.seedNow, previous: nil) == [.offlineCapExceeded])
     }
 
@@ -353,7 +413,10 @@ struct IngestChecksTests {
             previous = PreviousSubmission(
                 timeZone: zone("Pacific/Pago_Pago"), receivedAt: IngestChecksTests.seedNow.addingTimeInterval(-60))
         },
-        ProductionOnlyCase(reason: .offlineCapExceeded) { bucket, _ in bucket.day = date("2026-05-10") },
+        ProductionOnlyCase(reason: .offlineCapExceeded) { bucket, _ in
+            bucket.day = date("2026-05-10")
+            IngestChecksTests.spanInsideDay(&bucket)
+        },
         ProductionOnlyCase(reason: .sourceNotWhitelisted) { bucket, _ in bucket.sourceBundleId = "com.example.x" },
         ProductionOnlyCase(reason: .gyroAbsent) { bucket, _ in bucket.gyroSamplesObserved = false },
     ]
@@ -383,6 +446,20 @@ struct ProductionOnlyCase: Sendable, CustomTestStringConvertible {
     let apply: @Sendable (inout StepBucket, inout PreviousSubmission?) -> Void
 
     var testDescription: String { reason.rawValue }
+}
+
+struct BurstSpanCase: Sendable, CustomTestStringConvertible {
+    var start: Double
+    var end: Double
+    var count: Int
+    var fails: Bool
+    var label: String
+
+    init(_ start: Double, _ end: Double, _ count: Int, _ fails: Bool, _ label: String) {
+        (self.start, self.end, self.count, self.fails, self.label) = (start, end, count, fails, label)
+    }
+
+    var testDescription: String { label }
 }
 
 private func zone(_ identifier: String) -> TimeZone {

@@ -36,9 +36,11 @@ struct IngestWriteTests {
                 status: .accepted, multiplierPermille: 1200, energyCredited: steps * 6 / 5, attested: true,
                 updatedAt: t0),
             submission: StepSubmissionRecord(
-                walkerId: "w", submissionId: "s-\(key)", day: day, source: "HealthKit",
-                sourceBundleId: "com.apple.health",
-                count: steps, spanStart: t0.addingTimeInterval(-3600), spanEnd: t0, receivedAt: t0),
+                walkerId: "w", submissionId: "s-\(key)",
+                bucket: StepBucket(
+                    day: day, count: steps, source: .healthKit, timeZone: .gmt, spanStart: t0.addingTimeInterval(-3600),
+                    spanEnd: t0, sourceBundleId: "com.apple.health", gyroSamplesObserved: true),
+                receivedAt: t0),
             streakChange: streakChange, credit: steps * 6 / 5, timeZone: "Europe/Warsaw", lifetimeStepsDelta: steps,
             attestationLog: AttestationLogRecord(
                 walkerId: "w", createdAt: t0, route: "/step/ingest", verdict: .accepted, reasons: [], tokenId: nil,

@@ -99,9 +99,12 @@ struct StoreTests {
                     updatedAt: Self.t0))
             try await tx.insertSubmission(
                 StepSubmissionRecord(
-                    walkerId: "w", submissionId: "s1", day: day, source: "HealthKit",
-                    sourceBundleId: "com.apple.health",
-                    count: 8421, spanStart: Self.t0.addingTimeInterval(-3600), spanEnd: Self.t0, receivedAt: Self.t0))
+                    walkerId: "w", submissionId: "s1",
+                    bucket: StepBucket(
+                        day: day, count: 8421, source: .healthKit, timeZone: TimeZone(identifier: "Europe/Warsaw")!,
+                        spanStart: Self.t0.addingTimeInterval(-3600), spanEnd: Self.t0,
+                        sourceBundleId: "com.apple.health", gyroSamplesObserved: false),
+                    receivedAt: Self.t0))
             try await tx.appendLedgerEntry(walkerId: "w", day: day, kind: .stepCredit, amount: 10105, at: Self.t0)
             try await tx.appendLedgerEntry(
                 walkerId: "w", day: day.adding(days: -1), kind: .stepCredit, amount: 100, at: Self.t0)
@@ -113,6 +116,10 @@ struct StoreTests {
         let submissions = try await store.transaction { try await $0.submissions(walkerId: "w", day: day) }
         #expect(submissions.map(\.count) == [8421])
         #expect(submissions.first?.spanStart == Self.t0.addingTimeInterval(-3600))
+        // The zone and the gyroscope flag the client claimed come back as sent (reconciliation judges them).
+        #expect(submissions.first?.submitted.bucket.timeZone.identifier == "Europe/Warsaw")
+        #expect(submissions.first?.submitted.bucket.gyroSamplesObserved == false)
+        #expect(submissions.first?.submitted.bucket.source == .healthKit)
         #expect(try await store.transaction { try await $0.energyBalance(walkerId: "w") } == 10205)
         #expect(try await store.transaction { try await $0.energyCredited(walkerId: "w", day: day) } == 10105)
         #expect(try await store.transaction { try await $0.stepLog(walkerId: "other", day: day) } == nil)

@@ -6,10 +6,10 @@ struct IngestResponse: Encodable {
     struct StepLog: Encodable {
         var day: String
         var reportedCount: Int
+        /// Always present: the accepted count when the day is ACCEPTED, null in every other status (seed 000 shows
+        /// null while PENDING; its quarantine example leaves the key out, which a client reads the same).
         var acceptedCount: Int?
         var reconciliationStatus: String
-        /// The quarantine shape of seed 000 shows no `acceptedCount`; the others show it, null while pending.
-        var showsAcceptedCount: Bool
 
         enum CodingKeys: String, CodingKey { case day, reportedCount, acceptedCount, reconciliationStatus }
 
@@ -17,7 +17,7 @@ struct IngestResponse: Encodable {
             var container = encoder.container(keyedBy: CodingKeys.self)
             try container.encode(day, forKey: .day)
             try container.encode(reportedCount, forKey: .reportedCount)
-            if showsAcceptedCount { try container.encode(acceptedCount, forKey: .acceptedCount) }
+            try container.encode(acceptedCount, forKey: .acceptedCount)
             try container.encode(reconciliationStatus, forKey: .reconciliationStatus)
         }
     }
@@ -104,10 +104,8 @@ extension IngestResponse {
             }
             json.key("stepLog")
             json.beginObject()
-            if stepLog.showsAcceptedCount {
-                json.key("acceptedCount")
-                json.value(stepLog.acceptedCount)
-            }
+            json.key("acceptedCount")
+            json.value(stepLog.acceptedCount)
             json.key("day")
             json.value(stepLog.day)
             json.key("reconciliationStatus")

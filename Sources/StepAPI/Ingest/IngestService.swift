@@ -133,8 +133,8 @@ struct IngestService: Sendable {
             {
             case .final(let existing):
                 let body = render(
-                    log: existing, provisionalEnergy: existing.energyCredited,
-                    streak: streak.state(today: today), lifetimeSteps: walker.lifetimeSteps, now: now, quarantine: [])
+                    log: existing, streak: streak.state(today: today), lifetimeSteps: walker.lifetimeSteps,
+                    tierBeforeDay: streak.tierBeforeDay, reconcileAt: nil, quarantine: [])
                 return write(
                     log: nil, submission: nil, streakChange: nil, credit: 0, lifetimeDelta: 0, verdict: .unchanged,
                     body: body)
@@ -146,29 +146,36 @@ struct IngestService: Sendable {
             if existing?.status == .rejected { verdict = .unchanged }
 
             let submission = StepSubmissionRecord(
-                walkerId: walkerId, submissionId: StoreTransactionID.make(), day: bucket.day,
-                source: bucket.source.rawValue, sourceBundleId: bucket.sourceBundleId, count: bucket.count,
-                spanStart: bucket.spanStart, spanEnd: bucket.spanEnd, receivedAt: now)
+                walkerId: walkerId, submissionId: StoreTransactionID.make(), bucket: bucket, receivedAt: now)
             let streakAfter = decision.streakChange?.after ?? streak
+            // The day's job runs when it was queued to: this ingest coalesces into a pending job and does not
+            // move it (no debounce, so a walker who syncs every few seconds is still reconciled).
+            let reconcileAt = state.pendingReconcileAt ?? now.addingTimeInterval(settings.reconcileDelaySeconds)
             let body = render(
-                log: log, provisionalEnergy: log.provisionalEnergy, streak: streakAfter.state(today: today),
-                lifetimeSteps: walker.lifetimeSteps + decision.lifetimeStepsDelta, now: now, quarantine: quarantine)
+                log: log, streak: streakAfter.state(today: today),
+                lifetimeSteps: walker.lifetimeSteps + decision.lifetimeStepsDelta, tierBeforeDay: streak.tierBeforeDay,
+                reconcileAt: reconcileAt, quarantine: quarantine)
             return write(
                 log: log, submission: submission, streakChange: decision.streakChange, credit: decision.credit,
                 lifetimeDelta: decision.lifetimeStepsDelta, verdict: verdict, body: body)
         }
 
+        /// The 200 body. `provisionalEnergy` is this submission's own count at the day's multiplier (seed 000:
+        /// `floor(count × tierMult)`); `acceptedCount` is null unless the day is ACCEPTED; a PENDING day announces
+        /// `reconcileAt` (its job's real time), and no other status announces one (seed 000's quarantine shape).
         private func render(
-            log: StepLogRecord, provisionalEnergy: Int, streak: StreakState, lifetimeSteps: Int, now: Date,
+            log: StepLogRecord, streak: StreakState, lifetimeSteps: Int, tierBeforeDay: BonusTier, reconcileAt: Date?,
             quarantine: [ReasonCode]
         ) -> String {
             let reconciled = log.status == .accepted || log.status == .rejected
+            let multiplier = log.multiplierPermille ?? tierBeforeDay.multiplierPermille
             var response = IngestResponse(
                 provisional: !reconciled,
                 stepLog: .init(
-                    day: log.day.description, reportedCount: log.reportedCount, acceptedCount: log.acceptedCount,
-                    reconciliationStatus: log.status.rawValue, showsAcceptedCount: log.status != .quarantined),
-                provisionalEnergy: provisionalEnergy,
+                    day: log.day.description, reportedCount: log.reportedCount,
+                    acceptedCount: log.status == .accepted ? log.acceptedCount : nil,
+                    reconciliationStatus: log.status.rawValue),
+                provisionalEnergy: EnergyMath.energy(steps: request.bucket.count, multiplierPermille: multiplier),
                 energyCredited: reconciled ? log.energyCredited : nil,
                 streakState: .init(streak),
                 walker: .init(totalLifetimeSteps: lifetimeSteps, currentRegionId: settings.defaultRegionId))
@@ -180,8 +187,8 @@ struct IngestService: Sendable {
                     message: "We're checking this step bucket. It may take up to 24h to confirm.",
                     reasons: quarantine.map(\.rawValue))
             }
-            if !reconciled {
-                response.reconcileEta = InstantParser.format(now.addingTimeInterval(settings.reconcileDelaySeconds))
+            if log.status == .pending, let reconcileAt {
+                response.reconcileEta = InstantParser.format(reconcileAt)
             }
             return response.jsonText
         }

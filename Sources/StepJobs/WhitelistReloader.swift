@@ -4,7 +4,8 @@ import ServiceLifecycle
 import Synchronization
 import UnixSignals
 
-/// The source-bundle whitelist the ingest checks against, replaceable while the server runs.
+/// The source-bundle whitelist the ingest checks and reconciliation judge against, replaceable while the server
+/// or the worker runs.
 package final class SourceWhitelist: Sendable {
     private let entries: Mutex<Set<String>>
 
@@ -14,7 +15,7 @@ package final class SourceWhitelist: Sendable {
 
     package var current: Set<String> { entries.withLock { $0 } }
 
-    func replace(with new: Set<String>) {
+    package func replace(with new: Set<String>) {
         entries.withLock { $0 = new }
     }
 }
