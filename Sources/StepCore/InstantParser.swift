@@ -7,7 +7,8 @@ package enum InstantParser {
         guard b.count >= 20, let date = LocalDate(iso: String(decoding: b[0..<10], as: UTF8.self)),
             b[10] == UInt8(ascii: "T") || b[10] == UInt8(ascii: "t"),
             b[13] == UInt8(ascii: ":"), b[16] == UInt8(ascii: ":"),
-            let hour = number(b[11..<13]), let minute = number(b[14..<16]), let second = number(b[17..<19]),
+            let hour = LocalDate.digits(b[11..<13]), let minute = LocalDate.digits(b[14..<16]),
+            let second = LocalDate.digits(b[17..<19]),
             hour < 24, minute < 60, second < 61
         else { return nil }
         var index = 19
@@ -30,7 +31,8 @@ package enum InstantParser {
             guard index + 1 == b.count else { return nil }
         case UInt8(ascii: "+"), UInt8(ascii: "-"):
             guard index + 6 == b.count, b[index + 3] == UInt8(ascii: ":"),
-                let oh = number(b[(index + 1)..<(index + 3)]), let om = number(b[(index + 4)..<(index + 6)]),
+                let oh = LocalDate.digits(b[(index + 1)..<(index + 3)]),
+                let om = LocalDate.digits(b[(index + 4)..<(index + 6)]),
                 oh < 24, om < 60
             else { return nil }
             offsetSeconds = (oh * 3600 + om * 60) * (b[index] == UInt8(ascii: "-") ? -1 : 1)
@@ -63,14 +65,5 @@ package enum InstantParser {
         }
         text.append("Z")
         return text
-    }
-
-    private static func number(_ slice: ArraySlice<UInt8>) -> Int? {
-        var value = 0
-        for byte in slice {
-            guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9") else { return nil }
-            value = value * 10 + Int(byte - UInt8(ascii: "0"))
-        }
-        return value
     }
 }

@@ -104,7 +104,8 @@ package struct LocalDate: Hashable, Comparable, Sendable, CustomStringConvertibl
         (year % 4 == 0 && year % 100 != 0) || year % 400 == 0
     }
 
-    private static func digits(_ slice: ArraySlice<UInt8>) -> Int? {
+    /// The number a run of ASCII digits spells; nil when anything else is in it.
+    static func digits(_ slice: ArraySlice<UInt8>) -> Int? {
         var value = 0
         for byte in slice {
             guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9") else { return nil }

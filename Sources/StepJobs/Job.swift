@@ -21,17 +21,6 @@ package struct NewJob: Sendable, Hashable {
     package var dedupeKey: String?
     package var runAt: Date
     package var maxAttempts: Int
-
-    package init(
-        kind: String, walkerId: String, payload: String, dedupeKey: String?, runAt: Date, maxAttempts: Int
-    ) {
-        self.kind = kind
-        self.walkerId = walkerId
-        self.payload = payload
-        self.dedupeKey = dedupeKey
-        self.runAt = runAt
-        self.maxAttempts = maxAttempts
-    }
 }
 
 /// A job's row, as operators and workers see it.
@@ -62,19 +51,6 @@ package struct ClaimedJob: Sendable, Hashable {
     package var dedupeKey: String?
     package var attempt: Int
     package var maxAttempts: Int
-
-    package init(
-        id: String, walkerId: String, kind: String, payload: String, dedupeKey: String?, attempt: Int,
-        maxAttempts: Int
-    ) {
-        self.id = id
-        self.walkerId = walkerId
-        self.kind = kind
-        self.payload = payload
-        self.dedupeKey = dedupeKey
-        self.attempt = attempt
-        self.maxAttempts = maxAttempts
-    }
 }
 
 /// What a heartbeat found (`JobQueue.extendLease`).

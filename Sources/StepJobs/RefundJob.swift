@@ -7,10 +7,6 @@ import StepStore
 package struct RefundJob: TransactionalJob {
     package struct Payload: Codable, Sendable, Hashable {
         package var allocationId: String
-
-        package init(allocationId: String) {
-            self.allocationId = allocationId
-        }
     }
 
     package static let kind = "refund-allocation"

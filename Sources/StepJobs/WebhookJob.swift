@@ -14,10 +14,6 @@ package struct WebhookJob: StandaloneJob {
     package struct Payload: Codable, Sendable, Hashable {
         /// The event's sequence number in the walker's log.
         package var seq: Int
-
-        package init(seq: Int) {
-            self.seq = seq
-        }
     }
 
     package static let kind = "deliver-webhook"

@@ -42,12 +42,6 @@ package struct RateLimitDecision: Sendable, Hashable {
     package var hits: Int
     package var resetSeconds: Int
 
-    package init(policy: RateLimitPolicy, hits: Int, resetSeconds: Int) {
-        self.policy = policy
-        self.hits = hits
-        self.resetSeconds = resetSeconds
-    }
-
     package var allowed: Bool { hits <= policy.limit }
     package var remaining: Int { max(0, policy.limit - hits) }
 }

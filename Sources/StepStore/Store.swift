@@ -17,10 +17,7 @@ package struct Store: Sendable {
     package func transaction<T: Sendable>(
         _ body: @escaping @Sendable (StoreTransaction) async throws -> T
     ) async throws -> T {
-        let kind = database.kind
-        return try await database.transaction { sql in
-            try await body(StoreTransaction(sql: sql, kind: kind))
-        }
+        try await database.transaction(typed(body))
     }
 
     /// Runs `body` on one connection outside a transaction: each statement commits by itself (on SQLite the
@@ -28,10 +25,15 @@ package struct Store: Sendable {
     package func withoutTransaction<T: Sendable>(
         _ body: @escaping @Sendable (StoreTransaction) async throws -> T
     ) async throws -> T {
+        try await database.withConnection(typed(body))
+    }
+
+    /// `body` as the database runs it: on the connection it is given, typed for this store's engine.
+    private func typed<T: Sendable>(
+        _ body: @escaping @Sendable (StoreTransaction) async throws -> T
+    ) -> @Sendable (any SQLDatabase) async throws -> T {
         let kind = database.kind
-        return try await database.withConnection { sql in
-            try await body(StoreTransaction(sql: sql, kind: kind))
-        }
+        return { sql in try await body(StoreTransaction(sql: sql, kind: kind)) }
     }
 }
 

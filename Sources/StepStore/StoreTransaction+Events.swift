@@ -10,14 +10,6 @@ package struct WalkerEvent: Sendable, Hashable {
     /// The event's data, a JSON object's text.
     package var data: String
     package var createdAt: Date
-
-    package init(walkerId: String, seq: Int, type: String, data: String, createdAt: Date) {
-        self.walkerId = walkerId
-        self.seq = seq
-        self.type = type
-        self.data = data
-        self.createdAt = createdAt
-    }
 }
 
 extension StoreTransaction {

@@ -13,19 +13,6 @@ package struct HealthRecord: Sendable, Hashable {
     /// Milliseconds since 1970.
     package var createdAt: Int
     package var updatedAt: Int
-
-    package init(
-        id: String, walkerId: String, date: LocalDate, totals: HealthTotals, source: String, createdAt: Int,
-        updatedAt: Int
-    ) {
-        self.id = id
-        self.walkerId = walkerId
-        self.date = date
-        self.totals = totals
-        self.source = source
-        self.createdAt = createdAt
-        self.updatedAt = updatedAt
-    }
 }
 
 /// Steps, and duration (s), calories (kcal) and distance (m) in whole thousandths (see `Milli`).
@@ -56,11 +43,6 @@ package struct HealthTotals: Sendable, Hashable {
 package struct HealthPeriodTotals: Sendable, Hashable {
     package var firstDay: LocalDate
     package var totals: HealthTotals
-
-    package init(firstDay: LocalDate, totals: HealthTotals) {
-        self.firstDay = firstDay
-        self.totals = totals
-    }
 }
 
 extension StoreTransaction {

@@ -5,10 +5,11 @@ import SQLKit
 import StepAPI
 import StepCore
 import StepDatabase
-import StepJobs
 import StepStore
 import StepTestSupport
 import Testing
+
+@testable import StepJobs
 
 /// Production reconciliation end to end through the API, with the injected clock and the worker driven by
 /// hand: the job seed 001 step [6] describes, on both engines.

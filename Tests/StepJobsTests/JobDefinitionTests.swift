@@ -1,8 +1,9 @@
 import Foundation
 import StepCore
-import StepJobs
-import StepStore
 import Testing
+
+@testable import StepJobs
+@testable import StepStore
 
 /// Typed payloads keep the texts already stored in databases, and what the jobs send keeps its bytes.
 @Suite("Job definitions")

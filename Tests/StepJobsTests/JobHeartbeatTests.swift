@@ -2,11 +2,12 @@ import Foundation
 import Logging
 import SQLKit
 import StepDatabase
-import StepJobs
 import StepStore
 import StepTestSupport
 import Synchronization
 import Testing
+
+@testable import StepJobs
 
 /// A running job's worker extends its lease. The beats come every few milliseconds of real time; the lease
 /// arithmetic runs on the worker's injected clock, which the test moves.

@@ -4,11 +4,12 @@ import SQLKit
 import ServiceLifecycle
 import ServiceLifecycleTestKit
 import StepDatabase
-import StepJobs
 import StepStore
 import StepTestSupport
 import Synchronization
 import Testing
+
+@testable import StepJobs
 
 @Suite("Job queue, on every engine")
 struct JobQueueTests {

@@ -1,11 +1,12 @@
 import Foundation
 import Logging
 import StepDatabase
-import StepJobs
 import StepStore
 import StepTestSupport
 import Synchronization
 import Testing
+
+@testable import StepJobs
 
 /// Jobs whose workers die on them: the rescuer parks a job after its last allowed attempt, and a dead worker's
 /// job is taken over once the lease its last heartbeat set runs out. Time is the queue's injected `now`.

@@ -80,15 +80,9 @@ private struct JSONCursor {
     }
 
     private mutating func object(depth: Int) throws(JSONSyntaxError) -> JSONValue {
-        guard depth <= JSONReader.maximumDepth else { throw JSONSyntaxError() }
-        index += 1
         var members: [String: JSONValue] = [:]
-        skipWhitespace()
-        if peek() == UInt8(ascii: "}") {
-            index += 1
-            return .object(members)
-        }
-        while true {
+        guard try enter(depth: depth, closing: UInt8(ascii: "}")) else { return .object(members) }
+        repeat {
             skipWhitespace()
             guard peek() == UInt8(ascii: "\"") else { throw JSONSyntaxError() }
             let key = try string()
@@ -99,32 +93,40 @@ private struct JSONCursor {
             // A repeated key is refused: readers disagree on which value counts (JSONDecoder kept the first,
             // others keep the last), and a body that means two things to two readers is a way past a check.
             guard members.updateValue(member, forKey: key) == nil else { throw JSONSyntaxError() }
-            skipWhitespace()
-            guard let next = peek() else { throw JSONSyntaxError() }
-            index += 1
-            if next == UInt8(ascii: "}") { return .object(members) }
-            guard next == UInt8(ascii: ",") else { throw JSONSyntaxError() }
-        }
+        } while try another(closing: UInt8(ascii: "}"))
+        return .object(members)
     }
 
     private mutating func array(depth: Int) throws(JSONSyntaxError) -> JSONValue {
-        guard depth <= JSONReader.maximumDepth else { throw JSONSyntaxError() }
-        index += 1
         var elements: [JSONValue] = []
-        skipWhitespace()
-        if peek() == UInt8(ascii: "]") {
-            index += 1
-            return .array(elements)
-        }
-        while true {
+        guard try enter(depth: depth, closing: UInt8(ascii: "]")) else { return .array(elements) }
+        repeat {
             skipWhitespace()
             elements.append(try value(depth: depth))
-            skipWhitespace()
-            guard let next = peek() else { throw JSONSyntaxError() }
-            index += 1
-            if next == UInt8(ascii: "]") { return .array(elements) }
-            guard next == UInt8(ascii: ",") else { throw JSONSyntaxError() }
-        }
+        } while try another(closing: UInt8(ascii: "]"))
+        return .array(elements)
+    }
+
+    /// Steps past an object's or array's opening bracket; false when `closing` follows at once (the container
+    /// is empty, and is stepped past whole).
+    private mutating func enter(depth: Int, closing: UInt8) throws(JSONSyntaxError) -> Bool {
+        guard depth <= JSONReader.maximumDepth else { throw JSONSyntaxError() }
+        index += 1
+        skipWhitespace()
+        guard peek() == closing else { return true }
+        index += 1
+        return false
+    }
+
+    /// After a member or element, steps past what ends it: true at a comma (another follows), false at
+    /// `closing` (the container ends).
+    private mutating func another(closing: UInt8) throws(JSONSyntaxError) -> Bool {
+        skipWhitespace()
+        guard let next = peek() else { throw JSONSyntaxError() }
+        index += 1
+        if next == closing { return false }
+        guard next == UInt8(ascii: ",") else { throw JSONSyntaxError() }
+        return true
     }
 
     /// A string from its opening quote. Runs without escapes are validated and copied as they are.

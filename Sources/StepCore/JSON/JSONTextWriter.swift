@@ -11,25 +11,19 @@ package struct JSONTextWriter {
     package var text: String { String(decoding: bytes, as: UTF8.self) }
 
     package mutating func beginObject() {
-        separate()
-        bytes.append(UInt8(ascii: "{"))
-        needsComma = false
+        open(UInt8(ascii: "{"))
     }
 
     package mutating func endObject() {
-        bytes.append(UInt8(ascii: "}"))
-        needsComma = true
+        close(UInt8(ascii: "}"))
     }
 
     package mutating func beginArray() {
-        separate()
-        bytes.append(UInt8(ascii: "["))
-        needsComma = false
+        open(UInt8(ascii: "["))
     }
 
     package mutating func endArray() {
-        bytes.append(UInt8(ascii: "]"))
-        needsComma = true
+        close(UInt8(ascii: "]"))
     }
 
     /// A member's key; its value follows.
@@ -105,6 +99,19 @@ package struct JSONTextWriter {
     }
 
     private static let hexDigits = Array("0123456789abcdef".utf8)
+
+    /// An object's or array's opening bracket: its first member or element follows without a comma.
+    private mutating func open(_ bracket: UInt8) {
+        separate()
+        bytes.append(bracket)
+        needsComma = false
+    }
+
+    /// An object's or array's closing bracket: what follows it is the next value, after a comma.
+    private mutating func close(_ bracket: UInt8) {
+        bytes.append(bracket)
+        needsComma = true
+    }
 
     private mutating func separate() {
         if needsComma { bytes.append(UInt8(ascii: ",")) }

@@ -199,19 +199,22 @@ private final class DeadlineRace<T: Sendable>: Sendable {
     }
 
     func onFinish(_ action: @escaping @Sendable () -> Void) {
-        let runNow = state.withLock { state in
-            if state.finished { return true }
-            state.onFinish = action
-            return false
-        }
-        if runNow { action() }
+        keep(action, in: \.onFinish, unless: \.finished)
     }
 
     /// What cancels the work; run at once when the caller was cancelled already.
     func onCancel(_ action: @escaping @Sendable () -> Void) {
+        keep(action, in: \.onCancel, unless: \.cancelled)
+    }
+
+    /// Keeps `action` in `slot` for the event `happened` records, or runs it at once when that has happened.
+    private func keep(
+        _ action: @escaping @Sendable () -> Void, in slot: WritableKeyPath<State, (@Sendable () -> Void)?>,
+        unless happened: KeyPath<State, Bool>
+    ) {
         let runNow = state.withLock { state in
-            if state.cancelled { return true }
-            state.onCancel = action
+            if state[keyPath: happened] { return true }
+            state[keyPath: slot] = action
             return false
         }
         if runNow { action() }
