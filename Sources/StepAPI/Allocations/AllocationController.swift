@@ -62,23 +62,16 @@ struct AllocationController: Sendable {
             return (decision, .answered(status: status, body: body))
         }
         let (decision, result) = outcome
-        var response: Response
-        if !decision.allowed {
-            response = WalkerAPIError.rateLimited(retryAfterSeconds: decision.resetSeconds).response
-        } else if case .failure(let error) = parsed {
-            response = error.response
-        } else {
+        return await WalkerAPIError.admittedResponse(decision, parsed: parsed) {
             switch result {
-            case .answered(let status, let body)?: response = .json(status: status, body: body)
+            case .answered(let status, let body)?: return .json(status: status, body: body)
             case .replay(let status, let body)?:
-                response = .json(
+                return .json(
                     status: HTTPResponse.Status(code: status), body: body, headers: [.idempotentReplayed: "true"])
-            case .error(let error)?: response = error.response
-            case nil: response = WalkerAPIError.internalError.response
+            case .error(let error)?: return error.response
+            case nil: return WalkerAPIError.internalError.response
             }
         }
-        decision.apply(to: &response.headers)
-        return response
     }
 
     private enum AllocationOutcome: Sendable {

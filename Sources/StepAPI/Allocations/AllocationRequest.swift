@@ -24,13 +24,7 @@ struct AllocationRequest: Sendable, Hashable {
     var storedKey: String { "allocation:" + idempotencyKey }
 
     static func decode(_ bytes: some Collection<UInt8>) throws(RequestValidationError) -> AllocationRequest {
-        guard let json = JSONReader.read(bytes) else {
-            throw RequestValidationError(message: "Request body is not valid JSON.", fields: [:])
-        }
-        guard case .object(let object) = json else {
-            throw RequestValidationError(message: "Request body must be a JSON object.", fields: [:])
-        }
-        var reader = FieldReader(object: object)
+        var reader = FieldReader(object: try FieldReader.members(of: FieldReader.json(bytes)))
         let kind = reader.required("kind", expected: "tree or keystone") { value -> AllocationKind? in
             guard case .string(let text) = value else { return nil }
             return AllocationKind(rawValue: text)
