@@ -158,22 +158,15 @@ struct LedgerQuery: Sendable {
         JSONTextWriter.object(capacity: 64 + 160 * entries.count) { json in
             json.array("entries", entries) { json, entry in
                 json.beginObject()
-                json.key("allocationId")
-                json.value(entry.allocationId)
-                json.key("amount")
-                json.value(entry.amount)
-                json.key("createdAt")
-                json.value(InstantParser.format(entry.createdAt, fractional: true))
-                json.key("day")
-                json.value(entry.day?.description)
-                json.key("id")
-                json.value(entry.id)
-                json.key("kind")
-                json.value(entry.kind.rawValue)
+                json.member("allocationId", entry.allocationId)
+                json.member("amount", entry.amount)
+                json.member("createdAt", InstantParser.format(entry.createdAt, fractional: true))
+                json.member("day", entry.day?.description)
+                json.member("id", entry.id)
+                json.member("kind", entry.kind.rawValue)
                 json.endObject()
             }
-            json.key("next")
-            json.value(more ? entries.last.map(cursor(after:)) : nil)
+            json.member("next", more ? entries.last.map(cursor(after:)) : nil)
         }
     }
 }

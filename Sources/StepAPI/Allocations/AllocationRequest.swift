@@ -59,19 +59,13 @@ struct AllocationRequest: Sendable, Hashable {
 enum AllocationResponse {
     static func write(_ allocation: AllocationRecord, into json: inout JSONTextWriter) {
         json.beginObject()
-        json.key("createdAt")
-        json.value(InstantParser.format(allocation.createdAt, fractional: true))
+        json.member("createdAt", InstantParser.format(allocation.createdAt, fractional: true))
         json.array("dependsOn", allocation.dependsOn) { json, day in json.value(day.description) }
-        json.key("id")
-        json.value(allocation.id)
-        json.key("kind")
-        json.value(allocation.kind.rawValue)
-        json.key("nodeId")
-        json.value(allocation.nodeId)
-        json.key("points")
-        json.value(allocation.points)
-        json.key("status")
-        json.value(allocation.status.rawValue)
+        json.member("id", allocation.id)
+        json.member("kind", allocation.kind.rawValue)
+        json.member("nodeId", allocation.nodeId)
+        json.member("points", allocation.points)
+        json.member("status", allocation.status.rawValue)
         json.endObject()
     }
 

@@ -173,8 +173,7 @@ struct EventsQuery: Sendable {
     static func page(_ events: [WalkerEvent], next: Int) -> String {
         JSONTextWriter.object(capacity: 64 + 200 * events.count) { json in
             json.array("events", events) { json, event in write(event, into: &json) }
-            json.key("next")
-            json.value(String(next))
+            json.member("next", String(next))
         }
     }
 
