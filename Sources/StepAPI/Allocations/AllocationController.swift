@@ -20,13 +20,9 @@ struct AllocationController: Sendable {
     let idempotencyLeaseSeconds: Double
 
     func register(in group: RouterGroup<AppRequestContext>, catalog: inout RouteCatalog) {
-        group.on(.post, Self.allocationsRoute, catalog: &catalog) { request, context in
-            try await allocate(request, context: context)
-        }
+        group.on(.post, Self.allocationsRoute, catalog: &catalog, use: allocate)
         group.on(.get, Self.allocationsRoute, catalog: &catalog) { _, context in try await list(context: context) }
-        group.on(.get, Self.ledgerRoute, catalog: &catalog) { request, context in
-            try await ledger(request, context: context)
-        }
+        group.on(.get, Self.ledgerRoute, catalog: &catalog, use: ledger)
     }
 
     // MARK: - POST /walker/allocations
