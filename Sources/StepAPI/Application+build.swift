@@ -93,13 +93,7 @@ package func buildApplication(
         // The serving pool is a lifecycle service of the application, so it runs only inside the service
         // group; the start-up work uses a short-lived pool of its own, so a failure still stops start-up here.
         let startup = try await open(configuration.mode == .testPhase, .ownTask)
-        do {
-            development = try await prepare(startup)
-        } catch {
-            try? await startup.database.close()
-            throw error
-        }
-        try await startup.database.close()
+        development = try await startup.closing(after: prepare)
         store = try await open(false, .service)
         storeServices.append(contentsOf: store.database.lifecycleServices)
     } else {

@@ -37,7 +37,7 @@ struct Compare: AsyncParsableCommand {
     func validate() throws {
         _ = try BenchTarget(parsing: ingestUrl, option: "--ingest-url")
         _ = try BenchTarget(parsing: echoUrl, option: "--echo-url")
-        guard (1...100).contains(rounds) else { throw ValidationError("--rounds must be between 1 and 100") }
+        try ValidationError.check("--rounds", rounds, in: 1...100)
         for (option, pid) in [("--ingest-pid", ingestPid), ("--echo-pid", echoPid)] {
             if let pid, pid <= 0 { throw ValidationError("\(option) must be a process id") }
         }

@@ -23,7 +23,7 @@ struct Echo: AsyncParsableCommand {
         guard BenchTarget.loopbackHosts.contains(host.lowercased()) else {
             throw ValidationError("--host must be 127.0.0.1, localhost or ::1, not \(host)")
         }
-        guard (0...65_535).contains(port) else { throw ValidationError("--port must be between 0 and 65535") }
+        try ValidationError.check("--port", port, in: 0...65_535)
     }
 
     func run() async throws {

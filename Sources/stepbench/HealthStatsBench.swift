@@ -39,8 +39,8 @@ struct HealthStatsBench: AsyncParsableCommand {
     @OptionGroup var tokenOptions: TokenOptions
 
     func validate() throws {
-        guard (1...1096).contains(days) else { throw ValidationError("--days must be between 1 and 1096") }
-        guard (1...100_000).contains(samples) else { throw ValidationError("--samples must be between 1 and 100000") }
+        try ValidationError.check("--days", days, in: 1...1096)
+        try ValidationError.check("--samples", samples, in: 1...100_000)
     }
 
     func run() async throws {
@@ -93,7 +93,7 @@ struct HealthStatsBench: AsyncParsableCommand {
     private func seed(walker: String, from first: LocalDate, through last: LocalDate) async throws {
         let store = try await StoreFactory.open(
             url: database, postgres: PostgresSettings(), logger: Logger(label: "stepbench"), migrate: false)
-        do {
+        try await store.closing { store in
             let now = Date()
             for start in stride(from: first.dayNumber, through: last.dayNumber, by: 100) {
                 let end = min(start + 99, last.dayNumber)
@@ -109,11 +109,7 @@ struct HealthStatsBench: AsyncParsableCommand {
                     }
                 }
             }
-        } catch {
-            try? await store.database.close()
-            throw error
         }
-        try await store.database.close()
     }
 
     private func get(_ client: HTTPClient, _ url: String, token: String) async throws -> (UInt, Double) {

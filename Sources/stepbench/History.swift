@@ -38,11 +38,9 @@ struct History: AsyncParsableCommand {
     @OptionGroup var tokenOptions: TokenOptions
 
     func validate() throws {
-        guard (1...36_500).contains(days) else { throw ValidationError("--days must be between 1 and 36500") }
-        guard (1...100_000).contains(samples) else { throw ValidationError("--samples must be between 1 and 100000") }
-        guard (1...64).contains(seedConcurrency) else {
-            throw ValidationError("--seed-concurrency must be between 1 and 64")
-        }
+        try ValidationError.check("--days", days, in: 1...36_500)
+        try ValidationError.check("--samples", samples, in: 1...100_000)
+        try ValidationError.check("--seed-concurrency", seedConcurrency, in: 1...64)
     }
 
     func run() async throws {

@@ -20,16 +20,14 @@ struct LoadOptions: ParsableArguments {
     var connections: Int?
 
     func validate() throws {
-        guard (1...4096).contains(walkers) else { throw ValidationError("--walkers must be between 1 and 4096") }
+        try ValidationError.check("--walkers", walkers, in: 1...4096)
         guard duration.isFinite, duration > 0, duration <= 86_400 else {
             throw ValidationError("--duration must be more than 0 and at most 86400 seconds")
         }
         guard warmup.isFinite, warmup >= 0, warmup <= 3600 else {
             throw ValidationError("--warmup must be between 0 and 3600 seconds")
         }
-        if let connections, !(1...4096).contains(connections) {
-            throw ValidationError("--connections must be between 1 and 4096")
-        }
+        if let connections { try ValidationError.check("--connections", connections, in: 1...4096) }
     }
 
     var plan: BenchPlan {

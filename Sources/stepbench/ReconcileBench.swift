@@ -35,9 +35,9 @@ struct ReconcileBench: AsyncParsableCommand {
     var rounds: Int = 3
 
     func validate() throws {
-        guard (7...1_000_000).contains(jobs) else { throw ValidationError("--jobs must be between 7 and 1000000") }
-        guard (2...256).contains(workers) else { throw ValidationError("--workers must be between 2 and 256") }
-        guard (1...20).contains(rounds) else { throw ValidationError("--rounds must be between 1 and 20") }
+        try ValidationError.check("--jobs", jobs, in: 7...1_000_000)
+        try ValidationError.check("--workers", workers, in: 2...256)
+        try ValidationError.check("--rounds", rounds, in: 1...20)
     }
 
     func run() async throws {
@@ -49,7 +49,7 @@ struct ReconcileBench: AsyncParsableCommand {
         configuration.databaseURL = database
         configuration.telemetry.logLevel = .error
         var rates: [Int: [Double]] = [1: [], workers: []]
-        do {
+        try await store.closing { store in
             for round in 1...rounds {
                 for slots in [1, workers] {
                     let seeded = try await seed(store, tag: "r\(round)w\(slots)-\(BenchRunID.make())")
@@ -59,11 +59,7 @@ struct ReconcileBench: AsyncParsableCommand {
                     print("round \(round): \(slots) worker(s) \(BenchFormat.fixed(rate, digits: 0)) jobs/s")
                 }
             }
-        } catch {
-            try? await store.database.close()
-            throw error
         }
-        try await store.database.close()
         let one = rates[1]!.median ?? 0
         let many = rates[workers]!.median ?? 0
         print(

@@ -44,16 +44,8 @@ extension AppConfiguration {
     func withStore<Result>(label: String, migrate: Bool = false, _ body: (Store) async throws -> Result)
         async throws -> Result
     {
-        let store = try await StoreFactory.open(
-            url: databaseURL, postgres: postgres, logger: Logger(label: label), migrate: migrate)
-        let result: Result
-        do {
-            result = try await body(store)
-        } catch {
-            try? await store.database.close()
-            throw error
-        }
-        try await store.database.close()
-        return result
+        try await StoreFactory.open(
+            url: databaseURL, postgres: postgres, logger: Logger(label: label), migrate: migrate
+        ).closing(after: body)
     }
 }

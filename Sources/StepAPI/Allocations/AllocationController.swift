@@ -20,13 +20,9 @@ struct AllocationController: Sendable {
     let idempotencyLeaseSeconds: Double
 
     func register(in group: RouterGroup<AppRequestContext>, catalog: inout RouteCatalog) {
-        group.on(.post, Self.allocationsRoute, catalog: &catalog) { request, context in
-            try await allocate(request, context: context)
-        }
+        group.on(.post, Self.allocationsRoute, catalog: &catalog, use: allocate)
         group.on(.get, Self.allocationsRoute, catalog: &catalog) { _, context in try await list(context: context) }
-        group.on(.get, Self.ledgerRoute, catalog: &catalog) { request, context in
-            try await ledger(request, context: context)
-        }
+        group.on(.get, Self.ledgerRoute, catalog: &catalog, use: ledger)
     }
 
     // MARK: - POST /walker/allocations
@@ -62,23 +58,16 @@ struct AllocationController: Sendable {
             return (decision, .answered(status: status, body: body))
         }
         let (decision, result) = outcome
-        var response: Response
-        if !decision.allowed {
-            response = WalkerAPIError.rateLimited(retryAfterSeconds: decision.resetSeconds).response
-        } else if case .failure(let error) = parsed {
-            response = error.response
-        } else {
+        return await WalkerAPIError.admittedResponse(decision, parsed: parsed) {
             switch result {
-            case .answered(let status, let body)?: response = .json(status: status, body: body)
+            case .answered(let status, let body)?: return .json(status: status, body: body)
             case .replay(let status, let body)?:
-                response = .json(
+                return .json(
                     status: HTTPResponse.Status(code: status), body: body, headers: [.idempotentReplayed: "true"])
-            case .error(let error)?: response = error.response
-            case nil: response = WalkerAPIError.internalError.response
+            case .error(let error)?: return error.response
+            case nil: return WalkerAPIError.internalError.response
             }
         }
-        decision.apply(to: &response.headers)
-        return response
     }
 
     private enum AllocationOutcome: Sendable {
@@ -165,22 +154,15 @@ struct LedgerQuery: Sendable {
         JSONTextWriter.object(capacity: 64 + 160 * entries.count) { json in
             json.array("entries", entries) { json, entry in
                 json.beginObject()
-                json.key("allocationId")
-                json.value(entry.allocationId)
-                json.key("amount")
-                json.value(entry.amount)
-                json.key("createdAt")
-                json.value(InstantParser.format(entry.createdAt, fractional: true))
-                json.key("day")
-                json.value(entry.day?.description)
-                json.key("id")
-                json.value(entry.id)
-                json.key("kind")
-                json.value(entry.kind.rawValue)
+                json.member("allocationId", entry.allocationId)
+                json.member("amount", entry.amount)
+                json.member("createdAt", InstantParser.format(entry.createdAt, fractional: true))
+                json.member("day", entry.day?.description)
+                json.member("id", entry.id)
+                json.member("kind", entry.kind.rawValue)
                 json.endObject()
             }
-            json.key("next")
-            json.value(more ? entries.last.map(cursor(after:)) : nil)
+            json.member("next", more ? entries.last.map(cursor(after:)) : nil)
         }
     }
 }

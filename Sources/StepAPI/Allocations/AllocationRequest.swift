@@ -24,13 +24,7 @@ struct AllocationRequest: Sendable, Hashable {
     var storedKey: String { "allocation:" + idempotencyKey }
 
     static func decode(_ bytes: some Collection<UInt8>) throws(RequestValidationError) -> AllocationRequest {
-        guard let json = JSONReader.read(bytes) else {
-            throw RequestValidationError(message: "Request body is not valid JSON.", fields: [:])
-        }
-        guard case .object(let object) = json else {
-            throw RequestValidationError(message: "Request body must be a JSON object.", fields: [:])
-        }
-        var reader = FieldReader(object: object)
+        var reader = FieldReader(object: try FieldReader.members(of: FieldReader.json(bytes)))
         let kind = reader.required("kind", expected: "tree or keystone") { value -> AllocationKind? in
             guard case .string(let text) = value else { return nil }
             return AllocationKind(rawValue: text)
@@ -65,19 +59,13 @@ struct AllocationRequest: Sendable, Hashable {
 enum AllocationResponse {
     static func write(_ allocation: AllocationRecord, into json: inout JSONTextWriter) {
         json.beginObject()
-        json.key("createdAt")
-        json.value(InstantParser.format(allocation.createdAt, fractional: true))
+        json.member("createdAt", InstantParser.format(allocation.createdAt, fractional: true))
         json.array("dependsOn", allocation.dependsOn) { json, day in json.value(day.description) }
-        json.key("id")
-        json.value(allocation.id)
-        json.key("kind")
-        json.value(allocation.kind.rawValue)
-        json.key("nodeId")
-        json.value(allocation.nodeId)
-        json.key("points")
-        json.value(allocation.points)
-        json.key("status")
-        json.value(allocation.status.rawValue)
+        json.member("id", allocation.id)
+        json.member("kind", allocation.kind.rawValue)
+        json.member("nodeId", allocation.nodeId)
+        json.member("points", allocation.points)
+        json.member("status", allocation.status.rawValue)
         json.endObject()
     }
 

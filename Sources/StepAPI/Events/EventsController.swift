@@ -27,12 +27,8 @@ struct EventsController: Sendable {
     private var store: Store { runner.store }
 
     func register(in group: RouterGroup<AppRequestContext>, catalog: inout RouteCatalog) {
-        group.on(.get, Self.eventsRoute, catalog: &catalog) { request, context in
-            try await poll(request, context: context)
-        }
-        group.on(.get, Self.streamRoute, catalog: &catalog) { request, context in
-            try await stream(request, context: context)
-        }
+        group.on(.get, Self.eventsRoute, catalog: &catalog, use: poll)
+        group.on(.get, Self.streamRoute, catalog: &catalog, use: stream)
     }
 
     /// `{"events": [{"createdAt", "data", "id", "type"}], "next": cursor}`: the events after `after` (from the
@@ -173,8 +169,7 @@ struct EventsQuery: Sendable {
     static func page(_ events: [WalkerEvent], next: Int) -> String {
         JSONTextWriter.object(capacity: 64 + 200 * events.count) { json in
             json.array("events", events) { json, event in write(event, into: &json) }
-            json.key("next")
-            json.value(String(next))
+            json.member("next", String(next))
         }
     }
 

@@ -76,15 +76,10 @@ enum HealthAPIError: WalkerReadError, Equatable {
     }
 
     var bodyString: String {
-        var json = JSONTextWriter(capacity: 128)
-        json.beginObject()
-        json.key("error")
-        json.value(status.reasonPhrase)
-        json.key("message")
-        json.value(message)
-        json.key("statusCode")
-        json.value(status.code)
-        json.endObject()
-        return json.text
+        JSONTextWriter.object(capacity: 128) { json in
+            json.member("error", status.reasonPhrase)
+            json.member("message", message)
+            json.member("statusCode", status.code)
+        }
     }
 }

@@ -14,12 +14,8 @@ struct HealthController: Sendable {
     let runner: WalkerReadRunner
 
     func register(in group: RouterGroup<AppRequestContext>, catalog: inout RouteCatalog) {
-        group.on(.get, Self.statisticsRoute, catalog: &catalog) { request, context in
-            try await statistics(request, context: context)
-        }
-        group.on(.get, Self.todayRoute, catalog: &catalog) { request, context in
-            try await today(request, context: context)
-        }
+        group.on(.get, Self.statisticsRoute, catalog: &catalog, use: statistics)
+        group.on(.get, Self.todayRoute, catalog: &catalog, use: today)
     }
 
     func statistics(_ request: Request, context: AppRequestContext) async throws -> Response {

@@ -23,34 +23,24 @@ enum HealthResponse {
     static func today(_ record: HealthRecord?, date: LocalDate) -> String {
         let totals = record?.totals ?? .zero
         return JSONTextWriter.object(capacity: 192) { json in
-            json.key("calories")
-            json.value(milli: totals.caloriesMilli)
-            json.key("date")
-            json.value(date.description)
-            json.key("distance")
-            json.value(milli: totals.distanceMilli)
-            json.key("duration")
-            json.value(milli: totals.durationMilli)
-            json.key("lastUpdated")
-            json.value(
+            json.member("calories", milli: totals.caloriesMilli)
+            json.member("date", date.description)
+            json.member("distance", milli: totals.distanceMilli)
+            json.member("duration", milli: totals.durationMilli)
+            json.member(
+                "lastUpdated",
                 record.map { InstantParser.format(Date(millisecondsSince1970: $0.updatedAt), fractional: true) })
-            json.key("steps")
-            json.value(totals.steps)
+            json.member("steps", totals.steps)
         }
     }
 
     private static func write(_ totals: HealthTotals, date: String, into json: inout JSONTextWriter) {
         json.beginObject()
-        json.key("calories")
-        json.value(milli: totals.caloriesMilli)
-        json.key("date")
-        json.value(date)
-        json.key("distance")
-        json.value(milli: totals.distanceMilli)
-        json.key("duration")
-        json.value(milli: totals.durationMilli)
-        json.key("steps")
-        json.value(totals.steps)
+        json.member("calories", milli: totals.caloriesMilli)
+        json.member("date", date)
+        json.member("distance", milli: totals.distanceMilli)
+        json.member("duration", milli: totals.durationMilli)
+        json.member("steps", totals.steps)
         json.endObject()
     }
 }
@@ -59,36 +49,26 @@ extension HealthResponse {
     /// `POST /health`: the stored record, in seed 002's shape.
     static func record(_ record: HealthRecord) -> String {
         JSONTextWriter.object(capacity: 320) { json in
-            json.key("calories")
-            json.value(milli: record.totals.caloriesMilli)
-            json.key("createdAt")
-            json.value(InstantParser.format(Date(millisecondsSince1970: record.createdAt), fractional: true))
-            json.key("date")
-            json.value(record.date.description)
-            json.key("distance")
-            json.value(milli: record.totals.distanceMilli)
-            json.key("duration")
-            json.value(milli: record.totals.durationMilli)
-            json.key("id")
-            json.value(record.id)
-            json.key("source")
-            json.value(record.source)
-            json.key("steps")
-            json.value(record.totals.steps)
-            json.key("updatedAt")
-            json.value(InstantParser.format(Date(millisecondsSince1970: record.updatedAt), fractional: true))
-            json.key("userId")
-            json.value(record.walkerId)
+            json.member("calories", milli: record.totals.caloriesMilli)
+            json.member(
+                "createdAt", InstantParser.format(Date(millisecondsSince1970: record.createdAt), fractional: true))
+            json.member("date", record.date.description)
+            json.member("distance", milli: record.totals.distanceMilli)
+            json.member("duration", milli: record.totals.durationMilli)
+            json.member("id", record.id)
+            json.member("source", record.source)
+            json.member("steps", record.totals.steps)
+            json.member(
+                "updatedAt", InstantParser.format(Date(millisecondsSince1970: record.updatedAt), fractional: true))
+            json.member("userId", record.walkerId)
         }
     }
 
     /// `GET /health/attestation-nonce`.
     static func nonce(_ nonce: String, expiresAt: Date) -> String {
         JSONTextWriter.object(capacity: 128) { json in
-            json.key("expiresAt")
-            json.value(InstantParser.format(expiresAt, fractional: true))
-            json.key("nonce")
-            json.value(nonce)
+            json.member("expiresAt", InstantParser.format(expiresAt, fractional: true))
+            json.member("nonce", nonce)
         }
     }
 }

@@ -31,9 +31,7 @@ struct HealthWriteController: Sendable {
 
     func register(in group: RouterGroup<AppRequestContext>, catalog: inout RouteCatalog) {
         group.on(.get, Self.nonceRoute, catalog: &catalog) { _, context in try await nonce(context: context) }
-        group.on(.post, Self.submitRoute, catalog: &catalog) { request, context in
-            try await submit(request, context: context)
-        }
+        group.on(.post, Self.submitRoute, catalog: &catalog, use: submit)
     }
 
     // MARK: - GET /health/attestation-nonce

@@ -34,12 +34,7 @@ struct IngestBatchRequest: Sendable {
     static func decode(body: some Collection<UInt8>, maxBuckets: Int) throws(RequestValidationError)
         -> IngestBatchRequest
     {
-        guard let json = JSONReader.read(body) else {
-            throw RequestValidationError(message: "Request body is not valid JSON.", fields: [:])
-        }
-        guard case .object(let object) = json else {
-            throw RequestValidationError(message: "Request body must be a JSON object.", fields: [:])
-        }
+        let object = try FieldReader.members(of: FieldReader.json(body))
         let expected = "an array of 1 to \(maxBuckets) ingest bodies"
         guard let value = object["buckets"], value != .null else {
             throw RequestValidationError(

@@ -59,10 +59,8 @@ extension IngestController {
                 json.beginObject()
                 json.key("body")
                 json.raw(answer.body)
-                json.key("idempotencyKey")
-                json.value(result.0.idempotencyKey)
-                json.key("status")
-                json.value(Int(answer.status.code))
+                json.member("idempotencyKey", result.0.idempotencyKey)
+                json.member("status", Int(answer.status.code))
                 json.endObject()
             }
         }

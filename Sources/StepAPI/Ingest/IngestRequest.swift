@@ -54,18 +54,12 @@ extension IngestRequest {
     package static func decode(body: some Collection<UInt8>, headerKey: String?) throws(RequestValidationError)
         -> IngestRequest
     {
-        guard let json = JSONReader.read(body) else {
-            throw RequestValidationError(message: "Request body is not valid JSON.", fields: [:])
-        }
-        return try decode(json: json, headerKey: headerKey)
+        try decode(json: FieldReader.json(body), headerKey: headerKey)
     }
 
     /// Decodes one body already read as JSON: a request's whole body, or one bucket of a batch.
     package static func decode(json: JSONValue, headerKey: String?) throws(RequestValidationError) -> IngestRequest {
-        guard case .object(let object) = json else {
-            throw RequestValidationError(message: "Request body must be a JSON object.", fields: [:])
-        }
-        var reader = FieldReader(object: object)
+        var reader = FieldReader(object: try FieldReader.members(of: json))
 
         let day = reader.required("day", expected: "an ISO date (YYYY-MM-DD)") { value -> LocalDate? in
             guard case .string(let text) = value else { return nil }
@@ -195,6 +189,22 @@ struct FieldReader {
     init(object: [String: JSONValue], prefix: String = "") {
         self.object = object
         self.prefix = prefix
+    }
+
+    /// The JSON a body holds, or the 400 for a body that is not JSON.
+    static func json(_ body: some Collection<UInt8>) throws(RequestValidationError) -> JSONValue {
+        guard let json = JSONReader.read(body) else {
+            throw RequestValidationError(message: "Request body is not valid JSON.", fields: [:])
+        }
+        return json
+    }
+
+    /// The members of a body that must be one JSON object, or the 400 for any other JSON.
+    static func members(of json: JSONValue) throws(RequestValidationError) -> [String: JSONValue] {
+        guard case .object(let object) = json else {
+            throw RequestValidationError(message: "Request body must be a JSON object.", fields: [:])
+        }
+        return object
     }
 
     mutating func required<T>(_ name: String, expected: String, parse: (JSONValue) -> T?) -> T? {

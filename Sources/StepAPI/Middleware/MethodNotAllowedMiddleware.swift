@@ -79,18 +79,13 @@ struct MethodNotAllowedMiddleware: RouterMiddleware {
 
     /// The ingest surface's envelope, `{error, message, details}`, naming the methods the path serves.
     private static func body(method: String, allow: String) -> String {
-        var json = JSONTextWriter(capacity: 160)
-        json.beginObject()
-        json.key("details")
-        json.beginObject()
-        json.key("allow")
-        json.value(allow)
-        json.endObject()
-        json.key("error")
-        json.value("METHOD_NOT_ALLOWED")
-        json.key("message")
-        json.value("This path does not serve \(method).")
-        json.endObject()
-        return json.text
+        JSONTextWriter.object(capacity: 160) { json in
+            json.key("details")
+            json.beginObject()
+            json.member("allow", allow)
+            json.endObject()
+            json.member("error", "METHOD_NOT_ALLOWED")
+            json.member("message", "This path does not serve \(method).")
+        }
     }
 }

@@ -15,9 +15,7 @@ struct WalkerController: Sendable {
 
     func register(in group: RouterGroup<AppRequestContext>, catalog: inout RouteCatalog) {
         group.on(.get, Self.walkerRoute, catalog: &catalog) { _, context in try await walker(context: context) }
-        group.on(.get, Self.daysRoute, catalog: &catalog) { request, context in
-            try await days(request, context: context)
-        }
+        group.on(.get, Self.daysRoute, catalog: &catalog, use: days)
     }
 
     func walker(context: AppRequestContext) async throws -> Response {

@@ -41,19 +41,31 @@ struct WalkerReadRunner: Sendable {
             { @Sendable tx in try await read(tx, walkerId, now, query) }
         }
         let (decision, outcome) = try await store.admittedRead(admission, read: unit)
-        var response: Response
-        if !decision.allowed {
-            response = Failure.rateLimited(retryAfterSeconds: decision.resetSeconds).response
-        } else if case .failure(let error) = query {
-            response = error.response
-        } else {
+        return await Failure.admittedResponse(decision, parsed: query) {
             switch outcome {
             case .success(let value):
                 guard let validQuery else { return Failure.internalError.response }
-                response = await render(walkerId, validQuery, value)
-            case .failure(let error): response = error.response
-            case nil: response = Failure.internalError.response
+                return await render(walkerId, validQuery, value)
+            case .failure(let error): return error.response
+            case nil: return Failure.internalError.response
             }
+        }
+    }
+}
+
+extension WalkerReadError {
+    /// The answer to a request counted against the walker's limit: the 429 when the limit refused it, the
+    /// error of a malformed request, else what `answer` makes; with the limit's headers in every case.
+    static func admittedResponse<Input>(
+        _ decision: RateLimitDecision, parsed: Result<Input, Self>, answer: () async -> Response
+    ) async -> Response {
+        var response: Response
+        if !decision.allowed {
+            response = rateLimited(retryAfterSeconds: decision.resetSeconds).response
+        } else if case .failure(let error) = parsed {
+            response = error.response
+        } else {
+            response = await answer()
         }
         decision.apply(to: &response.headers)
         return response

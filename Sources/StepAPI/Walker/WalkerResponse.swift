@@ -31,23 +31,17 @@ struct WalkerResponse: Encodable {
     /// sorted key order.
     var jsonText: String {
         JSONTextWriter.object(capacity: 256) { json in
-            json.key("currentRegionId")
-            json.value(currentRegionId)
+            json.member("currentRegionId", currentRegionId)
             json.key("energy")
             json.beginObject()
-            json.key("confirmed")
-            json.value(energy.confirmed)
-            json.key("pending")
-            json.value(energy.pending)
-            json.key("spendable")
-            json.value(energy.spendable)
+            json.member("confirmed", energy.confirmed)
+            json.member("pending", energy.pending)
+            json.member("spendable", energy.spendable)
             json.endObject()
             json.key("streakState")
             streakState.write(into: &json)
-            json.key("totalLifetimeSteps")
-            json.value(totalLifetimeSteps)
-            json.key("walkerId")
-            json.value(walkerId)
+            json.member("totalLifetimeSteps", totalLifetimeSteps)
+            json.member("walkerId", walkerId)
         }
     }
 }
@@ -92,16 +86,11 @@ struct StepDaysResponse: Encodable {
         JSONTextWriter.object(capacity: 32 + 128 * days.count) { json in
             json.array("days", days) { json, day in
                 json.beginObject()
-                json.key("acceptedCount")
-                json.value(day.acceptedCount)
-                json.key("day")
-                json.value(day.day)
-                json.key("energyCredited")
-                json.value(day.energyCredited)
-                json.key("reconciliationStatus")
-                json.value(day.reconciliationStatus)
-                json.key("reportedCount")
-                json.value(day.reportedCount)
+                json.member("acceptedCount", day.acceptedCount)
+                json.member("day", day.day)
+                json.member("energyCredited", day.energyCredited)
+                json.member("reconciliationStatus", day.reconciliationStatus)
+                json.member("reportedCount", day.reportedCount)
                 json.endObject()
             }
         }
