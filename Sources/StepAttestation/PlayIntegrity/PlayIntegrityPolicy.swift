@@ -7,12 +7,6 @@ package struct PlayIntegrityEvidence: AttestationEvidence, Sendable {
     package let payload: PlayIntegrityPayload
     package let expectedNonce: String
     package let now: Date
-
-    package init(payload: PlayIntegrityPayload, expectedNonce: String, now: Date) {
-        self.payload = payload
-        self.expectedNonce = expectedNonce
-        self.now = now
-    }
 }
 
 /// Device recognition levels, weakest first: a stronger verdict satisfies a weaker requirement.
