@@ -91,11 +91,9 @@ package struct PlayIntegrityAppRecognitionPolicy: AttestationPolicy {
     package init() {}
 
     package func evaluate(_ evidence: PlayIntegrityEvidence) -> PolicyVerdict<PlayIntegrityErrorCode> {
-        let verdict = evidence.payload.appIntegrity?.appRecognitionVerdict
-        guard verdict == "PLAY_RECOGNIZED" else {
-            return .failsToMeetPolicy(.appNotRecognized, detail: verdict ?? "appRecognitionVerdict absent")
-        }
-        return .meetsPolicy
+        .requiring(
+            "PLAY_RECOGNIZED", in: evidence.payload.appIntegrity?.appRecognitionVerdict,
+            named: "appRecognitionVerdict", else: .appNotRecognized)
     }
 }
 
@@ -122,10 +120,19 @@ package struct PlayIntegrityLicensingPolicy: AttestationPolicy {
     package init() {}
 
     package func evaluate(_ evidence: PlayIntegrityEvidence) -> PolicyVerdict<PlayIntegrityErrorCode> {
-        let verdict = evidence.payload.accountDetails?.appLicensingVerdict
-        guard verdict == "LICENSED" else {
-            return .failsToMeetPolicy(.licensingRequired, detail: verdict ?? "appLicensingVerdict absent")
-        }
+        .requiring(
+            "LICENSED", in: evidence.payload.accountDetails?.appLicensingVerdict, named: "appLicensingVerdict",
+            else: .licensingRequired)
+    }
+}
+
+extension PolicyVerdict<PlayIntegrityErrorCode> {
+    /// Meets the policy when the verdict field `name` holds exactly `label`; fails with `code` otherwise, naming what
+    /// the field held or that it was absent.
+    fileprivate static func requiring(
+        _ label: String, in verdict: String?, named name: String, else code: PlayIntegrityErrorCode
+    ) -> Self {
+        guard verdict == label else { return .failsToMeetPolicy(code, detail: verdict ?? "\(name) absent") }
         return .meetsPolicy
     }
 }
