@@ -129,48 +129,51 @@ struct StrictJSONParser {
         guard depth <= Self.maximumDepth else { throw failure("nested more than \(Self.maximumDepth) levels deep") }
     }
 
-    private mutating func object() throws(Failure) -> [Member] {
+    /// An object or an array, from its opener to its closer: `element` reads one member or element and names what
+    /// may follow it, for the error; the empty case, the commas and the closer are read here.
+    private mutating func container<Element>(
+        closedBy closer: UInt8, _ element: (inout Self) throws(Failure) -> (Element, expected: String)
+    ) throws(Failure) -> [Element] {
         try enter()
         defer { depth -= 1 }
         advance()
         skipWhitespace()
-        var members: [Member] = []
-        if current == UInt8(ascii: "}") {
-            advance()
-            return members
-        }
-        while true {
-            guard current == UInt8(ascii: "\"") else {
-                throw failure("expected a key in double quotes, found \(describeCurrent())")
-            }
-            let keyPosition = position
-            let key = try string()
-            skipWhitespace()
-            guard current == UInt8(ascii: ":") else {
-                throw failure("expected ':' after the key \"\(key)\", found \(describeCurrent())")
-            }
-            advance()
-            skipWhitespace()
-            members.append(Member(key: key, keyPosition: keyPosition, node: try value()))
-            guard try continues(before: UInt8(ascii: "}"), expected: "',' or '}' after the value of \"\(key)\"") else {
-                return members
-            }
-        }
-    }
-
-    private mutating func array() throws(Failure) -> [Node] {
-        try enter()
-        defer { depth -= 1 }
-        advance()
-        skipWhitespace()
-        var elements: [Node] = []
-        if current == UInt8(ascii: "]") {
+        var elements: [Element] = []
+        if current == closer {
             advance()
             return elements
         }
         while true {
-            elements.append(try value())
-            guard try continues(before: UInt8(ascii: "]"), expected: "',' or ']' in a list") else { return elements }
+            let (next, expected) = try element(&self)
+            elements.append(next)
+            guard try continues(before: closer, expected: expected) else { return elements }
+        }
+    }
+
+    private mutating func object() throws(Failure) -> [Member] {
+        try container(closedBy: UInt8(ascii: "}")) { parser throws(Failure) in try parser.member() }
+    }
+
+    /// `"key": value`, and what may follow it.
+    private mutating func member() throws(Failure) -> (Member, expected: String) {
+        guard current == UInt8(ascii: "\"") else {
+            throw failure("expected a key in double quotes, found \(describeCurrent())")
+        }
+        let keyPosition = position
+        let key = try string()
+        skipWhitespace()
+        guard current == UInt8(ascii: ":") else {
+            throw failure("expected ':' after the key \"\(key)\", found \(describeCurrent())")
+        }
+        advance()
+        skipWhitespace()
+        let member = Member(key: key, keyPosition: keyPosition, node: try value())
+        return (member, "',' or '}' after the value of \"\(key)\"")
+    }
+
+    private mutating func array() throws(Failure) -> [Node] {
+        try container(closedBy: UInt8(ascii: "]")) { parser throws(Failure) in
+            (try parser.value(), "',' or ']' in a list")
         }
     }
 

@@ -29,7 +29,7 @@ struct AppAttestAttestationTests {
             clientDataHash: vector.clientDataHash(),
             keyIdentifier: vector.keyIdentifier()
         )
-        #expect(evidence.expectedNonce == (try AppAttestVectors.bytes(base64: vector.expectedNonceBase64)))
+        #expect(evidence.nonce == (try AppAttestVectors.bytes(base64: vector.expectedNonceBase64)))
 
         if let extensions = vector.expected.authDataExtensions {
             let map = try #require(result.authenticatorData.extensions)

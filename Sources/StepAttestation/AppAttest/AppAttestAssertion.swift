@@ -4,12 +4,7 @@ package struct AppAttestAssertion: Sendable {
     package let authenticatorData: AuthenticatorData
 
     package init(bytes: [UInt8]) throws(AppAttestError) {
-        let root: CBORValue
-        do {
-            root = try CBORDecoder().decode(bytes)
-        } catch {
-            throw AppAttestError(.malformedAssertion, detail: error.description)
-        }
+        let root = try CBORDecoder().decode(bytes, orThrow: .malformedAssertion)
         guard root.mapEntries != nil, let signature = root["signature"]?.byteString,
             let authData = root["authenticatorData"]?.byteString
         else {

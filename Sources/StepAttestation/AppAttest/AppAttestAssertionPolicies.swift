@@ -9,25 +9,8 @@ package struct AppAttestAssertionEvidence: AppAttestAuthenticatorDataEvidence {
     package let publicKey: P256.Signing.PublicKey
     package let previousCounter: UInt32
 
-    package init(
-        assertion: AppAttestAssertion,
-        clientDataHash: [UInt8],
-        publicKey: P256.Signing.PublicKey,
-        previousCounter: UInt32
-    ) {
-        self.assertion = assertion
-        self.clientDataHash = clientDataHash
-        self.publicKey = publicKey
-        self.previousCounter = previousCounter
-    }
-
     package var authenticatorData: AuthenticatorData {
         assertion.authenticatorData
-    }
-
-    /// SHA256(authenticatorData ‖ clientDataHash): the message the device signed.
-    package var nonce: [UInt8] {
-        Array(SHA256.hash(data: authenticatorData.rawValue + clientDataHash))
     }
 }
 

@@ -5,6 +5,15 @@ import X509
 package protocol AppAttestAuthenticatorDataEvidence: AttestationEvidence, Sendable
 where FailureCode == AppAttestErrorCode {
     var authenticatorData: AuthenticatorData { get }
+    var clientDataHash: [UInt8] { get }
+}
+
+extension AppAttestAuthenticatorDataEvidence {
+    /// SHA256(authenticatorData ‖ clientDataHash): what Apple embeds in an attestation's credential certificate,
+    /// and the message the device signs in an assertion.
+    package var nonce: [UInt8] {
+        Array(SHA256.hash(data: authenticatorData.rawValue + clientDataHash))
+    }
 }
 
 /// A parsed attestation plus what the caller claims about it, as the attestation policies see it.
@@ -33,10 +42,5 @@ package struct AppAttestAttestationEvidence: AppAttestAuthenticatorDataEvidence 
 
     package var authenticatorData: AuthenticatorData {
         object.authenticatorData
-    }
-
-    /// SHA256(authData ‖ clientDataHash), which Apple embeds in the credential certificate.
-    package var expectedNonce: [UInt8] {
-        Array(SHA256.hash(data: authenticatorData.rawValue + clientDataHash))
     }
 }

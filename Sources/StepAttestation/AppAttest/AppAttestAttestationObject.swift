@@ -13,12 +13,7 @@ package struct AppAttestAttestationObject: Sendable {
     package let authenticatorData: AuthenticatorData
 
     package init(bytes: [UInt8]) throws(AppAttestError) {
-        let root: CBORValue
-        do {
-            root = try CBORDecoder().decode(bytes)
-        } catch {
-            throw AppAttestError(.malformedAttestationObject, detail: error.description)
-        }
+        let root = try CBORDecoder().decode(bytes, orThrow: .malformedAttestationObject)
         guard let format = root["fmt"]?.textString else {
             throw AppAttestError(.malformedAttestationObject, detail: "fmt missing")
         }

@@ -11,7 +11,7 @@ package struct AppAttestNoncePolicy: AttestationPolicy {
         guard let nonce = AppAttestNonceExtension.nonce(in: evidence.object.credentialCertificate) else {
             return .failsToMeetPolicy(.nonceExtensionMissing)
         }
-        return nonce == evidence.expectedNonce ? .meetsPolicy : .failsToMeetPolicy(.nonceMismatch)
+        return nonce == evidence.nonce ? .meetsPolicy : .failsToMeetPolicy(.nonceMismatch)
     }
 }
 

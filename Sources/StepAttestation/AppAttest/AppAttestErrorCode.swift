@@ -46,3 +46,14 @@ package enum AppAttestErrorCode: AttestationErrorCode {
         }
     }
 }
+
+extension CBORDecoder {
+    /// `bytes` as one CBOR item, or an App Attest error with `code` and the decoder's description of the fault.
+    func decode(_ bytes: [UInt8], orThrow code: AppAttestErrorCode) throws(AppAttestError) -> CBORValue {
+        do {
+            return try decode(bytes)
+        } catch {
+            throw AppAttestError(code, detail: error.description)
+        }
+    }
+}

@@ -32,11 +32,6 @@ package struct AppCheckEvidence: AttestationEvidence, Sendable {
 
     package let claims: AppCheckClaims
     package let now: Date
-
-    package init(claims: AppCheckClaims, now: Date) {
-        self.claims = claims
-        self.now = now
-    }
 }
 
 /// `iss` is exactly `https://firebaseappcheck.googleapis.com/<projectNumber>`.
@@ -87,11 +82,6 @@ package struct AppCheckExpiryPolicy: AttestationPolicy {
 package struct AppCheckFreshnessPolicy: AttestationPolicy {
     package var maximumAge: TimeInterval
     package var leeway: TimeInterval
-
-    package init(maximumAge: TimeInterval, leeway: TimeInterval) {
-        self.maximumAge = maximumAge
-        self.leeway = leeway
-    }
 
     package func evaluate(_ evidence: AppCheckEvidence) -> PolicyVerdict<AppCheckErrorCode> {
         guard let iat = evidence.claims.iat, iat.isFinite else {

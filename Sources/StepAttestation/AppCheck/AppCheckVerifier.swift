@@ -53,9 +53,7 @@ package struct AppCheckVerifier: Sendable {
         guard let parts = JOSECompact.segments(token, count: 3, maximumLength: Self.maximumTokenLength) else {
             throw AppCheckError(.malformedToken, detail: "not a 3-part JWT of bounded size")
         }
-        guard let headerBytes = Base64URL.decode(parts[0]),
-            let header = JOSECompact.decodeJSON(Header.self, from: headerBytes)
-        else {
+        guard let header = JOSECompact.header(Header.self, of: parts) else {
             throw AppCheckError(.malformedToken, detail: "JWT header")
         }
         // The algorithm comes from our expectations, never from the token: anything but RS256 is refused

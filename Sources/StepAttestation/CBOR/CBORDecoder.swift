@@ -78,12 +78,16 @@ extension CBORDecoder {
             }
         }
 
-        /// Reads a length that must fit in the rest of the input, each unit taking at least `minimumUnitSize` bytes.
-        mutating func readLength(_ additional: UInt8, minimumUnitSize: Int, itemStart: Int) throws(CBORError) -> Int {
+        /// Reads a length that must fit in the rest of the input, each unit taking at least `minimumUnitSize` bytes,
+        /// and must not exceed `maximum`.
+        mutating func readLength(
+            _ additional: UInt8, minimumUnitSize: Int, maximum: Int, itemStart: Int
+        ) throws(CBORError) -> Int {
             let argument = try readArgument(additional, itemStart: itemStart)
             guard argument <= UInt64(Int32.max) else { throw .tooLarge(at: itemStart) }
             let length = Int(argument)
             guard length * minimumUnitSize <= remaining else { throw .truncated(at: position) }
+            guard length <= maximum else { throw .tooLarge(at: itemStart) }
             return length
         }
 
@@ -112,9 +116,9 @@ extension CBORDecoder {
                 let count = try readLength(
                     additional,
                     minimumUnitSize: 1,
+                    maximum: limits.maximumItems,
                     itemStart: itemStart
                 )
-                guard count <= limits.maximumItems else { throw .tooLarge(at: itemStart) }
                 var elements: [CBORValue] = []
                 elements.reserveCapacity(count)
                 for _ in 0..<count {
@@ -125,9 +129,9 @@ extension CBORDecoder {
                 let count = try readLength(
                     additional,
                     minimumUnitSize: 2,
+                    maximum: limits.maximumItems,
                     itemStart: itemStart
                 )
-                guard count <= limits.maximumItems else { throw .tooLarge(at: itemStart) }
                 var entries: [CBORMapEntry] = []
                 entries.reserveCapacity(count)
                 var keys = Set<CBORValue>()
@@ -150,9 +154,9 @@ extension CBORDecoder {
             let length = try readLength(
                 additional,
                 minimumUnitSize: 1,
+                maximum: limits.maximumStringLength,
                 itemStart: itemStart
             )
-            guard length <= limits.maximumStringLength else { throw .tooLarge(at: itemStart) }
             defer { position += length }
             return Array(bytes[position..<position + length])
         }

@@ -15,11 +15,6 @@ package enum CBORValue: Sendable, Hashable {
 package struct CBORMapEntry: Sendable, Hashable {
     package var key: CBORValue
     package var value: CBORValue
-
-    package init(key: CBORValue, value: CBORValue) {
-        self.key = key
-        self.value = value
-    }
 }
 
 extension CBORValue {

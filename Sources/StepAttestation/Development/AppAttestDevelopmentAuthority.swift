@@ -48,17 +48,9 @@ package struct AppAttestDevelopmentAuthority: Sendable {
             Critical(KeyUsage(keyCertSign: true, cRLSign: true))
             SubjectKeyIdentifier(hash: publicKey)
         }
-        let certificate = try Certificate(
-            version: .v3,
-            serialNumber: Certificate.SerialNumber(),
-            publicKey: publicKey,
-            notValidBefore: now - backdating,
-            notValidAfter: now + rootLifetime,
-            issuer: name,
-            subject: name,
-            extensions: extensions,
-            issuerPrivateKey: Certificate.PrivateKey(key)
-        )
+        let certificate = try sign(
+            publicKey, subject: name, extensions: extensions, issuer: name, issuerKey: key, now: now,
+            lifetime: rootLifetime)
         return Self(
             rootKey: key, rootCertificate: certificate, rootCertificatePEM: try certificate.serializeAsPEM().pemString)
     }
@@ -142,17 +134,9 @@ package struct AppAttestDevelopmentAuthority: Sendable {
             SubjectKeyIdentifier(hash: publicKey)
             AuthorityKeyIdentifier(keyIdentifier: SubjectKeyIdentifier(hash: rootCertificate.publicKey).keyIdentifier)
         }
-        return try Certificate(
-            version: .v3,
-            serialNumber: Certificate.SerialNumber(),
-            publicKey: publicKey,
-            notValidBefore: now - Self.backdating,
-            notValidAfter: now + Self.issuedLifetime,
-            issuer: rootCertificate.subject,
-            subject: subject,
-            extensions: extensions,
-            issuerPrivateKey: Certificate.PrivateKey(rootKey)
-        )
+        return try Self.sign(
+            publicKey, subject: subject, extensions: extensions, issuer: rootCertificate.subject, issuerKey: rootKey,
+            now: now, lifetime: Self.issuedLifetime)
     }
 
     /// Like Apple's, the credential certificate is named by the hex key id and is not a CA.
@@ -175,13 +159,28 @@ package struct AppAttestDevelopmentAuthority: Sendable {
             AuthorityKeyIdentifier(keyIdentifier: SubjectKeyIdentifier(hash: issuer.publicKey).keyIdentifier)
             nonceExtension
         }
-        return try Certificate(
+        return try Self.sign(
+            Certificate.PublicKey(publicKey), subject: subject, extensions: extensions, issuer: issuer.subject,
+            issuerKey: issuerKey, now: now, lifetime: Self.issuedLifetime)
+    }
+
+    /// A v3 certificate with a random serial, valid from `backdating` before `now` for `lifetime`.
+    private static func sign(
+        _ publicKey: Certificate.PublicKey,
+        subject: DistinguishedName,
+        extensions: Certificate.Extensions,
+        issuer: DistinguishedName,
+        issuerKey: P256.Signing.PrivateKey,
+        now: Date,
+        lifetime: TimeInterval
+    ) throws -> Certificate {
+        try Certificate(
             version: .v3,
             serialNumber: Certificate.SerialNumber(),
-            publicKey: Certificate.PublicKey(publicKey),
-            notValidBefore: now - Self.backdating,
-            notValidAfter: now + Self.issuedLifetime,
-            issuer: issuer.subject,
+            publicKey: publicKey,
+            notValidBefore: now - backdating,
+            notValidAfter: now + lifetime,
+            issuer: issuer,
             subject: subject,
             extensions: extensions,
             issuerPrivateKey: Certificate.PrivateKey(issuerKey)

@@ -11,6 +11,12 @@ enum JOSECompact {
         return parts
     }
 
+    /// The protected header, the first segment: base64url of a JSON object of type `T`, or nil.
+    static func header<T: Decodable>(_ type: T.Type, of parts: [Substring]) -> T? {
+        guard let bytes = Base64URL.decode(parts[0]) else { return nil }
+        return decodeJSON(T.self, from: bytes)
+    }
+
     /// Decodes a segment that must hold a JSON object of type `T`.
     static func decodeJSON<T: Decodable>(_ type: T.Type, from bytes: Data) -> T? {
         return try? JSONDecoder().decode(T.self, from: bytes)

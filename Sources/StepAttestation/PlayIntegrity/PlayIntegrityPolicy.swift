@@ -7,12 +7,6 @@ package struct PlayIntegrityEvidence: AttestationEvidence, Sendable {
     package let payload: PlayIntegrityPayload
     package let expectedNonce: String
     package let now: Date
-
-    package init(payload: PlayIntegrityPayload, expectedNonce: String, now: Date) {
-        self.payload = payload
-        self.expectedNonce = expectedNonce
-        self.now = now
-    }
 }
 
 /// Device recognition levels, weakest first: a stronger verdict satisfies a weaker requirement.
@@ -97,11 +91,9 @@ package struct PlayIntegrityAppRecognitionPolicy: AttestationPolicy {
     package init() {}
 
     package func evaluate(_ evidence: PlayIntegrityEvidence) -> PolicyVerdict<PlayIntegrityErrorCode> {
-        let verdict = evidence.payload.appIntegrity?.appRecognitionVerdict
-        guard verdict == "PLAY_RECOGNIZED" else {
-            return .failsToMeetPolicy(.appNotRecognized, detail: verdict ?? "appRecognitionVerdict absent")
-        }
-        return .meetsPolicy
+        .requiring(
+            "PLAY_RECOGNIZED", in: evidence.payload.appIntegrity?.appRecognitionVerdict,
+            named: "appRecognitionVerdict", else: .appNotRecognized)
     }
 }
 
@@ -128,10 +120,19 @@ package struct PlayIntegrityLicensingPolicy: AttestationPolicy {
     package init() {}
 
     package func evaluate(_ evidence: PlayIntegrityEvidence) -> PolicyVerdict<PlayIntegrityErrorCode> {
-        let verdict = evidence.payload.accountDetails?.appLicensingVerdict
-        guard verdict == "LICENSED" else {
-            return .failsToMeetPolicy(.licensingRequired, detail: verdict ?? "appLicensingVerdict absent")
-        }
+        .requiring(
+            "LICENSED", in: evidence.payload.accountDetails?.appLicensingVerdict, named: "appLicensingVerdict",
+            else: .licensingRequired)
+    }
+}
+
+extension PolicyVerdict<PlayIntegrityErrorCode> {
+    /// Meets the policy when the verdict field `name` holds exactly `label`; fails with `code` otherwise, naming what
+    /// the field held or that it was absent.
+    fileprivate static func requiring(
+        _ label: String, in verdict: String?, named name: String, else code: PlayIntegrityErrorCode
+    ) -> Self {
+        guard verdict == label else { return .failsToMeetPolicy(code, detail: verdict ?? "\(name) absent") }
         return .meetsPolicy
     }
 }

@@ -47,9 +47,7 @@ package struct PlayIntegrityTokenDecoder: Sendable {
         guard let parts = JOSECompact.segments(token, count: 5, maximumLength: Self.maximumTokenLength) else {
             throw PlayIntegrityError(.malformedToken, detail: "not a 5-part JWE compact serialization of bounded size")
         }
-        guard let headerBytes = Base64URL.decode(parts[0]),
-            let header = JOSECompact.decodeJSON(JWEHeader.self, from: headerBytes)
-        else {
+        guard let header = JOSECompact.header(JWEHeader.self, of: parts) else {
             throw PlayIntegrityError(.malformedToken, detail: "JWE protected header")
         }
         guard header.alg == "A256KW", header.enc == "A256GCM" else {
@@ -93,9 +91,7 @@ package struct PlayIntegrityTokenDecoder: Sendable {
         guard let parts = JOSECompact.segments(jws, count: 3, maximumLength: Self.maximumTokenLength) else {
             throw PlayIntegrityError(.malformedToken, detail: "not a 3-part JWS compact serialization")
         }
-        guard let headerBytes = Base64URL.decode(parts[0]),
-            let header = JOSECompact.decodeJSON(JWSHeader.self, from: headerBytes)
-        else {
+        guard let header = JOSECompact.header(JWSHeader.self, of: parts) else {
             throw PlayIntegrityError(.malformedToken, detail: "JWS protected header")
         }
         guard header.alg == "ES256", header.crit == nil else {

@@ -32,28 +32,4 @@ package struct AppAttestReceipt: Sendable, Hashable {
     package var notBefore: Date?
     /// Field 21.
     package var expirationTime: Date
-
-    package init(
-        appID: String,
-        attestedPublicKey: [UInt8],
-        clientHash: [UInt8],
-        token: String,
-        type: ReceiptType,
-        environment: Environment,
-        creationTime: Date,
-        riskMetric: Int?,
-        notBefore: Date?,
-        expirationTime: Date
-    ) {
-        self.appID = appID
-        self.attestedPublicKey = attestedPublicKey
-        self.clientHash = clientHash
-        self.token = token
-        self.type = type
-        self.environment = environment
-        self.creationTime = creationTime
-        self.riskMetric = riskMetric
-        self.notBefore = notBefore
-        self.expirationTime = expirationTime
-    }
 }

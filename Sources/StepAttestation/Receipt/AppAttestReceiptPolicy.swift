@@ -6,11 +6,6 @@ package struct AppAttestReceiptEvidence: AttestationEvidence, Sendable {
 
     package let receipt: AppAttestReceipt
     package let now: Date
-
-    package init(receipt: AppAttestReceipt, now: Date) {
-        self.receipt = receipt
-        self.now = now
-    }
 }
 
 /// The receipt is not past its expiration time (field 21); Apple no longer refreshes it after that.
