@@ -43,9 +43,8 @@ package struct AppConfiguration: Sendable {
     package static let keySets: [any ConfigurationKeys.Type] = [
         RootKey.self, Database.Key.self, HTTP.Key.self, JWT.Key.self, Dev.Key.self, AppCheck.Key.self,
         AppAttestSettings.Key.self, PlayIntegritySettings.Key.self, HealthSettings.Key.self, Ingest.Key.self,
-        RateLimits.Key.self,
-        Worker.Key.self, Admin.Key.self, Jobs.Key.self, Idempotency.Key.self, Pruning.Key.self, Ledger.Key.self,
-        Events.Key.self, Telemetry.Key.self,
+        RateLimits.Key.self, Worker.Key.self, Admin.Key.self, Jobs.Key.self, Idempotency.Key.self, Pruning.Key.self,
+        Ledger.Key.self, Events.Key.self, Telemetry.Key.self,
     ]
 
     package init() {}
