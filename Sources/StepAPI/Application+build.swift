@@ -63,20 +63,27 @@ package func buildApplication(
         JSONLogHandler(label: $0, sink: antiCheatSink, level: .info)
     }
 
-    // Before serving: migrations (test-phase), the schema check, and test-phase's development key and
-    // development App Attest CA (`stepd device`), both kept in the database.
+    // Before serving: migrations (test-phase), the schema check, and the development shortcuts that are on
+    // (`dev.*`, test-phase only): the development key and the development App Attest CA (`stepd device`), both
+    // kept in the database. A shortcut that is off is not loaded, so nothing signed with it verifies.
     let prepare = { @Sendable (store: Store) async throws -> Development in
         if try await !Migrator(database: store.database).pending().isEmpty {
             throw StoreError.schemaBehind("the database schema is behind this build; run `stepd migrate` first")
         }
-        guard configuration.mode == .testPhase else { return Development(secret: nil, appAttestRootPEM: nil) }
-        let authority = try await DevelopmentAppAttestCA.loadOrCreate(store: store, now: dependencies.clock())
-        if let configured = configuration.jwt.developmentSecret {
-            return Development(secret: configured, appAttestRootPEM: authority.rootCertificatePEM)
+        var development = Development(secret: nil, appAttestRootPEM: nil)
+        if configuration.acceptsDevelopmentSessionTokens {
+            if let configured = configuration.jwt.developmentSecret {
+                development.secret = configured
+            } else {
+                development.secret = try await DevelopmentKey.loadOrCreate(store: store)
+            }
         }
-        return Development(
-            secret: try await DevelopmentKey.loadOrCreate(store: store),
-            appAttestRootPEM: authority.rootCertificatePEM)
+        if configuration.trustsDevelopmentAppAttestAuthority {
+            development.appAttestRootPEM =
+                try await DevelopmentAppAttestCA.loadOrCreate(store: store, now: dependencies.clock())
+                .rootCertificatePEM
+        }
+        return development
     }
     let open = { @Sendable [logger] (migrate: Bool, pool: PostgresPoolRunner) async throws -> Store in
         try await StoreFactory.open(
@@ -128,6 +135,9 @@ package func buildApplication(
     let worker = makeJobWorker(
         settings: jobSettings, store: store, clock: dependencies.clock, logger: logger, metrics: metrics,
         httpClient: dependencies.httpClient, whitelist: whitelist)
+    if let shortcuts = configuration.developmentShortcutsSummary {
+        if shortcuts.isWarning { logger.warning("\(shortcuts.message)") } else { logger.info("\(shortcuts.message)") }
+    }
     if configuration.appAttest.apps(mode: configuration.mode).isEmpty {
         logger.warning("appAttest.teamId and appAttest.bundleIds are not set: POST /health refuses every iOS device")
     }
@@ -285,7 +295,7 @@ private func makeAppCheckGate(
     }
 }
 
-/// What test-phase keeps in the database for development: the session-token secret and the App Attest CA root.
+/// The development shortcuts that are on: the session-token secret and the App Attest CA root (test-phase only).
 private struct Development: Sendable {
     var secret: [UInt8]?
     var appAttestRootPEM: String?

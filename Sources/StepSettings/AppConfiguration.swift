@@ -11,6 +11,7 @@ package struct AppConfiguration: Sendable {
     package var database = Database()
     package var http = HTTP()
     package var jwt = JWT()
+    package var dev = Dev()
     package var appCheck = AppCheck()
     package var appAttest = AppAttestSettings()
     package var playIntegrity = PlayIntegritySettings()
@@ -40,10 +41,10 @@ package struct AppConfiguration: Sendable {
     /// Every section's keys, in the order they are read: what the strict loader accepts, maps to environment
     /// variables and marks secret. A test checks that `init(reader:)` reads exactly these.
     package static let keySets: [any ConfigurationKeys.Type] = [
-        RootKey.self, Database.Key.self, HTTP.Key.self, JWT.Key.self, AppCheck.Key.self, AppAttestSettings.Key.self,
-        PlayIntegritySettings.Key.self, HealthSettings.Key.self, Ingest.Key.self, RateLimits.Key.self,
-        Worker.Key.self, Admin.Key.self, Jobs.Key.self, Idempotency.Key.self, Pruning.Key.self, Ledger.Key.self,
-        Events.Key.self, Telemetry.Key.self,
+        RootKey.self, Database.Key.self, HTTP.Key.self, JWT.Key.self, Dev.Key.self, AppCheck.Key.self,
+        AppAttestSettings.Key.self, PlayIntegritySettings.Key.self, HealthSettings.Key.self, Ingest.Key.self,
+        RateLimits.Key.self, Worker.Key.self, Admin.Key.self, Jobs.Key.self, Idempotency.Key.self, Pruning.Key.self,
+        Ledger.Key.self, Events.Key.self, Telemetry.Key.self,
     ]
 
     package init() {}
@@ -59,6 +60,7 @@ package struct AppConfiguration: Sendable {
         database = try reader.section()
         http = try reader.section()
         jwt = try reader.section()
+        dev = try reader.section()
         appCheck = try reader.section()
         appAttest = try reader.section()
         playIntegrity = try reader.section()
@@ -82,6 +84,11 @@ package struct AppConfiguration: Sendable {
         if jwt.developmentSecret != nil {
             throw ConfigurationError(
                 key: JWT.Key.devSecret.name, problem: "is for local development only and is refused in production mode")
+        }
+        for (key, value) in [(Dev.Key.sessionTokens, dev.sessionTokens), (.appAttestAuthority, dev.appAttestAuthority)]
+        where value == true {
+            throw ConfigurationError(
+                key: key.name, problem: "is a development shortcut and is refused in production mode")
         }
         if case .none = jwt.jwks {
             throw ConfigurationError(

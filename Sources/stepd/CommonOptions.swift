@@ -38,6 +38,11 @@ struct CommonOptions: ParsableArguments {
     }
 }
 
+/// One line on stderr, beside a command's output on stdout.
+func printWarning(_ line: String) {
+    FileHandle.standardError.write(Data((line + "\n").utf8))
+}
+
 extension AppConfiguration {
     /// Opens the configured database (migrating it only when asked: operators run `stepd migrate`), runs `body`
     /// with it, and closes it again whether `body` returns or throws.

@@ -9,7 +9,7 @@ import StepStore
 struct Device: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract:
-            "A simulated iPhone for POST /health in test-phase: App Attest attestations and assertions from the development CA that a test-phase server trusts.",
+            "A simulated iPhone for POST /health in test-phase: App Attest attestations and assertions from the development CA that a test-phase server trusts while dev.appAttestAuthority is on (each subcommand warns on stderr when the configuration turns it off).",
         subcommands: [Attest.self, Assert.self]
     )
 
@@ -52,6 +52,7 @@ struct Device: AsyncParsableCommand {
 
         func run() async throws {
             let configuration = try await common.loadTestPhase(refusing: "simulated devices")
+            if let warning = configuration.developmentDeviceWarning { printWarning(warning) }
             let (simulated, attestationObject) = try await configuration.withStore(
                 label: "stepd.device", migrate: true
             ) { store in
@@ -77,7 +78,8 @@ struct Device: AsyncParsableCommand {
         @OptionGroup var common: CommonOptions
 
         func run() async throws {
-            _ = try await common.loadTestPhase(refusing: "simulated devices")
+            let configuration = try await common.loadTestPhase(refusing: "simulated devices")
+            if let warning = configuration.developmentDeviceWarning { printWarning(warning) }
             var simulated = try DevelopmentDevice.load(path: device.path, walkerId: device.walker)
             let assertion = try simulated.nextAssertion(nonce: device.nonce)
             // Saved before printing: a counter that was never stored could be handed out twice.

@@ -9,7 +9,7 @@ import StepStore
 struct Token: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract:
-            "Print a development session JWT that `stepd serve` on the same database accepts (test-phase only; the key is kept in the database)."
+            "Print a development session JWT that `stepd serve` on the same database accepts while dev.sessionTokens is on (test-phase only; the key is kept in the database). Warns on stderr when the configuration turns it off."
     )
 
     @Option(help: "The walker id (the token's sub), 1 to 128 bytes.")
@@ -29,6 +29,8 @@ struct Token: AsyncParsableCommand {
 
     func run() async throws {
         let configuration = try await common.loadTestPhase(refusing: "development tokens")
+        // A tool still makes what it is asked for; it says when the server it describes would refuse it.
+        if let warning = configuration.developmentTokenWarning { printWarning(warning) }
         let secret: [UInt8]
         if let configured = configuration.jwt.developmentSecret {
             secret = configured

@@ -201,10 +201,12 @@ struct AuthTests {
     }
 
     @Test(
-        "the development HS256 token works in test-phase and is refused in production", arguments: TestDatabases.kinds)
+        "the development HS256 token works in test-phase with dev.sessionTokens on beside a JWKS, and is refused in production",
+        arguments: TestDatabases.kinds)
     func developmentTokens(kind: DatabaseKind) async throws {
         let keys = try KeySet()
-        let testPhase = try await Self.harness(kind: kind, keys: keys)
+        // With a JWKS the development tokens are off unless the operator turns them on (DevelopmentShortcutTests).
+        let testPhase = try await Self.harness(kind: kind, keys: keys) { $0.dev.sessionTokens = true }
         let devToken = try await DevelopmentTokens.issue(
             walkerId: "dev", secret: TestHarness.developmentSecret, issuer: "https://auth.example",
             audience: "stepledger-api", ttlSeconds: 600, now: testPhase.clock.now)

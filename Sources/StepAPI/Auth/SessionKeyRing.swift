@@ -8,7 +8,7 @@ package struct KeyLoadingError: Error, Sendable, CustomStringConvertible {
     package var description: String
 }
 
-/// The session verification keys: a JWKS (file or URL) plus, outside production, the development HS256 key.
+/// The session verification keys: a JWKS (file or URL) plus, while `dev.sessionTokens` is on, the development HS256 key.
 /// A URL's document comes through the shared `JWKSCache` (time to live, one fetch in flight, refetch on an
 /// unknown `kid` at most once a minute, back-off after failures); the ring parses each new document once.
 package actor SessionKeyRing {

@@ -54,7 +54,7 @@ package struct SessionTokenVerifier: Sendable {
         package var issuer: String
         package var audience: String
         package var leewaySeconds: Double
-        /// Algorithms accepted at all; HS256 only when a development key is configured.
+        /// Algorithms accepted at all; HS256 only while development session tokens are on (`dev.sessionTokens`).
         package var allowedAlgorithms: Set<String>
     }
 

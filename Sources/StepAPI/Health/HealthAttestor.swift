@@ -62,8 +62,10 @@ struct HealthAttestor: Sendable {
         if let file = configuration.appAttest.rootCertificateFile {
             roots = [try String(contentsOfFile: file, encoding: .utf8)]
         }
-        // Only test-phase passes a development root: production never trusts `stepd device`'s CA.
-        if configuration.mode == .testPhase, let developmentRootPEM { roots.append(developmentRootPEM) }
+        // Only while `dev.appAttestAuthority` is on (never in production) is `stepd device`'s CA trusted.
+        if configuration.trustsDevelopmentAppAttestAuthority, let developmentRootPEM {
+            roots.append(developmentRootPEM)
+        }
         do {
             attestationVerifiers = try configuration.appAttest.apps(mode: configuration.mode).map {
                 try AppAttestAttestationVerifier(configuration: $0, rootCertificatesPEM: roots)
