@@ -61,7 +61,8 @@ struct AllocationRequest: Sendable, Hashable {
     }
 }
 
-/// The JSON of an allocation: `{"createdAt", "dependsOn", "id", "kind", "nodeId", "points", "status"}`.
+/// The JSON of an allocation: `{"createdAt", "dependsOn", "id", "kind", "nodeId", "points", "refundedPoints",
+/// "status"}`.
 enum AllocationResponse {
     static func write(_ allocation: AllocationRecord, into json: inout JSONTextWriter) {
         json.beginObject()
@@ -76,6 +77,8 @@ enum AllocationResponse {
         json.value(allocation.nodeId)
         json.key("points")
         json.value(allocation.points)
+        json.key("refundedPoints")
+        json.value(allocation.refundedPoints)
         json.key("status")
         json.value(allocation.status.rawValue)
         json.endObject()
