@@ -386,7 +386,8 @@ extension StoreTransaction {
         }
     }
 
-    /// The walker's provisional allocations, oldest first (the order their draws took pending credit in).
+    /// The walker's provisional allocations, oldest first (the order their draws took pending credit in; two
+    /// made in the same millisecond by id).
     private func provisionalAllocations(walkerId: String) async throws -> [AllocationRecord] {
         let rows = try await sql.raw(
             """

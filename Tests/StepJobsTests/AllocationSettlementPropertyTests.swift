@@ -63,17 +63,18 @@ struct AllocationSettlementPropertyTests {
         arguments: TestDatabases.kinds)
     func invariants(kind: DatabaseKind) async throws {
         var tally = Tally()
+        let bench = try await SettlementBench.make(kind)
         for seed: UInt64 in 1...12 {
-            try await history(kind: kind, seed: seed, tally: &tally)
+            try await history(bench.next(walker: "walker-\(seed)"), seed: seed, tally: &tally)
         }
+        try await bench.close()
         // The histories reach the states the invariants are about.
         #expect(tally.shortfalls >= 10, "only \(tally.shortfalls) allocations with points refunded")
         #expect(tally.partial >= 3, "only \(tally.partial) allocations confirmed with part refunded")
         #expect(tally.confirmedOnCredit >= 10, "only \(tally.confirmedOnCredit) confirmed on pending credit")
     }
 
-    func history(kind: DatabaseKind, seed: UInt64, tally: inout Tally) async throws {
-        let bench = try await SettlementBench.make(kind)
+    func history(_ bench: SettlementBench, seed: UInt64, tally: inout Tally) async throws {
         var generator = SplitMix64(seed: seed)
         let steps = (0..<45).map { _ in Step.random(using: &generator) }
         var index = 0
@@ -125,7 +126,6 @@ struct AllocationSettlementPropertyTests {
         tally.shortfalls += allocations.filter { $0.refundedPoints > 0 }.count
         tally.partial += allocations.filter { $0.status == .confirmed && $0.refundedPoints > 0 }.count
         tally.confirmedOnCredit += allocations.filter { $0.status == .confirmed && !$0.draws.isEmpty }.count
-        try await bench.close()
     }
 
     static func day(_ offset: Int) -> LocalDate { SettlementBench.today.adding(days: -offset) }

@@ -51,7 +51,7 @@ struct AllocationSettlementTests {
         // A refund job that runs again pays nothing more.
         let now = bench.clock.now
         let again = try await bench.store.transaction {
-            try await $0.refundAllocation(walkerId: SettlementBench.walker, id: spent.id, now: now)
+            try await $0.refundAllocation(walkerId: "walker-settle", id: spent.id, now: now)
         }
         #expect(again == nil)
         try await bench.close()
@@ -147,6 +147,7 @@ struct AllocationSettlementTests {
             older.draws == [
                 AllocationDraw(day: Self.yesterday, points: 2000), AllocationDraw(day: Self.today, points: 1000),
             ])
+        try await bench.advance(seconds: 1)
         let newer = try #require(try await bench.spend(2000))
         #expect(newer.draws == [AllocationDraw(day: Self.today, points: 2000)])
 
@@ -154,11 +155,11 @@ struct AllocationSettlementTests {
         #expect(try await bench.decide(Self.today, .accept(count: 2500)))
         #expect(try await bench.allocation(older.id)?.refundPoints == 0)
         #expect(try await bench.allocation(newer.id)?.refundPoints == 500)
-        // 300 s later yesterday falls short by 500 as well: the older allocation's refund starts its grace then.
-        try await bench.advance(seconds: 300)
+        // 299 s later yesterday falls short by 500 as well: the older allocation's refund starts its grace then.
+        try await bench.advance(seconds: 299)
         #expect(try await bench.decide(Self.yesterday, .accept(count: 1500)))
         // At the newer refund's due time only that one is paid.
-        #expect(try await bench.advance(seconds: Self.grace - 300) == 1)
+        #expect(try await bench.advance(seconds: Self.grace - 299) == 1)
         #expect(try await bench.allocation(newer.id)?.refundedPoints == 500)
         #expect(try await bench.allocation(older.id)?.refundedPoints == 0)
         #expect(try await bench.advance(seconds: 300) == 1)

@@ -13,12 +13,12 @@ import StepTestSupport
 struct SettlementBench {
     static let t0 = Date(timeIntervalSince1970: 1_779_136_950)  // 2026-05-18T20:42:30Z
     static let today = LocalDate(year: 2026, month: 5, day: 18)!
-    static let walker = "walker-settle"
     static let graceSeconds: Double = 600
 
     let test: TestStore
     let clock: TestClock
     let worker: JobWorker
+    var walker = "walker-settle"
     let limits = IngestLimits()
 
     static func make(_ kind: DatabaseKind) async throws -> SettlementBench {
@@ -31,17 +31,25 @@ struct SettlementBench {
         return SettlementBench(test: test, clock: clock, worker: worker)
     }
 
+    /// The same store and worker for another walker, the clock back at `t0` (every job of the last one ran).
+    func next(walker: String) -> SettlementBench {
+        clock.now = Self.t0
+        var bench = self
+        bench.walker = walker
+        return bench
+    }
+
     var store: Store { test.store }
 
     /// A production ingest of `count` steps for `day` (its checks passed): the day is PENDING, or keeps its
     /// status when quarantined or rejected; nothing when the day is final.
     func ingest(_ day: LocalDate, count: Int) async throws {
         let now = clock.now
-        try await store.transaction { [limits] tx in
-            let state = try await tx.lockWalkerReadingDay(Self.walker, day: day, now: now).day
+        try await store.transaction { [limits, walker] tx in
+            let state = try await tx.lockWalkerReadingDay(walker, day: day, now: now).day
             guard
                 case .open(let decision) = DayDecision.ingest(
-                    existing: state.log, walkerId: Self.walker, day: day, timeZoneIdentifier: "UTC", count: count,
+                    existing: state.log, walkerId: walker, day: day, timeZoneIdentifier: "UTC", count: count,
                     streak: state.streak, quarantine: [], mode: .production, limits: limits, at: now)
             else { return }
             try await tx.recordDayDecision(DayDecisionWrite(decision, at: now))
@@ -51,10 +59,10 @@ struct SettlementBench {
     /// A spend, as `POST /walker/allocations` decides it; nil when the Energy does not cover it.
     func spend(_ points: Int) async throws -> AllocationRecord? {
         let now = clock.now
-        let outcome = try await store.transaction { tx in
-            _ = try await tx.lockWalker(Self.walker, now: now)
+        let outcome = try await store.transaction { [walker] tx in
+            _ = try await tx.lockWalker(walker, now: now)
             return try await tx.spend(
-                walkerId: Self.walker, id: StoreTransaction.newID(), kind: .tree, nodeId: "oak", points: points,
+                walkerId: walker, id: StoreTransaction.newID(), kind: .tree, nodeId: "oak", points: points,
                 confirmAtOnce: false, now: now)
         }
         guard case .spent(let allocation) = outcome else { return nil }
@@ -67,8 +75,8 @@ struct SettlementBench {
     @discardableResult
     func decide(_ day: LocalDate, _ decision: Decision) async throws -> Bool {
         let now = clock.now
-        return try await store.transaction { [limits] tx in
-            let state = try await tx.lockWalkerReadingDay(Self.walker, day: day, now: now).day
+        return try await store.transaction { [limits, walker] tx in
+            let state = try await tx.lockWalkerReadingDay(walker, day: day, now: now).day
             guard let log = state.log, log.status == .pending || log.status == .quarantined else { return false }
             let decided: DayDecision
             switch decision {
@@ -84,7 +92,7 @@ struct SettlementBench {
             }
             try await tx.recordDayDecision(DayDecisionWrite(decided, at: now))
             try await RefundJob.schedule(
-                tx, walkerId: Self.walker, graceSeconds: Self.graceSeconds, maxAttempts: 10, now: now)
+                tx, walkerId: walker, graceSeconds: Self.graceSeconds, maxAttempts: 10, now: now)
             return true
         }
     }
@@ -111,31 +119,31 @@ struct SettlementBench {
     }
 
     func log(_ day: LocalDate) async throws -> StepLogRecord? {
-        try await store.transaction { try await $0.stepLog(walkerId: Self.walker, day: day) }
+        try await store.transaction { [walker] in try await $0.stepLog(walkerId: walker, day: day) }
     }
 
     func allocation(_ id: String) async throws -> AllocationRecord? {
-        try await store.transaction { try await $0.allocation(walkerId: Self.walker, id: id) }
+        try await store.transaction { [walker] in try await $0.allocation(walkerId: walker, id: id) }
     }
 
     func allocations() async throws -> [AllocationRecord] {
-        try await store.transaction { try await $0.allocations(walkerId: Self.walker, limit: 100_000) }
+        try await store.transaction { [walker] in try await $0.allocations(walkerId: walker, limit: 100_000) }
     }
 
     func balance() async throws -> Int {
-        try await store.transaction { try await $0.energyBalance(walkerId: Self.walker) }
+        try await store.transaction { [walker] in try await $0.energyBalance(walkerId: walker) }
     }
 
     func ledger() async throws -> [LedgerEntry] {
-        try await store.transaction {
-            try await $0.ledgerEntries(walkerId: Self.walker, before: nil, limit: 100_000)
+        try await store.transaction { [walker] in
+            try await $0.ledgerEntries(walkerId: walker, before: nil, limit: 100_000)
         }
     }
 
     /// The `allocation-reverted` events' data, oldest first, as (allocation, days, points).
     func reverted() async throws -> [(allocationId: String, days: [String], points: Int)] {
         let events = try await store.transaction {
-            try await $0.events(walkerId: Self.walker, after: 0, limit: 100_000)
+            try await $0.events(walkerId: walker, after: 0, limit: 100_000)
         }
         return try events.map { event in
             guard event.type == EventAnnouncer.allocationReverted,
