@@ -8,9 +8,10 @@ package struct DayDecision: Sendable, Hashable {
     /// What a decision does to allocations that spent the day's provisional credit.
     package enum AllocationEffect: Sendable, Hashable {
         case unchanged
-        /// The day is accepted: allocations its credit now covers are confirmed.
+        /// The day is accepted: its new credit covers what allocations drew from it, oldest first (seed 001
+        /// [6b]); what it falls short of is refunded after the grace period.
         case settle
-        /// The day is rejected: allocations that leaned on it are refunded after the grace period.
+        /// The day is rejected: everything allocations drew from it is refunded after the grace period.
         case refund
     }
 

@@ -31,16 +31,15 @@ package struct EventAnnouncer: Sendable {
         return event
     }
 
-    /// `{"allocationId", "days", "points"}`: the allocation given back, the rejected days it leaned on, and the
-    /// points returned.
-    package static func allocationRevertedData(_ allocation: AllocationRecord, rejectedDays: [LocalDate]) -> String {
+    /// `{"allocationId", "days", "points"}`: the allocation, the days whose credit fell short of what it drew
+    /// (rejected, or accepted lower), and the points this refund returned.
+    package static func allocationRevertedData(allocationId: String, days: [LocalDate], points: Int) -> String {
         struct AllocationReverted: Encodable {
             var allocationId: String
             var days: [String]
             var points: Int
         }
         return JobJSON.encode(
-            AllocationReverted(
-                allocationId: allocation.id, days: rejectedDays.map(\.description), points: allocation.points))
+            AllocationReverted(allocationId: allocationId, days: days.map(\.description), points: points))
     }
 }

@@ -53,6 +53,8 @@ package struct JobSettings: Sendable {
     /// Attempts a reconcile or refund job gets before it is `dead` (`jobs.maxAttempts`).
     package var maxAttempts = 10
     package var limits = IngestLimits()
+    /// How long points a day's credit did not cover stay before their refund (`ledger.refundGraceSeconds`).
+    package var refundGraceSeconds: Double = 86_400
     package var maintenance = MaintenanceSettings()
     package var webhook: WebhookSettings?
 

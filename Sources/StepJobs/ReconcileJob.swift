@@ -42,19 +42,31 @@ package struct ReconcileJob: TransactionalJob {
     let reconciler: Reconciler
     let clock: @Sendable () -> Date
     let metrics: any JobMetrics
+    /// How long points an accepted day's credit does not cover stay before their refund
+    /// (`ledger.refundGraceSeconds`), and the attempts their refund job gets.
+    let refundGraceSeconds: Double
+    let refundMaxAttempts: Int
 
     package init(
         limits: IngestLimits, whitelist: @escaping @Sendable () -> Set<String>, clock: @escaping @Sendable () -> Date,
-        metrics: any JobMetrics
+        metrics: any JobMetrics, refundGraceSeconds: Double = 86_400, refundMaxAttempts: Int = 10
     ) {
         self.reconciler = Reconciler(limits: limits, whitelist: whitelist)
         self.clock = clock
         self.metrics = metrics
+        self.refundGraceSeconds = refundGraceSeconds
+        self.refundMaxAttempts = refundMaxAttempts
     }
 
     package func run(_ payload: Payload, job: ClaimedJob, in tx: StoreTransaction) async throws {
+        let now = clock()
         let verdict = try await reconciler.reconcile(
-            tx, walkerId: job.walkerId, day: payload.day, now: clock(), runId: job.id)
+            tx, walkerId: job.walkerId, day: payload.day, now: now, runId: job.id)
+        // An accepted day whose credit falls short of what allocations drew from it refunds the difference.
+        if case .accept = verdict {
+            try await RefundJob.schedule(
+                tx, walkerId: job.walkerId, graceSeconds: refundGraceSeconds, maxAttempts: refundMaxAttempts, now: now)
+        }
         switch verdict {
         case .accept: metrics.recordReconcile(.accepted)
         case .quarantine: metrics.recordReconcile(.quarantined)

@@ -2,8 +2,9 @@ import Foundation
 import StepCore
 import StepStore
 
-/// Gives back an allocation that leaned on a day later rejected, once the grace period is over: one job per
-/// allocation, queued in the transaction that rejected the day, run at the period's end.
+/// Gives back the points of an allocation that the days it drew on did not cover (a day rejected, or accepted
+/// lower than the provisional credit spent on it), once the grace period is over: one job per allocation,
+/// queued in the transaction that decided the day, run at the period's end.
 package struct RefundJob: TransactionalJob {
     package struct Payload: Codable, Sendable, Hashable {
         package var allocationId: String
@@ -21,36 +22,50 @@ package struct RefundJob: TransactionalJob {
 
     let clock: @Sendable () -> Date
     let announcer: EventAnnouncer
+    let maxAttempts: Int
 
-    package init(clock: @escaping @Sendable () -> Date, announcer: EventAnnouncer) {
+    package init(clock: @escaping @Sendable () -> Date, announcer: EventAnnouncer, maxAttempts: Int = 10) {
         self.clock = clock
         self.announcer = announcer
+        self.maxAttempts = maxAttempts
     }
 
-    /// Marks the allocations that leaned on a just-rejected day for refund at the grace period's end and
-    /// queues their refund jobs, in the caller's transaction (which holds the walker's lock).
+    /// After a decision on one of the walker's days (`recordDayDecision`), in the caller's transaction (which
+    /// holds the walker's lock): the points the decision left uncovered fall due at the grace period's end, and
+    /// their refund jobs are queued. A refund already waiting is joined by them and waits the full period again.
     package static func schedule(
-        _ tx: StoreTransaction, walkerId: String, rejectedDay: LocalDate, graceSeconds: Double,
-        maxAttempts: Int, now: Date
+        _ tx: StoreTransaction, walkerId: String, graceSeconds: Double, maxAttempts: Int, now: Date
     ) async throws {
-        let marked = try await tx.markAllocationsForRefund(
-            walkerId: walkerId, rejectedDay: rejectedDay, dueAt: now.addingTimeInterval(graceSeconds), now: now)
+        let marked = try await tx.scheduleAllocationRefunds(
+            walkerId: walkerId, dueAt: now.addingTimeInterval(graceSeconds), now: now)
         for allocation in marked {
             _ = try await JobQueue.enqueue(newJob(allocation, maxAttempts: maxAttempts), in: tx, now: now)
         }
     }
 
-    /// Under the walker's lock, refunds the allocation if it still waits for it (a job that runs twice pays
-    /// once) and queues the walker's `allocation-reverted` event in the same transaction, so every refund has
-    /// exactly one event.
+    /// Under the walker's lock, pays the allocation's refund if it is due (a job that runs twice pays once) and
+    /// queues the walker's `allocation-reverted` event in the same transaction, so every refund has exactly one
+    /// event. A refund that a later shortfall pushed back is queued again for its new due time.
     package func run(_ payload: Payload, job: ClaimedJob, in tx: StoreTransaction) async throws {
         let now = clock()
         _ = try await tx.lockWalker(job.walkerId, now: now)
-        guard let refunded = try await tx.refundAllocation(walkerId: job.walkerId, id: payload.allocationId, now: now)
-        else { return }
-        let rejected = try await tx.rejectedDays(walkerId: job.walkerId, among: refunded.dependsOn)
+        guard let refund = try await tx.refundAllocation(walkerId: job.walkerId, id: payload.allocationId, now: now)
+        else {
+            if let waiting = try await tx.allocation(walkerId: job.walkerId, id: payload.allocationId),
+                waiting.status == .provisional, waiting.refundPoints > 0, let due = waiting.refundDueAt, due > now
+            {
+                _ = try await JobQueue.enqueue(Self.newJob(waiting, maxAttempts: maxAttempts), in: tx, now: now)
+            }
+            return
+        }
+        // Refunds waiting since before draws were recorded do not name their days: the rejected ones are theirs.
+        let days =
+            refund.days.isEmpty
+            ? try await tx.rejectedDays(walkerId: job.walkerId, among: refund.allocation.dependsOn) : refund.days
         try await announcer.announce(
             tx, walkerId: job.walkerId, type: EventAnnouncer.allocationReverted,
-            data: EventAnnouncer.allocationRevertedData(refunded, rejectedDays: rejected), now: now)
+            data: EventAnnouncer.allocationRevertedData(
+                allocationId: payload.allocationId, days: days, points: refund.points),
+            now: now)
     }
 }

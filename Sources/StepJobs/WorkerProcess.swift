@@ -19,9 +19,11 @@ package func makeJobWorker(
     MaintenanceScheduler.register(
         in: &registry, retention: settings.maintenance.retention, clock: clock, logger: logger)
     registry.register(
-        ReconcileJob(limits: settings.limits, whitelist: { whitelist.current }, clock: clock, metrics: metrics))
+        ReconcileJob(
+            limits: settings.limits, whitelist: { whitelist.current }, clock: clock, metrics: metrics,
+            refundGraceSeconds: settings.refundGraceSeconds, refundMaxAttempts: settings.maxAttempts))
     let announcer = EventAnnouncer(webhook: settings.webhook)
-    registry.register(RefundJob(clock: clock, announcer: announcer))
+    registry.register(RefundJob(clock: clock, announcer: announcer, maxAttempts: settings.maxAttempts))
     if let webhook = settings.webhook {
         registry.register(WebhookJob(webhook: webhook, httpClient: httpClient, clock: clock))
     }

@@ -13,6 +13,7 @@ extension AppConfiguration {
         settings.backoff = JobBackoff(baseSeconds: jobs.backoffBaseSeconds, capSeconds: jobs.backoffCapSeconds)
         settings.maxAttempts = jobs.maxAttempts
         settings.limits = limits
+        settings.refundGraceSeconds = refundGraceSeconds
         settings.maintenance.periodSeconds = pruneIntervalSeconds
         settings.maintenance.retention = retention
         settings.maintenance.maxAttempts = jobs.maxAttempts

@@ -365,6 +365,24 @@ package enum Migrations {
                 "CREATE INDEX step_submissions_by_arrival ON step_submissions (walker_id, received_at)",
             ]
         },
+        Migration(version: 12, name: "allocation draws and partial refunds") { _ in
+            // An allocation names how much it drew from each pending day (`draws`, "day:points,…"), so the
+            // day's accepted credit can be compared with it (seed 001 [6b]); `refund_points` are the uncovered
+            // points waiting for their refund (of the `refund_days` that fell short), `refunded_points` those
+            // given back. Rows made before keep `draws` empty (amounts unknown): an accepted day confirms them,
+            // a rejected one refunds all their points, as before. Their refund state carries over.
+            [
+                "ALTER TABLE allocations ADD COLUMN draws TEXT NOT NULL DEFAULT ''",
+                "ALTER TABLE allocations ADD COLUMN refund_points BIGINT NOT NULL DEFAULT 0",
+                "ALTER TABLE allocations ADD COLUMN refund_days TEXT NOT NULL DEFAULT ''",
+                "ALTER TABLE allocations ADD COLUMN refunded_points BIGINT NOT NULL DEFAULT 0",
+                "UPDATE allocations SET refunded_points = points WHERE status = 'refunded'",
+                """
+                UPDATE allocations SET refund_points = points
+                WHERE status = 'provisional' AND refund_due_at IS NOT NULL
+                """,
+            ]
+        },
     ]
 }
 

@@ -9,12 +9,23 @@ package enum AllocationKind: String, Sendable, Hashable, CaseIterable {
     case keystone
 }
 
-/// Where an allocation stands: funded only by confirmed Energy (or every day it depended on accepted), still
-/// waiting on pending days, or given back after a day it depended on was rejected.
+/// Where an allocation stands: funded only by confirmed Energy (or every day it drew on decided and its refund,
+/// if any, paid), still waiting on pending days or on the refund of uncovered points, or given back whole.
 package enum AllocationStatus: String, Sendable, Hashable {
     case provisional
     case confirmed
     case refunded
+}
+
+/// What an allocation drew from one pending day's provisional credit.
+package struct AllocationDraw: Sendable, Hashable {
+    package var day: LocalDate
+    package var points: Int
+
+    package init(day: LocalDate, points: Int) {
+        self.day = day
+        self.points = points
+    }
 }
 
 package struct AllocationRecord: Sendable, Hashable {
@@ -26,15 +37,25 @@ package struct AllocationRecord: Sendable, Hashable {
     package var status: AllocationStatus
     /// The pending days whose provisional credit funded part of it, ascending.
     package var dependsOn: [LocalDate]
-    /// Those of `dependsOn` not accepted yet.
+    /// Those of `dependsOn` not decided yet.
     package var pendingDays: [LocalDate]
+    /// When `refundPoints` fall due; nil while nothing waits, or until `RefundJob.schedule` sets it.
     package var refundDueAt: Date?
     package var createdAt: Date
     package var updatedAt: Date
+    /// How much it drew from each of `dependsOn`; empty for an allocation made before draws were recorded.
+    package var draws: [AllocationDraw]
+    /// Points the days' accepted credit did not cover, waiting for their refund.
+    package var refundPoints: Int
+    /// The days whose shortfall makes up `refundPoints`, ascending.
+    package var refundDays: [LocalDate]
+    /// Points given back so far (never more than `points`).
+    package var refundedPoints: Int
 
     package init(
         walkerId: String, id: String, kind: AllocationKind, nodeId: String, points: Int, status: AllocationStatus,
-        dependsOn: [LocalDate], pendingDays: [LocalDate], refundDueAt: Date?, createdAt: Date, updatedAt: Date
+        dependsOn: [LocalDate], pendingDays: [LocalDate], refundDueAt: Date?, createdAt: Date, updatedAt: Date,
+        draws: [AllocationDraw] = [], refundPoints: Int = 0, refundDays: [LocalDate] = [], refundedPoints: Int = 0
     ) {
         self.walkerId = walkerId
         self.id = id
@@ -47,7 +68,24 @@ package struct AllocationRecord: Sendable, Hashable {
         self.refundDueAt = refundDueAt
         self.createdAt = createdAt
         self.updatedAt = updatedAt
+        self.draws = draws
+        self.refundPoints = refundPoints
+        self.refundDays = refundDays
+        self.refundedPoints = refundedPoints
     }
+
+    /// The status once nothing is pending: confirmed while some points stay spent, refunded when all came back.
+    var settledStatus: AllocationStatus {
+        guard pendingDays.isEmpty, refundPoints == 0 else { return .provisional }
+        return refundedPoints < points ? .confirmed : .refunded
+    }
+}
+
+/// One refund paid: the allocation after it, the points given back and the days whose credit fell short.
+package struct AllocationRefund: Sendable, Hashable {
+    package var allocation: AllocationRecord
+    package var points: Int
+    package var days: [LocalDate]
 }
 
 /// One ledger entry as the app reads it.
@@ -67,43 +105,60 @@ package struct EnergyPosition: Sendable {
     package var confirmed: Int
     /// Each undecided day's provisional Energy beyond what the ledger credited for it, ascending by day.
     package var pendingByDay: [(day: LocalDate, amount: Int)]
-    /// Points of allocations waiting out the grace period before their refund: spent on a day since rejected,
-    /// they use none of the pending days' credit.
-    package var awaitingRefund = 0
+    /// What provisional allocations drew from each undecided day and still wait for.
+    package var drawnByDay: [LocalDate: Int]
 
     package var pending: Int { pendingByDay.reduce(0) { $0 + $1.amount } }
     package var spendable: Int { max(0, confirmed + pending) }
 
-    package init(confirmed: Int, pendingByDay: [(day: LocalDate, amount: Int)], awaitingRefund: Int = 0) {
+    /// Confirmed credit no allocation spent: the ledger, with the spends that pending credit backs put back
+    /// (points waiting for a refund stay spent until it is paid).
+    package var unspentConfirmed: Int { confirmed + drawnByDay.values.reduce(0, +) }
+
+    package init(
+        confirmed: Int, pendingByDay: [(day: LocalDate, amount: Int)], drawnByDay: [LocalDate: Int] = [:]
+    ) {
         self.confirmed = confirmed
         self.pendingByDay = pendingByDay
-        self.awaitingRefund = awaitingRefund
+        self.drawnByDay = drawnByDay
     }
 
-    /// The pending days a spend of `points` leans on. Pending credit is used in day order: what earlier
-    /// spends already took of it (the part of the ledger below zero) comes first, then this spend's share;
-    /// the days whose credit overlaps this spend's share are the ones it depends on.
-    package func daysFunding(points: Int) -> [LocalDate] {
-        let funded = confirmed + awaitingRefund
-        let usedBefore = max(0, -funded)
-        let usedAfter = max(0, points - funded)
-        guard usedAfter > usedBefore else { return [] }
-        var days: [LocalDate] = []
-        var start = 0
-        for (day, amount) in pendingByDay {
-            let end = start + amount
-            if end > usedBefore, start < usedAfter, amount > 0 { days.append(day) }
-            start = end
+    /// What a spend of `points` draws from each pending day: unspent confirmed credit is used first, then each
+    /// day's credit that earlier spends left, in day order. With `points <= spendable` the days' credit always
+    /// suffices; should it not, the rest leans on the last pending day, whose decision then refunds it.
+    package func draws(points: Int) -> [AllocationDraw] {
+        var rest = points - min(points, max(0, unspentConfirmed))
+        var draws: [AllocationDraw] = []
+        for (day, amount) in pendingByDay where rest > 0 {
+            let take = min(rest, max(0, amount - (drawnByDay[day] ?? 0)))
+            if take > 0 {
+                draws.append(AllocationDraw(day: day, points: take))
+                rest -= take
+            }
         }
-        return days
+        if rest > 0, let last = pendingByDay.last?.day {
+            if draws.last?.day == last {
+                draws[draws.count - 1].points += rest
+            } else {
+                draws.append(AllocationDraw(day: last, points: rest))
+            }
+        }
+        return draws
     }
+}
+
+/// How a spend ended: the allocation written, or the Energy that was spendable when it did not suffice.
+package enum SpendOutcome: Sendable, Hashable {
+    case spent(AllocationRecord)
+    case insufficient(spendable: Int)
 }
 
 extension StoreTransaction {
     static let allocationColumns =
-        "allocation_id, kind, node_id, points, status, depends_on, pending_days, refund_due_at, created_at, updated_at"
+        "allocation_id, kind, node_id, points, status, depends_on, pending_days, refund_due_at, created_at, updated_at, draws, refund_points, refund_days, refunded_points"
 
-    /// The ledger's sum and the undecided days' provisional Energy, for a spend decided under the walker's lock.
+    /// The ledger's sum, the undecided days' provisional Energy and what provisional allocations drew from it,
+    /// for a spend decided under the walker's lock.
     package func energyPosition(walkerId: String) async throws -> EnergyPosition {
         let confirmed = try await energyBalance(walkerId: walkerId)
         let rows = try await sql.raw(
@@ -122,16 +177,32 @@ extension StoreTransaction {
                 amount: try $0.decode(column: "amount", as: Int.self)
             )
         }
-        let awaiting = try await sql.raw(
-            """
-            SELECT CAST(COALESCE(SUM(points), 0) AS BIGINT) AS points FROM allocations
-            WHERE walker_id = \(bind: walkerId) AND status = \(bind: AllocationStatus.provisional.rawValue)
-                AND refund_due_at IS NOT NULL
-            """
-        ).first()
-        return EnergyPosition(
-            confirmed: confirmed, pendingByDay: pending,
-            awaitingRefund: try awaiting?.decode(column: "points", as: Int.self) ?? 0)
+        var drawn: [LocalDate: Int] = [:]
+        for allocation in try await provisionalAllocations(walkerId: walkerId) {
+            for draw in allocation.draws where allocation.pendingDays.contains(draw.day) {
+                drawn[draw.day, default: 0] += draw.points
+            }
+        }
+        return EnergyPosition(confirmed: confirmed, pendingByDay: pending, drawnByDay: drawn)
+    }
+
+    /// Spends `points` if confirmed plus pending Energy covers them, under the walker's lock (taken by the
+    /// caller). Funded (partly) by pending credit, the allocation is provisional and records what it drew from
+    /// each day; with `confirmAtOnce` (test-phase, where every day is accepted on ingest) it is confirmed.
+    package func spend(
+        walkerId: String, id: String, kind: AllocationKind, nodeId: String, points: Int, confirmAtOnce: Bool,
+        now: Date
+    ) async throws -> SpendOutcome {
+        let position = try await energyPosition(walkerId: walkerId)
+        guard points <= position.spendable else { return .insufficient(spendable: position.spendable) }
+        let draws = confirmAtOnce ? [] : position.draws(points: points)
+        let days = draws.map(\.day)
+        let allocation = AllocationRecord(
+            walkerId: walkerId, id: id, kind: kind, nodeId: nodeId, points: points,
+            status: draws.isEmpty ? .confirmed : .provisional, dependsOn: days, pendingDays: days, refundDueAt: nil,
+            createdAt: now, updatedAt: now, draws: draws)
+        try await insertAllocation(allocation)
+        return .spent(allocation)
     }
 
     /// Stores a new allocation and its spend (a negative ledger entry naming it).
@@ -139,12 +210,15 @@ extension StoreTransaction {
         try await sql.raw(
             """
             INSERT INTO allocations (walker_id, allocation_id, kind, node_id, points, status, depends_on,
-                pending_days, refund_due_at, created_at, updated_at)
+                pending_days, refund_due_at, created_at, updated_at, draws, refund_points, refund_days,
+                refunded_points)
             VALUES (\(bind: allocation.walkerId), \(bind: allocation.id), \(bind: allocation.kind.rawValue),
                 \(bind: allocation.nodeId), \(bind: allocation.points), \(bind: allocation.status.rawValue),
                 \(bind: Self.dayList(allocation.dependsOn)), \(bind: Self.dayList(allocation.pendingDays)),
                 \(bind: allocation.refundDueAt?.millisecondsSince1970),
-                \(bind: allocation.createdAt.millisecondsSince1970), \(bind: allocation.updatedAt.millisecondsSince1970))
+                \(bind: allocation.createdAt.millisecondsSince1970), \(bind: allocation.updatedAt.millisecondsSince1970),
+                \(bind: Self.drawList(allocation.draws)), \(bind: allocation.refundPoints),
+                \(bind: Self.dayList(allocation.refundDays)), \(bind: allocation.refundedPoints))
             """
         ).run()
         try await appendLedgerEntry(
@@ -173,16 +247,40 @@ extension StoreTransaction {
         return try rows.map { try Self.allocationRecord($0, walkerId: walkerId) }
     }
 
-    /// After `day` was accepted: it no longer holds up the provisional allocations that depended on it, and
-    /// those with no pending day left are confirmed. Under the walker's lock.
-    package func settleAllocations(walkerId: String, acceptedDay day: LocalDate, now: Date) async throws {
-        for allocation in try await provisionalAllocations(walkerId: walkerId, dependingOn: day)
-        where allocation.refundDueAt == nil {
-            let pending = allocation.pendingDays.filter { $0 != day }
-            let status: AllocationStatus = pending.isEmpty ? .confirmed : .provisional
+    /// After a decision on `day` that added `credit` to the ledger (a rejection adds none): that credit covers
+    /// the draws provisional allocations made on the day, oldest allocation first (seed 001 [6b]). What it does
+    /// not cover joins the allocation's refund, whose due time is cleared for `RefundJob.schedule` to set (the
+    /// grace period runs from this decision); an allocation with no pending day and no refund left is confirmed.
+    /// Allocations made before draws were recorded are covered by an acceptance and refunded whole by a
+    /// rejection, as before. Under the walker's lock.
+    package func settleAllocations(walkerId: String, day: LocalDate, credit: Int, rejected: Bool, now: Date)
+        async throws
+    {
+        var cover = rejected ? 0 : max(0, credit)
+        for var allocation in try await provisionalAllocations(walkerId: walkerId)
+        where allocation.pendingDays.contains(day) {
+            let shortfall: Int
+            if allocation.draws.isEmpty {
+                shortfall = rejected ? allocation.points - allocation.refundPoints - allocation.refundedPoints : 0
+            } else {
+                let drawn = allocation.draws.filter { $0.day == day }.reduce(0) { $0 + $1.points }
+                let covered = min(drawn, cover)
+                cover -= covered
+                shortfall = drawn - covered
+            }
+            allocation.pendingDays.removeAll { $0 == day }
+            if shortfall > 0 {
+                allocation.refundPoints += shortfall
+                allocation.refundDays = Array(Set(allocation.refundDays + [day])).sorted()
+                allocation.refundDueAt = nil
+            }
+            allocation.status = allocation.settledStatus
             try await sql.raw(
                 """
-                UPDATE allocations SET pending_days = \(bind: Self.dayList(pending)), status = \(bind: status.rawValue),
+                UPDATE allocations SET pending_days = \(bind: Self.dayList(allocation.pendingDays)),
+                    status = \(bind: allocation.status.rawValue), refund_points = \(bind: allocation.refundPoints),
+                    refund_days = \(bind: Self.dayList(allocation.refundDays)),
+                    refund_due_at = \(bind: allocation.refundDueAt?.millisecondsSince1970),
                     updated_at = \(bind: now.millisecondsSince1970)
                 WHERE walker_id = \(bind: walkerId) AND allocation_id = \(bind: allocation.id)
                 """
@@ -190,14 +288,14 @@ extension StoreTransaction {
         }
     }
 
-    /// After `day` was rejected: every provisional allocation that depended on it falls due for a refund at
-    /// `dueAt` (the grace period's end). Returns those it marked, for the caller to queue their refunds.
-    package func markAllocationsForRefund(walkerId: String, rejectedDay day: LocalDate, dueAt: Date, now: Date)
-        async throws -> [AllocationRecord]
+    /// Sets `dueAt` (the grace period's end) on every allocation whose uncovered points wait for a refund
+    /// without a due time yet, and returns them, for the caller to queue their refunds. Under the walker's lock.
+    package func scheduleAllocationRefunds(walkerId: String, dueAt: Date, now: Date) async throws
+        -> [AllocationRecord]
     {
         var marked: [AllocationRecord] = []
-        for var allocation in try await provisionalAllocations(walkerId: walkerId, dependingOn: day)
-        where allocation.refundDueAt == nil {
+        for var allocation in try await provisionalAllocations(walkerId: walkerId)
+        where allocation.refundPoints > 0 && allocation.refundDueAt == nil {
             try await sql.raw(
                 """
                 UPDATE allocations SET refund_due_at = \(bind: dueAt.millisecondsSince1970),
@@ -211,28 +309,35 @@ extension StoreTransaction {
         return marked
     }
 
-    /// Refunds the allocation if it is still provisional and its refund is due: marks it refunded and returns
-    /// its points by a ledger entry. Nil when there was nothing to do (refunded already, confirmed, not due),
-    /// so a refund that runs twice pays once. Under the walker's lock.
-    package func refundAllocation(walkerId: String, id: String, now: Date) async throws -> AllocationRecord? {
+    /// Pays the allocation's waiting refund if it is due: returns its uncovered points by a ledger entry and
+    /// marks it confirmed (some points stay spent), refunded (none do) or still provisional (a day is pending).
+    /// Nil when there was nothing to do (paid already, nothing uncovered, not due), so a refund that runs twice
+    /// pays once. Under the walker's lock.
+    package func refundAllocation(walkerId: String, id: String, now: Date) async throws -> AllocationRefund? {
         guard var allocation = try await allocation(walkerId: walkerId, id: id), allocation.status == .provisional,
-            let due = allocation.refundDueAt, due <= now
+            allocation.refundPoints > 0, let due = allocation.refundDueAt, due <= now
         else { return nil }
+        let points = allocation.refundPoints
+        let days = allocation.refundDays
+        allocation.refundedPoints += points
+        allocation.refundPoints = 0
+        allocation.refundDays = []
+        allocation.refundDueAt = nil
+        allocation.status = allocation.settledStatus
+        allocation.updatedAt = now
         let updated = try await sql.raw(
             """
-            UPDATE allocations SET status = \(bind: AllocationStatus.refunded.rawValue),
+            UPDATE allocations SET status = \(bind: allocation.status.rawValue), refund_points = 0, refund_days = '',
+                refund_due_at = NULL, refunded_points = \(bind: allocation.refundedPoints),
                 updated_at = \(bind: now.millisecondsSince1970)
             WHERE walker_id = \(bind: walkerId) AND allocation_id = \(bind: id)
-                AND status = \(bind: AllocationStatus.provisional.rawValue)
+                AND status = \(bind: AllocationStatus.provisional.rawValue) AND refund_points = \(bind: points)
             RETURNING allocation_id
             """
         ).first()
         guard updated != nil else { return nil }
-        try await appendLedgerEntry(
-            walkerId: walkerId, kind: .refund, amount: allocation.points, allocationId: id, at: now)
-        allocation.status = .refunded
-        allocation.updatedAt = now
-        return allocation
+        try await appendLedgerEntry(walkerId: walkerId, kind: .refund, amount: points, allocationId: id, at: now)
+        return AllocationRefund(allocation: allocation, points: points, days: days)
     }
 
     /// The walker's ledger, newest first, after the entry `before` (created at, entry id) when given.
@@ -281,18 +386,17 @@ extension StoreTransaction {
         }
     }
 
-    private func provisionalAllocations(walkerId: String, dependingOn day: LocalDate) async throws
-        -> [AllocationRecord]
-    {
+    /// The walker's provisional allocations, oldest first (the order their draws took pending credit in; two
+    /// made in the same millisecond by id).
+    private func provisionalAllocations(walkerId: String) async throws -> [AllocationRecord] {
         let rows = try await sql.raw(
             """
             SELECT \(unsafeRaw: Self.allocationColumns) FROM allocations
             WHERE walker_id = \(bind: walkerId) AND status = \(bind: AllocationStatus.provisional.rawValue)
+            ORDER BY created_at, allocation_id
             """
         ).all()
-        return try rows.map { try Self.allocationRecord($0, walkerId: walkerId) }.filter {
-            $0.dependsOn.contains(day)
-        }
+        return try rows.map { try Self.allocationRecord($0, walkerId: walkerId) }
     }
 
     static func dayList(_ days: [LocalDate]) -> String {
@@ -304,6 +408,21 @@ extension StoreTransaction {
         return try text.split(separator: ",").map {
             guard let number = Int($0) else { throw StoreError.corrupt("allocation day list '\(text)'") }
             return LocalDate(dayNumber: number)
+        }
+    }
+
+    static func drawList(_ draws: [AllocationDraw]) -> String {
+        draws.map { "\($0.day.dayNumber):\($0.points)" }.joined(separator: ",")
+    }
+
+    static func draws(_ text: String) throws -> [AllocationDraw] {
+        guard !text.isEmpty else { return [] }
+        return try text.split(separator: ",").map { entry in
+            let parts = entry.split(separator: ":")
+            guard parts.count == 2, let day = Int(parts[0]), let points = Int(parts[1]) else {
+                throw StoreError.corrupt("allocation draw list '\(text)'")
+            }
+            return AllocationDraw(day: LocalDate(dayNumber: day), points: points)
         }
     }
 
@@ -321,6 +440,10 @@ extension StoreTransaction {
             pendingDays: try days(try row.decode(column: "pending_days", as: String.self)),
             refundDueAt: try row.decode(column: "refund_due_at", as: Int?.self).map(Date.init(millisecondsSince1970:)),
             createdAt: Date(millisecondsSince1970: try row.decode(column: "created_at", as: Int.self)),
-            updatedAt: Date(millisecondsSince1970: try row.decode(column: "updated_at", as: Int.self)))
+            updatedAt: Date(millisecondsSince1970: try row.decode(column: "updated_at", as: Int.self)),
+            draws: try draws(try row.decode(column: "draws", as: String.self)),
+            refundPoints: try row.decode(column: "refund_points", as: Int.self),
+            refundDays: try days(try row.decode(column: "refund_days", as: String.self)),
+            refundedPoints: try row.decode(column: "refunded_points", as: Int.self))
     }
 }

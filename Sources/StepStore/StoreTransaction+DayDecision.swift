@@ -20,6 +20,8 @@ package struct DayDecisionWrite: Sendable {
 extension StoreTransaction {
     /// Applies a decision on a day, under the walker's lock (taken by the caller). It bumps the walker's
     /// `version` like every write of a walker's days, so an ingest planned from an older read does not apply.
+    /// Allocations whose draws on the day its credit does not cover wait for a refund without a due time: the
+    /// caller queues it with `RefundJob.schedule` in the same transaction.
     package func recordDayDecision(_ write: DayDecisionWrite) async throws {
         let decision = write.decision
         let walkerId = decision.log.walkerId
@@ -44,9 +46,14 @@ extension StoreTransaction {
             walkerId: walkerId, day: decision.log.day, reasons: write.reviewReasons, at: write.at, when: "true")
         if let audit = write.attestationLog { statements.append(Self.insertAttestationLogStatement(audit)) }
         for statement in statements { try await sql.raw(statement).run() }
-        // Allocations that leaned on the day's provisional credit no longer wait for it.
-        if decision.allocations == .settle {
-            try await settleAllocations(walkerId: walkerId, acceptedDay: decision.log.day, now: write.at)
+        // The day's credit covers what allocations drew from it; the rest waits for `RefundJob.schedule`, which
+        // every caller runs after this in the same transaction.
+        switch decision.allocations {
+        case .unchanged: break
+        case .settle, .refund:
+            try await settleAllocations(
+                walkerId: walkerId, day: decision.log.day, credit: decision.credit,
+                rejected: decision.allocations == .refund, now: write.at)
         }
     }
 }

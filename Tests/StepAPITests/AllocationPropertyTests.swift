@@ -46,7 +46,7 @@ struct AllocationPropertyTests {
     }
 
     @Test(
-        "balance = sum of entries; each allocation refunded at most once with exactly one event; never negative once settled",
+        "balance = sum of entries; no point refunded twice, each refund with one event; never negative once settled",
         arguments: TestDatabases.kinds)
     func invariants(kind: DatabaseKind) async throws {
         var refunded = 0
@@ -62,7 +62,7 @@ struct AllocationPropertyTests {
         #expect(confirmedOnCredit >= 5, "only \(confirmedOnCredit) confirmed provisional allocations over all seeds")
     }
 
-    /// One random history; returns how many allocations ended refunded, and confirmed after leaning on a day.
+    /// One random history; returns how many allocations had points refunded, and confirmed after leaning on a day.
     func history(kind: DatabaseKind, seed: UInt64) async throws -> (refunded: Int, confirmedOnCredit: Int) {
         let (harness, token) = try await AdminTests.setUp(kind) { $0.refundGraceSeconds = 600 }
         var generator = SplitMix64(seed: seed)
@@ -126,7 +126,7 @@ struct AllocationPropertyTests {
                 try await $0.allocations(walkerId: AdminTests.walker, limit: 10_000)
             }
             return (
-                allocations.filter { $0.status == .refunded }.count,
+                allocations.filter { $0.refundedPoints > 0 }.count,
                 allocations.filter { $0.status == .confirmed && !$0.dependsOn.isEmpty }.count
             )
         }
@@ -150,7 +150,7 @@ struct AllocationPropertyTests {
         // The balance GET /walker shows is the sum of the entries GET /walker/ledger lists.
         var sum = 0
         var uri = "/walker/ledger?limit=200"
-        var refunds: [String: Int] = [:]
+        var refunds: [String: [Int]] = [:]
         var spends: [String: Int] = [:]
         while true {
             let page = try await client.read(uri, token: token).json
@@ -161,7 +161,7 @@ struct AllocationPropertyTests {
                 }
                 sum += amount
                 if case .string(let allocation)? = entry["allocationId"] {
-                    if kind == "refund" { refunds[allocation, default: 0] += 1 }
+                    if kind == "refund" { refunds[allocation, default: []].append(amount) }
                     if kind == "allocation" { spends[allocation, default: 0] -= amount }
                 }
             }
@@ -171,29 +171,37 @@ struct AllocationPropertyTests {
         let walker = try await client.read("/walker", token: token).json
         #expect(walker["energy"]?["confirmed"] == .int(sum), "\(context): balance is not the sum of entries")
 
-        // Each allocation refunded at most once, exactly when it is marked refunded, for its own points.
+        // No point is refunded twice: an allocation's refunds add up to its refunded points, never more than it
+        // spent; it is marked refunded exactly when all of them came back.
         let allocations = try await harness.store.transaction {
             try await $0.allocations(walkerId: AdminTests.walker, limit: 10_000)
         }
-        #expect(refunds.values.allSatisfy { $0 == 1 }, "\(context): an allocation refunded twice")
-        let refunded = Set(allocations.filter { $0.status == .refunded }.map(\.id))
-        #expect(Set(refunds.keys) == refunded, "\(context): refund entries and refunded allocations differ")
         for allocation in allocations {
+            let paid = refunds[allocation.id] ?? []
             #expect(spends[allocation.id] == allocation.points, "\(context): allocation without its spend")
+            #expect(paid.allSatisfy { $0 > 0 }, "\(context): an empty refund")
+            #expect(paid.reduce(0, +) == allocation.refundedPoints, "\(context): refunds and refunded points differ")
+            #expect(allocation.refundedPoints <= allocation.points, "\(context): more refunded than spent")
+            #expect(
+                (allocation.status == .refunded) == (allocation.refundedPoints == allocation.points),
+                "\(context): refunded status and refunded points differ")
         }
+        #expect(Set(refunds.keys).isSubset(of: Set(allocations.map(\.id))), "\(context): refund of no allocation")
 
-        // Every refund has exactly one allocation-reverted event naming it.
+        // Every refund has exactly one allocation-reverted event naming it, for the points it returned.
         let events = try await harness.store.transaction {
             try await $0.events(walkerId: AdminTests.walker, after: 0, limit: 10_000)
         }
-        let named = events.compactMap { event -> String? in
+        var announced: [String: [Int]] = [:]
+        for event in events {
             guard case .object(let data)? = JSONReader.read(event.data.utf8),
-                case .string(let id)? = data["allocationId"]
-            else { return nil }
-            return id
+                case .string(let id)? = data["allocationId"], case .int(let points)? = data["points"]
+            else { throw JSONShapeError() }
+            announced[id, default: []].append(points)
         }
         #expect(events.allSatisfy { $0.type == "allocation-reverted" })
-        #expect(named.count == events.count && Set(named).count == named.count, "\(context): events repeat")
-        #expect(Set(named) == refunded, "\(context): refunds and events differ")
+        #expect(
+            announced.mapValues { $0.sorted() } == refunds.mapValues { $0.sorted() },
+            "\(context): refunds and events differ")
     }
 }

@@ -2,6 +2,7 @@ import Foundation
 import HTTPTypes
 import HummingbirdTesting
 import NIOCore
+import SQLKit
 import StepAPI
 import StepCore
 import StepDatabase
@@ -197,7 +198,7 @@ struct AllocationTests {
     }
 
     @Test(
-        "production: a rejected day's allocations wait out the grace period, then are refunded once with one event",
+        "production: what allocations drew from a rejected day waits out the grace period, then is refunded once with one event",
         arguments: TestDatabases.kinds)
     func refundAfterGrace(kind: DatabaseKind) async throws {
         let (harness, token) = try await AdminTests.setUp(kind)
@@ -229,19 +230,23 @@ struct AllocationTests {
                     == .string("provisional"))
             #expect(try await client.read("/walker/events", token: token).json["events"] == .array([]))
 
+            // It drew 1 000 of confirmed credit and 3 000 of the rejected day's: only those 3 000 come back, and
+            // it stays confirmed for the rest.
             harness.clock.advance(seconds: 401)
             #expect(try await harness.app.worker.drain() == 1)
             let list = try await client.read("/walker/allocations", token: token).json["items"]
-            #expect(list?[0]?["status"] == .string("refunded"))
+            #expect(list?[0]?["status"] == .string("confirmed"))
+            #expect(list?[0]?["points"] == .int(4000))
+            #expect(list?[0]?["refundedPoints"] == .int(3000))
             #expect(list?[1]?["status"] == .string("confirmed"))
+            #expect(list?[1]?["refundedPoints"] == .int(0))
             let ledger = try await client.read("/walker/ledger", token: token).json["entries"]
             #expect(ledger?[0]?["kind"] == .string("refund"))
-            #expect(ledger?[0]?["amount"] == .int(4000))
+            #expect(ledger?[0]?["amount"] == .int(3000))
             #expect(ledger?[0]?["allocationId"] == .string(leaningId))
-            #expect(try await Self.balance(harness, AdminTests.walker) == 1000)
+            #expect(try await Self.balance(harness, AdminTests.walker) == 0)
             let walker = try await client.read("/walker", token: token).json
-            #expect(
-                walker["energy"] == .object(["confirmed": .int(1000), "pending": .int(0), "spendable": .int(1000)]))
+            #expect(walker["energy"] == .object(["confirmed": .int(0), "pending": .int(0), "spendable": .int(0)]))
 
             let events = try await client.read("/walker/events", token: token).json
             guard case .array(let list)? = events["events"], list.count == 1 else { throw JSONShapeError() }
@@ -250,7 +255,7 @@ struct AllocationTests {
             #expect(
                 list[0]["data"]
                     == .object([
-                        "allocationId": .string(leaningId), "points": .int(4000),
+                        "allocationId": .string(leaningId), "points": .int(3000),
                         "days": .array([.string("2026-05-18")]),
                     ]))
             #expect(events["next"] == .string("1"))
@@ -261,7 +266,46 @@ struct AllocationTests {
             }
             #expect(again == nil)
             #expect(try await harness.count("walker_events") == 1)
-            #expect(try await Self.balance(harness, AdminTests.walker) == 1000)
+            #expect(try await Self.balance(harness, AdminTests.walker) == 0)
+        }
+    }
+
+    @Test(
+        "production: a day the reconcile job accepts below the provisional credit spent on it refunds the shortfall",
+        arguments: TestDatabases.kinds)
+    func reconcileShortfall(kind: DatabaseKind) async throws {
+        let (harness, token) = try await AdminTests.setUp(kind) { $0.refundGraceSeconds = 60 }
+        try await harness.run { client in
+            #expect(try await client.ingest(IngestBody(count: 3000), token: token).status == .ok)
+            // The app was shown more than the acceptance will credit (as when the streak tier before the day falls
+            // between the ingest and the acceptance).
+            try await harness.store.transaction { tx in
+                try await tx.sql.raw(
+                    "UPDATE step_logs SET provisional_energy = 5000 WHERE walker_id = \(bind: AdminTests.walker)"
+                ).run()
+            }
+            let spent = try await client.allocate(Self.allocationBody(points: 5000, key: "s-1"), token: token)
+            #expect(try spent.json["status"] == .string("provisional"))
+            guard case .string(let id)? = try spent.json["id"] else { throw JSONShapeError() }
+
+            harness.clock.advance(seconds: 61)
+            #expect(try await harness.app.worker.drain() == 1)
+            var item = try await client.read("/walker/allocations", token: token).json["items"]?[0]
+            #expect(item?["status"] == .string("provisional"))
+            #expect(item?["refundedPoints"] == .int(0))
+
+            harness.clock.advance(seconds: 60)
+            #expect(try await harness.app.worker.drain() == 1)
+            item = try await client.read("/walker/allocations", token: token).json["items"]?[0]
+            #expect(item?["status"] == .string("confirmed"))
+            #expect(item?["refundedPoints"] == .int(2000))
+            let events = try await client.read("/walker/events", token: token).json["events"]
+            #expect(
+                events?[0]?["data"]
+                    == .object([
+                        "allocationId": .string(id), "points": .int(2000), "days": .array([.string("2026-05-18")]),
+                    ]))
+            #expect(try await Self.balance(harness, AdminTests.walker) == 0)
         }
     }
 

@@ -100,15 +100,12 @@ struct JobDefinitionTests {
 
     @Test("an allocation-reverted event's data is {allocationId, days, points}, byte for byte")
     func allocationRevertedData() {
-        let allocation = AllocationRecord(
-            walkerId: "w", id: "alloc-1", kind: .tree, nodeId: "n", points: 1200, status: .refunded,
-            dependsOn: [], pendingDays: [], refundDueAt: nil, createdAt: Self.t0, updatedAt: Self.t0)
         let days = [Self.day.adding(days: -1), Self.day]
         #expect(
-            EventAnnouncer.allocationRevertedData(allocation, rejectedDays: days)
+            EventAnnouncer.allocationRevertedData(allocationId: "alloc-1", days: days, points: 1200)
                 == #"{"allocationId":"alloc-1","days":["2026-05-17","2026-05-18"],"points":1200}"#)
         #expect(
-            EventAnnouncer.allocationRevertedData(allocation, rejectedDays: [])
+            EventAnnouncer.allocationRevertedData(allocationId: "alloc-1", days: [], points: 1200)
                 == #"{"allocationId":"alloc-1","days":[],"points":1200}"#)
     }
 }

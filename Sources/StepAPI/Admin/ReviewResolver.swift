@@ -15,7 +15,7 @@ struct ReviewResolver: Sendable {
 
     let store: Store
     let limits: IngestLimits
-    /// How long allocations that leaned on a rejected day stay before their refund (`ledger.refundGraceSeconds`).
+    /// How long points a decided day's credit does not cover stay before their refund (`ledger.refundGraceSeconds`).
     var refundGraceSeconds: Double = 86_400
     var jobMaxAttempts = 10
 
@@ -45,11 +45,10 @@ struct ReviewResolver: Sendable {
                     verdict: decision == .accept ? .accepted : .rejected, reasons: entry.reasons, tokenId: nil,
                     requestId: entry.id)
                 try await tx.recordDayDecision(write)
-                if decided.allocations == .refund {
-                    try await RefundJob.schedule(
-                        tx, walkerId: entry.walkerId, rejectedDay: decided.log.day, graceSeconds: refundGraceSeconds,
-                        maxAttempts: jobMaxAttempts, now: now)
-                }
+                // A rejection refunds what allocations drew from the day, an acceptance what its credit falls short of.
+                try await RefundJob.schedule(
+                    tx, walkerId: entry.walkerId, graceSeconds: refundGraceSeconds, maxAttempts: jobMaxAttempts,
+                    now: now)
             }
             guard
                 try await tx.resolveReview(walkerId: entry.walkerId, id: id, decision: decision, note: note, at: now),

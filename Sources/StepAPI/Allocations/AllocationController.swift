@@ -76,25 +76,22 @@ struct AllocationController: Sendable {
         case error(WalkerAPIError)
     }
 
-    /// Spends `request.points` if confirmed plus pending Energy covers them. Funded (partly) by pending credit,
-    /// the allocation is provisional and names the pending days it leans on; in test-phase, where every day
-    /// is accepted at once, it is confirmed.
+    /// Spends `request.points` if confirmed plus pending Energy covers them (`StoreTransaction.spend`); in
+    /// test-phase, where every day is accepted at once, the allocation is confirmed.
     private static func spend(
         _ request: AllocationRequest, walkerId: String, mode: ServiceMode, tx: StoreTransaction, now: Date
     ) async throws -> (HTTPResponse.Status, String) {
         _ = try await tx.lockWalker(walkerId, now: now)
-        let position = try await tx.energyPosition(walkerId: walkerId)
-        guard request.points <= position.spendable else {
-            let error = IngestAPIError.insufficientEnergy(required: request.points, spendable: position.spendable)
+        let outcome = try await tx.spend(
+            walkerId: walkerId, id: StoreTransaction.newID(), kind: request.kind, nodeId: request.nodeId,
+            points: request.points, confirmAtOnce: mode == .testPhase, now: now)
+        switch outcome {
+        case .spent(let allocation):
+            return (.created, AllocationResponse.single(allocation))
+        case .insufficient(let spendable):
+            let error = IngestAPIError.insufficientEnergy(required: request.points, spendable: spendable)
             return (error.status, error.bodyString)
         }
-        let dependsOn = mode == .testPhase ? [] : position.daysFunding(points: request.points)
-        let allocation = AllocationRecord(
-            walkerId: walkerId, id: StoreTransaction.newID(), kind: request.kind, nodeId: request.nodeId,
-            points: request.points, status: dependsOn.isEmpty ? .confirmed : .provisional, dependsOn: dependsOn,
-            pendingDays: dependsOn, refundDueAt: nil, createdAt: now, updatedAt: now)
-        try await tx.insertAllocation(allocation)
-        return (.created, AllocationResponse.single(allocation))
     }
 
     // MARK: - GET /walker/allocations, GET /walker/ledger

@@ -55,7 +55,8 @@ struct AllocationRequest: Sendable, Hashable {
     }
 }
 
-/// The JSON of an allocation: `{"createdAt", "dependsOn", "id", "kind", "nodeId", "points", "status"}`.
+/// The JSON of an allocation: `{"createdAt", "dependsOn", "id", "kind", "nodeId", "points", "refundedPoints",
+/// "status"}`.
 enum AllocationResponse {
     static func write(_ allocation: AllocationRecord, into json: inout JSONTextWriter) {
         json.beginObject()
@@ -65,6 +66,7 @@ enum AllocationResponse {
         json.member("kind", allocation.kind.rawValue)
         json.member("nodeId", allocation.nodeId)
         json.member("points", allocation.points)
+        json.member("refundedPoints", allocation.refundedPoints)
         json.member("status", allocation.status.rawValue)
         json.endObject()
     }

@@ -1,0 +1,197 @@
+import Foundation
+import StepCore
+import StepDatabase
+import StepJobs
+import StepStore
+import StepTestSupport
+import Testing
+
+/// Seed 001 [6b]: an allocation on pending credit is confirmed when the days it drew on are accepted and their
+/// accepted credit covers the draw; what falls short is refunded after the grace period, with the event.
+@Suite("Allocation settlement against the accepted credit, on every engine")
+struct AllocationSettlementTests {
+    static let today = SettlementBench.today
+    static let yesterday = SettlementBench.today.adding(days: -1)
+    static let grace = SettlementBench.graceSeconds
+
+    @Test(
+        "a day accepted lower than drawn: the shortfall alone is refunded after the grace, with the event",
+        arguments: TestDatabases.kinds)
+    func acceptedLower(kind: DatabaseKind) async throws {
+        let bench = try await SettlementBench.make(kind)
+        try await bench.ingest(Self.today, count: 6000)
+        let spent = try #require(try await bench.spend(5000))
+        #expect(spent.status == .provisional)
+        #expect(spent.draws == [AllocationDraw(day: Self.today, points: 5000)])
+
+        #expect(try await bench.decide(Self.today, .accept(count: 4000)))
+        var allocation = try #require(try await bench.allocation(spent.id))
+        #expect(allocation.status == .provisional)
+        #expect(allocation.refundPoints == 1000 && allocation.refundDays == [Self.today])
+        #expect(allocation.refundDueAt == SettlementBench.t0.addingTimeInterval(Self.grace))
+
+        // Inside the grace period nothing moves.
+        #expect(try await bench.advance(seconds: Self.grace - 1) == 0)
+        #expect(try await bench.reverted().isEmpty)
+        #expect(try await bench.balance() == -1000)
+
+        #expect(try await bench.advance(seconds: 1) == 1)
+        allocation = try #require(try await bench.allocation(spent.id))
+        #expect(allocation.status == .confirmed)
+        #expect(allocation.refundedPoints == 1000 && allocation.refundPoints == 0)
+        let newest = try #require(try await bench.ledger().first)
+        #expect(newest.kind == .refund && newest.amount == 1000 && newest.allocationId == spent.id)
+        #expect(try await bench.balance() == 0)
+        let events = try await bench.reverted()
+        #expect(events.count == 1)
+        #expect(events.first?.allocationId == spent.id)
+        #expect(events.first?.days == ["2026-05-18"])
+        #expect(events.first?.points == 1000)
+
+        // A refund job that runs again pays nothing more.
+        let now = bench.clock.now
+        let again = try await bench.store.transaction {
+            try await $0.refundAllocation(walkerId: "walker-settle", id: spent.id, now: now)
+        }
+        #expect(again == nil)
+        try await bench.close()
+    }
+
+    @Test(
+        "a day accepted at or above what was drawn: confirmed, nothing refunded",
+        arguments: TestDatabases.kinds, [5000, 6000, 9000])
+    func acceptedCovering(kind: DatabaseKind, count: Int) async throws {
+        let bench = try await SettlementBench.make(kind)
+        try await bench.ingest(Self.today, count: 6000)
+        let spent = try #require(try await bench.spend(5000))
+        #expect(try await bench.decide(Self.today, .accept(count: count)))
+        let allocation = try #require(try await bench.allocation(spent.id))
+        #expect(allocation.status == .confirmed)
+        #expect(allocation.pendingDays.isEmpty && allocation.refundPoints == 0 && allocation.refundDueAt == nil)
+        #expect(try await bench.advance(seconds: Self.grace + 1) == 0)
+        #expect(try await bench.ledger().allSatisfy { $0.kind != .refund })
+        #expect(try await bench.reverted().isEmpty)
+        #expect(try await bench.balance() == count - 5000)
+        try await bench.close()
+    }
+
+    @Test(
+        "a rejected day: everything drawn from it is refunded; confirmed credit spent stays spent",
+        arguments: TestDatabases.kinds)
+    func rejected(kind: DatabaseKind) async throws {
+        let bench = try await SettlementBench.make(kind)
+        try await bench.ingest(Self.yesterday, count: 3000)
+        #expect(try await bench.decide(Self.yesterday, .accept(count: 3000)))
+        try await bench.ingest(Self.today, count: 6000)
+        // 3 000 of confirmed credit and 2 000 of today's; then 1 000 of today's alone.
+        let mixed = try #require(try await bench.spend(5000))
+        #expect(mixed.draws == [AllocationDraw(day: Self.today, points: 2000)])
+        let leaning = try #require(try await bench.spend(1000))
+        #expect(leaning.draws == [AllocationDraw(day: Self.today, points: 1000)])
+
+        #expect(try await bench.decide(Self.today, .reject))
+        #expect(try await bench.advance(seconds: Self.grace - 1) == 0)
+        #expect(try await bench.advance(seconds: 1) == 2)
+        let first = try #require(try await bench.allocation(mixed.id))
+        #expect(first.status == .confirmed && first.refundedPoints == 2000)
+        let second = try #require(try await bench.allocation(leaning.id))
+        #expect(second.status == .refunded && second.refundedPoints == 1000)
+        #expect(try await bench.balance() == 0)
+        let events = try await bench.reverted()
+        #expect(events.map(\.points).sorted() == [1000, 2000])
+        #expect(events.allSatisfy { $0.days == ["2026-05-18"] })
+        try await bench.close()
+    }
+
+    @Test(
+        "an allocation over two days, one short: confirmed for the covered part, the shortfall refunded",
+        arguments: TestDatabases.kinds)
+    func twoDaysOneShort(kind: DatabaseKind) async throws {
+        let bench = try await SettlementBench.make(kind)
+        try await bench.ingest(Self.yesterday, count: 3000)
+        try await bench.ingest(Self.today, count: 4000)
+        let spent = try #require(try await bench.spend(6000))
+        #expect(
+            spent.draws == [
+                AllocationDraw(day: Self.yesterday, points: 3000), AllocationDraw(day: Self.today, points: 3000),
+            ])
+        #expect(spent.dependsOn == [Self.yesterday, Self.today])
+
+        #expect(try await bench.decide(Self.yesterday, .accept(count: 3000)))
+        var allocation = try #require(try await bench.allocation(spent.id))
+        #expect(allocation.status == .provisional && allocation.pendingDays == [Self.today])
+        #expect(allocation.refundPoints == 0)
+
+        try await bench.advance(seconds: 60)
+        #expect(try await bench.decide(Self.today, .accept(count: 2000)))
+        #expect(try await bench.advance(seconds: Self.grace - 1) == 0)
+        #expect(try await bench.advance(seconds: 1) == 1)
+        allocation = try #require(try await bench.allocation(spent.id))
+        #expect(allocation.status == .confirmed && allocation.refundedPoints == 1000)
+        let events = try await bench.reverted()
+        #expect(events.count == 1)
+        #expect(events.first?.days == ["2026-05-18"] && events.first?.points == 1000)
+        #expect(try await bench.balance() == 0)
+        try await bench.close()
+    }
+
+    @Test(
+        "the oldest allocation's draw is covered first; each allocation's refund has its own grace period",
+        arguments: TestDatabases.kinds)
+    func orderAndJoinedShortfalls(kind: DatabaseKind) async throws {
+        let bench = try await SettlementBench.make(kind)
+        try await bench.ingest(Self.yesterday, count: 2000)
+        try await bench.ingest(Self.today, count: 4000)
+        let older = try #require(try await bench.spend(3000))
+        #expect(
+            older.draws == [
+                AllocationDraw(day: Self.yesterday, points: 2000), AllocationDraw(day: Self.today, points: 1000),
+            ])
+        try await bench.advance(seconds: 1)
+        let newer = try #require(try await bench.spend(2000))
+        #expect(newer.draws == [AllocationDraw(day: Self.today, points: 2000)])
+
+        // Today's 2 500 cover the older allocation's 1 000, then 1 500 of the newer's 2 000.
+        #expect(try await bench.decide(Self.today, .accept(count: 2500)))
+        #expect(try await bench.allocation(older.id)?.refundPoints == 0)
+        #expect(try await bench.allocation(newer.id)?.refundPoints == 500)
+        // 299 s later yesterday falls short by 500 as well: the older allocation's refund starts its grace then.
+        try await bench.advance(seconds: 299)
+        #expect(try await bench.decide(Self.yesterday, .accept(count: 1500)))
+        // At the newer refund's due time only that one is paid.
+        #expect(try await bench.advance(seconds: Self.grace - 299) == 1)
+        #expect(try await bench.allocation(newer.id)?.refundedPoints == 500)
+        #expect(try await bench.allocation(older.id)?.refundedPoints == 0)
+        #expect(try await bench.advance(seconds: 300) == 1)
+        let paid = try #require(try await bench.allocation(older.id))
+        #expect(paid.status == .confirmed && paid.refundedPoints == 500)
+        #expect(try await bench.balance() == 0)
+        #expect(try await bench.reverted().map(\.points) == [500, 500])
+        try await bench.close()
+    }
+
+    @Test(
+        "a refund pushed back by a later shortfall is paid once, at the later due time, with one event",
+        arguments: TestDatabases.kinds)
+    func pushedBackRefund(kind: DatabaseKind) async throws {
+        let bench = try await SettlementBench.make(kind)
+        try await bench.ingest(Self.yesterday, count: 2000)
+        try await bench.ingest(Self.today, count: 2000)
+        let spent = try #require(try await bench.spend(4000))
+        #expect(try await bench.decide(Self.yesterday, .reject))
+        try await bench.advance(seconds: 300)
+        #expect(try await bench.decide(Self.today, .accept(count: 1000)))
+        // The job queued for the first due time finds the refund not due, and queues itself for the new one.
+        #expect(try await bench.advance(seconds: Self.grace - 300) == 1)
+        #expect(try await bench.allocation(spent.id)?.refundedPoints == 0)
+        #expect(try await bench.advance(seconds: 299) == 0)
+        #expect(try await bench.advance(seconds: 1) == 1)
+        let paid = try #require(try await bench.allocation(spent.id))
+        #expect(paid.status == .confirmed && paid.refundedPoints == 3000)
+        let events = try await bench.reverted()
+        #expect(events.count == 1)
+        #expect(events.first?.days == ["2026-05-17", "2026-05-18"] && events.first?.points == 3000)
+        #expect(try await bench.balance() == 0)
+        try await bench.close()
+    }
+}
