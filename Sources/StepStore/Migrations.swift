@@ -355,6 +355,23 @@ package enum Migrations {
                 "CREATE INDEX jobs_due ON jobs (state, run_at, job_id)",
             ]
         },
+        Migration(version: 11, name: "attestation log status") { _ in
+            // Every authenticated ingest call now writes a row, refusals included, and the review rule counts
+            // the rows answered 422 (anti-cheat) only. Earlier ingest rows get the status their verdict and
+            // reasons imply, so rejections inside the rule's 24 h window still count the same way after the
+            // upgrade; a replay's status was not recorded and stays unknown.
+            [
+                "ALTER TABLE attestation_logs ADD COLUMN status BIGINT",
+                """
+                UPDATE attestation_logs SET status = CASE
+                    WHEN verdict <> 'REJECTED' THEN 200
+                    WHEN reasons LIKE 'APP_CHECK%' THEN 401
+                    WHEN reasons LIKE '%SOURCE_NOT_WHITELISTED%' THEN 403
+                    ELSE 422 END
+                WHERE route IN ('/step/ingest', '/step/ingest:batch') AND verdict <> 'REPLAYED'
+                """,
+            ]
+        },
     ]
 }
 
