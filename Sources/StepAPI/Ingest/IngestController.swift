@@ -59,12 +59,9 @@ struct IngestController: Sendable {
         let audit = IngestAuditTrail(principal: principal, route: route, context: context, now: now)
         let ingest: IngestRequest
         switch parsed {
-        case .success(let decoded):
-            ingest = {
-                var ingest = decoded
-                ingest.auditTokenId = audit.tokenId
-                return ingest
-            }()
+        case .success(var decoded):
+            decoded.auditTokenId = audit.tokenId
+            ingest = decoded
         case .failure(let error):
             let decision: RateLimitDecision
             do {
