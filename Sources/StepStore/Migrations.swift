@@ -365,6 +365,23 @@ package enum Migrations {
                 "CREATE INDEX step_submissions_by_arrival ON step_submissions (walker_id, received_at)",
             ]
         },
+        Migration(version: 11, name: "attestation log status") { _ in
+            // Every authenticated ingest call now writes a row, refusals included, and the review rule counts
+            // the rows answered 422 (anti-cheat) only. Earlier ingest rows get the status their verdict and
+            // reasons imply, so rejections inside the rule's 24 h window still count the same way after the
+            // upgrade; a replay's status was not recorded and stays unknown.
+            [
+                "ALTER TABLE attestation_logs ADD COLUMN status BIGINT",
+                """
+                UPDATE attestation_logs SET status = CASE
+                    WHEN verdict <> 'REJECTED' THEN 200
+                    WHEN reasons LIKE 'APP_CHECK%' THEN 401
+                    WHEN reasons LIKE '%SOURCE_NOT_WHITELISTED%' THEN 403
+                    ELSE 422 END
+                WHERE route IN ('/step/ingest', '/step/ingest:batch') AND verdict <> 'REPLAYED'
+                """,
+            ]
+        },
         Migration(version: 12, name: "allocation draws and partial refunds") { _ in
             // An allocation names how much it drew from each pending day (`draws`, "day:points,…"), so the
             // day's accepted credit can be compared with it (seed 001 [6b]); `refund_points` are the uncovered

@@ -44,6 +44,9 @@ package struct RateLimitDecision: Sendable, Hashable {
 
     package var allowed: Bool { hits <= policy.limit }
     package var remaining: Int { max(0, policy.limit - hits) }
+    /// The window's first refused hit. Hits keep counting past the limit, so exactly one request per walker and
+    /// window sees this: the one that writes the window's 429 audit row, so a flood cannot multiply writes.
+    package var isFirstRefusal: Bool { hits == policy.limit + 1 }
 }
 
 /// One walker request to admit: the walker, the limit it counts against, the idempotency key it claims when

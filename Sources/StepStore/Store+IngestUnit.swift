@@ -18,8 +18,8 @@ package enum IngestPlan: Sendable {
     case write(@Sendable (DayState) -> IngestWrite)
 }
 
-/// A refused ingest: its audit row and its answer, kept for replays unless it depends on configuration that
-/// may change (a whitelist miss: the key is then given back).
+/// A refused ingest: its audit row (recording `status`) and its answer, kept for replays unless it depends on
+/// configuration that may change (a whitelist miss: the key is then given back).
 package struct IngestRejection: Sendable {
     package var attestationLog: AttestationLogRecord
     package var idempotencyKey: String
@@ -34,6 +34,7 @@ package struct IngestRejection: Sendable {
         reviewThreshold: RepeatedRejections
     ) {
         self.attestationLog = attestationLog
+        self.attestationLog.status = status
         self.idempotencyKey = idempotencyKey
         self.status = status
         self.body = body
@@ -54,11 +55,34 @@ package struct RepeatedRejections: Sendable, Hashable {
     }
 }
 
+/// The audit rows of the answers an ingest call gets before its checks run; the checks' own answers
+/// (`IngestRejection`, `IngestWrite`) carry theirs. The caller knows how each is answered, so it builds them.
+package struct IngestAudit: Sendable {
+    /// The row of the window's first 429; the window's later 429s write none (`RateLimitDecision.isFirstRefusal`).
+    package var rateLimited: AttestationLogRecord
+    /// The row of a stored answer replayed; the store records the replayed status in it.
+    package var replayed: AttestationLogRecord
+    /// The row of a key reused with another payload.
+    package var keyReused: AttestationLogRecord
+    /// The row of a key another request holds.
+    package var keyInFlight: AttestationLogRecord
+
+    package init(
+        rateLimited: AttestationLogRecord, replayed: AttestationLogRecord, keyReused: AttestationLogRecord,
+        keyInFlight: AttestationLogRecord
+    ) {
+        self.rateLimited = rateLimited
+        self.replayed = replayed
+        self.keyReused = keyReused
+        self.keyInFlight = keyInFlight
+    }
+}
+
 /// How an admitted ingest ended.
 package enum IngestUnitOutcome: Sendable {
     /// Over the walker's limit: nothing was claimed or written.
     case rateLimited
-    /// The key was not this request's to process: a replay (its audit row written), a mismatch, or in flight.
+    /// The key was not this request's to process: a replay, a mismatch, or in flight (its audit row written).
     case notClaimed(IdempotencyClaim)
     /// The checks refused it; the rejection was recorded.
     case rejected(IngestRejection)
@@ -68,7 +92,8 @@ package enum IngestUnitOutcome: Sendable {
 
 extension Store {
     /// One ingest as one admitted unit of work: the admission (walker lock, rate-limit hit, idempotency claim),
-    /// the plan and the write. A replay writes its audit row (`replayAudit`) instead. The engine decides how:
+    /// the plan and the write. An answer given before the checks (429, replay, key reused or in flight) writes
+    /// its row from `audit` instead, a 429 only once per window. The engine decides how:
     ///
     /// - SQLite: all of it in one transaction, so a request is one unit of a group commit; a failure rolls
     ///   everything back, the claim included, so a retry can succeed.
@@ -78,7 +103,7 @@ extension Store {
     ///   read (two round trips in all). When it does not apply, or the ingest is refused, it runs again in a
     ///   transaction that locks the walker first. When a write fails the key is given back.
     package func ingest(
-        _ request: AdmissionRequest, day: LocalDate, idempotency: IdempotencyRequest, replayAudit: AttestationLogRecord,
+        _ request: AdmissionRequest, day: LocalDate, idempotency: IdempotencyRequest, audit: IngestAudit,
         planner: some IngestPlanner
     ) async throws -> (decision: RateLimitDecision, outcome: IngestUnitOutcome) {
         let request = {
@@ -90,18 +115,25 @@ extension Store {
         case .sqlite:
             return try await transaction { tx in
                 let (decision, admission) = try await tx.admit(request)
-                guard decision.allowed else { return (decision, .rateLimited) }
+                guard decision.allowed else {
+                    return (decision, await Self.rateLimited(decision, tx: tx, row: audit.rateLimited))
+                }
                 guard case .claimed = admission.claim else {
-                    return (decision, try await Self.notClaimed(admission.claim, tx: tx, audit: replayAudit))
+                    return (decision, try await Self.notClaimed(admission.claim, tx: tx, audit: audit))
                 }
                 return (decision, try await Self.plan(planner, walker: admission.walker, day: nil, day, tx: tx))
             }
         case .postgres:
             let admitted = try await withoutTransaction { tx in
                 let (decision, admission) = try await tx.admit(request, day: day)
-                guard decision.allowed else { return (decision, IngestUnitOutcome?.some(.rateLimited)) }
+                guard decision.allowed else {
+                    return (
+                        decision,
+                        IngestUnitOutcome?.some(await Self.rateLimited(decision, tx: tx, row: audit.rateLimited))
+                    )
+                }
                 guard case .claimed = admission.claim else {
-                    return (decision, try await Self.notClaimed(admission.claim, tx: tx, audit: replayAudit))
+                    return (decision, try await Self.notClaimed(admission.claim, tx: tx, audit: audit))
                 }
                 guard let state = admission.day, case .write(let planned) = planner.plan(walker: admission.walker)
                 else { return (decision, nil) }
@@ -132,13 +164,53 @@ extension Store {
         }
     }
 
-    /// The answer for a key that was not this request's; a replay writes its audit row, which the client's
-    /// answer does not depend on.
-    private static func notClaimed(_ claim: IdempotencyClaim?, tx: StoreTransaction, audit: AttestationLogRecord)
+    /// A call refused before it could be planned, for a body that could not be read as an ingest (400, 413,
+    /// 415): one hit against the walker's limit and one audit row, `refused`, or over the limit the window's
+    /// one 429 row (`rateLimited`). Like `admittedRead`: one transaction on SQLite, the admission's own commit on
+    /// PostgreSQL.
+    package func refuseIngest(
+        _ request: AdmissionRequest, refused: AttestationLogRecord, rateLimited: AttestationLogRecord
+    ) async throws -> RateLimitDecision {
+        let unit = { @Sendable (tx: StoreTransaction) async throws -> RateLimitDecision in
+            let (decision, _) = try await tx.admit(request)
+            if decision.allowed {
+                try? await tx.insertAttestationLog(refused)
+            } else {
+                _ = await Self.rateLimited(decision, tx: tx, row: rateLimited)
+            }
+            return decision
+        }
+        switch kind {
+        case .sqlite: return try await transaction(unit)
+        case .postgres: return try await withoutTransaction(unit)
+        }
+    }
+
+    /// A 429; the window's first writes its audit row. The client's answer does not depend on the row.
+    private static func rateLimited(_ decision: RateLimitDecision, tx: StoreTransaction, row: AttestationLogRecord)
+        async -> IngestUnitOutcome
+    {
+        if decision.isFirstRefusal { try? await tx.insertAttestationLog(row) }
+        return .rateLimited
+    }
+
+    /// The answer for a key that was not this request's, with its audit row, which the client's answer does
+    /// not depend on.
+    private static func notClaimed(_ claim: IdempotencyClaim?, tx: StoreTransaction, audit: IngestAudit)
         async throws -> IngestUnitOutcome
     {
-        guard let claim else { throw StoreError.corrupt("an admitted request within its limit claimed nothing") }
-        if case .replay = claim { try? await tx.insertAttestationLog(audit) }
+        let corrupt = StoreError.corrupt("an admitted request within its limit claimed nothing")
+        guard let claim else { throw corrupt }
+        var row: AttestationLogRecord
+        switch claim {
+        case .replay(let status, _):
+            row = audit.replayed
+            row.status = status
+        case .payloadMismatch: row = audit.keyReused
+        case .inFlight: row = audit.keyInFlight
+        case .claimed: throw corrupt
+        }
+        try? await tx.insertAttestationLog(row)
         return .notClaimed(claim)
     }
 

@@ -11,9 +11,14 @@ package enum AttestationVerdict: String, Sendable, Hashable, Codable {
     case replayed = "REPLAYED"
     /// A submission for a day that is already final: answered with the stored state, nothing changed.
     case unchanged = "UNCHANGED"
+    /// A call answered before any check judged its steps: a body that could not be read (400, 413, 415), a key
+    /// in flight (409) or reused with another payload (422 `IDEMPOTENCY_KEY_REUSED`), or over the rate limit
+    /// (429). Not a rejection: it says nothing about whether the steps are real.
+    case refused = "REFUSED"
 }
 
-/// One AttestationLog row: who, when, what verdict and why. Never a step count.
+/// One AttestationLog row: who, when, what verdict and why (the reason or error codes), and the HTTP status
+/// the call was answered with. Never a step count, never a token: `tokenId` is a token's id.
 package struct AttestationLogRecord: Sendable, Hashable {
     package var walkerId: String
     package var createdAt: Date
@@ -22,10 +27,12 @@ package struct AttestationLogRecord: Sendable, Hashable {
     package var reasons: [String]
     package var tokenId: String?
     package var requestId: String?
+    /// The HTTP status of the answer; nil for rows no HTTP call answered (reconciliation, a reviewer's decision).
+    package var status: Int?
 
     package init(
         walkerId: String, createdAt: Date, route: String, verdict: AttestationVerdict, reasons: [String],
-        tokenId: String?, requestId: String?
+        tokenId: String?, requestId: String?, status: Int? = nil
     ) {
         self.walkerId = walkerId
         self.createdAt = createdAt
@@ -34,6 +41,7 @@ package struct AttestationLogRecord: Sendable, Hashable {
         self.reasons = reasons
         self.tokenId = tokenId
         self.requestId = requestId
+        self.status = status
     }
 }
 
@@ -46,10 +54,11 @@ extension StoreTransaction {
         -> SQLQueryString
     {
         """
-        INSERT INTO attestation_logs (walker_id, log_id, created_at, route, verdict, reasons, token_id, request_id)
+        INSERT INTO attestation_logs (walker_id, log_id, created_at, route, verdict, reasons, token_id, request_id,
+            status)
         SELECT \(bind: log.walkerId), \(bind: newID()), \(bind: log.createdAt.millisecondsSince1970),
             \(bind: log.route), \(bind: log.verdict.rawValue), \(bind: log.reasons.joined(separator: ",")),
-            \(bind: log.tokenId), \(bind: log.requestId)
+            \(bind: log.tokenId), \(bind: log.requestId), \(bind: log.status)
         WHERE \(condition)
         """
     }
@@ -57,7 +66,7 @@ extension StoreTransaction {
     package func attestationLogs(walkerId: String) async throws -> [AttestationLogRecord] {
         let rows = try await sql.raw(
             """
-            SELECT created_at, route, verdict, reasons, token_id, request_id FROM attestation_logs
+            SELECT created_at, route, verdict, reasons, token_id, request_id, status FROM attestation_logs
             WHERE walker_id = \(bind: walkerId) ORDER BY created_at, log_id
             """
         ).all()
@@ -74,7 +83,8 @@ extension StoreTransaction {
                 verdict: verdict,
                 reasons: reasons.isEmpty ? [] : reasons.split(separator: ",").map(String.init),
                 tokenId: try row.decode(column: "token_id", as: String?.self),
-                requestId: try row.decode(column: "request_id", as: String?.self)
+                requestId: try row.decode(column: "request_id", as: String?.self),
+                status: try row.decode(column: "status", as: Int?.self)
             )
         }
     }
@@ -90,18 +100,23 @@ extension StoreTransaction {
         return try row?.decode(column: "n", as: Int.self) ?? 0
     }
 
-    /// The walker's anti-cheat rejections of `route` since `since` (the review rule's count): rows whose
-    /// reasons are ingest checks, not App Check refusals (a device problem, not a cheat) nor a reviewer's
-    /// decision (another route).
+    /// The walker's anti-cheat rejections of `route` since `since` (the review rule's count): REJECTED rows
+    /// answered 422, the status only seed 000's anti-cheat reasons give a rejection. Not a 403 whitelist miss
+    /// (configuration, not cheating, and not stored against its key, so every retry would count again), not an
+    /// App Check refusal (401: a device problem), not a REFUSED call (400, 409, 413, 415, 429, or the 422 of a
+    /// reused key), not a replay of a stored 422 (REPLAYED), nor a reviewer's decision (another route, no status).
     package func countAntiCheatRejections(walkerId: String, route: String, since: Date) async throws -> Int {
         let row = try await sql.raw(
             """
             SELECT COUNT(*) AS n FROM attestation_logs
             WHERE walker_id = \(bind: walkerId) AND verdict = \(bind: AttestationVerdict.rejected.rawValue)
-                AND route = \(bind: route) AND reasons NOT LIKE 'APP_CHECK%'
+                AND route = \(bind: route) AND status = \(bind: Self.antiCheatStatus)
                 AND created_at >= \(bind: since.millisecondsSince1970)
             """
         ).first()
         return try row?.decode(column: "n", as: Int.self) ?? 0
     }
+
+    /// The status of an anti-cheat rejection (`STEP_REJECTED`).
+    package static let antiCheatStatus = 422
 }

@@ -15,6 +15,7 @@ package struct IngestWrite: Sendable {
     package var credit: Int
     package var timeZone: String
     package var lifetimeStepsDelta: Int
+    /// The call's audit row; it records `responseStatus`.
     package var attestationLog: AttestationLogRecord
     package var idempotencyKey: String
     package var responseStatus: Int
@@ -43,6 +44,7 @@ package struct IngestWrite: Sendable {
         self.timeZone = timeZone
         self.lifetimeStepsDelta = lifetimeStepsDelta
         self.attestationLog = attestationLog
+        self.attestationLog.status = responseStatus
         self.idempotencyKey = idempotencyKey
         self.responseStatus = responseStatus
         self.responseBody = responseBody

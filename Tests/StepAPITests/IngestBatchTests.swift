@@ -126,8 +126,8 @@ struct IngestBatchTests {
             #expect(days == [.pending, .quarantined])
             #expect(try await harness.count("step_submissions", walker: "walker-jwt") == 2)
             #expect(try await harness.count("step_submissions", walker: "walker-single") == 2)
-            // Every bucket that reached a verdict has its own audit row, under the ingest's route, as for the
-            // single walker.
+            // Every bucket has its own audit row (the bad bodies REFUSED 400), under the ingest's route, as for
+            // the single walker.
             let (logs, singleLogs) = try await harness.store.transaction { tx in
                 (
                     try await tx.attestationLogs(walkerId: "walker-jwt"),
@@ -135,8 +135,10 @@ struct IngestBatchTests {
                 )
             }
             let verdicts = logs.map(\.verdict.rawValue).sorted()
-            #expect(verdicts == ["ACCEPTED", "QUARANTINED", "REJECTED", "REJECTED"])
+            #expect(verdicts == ["ACCEPTED", "QUARANTINED", "REFUSED", "REFUSED", "REFUSED", "REJECTED", "REJECTED"])
             #expect(verdicts == singleLogs.map(\.verdict.rawValue).sorted())
+            #expect(logs.compactMap(\.status).sorted() == [200, 200, 400, 400, 400, 403, 422])
+            #expect(logs.compactMap(\.status).sorted() == singleLogs.compactMap(\.status).sorted())
             #expect(Set(logs.map(\.route)) == ["/step/ingest"])
         }
     }
@@ -291,9 +293,14 @@ struct IngestBatchTests {
             #expect(json["error"] == .string("INVALID_REQUEST"))
             #expect(json["message"] == .string("A batch holds at most 14 buckets; this one has 15."))
             #expect(json["details"]?["fields"]?["buckets"] == .string("must be an array of 1 to 14 ingest bodies"))
-            for table in ["step_logs", "step_submissions", "energy_ledger", "idempotency_keys", "attestation_logs"] {
+            for table in ["step_logs", "step_submissions", "energy_ledger", "idempotency_keys"] {
                 #expect(try await harness.count(table) == 0, "\(table) was written")
             }
+            // One audit row for the batch as a whole, under its own route.
+            let logs = try await harness.store.transaction { try await $0.attestationLogs(walkerId: "walker-many") }
+            #expect(logs.map(\.route) == ["/step/ingest:batch"])
+            #expect(logs.map(\.status) == [400])
+            #expect(logs.map(\.verdict) == [.refused])
             // Counted as one request, like a single ingest with a bad body.
             #expect(response.headers[Self.state] == "\"walker\";r=49;t=30")
             // Fourteen is fine.

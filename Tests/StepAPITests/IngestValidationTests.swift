@@ -90,7 +90,7 @@ struct IngestValidationTests {
             #expect(json["error"] == .string("INVALID_REQUEST"))
             #expect(json["message"] != nil)
             #expect(json["details"]?["fields"]?[testCase.field] != nil, "details: \(response.text)")
-            try await Self.expectNothingWritten(harness, walker: "walker-400")
+            try await Self.expectOnlyRefusalAudited(harness, walker: "walker-400", status: 400, code: "INVALID_REQUEST")
         }
     }
 
@@ -123,7 +123,8 @@ struct IngestValidationTests {
             let response = try await client.ingest(raw: ByteBuffer(string: raw), token: token)
             #expect(response.status == .badRequest)
             #expect(try response.json["error"] == .string("INVALID_REQUEST"))
-            try await Self.expectNothingWritten(harness, walker: "walker-json")
+            try await Self.expectOnlyRefusalAudited(
+                harness, walker: "walker-json", status: 400, code: "INVALID_REQUEST")
         }
     }
 
@@ -140,7 +141,8 @@ struct IngestValidationTests {
             let refused = try await client.ingest(raw: ByteBuffer(string: withComma), token: token)
             #expect(refused.status == .badRequest)
             #expect(try refused.json["error"] == .string("INVALID_REQUEST"))
-            try await Self.expectNothingWritten(harness, walker: "walker-comma")
+            try await Self.expectOnlyRefusalAudited(
+                harness, walker: "walker-comma", status: 400, code: "INVALID_REQUEST")
             let accepted = try await client.ingest(raw: ByteBuffer(string: valid), token: token)
             #expect(accepted.status == .ok)
         }
@@ -156,7 +158,8 @@ struct IngestValidationTests {
             let response = try await client.ingest(body, token: token)
             #expect(response.status == .contentTooLarge)
             #expect(try response.json["error"] == .string("PAYLOAD_TOO_LARGE"))
-            try await Self.expectNothingWritten(harness, walker: "walker-big")
+            try await Self.expectOnlyRefusalAudited(
+                harness, walker: "walker-big", status: 413, code: "PAYLOAD_TOO_LARGE")
         }
     }
 
@@ -170,7 +173,8 @@ struct IngestValidationTests {
                 headers: [.authorization: "Bearer \(token)", .contentType: "application/x-www-form-urlencoded"],
                 body: IngestBody().buffer)
             #expect(response.status == .unsupportedMediaType)
-            try await Self.expectNothingWritten(harness, walker: "walker-ct")
+            try await Self.expectOnlyRefusalAudited(
+                harness, walker: "walker-ct", status: 415, code: "UNSUPPORTED_MEDIA_TYPE")
         }
     }
 
@@ -200,9 +204,17 @@ struct IngestValidationTests {
         }
     }
 
-    static func expectNothingWritten(_ harness: TestHarness, walker: String) async throws {
-        for table in ["step_logs", "step_submissions", "energy_ledger", "idempotency_keys", "attestation_logs"] {
+    /// A refused body writes nothing but its audit row: REFUSED, with the answer's status and error code.
+    static func expectOnlyRefusalAudited(_ harness: TestHarness, walker: String, status: Int, code: String)
+        async throws
+    {
+        for table in ["step_logs", "step_submissions", "energy_ledger", "idempotency_keys"] {
             #expect(try await harness.count(table, walker: walker) == 0, "\(table) was written")
         }
+        let logs = try await harness.store.transaction { try await $0.attestationLogs(walkerId: walker) }
+        #expect(logs.map(\.verdict) == [.refused])
+        #expect(logs.map(\.status) == [status])
+        #expect(logs.map(\.reasons) == [[code]])
+        #expect(logs.map(\.route) == ["/step/ingest"])
     }
 }

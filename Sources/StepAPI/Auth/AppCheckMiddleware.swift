@@ -58,7 +58,8 @@ struct AppCheckMiddleware: RouterMiddleware {
             ])
         let record = AttestationLogRecord(
             walkerId: walkerId, createdAt: gate.clock(), route: route, verdict: .rejected,
-            reasons: [rejection.reason.rawValue], tokenId: rejection.tokenId, requestId: context.id)
+            reasons: [rejection.reason.rawValue], tokenId: rejection.tokenId, requestId: context.id,
+            status: Int(IngestAPIError.appCheckRefused(rejection.reason).status.code))
         do {
             try await store.transaction { tx in try await tx.insertAttestationLog(record) }
         } catch {

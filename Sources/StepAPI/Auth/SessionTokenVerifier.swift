@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import JWTKit
 import StepAttestation
@@ -23,6 +24,7 @@ package enum SessionTokenError: Error, Hashable, Sendable {
 /// The verified identity behind a request.
 package struct SessionPrincipal: Sendable, Hashable {
     package var walkerId: String
+    /// The session token's id for the audit rows (`SessionTokenVerifier.tokenId`).
     package var tokenId: String?
 }
 
@@ -95,10 +97,18 @@ package struct SessionTokenVerifier: Sendable {
         guard claims.iss == settings.issuer else { throw .wrongIssuer }
         guard let aud = claims.aud, aud.value.contains(settings.audience) else { throw .wrongAudience }
         guard let sub = claims.sub, !sub.isEmpty, sub.utf8.count <= 128 else { throw .invalidSubject }
-        let principal = SessionPrincipal(walkerId: sub, tokenId: claims.jti)
+        let principal = SessionPrincipal(walkerId: sub, tokenId: Self.tokenId(jti: claims.jti, token: token))
         cache.store(
             token, .init(principal: principal, expiresAt: exp, notBefore: claims.nbf, verifiedAt: now))
         return principal
+    }
+
+    /// The id an audit row records for a session token: its `jti` when it has a usable one (at most 128 bytes),
+    /// else a digest of the token, so rows can still be told apart by token. Never the token itself: it is a
+    /// bearer credential, and the rows are read by operators.
+    static func tokenId(jti: String?, token: String) -> String {
+        if let jti, !jti.isEmpty, jti.utf8.count <= 128 { return jti }
+        return "sha256:" + SHA256.hash(data: Array(token.utf8)).prefix(16).map { String(format: "%02x", $0) }.joined()
     }
 
     /// `exp` and `nbf` against `now`, with the leeway.

@@ -17,15 +17,16 @@ extension IngestController {
 
     func ingestBatch(_ request: Request, context: AppRequestContext) async throws -> Response {
         let principal = try context.walker()
-        let appCheckTokenId = context.appCheck?.tokenId
         let batch: IngestBatchRequest
         switch await readBatch(request) {
         case .success(let decoded):
             batch = decoded
         case .failure(let error):
             // Refused as a whole, the batch is answered as the single endpoint answers a bad body: it counts one
-            // hit against the walker's limit (and is a 429 once the limit is used up) and writes nothing else.
-            return await answer(.failure(error), principal: principal, context: context).response
+            // hit against the walker's limit (and is a 429 once the limit is used up) and one audit row under the
+            // batch's route.
+            return await answer(.failure(error), principal: principal, route: Self.batchRoute, context: context)
+                .response
         }
 
         var answers: [IngestAnswer?] = Array(repeating: nil, count: batch.buckets.count)
@@ -37,12 +38,10 @@ extension IngestController {
                 answers[bucket.index] = IngestAnswer(.unavailable)
                 continue
             }
-            let parsed = bucket.parsed.map { ingest in
-                var ingest = ingest
-                ingest.appCheckTokenId = appCheckTokenId
-                return ingest
-            }.mapError { IngestAPIError.invalidRequest($0) }
-            let result = await answer(parsed, principal: principal, context: context)
+            // Each bucket is an ingest of its own and writes its own audit row under the single route, so the
+            // review rule counts a batch's anti-cheat rejections as it counts single ones.
+            let parsed = bucket.parsed.mapError { IngestAPIError.invalidRequest($0) }
+            let result = await answer(parsed, principal: principal, route: Self.route, context: context)
             answers[bucket.index] = result
             decision = result.decision ?? decision
             storeUnavailable = result.status == .serviceUnavailable

@@ -41,31 +41,32 @@ struct IngestController: Sendable {
         let caller = try context.walker()
         // The body is read and checked first so a valid request is counted and claims its key in one
         // round trip; a bad one still counts against the limit.
-        let parsed = await readBody(request).map { ingest in
-            var ingest = ingest
-            ingest.appCheckTokenId = context.appCheck?.tokenId
-            return ingest
-        }
-        return await answer(parsed, principal: caller, context: context).response
+        return await answer(await readBody(request), principal: caller, route: Self.route, context: context).response
     }
 
     /// One ingest after authentication, for a body as `readBody` left it: the store's admitted unit of work
     /// (rate-limit hit, key claim, checks and writes, or the replay) and its answer. A body that failed still
-    /// counts against the limit and claims nothing. Both routes end here, the batch once per bucket.
+    /// counts against the limit and claims nothing. Both routes end here, the batch once per bucket. Every
+    /// answer but a 5xx writes one AttestationLog row under `route` (`IngestAuditTrail`); a 429 only when it is
+    /// the walker's first of the rate window.
     func answer(
-        _ parsed: Result<IngestRequest, IngestAPIError>, principal: SessionPrincipal, context: AppRequestContext
+        _ parsed: Result<IngestRequest, IngestAPIError>, principal: SessionPrincipal, route: String,
+        context: AppRequestContext
     ) async -> IngestAnswer {
         let walkerId = principal.walkerId
         let now = clock()
         let admission = AdmissionRequest(walkerId: walkerId, policy: policy, now: now)
+        let audit = IngestAuditTrail(principal: principal, route: route, context: context, now: now)
         let ingest: IngestRequest
         switch parsed {
-        case .success(let decoded):
+        case .success(var decoded):
+            decoded.auditTokenId = audit.tokenId
             ingest = decoded
         case .failure(let error):
             let decision: RateLimitDecision
             do {
-                decision = try await store.admittedRead(admission, read: Self.noRead).decision
+                decision = try await store.refuseIngest(
+                    admission, refused: audit.refused(error), rateLimited: audit.rateLimited)
             } catch {
                 return IngestAnswer(.failure(error, requestId: context.id, logger: telemetry.logger))
             }
@@ -86,9 +87,7 @@ struct IngestController: Sendable {
                 idempotency: IdempotencyRequest(
                     key: ingest.idempotencyKey, requestHash: ingest.payloadHash,
                     leaseSeconds: limits.idempotencyLeaseSeconds),
-                replayAudit: Self.replayRecord(
-                    walkerId: walkerId, tokenId: auditTokenId(ingest, principal, context: context),
-                    requestId: context.id, now: now),
+                audit: audit.store,
                 planner: service.planner(for: ingest, now: now, requestId: context.id))
         } catch {
             return IngestAnswer(.failure(error, requestId: context.id, logger: telemetry.logger))
@@ -107,9 +106,6 @@ struct IngestController: Sendable {
         result.decision = decision
         return result
     }
-
-    /// The admission of a body that failed to decode reads nothing.
-    private static let noRead: (@Sendable (StoreTransaction) async throws -> Void)? = nil
 
     /// Content type, size bound and decoding, before any database work.
     private func readBody(_ request: Request) async -> Result<IngestRequest, IngestAPIError> {
@@ -152,20 +148,6 @@ struct IngestController: Sendable {
                 "day": .string(ingest.bucket.day.description),
             ])
         return IngestAnswer(status: outcome.status, body: outcome.body)
-    }
-
-    /// The token id a replay's audit row records: the App Check token's in production, like the ingest's own row
-    /// (seed 001: the AttestationLog carries the attestation token's id); the session token's in test-phase.
-    private func auditTokenId(
-        _ ingest: IngestRequest?, _ principal: SessionPrincipal, context: AppRequestContext
-    ) -> String? {
-        context.appCheck == nil ? principal.tokenId : ingest?.appCheckTokenId
-    }
-
-    static func replayRecord(walkerId: String, tokenId: String?, requestId: String, now: Date) -> AttestationLogRecord {
-        AttestationLogRecord(
-            walkerId: walkerId, createdAt: now, route: route, verdict: .replayed, reasons: [], tokenId: tokenId,
-            requestId: requestId)
     }
 }
 

@@ -10,9 +10,10 @@ package struct IngestRequest: Sendable, Hashable {
     package var clientSubmittedAt: Date
     package var deviceModel: String?
     package var appVersion: String
-    /// Not from the body: the verified App Check token's `jti` (production), for the AttestationLog row.
-    /// Left out of `payloadHash`, since every retry carries a new token.
-    package var appCheckTokenId: String?
+    /// Not from the body: the token id the AttestationLog rows record, the verified App Check token's `jti` in
+    /// production and the session token's id in test-phase (`IngestAuditTrail`). Left out of `payloadHash`, since
+    /// every retry may carry a new token.
+    package var auditTokenId: String?
 
     /// Identifies the payload for idempotency: the fields that decide the outcome, not the diagnostics
     /// (`clientSubmittedAt`, `deviceModel`, `appVersion`), which a client may refresh when it retries.

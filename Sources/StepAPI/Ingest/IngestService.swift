@@ -77,7 +77,7 @@ struct IngestService: Sendable {
             return IngestRejection(
                 attestationLog: AttestationLogRecord(
                     walkerId: walker.walkerId, createdAt: now, route: IngestController.route, verdict: .rejected,
-                    reasons: reasons.map(\.rawValue), tokenId: request.appCheckTokenId, requestId: requestId),
+                    reasons: reasons.map(\.rawValue), tokenId: request.auditTokenId, requestId: requestId),
                 idempotencyKey: request.idempotencyKey, status: Int(error.status.code), body: error.bodyString,
                 replayable: !whitelistMiss, reviewThreshold: settings.repeatedRejections)
         }
@@ -108,7 +108,7 @@ struct IngestService: Sendable {
                     lifetimeStepsDelta: lifetimeDelta,
                     attestationLog: AttestationLogRecord(
                         walkerId: walkerId, createdAt: now, route: IngestController.route, verdict: verdict,
-                        reasons: quarantine.map(\.rawValue), tokenId: request.appCheckTokenId, requestId: requestId),
+                        reasons: quarantine.map(\.rawValue), tokenId: request.auditTokenId, requestId: requestId),
                     idempotencyKey: request.idempotencyKey, responseStatus: 200, responseBody: body, at: now)
                 if let log {
                     if log.status == .quarantined { write.reviewReasons = quarantine.map(\.rawValue) }
