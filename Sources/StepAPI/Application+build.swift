@@ -118,8 +118,11 @@ package func buildApplication(
     let keyRing = SessionKeyRing(
         source: configuration.jwt.jwks, developmentSecret: developmentSecret, cache: jwksCache, logger: logger)
     try await keyRing.load()
-    let appCheck = try makeAppCheckGate(
-        configuration: configuration, cache: jwksCache, clock: dependencies.clock, logger: logger)
+    // App Check guards production's ingest only; test-phase ignores the header (seed 000).
+    let appCheck =
+        configuration.mode == .production
+        ? try makeAppCheckGate(configuration.appCheck, cache: jwksCache, clock: dependencies.clock, logger: logger)
+        : nil
     var algorithms: Set<String> = ["ES256", "RS256", "EdDSA"]
     if developmentSecret != nil { algorithms.insert("HS256") }
     let verifier = SessionTokenVerifier(
@@ -197,7 +200,9 @@ package func buildApplication(
     HealthController(runner: walkerReads).register(in: health, catalog: &catalog)
     HealthWriteController(
         runner: walkerReads,
-        attestor: try HealthAttestor(configuration: configuration, developmentRootPEM: development.appAttestRootPEM),
+        attestor: try HealthAttestor(
+            appAttest: configuration.appAttest, playIntegrity: configuration.playIntegrity, mode: configuration.mode,
+            developmentRootPEM: configuration.trustsDevelopmentAppAttestAuthority ? development.appAttestRootPEM : nil),
         settings: configuration.health, maxBodyBytes: configuration.http.maxBodyBytes, telemetry: telemetry
     ).register(in: health, catalog: &catalog)
 
@@ -264,16 +269,14 @@ package func buildApplication(
         worker: worker, whitelist: whitelist, maintenance: maintenance)
 }
 
-/// Production's App Check gate; nil in test-phase, which ignores the header (seed 000). A key file is read now, so
-/// a bad one stops start-up; a URL is fetched on the first ingest, since its keys are Google's to serve.
+/// Production's App Check gate, from the `appCheck` section alone; nil without a project number. A key file is read
+/// now, so a bad one stops start-up; a URL is fetched on the first ingest, since its keys are Google's to serve.
 private func makeAppCheckGate(
-    configuration: AppConfiguration, cache: JWKSCache, clock: @escaping @Sendable () -> Date, logger: Logger
+    _ settings: AppConfiguration.AppCheck, cache: JWKSCache, clock: @escaping @Sendable () -> Date, logger: Logger
 ) throws -> AppCheckGate? {
-    guard configuration.mode == .production, let projectNumber = configuration.appCheck.projectNumber else {
-        return nil
-    }
+    guard let projectNumber = settings.projectNumber else { return nil }
     let keySource: any AppCheckKeySource
-    switch configuration.appCheck.jwks {
+    switch settings.jwks {
     case .file(let path):
         do {
             keySource = StaticAppCheckKeySource(keySet: try AppCheckJWKS(contentsOf: URL(fileURLWithPath: path)))
@@ -285,11 +288,11 @@ private func makeAppCheckGate(
     case .none:
         keySource = CachedAppCheckKeySource(url: HTTPAppCheckJWKSFetcher.firebaseJWKSURL, cache: cache, logger: logger)
     }
-    let settings = AppCheckConfiguration(
-        projectNumber: projectNumber, allowedAppIDs: configuration.appCheck.appIds,
-        maximumTokenAge: configuration.appCheck.maxTokenAgeSeconds)
+    let verifierSettings = AppCheckConfiguration(
+        projectNumber: projectNumber, allowedAppIDs: settings.appIds, maximumTokenAge: settings.maxTokenAgeSeconds)
     do {
-        return AppCheckGate(verifier: try AppCheckVerifier(configuration: settings, keySource: keySource), clock: clock)
+        return AppCheckGate(
+            verifier: try AppCheckVerifier(configuration: verifierSettings, keySource: keySource), clock: clock)
     } catch {
         throw ConfigurationError(key: "appCheck.projectNumber", problem: "is not usable: \(error)")
     }

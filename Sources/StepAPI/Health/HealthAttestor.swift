@@ -57,24 +57,26 @@ struct HealthAttestor: Sendable {
     let attestationVerifiers: [AppAttestAttestationVerifier]
     let playIntegrity: PlayIntegrityVerifier?
 
-    init(configuration: AppConfiguration, developmentRootPEM: String?) throws {
+    /// From the `appAttest` and `playIntegrity` sections; `developmentRootPEM` is `stepd device`'s CA, given only
+    /// while `dev.appAttestAuthority` is on (never in production).
+    init(
+        appAttest: AppAttestSettings, playIntegrity playIntegritySettings: PlayIntegritySettings, mode: ServiceMode,
+        developmentRootPEM: String?
+    ) throws {
         var roots = [AppleAppAttestationRoot.pem]
-        if let file = configuration.appAttest.rootCertificateFile {
+        if let file = appAttest.rootCertificateFile {
             roots = [try String(contentsOfFile: file, encoding: .utf8)]
         }
-        // Only while `dev.appAttestAuthority` is on (never in production) is `stepd device`'s CA trusted.
-        if configuration.trustsDevelopmentAppAttestAuthority, let developmentRootPEM {
-            roots.append(developmentRootPEM)
-        }
+        if let developmentRootPEM { roots.append(developmentRootPEM) }
         do {
-            attestationVerifiers = try configuration.appAttest.apps(mode: configuration.mode).map {
+            attestationVerifiers = try appAttest.apps(mode: mode).map {
                 try AppAttestAttestationVerifier(configuration: $0, rootCertificatesPEM: roots)
             }
         } catch {
             throw ConfigurationError(key: "appAttest.rootCertificateFile", problem: "is not usable: \(error)")
         }
         do {
-            playIntegrity = try configuration.playIntegrity.configuration.map(PlayIntegrityVerifier.init)
+            playIntegrity = try playIntegritySettings.configuration.map(PlayIntegrityVerifier.init)
         } catch {
             throw ConfigurationError(key: "playIntegrity.decryptionKey", problem: "is not usable: \(error)")
         }
