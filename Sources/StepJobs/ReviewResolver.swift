@@ -1,29 +1,37 @@
 import Foundation
 import StepCore
-import StepJobs
 import StepStore
 
-/// An operator's decision on a review entry, applied to what the entry is about.
-struct ReviewResolver: Sendable {
-    static let route = "admin:review"
+/// An operator's decision on a review entry, applied to what the entry is about: the review's unit of work, beside
+/// the reconcile job's (`Reconciler`), deciding the day through `DayDecision.review` and scheduling the refunds the
+/// decision makes due. The admin API calls it; it knows nothing of HTTP.
+package struct ReviewResolver: Sendable {
+    package static let route = "admin:review"
 
-    enum Outcome: Sendable {
+    package enum Outcome: Sendable {
         case resolved(ReviewEntry)
         case notFound
         case alreadyResolved(ReviewEntry)
     }
 
-    let store: Store
+    package let store: Store
     let limits: IngestLimits
     /// How long points a decided day's credit does not cover stay before their refund (`ledger.refundGraceSeconds`).
-    var refundGraceSeconds: Double = 86_400
-    var jobMaxAttempts = 10
+    var refundGraceSeconds: Double
+    var jobMaxAttempts: Int
+
+    package init(store: Store, limits: IngestLimits, refundGraceSeconds: Double = 86_400, jobMaxAttempts: Int = 10) {
+        self.store = store
+        self.limits = limits
+        self.refundGraceSeconds = refundGraceSeconds
+        self.jobMaxAttempts = jobMaxAttempts
+    }
 
     /// Accepting a quarantined day credits it as the reconcile job would; rejecting it sets REJECTED, credits
     /// nothing and takes it out of the streak (what it was credited before stays in the append-only ledger).
     /// Resolving a repeated-rejections entry ends that episode. The walker's row is locked before the entry,
     /// the order every ingest takes them in.
-    func resolve(id: String, decision: ReviewDecision, note: String, now: Date) async throws -> Outcome {
+    package func resolve(id: String, decision: ReviewDecision, note: String, now: Date) async throws -> Outcome {
         guard let peek = try await store.withoutTransaction({ try await $0.review(id: id) }) else { return .notFound }
         return try await store.transaction { [limits, refundGraceSeconds, jobMaxAttempts] tx in
             var state: DayState?
