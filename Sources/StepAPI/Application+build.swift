@@ -181,6 +181,17 @@ package func buildApplication(
             idempotencyLeaseSeconds: configuration.idempotencyLeaseSeconds),
         clock: dependencies.clock, telemetry: telemetry
     ).register(in: ingest, catalog: &catalog)
+    RereadController(
+        resolver: RereadResolver(
+            limits: configuration.limits, whitelist: { whitelist.current },
+            refundGraceSeconds: configuration.refundGraceSeconds, jobMaxAttempts: configuration.jobs.maxAttempts),
+        store: store,
+        policy: RateLimitPolicy(
+            bucket: "ingest", limit: configuration.rateLimits.ingestPerWindow,
+            windowSeconds: configuration.rateLimits.windowSeconds),
+        maxBodyBytes: configuration.http.maxBodyBytes, idempotencyLeaseSeconds: configuration.idempotencyLeaseSeconds,
+        clock: dependencies.clock
+    ).register(in: ingest, catalog: &catalog)
 
     let walker = router.group()
         .add(middleware: SurfaceErrorMiddleware<WalkerAPIError>(logger: logger))

@@ -143,6 +143,27 @@ package struct DayDecision: Sendable, Hashable {
         }
     }
 
+    /// The decision on a PENDING day once the app answered its re-read request (`DayReread.verdict`): accepted at
+    /// the re-read's count, which also becomes the day's reported count (it is the freshest read of the day), or
+    /// quarantined. Nil when the day is not PENDING.
+    package static func reread(
+        _ log: StepLogRecord?, evidence: DayEvidence, answer: RereadAnswer, streak: StreakNeighbourhood,
+        limits: IngestLimits, at now: Date
+    ) -> (verdict: ReconcileVerdict, decision: DayDecision)? {
+        guard let log, log.status == .pending else { return nil }
+        let verdict = DayReread.verdict(evidence, answer: answer, limits: limits)
+        switch verdict {
+        case .accept(let count):
+            var read = log
+            read.reportedCount = max(log.reportedCount, count)
+            let decision = accept(
+                read, acceptedCount: count, streak: streak, minDailyThreshold: limits.minDailyThreshold, at: now)
+            return (verdict, decision)
+        case .quarantine:
+            return (verdict, quarantine(log, at: now))
+        }
+    }
+
     /// A reviewer's decision on a quarantined day; nil when the day is not quarantined (nothing to decide).
     package static func review(
         _ log: StepLogRecord?, decision: ReviewDecision, streak: StreakNeighbourhood, minDailyThreshold: Int,

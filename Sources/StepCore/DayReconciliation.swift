@@ -84,34 +84,45 @@ package enum DayReconciliation {
             latestByBundle[submission.sourceBundleId] = submission.count
         }
         if wentBackwards { reasons.append(ReconcileFinding.countWentBackwards.rawValue) }
-        if hasCrossSourceOverlap(ordered) { reasons.append(ReconcileFinding.crossSourceOverlap.rawValue) }
+        if hasCrossSourceOverlap(
+            ordered.map { SampledSpan(sourceBundleId: $0.sourceBundleId, start: $0.spanStart, end: $0.spanEnd) })
+        {
+            reasons.append(ReconcileFinding.crossSourceOverlap.rawValue)
+        }
         return reasons.isEmpty ? .accept(acceptedCount: highest) : .quarantine(reasons: reasons)
     }
 
     /// Whether spans of two different bundles share a moment (half-open spans: touching ends do not overlap,
-    /// and an empty span holds no moment).
+    /// and an empty span holds no moment). The re-read handshake judges its per-source spans the same way.
     /// One sweep in order of start, keeping the furthest end seen and the furthest end of any other bundle.
-    private static func hasCrossSourceOverlap(_ submissions: [SubmittedCount]) -> Bool {
+    static func hasCrossSourceOverlap(_ sampled: [SampledSpan]) -> Bool {
         var furthest: (end: Date, bundle: String)?
         var furthestOfAnotherBundle: Date?
         // An empty span holds no moment, so it overlaps nothing.
-        let spans = submissions.filter { $0.spanStart < $0.spanEnd }
-        for submission in spans.sorted(by: { $0.spanStart < $1.spanStart }) {
+        let spans = sampled.filter { $0.start < $0.end }
+        for span in spans.sorted(by: { $0.start < $1.start }) {
             if let furthest {
-                let otherEnd = furthest.bundle != submission.sourceBundleId ? furthest.end : furthestOfAnotherBundle
-                if let otherEnd, submission.spanStart < otherEnd { return true }
+                let otherEnd = furthest.bundle != span.sourceBundleId ? furthest.end : furthestOfAnotherBundle
+                if let otherEnd, span.start < otherEnd { return true }
             }
             guard let current = furthest else {
-                furthest = (submission.spanEnd, submission.sourceBundleId)
+                furthest = (span.end, span.sourceBundleId)
                 continue
             }
-            if submission.spanEnd > current.end {
-                if current.bundle != submission.sourceBundleId { furthestOfAnotherBundle = current.end }
-                furthest = (submission.spanEnd, submission.sourceBundleId)
-            } else if current.bundle != submission.sourceBundleId {
-                furthestOfAnotherBundle = max(furthestOfAnotherBundle ?? submission.spanEnd, submission.spanEnd)
+            if span.end > current.end {
+                if current.bundle != span.sourceBundleId { furthestOfAnotherBundle = current.end }
+                furthest = (span.end, span.sourceBundleId)
+            } else if current.bundle != span.sourceBundleId {
+                furthestOfAnotherBundle = max(furthestOfAnotherBundle ?? span.end, span.end)
             }
         }
         return false
     }
+}
+
+/// The span one source bundle's samples cover, as the overlap check compares them.
+struct SampledSpan: Sendable, Hashable {
+    var sourceBundleId: String
+    var start: Date
+    var end: Date
 }

@@ -11,6 +11,8 @@ package protocol JobMetrics: Sendable {
 package enum ReconcileOutcome: String, Sendable, Hashable {
     case accepted
     case quarantined
+    /// The day stays PENDING while the app is asked to read it again (the challenge re-read handshake).
+    case rereadRequested = "reread_requested"
     /// The day was no longer PENDING (decided already, or under review).
     case unchanged
 }

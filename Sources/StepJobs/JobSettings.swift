@@ -57,6 +57,19 @@ package struct JobSettings: Sendable {
     package var refundGraceSeconds: Double = 86_400
     package var maintenance = MaintenanceSettings()
     package var webhook: WebhookSettings?
+    package var reread = RereadSettings()
 
     package init() {}
+}
+
+/// The challenge re-read handshake (`reread.*`): whether reconciliation asks the app to read a day again before
+/// it quarantines it for a backwards count or a cross-source overlap, and how long the app has to answer.
+package struct RereadSettings: Sendable, Hashable {
+    package var enabled = true
+    package var timeoutSeconds: Double = 86_400
+
+    package init(enabled: Bool = true, timeoutSeconds: Double = 86_400) {
+        self.enabled = enabled
+        self.timeoutSeconds = timeoutSeconds
+    }
 }

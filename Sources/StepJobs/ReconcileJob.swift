@@ -49,9 +49,12 @@ package struct ReconcileJob: TransactionalJob {
 
     package init(
         limits: IngestLimits, whitelist: @escaping @Sendable () -> Set<String>, clock: @escaping @Sendable () -> Date,
-        metrics: any JobMetrics, refundGraceSeconds: Double = 86_400, refundMaxAttempts: Int = 10
+        metrics: any JobMetrics, refundGraceSeconds: Double = 86_400, refundMaxAttempts: Int = 10,
+        reread: RereadSettings = RereadSettings(), announcer: EventAnnouncer = EventAnnouncer(webhook: nil)
     ) {
-        self.reconciler = Reconciler(limits: limits, whitelist: whitelist)
+        self.reconciler = Reconciler(
+            limits: limits, whitelist: whitelist, reread: reread, announcer: announcer,
+            refundGraceSeconds: refundGraceSeconds, jobMaxAttempts: refundMaxAttempts)
         self.clock = clock
         self.metrics = metrics
         self.refundGraceSeconds = refundGraceSeconds
@@ -60,62 +63,107 @@ package struct ReconcileJob: TransactionalJob {
 
     package func run(_ payload: Payload, job: ClaimedJob, in tx: StoreTransaction) async throws {
         let now = clock()
-        let verdict = try await reconciler.reconcile(
+        switch try await reconciler.reconcile(
             tx, walkerId: job.walkerId, day: payload.day, now: now, runId: job.id)
-        // An accepted day whose credit falls short of what allocations drew from it refunds the difference.
-        if case .accept = verdict {
-            try await RefundJob.schedule(
-                tx, walkerId: job.walkerId, graceSeconds: refundGraceSeconds, maxAttempts: refundMaxAttempts, now: now)
-        }
-        switch verdict {
-        case .accept: metrics.recordReconcile(.accepted)
-        case .quarantine: metrics.recordReconcile(.quarantined)
-        case nil: metrics.recordReconcile(.unchanged)
+        {
+        case .decided(.accept): metrics.recordReconcile(.accepted)
+        case .decided(.quarantine): metrics.recordReconcile(.quarantined)
+        case .rereadRequested: metrics.recordReconcile(.rereadRequested)
+        case .unchanged: metrics.recordReconcile(.unchanged)
         }
     }
 }
 
 /// Decides a walker's PENDING day through `DayDecision.reconcile` (every ingest check again over the whole day,
 /// with the whitelist as it stands and the walker's submissions of the zone-jump window, then the comparison of
-/// its submissions) and writes the decision, or the quarantine and its review entry. It runs in the job's
-/// transaction under the walker's lock and acts only on a PENDING day, so a job that runs twice changes the day
-/// once.
+/// its submissions) and writes the decision, or the quarantine and its review entry. A day it would quarantine
+/// only for findings a fresh read can clear (`DayReread.asksForReread`) stays PENDING while the app is asked for
+/// a re-read instead (`Reconciler+Reread.swift`), when `reread.enabled`. It runs in the caller's transaction
+/// under the walker's lock and acts only on a PENDING day, so a job that runs twice changes the day once.
 struct Reconciler: Sendable {
     let limits: IngestLimits
     let whitelist: @Sendable () -> Set<String>
+    var reread = RereadSettings(enabled: false)
+    var announcer = EventAnnouncer(webhook: nil)
+    /// How long points a decided day's credit does not cover wait before their refund, and the attempts of the
+    /// jobs this queues (refunds, the re-read deadline).
+    var refundGraceSeconds: Double = 86_400
+    var jobMaxAttempts = 10
 
     static let route = "job:" + ReconcileJob.kind
 
-    /// The verdict it applied, nil when the day was not PENDING (already decided, or under review).
+    /// What a run did to the day.
+    enum Outcome: Sendable, Hashable {
+        case decided(ReconcileVerdict)
+        /// The day stays PENDING: the app was asked to read it again (or already is being asked).
+        case rereadRequested
+        /// The day was not PENDING (already decided, or under review).
+        case unchanged
+    }
+
     func reconcile(_ tx: StoreTransaction, walkerId: String, day: LocalDate, now: Date, runId: String) async throws
-        -> ReconcileVerdict?
+        -> Outcome
     {
         let state = try await tx.lockWalkerReadingDay(walkerId, day: day, now: now).day
-        guard let log = state.log, log.status == .pending else { return nil }
+        guard let log = state.log, log.status == .pending else { return .unchanged }
+        let evidence = try await evidence(tx, log: log)
+        guard
+            let (verdict, decision) = DayDecision.reconcile(
+                log, evidence: evidence, streak: state.streak, limits: limits, at: now)
+        else { return .unchanged }
+        let open = try await tx.openReread(walkerId: walkerId, day: day)
+        if reread.enabled, DayReread.asksForReread(verdict), case .quarantine(let reasons) = verdict {
+            if open == nil { try await requestReread(tx, log: log, reasons: reasons, now: now) }
+            return .rereadRequested
+        }
+        // Decided another way first (a reason a re-read cannot clear): the request is moot.
+        if let open { _ = try await tx.closeReread(walkerId: walkerId, id: open.id, state: .expired, at: now) }
+        try await write(tx, decision, verdict: verdict, route: Self.route, runId: runId, reread: nil, now: now)
+        return .decided(verdict)
+    }
+
+    /// What the day is judged by: its submissions (those after its last acceptance by a reviewer or with a
+    /// re-read, which judged the ones before), the walker's submissions of the zone-jump window, the whitelist.
+    func evidence(_ tx: StoreTransaction, log: StepLogRecord) async throws -> DayEvidence {
+        let (walkerId, day) = (log.walkerId, log.day)
         let dayZone = TimeZoneCatalog.zone(named: log.timeZone) ?? .gmt
         var submissions = try await tx.submissions(walkerId: walkerId, day: day, fallbackZone: dayZone)
-        // A reviewer who accepted the day judged the submissions before the decision.
-        if let reviewed = try await tx.lastAcceptedReview(walkerId: walkerId, day: day) {
-            submissions = submissions.filter { $0.receivedAt > reviewed }
+        let reviewed = try await tx.lastAcceptedReview(walkerId: walkerId, day: day)
+        let reread = try await tx.lastAcceptedReread(walkerId: walkerId, day: day)
+        if let judged = [reviewed, reread].compactMap({ $0 }).max() {
+            submissions = submissions.filter { $0.receivedAt > judged }
         }
         var recent: [PreviousSubmission] = []
         if let first = submissions.first?.receivedAt, let last = submissions.last?.receivedAt {
             recent = try await tx.submissionZones(
                 walkerId: walkerId, from: first.addingTimeInterval(-limits.tzJumpWindowSeconds), to: last)
         }
-        let evidence = DayEvidence(submissions: submissions.map(\.submitted), recent: recent, whitelist: whitelist())
-        guard
-            let (verdict, decision) = DayDecision.reconcile(
-                log, evidence: evidence, streak: state.streak, limits: limits, at: now)
-        else { return nil }
+        return DayEvidence(submissions: submissions.map(\.submitted), recent: recent, whitelist: whitelist())
+    }
+
+    /// Writes a decision (`recordDayDecision`): a quarantine opens the day's review entry with its reasons and
+    /// the re-read behind it, if any, and writes the audit row; what the decision leaves uncovered of the
+    /// allocations drawing on an accepted day is queued for refund.
+    func write(
+        _ tx: StoreTransaction, _ decision: DayDecision, verdict: ReconcileVerdict, route: String, runId: String,
+        reread: String?, now: Date
+    ) async throws {
+        let log = decision.log
         var write = DayDecisionWrite(decision, at: now)
         if case .quarantine(let reasons) = verdict {
             write.reviewReasons = reasons
             write.attestationLog = AttestationLogRecord(
-                walkerId: walkerId, createdAt: now, route: Self.route, verdict: .quarantined, reasons: reasons,
+                walkerId: log.walkerId, createdAt: now, route: route, verdict: .quarantined, reasons: reasons,
                 tokenId: nil, requestId: runId)
         }
         try await tx.recordDayDecision(write)
-        return verdict
+        if let reread, case .quarantine = verdict {
+            try await tx.attachRereadToReview(walkerId: log.walkerId, day: log.day, reread: reread)
+        }
+        // An accepted day whose credit falls short of what allocations drew from it refunds the difference.
+        if case .accept = verdict {
+            try await RefundJob.schedule(
+                tx, walkerId: log.walkerId, graceSeconds: refundGraceSeconds, maxAttempts: jobMaxAttempts, now: now)
+        }
     }
 }

@@ -18,11 +18,16 @@ package func makeJobWorker(
     var registry = JobRegistry()
     MaintenanceScheduler.register(
         in: &registry, retention: settings.maintenance.retention, clock: clock, logger: logger)
+    let announcer = EventAnnouncer(webhook: settings.webhook)
     registry.register(
         ReconcileJob(
             limits: settings.limits, whitelist: { whitelist.current }, clock: clock, metrics: metrics,
-            refundGraceSeconds: settings.refundGraceSeconds, refundMaxAttempts: settings.maxAttempts))
-    let announcer = EventAnnouncer(webhook: settings.webhook)
+            refundGraceSeconds: settings.refundGraceSeconds, refundMaxAttempts: settings.maxAttempts,
+            reread: settings.reread, announcer: announcer))
+    registry.register(
+        RereadDeadlineJob(
+            limits: settings.limits, whitelist: { whitelist.current }, clock: clock, metrics: metrics,
+            refundGraceSeconds: settings.refundGraceSeconds, jobMaxAttempts: settings.maxAttempts))
     registry.register(RefundJob(clock: clock, announcer: announcer, maxAttempts: settings.maxAttempts))
     if let webhook = settings.webhook {
         registry.register(WebhookJob(webhook: webhook, httpClient: httpClient, clock: clock))

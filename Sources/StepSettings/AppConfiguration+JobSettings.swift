@@ -3,7 +3,7 @@ import StepStore
 
 extension AppConfiguration {
     /// The job system's own settings (`worker.*`, `jobs.*`, retention, the ingest limits the reconcile job
-    /// checks again, `events.webhook*`), for `stepd serve` and `stepd worker` alike.
+    /// checks again, `events.webhook*`, `reread.*`), for `stepd serve` and `stepd worker` alike.
     package var jobSettings: JobSettings {
         var settings = JobSettings()
         settings.worker = WorkerSettings(
@@ -17,6 +17,7 @@ extension AppConfiguration {
         settings.maintenance.periodSeconds = pruneIntervalSeconds
         settings.maintenance.retention = retention
         settings.maintenance.maxAttempts = jobs.maxAttempts
+        settings.reread = RereadSettings(enabled: reread.enabled, timeoutSeconds: reread.timeoutSeconds)
         if let url = events.webhookURL, let secret = events.webhookSecret {
             settings.webhook = WebhookSettings(
                 url: url, secret: secret, maxAttempts: events.webhookMaxAttempts,

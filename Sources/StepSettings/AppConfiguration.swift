@@ -25,6 +25,7 @@ package struct AppConfiguration: Sendable {
     package var pruning = Pruning()
     package var ledger = Ledger()
     package var events = Events()
+    package var reread = Reread()
     package var telemetry = Telemetry()
 
     /// The top-level keys, outside every section.
@@ -44,7 +45,7 @@ package struct AppConfiguration: Sendable {
         RootKey.self, Database.Key.self, HTTP.Key.self, JWT.Key.self, Dev.Key.self, AppCheck.Key.self,
         AppAttestSettings.Key.self, PlayIntegritySettings.Key.self, HealthSettings.Key.self, Ingest.Key.self,
         RateLimits.Key.self, Worker.Key.self, Admin.Key.self, Jobs.Key.self, Idempotency.Key.self, Pruning.Key.self,
-        Ledger.Key.self, Events.Key.self, Telemetry.Key.self,
+        Ledger.Key.self, Events.Key.self, Reread.Key.self, Telemetry.Key.self,
     ]
 
     package init() {}
@@ -74,6 +75,7 @@ package struct AppConfiguration: Sendable {
         pruning = try reader.section()
         ledger = try reader.section()
         events = try reader.section()
+        reread = try reader.section()
         telemetry = try reader.section()
         try validateForMode()
     }

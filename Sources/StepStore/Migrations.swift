@@ -400,6 +400,35 @@ package enum Migrations {
                 """,
             ]
         },
+        Migration(version: 13, name: "challenge re-read requests") { _ in
+            // The challenge re-read handshake (seed 000's follow-up, seed 001 [6a-i]): a request per walker × day
+            // that reconciliation would have quarantined for a backwards count or a cross-source overlap, with its
+            // one-time nonce, deadline and, once answered, the app's re-read as JSON text (evidence). At most one
+            // open request per walker × day. A review entry opened because of a re-read keeps it (`reread`).
+            [
+                """
+                CREATE TABLE step_rereads (
+                    walker_id TEXT NOT NULL,
+                    reread_id TEXT NOT NULL,
+                    day BIGINT NOT NULL,
+                    tz TEXT NOT NULL,
+                    window_start BIGINT NOT NULL,
+                    window_end BIGINT NOT NULL,
+                    nonce TEXT NOT NULL,
+                    deadline BIGINT NOT NULL,
+                    state TEXT NOT NULL,
+                    reasons TEXT NOT NULL,
+                    created_at BIGINT NOT NULL,
+                    answered_at BIGINT,
+                    answer TEXT,
+                    outcome TEXT,
+                    PRIMARY KEY (walker_id, reread_id)
+                )
+                """,
+                "CREATE UNIQUE INDEX step_rereads_open_day ON step_rereads (walker_id, day) WHERE state = 'open'",
+                "ALTER TABLE review_queue ADD COLUMN reread TEXT",
+            ]
+        },
     ]
 }
 

@@ -22,6 +22,9 @@ package struct ReviewEntry: Sendable, Hashable {
     package var resolvedAt: Date?
     package var decision: ReviewDecision?
     package var note: String?
+    /// The challenge re-read behind a quarantine by reconciliation, as JSON text (the request and the app's
+    /// answer, or that none came by the deadline); nil for other entries.
+    package var reread: String? = nil
 
     package var isOpen: Bool { resolvedAt == nil }
 }
@@ -149,7 +152,7 @@ extension StoreTransaction {
     }
 
     private static let reviewColumns =
-        "walker_id, entry_id, kind, day, reasons, subject, created_at, resolved_at, resolution, note"
+        "walker_id, entry_id, kind, day, reasons, subject, created_at, resolved_at, resolution, note, reread"
 
     private static func reviewEntry(_ row: any SQLRow) throws -> ReviewEntry {
         let kindText = try row.decode(column: "kind", as: String.self)
@@ -168,6 +171,7 @@ extension StoreTransaction {
             openedAt: Date(millisecondsSince1970: try row.decode(column: "created_at", as: Int.self)),
             resolvedAt: try row.decode(column: "resolved_at", as: Int?.self).map(Date.init(millisecondsSince1970:)),
             decision: try row.decode(column: "resolution", as: String?.self).flatMap(ReviewDecision.init(rawValue:)),
-            note: try row.decode(column: "note", as: String?.self))
+            note: try row.decode(column: "note", as: String?.self),
+            reread: try row.decode(column: "reread", as: String?.self))
     }
 }

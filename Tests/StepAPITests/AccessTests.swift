@@ -92,6 +92,24 @@ struct AccessTests {
         .object(IngestBody(count: 50, key: ownerIngestKey).fields)
     }
 
+    static func rereadBody() -> String {
+        json(
+            .object([
+                "requestId": .string("00000000-0000-4000-8000-000000000000"),
+                "nonce": .string(String(repeating: "A", count: 43)),
+                "day": .string("2026-05-18"),
+                "counts": .array([
+                    .object([
+                        "sourceBundleId": .string("com.apple.health"), "count": .int(50),
+                        "sampleSpan": .object([
+                            "startUtc": .string("2026-05-18T05:00:00Z"), "endUtc": .string("2026-05-18T08:00:00Z"),
+                        ]),
+                    ])
+                ]),
+                "sampleDigest": .string("sha256:00"), "idempotencyKey": .string(ownerIngestKey),
+            ]))
+    }
+
     static func allocationBody() -> String {
         json(
             .object([
@@ -107,6 +125,10 @@ struct AccessTests {
         },
         "POST /step/ingest:batch": RouteCase(access: .walker(appCheckGated: true), allowed: .ok) { _, _ in
             Call(method: .post, uri: "/step/ingest:batch", body: json(.object(["buckets": .array([intruderIngest()])])))
+        },
+        // A re-read answer under the owner's ingest key for a request that is not the intruder's: not found.
+        "POST /step/reread": RouteCase(access: .walker(appCheckGated: true), allowed: .notFound) { _, _ in
+            Call(method: .post, uri: "/step/reread", body: rereadBody())
         },
         "GET /walker": RouteCase(access: .walker(appCheckGated: false), allowed: .ok) { _, _ in
             Call(method: .get, uri: "/walker")

@@ -89,7 +89,9 @@ struct AppCheckSendingClient: TestClientProtocol {
         uri: String, method: HTTPRequest.Method, headers: HTTPFields, body: ByteBuffer?
     ) async throws -> TestResponse {
         var headers = headers
-        if method == .post, uri.hasPrefix("/step/ingest"), headers[AppCheckTestKey.header] == nil {
+        if method == .post, uri.hasPrefix("/step/ingest") || uri.hasPrefix("/step/reread"),
+            headers[AppCheckTestKey.header] == nil
+        {
             headers[AppCheckTestKey.header] = try key.token(now: clock.now)
         }
         return try await base.executeRequest(uri: uri, method: method, headers: headers, body: body)

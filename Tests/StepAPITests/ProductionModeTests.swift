@@ -5,6 +5,7 @@ import JWTKit
 import StepAPI
 import StepCore
 import StepDatabase
+import StepSettings
 import StepStore
 import StepTestSupport
 import Testing
@@ -13,9 +14,11 @@ import Testing
 /// shapes, no credit before reconciliation.
 @Suite("POST /step/ingest in production mode")
 struct ProductionModeTests {
-    static func setUp(_ kind: DatabaseKind) async throws -> (TestHarness, String) {
+    static func setUp(_ kind: DatabaseKind, configure: (inout AppConfiguration) -> Void = { _ in }) async throws
+        -> (TestHarness, String)
+    {
         let keys = try AuthTests.KeySet()
-        let harness = try await AuthTests.harness(kind: kind, keys: keys, production: true)
+        let harness = try await AuthTests.harness(kind: kind, keys: keys, production: true, configure: configure)
         var claims = AuthTests.validClaims(harness.clock.now)
         claims.exp = Int(harness.clock.now.timeIntervalSince1970) + 3 * 86_400  // tests move the clock by days
         let token = try await keys.collection().sign(claims, kid: "ec-test")

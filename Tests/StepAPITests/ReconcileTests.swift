@@ -5,6 +5,7 @@ import SQLKit
 import StepAPI
 import StepCore
 import StepDatabase
+import StepSettings
 import StepStore
 import StepTestSupport
 import Testing
@@ -106,10 +107,11 @@ struct ReconcileTests {
     }
 
     @Test(
-        "a count that goes backwards in one bundle is QUARANTINED and put on the review queue",
+        "with reread.enabled = false a count that goes backwards in one bundle is QUARANTINED and put on the review queue",
         arguments: TestDatabases.kinds)
     func backwardsQuarantines(kind: DatabaseKind) async throws {
-        let (harness, token) = try await ProductionModeTests.setUp(kind)
+        // With the re-read handshake off (`reread.enabled = false`), the day is quarantined at once.
+        let (harness, token) = try await ProductionModeTests.setUp(kind) { $0.reread.enabled = false }
         try await harness.run { client in
             _ = try await client.ingest(IngestBody(count: 6000), token: token)
             harness.clock.advance(seconds: 10)
@@ -129,13 +131,16 @@ struct ReconcileTests {
             #expect(audit.last?.verdict == .quarantined)
             let walker = try await client.read("/walker", token: token).json
             #expect(walker["energy"]?["pending"] == .int(6000), "a quarantined day's Energy stays pending")
+            #expect(try await harness.count("step_rereads") == 0, "no re-read request while the handshake is off")
         }
     }
 
     @Test(
-        "overlapping spans from two source bundles are QUARANTINED as double counting", arguments: TestDatabases.kinds)
+        "with reread.enabled = false overlapping spans from two source bundles are QUARANTINED as double counting",
+        arguments: TestDatabases.kinds)
     func crossSourceQuarantines(kind: DatabaseKind) async throws {
-        let (harness, token) = try await ProductionModeTests.setUp(kind)
+        // With the re-read handshake off (`reread.enabled = false`), the day is quarantined at once.
+        let (harness, token) = try await ProductionModeTests.setUp(kind) { $0.reread.enabled = false }
         try await harness.run { client in
             _ = try await client.ingest(IngestBody(count: 6000), token: token)
             var watch = IngestBody(count: 6500)
@@ -278,7 +283,8 @@ struct ReconcileTests {
         "an answer announces the time the day's job really runs, and provisionalEnergy is the submission's own",
         arguments: TestDatabases.kinds)
     func truthfulAnswers(kind: DatabaseKind) async throws {
-        let (harness, token) = try await ProductionModeTests.setUp(kind)
+        // With the re-read handshake off (`reread.enabled = false`), the day is quarantined at once.
+        let (harness, token) = try await ProductionModeTests.setUp(kind) { $0.reread.enabled = false }
         try await harness.run { client in
             let started = harness.clock.now
             let first = try await client.ingest(IngestBody(count: 6000), token: token)

@@ -38,7 +38,7 @@ struct WalkerReadTests {
             #expect(balance == 3000 + 4000 + 9000)
             #expect(
                 response.text
-                    == #"{"currentRegionId":"region.default","energy":{"confirmed":16000,"pending":0,"spendable":16000},"#
+                    == #"{"currentRegionId":"region.default","energy":{"confirmed":16000,"pending":0,"spendable":16000},"rereadRequests":[],"#
                     + #""streakState":{"bonusTier":"T0_NONE","currentLengthDays":3,"decayAt":"2026-05-20","#
                     + #""lastAttestedDate":"2026-05-18"},"totalLifetimeSteps":16000,"walkerId":"walker-read"}"#)
         }
@@ -56,7 +56,7 @@ struct WalkerReadTests {
             #expect(response.status == .ok)
             #expect(
                 response.text
-                    == #"{"currentRegionId":"region.eu-1","energy":{"confirmed":0,"pending":0,"spendable":0},"#
+                    == #"{"currentRegionId":"region.eu-1","energy":{"confirmed":0,"pending":0,"spendable":0},"rereadRequests":[],"#
                     + #""streakState":{"bonusTier":"T0_NONE","currentLengthDays":0,"decayAt":null,"#
                     + #""lastAttestedDate":null},"totalLifetimeSteps":0,"walkerId":"walker-new"}"#)
             #expect(try await harness.count("walkers", walker: "walker-new") == 1)

@@ -89,6 +89,9 @@ struct AdminController: Sendable {
             "openedAt": .string(InstantParser.format(entry.openedAt)),
             "status": .string(entry.isOpen ? "open" : "resolved"),
         ]
+        if let reread = entry.reread, let value = JSONReader.read(Array(reread.utf8)) {
+            fields["reread"] = value
+        }
         if let resolvedAt = entry.resolvedAt {
             fields["resolvedAt"] = .string(InstantParser.format(resolvedAt))
             fields["decision"] = entry.decision.map { .string($0.rawValue) } ?? .null

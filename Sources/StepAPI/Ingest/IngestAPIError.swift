@@ -5,7 +5,7 @@ import StepAttestation
 import StepCore
 
 /// Every non-200 answer of the ingest surface. `status` and `body` are the single place these map to HTTP.
-enum IngestAPIError: SurfaceError {
+enum IngestAPIError: WalkerReadError {
     case unauthorized
     /// Production: the App Check token is missing or was refused; `details.reason` says which check failed, so
     /// an app knows to mint a new token rather than retry the same one.
@@ -19,6 +19,14 @@ enum IngestAPIError: SurfaceError {
     case rejected(reasons: [ReasonCode], day: LocalDate)
     /// An allocation asked for more than confirmed plus pending Energy.
     case insufficientEnergy(required: Int, spendable: Int)
+    /// `POST /step/reread`: no re-read request with this id for this walker.
+    case rereadNotFound
+    /// `POST /step/reread`: the nonce is not the one the request was issued with.
+    case rereadNonceMismatch
+    /// `POST /step/reread`: the request was answered already (its nonce is one-time).
+    case rereadAlreadyAnswered
+    /// `POST /step/reread`: the request's deadline passed, or its day was decided another way first.
+    case rereadExpired
     case rateLimited(retryAfterSeconds: Int)
     case unavailable
     case internalError
@@ -30,8 +38,9 @@ enum IngestAPIError: SurfaceError {
         case .unsupportedMediaType: .unsupportedMediaType
         case .payloadTooLarge: .contentTooLarge
         case .sourceNotWhitelisted: .forbidden
-        case .idempotencyInFlight: .conflict
-        case .idempotencyKeyReused, .rejected, .insufficientEnergy: .unprocessableContent
+        case .idempotencyInFlight, .rereadAlreadyAnswered, .rereadExpired: .conflict
+        case .idempotencyKeyReused, .rejected, .insufficientEnergy, .rereadNonceMismatch: .unprocessableContent
+        case .rereadNotFound: .notFound
         case .rateLimited: .tooManyRequests
         case .unavailable: .serviceUnavailable
         case .internalError: .internalServerError
@@ -82,6 +91,23 @@ enum IngestAPIError: SurfaceError {
             IngestErrorBody(
                 error: "INSUFFICIENT_ENERGY", message: "Not enough confirmed and pending Energy for this allocation.",
                 details: .object(["required": .int(required), "spendable": .int(spendable)]))
+        case .rereadNotFound:
+            IngestErrorBody(
+                error: "REREAD_NOT_FOUND", message: "No re-read request with this id for this walker.",
+                details: .object([:]))
+        case .rereadNonceMismatch:
+            IngestErrorBody(
+                error: "REREAD_NONCE_MISMATCH",
+                message: "The nonce is not the one this re-read request was issued with.",
+                details: .object([:]))
+        case .rereadAlreadyAnswered:
+            IngestErrorBody(
+                error: "REREAD_ALREADY_ANSWERED", message: "This re-read request was answered already.",
+                details: .object([:]))
+        case .rereadExpired:
+            IngestErrorBody(
+                error: "REREAD_EXPIRED", message: "This re-read request is past its deadline or no longer open.",
+                details: .object([:]))
         case .rateLimited(let retryAfter):
             IngestErrorBody(
                 error: "RATE_LIMITED", message: "Too many requests; retry later.",

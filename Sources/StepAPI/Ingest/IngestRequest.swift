@@ -232,18 +232,18 @@ struct FieldReader {
 
     mutating func sampleSpan() -> (start: Date, end: Date)? {
         guard let value = object["sampleSpan"], value != .null else {
-            problems["sampleSpan"] = "is required"
+            problems[prefix + "sampleSpan"] = "is required"
             return nil
         }
         guard case .object(let spanObject) = value else {
-            problems["sampleSpan"] = "must be an object with startUtc and endUtc"
+            problems[prefix + "sampleSpan"] = "must be an object with startUtc and endUtc"
             return nil
         }
-        var spanReader = FieldReader(object: spanObject, prefix: "sampleSpan.")
+        var spanReader = FieldReader(object: spanObject, prefix: prefix + "sampleSpan.")
         let start = spanReader.required("startUtc", expected: "an RFC 3339 date-time", parse: IngestRequest.instant)
         let end = spanReader.required("endUtc", expected: "an RFC 3339 date-time", parse: IngestRequest.instant)
         if let start, let end, end < start {
-            spanReader.problems["sampleSpan.endUtc"] = "must not be earlier than sampleSpan.startUtc"
+            spanReader.problems[prefix + "sampleSpan.endUtc"] = "must not be earlier than sampleSpan.startUtc"
         }
         problems.merge(spanReader.problems) { first, _ in first }
         guard spanReader.problems.isEmpty, let start, let end else { return nil }

@@ -30,7 +30,10 @@ struct WalkerController: Sendable {
             // "Today" in the walker's last known zone, as the ingest that last wrote the streak saw it.
             let zone = overview.lastTimeZone.flatMap(TimeZoneCatalog.zone(named:)) ?? .gmt
             let streak = StreakCalculator.state(latest: overview.latestRun, today: LocalDate(instant: now, in: zone))
-            return .success(WalkerResponse(overview, streak: streak, currentRegionId: defaultRegionId).jsonText)
+            var response = WalkerResponse(overview, streak: streak, currentRegionId: defaultRegionId)
+            response.rereadRequests = try await tx.openRereads(walkerId: walkerId, now: now).map(
+                WalkerResponse.Reread.init)
+            return .success(response.jsonText)
         }
     }
 

@@ -16,6 +16,30 @@ struct WalkerResponse: Encodable {
     var currentRegionId: String
     var streakState: IngestResponse.Streak
     var energy: Energy
+    /// The open challenge re-read requests, each `{"day", "deadline", "id", "nonce", "window": {"endUtc",
+    /// "startUtc"}}`: days waiting for a fresh read of the app (SPEC.md "Reconciliation").
+    var rereadRequests: [Reread] = []
+
+    struct Reread: Encodable {
+        struct Window: Encodable {
+            var startUtc: String
+            var endUtc: String
+        }
+        var id: String
+        var day: String
+        var window: Window
+        var nonce: String
+        var deadline: String
+
+        init(_ request: RereadRequestRecord) {
+            id = request.id
+            day = request.day.description
+            window = Window(
+                startUtc: InstantParser.format(request.windowStart), endUtc: InstantParser.format(request.windowEnd))
+            nonce = request.nonce
+            deadline = InstantParser.format(request.deadline)
+        }
+    }
 
     init(_ overview: WalkerOverview, streak: StreakState, currentRegionId: String) {
         walkerId = overview.walkerId
@@ -38,6 +62,19 @@ struct WalkerResponse: Encodable {
             json.member("pending", energy.pending)
             json.member("spendable", energy.spendable)
             json.endObject()
+            json.array("rereadRequests", rereadRequests) { json, request in
+                json.beginObject()
+                json.member("day", request.day)
+                json.member("deadline", request.deadline)
+                json.member("id", request.id)
+                json.member("nonce", request.nonce)
+                json.key("window")
+                json.beginObject()
+                json.member("endUtc", request.window.endUtc)
+                json.member("startUtc", request.window.startUtc)
+                json.endObject()
+                json.endObject()
+            }
             json.key("streakState")
             streakState.write(into: &json)
             json.member("totalLifetimeSteps", totalLifetimeSteps)

@@ -1,0 +1,264 @@
+import Crypto
+import Foundation
+import StepCore
+import StepStore
+
+/// How the app's answer to a re-read request ended.
+package enum RereadAnswerOutcome: Sendable, Hashable {
+    /// No request with this id for this walker.
+    case notFound
+    /// The body names another day than the request's.
+    case dayMismatch(expected: LocalDate)
+    /// The nonce is not the request's.
+    case nonceMismatch
+    /// The request was answered already (the nonce is one-time).
+    case alreadyAnswered
+    /// The deadline passed, or the day was decided another way first.
+    case expired
+    /// The day was decided with the re-read: its log after the decision, and the verdict.
+    case decided(StepLogRecord, ReconcileVerdict)
+}
+
+/// The challenge re-read handshake's writes (SPEC.md "Reconciliation"): asking, answering, and the deadline.
+extension Reconciler {
+    /// The walker event a re-read request is announced with.
+    static let rereadRequested = "step-reread-requested"
+    /// The route name of the audit rows a deadline writes.
+    static let deadlineRoute = "job:" + RereadDeadlineJob.kind
+
+    /// Records an open request for the day (the window is the day in its zone, a one-time nonce, the deadline),
+    /// announces it to the app and queues the deadline job, in the caller's transaction under the walker's lock.
+    func requestReread(_ tx: StoreTransaction, log: StepLogRecord, reasons: [String], now: Date) async throws {
+        let zone = TimeZoneCatalog.zone(named: log.timeZone) ?? .gmt
+        let window = DayReread.window(day: log.day, timeZone: zone)
+        let request = RereadRequestRecord(
+            id: StoreTransaction.newID(), walkerId: log.walkerId, day: log.day, timeZone: log.timeZone,
+            windowStart: window.start, windowEnd: window.end, nonce: Self.makeNonce(),
+            deadline: now.addingTimeInterval(reread.timeoutSeconds), reasons: reasons, createdAt: now)
+        try await tx.insertReread(request)
+        try await announcer.announce(
+            tx, walkerId: log.walkerId, type: Self.rereadRequested, data: RereadJSON.eventData(request), now: now)
+        _ = try await JobQueue.enqueue(
+            RereadDeadlineJob.newJob(
+                RereadDeadlineJob.Payload(requestId: request.id), walkerId: log.walkerId, runAt: request.deadline,
+                maxAttempts: jobMaxAttempts),
+            in: tx, now: now)
+    }
+
+    /// 32 random bytes from BoringSSL's generator, base64url without padding.
+    static func makeNonce() -> String {
+        let bytes = SymmetricKey(size: .bits256).withUnsafeBytes { Data($0) }
+        return RereadJSON.base64URL(bytes)
+    }
+
+    /// The app's answer to request `id`: checked against the request (the walker's own, open, before its
+    /// deadline, the same day, the nonce), then the day is decided with the re-read (`DayDecision.reread`) and
+    /// the request closed with the answer kept as evidence; an inconsistent re-read opens the review entry with
+    /// the re-read attached. Under the walker's lock, in the caller's transaction.
+    func answer(
+        _ tx: StoreTransaction, walkerId: String, id: String, nonce: String, day: LocalDate, answer: RereadAnswer,
+        route: String, requestId: String, now: Date
+    ) async throws -> RereadAnswerOutcome {
+        guard let unlocked = try await tx.reread(walkerId: walkerId, id: id) else { return .notFound }
+        let state = try await tx.lockWalkerReadingDay(walkerId, day: unlocked.day, now: now).day
+        guard let request = try await tx.reread(walkerId: walkerId, id: id) else { return .notFound }
+        guard day == request.day else { return .dayMismatch(expected: request.day) }
+        switch request.state {
+        case .answered: return .alreadyAnswered
+        case .expired: return .expired
+        case .open: break
+        }
+        guard now < request.deadline else { return .expired }
+        guard Self.constantTimeEqual(nonce, request.nonce) else { return .nonceMismatch }
+        guard let log = state.log, log.status == .pending else {
+            _ = try await tx.closeReread(walkerId: walkerId, id: id, state: .expired, at: now)
+            return .expired
+        }
+        let evidence = try await evidence(tx, log: log)
+        guard
+            let (verdict, decision) = DayDecision.reread(
+                log, evidence: evidence, answer: answer, streak: state.streak, limits: limits, at: now)
+        else { return .expired }
+        let outcome: AttestationVerdict
+        switch verdict {
+        case .accept: outcome = .accepted
+        case .quarantine: outcome = .quarantined
+        }
+        let answerJSON = RereadJSON.answer(answer)
+        _ = try await tx.closeReread(
+            walkerId: walkerId, id: id, state: .answered, answer: answerJSON, outcome: outcome.rawValue, at: now)
+        var answered = request
+        answered.state = .answered
+        answered.answeredAt = now
+        answered.answer = answerJSON
+        try await write(
+            tx, decision, verdict: verdict, route: route, runId: requestId,
+            reread: RereadJSON.reviewEvidence(answered, answer: answer), now: now)
+        if case .accept = verdict {
+            try await tx.insertAttestationLog(
+                AttestationLogRecord(
+                    walkerId: walkerId, createdAt: now, route: route, verdict: .accepted, reasons: [], tokenId: nil,
+                    requestId: requestId))
+        }
+        return .decided(decision.log, verdict)
+    }
+
+    /// At the deadline: a request still open expires, and its day, if still PENDING, is quarantined with the
+    /// findings that asked for the re-read and `REREAD_NOT_ANSWERED`. A request answered or closed before does
+    /// nothing. Returns whether the day was quarantined.
+    func expire(_ tx: StoreTransaction, walkerId: String, id: String, runId: String, now: Date) async throws
+        -> Bool
+    {
+        guard let unlocked = try await tx.reread(walkerId: walkerId, id: id), unlocked.state == .open else {
+            return false
+        }
+        let state = try await tx.lockWalkerReadingDay(walkerId, day: unlocked.day, now: now).day
+        guard let request = try await tx.reread(walkerId: walkerId, id: id), request.state == .open else {
+            return false
+        }
+        _ = try await tx.closeReread(walkerId: walkerId, id: id, state: .expired, at: now)
+        guard let log = state.log, log.status == .pending else { return false }
+        let reasons = request.reasons + [RereadFinding.notAnswered.rawValue]
+        var expired = request
+        expired.state = .expired
+        try await write(
+            tx, DayDecision.quarantine(log, at: now), verdict: .quarantine(reasons: reasons),
+            route: Self.deadlineRoute, runId: runId, reread: RereadJSON.reviewEvidence(expired, answer: nil), now: now)
+        return true
+    }
+
+    /// Compares every byte whatever the first difference, so the time taken does not tell how much matched.
+    static func constantTimeEqual(_ lhs: String, _ rhs: String) -> Bool {
+        let (a, b) = (Array(lhs.utf8), Array(rhs.utf8))
+        guard a.count == b.count else { return false }
+        var difference: UInt8 = 0
+        for index in a.indices { difference |= a[index] ^ b[index] }
+        return difference == 0
+    }
+}
+
+/// The JSON texts of the handshake: the event's data, the answer kept as evidence, and what the review entry
+/// shows an operator. Sorted keys, like every text the job system writes.
+package enum RereadJSON {
+    struct Window: Encodable {
+        var startUtc: String
+        var endUtc: String
+    }
+
+    struct Count: Encodable {
+        struct Span: Encodable {
+            var startUtc: String
+            var endUtc: String
+        }
+        var sourceBundleId: String
+        var count: Int
+        var sampleSpan: Span
+    }
+
+    struct Answer: Encodable {
+        var counts: [Count]
+        var sampleDigest: String
+    }
+
+    static func window(_ request: RereadRequestRecord) -> Window {
+        Window(startUtc: InstantParser.format(request.windowStart), endUtc: InstantParser.format(request.windowEnd))
+    }
+
+    /// `{"day", "deadline", "nonce", "requestId", "window": {"endUtc", "startUtc"}}`.
+    package static func eventData(_ request: RereadRequestRecord) -> String {
+        struct Event: Encodable {
+            var requestId: String
+            var day: String
+            var window: Window
+            var nonce: String
+            var deadline: String
+        }
+        return JobJSON.encode(
+            Event(
+                requestId: request.id, day: request.day.description, window: window(request), nonce: request.nonce,
+                deadline: InstantParser.format(request.deadline)))
+    }
+
+    static func answerValue(_ answer: RereadAnswer) -> Answer {
+        Answer(
+            counts: answer.counts.map {
+                Count(
+                    sourceBundleId: $0.sourceBundleId, count: $0.count,
+                    sampleSpan: .init(
+                        startUtc: InstantParser.format($0.spanStart, fractional: true),
+                        endUtc: InstantParser.format($0.spanEnd, fractional: true)))
+            }, sampleDigest: answer.sampleDigest)
+    }
+
+    /// `{"counts": [{"count", "sampleSpan", "sourceBundleId"}], "sampleDigest"}`.
+    package static func answer(_ answer: RereadAnswer) -> String { JobJSON.encode(answerValue(answer)) }
+
+    /// What the review entry keeps: the request (id, window, when asked, the deadline, its findings) and the
+    /// answer, or null when none came.
+    package static func reviewEvidence(_ request: RereadRequestRecord, answer: RereadAnswer?) -> String {
+        struct Evidence: Encodable {
+            var requestId: String
+            var window: Window
+            var requestedAt: String
+            var deadline: String
+            var reasons: [String]
+            var state: String
+            var answeredAt: String?
+            var answer: Answer?
+
+            enum CodingKeys: String, CodingKey {
+                case requestId, window, requestedAt, deadline, reasons, state, answeredAt, answer
+            }
+
+            func encode(to encoder: any Encoder) throws {
+                var container = encoder.container(keyedBy: CodingKeys.self)
+                try container.encode(requestId, forKey: .requestId)
+                try container.encode(window, forKey: .window)
+                try container.encode(requestedAt, forKey: .requestedAt)
+                try container.encode(deadline, forKey: .deadline)
+                try container.encode(reasons, forKey: .reasons)
+                try container.encode(state, forKey: .state)
+                try container.encode(answeredAt, forKey: .answeredAt)
+                try container.encode(answer, forKey: .answer)
+            }
+        }
+        return JobJSON.encode(
+            Evidence(
+                requestId: request.id, window: window(request), requestedAt: InstantParser.format(request.createdAt),
+                deadline: InstantParser.format(request.deadline), reasons: request.reasons,
+                state: request.state.rawValue, answeredAt: request.answeredAt.map { InstantParser.format($0) },
+                answer: answer.map(answerValue)))
+    }
+
+    /// Base64url without padding (RFC 4648 §5).
+    static func base64URL(_ data: Data) -> String {
+        var text = data.base64EncodedString()
+        text = text.replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+        while text.hasSuffix("=") { text.removeLast() }
+        return text
+    }
+}
+
+/// The answering side of the handshake for `POST /step/reread`: decides the day with the app's re-read the way
+/// reconciliation decides it (the same checks, the same writes), in the route's transaction.
+package struct RereadResolver: Sendable {
+    let reconciler: Reconciler
+
+    package init(
+        limits: IngestLimits, whitelist: @escaping @Sendable () -> Set<String>, refundGraceSeconds: Double,
+        jobMaxAttempts: Int
+    ) {
+        reconciler = Reconciler(
+            limits: limits, whitelist: whitelist, refundGraceSeconds: refundGraceSeconds,
+            jobMaxAttempts: jobMaxAttempts)
+    }
+
+    package func answer(
+        _ tx: StoreTransaction, walkerId: String, id: String, nonce: String, day: LocalDate, answer: RereadAnswer,
+        route: String, requestId: String, now: Date
+    ) async throws -> RereadAnswerOutcome {
+        try await reconciler.answer(
+            tx, walkerId: walkerId, id: id, nonce: nonce, day: day, answer: answer, route: route,
+            requestId: requestId, now: now)
+    }
+}

@@ -1,0 +1,329 @@
+import Foundation
+import HTTPTypes
+import HummingbirdTesting
+import JWTKit
+import NIOCore
+import StepAPI
+import StepCore
+import StepDatabase
+import StepJobs
+import StepSettings
+import StepStore
+import StepTestSupport
+import Testing
+
+/// The challenge re-read handshake (SPEC.md "Reconciliation"; seed 000's follow-up, seed 001 [6a-i]) through the
+/// API in production mode, with the injected clock and the worker driven by hand, on both engines.
+@Suite("The challenge re-read handshake")
+struct RereadTests {
+    static let walker = "walker-jwt"
+
+    /// 6 000 then 5 000 steps from one bundle for 2026-05-18, and the reconcile job run: the count went
+    /// backwards. Returns the open request as `GET /walker` lists it.
+    static func backwards(_ harness: TestHarness, _ client: some TestClientProtocol, token: String) async throws
+        -> [String: JSONValue]
+    {
+        _ = try await client.ingest(IngestBody(count: 6000), token: token)
+        harness.clock.advance(seconds: 10)
+        _ = try await client.ingest(IngestBody(count: 5000), token: token)
+        harness.clock.advance(seconds: 60)
+        try #require(try await harness.app.worker.drain() == 1)
+        let walker = try await client.read("/walker", token: token).json
+        guard case .array(let requests)? = walker["rereadRequests"], requests.count == 1,
+            case .object(let request) = requests[0]
+        else { throw JSONShapeError() }
+        return request
+    }
+
+    static func string(_ value: JSONValue?) throws -> String {
+        guard case .string(let text)? = value else { throw JSONShapeError() }
+        return text
+    }
+
+    /// A re-read answer for `request`, one count per `(bundle, count)` spanning 05:00Z–21:00Z of the day.
+    static func answer(
+        _ request: [String: JSONValue], counts: [(String, Int)] = [("com.apple.health", 6200)], nonce: String? = nil,
+        key: String = UUID().uuidString, day: String = "2026-05-18"
+    ) throws -> [String: JSONValue] {
+        [
+            "requestId": request["id"] ?? .null,
+            "nonce": nonce.map(JSONValue.string) ?? request["nonce"] ?? .null,
+            "day": .string(day),
+            "counts": .array(
+                counts.enumerated().map { index, entry in
+                    .object([
+                        "sourceBundleId": .string(entry.0), "count": .int(entry.1),
+                        "sampleSpan": .object([
+                            "startUtc": .string("2026-05-18T\(String(format: "%02d", 5 + index * 3)):00:00Z"),
+                            "endUtc": .string("2026-05-18T\(String(format: "%02d", 7 + index * 3)):59:59Z"),
+                        ]),
+                    ])
+                }),
+            "sampleDigest": .string("sha256:6d1f0c4a"),
+            "idempotencyKey": .string(key),
+        ]
+    }
+
+    /// Production mode with a session token for the walker and one for another walker.
+    static func setUp(_ kind: DatabaseKind, configure: (inout AppConfiguration) -> Void = { _ in }) async throws
+        -> (harness: TestHarness, token: String, otherToken: String)
+    {
+        let keys = try AuthTests.KeySet()
+        let harness = try await AuthTests.harness(kind: kind, keys: keys, production: true, configure: configure)
+        var claims = AuthTests.validClaims(harness.clock.now)
+        claims.exp = Int(harness.clock.now.timeIntervalSince1970) + 3 * 86_400
+        let token = try await keys.collection().sign(claims, kid: "ec-test")
+        claims.sub = "walker-other"
+        return (harness, token, try await keys.collection().sign(claims, kid: "ec-test"))
+    }
+
+    static func reviews(_ harness: TestHarness) async throws -> [ReviewEntry] {
+        try await harness.store.transaction { try await $0.reviews(walkerId: walker) }
+    }
+
+    @Test(
+        "a backwards count asks for a re-read instead of quarantining: the day stays PENDING, the request is listed, announced and has a deadline job; one open request per day",
+        arguments: TestDatabases.kinds)
+    func requestCreated(kind: DatabaseKind) async throws {
+        let (harness, token) = try await ProductionModeTests.setUp(kind)
+        try await harness.run { client in
+            let asked = harness.clock.now.addingTimeInterval(70)
+            let request = try await Self.backwards(harness, client, token: token)
+            let day = try await ReconcileTests.days(client, token: token).first
+            #expect(day?["reconciliationStatus"] == .string("PENDING"))
+            #expect(day?["energyCredited"] == .int(0))
+            #expect(try await Self.reviews(harness).isEmpty)
+            #expect(request["day"] == .string("2026-05-18"))
+            // The day in Europe/Warsaw (UTC+2 in May).
+            let window: [String: JSONValue] = [
+                "startUtc": .string("2026-05-17T22:00:00Z"), "endUtc": .string("2026-05-18T22:00:00Z"),
+            ]
+            #expect(request["window"] == .object(window))
+            #expect(request["deadline"] == .string(InstantParser.format(asked.addingTimeInterval(86_400))))
+            let nonce = try Self.string(request["nonce"])
+            #expect(nonce.count == 43, "32 bytes, base64url without padding")
+            #expect(nonce.allSatisfy { $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" })
+
+            // Announced as a walker event, read by pull.
+            let events = try await client.read("/walker/events", token: token).json
+            #expect(events["events"]?[0]?["type"] == .string("step-reread-requested"))
+            let data: [String: JSONValue] = [
+                "requestId": request["id"] ?? .null, "day": .string("2026-05-18"),
+                "window": request["window"] ?? .null, "nonce": .string(nonce),
+                "deadline": request["deadline"] ?? .null,
+            ]
+            #expect(events["events"]?[0]?["data"] == .object(data))
+            let jobs = try await harness.app.worker.queue.list(state: .pending)
+            #expect(jobs.map(\.kind) == ["reread-deadline"])
+            #expect(jobs.first?.runAt == asked.addingTimeInterval(86_400))
+            let metrics = try await client.execute(uri: "/metrics", method: .get).text
+            #expect(metrics.contains(#"stepledger_reconcile_verdicts_total{verdict="reread_requested"} 1"#))
+
+            // Another ingest of the day reconciles again: the same request stays the only one, announced once.
+            _ = try await client.ingest(IngestBody(count: 5500), token: token)
+            harness.clock.advance(seconds: 61)
+            #expect(try await harness.app.worker.drain() == 1)
+            #expect(try await harness.count("step_rereads") == 1)
+            #expect(try await harness.count("walker_events") == 1)
+            let again = try await client.read("/walker", token: token).json
+            #expect(again["rereadRequests"]?[0]?["id"] == request["id"])
+        }
+    }
+
+    @Test(
+        "a consistent re-read accepts the day at its count and credits it; a replay answers the same, the nonce is spent, and the deadline then changes nothing",
+        arguments: TestDatabases.kinds)
+    func consistentAccepts(kind: DatabaseKind) async throws {
+        let (harness, token) = try await ProductionModeTests.setUp(kind)
+        try await harness.run { client in
+            let request = try await Self.backwards(harness, client, token: token)
+            let body = try Self.answer(request, key: "reread-1")
+            let response = try await client.reread(body, token: token)
+            #expect(response.status == .ok, "\(response.text)")
+            let json = try response.json
+            #expect(json["outcome"] == .string("ACCEPTED"))
+            #expect(json["reasons"] == .array([]))
+            #expect(json["requestId"] == request["id"])
+            let stepLog: [String: JSONValue] = [
+                "day": .string("2026-05-18"), "reportedCount": .int(6200), "acceptedCount": .int(6200),
+                "reconciliationStatus": .string("ACCEPTED"),
+            ]
+            #expect(json["stepLog"] == .object(stepLog))
+            let day = try await ReconcileTests.days(client, token: token).first
+            #expect(day?["reconciliationStatus"] == .string("ACCEPTED"))
+            #expect(day?["energyCredited"] == .int(6200))
+            let walker = try await client.read("/walker", token: token).json
+            #expect(walker["energy"]?["confirmed"] == .int(6200))
+            #expect(walker["totalLifetimeSteps"] == .int(6200))
+            #expect(walker["rereadRequests"] == .array([]))
+
+            let replay = try await client.reread(body, token: token)
+            #expect(replay.status == .ok)
+            #expect(replay.headers[.init("Idempotent-Replayed")!] == "true")
+            #expect(replay.text == response.text)
+            let second = try await client.reread(try Self.answer(request, key: "reread-2"), token: token)
+            #expect(second.status == .conflict)
+            #expect(try second.json["error"] == .string("REREAD_ALREADY_ANSWERED"))
+
+            harness.clock.advance(seconds: 86_400)
+            #expect(try await harness.app.worker.drain() == 1)
+            #expect(
+                try await ReconcileTests.days(client, token: token).first?["reconciliationStatus"]
+                    == .string("ACCEPTED"))
+            #expect(try await harness.count("energy_ledger") == 1)
+            #expect(try await Self.reviews(harness).isEmpty)
+        }
+    }
+
+    @Test(
+        "an inconsistent re-read quarantines the day with its reasons, the re-read attached to the review entry",
+        arguments: TestDatabases.kinds)
+    func inconsistentQuarantines(kind: DatabaseKind) async throws {
+        let (harness, token) = try await AdminTests.setUp(kind) { $0.reread.enabled = true }
+        try await harness.run { client in
+            let request = try await Self.backwards(harness, client, token: token)
+            let response = try await client.reread(
+                try Self.answer(request, counts: [("com.apple.health", 5900), ("com.apple.watch", 300)]), token: token)
+            #expect(response.status == .ok, "\(response.text)")
+            let json = try response.json
+            #expect(json["outcome"] == .string("QUARANTINED"))
+            #expect(
+                json["reasons"] == .array([.string("COUNT_WENT_BACKWARDS"), .string("REREAD_COUNT_BELOW_SUBMITTED")]))
+            #expect(json["stepLog"]?["reconciliationStatus"] == .string("QUARANTINED"))
+            #expect(json["stepLog"]?["acceptedCount"] == .null)
+            #expect(try await harness.count("energy_ledger") == 0)
+
+            let reviews = try await Self.reviews(harness)
+            #expect(reviews.map(\.reasons) == [["COUNT_WENT_BACKWARDS", "REREAD_COUNT_BELOW_SUBMITTED"]])
+            let listed = try await client.admin("/admin/reviews?status=open").json["items"]?[0]?["reread"]
+            #expect(listed?["requestId"] == request["id"])
+            #expect(listed?["state"] == .string("answered"))
+            #expect(listed?["answer"]?["sampleDigest"] == .string("sha256:6d1f0c4a"))
+            #expect(listed?["answer"]?["counts"]?[0]?["count"] == .int(5900))
+            #expect(listed?["answer"]?["counts"]?[1]?["sourceBundleId"] == .string("com.apple.watch"))
+            #expect(listed?["reasons"] == .array([.string("COUNT_WENT_BACKWARDS")]))
+        }
+    }
+
+    @Test(
+        "no answer by the deadline quarantines the day with REREAD_NOT_ANSWERED; a late answer is 409",
+        arguments: TestDatabases.kinds)
+    func deadlineQuarantines(kind: DatabaseKind) async throws {
+        let (harness, token) = try await ProductionModeTests.setUp(kind) { $0.reread.timeoutSeconds = 3600 }
+        try await harness.run { client in
+            let request = try await Self.backwards(harness, client, token: token)
+            harness.clock.advance(seconds: 3599)
+            #expect(try await harness.app.worker.drain() == 0, "not before the deadline")
+            harness.clock.advance(seconds: 1)
+            let late = try await client.reread(try Self.answer(request), token: token)
+            #expect(late.status == .conflict)
+            #expect(try late.json["error"] == .string("REREAD_EXPIRED"))
+            #expect(try await harness.app.worker.drain() == 1)
+            #expect(
+                try await ReconcileTests.days(client, token: token).first?["reconciliationStatus"]
+                    == .string("QUARANTINED"))
+            let reviews = try await Self.reviews(harness)
+            #expect(reviews.map(\.reasons) == [["COUNT_WENT_BACKWARDS", "REREAD_NOT_ANSWERED"]])
+            let reread = try #require(reviews.first?.reread)
+            #expect(reread.contains(#""state":"expired""#))
+            #expect(reread.contains(#""answer":null"#))
+            let audit = try await harness.store.transaction { try await $0.attestationLogs(walkerId: Self.walker) }
+            #expect(audit.last?.route == "job:reread-deadline")
+            #expect(audit.last?.verdict == .quarantined)
+            #expect(try await client.read("/walker", token: token).json["rereadRequests"] == .array([]))
+        }
+    }
+
+    @Test(
+        "a wrong nonce is 422 and spends nothing; unknown, foreign or malformed answers are 404 or 400; production needs App Check",
+        arguments: TestDatabases.kinds)
+    func refusals(kind: DatabaseKind) async throws {
+        let (harness, token, otherToken) = try await Self.setUp(kind)
+        try await harness.run { client in
+            let request = try await Self.backwards(harness, client, token: token)
+            let foreign = try await client.reread(try Self.answer(request), token: otherToken)
+            #expect(foreign.status == .notFound, "another walker's request is not found")
+            let wrong = try await client.reread(
+                try Self.answer(request, nonce: "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"), token: token)
+            #expect(wrong.status == .unprocessableContent)
+            #expect(try wrong.json["error"] == .string("REREAD_NONCE_MISMATCH"))
+
+            var unknown = try Self.answer(request)
+            unknown["requestId"] = .string("00000000-0000-4000-8000-000000000000")
+            let missing = try await client.reread(unknown, token: token)
+            #expect(missing.status == .notFound)
+            #expect(try missing.json["error"] == .string("REREAD_NOT_FOUND"))
+
+            let otherDay = try await client.reread(try Self.answer(request, day: "2026-05-17"), token: token)
+            #expect(otherDay.status == .badRequest)
+            #expect(try otherDay.json["details"]?["fields"]?["day"] != nil)
+
+            var malformed = try Self.answer(request)
+            malformed["counts"] = .array([
+                .object(["sourceBundleId": .string("a"), "count": .int(-1)]),
+                .object([
+                    "sourceBundleId": .string("a"), "count": .int(1),
+                    "sampleSpan": .object([
+                        "startUtc": .string("2026-05-18T05:00:00Z"), "endUtc": .string("2026-05-18T04:00:00Z"),
+                    ]),
+                ]),
+            ])
+            malformed["sampleDigest"] = .string("")
+            let invalid = try await client.reread(malformed, token: token)
+            #expect(invalid.status == .badRequest)
+            let fields = try invalid.json["details"]?["fields"]
+            #expect(try invalid.json["error"] == .string("INVALID_REQUEST"))
+            #expect(fields?["counts[0].count"] != nil)
+            #expect(fields?["counts[0].sampleSpan"] != nil)
+            #expect(fields?["counts[1].sourceBundleId"] != nil)
+            #expect(fields?["counts[1].sampleSpan.endUtc"] != nil)
+            #expect(fields?["sampleDigest"] != nil)
+
+            // The right nonce still works after all of that: nothing above spent it.
+            let right = try await client.reread(try Self.answer(request), token: token)
+            #expect(right.status == .ok, "\(right.text)")
+            #expect(try right.json["outcome"] == .string("ACCEPTED"))
+        }
+        // Without App Check no answer is taken.
+        let (bare, bareToken, _) = try await Self.setUp(kind)
+        try await bare.run(sendingAppCheck: false) { client in
+            let body: [String: JSONValue] = ["requestId": .string("x"), "nonce": .string("y")]
+            let response = try await client.reread(body, token: bareToken)
+            #expect(response.status == .unauthorized)
+        }
+    }
+
+    @Test(
+        "a reason a re-read cannot clear quarantines at once, with no request", arguments: TestDatabases.kinds)
+    func otherReasonsQuarantine(kind: DatabaseKind) async throws {
+        let (harness, token) = try await ProductionModeTests.setUp(kind)
+        try await harness.run { client in
+            _ = try await client.ingest(IngestBody(count: 6000), token: token)
+            harness.clock.advance(seconds: 10)
+            _ = try await client.ingest(IngestBody(count: 5000), token: token)
+            // The bundle leaves the whitelist before the job runs.
+            harness.app.whitelist.replace(with: ["com.apple.watch"])
+            harness.clock.advance(seconds: 60)
+            #expect(try await harness.app.worker.drain() == 1)
+            #expect(
+                try await ReconcileTests.days(client, token: token).first?["reconciliationStatus"]
+                    == .string("QUARANTINED"))
+            #expect(
+                try await Self.reviews(harness).map(\.reasons) == [["SOURCE_NOT_WHITELISTED", "COUNT_WENT_BACKWARDS"]])
+            #expect(try await harness.count("step_rereads") == 0)
+            #expect(try await harness.count("walker_events") == 0)
+        }
+    }
+}
+
+extension TestClientProtocol {
+    func reread(_ body: [String: JSONValue], token: String, headers extra: HTTPFields = [:]) async throws
+        -> TestResponse
+    {
+        var headers: HTTPFields = [.contentType: "application/json", .authorization: "Bearer \(token)"]
+        headers.append(contentsOf: extra)
+        return try await execute(
+            uri: "/step/reread", method: .post, headers: headers,
+            body: ByteBuffer(string: try JSONCoding.encode(JSONValue.object(body))))
+    }
+}

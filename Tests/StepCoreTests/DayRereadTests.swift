@@ -1,0 +1,202 @@
+import Foundation
+import StepCore
+import StepTestSupport
+import Testing
+
+@Suite("The challenge re-read handshake's decision")
+struct DayRereadTests {
+    static let t0 = Date(timeIntervalSince1970: 1_779_091_200)  // 2026-05-18T08:00:00Z
+    static let day = LocalDate(iso: "2026-05-18")!
+    let limits = IngestLimits()
+
+    /// A submission for 2026-05-18 in UTC; times are hours after t0 (08:00Z).
+    func submission(_ bundle: String, _ count: Int, from start: Double, to end: Double, at received: Double)
+        -> SubmittedCount
+    {
+        SubmittedCount(
+            bucket: StepBucket(
+                day: Self.day, count: count, source: .healthKit, timeZone: .gmt,
+                spanStart: Self.t0.addingTimeInterval(start * 3600), spanEnd: Self.t0.addingTimeInterval(end * 3600),
+                sourceBundleId: bundle, gyroSamplesObserved: true),
+            receivedAt: Self.t0.addingTimeInterval(received * 3600))
+    }
+
+    func read(_ bundle: String, _ count: Int, from start: Double, to end: Double) -> RereadCount {
+        RereadCount(
+            sourceBundleId: bundle, count: count, spanStart: Self.t0.addingTimeInterval(start * 3600),
+            spanEnd: Self.t0.addingTimeInterval(end * 3600))
+    }
+
+    func evidence(_ submissions: [SubmittedCount]) -> DayEvidence {
+        DayEvidence(submissions: submissions, whitelist: limits.sourceBundleWhitelist.union(["a", "b"]))
+    }
+
+    func judge(_ submissions: [SubmittedCount], _ counts: [RereadCount], limits: IngestLimits? = nil)
+        -> ReconcileVerdict
+    {
+        DayReread.verdict(
+            evidence(submissions), answer: RereadAnswer(counts: counts, sampleDigest: "digest"),
+            limits: limits ?? self.limits)
+    }
+
+    /// 6 000 then 5 000 from one bundle: the count went backwards.
+    var backwards: [SubmittedCount] {
+        [submission("a", 6_000, from: 0, to: 4, at: 4), submission("a", 5_000, from: 0, to: 5, at: 5)]
+    }
+
+    @Test("only COUNT_WENT_BACKWARDS and CROSS_SOURCE_OVERLAP ask for a re-read; any other reason quarantines")
+    func asks() {
+        #expect(DayReread.asksForReread(.quarantine(reasons: ["COUNT_WENT_BACKWARDS"])))
+        #expect(DayReread.asksForReread(.quarantine(reasons: ["CROSS_SOURCE_OVERLAP"])))
+        #expect(DayReread.asksForReread(.quarantine(reasons: ["COUNT_WENT_BACKWARDS", "CROSS_SOURCE_OVERLAP"])))
+        for other in ReasonCode.allCases.map(\.rawValue) {
+            #expect(!DayReread.asksForReread(.quarantine(reasons: [other])))
+            #expect(!DayReread.asksForReread(.quarantine(reasons: [other, "COUNT_WENT_BACKWARDS"])))
+        }
+        #expect(!DayReread.asksForReread(.quarantine(reasons: [])))
+        #expect(!DayReread.asksForReread(.accept(acceptedCount: 10)))
+    }
+
+    @Test("the window is the day's bounds in its zone")
+    func window() throws {
+        let warsaw = try #require(TimeZone(identifier: "Europe/Warsaw"))
+        let window = DayReread.window(day: Self.day, timeZone: warsaw)
+        #expect(InstantParser.format(window.start) == "2026-05-17T22:00:00Z")
+        #expect(InstantParser.format(window.end) == "2026-05-18T22:00:00Z")
+    }
+
+    @Test("a re-read no bundle of which is below its highest submission accepts at the highest bundle count")
+    func consistentAccepts() {
+        #expect(judge(backwards, [read("a", 6_200, from: 0, to: 6)]) == .accept(acceptedCount: 6_200))
+        #expect(judge(backwards, [read("a", 6_000, from: 0, to: 6)]) == .accept(acceptedCount: 6_000))
+        // Two bundles that overlapped when submitted, re-read over spans that do not.
+        let overlapped = [submission("a", 3_000, from: 0, to: 3, at: 3), submission("b", 2_000, from: 2, to: 4, at: 4)]
+        #expect(
+            judge(overlapped, [read("a", 3_000, from: 0, to: 2), read("b", 2_500, from: 2, to: 4)])
+                == .accept(acceptedCount: 3_000))
+    }
+
+    @Test("a bundle below its highest submission, or left out, is inconsistent")
+    func belowSubmitted() {
+        #expect(
+            judge(backwards, [read("a", 5_999, from: 0, to: 6)])
+                == .quarantine(reasons: ["COUNT_WENT_BACKWARDS", "REREAD_COUNT_BELOW_SUBMITTED"]))
+        let twoBundles = backwards + [submission("b", 100, from: 6, to: 7, at: 7)]
+        #expect(
+            judge(twoBundles, [read("a", 7_000, from: 0, to: 6)])
+                == .quarantine(reasons: ["COUNT_WENT_BACKWARDS", "REREAD_COUNT_BELOW_SUBMITTED"]))
+    }
+
+    @Test("overlapping spans of two bundles in the re-read are inconsistent; touching ones are not")
+    func overlap() {
+        #expect(
+            judge(backwards, [read("a", 6_000, from: 0, to: 6), read("b", 10, from: 5, to: 7)])
+                == .quarantine(reasons: ["COUNT_WENT_BACKWARDS", "REREAD_SOURCE_OVERLAP"]))
+        #expect(
+            judge(backwards, [read("a", 6_000, from: 0, to: 6), read("b", 10, from: 6, to: 7)])
+                == .accept(acceptedCount: 6_000))
+    }
+
+    @Test("a re-read over the daily cap is inconsistent")
+    func overCap() {
+        var limits = self.limits
+        limits.maxStepsPerDay = 6_100
+        #expect(judge(backwards, [read("a", 6_100, from: 0, to: 6)], limits: limits) == .accept(acceptedCount: 6_100))
+        #expect(
+            judge(backwards, [read("a", 6_101, from: 0, to: 6)], limits: limits)
+                == .quarantine(reasons: ["COUNT_WENT_BACKWARDS", "REREAD_COUNT_EXCEEDS_CAP"]))
+    }
+
+    @Test("a reason a re-read cannot clear still quarantines, whatever the re-read says")
+    func otherReasonsStay() {
+        // A source off the whitelist now (it was removed after the submissions).
+        let verdict = DayReread.verdict(
+            DayEvidence(submissions: backwards, whitelist: ["b"]),
+            answer: RereadAnswer(counts: [read("a", 7_000, from: 0, to: 6)], sampleDigest: "d"), limits: limits)
+        #expect(verdict == .quarantine(reasons: ["SOURCE_NOT_WHITELISTED", "COUNT_WENT_BACKWARDS"]))
+    }
+
+    @Test(
+        "property: a consistent re-read accepts at its highest count, never below any submission, never over the cap",
+        arguments: 0..<60)
+    func property(seed: UInt64) {
+        var random = SplitMix64(seed: seed)
+        let bundles = ["a", "b"]
+        var submissions: [SubmittedCount] = []
+        for index in 0..<Int.random(in: 1...6, using: &random) {
+            let bundle = bundles.randomElement(using: &random) ?? "a"
+            let start = Double(Int.random(in: 0...6, using: &random))
+            submissions.append(
+                submission(
+                    bundle, Int.random(in: 0...9_000, using: &random), from: start, to: start + 4,
+                    at: 10 + Double(index)))
+        }
+        var counts: [RereadCount] = []
+        for (index, bundle) in bundles.enumerated() where Bool.random(using: &random) || index == 0 {
+            let start = Double(index * Int.random(in: 5...7, using: &random))
+            counts.append(read(bundle, Int.random(in: 0...9_500, using: &random), from: start, to: start + 6))
+        }
+        let verdict = judge(submissions, counts)
+        var highest: [String: Int] = [:]
+        for submission in submissions {
+            highest[submission.sourceBundleId] = max(highest[submission.sourceBundleId] ?? 0, submission.count)
+        }
+        let covers = highest.allSatisfy { bundle, count in
+            counts.contains { $0.sourceBundleId == bundle && $0.count >= count }
+        }
+        let disjoint = counts.count < 2 || counts[0].spanEnd <= counts[1].spanStart
+        switch verdict {
+        case .accept(let accepted):
+            #expect(covers && disjoint)
+            #expect(accepted == counts.map(\.count).max())
+            #expect(accepted <= limits.maxStepsPerDay)
+            #expect(submissions.allSatisfy { $0.count <= accepted })
+        case .quarantine(let reasons):
+            #expect(!(covers && disjoint))
+            #expect(reasons.contains("REREAD_COUNT_BELOW_SUBMITTED") == !covers)
+            #expect(reasons.contains("REREAD_SOURCE_OVERLAP") == !disjoint)
+        }
+    }
+}
+
+@Suite("The day decision with a re-read")
+struct DayRereadDecisionTests {
+    static let now = Date(timeIntervalSince1970: 1_779_136_950)
+
+    static func log(reported: Int, status: ReconciliationStatus = .pending) -> StepLogRecord {
+        StepLogRecord(
+            walkerId: "w", day: DayRereadTests.day, timeZone: "UTC", reportedCount: reported, acceptedCount: nil,
+            status: status, multiplierPermille: nil, energyCredited: 0, attested: false, updatedAt: now)
+    }
+
+    @Test("a consistent re-read accepts and credits at its count; an inconsistent one quarantines; only PENDING")
+    func decides() throws {
+        let tests = DayRereadTests()
+        let evidence = tests.evidence(tests.backwards)
+        let streak = StreakNeighbourhood(day: DayRereadTests.day, runs: [])
+        let consistent = RereadAnswer(counts: [tests.read("a", 6_300, from: 0, to: 6)], sampleDigest: "d")
+        let accepted = try #require(
+            DayDecision.reread(
+                Self.log(reported: 6_000), evidence: evidence, answer: consistent, streak: streak,
+                limits: tests.limits, at: Self.now))
+        #expect(accepted.verdict == .accept(acceptedCount: 6_300))
+        #expect(accepted.decision.log.status == .accepted)
+        #expect(accepted.decision.log.acceptedCount == 6_300)
+        #expect(accepted.decision.log.reportedCount == 6_300)
+        #expect(accepted.decision.credit == 6_300)
+        #expect(accepted.decision.lifetimeStepsDelta == 6_300)
+        #expect(accepted.decision.allocations == .settle)
+
+        let short = RereadAnswer(counts: [tests.read("a", 10, from: 0, to: 6)], sampleDigest: "d")
+        let quarantined = try #require(
+            DayDecision.reread(
+                Self.log(reported: 6_000), evidence: evidence, answer: short, streak: streak, limits: tests.limits,
+                at: Self.now))
+        #expect(quarantined.decision.log.status == .quarantined)
+        #expect(quarantined.decision.credit == 0)
+        #expect(
+            DayDecision.reread(
+                Self.log(reported: 6_000, status: .quarantined), evidence: evidence, answer: consistent,
+                streak: streak, limits: tests.limits, at: Self.now) == nil)
+    }
+}
