@@ -18,8 +18,8 @@ What the hooks change, and why each change is honest:
   carries a generated header keeps it (the 401 is then the expected rejection).
 - Positive cases only, for rules a schema cannot state (each is also written in openapi.yaml's prose):
   `tz` (POST /step/ingest, GET /health/today) must name a zone of the server's tz database;
-  POST /step/ingest needs an idempotency key in the body or the header, equal when both are sent, and
-  sampleSpan.endUtc not before sampleSpan.startUtc;
+  POST /step/ingest and POST /step/reread need an idempotency key in the body or the header, equal when both
+  are sent, and every sampleSpan.endUtc not before its startUtc; a re-read names each source bundle once;
   GET /step/days needs from ≤ to ≤ from + 91 days; GET /health/statistics needs startDate ≤ endDate ≤ startDate
   + 1 095 days (a missing one is today); POST /health needs a nonce fetched first from
   GET /health/attestation-nonce by the same walker; GET /walker/ledger's cursor must be the `next` of an earlier
@@ -177,15 +177,34 @@ def unquoted_key(raw):
     return text
 
 
-def fix_ingest(case):
-    body = case.body if isinstance(case.body, dict) else None
-    if body is None:
-        return
-    span = body.get("sampleSpan")
+def order_span(span):
     if isinstance(span, dict):
         start, end = instant(span.get("startUtc")), instant(span.get("endUtc"))
         if start is not None and end is not None and end < start:
             span["startUtc"], span["endUtc"] = span.get("endUtc"), span.get("startUtc")
+
+
+def fix_ingest(case):
+    """POST /step/ingest and POST /step/reread: spans in order, and an idempotency key in the body or the header,
+    equal when both are sent."""
+    body = case.body if isinstance(case.body, dict) else None
+    if body is None:
+        return
+    order_span(body.get("sampleSpan"))
+    counts = body.get("counts")
+    if isinstance(counts, list):
+        # A re-read names each source bundle once (openapi.yaml's prose): keep the first count of each bundle.
+        seen, kept = set(), []
+        for count in counts:
+            bundle = count.get("sourceBundleId") if isinstance(count, dict) else None
+            if isinstance(bundle, str) and bundle in seen:
+                continue
+            if isinstance(bundle, str):
+                seen.add(bundle)
+            if isinstance(count, dict):
+                order_span(count.get("sampleSpan"))
+            kept.append(count)
+        body["counts"] = kept
     headers = case.headers or {}
     header = next((v for k, v in headers.items() if k.lower() == "idempotency-key"), None)
     if header is not None and isinstance(body.get("idempotencyKey"), str):
@@ -262,7 +281,7 @@ def before_call(context, case, kwargs):
             case.query["wait"] = 1
     if not positive:
         return
-    if method == "POST" and path == "/step/ingest":
+    if method == "POST" and path in ("/step/ingest", "/step/reread"):
         fix_ingest(case)
         if isinstance(case.body, dict) and "tz" in case.body:
             case.body["tz"] = known_zone(case.body["tz"])

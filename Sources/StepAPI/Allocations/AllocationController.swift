@@ -35,45 +35,13 @@ struct AllocationController: Sendable {
         let parsed = await JSONBody.read(request, maxBytes: maxBodyBytes, as: WalkerAPIError.self) {
             bytes throws(RequestValidationError) in try AllocationRequest.decode(bytes)
         }
-        let now = runner.clock()
-        let valid = try? parsed.get()
-        let outcome: (RateLimitDecision, AllocationOutcome?) = try await runner.store.transaction {
-            [policy = runner.policy, mode, idempotencyLeaseSeconds] tx in
-            let idempotency = valid.map {
-                IdempotencyRequest(
-                    key: $0.storedKey, requestHash: $0.payloadHash, leaseSeconds: idempotencyLeaseSeconds)
-            }
-            let (decision, admission) = try await tx.admit(
-                AdmissionRequest(walkerId: walkerId, policy: policy, idempotency: idempotency, now: now))
-            guard decision.allowed, let valid else { return (decision, nil) }
-            switch admission.claim {
-            case .replay(let status, let body): return (decision, .replay(status: status, body: body))
-            case .payloadMismatch: return (decision, .error(.body(.idempotencyKeyReused)))
-            case .inFlight: return (decision, .error(.body(.idempotencyInFlight)))
-            case .claimed, nil: break
-            }
-            let (status, body) = try await Self.spend(valid, walkerId: walkerId, mode: mode, tx: tx, now: now)
-            try await tx.completeIdempotencyKey(
-                walkerId: walkerId, key: valid.storedKey, status: Int(status.code), body: body)
-            return (decision, .answered(status: status, body: body))
+        let writer = IdempotentWrite<WalkerAPIError>(
+            store: runner.store, policy: runner.policy, leaseSeconds: idempotencyLeaseSeconds,
+            keyReused: .body(.idempotencyKeyReused), inFlight: .body(.idempotencyInFlight))
+        return try await writer.respond(walkerId: walkerId, parsed: parsed, now: runner.clock()) {
+            [mode] tx, valid, now in
+            try await Self.spend(valid, walkerId: walkerId, mode: mode, tx: tx, now: now)
         }
-        let (decision, result) = outcome
-        return await WalkerAPIError.admittedResponse(decision, parsed: parsed) {
-            switch result {
-            case .answered(let status, let body)?: return .json(status: status, body: body)
-            case .replay(let status, let body)?:
-                return .json(
-                    status: HTTPResponse.Status(code: status), body: body, headers: [.idempotentReplayed: "true"])
-            case .error(let error)?: return error.response
-            case nil: return WalkerAPIError.internalError.response
-            }
-        }
-    }
-
-    private enum AllocationOutcome: Sendable {
-        case answered(status: HTTPResponse.Status, body: String)
-        case replay(status: Int, body: String)
-        case error(WalkerAPIError)
     }
 
     /// Spends `request.points` if confirmed plus pending Energy covers them (`StoreTransaction.spend`); in

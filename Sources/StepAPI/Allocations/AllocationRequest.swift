@@ -4,7 +4,7 @@ import StepCore
 import StepStore
 
 /// The body of `POST /walker/allocations`: `{"kind", "nodeId", "points", "idempotencyKey"}`.
-struct AllocationRequest: Sendable, Hashable {
+struct AllocationRequest: IdempotentBody, Hashable {
     static let maxPoints = 1_000_000_000
     static let maxNodeIdLength = 128
 

@@ -30,49 +30,17 @@ struct RereadController: Sendable {
         let parsed = await JSONBody.read(request, maxBytes: maxBodyBytes, as: IngestAPIError.self) {
             bytes throws(RequestValidationError) in try RereadRequest.decode(body: bytes, headerKey: headerKey)
         }
-        let now = clock()
-        let valid = try? parsed.get()
         let requestId = context.id
-        let outcome: (RateLimitDecision, Outcome?) = try await store.transaction {
-            [policy, idempotencyLeaseSeconds, resolver] tx in
-            let idempotency = valid.map {
-                IdempotencyRequest(
-                    key: $0.storedKey, requestHash: $0.payloadHash, leaseSeconds: idempotencyLeaseSeconds)
-            }
-            let (decision, admission) = try await tx.admit(
-                AdmissionRequest(walkerId: walkerId, policy: policy, idempotency: idempotency, now: now))
-            guard decision.allowed, let valid else { return (decision, nil) }
-            switch admission.claim {
-            case .replay(let status, let body): return (decision, .replay(status: status, body: body))
-            case .payloadMismatch: return (decision, .answered(.idempotencyKeyReused))
-            case .inFlight: return (decision, .answered(.idempotencyInFlight))
-            case .claimed, nil: break
-            }
+        let writer = IdempotentWrite<IngestAPIError>(
+            store: store, policy: policy, leaseSeconds: idempotencyLeaseSeconds, keyReused: .idempotencyKeyReused,
+            inFlight: .idempotencyInFlight)
+        return try await writer.respond(walkerId: walkerId, parsed: parsed, now: clock()) {
+            [resolver] tx, valid, now in
             let result = try await resolver.answer(
                 tx, walkerId: walkerId, id: valid.requestId, nonce: valid.nonce, day: valid.day, answer: valid.answer,
                 route: Self.route, requestId: requestId, now: now)
-            let (status, body) = Self.render(result, request: valid)
-            try await tx.completeIdempotencyKey(
-                walkerId: walkerId, key: valid.storedKey, status: Int(status.code), body: body)
-            return (decision, .stored(status: status, body: body))
+            return Self.render(result, request: valid)
         }
-        let (decision, result) = outcome
-        return await IngestAPIError.admittedResponse(decision, parsed: parsed) {
-            switch result {
-            case .stored(let status, let body)?: return .json(status: status, body: body)
-            case .replay(let status, let body)?:
-                return .json(
-                    status: HTTPResponse.Status(code: status), body: body, headers: [.idempotentReplayed: "true"])
-            case .answered(let error)?: return error.response
-            case nil: return IngestAPIError.internalError.response
-            }
-        }
-    }
-
-    private enum Outcome: Sendable {
-        case stored(status: HTTPResponse.Status, body: String)
-        case replay(status: Int, body: String)
-        case answered(IngestAPIError)
     }
 
     private static func render(_ outcome: RereadAnswerOutcome, request: RereadRequest) -> (

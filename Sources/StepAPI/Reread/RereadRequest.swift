@@ -5,7 +5,7 @@ import StepCore
 /// The body of `POST /step/reread`: `{"requestId", "nonce", "day", "counts": [{"sourceBundleId", "count",
 /// "sampleSpan": {"startUtc", "endUtc"}}], "sampleDigest", "idempotencyKey"}`; the key may come in the
 /// `Idempotency-Key` header instead, as on the ingest.
-struct RereadRequest: Sendable, Hashable {
+struct RereadRequest: IdempotentBody, Hashable {
     static let maxCounts = 16
 
     var requestId: String

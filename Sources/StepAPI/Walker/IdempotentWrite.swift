@@ -1,0 +1,67 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import StepStore
+
+/// A request body that writes at most once per idempotency key: the key as stored (scoped to its route) and the
+/// digest of what it asks, so a resend with another payload is told apart from a replay.
+protocol IdempotentBody: Sendable {
+    var storedKey: String { get }
+    var payloadHash: String { get }
+}
+
+/// A walker's write that an idempotency key makes safe to resend (`POST /walker/allocations`,
+/// `POST /step/reread`): the admission against the route's per-walker limit, the key's claim, the write and its
+/// stored answer in one transaction, so a replay answers the bytes of the first answer (an error included) and
+/// the write happens once. A malformed body is still counted against the limit and writes nothing.
+struct IdempotentWrite<Failure: WalkerReadError>: Sendable {
+    let store: Store
+    let policy: RateLimitPolicy
+    let leaseSeconds: Double
+    /// The answers for a key resent with another payload, and for a key whose first request still runs.
+    let keyReused: Failure
+    let inFlight: Failure
+
+    private enum Outcome: Sendable {
+        case stored(status: HTTPResponse.Status, body: String)
+        case replay(status: Int, body: String)
+        case refused(Failure)
+    }
+
+    func respond<Body: IdempotentBody>(
+        walkerId: String, parsed: Result<Body, Failure>, now: Date,
+        write: @escaping @Sendable (StoreTransaction, Body, Date) async throws -> (HTTPResponse.Status, String)
+    ) async throws -> Response {
+        let valid = try? parsed.get()
+        let outcome: (RateLimitDecision, Outcome?) = try await store.transaction {
+            [policy, leaseSeconds, keyReused, inFlight] tx in
+            let idempotency = valid.map {
+                IdempotencyRequest(key: $0.storedKey, requestHash: $0.payloadHash, leaseSeconds: leaseSeconds)
+            }
+            let (decision, admission) = try await tx.admit(
+                AdmissionRequest(walkerId: walkerId, policy: policy, idempotency: idempotency, now: now))
+            guard decision.allowed, let valid else { return (decision, nil) }
+            switch admission.claim {
+            case .replay(let status, let body): return (decision, .replay(status: status, body: body))
+            case .payloadMismatch: return (decision, .refused(keyReused))
+            case .inFlight: return (decision, .refused(inFlight))
+            case .claimed, nil: break
+            }
+            let (status, body) = try await write(tx, valid, now)
+            try await tx.completeIdempotencyKey(
+                walkerId: walkerId, key: valid.storedKey, status: Int(status.code), body: body)
+            return (decision, .stored(status: status, body: body))
+        }
+        let (decision, result) = outcome
+        return await Failure.admittedResponse(decision, parsed: parsed) {
+            switch result {
+            case .stored(let status, let body)?: return .json(status: status, body: body)
+            case .replay(let status, let body)?:
+                return .json(
+                    status: HTTPResponse.Status(code: status), body: body, headers: [.idempotentReplayed: "true"])
+            case .refused(let error)?: return error.response
+            case nil: return Failure.internalError.response
+            }
+        }
+    }
+}
