@@ -85,6 +85,7 @@ let package = Package(
                 "StepCore",
                 "StepStore",
                 "StepDatabase",
+                "StepAttestation",
                 .product(name: "SQLKit", package: "sql-kit"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import StepAttestation
 import StepCore
 import StepStore
 
@@ -48,7 +49,7 @@ extension Reconciler {
     /// 32 random bytes from BoringSSL's generator, base64url without padding.
     static func makeNonce() -> String {
         let bytes = SymmetricKey(size: .bits256).withUnsafeBytes { Data($0) }
-        return RereadJSON.base64URL(bytes)
+        return Base64URL.encode(bytes)
     }
 
     /// The app's answer to request `id`: checked against the request (the walker's own, open, before its
@@ -69,7 +70,7 @@ extension Reconciler {
         case .open: break
         }
         guard now < request.deadline else { return .expired }
-        guard Self.constantTimeEqual(nonce, request.nonce) else { return .nonceMismatch }
+        guard ConstantTime.equals(nonce.utf8, request.nonce.utf8) else { return .nonceMismatch }
         guard let log = state.log, log.status == .pending else {
             _ = try await tx.closeReread(walkerId: walkerId, id: id, state: .expired, at: now)
             return .expired
@@ -125,15 +126,6 @@ extension Reconciler {
             tx, DayDecision.quarantine(log, at: now), verdict: .quarantine(reasons: reasons),
             route: Self.deadlineRoute, runId: runId, reread: RereadJSON.reviewEvidence(expired, answer: nil), now: now)
         return true
-    }
-
-    /// Compares every byte whatever the first difference, so the time taken does not tell how much matched.
-    static func constantTimeEqual(_ lhs: String, _ rhs: String) -> Bool {
-        let (a, b) = (Array(lhs.utf8), Array(rhs.utf8))
-        guard a.count == b.count else { return false }
-        var difference: UInt8 = 0
-        for index in a.indices { difference |= a[index] ^ b[index] }
-        return difference == 0
     }
 }
 
@@ -231,12 +223,6 @@ package enum RereadJSON {
     }
 
     /// Base64url without padding (RFC 4648 §5).
-    static func base64URL(_ data: Data) -> String {
-        var text = data.base64EncodedString()
-        text = text.replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
-        while text.hasSuffix("=") { text.removeLast() }
-        return text
-    }
 }
 
 /// The answering side of the handshake for `POST /step/reread`: decides the day with the app's re-read the way

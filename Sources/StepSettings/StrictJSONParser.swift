@@ -1,3 +1,5 @@
+import StepCore
+
 /// A strict JSON parser (RFC 8259) for configuration files that keeps the line and column where each key and value
 /// starts, so every error can name its place. It refuses what lenient parsers let through (a trailing comma, a
 /// comment, a bare word) and keeps an object's members in order, duplicates included, for the caller to refuse.
@@ -224,33 +226,26 @@ struct StrictJSONParser {
         advance()
         guard let byte = current else { throw Failure(reason: "unterminated string", position: start) }
         advance()
-        switch byte {
-        case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): text.append(byte)
-        case UInt8(ascii: "b"): text.append(0x08)
-        case UInt8(ascii: "f"): text.append(0x0C)
-        case UInt8(ascii: "n"): text.append(0x0A)
-        case UInt8(ascii: "r"): text.append(0x0D)
-        case UInt8(ascii: "t"): text.append(0x09)
-        case UInt8(ascii: "u"):
-            var scalar = try hexQuad(start)
-            if (0xD800..<0xDC00).contains(scalar) {
-                guard current == UInt8(ascii: "\\"), index + 1 < bytes.count, bytes[index + 1] == UInt8(ascii: "u")
-                else { throw Failure(reason: "a lone UTF-16 surrogate in \\u escape", position: start) }
-                advance()
-                advance()
-                let low = try hexQuad(start)
-                guard (0xDC00..<0xE000).contains(low) else {
-                    throw Failure(reason: "a lone UTF-16 surrogate in \\u escape", position: start)
-                }
-                scalar = 0x10000 + ((scalar - 0xD800) << 10) + (low - 0xDC00)
-            }
-            guard let unicode = Unicode.Scalar(scalar) else {
-                throw Failure(reason: "a lone UTF-16 surrogate in \\u escape", position: start)
-            }
-            text.append(contentsOf: Array(String(Character(unicode)).utf8))
-        default:
+        if let single = JSONEscape.single(byte) {
+            text.append(single)
+            return
+        }
+        guard byte == UInt8(ascii: "u") else {
             throw Failure(reason: "an invalid escape '\\\(Character(Unicode.Scalar(byte)))'", position: start)
         }
+        let code = try hexQuad(start)
+        let unicode: Unicode.Scalar?
+        if JSONEscape.isHighSurrogate(code) {
+            guard current == UInt8(ascii: "\\"), index + 1 < bytes.count, bytes[index + 1] == UInt8(ascii: "u")
+            else { throw Failure(reason: "a lone UTF-16 surrogate in \\u escape", position: start) }
+            advance()
+            advance()
+            unicode = JSONEscape.scalar(high: code, low: try hexQuad(start))
+        } else {
+            unicode = Unicode.Scalar(code)
+        }
+        guard let unicode else { throw Failure(reason: "a lone UTF-16 surrogate in \\u escape", position: start) }
+        text.append(contentsOf: Array(String(Character(unicode)).utf8))
     }
 
     private mutating func hexQuad(_ start: TextPosition) throws(Failure) -> UInt32 {

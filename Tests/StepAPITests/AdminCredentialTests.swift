@@ -1,4 +1,5 @@
 import StepAPI
+import StepAttestation
 import Synchronization
 import Testing
 
@@ -46,12 +47,12 @@ struct AdminCredentialTests {
             guess[position] ^= 0xFF
             let left = CountingBytes(bytes: secret, reads: .init())
             let right = CountingBytes(bytes: guess, reads: .init())
-            #expect(!AdminCredential.constantTimeEquals(left, right))
+            #expect(!ConstantTime.equals(left, right))
             #expect(left.reads.value.withLock { $0 } == 32, "difference at \(position)")
             #expect(right.reads.value.withLock { $0 } == 32, "difference at \(position)")
         }
-        #expect(AdminCredential.constantTimeEquals(secret, secret))
-        #expect(!AdminCredential.constantTimeEquals(secret, secret.dropLast()))
-        #expect(!AdminCredential.constantTimeEquals(secret, secret + [0]))
+        #expect(ConstantTime.equals(secret, secret))
+        #expect(!ConstantTime.equals(secret, secret.dropLast()))
+        #expect(!ConstantTime.equals(secret, secret + [0]))
     }
 }

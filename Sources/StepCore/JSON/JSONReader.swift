@@ -170,30 +170,23 @@ private struct JSONCursor {
     private mutating func escape(into scalars: inout [UInt8]) throws(JSONSyntaxError) {
         guard let byte = peek() else { throw JSONSyntaxError() }
         index += 1
-        switch byte {
-        case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): scalars.append(byte)
-        case UInt8(ascii: "b"): scalars.append(0x08)
-        case UInt8(ascii: "f"): scalars.append(0x0C)
-        case UInt8(ascii: "n"): scalars.append(0x0A)
-        case UInt8(ascii: "r"): scalars.append(0x0D)
-        case UInt8(ascii: "t"): scalars.append(0x09)
-        case UInt8(ascii: "u"):
-            var code = UInt32(try hex4())
-            if (0xD800..<0xDC00).contains(code) {
-                // A high surrogate must be followed by an escaped low one.
-                try expect(UInt8(ascii: "\\"))
-                try expect(UInt8(ascii: "u"))
-                let low = UInt32(try hex4())
-                guard (0xDC00..<0xE000).contains(low) else { throw JSONSyntaxError() }
-                code = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00)
-            } else if (0xDC00..<0xE000).contains(code) {
-                throw JSONSyntaxError()
-            }
-            guard let scalar = Unicode.Scalar(code) else { throw JSONSyntaxError() }
-            scalars.append(contentsOf: UTF8.encode(scalar)!)
-        default:
-            throw JSONSyntaxError()
+        if let single = JSONEscape.single(byte) {
+            scalars.append(single)
+            return
         }
+        guard byte == UInt8(ascii: "u") else { throw JSONSyntaxError() }
+        let code = UInt32(try hex4())
+        let scalar: Unicode.Scalar?
+        if JSONEscape.isHighSurrogate(code) {
+            // A high surrogate must be followed by an escaped low one.
+            try expect(UInt8(ascii: "\\"))
+            try expect(UInt8(ascii: "u"))
+            scalar = JSONEscape.scalar(high: code, low: UInt32(try hex4()))
+        } else {
+            scalar = Unicode.Scalar(code)  // nil for a lone low surrogate
+        }
+        guard let scalar else { throw JSONSyntaxError() }
+        scalars.append(contentsOf: UTF8.encode(scalar)!)
     }
 
     private mutating func hex4() throws(JSONSyntaxError) -> UInt16 {
