@@ -230,7 +230,7 @@ package func buildApplication(
         resolver: ReviewResolver(
             store: store, limits: configuration.limits, refundGraceSeconds: configuration.refundGraceSeconds,
             jobMaxAttempts: configuration.jobs.maxAttempts),
-        jobs: worker.queue, clock: dependencies.clock, logger: logger
+        jobs: worker.queue, claimSeconds: configuration.admin.claimSeconds, clock: dependencies.clock, logger: logger
     ).register(in: admin, catalog: &catalog)
 
     OpsController(store: store, metrics: metrics, jobs: worker.queue).register(in: router.group(), catalog: &catalog)

@@ -12,6 +12,8 @@ package struct ReviewResolver: Sendable {
         case resolved(ReviewEntry)
         case notFound
         case alreadyResolved(ReviewEntry)
+        /// Another operator holds a live claim on the entry.
+        case claimed(ReviewClaim)
     }
 
     package let store: Store
@@ -30,7 +32,8 @@ package struct ReviewResolver: Sendable {
     /// Accepting a quarantined day credits it as the reconcile job would; rejecting it sets REJECTED, credits
     /// nothing and takes it out of the streak (what it was credited before stays in the append-only ledger).
     /// Resolving a repeated-rejections entry ends that episode. The walker's row is locked before the entry,
-    /// the order every ingest takes them in.
+    /// the order every ingest takes them in. Another operator's live claim refuses the decision; deciding
+    /// releases the claim and names the operator on the entry.
     package func resolve(id: String, decision: ReviewDecision, note: String, by actor: AdminActor, now: Date)
         async throws -> Outcome
     {
@@ -44,6 +47,7 @@ package struct ReviewResolver: Sendable {
             }
             guard let entry = try await tx.review(id: id, locking: true) else { return .notFound }
             guard entry.isOpen else { return .alreadyResolved(entry) }
+            if let claim = entry.liveClaim(at: now), claim.operatorId != actor.id { return .claimed(claim) }
             if entry.kind == .quarantinedDay, let state,
                 let decided = DayDecision.review(
                     state.log, decision: decision, streak: state.streak, minDailyThreshold: limits.minDailyThreshold,
@@ -61,13 +65,42 @@ package struct ReviewResolver: Sendable {
                     now: now)
             }
             guard
-                try await tx.resolveReview(walkerId: entry.walkerId, id: id, decision: decision, note: note, at: now),
+                try await tx.resolveReview(
+                    walkerId: entry.walkerId, id: id, decision: decision, note: note, decidedBy: actor.name, at: now),
                 let resolved = try await tx.review(id: id)
             else { return .alreadyResolved(entry) }
             try await tx.recordAudit(
                 actor: actor, action: "review.\(decision.rawValue)", target: id, outcome: "decided", note: note, at: now
             )
             return .resolved(resolved)
+        }
+    }
+
+    /// Claims an open entry for `actor` for `seconds`, or renews the claim it holds; a claim newly taken writes
+    /// its audit row (`review.claim`) in the same transaction.
+    package func claim(id: String, by actor: AdminActor, seconds: Int, now: Date) async throws -> ReviewClaimOutcome {
+        try await store.transaction { tx in
+            let outcome = try await tx.claimReview(
+                id: id, actor: actor, until: now.addingTimeInterval(Double(seconds)), now: now)
+            if case .claimed(_, taken: true) = outcome {
+                try await tx.recordAudit(
+                    actor: actor, action: "review.claim", target: id, outcome: "claimed", note: nil, at: now)
+            }
+            return outcome
+        }
+    }
+
+    /// Releases the live claim `actor` holds (an operator may release anyone's), with its audit row
+    /// (`review.release`).
+    package func release(id: String, by actor: AdminActor, now: Date) async throws -> ReviewReleaseOutcome {
+        try await store.transaction { tx in
+            let outcome = try await tx.releaseReview(
+                id: id, actor: actor, overriding: actor.role == .operator, now: now)
+            if case .released = outcome {
+                try await tx.recordAudit(
+                    actor: actor, action: "review.release", target: id, outcome: "released", note: nil, at: now)
+            }
+            return outcome
         }
     }
 }

@@ -40,14 +40,17 @@ extension AppConfiguration {
         /// Failed admin authentications one client address may make per minute before it is locked out until the
         /// minute ends.
         package var maxFailuresPerMinute = 10
+        /// How long opening (or claiming) a review entry holds it for its operator: no one else decides it until
+        /// the claim is released, decided or expired.
+        package var claimSeconds = 900
 
         package enum Key: String, ConfigurationKeys {
-            case token, maxFailuresPerMinute
+            case token, maxFailuresPerMinute, claimSeconds
             package static let section = "admin"
             package var isSecret: Bool {
                 switch self {
                 case .token: true
-                case .maxFailuresPerMinute: false
+                case .maxFailuresPerMinute, .claimSeconds: false
                 }
             }
         }
@@ -61,6 +64,7 @@ extension AppConfiguration {
                 self.token = token
             }
             maxFailuresPerMinute = try reader.int(.maxFailuresPerMinute, in: 1...1_000) ?? maxFailuresPerMinute
+            claimSeconds = try reader.int(.claimSeconds, in: 10...86_400) ?? claimSeconds
         }
     }
 

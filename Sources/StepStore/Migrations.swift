@@ -487,6 +487,42 @@ package enum Migrations {
                 "CREATE INDEX admin_audit_by_time ON admin_audit (at, audit_id)",
             ] + immutable
         },
+        Migration(version: 15, name: "the review desk: stake, claims, deciders, App Check presence") { _ in
+            // The queue pages by keyset over these indexes (`GET /admin/reviews`), so a page costs the same however
+            // deep it is: open entries oldest first or most at stake first, resolved ones latest first, and every
+            // entry by either order. A quarantined day's entry keeps the Energy at stake (floor(reported ×
+            // multiplier), set when it opens or gains a reason); entries from before get it from their day. An
+            // entry names who holds its claim until when and who decided it; a submission whether its ingest
+            // carried a verified App Check token (null for rows from before).
+            [
+                "ALTER TABLE review_queue ADD COLUMN energy_at_stake BIGINT NOT NULL DEFAULT 0",
+                "ALTER TABLE review_queue ADD COLUMN claim_operator_id TEXT",
+                "ALTER TABLE review_queue ADD COLUMN claim_operator TEXT",
+                "ALTER TABLE review_queue ADD COLUMN claim_until BIGINT",
+                "ALTER TABLE review_queue ADD COLUMN decided_by TEXT",
+                """
+                UPDATE review_queue SET energy_at_stake = COALESCE((
+                    SELECT COALESCE(l.reported_count * l.multiplier_permille / 1000, l.provisional_energy)
+                    FROM step_logs l WHERE l.walker_id = review_queue.walker_id AND l.day = review_queue.day), 0)
+                WHERE kind = 'quarantined_day'
+                """,
+                """
+                CREATE INDEX review_queue_open_by_age ON review_queue (created_at, entry_id)
+                WHERE resolved_at IS NULL
+                """,
+                """
+                CREATE INDEX review_queue_open_by_stake ON review_queue (energy_at_stake, created_at, entry_id)
+                WHERE resolved_at IS NULL
+                """,
+                """
+                CREATE INDEX review_queue_resolved_by_time ON review_queue (resolved_at, entry_id)
+                WHERE resolved_at IS NOT NULL
+                """,
+                "CREATE INDEX review_queue_by_age ON review_queue (created_at, entry_id)",
+                "CREATE INDEX review_queue_by_stake ON review_queue (energy_at_stake, created_at, entry_id)",
+                "ALTER TABLE step_submissions ADD COLUMN app_check BIGINT",
+            ]
+        },
     ]
 }
 

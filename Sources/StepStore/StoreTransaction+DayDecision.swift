@@ -43,7 +43,8 @@ extension StoreTransaction {
             statements += Self.streakChangeStatements(walkerId: walkerId, change, when: "true")
         }
         statements += Self.openDayReviewStatements(
-            walkerId: walkerId, day: decision.log.day, reasons: write.reviewReasons, at: write.at, when: "true")
+            walkerId: walkerId, day: decision.log.day, reasons: write.reviewReasons,
+            stake: Self.energyAtStake(decision.log), at: write.at, when: "true")
         if let audit = write.attestationLog { statements.append(Self.insertAttestationLogStatement(audit)) }
         for statement in statements { try await sql.raw(statement).run() }
         // The day's credit covers what allocations drew from it; the rest waits for `RefundJob.schedule`, which

@@ -101,9 +101,10 @@ extension StoreTransaction {
         if let change = write.streakChange {
             statements += streakChangeStatements(walkerId: write.walkerId, change, when: condition)
         }
-        if let day = write.stepLog?.day {
+        if let log = write.stepLog {
             statements += openDayReviewStatements(
-                walkerId: write.walkerId, day: day, reasons: write.reviewReasons, at: write.at, when: condition)
+                walkerId: write.walkerId, day: log.day, reasons: write.reviewReasons, stake: energyAtStake(log),
+                at: write.at, when: condition)
         }
         statements += write.followUps.map { $0(condition) }
         statements.append(insertAttestationLogStatement(write.attestationLog, when: condition))

@@ -25,38 +25,77 @@ package struct ReviewEntry: Sendable, Hashable {
     /// The challenge re-read behind a quarantine by reconciliation, as JSON text (the request and the app's
     /// answer, or that none came by the deadline); nil for other entries.
     package var reread: String? = nil
+    /// A quarantined day's Energy at stake, floor(reported count × the day's multiplier) as of when the entry
+    /// opened or last gained a reason; 0 for repeated rejections.
+    package var energyAtStake: Int = 0
+    /// Who holds the entry and until when, as stored (it may have expired: `liveClaim(at:)`).
+    package var claim: ReviewClaim? = nil
+    /// The name of the operator who decided it.
+    package var decidedBy: String? = nil
 
     package var isOpen: Bool { resolvedAt == nil }
+
+    /// The claim that still holds at `now`; nil when there is none or it expired.
+    package func liveClaim(at now: Date) -> ReviewClaim? {
+        guard isOpen, let claim, claim.until > now else { return nil }
+        return claim
+    }
+}
+
+/// An operator's hold on an open entry: no one else decides it until it is released, decided or expires.
+package struct ReviewClaim: Sendable, Hashable {
+    package var operatorId: String
+    package var operatorName: String
+    package var until: Date
+
+    package init(operatorId: String, operatorName: String, until: Date) {
+        self.operatorId = operatorId
+        self.operatorName = operatorName
+        self.until = until
+    }
 }
 
 extension StoreTransaction {
     /// Opens the review entry of a quarantined day, or adds `reason` to the open one: at most one open entry
-    /// per walker × day (a partial unique index), its reasons a set. One reason per statement, so it can run
-    /// as one CTE of an ingest's guarded batch.
+    /// per walker × day (a partial unique index), its reasons a set, its Energy at stake raised to `stake` if
+    /// that is more. One reason per statement, so it can run as one CTE of an ingest's guarded batch.
     static func openDayReviewStatement(
-        walkerId: String, day: LocalDate, reason: String, at now: Date, when condition: SQLQueryString
+        walkerId: String, day: LocalDate, reason: String, stake: Int, at now: Date, when condition: SQLQueryString
     ) -> SQLQueryString {
         """
-        INSERT INTO review_queue (walker_id, entry_id, kind, created_at, day, reasons)
+        INSERT INTO review_queue (walker_id, entry_id, kind, created_at, day, reasons, energy_at_stake)
         SELECT \(bind: walkerId), \(bind: newID()), \(bind: ReviewKind.quarantinedDay.rawValue),
-            \(bind: now.millisecondsSince1970), \(bind: day.dayNumber), \(bind: reason)
+            \(bind: now.millisecondsSince1970), \(bind: day.dayNumber), \(bind: reason), \(bind: stake)
         WHERE \(condition)
         ON CONFLICT (walker_id, kind, day) WHERE resolved_at IS NULL DO UPDATE SET reasons = CASE
             WHEN review_queue.reasons = '' THEN excluded.reasons
             WHEN ',' || review_queue.reasons || ',' LIKE '%,' || excluded.reasons || ',%' THEN review_queue.reasons
-            ELSE review_queue.reasons || ',' || excluded.reasons END
+            ELSE review_queue.reasons || ',' || excluded.reasons END,
+            energy_at_stake = CASE WHEN excluded.energy_at_stake > review_queue.energy_at_stake
+                THEN excluded.energy_at_stake ELSE review_queue.energy_at_stake END
         """
     }
 
     static func openDayReviewStatements(
-        walkerId: String, day: LocalDate, reasons: [String], at now: Date, when condition: SQLQueryString
+        walkerId: String, day: LocalDate, reasons: [String], stake: Int, at now: Date, when condition: SQLQueryString
     ) -> [SQLQueryString] {
-        reasons.map { openDayReviewStatement(walkerId: walkerId, day: day, reason: $0, at: now, when: condition) }
+        reasons.map {
+            openDayReviewStatement(walkerId: walkerId, day: day, reason: $0, stake: stake, at: now, when: condition)
+        }
     }
 
-    package func openDayReview(walkerId: String, day: LocalDate, reasons: [String], at now: Date) async throws {
+    /// The Energy a quarantined day puts at stake: its reported count at its multiplier (the provisional Energy
+    /// the app was shown when the day has no multiplier yet).
+    static func energyAtStake(_ log: StepLogRecord) -> Int {
+        guard let multiplier = log.multiplierPermille else { return log.provisionalEnergy }
+        return EnergyMath.energy(steps: log.reportedCount, multiplierPermille: multiplier)
+    }
+
+    package func openDayReview(
+        walkerId: String, day: LocalDate, reasons: [String], stake: Int = 0, at now: Date
+    ) async throws {
         for statement in Self.openDayReviewStatements(
-            walkerId: walkerId, day: day, reasons: reasons, at: now, when: "true")
+            walkerId: walkerId, day: day, reasons: reasons, stake: stake, at: now, when: "true")
         {
             try await sql.raw(statement).run()
         }
@@ -93,7 +132,7 @@ extension StoreTransaction {
         let query: SQLQueryString =
             open
             ? "SELECT \(unsafeRaw: Self.reviewColumns) FROM review_queue WHERE resolved_at IS NULL ORDER BY created_at, entry_id LIMIT \(bind: limit)"
-            : "SELECT \(unsafeRaw: Self.reviewColumns) FROM review_queue WHERE resolved_at IS NOT NULL ORDER BY resolved_at DESC, entry_id LIMIT \(bind: limit)"
+            : "SELECT \(unsafeRaw: Self.reviewColumns) FROM review_queue WHERE resolved_at IS NOT NULL ORDER BY resolved_at DESC, entry_id DESC LIMIT \(bind: limit)"
         return try await sql.raw(query).all().map(Self.reviewEntry)
     }
 
@@ -113,14 +152,15 @@ extension StoreTransaction {
         ).first().map(Self.reviewEntry)
     }
 
-    /// Records the decision on an open entry; false when it was already resolved.
+    /// Records the decision on an open entry and releases its claim; false when it was already resolved.
     package func resolveReview(
-        walkerId: String, id: String, decision: ReviewDecision, note: String?, at now: Date
+        walkerId: String, id: String, decision: ReviewDecision, note: String?, decidedBy: String? = nil, at now: Date
     ) async throws -> Bool {
         try await sql.raw(
             """
             UPDATE review_queue SET resolved_at = \(bind: now.millisecondsSince1970),
-                resolution = \(bind: decision.rawValue), note = \(bind: note)
+                resolution = \(bind: decision.rawValue), note = \(bind: note), decided_by = \(bind: decidedBy),
+                claim_operator_id = NULL, claim_operator = NULL, claim_until = NULL
             WHERE walker_id = \(bind: walkerId) AND entry_id = \(bind: id) AND resolved_at IS NULL
             RETURNING entry_id
             """
@@ -151,16 +191,24 @@ extension StoreTransaction {
         return try row?.decode(column: "at", as: Int?.self).map(Date.init(millisecondsSince1970:))
     }
 
-    private static let reviewColumns =
-        "walker_id, entry_id, kind, day, reasons, subject, created_at, resolved_at, resolution, note, reread"
+    static let reviewColumns =
+        "walker_id, entry_id, kind, day, reasons, subject, created_at, resolved_at, resolution, note, reread, energy_at_stake, claim_operator_id, claim_operator, claim_until, decided_by"
 
-    private static func reviewEntry(_ row: any SQLRow) throws -> ReviewEntry {
+    static func reviewEntry(_ row: any SQLRow) throws -> ReviewEntry {
         let kindText = try row.decode(column: "kind", as: String.self)
         guard let kind = ReviewKind(rawValue: kindText) else {
             throw StoreError.corrupt("unknown review kind \(kindText)")
         }
         let reasons = try row.decode(column: "reasons", as: String.self)
         let subject = try row.decode(column: "subject", as: String?.self)
+        var claim: ReviewClaim?
+        if let holder = try row.decode(column: "claim_operator_id", as: String?.self),
+            let until = try row.decode(column: "claim_until", as: Int?.self)
+        {
+            claim = ReviewClaim(
+                operatorId: holder, operatorName: try row.decode(column: "claim_operator", as: String?.self) ?? holder,
+                until: Date(millisecondsSince1970: until))
+        }
         return ReviewEntry(
             id: try row.decode(column: "entry_id", as: String.self),
             walkerId: try row.decode(column: "walker_id", as: String.self),
@@ -172,6 +220,8 @@ extension StoreTransaction {
             resolvedAt: try row.decode(column: "resolved_at", as: Int?.self).map(Date.init(millisecondsSince1970:)),
             decision: try row.decode(column: "resolution", as: String?.self).flatMap(ReviewDecision.init(rawValue:)),
             note: try row.decode(column: "note", as: String?.self),
-            reread: try row.decode(column: "reread", as: String?.self))
+            reread: try row.decode(column: "reread", as: String?.self),
+            energyAtStake: try row.decode(column: "energy_at_stake", as: Int.self), claim: claim,
+            decidedBy: try row.decode(column: "decided_by", as: String?.self))
     }
 }

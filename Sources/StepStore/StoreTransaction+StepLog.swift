@@ -9,11 +9,15 @@ package struct StepSubmissionRecord: Sendable, Hashable {
     package var walkerId: String
     package var submissionId: String
     package var submitted: SubmittedCount
+    /// Whether its ingest carried a verified App Check token (evidence for review); nil when not known (rows
+    /// stored before it was kept, or writes not made by an ingest).
+    package var appCheck: Bool?
 
-    package init(walkerId: String, submissionId: String, bucket: StepBucket, receivedAt: Date) {
+    package init(walkerId: String, submissionId: String, bucket: StepBucket, receivedAt: Date, appCheck: Bool? = nil) {
         self.walkerId = walkerId
         self.submissionId = submissionId
         self.submitted = SubmittedCount(bucket: bucket, receivedAt: receivedAt)
+        self.appCheck = appCheck
     }
 
     package var day: LocalDate { submitted.bucket.day }
@@ -93,12 +97,12 @@ extension StoreTransaction {
         let bucket = submission.submitted.bucket
         return """
             INSERT INTO step_submissions (walker_id, submission_id, day, source, source_bundle_id, step_count,
-                span_start, span_end, received_at, tz, gyro_observed)
+                span_start, span_end, received_at, tz, gyro_observed, app_check)
             SELECT \(bind: submission.walkerId), \(bind: submission.submissionId), \(bind: bucket.day.dayNumber),
                 \(bind: bucket.source.rawValue), \(bind: bucket.sourceBundleId), \(bind: bucket.count),
                 \(bind: bucket.spanStart.millisecondsSince1970), \(bind: bucket.spanEnd.millisecondsSince1970),
                 \(bind: submission.receivedAt.millisecondsSince1970), \(bind: bucket.timeZone.identifier),
-                \(bind: bucket.gyroSamplesObserved ? 1 : 0)
+                \(bind: bucket.gyroSamplesObserved ? 1 : 0), \(bind: submission.appCheck.map { $0 ? 1 : 0 })
             WHERE \(condition)
             """
     }

@@ -67,6 +67,8 @@ struct ValidationTests {
         (["worker.pollIntervalSeconds": "0.01"], "worker.pollIntervalSeconds"),
         (["admin.token": "short"], "admin.token"),
         (["admin.maxFailuresPerMinute": "1001"], "admin.maxFailuresPerMinute"),
+        (["admin.claimSeconds": "9"], "admin.claimSeconds"),
+        (["admin.claimSeconds": "86401"], "admin.claimSeconds"),
         (["jobs.maxAttempts": "0"], "jobs.maxAttempts"),
         (["jobs.leaseSeconds": "86401"], "jobs.leaseSeconds"),
         (["jobs.leaseSeconds": "10", "jobs.heartbeatSeconds": "10"], "jobs.leaseSeconds"),
@@ -129,6 +131,7 @@ struct ValidationTests {
         #expect(configuration.jobs.heartbeatSeconds == 10)
         #expect(configuration.ingestBatchMaxBuckets == 14)
         #expect(configuration.adminMaxFailuresPerMinute == 10)
+        #expect(configuration.admin.claimSeconds == 900)
         #expect(configuration.retention.idempotencyKeySeconds == 8 * 86_400)
         #expect(configuration.retention.attestationLogSeconds == 30 * 86_400)
         #expect(configuration.refundGraceSeconds == 86_400)

@@ -9,12 +9,19 @@ import StepStore
 /// The operators' API under `/admin/`: the review queue and the job queue, behind `AdminAuthMiddleware`.
 struct AdminController: Sendable {
     static let reviewsRoute = "/admin/reviews"
+    static let reviewRoute = "/admin/reviews/{id}"
+    static let claimRoute = "/admin/reviews/{id}/claim"
+    static let releaseRoute = "/admin/reviews/{id}/release"
     static let resolveRoute = "/admin/reviews/{id}/resolve"
+    static let bulkRoute = "/admin/reviews/bulk"
     static let jobsRoute = "/admin/jobs"
     static let maxNoteLength = 2_000
+    static let maxBulkIds = 100
 
     let resolver: ReviewResolver
     let jobs: JobQueue
+    /// How long opening or claiming an entry holds it (`admin.claimSeconds`).
+    var claimSeconds = 900
     let clock: @Sendable () -> Date
     let logger: Logger
 
@@ -22,6 +29,18 @@ struct AdminController: Sendable {
         group.on(.get, Self.reviewsRoute, catalog: &catalog) { request, context in
             _ = try context.requireAdmin(.read)
             return try await reviews(request)
+        }
+        group.on(.post, Self.bulkRoute, catalog: &catalog) { request, context in
+            try await bulk(request, actor: context.requireAdmin(.bulkDecide))
+        }
+        group.on(.get, Self.reviewRoute, catalog: &catalog) { request, context in
+            try await detail(request, id: context.parameters.get("id") ?? "", actor: context.requireAdmin(.read))
+        }
+        group.on(.post, Self.claimRoute, catalog: &catalog) { _, context in
+            try await claim(id: context.parameters.get("id") ?? "", actor: context.requireAdmin(.decide))
+        }
+        group.on(.post, Self.releaseRoute, catalog: &catalog) { _, context in
+            try await release(id: context.parameters.get("id") ?? "", actor: context.requireAdmin(.decide))
         }
         group.on(.post, Self.resolveRoute, catalog: &catalog) { request, context in
             try await resolve(request, id: context.parameters.get("id") ?? "", actor: context.requireAdmin(.decide))
@@ -35,21 +54,152 @@ struct AdminController: Sendable {
     // MARK: Routes
 
     private func reviews(_ request: Request) async throws -> Response {
-        let status = request.uri.queryParameters.get("status") ?? "open"
-        guard status == "open" || status == "resolved" else {
-            throw AdminAPIError.badRequest("status must be open or resolved.")
+        let query = try ReviewListRequest.query(request.uri.queryParameters)
+        let page = try await resolver.store.withoutTransaction { try await $0.reviewPage(query) }
+        let now = clock()
+        return Self.json(
+            .ok,
+            .object([
+                "items": .array(page.entries.map { Self.item($0, now: now) }),
+                "nextCursor": page.next.map { .string(ReviewListRequest.cursor($0, for: query)) } ?? .null,
+            ]))
+    }
+
+    /// The entry with its evidence and walker; opening an open entry claims it for a caller who may decide,
+    /// unless `claim=false` or someone else holds it.
+    private func detail(_ request: Request, id: String, actor: AdminActor) async throws -> Response {
+        var claiming = actor.role.permits(.decide)
+        if let text = request.uri.queryParameters.get("claim") {
+            guard text == "true" || text == "false" else {
+                throw AdminAPIError.badRequest("claim must be true or false.")
+            }
+            claiming = claiming && text == "true"
         }
-        let entries = try await resolver.store.withoutTransaction { try await $0.reviews(open: status == "open") }
-        return Self.json(.ok, .object(["items": .array(entries.map(Self.item))]))
+        let now = clock()
+        guard var entry = try await resolver.store.withoutTransaction({ try await $0.review(id: id) }) else {
+            throw AdminAPIError.notFound("No review entry has this id.")
+        }
+        if claiming, entry.isOpen {
+            switch try await resolver.claim(id: id, by: actor, seconds: claimSeconds, now: now) {
+            case .claimed(let claimed, let taken):
+                entry = claimed
+                if taken {
+                    logger.adminAction(
+                        actor, action: "review.claim", target: id, outcome: "claimed", note: nil,
+                        walkerId: entry.walkerId)
+                }
+            case .heldByOther, .alreadyResolved, .notFound: break
+            }
+        }
+        let shown = entry
+        let evidence = try await resolver.store.withoutTransaction { try await $0.reviewEvidence(for: shown, now: now) }
+        return Self.json(
+            .ok,
+            .object([
+                "entry": Self.item(entry, now: now), "evidence": ReviewDeskJSON.evidence(evidence),
+                "walker": ReviewDeskJSON.walker(id: entry.walkerId, evidence.walker),
+            ]))
+    }
+
+    private func claim(id: String, actor: AdminActor) async throws -> Response {
+        let now = clock()
+        switch try await resolver.claim(id: id, by: actor, seconds: claimSeconds, now: now) {
+        case .claimed(let entry, let taken):
+            if taken {
+                logger.adminAction(
+                    actor, action: "review.claim", target: id, outcome: "claimed", note: nil, walkerId: entry.walkerId)
+            }
+            return Self.json(.ok, Self.item(entry, now: now))
+        case .heldByOther(let claim): throw Self.claimed(claim)
+        case .alreadyResolved: throw AdminAPIError.alreadyResolved
+        case .notFound: throw AdminAPIError.notFound("No review entry has this id.")
+        }
+    }
+
+    private func release(id: String, actor: AdminActor) async throws -> Response {
+        let now = clock()
+        switch try await resolver.release(id: id, by: actor, now: now) {
+        case .released(let entry):
+            logger.adminAction(
+                actor, action: "review.release", target: id, outcome: "released", note: nil, walkerId: entry.walkerId)
+            return Self.json(.ok, Self.item(entry, now: now))
+        case .notClaimed(let entry): return Self.json(.ok, Self.item(entry, now: now))
+        case .heldByOther(let claim): throw Self.claimed(claim)
+        case .alreadyResolved: throw AdminAPIError.alreadyResolved
+        case .notFound: throw AdminAPIError.notFound("No review entry has this id.")
+        }
     }
 
     private func resolve(_ request: Request, id: String, actor: AdminActor) async throws -> Response {
+        let fields = try await Self.body(request)
+        let (decision, note) = try Self.decisionAndNote(fields)
+        let now = clock()
+        switch try await resolver.resolve(id: id, decision: decision, note: note, by: actor, now: now) {
+        case .resolved(let entry):
+            logger.adminAction(
+                actor, action: "review.\(decision.rawValue)", target: entry.id, outcome: "decided", note: note,
+                walkerId: entry.walkerId)
+            return Self.json(.ok, Self.item(entry, now: now))
+        case .notFound:
+            throw AdminAPIError.notFound("No review entry has this id.")
+        case .alreadyResolved:
+            throw AdminAPIError.alreadyResolved
+        case .claimed(let claim):
+            throw Self.claimed(claim)
+        }
+    }
+
+    /// Decides each id in its own transaction through the one resolver, in the order given; an id decided
+    /// before (by this request sent again, or anyone) answers `already_resolved`.
+    private func bulk(_ request: Request, actor: AdminActor) async throws -> Response {
+        let fields = try await Self.body(request)
+        guard case .array(let values) = fields["ids"], (1...Self.maxBulkIds).contains(values.count) else {
+            throw AdminAPIError.badRequest("ids must be an array of 1 to \(Self.maxBulkIds) entry ids.")
+        }
+        var ids: [String] = []
+        for value in values {
+            guard case .string(let id) = value, !id.isEmpty, id.utf8.count <= 128 else {
+                throw AdminAPIError.badRequest("ids must hold entry ids (strings of 1 to 128 bytes).")
+            }
+            guard !ids.contains(id) else { throw AdminAPIError.badRequest("ids must be distinct.") }
+            ids.append(id)
+        }
+        let (decision, note) = try Self.decisionAndNote(fields)
+        var items: [JSONValue] = []
+        for id in ids {
+            let now = clock()
+            let outcome: String
+            var entry: JSONValue = .null
+            switch try await resolver.resolve(id: id, decision: decision, note: note, by: actor, now: now) {
+            case .resolved(let resolved):
+                logger.adminAction(
+                    actor, action: "review.\(decision.rawValue)", target: id, outcome: "decided", note: note,
+                    walkerId: resolved.walkerId)
+                outcome = "decided"
+                entry = Self.item(resolved, now: now)
+            case .alreadyResolved(let resolved):
+                outcome = "already_resolved"
+                entry = Self.item(resolved, now: now)
+            case .claimed: outcome = "claimed"
+            case .notFound: outcome = "not_found"
+            }
+            items.append(.object(["id": .string(id), "outcome": .string(outcome), "entry": entry]))
+        }
+        return Self.json(.ok, .object(["items": .array(items)]))
+    }
+
+    private static func body(_ request: Request) async throws -> [String: JSONValue] {
         var request = request
-        guard let body = try? await request.collectBody(upTo: 16 * 1024),
+        guard let body = try? await request.collectBody(upTo: 64 * 1024),
             case .object(let fields) = JSONReader.read(body.readableBytesView)
         else {
             throw AdminAPIError.bodyRefused(.unsupportedMediaType)
         }
+        return fields
+    }
+
+    private static func decisionAndNote(_ fields: [String: JSONValue]) throws(AdminAPIError) -> (ReviewDecision, String)
+    {
         guard case .string(let decisionText) = fields["decision"], let decision = ReviewDecision(rawValue: decisionText)
         else {
             throw AdminAPIError.badRequest("decision must be accept or reject.")
@@ -58,17 +208,16 @@ struct AdminController: Sendable {
             throw AdminAPIError.badRequest(
                 "note must be a non-empty string of at most \(Self.maxNoteLength) characters.")
         }
-        switch try await resolver.resolve(id: id, decision: decision, note: note, by: actor, now: clock()) {
-        case .resolved(let entry):
-            logger.adminAction(
-                actor, action: "review.\(decisionText)", target: entry.id, outcome: "decided", note: note,
-                walkerId: entry.walkerId)
-            return Self.json(.ok, Self.item(entry))
-        case .notFound:
-            throw AdminAPIError.notFound("No review entry has this id.")
-        case .alreadyResolved:
-            throw AdminAPIError.alreadyResolved
-        }
+        return (decision, note)
+    }
+
+    /// 409 `CLAIMED`, naming who holds the entry and until when.
+    static func claimed(_ claim: ReviewClaim) -> AdminAPIError {
+        .conflict(
+            code: "CLAIMED", message: "Another operator holds a claim on this review entry.",
+            details: [
+                "operator": .string(claim.operatorName), "until": .string(InstantParser.format(claim.until)),
+            ])
     }
 
     private func listJobs(_ request: Request) async throws -> Response {
@@ -85,13 +234,18 @@ struct AdminController: Sendable {
 
     // MARK: Bodies
 
-    static func item(_ entry: ReviewEntry) -> JSONValue {
+    /// An entry as the API shows it; its claim only while it holds at `now`.
+    static func item(_ entry: ReviewEntry, now: Date) -> JSONValue {
         var fields: [String: JSONValue] = [
             "id": .string(entry.id), "walkerId": .string(entry.walkerId), "kind": .string(entry.kind.rawValue),
             "day": entry.day.map { .string($0.description) } ?? .null,
             "reasons": .array(entry.reasons.map(JSONValue.string)),
             "openedAt": .string(InstantParser.format(entry.openedAt)),
             "status": .string(entry.isOpen ? "open" : "resolved"),
+            "energyAtStake": .int(entry.energyAtStake),
+            "claim": entry.liveClaim(at: now).map {
+                .object(["operator": .string($0.operatorName), "until": .string(InstantParser.format($0.until))])
+            } ?? .null,
         ]
         if let reread = entry.reread, let value = JSONReader.read(Array(reread.utf8)) {
             fields["reread"] = value
@@ -100,6 +254,7 @@ struct AdminController: Sendable {
             fields["resolvedAt"] = .string(InstantParser.format(resolvedAt))
             fields["decision"] = entry.decision.map { .string($0.rawValue) } ?? .null
             fields["note"] = entry.note.map(JSONValue.string) ?? .null
+            fields["decidedBy"] = entry.decidedBy.map(JSONValue.string) ?? .null
         }
         return .object(fields)
     }

@@ -61,6 +61,7 @@ struct IngestController: Sendable {
         switch parsed {
         case .success(var decoded):
             decoded.auditTokenId = audit.tokenId
+            decoded.appCheckPresent = context.appCheck != nil
             ingest = decoded
         case .failure(let error):
             let decision: RateLimitDecision

@@ -14,6 +14,9 @@ package struct IngestRequest: Sendable, Hashable {
     /// production and the session token's id in test-phase (`IngestAuditTrail`). Left out of `payloadHash`, since
     /// every retry may carry a new token.
     package var auditTokenId: String?
+    /// Not from the body: whether the call carried a verified App Check token, kept on its submission as
+    /// evidence for review.
+    package var appCheckPresent: Bool?
 
     /// Identifies the payload for idempotency: the fields that decide the outcome, not the diagnostics
     /// (`clientSubmittedAt`, `deviceModel`, `appVersion`), which a client may refresh when it retries.

@@ -146,7 +146,8 @@ struct IngestService: Sendable {
             if existing?.status == .rejected { verdict = .unchanged }
 
             let submission = StepSubmissionRecord(
-                walkerId: walkerId, submissionId: StoreTransactionID.make(), bucket: bucket, receivedAt: now)
+                walkerId: walkerId, submissionId: StoreTransactionID.make(), bucket: bucket, receivedAt: now,
+                appCheck: request.appCheckPresent)
             let streakAfter = decision.streakChange?.after ?? streak
             // The day's job runs when it was queued to: this ingest coalesces into a pending job and does not
             // move it (no debounce, so a walker who syncs every few seconds is still reconciled).

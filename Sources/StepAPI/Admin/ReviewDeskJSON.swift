@@ -1,0 +1,63 @@
+import Foundation
+import StepCore
+import StepStore
+
+/// The bodies of `GET /admin/reviews/{id}` beside the entry: the evidence a reviewer decides from and the walker.
+/// Counts are shown to operators here; they never reach a log line.
+enum ReviewDeskJSON {
+    static func evidence(_ evidence: ReviewEvidence) -> JSONValue {
+        .object([
+            "submissions": .array(evidence.submissions.map(submission)),
+            "day": evidence.day.map { log in
+                .object([
+                    "day": .string(log.day.description), "status": .string(log.status.rawValue),
+                    "reportedCount": .int(log.reportedCount),
+                    "acceptedCount": log.acceptedCount.map(JSONValue.int) ?? .null,
+                    "tz": .string(log.timeZone),
+                ])
+            } ?? .null,
+            "neighbours": .array(
+                evidence.neighbours.map { log in
+                    .object([
+                        "day": .string(log.day.description), "status": .string(log.status.rawValue),
+                        "reportedCount": .int(log.reportedCount),
+                        "acceptedCount": log.acceptedCount.map(JSONValue.int) ?? .null,
+                    ])
+                }),
+            "rejections": .array(
+                evidence.rejections.map { row in
+                    .object([
+                        "at": .string(InstantParser.format(row.createdAt)), "status": .string(row.verdict.rawValue),
+                        "reasons": .array(row.reasons.map(JSONValue.string)),
+                    ])
+                }),
+            "allocations": .array(
+                evidence.allocations.map { dependency in
+                    .object([
+                        "id": .string(dependency.allocation.id), "points": .int(dependency.allocation.points),
+                        "drawn": .int(dependency.drawn), "status": .string(dependency.allocation.status.rawValue),
+                    ])
+                }),
+        ])
+    }
+
+    static func submission(_ submission: SubmissionEvidence) -> JSONValue {
+        .object([
+            "id": .string(submission.id), "count": .int(submission.count), "source": .string(submission.source),
+            "bundle": .string(submission.bundle), "startUtc": .string(InstantParser.format(submission.spanStart)),
+            "endUtc": .string(InstantParser.format(submission.spanEnd)),
+            "tz": submission.timeZone.map(JSONValue.string) ?? .null,
+            "gyro": submission.gyroObserved.map(JSONValue.bool) ?? .null,
+            "appCheck": submission.appCheck.map(JSONValue.bool) ?? .null,
+            "receivedAt": .string(InstantParser.format(submission.receivedAt)),
+        ])
+    }
+
+    /// The walker beside the entry. Suspension is not kept by this part of the desk yet: a walker reads as active.
+    static func walker(id: String, _ record: WalkerRecord?) -> JSONValue {
+        .object([
+            "id": .string(id), "suspended": .bool(false), "suspendedAt": .null,
+            "lifetimeSteps": .int(record?.lifetimeSteps ?? 0),
+        ])
+    }
+}
