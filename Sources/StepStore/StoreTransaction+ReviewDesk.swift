@@ -179,6 +179,12 @@ extension StoreTransaction {
         return statement
     }
 
+    /// Refreshes the planner's statistics of the queue (`ANALYZE`), as autovacuum does after many inserts; for a
+    /// table filled at once (a benchmark).
+    package func analyzeReviewQueue() async throws {
+        try await sql.raw("ANALYZE review_queue").run()
+    }
+
     /// Claims an open entry for `actor` until `until`, unless someone else holds a live claim; locks the entry for
     /// the rest of the transaction on PostgreSQL.
     package func claimReview(id: String, actor: AdminActor, until: Date, now: Date) async throws -> ReviewClaimOutcome {

@@ -12,6 +12,7 @@ struct StepBench: AsyncParsableCommand {
             """,
         subcommands: [
             Echo.self, Load.self, Compare.self, History.self, PgbenchScript.self, DecodeBench.self, ReconcileBench.self,
+            ReviewsBench.self,
             Keys.self, HealthStatsBench.self,
         ]
     )

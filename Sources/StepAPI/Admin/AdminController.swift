@@ -158,8 +158,8 @@ struct AdminController: Sendable {
         }
         var ids: [String] = []
         for value in values {
-            guard case .string(let id) = value, !id.isEmpty, id.utf8.count <= 128 else {
-                throw AdminAPIError.badRequest("ids must hold entry ids (strings of 1 to 128 bytes).")
+            guard case .string(let id) = value, !id.isEmpty, id.unicodeScalars.count <= 128 else {
+                throw AdminAPIError.badRequest("ids must hold entry ids (strings of 1 to 128 characters).")
             }
             guard !ids.contains(id) else { throw AdminAPIError.badRequest("ids must be distinct.") }
             ids.append(id)

@@ -33,8 +33,8 @@ enum ReviewListRequest {
             query.reason = text
         }
         if let text = parameters.get("walker") {
-            guard !text.isEmpty, text.utf8.count <= 256 else {
-                throw .badRequest("walker must be a walker id of 1 to 256 bytes.")
+            guard !text.isEmpty, text.unicodeScalars.count <= 256 else {
+                throw .badRequest("walker must be a walker id of 1 to 256 characters.")
             }
             query.walkerId = text
         }
@@ -45,9 +45,6 @@ enum ReviewListRequest {
         if let text = parameters.get("to") {
             guard let day = LocalDate(iso: text) else { throw .badRequest("to must be a day YYYY-MM-DD.") }
             query.to = day
-        }
-        if let from = query.from, let to = query.to, from.dayNumber > to.dayNumber {
-            throw .badRequest("from must not be after to.")
         }
         if let text = parameters.get("limit") {
             guard let limit = Int(text), (1...maxLimit).contains(limit) else {

@@ -1,0 +1,478 @@
+import Foundation
+import HTTPTypes
+import HummingbirdTesting
+import NIOCore
+import SQLKit
+import StepCore
+import StepDatabase
+import StepLogging
+import StepStore
+import StepTestSupport
+import Testing
+
+/// The review desk's queue: filters, keyset pages in both orders, the entry's evidence, claims and bulk decisions.
+@Suite("Admin API: the review desk")
+struct ReviewDeskTests {
+    /// Opens entries straight in the store: walker, day offset from 2026-05-01 (nil: repeated rejections), reason,
+    /// stake. Each opens one second after the one before, some at the same instant to test the tie-break.
+    static func seed(_ harness: TestHarness, _ entries: [(String, Int?, String, Int)], sameInstant: Bool = false)
+        async throws
+    {
+        let base = LocalDate(iso: "2026-05-01")!
+        for (walker, offset, reason, stake) in entries {
+            try await harness.store.transaction { tx in
+                if let offset {
+                    try await tx.openDayReview(
+                        walkerId: walker, day: base.adding(days: offset), reasons: [reason], stake: stake,
+                        at: harness.clock.now)
+                } else {
+                    try await tx.openReview(
+                        walkerId: walker, kind: .repeatedRejections, subject: reason, at: harness.clock.now)
+                }
+            }
+            if !sameInstant { harness.clock.advance(seconds: 1) }
+        }
+    }
+
+    static func ids(_ response: TestResponse) throws -> [String] {
+        guard case .array(let items) = try response.json["items"] else { throw JSONShapeError() }
+        return items.compactMap {
+            guard case .string(let id) = $0["id"] else { return nil }
+            return id
+        }
+    }
+
+    static func field(_ response: TestResponse, _ name: String) throws -> [JSONValue] {
+        guard case .array(let items) = try response.json["items"] else { throw JSONShapeError() }
+        return items.map { $0[name] ?? .null }
+    }
+
+    /// Every page of `uri` (which has no cursor) with `limit`, following nextCursor to the end.
+    static func walk(_ client: some TestClientProtocol, _ uri: String) async throws -> (ids: [String], pages: Int) {
+        var ids: [String] = []
+        var cursor: String?
+        var pages = 0
+        repeat {
+            let separator = uri.contains("?") ? "&" : "?"
+            let response = try await client.admin(uri + (cursor.map { "\(separator)cursor=\($0)" } ?? ""))
+            try #require(response.status == .ok, "\(uri) page \(pages)")
+            ids += try Self.ids(response)
+            pages += 1
+            switch try response.json["nextCursor"] {
+            case .string(let next): cursor = next
+            case .null: cursor = nil
+            default: throw JSONShapeError()
+            }
+        } while cursor != nil && pages < 100
+        return (ids, pages)
+    }
+
+    static func decision(_ decision: String, note: String, ids: [String]? = nil) throws -> ByteBuffer {
+        var body: [String: JSONValue] = ["decision": .string(decision), "note": .string(note)]
+        if let ids { body["ids"] = .array(ids.map(JSONValue.string)) }
+        return ByteBuffer(string: try JSONCoding.encode(JSONValue.object(body)))
+    }
+
+    @Test("every filter narrows the list; stake orders most at stake first", arguments: TestDatabases.kinds)
+    func filters(kind: DatabaseKind) async throws {
+        let (harness, _) = try await AdminTests.setUp(kind)
+        try await Self.seed(
+            harness,
+            [
+                ("w1", 0, "GYRO_ABSENT", 500), ("w1", 3, "COUNT_WENT_BACKWARDS", 9000), ("w2", 5, "GYRO_ABSENT", 40),
+                ("w2", nil, "5 anti-cheat rejections in 24 h", 0), ("w3", 9, "CROSS_SOURCE_OVERLAP", 1200),
+            ])
+        let all = try await harness.store.withoutTransaction { try await $0.reviews(open: true) }
+        try #require(all.count == 5)
+        _ = try await harness.store.transaction {
+            try await $0.resolveReview(
+                walkerId: "w3", id: all[4].id, decision: .reject, note: "n", decidedBy: "admin", at: harness.clock.now)
+        }
+        try await harness.run { client in
+            func ids(_ query: String) async throws -> [String] {
+                let response = try await client.admin("/admin/reviews?\(query)")
+                #expect(response.status == .ok, "\(query)")
+                return try Self.ids(response)
+            }
+            let open = all.map(\.id)
+            #expect(try await ids("") == Array(open[0..<4]))
+            #expect(try await ids("kind=repeated_rejections") == [open[3]])
+            #expect(try await ids("kind=quarantined_day") == Array(open[0..<3]))
+            #expect(try await ids("reason=GYRO_ABSENT") == [open[0], open[2]])
+            #expect(try await ids("reason=GYRO") == [])
+            #expect(try await ids("walker=w2") == [open[2], open[3]])
+            #expect(try await ids("from=2026-05-04") == [open[1], open[2]])
+            #expect(try await ids("to=2026-05-04") == [open[0], open[1]])
+            #expect(try await ids("from=2026-05-04&to=2026-05-04") == [open[1]])
+            #expect(try await ids("from=2026-05-05&to=2026-05-04") == [])
+            #expect(try await ids("status=resolved") == [open[4]])
+            #expect(try await ids("status=all") == open)
+            #expect(try await ids("order=stake") == [open[1], open[0], open[2], open[3]])
+            #expect(try await ids("status=all&order=stake") == [open[1], open[4], open[0], open[2], open[3]])
+            #expect(try await ids("status=resolved&walker=w3&reason=CROSS_SOURCE_OVERLAP") == [open[4]])
+            let stakes = try Self.field(try await client.admin("/admin/reviews?order=stake"), "energyAtStake")
+            #expect(stakes == [.int(9000), .int(500), .int(40), .int(0)])
+            let resolved = try await client.admin("/admin/reviews?status=resolved").json["items"]
+            #expect(resolved?[0]?["decidedBy"] == .string("admin"))
+            #expect(resolved?[0]?["claim"] == .null)
+        }
+    }
+
+    @Test(
+        "pages follow the cursor over the whole list in both orders, without duplicates or gaps",
+        arguments: TestDatabases.kinds)
+    func cursorWalk(kind: DatabaseKind) async throws {
+        let (harness, _) = try await AdminTests.setUp(kind)
+        var entries: [(String, Int?, String, Int)] = []
+        for index in 0..<11 { entries.append(("w\(index % 3)", index, "GYRO_ABSENT", (index * 37) % 5 * 100)) }
+        try await Self.seed(harness, entries)
+        // Four at the same instant and stake: the entry id breaks the tie.
+        try await Self.seed(
+            harness, (11..<15).map { ("w9", $0, "BURST_RATE_EXCEEDED", 300) }, sameInstant: true)
+        let everything = try await harness.store.withoutTransaction { try await $0.reviews(open: true) }
+        try #require(everything.count == 15)
+        try await harness.run { client in
+            for order in ["age", "stake"] {
+                let whole = try Self.ids(try await client.admin("/admin/reviews?order=\(order)&limit=200"))
+                #expect(whole.count == 15)
+                #expect(Set(whole) == Set(everything.map(\.id)))
+                for limit in [1, 4, 7] {
+                    let walked = try await Self.walk(client, "/admin/reviews?order=\(order)&limit=\(limit)")
+                    #expect(walked.ids == whole, "\(order) limit \(limit)")
+                    #expect(walked.pages == (15 + limit - 1) / limit, "\(order) limit \(limit)")
+                }
+            }
+            let byAge = try Self.ids(try await client.admin("/admin/reviews?limit=200"))
+            #expect(byAge == everything.map(\.id))
+            let byStake = try Self.field(
+                try await client.admin("/admin/reviews?order=stake&limit=200"), "energyAtStake")
+            let stakes = byStake.compactMap { value -> Int? in
+                guard case .int(let stake) = value else { return nil }
+                return stake
+            }
+            #expect(stakes == stakes.sorted(by: >) && stakes.count == 15)
+            // A filtered walk.
+            let walker = try await Self.walk(client, "/admin/reviews?walker=w1&limit=2")
+            #expect(walker.ids == everything.filter { $0.walkerId == "w1" }.map(\.id))
+            // Resolved entries: latest decision first, paged too.
+            for (offset, entry) in everything.prefix(5).enumerated() {
+                _ = try await harness.store.transaction {
+                    try await $0.resolveReview(
+                        walkerId: entry.walkerId, id: entry.id, decision: .accept, note: "ok",
+                        at: harness.clock.now.addingTimeInterval(Double(offset)))
+                }
+            }
+            let resolved = try await Self.walk(client, "/admin/reviews?status=resolved&limit=2")
+            #expect(resolved.ids == everything.prefix(5).map(\.id).reversed())
+            #expect(try await Self.walk(client, "/admin/reviews?limit=3").ids == everything.dropFirst(5).map(\.id))
+        }
+    }
+
+    @Test("a bad filter or cursor is 400 INVALID_REQUEST naming it", arguments: TestDatabases.kinds)
+    func badParameters(kind: DatabaseKind) async throws {
+        let (harness, _) = try await AdminTests.setUp(kind)
+        try await Self.seed(harness, (0..<3).map { ("w1", $0, "GYRO_ABSENT", 10) })
+        try await harness.run { client in
+            let page = try await client.admin("/admin/reviews?limit=1")
+            guard case .string(let cursor) = try page.json["nextCursor"] else { throw JSONShapeError() }
+            #expect(try await client.admin("/admin/reviews?limit=1&cursor=\(cursor)").status == .ok)
+            let bad: [(String, String)] = [
+                ("status=closed", "status"), ("order=newest", "order"), ("kind=day", "kind"),
+                ("reason=gyro_absent", "reason"), ("reason=GYRO%25", "reason"), ("walker=", "walker"),
+                ("from=2026-13-01", "from"), ("to=yesterday", "to"),
+                ("limit=0", "limit"), ("limit=201", "limit"), ("limit=ten", "limit"), ("cursor=!!", "cursor"),
+                ("cursor=\(Base64URLText.encode("r1|open|age|x|y|z"))", "cursor"),
+                ("cursor=\(Base64URLText.encode("something else"))", "cursor"),
+                ("order=stake&cursor=\(cursor)", "cursor"), ("status=all&cursor=\(cursor)", "cursor"),
+                ("claim=maybe", "claim"),
+            ]
+            for (query, name) in bad {
+                let uri = name == "claim" ? "/admin/reviews/x?\(query)" : "/admin/reviews?\(query)"
+                let response = try await client.admin(uri)
+                #expect(response.status == .badRequest, "\(query)")
+                #expect(try response.json["error"] == .string("INVALID_REQUEST"), "\(query)")
+                guard case .string(let message) = try response.json["message"] else { throw JSONShapeError() }
+                #expect(message.hasPrefix(name), "\(query): \(message)")
+            }
+        }
+    }
+
+    @Test(
+        "an entry's detail shows the day's submissions, neighbours, rejections and allocations; counts never logged",
+        arguments: TestDatabases.kinds)
+    func detailEvidence(kind: DatabaseKind) async throws {
+        let (harness, token) = try await AdminTests.setUp(kind)
+        try await harness.run { client in
+            // A rejection, the quarantined day (its count went backwards), then a neighbour two days before.
+            let rejected = try await client.ingest(IngestBody(count: 60_000), token: token)
+            #expect(rejected.status == .unprocessableContent)
+            let id = try await AdminTests.quarantinedDay(harness, client, token: token)
+            #expect(try await client.ingest(IngestBody(day: "2026-05-16", count: 4321), token: token).status == .ok)
+            let response = try await client.admin("/admin/reviews/\(id)")
+            #expect(response.status == .ok)
+            let body = try response.json
+            #expect(body["entry"]?["id"] == .string(id))
+            #expect(body["entry"]?["energyAtStake"] == .int(6000))
+            #expect(body["entry"]?["claim"]?["operator"] == .string("admin"))
+            #expect(
+                body["entry"]?["claim"]?["until"]
+                    == .string(InstantParser.format(harness.clock.now.addingTimeInterval(900))))
+            let submissions = body["evidence"]?["submissions"]
+            #expect(submissions?[0]?["count"] == .int(6000))
+            #expect(submissions?[1]?["count"] == .int(5000))
+            #expect(submissions?[0]?["source"] == .string("HealthKit"))
+            #expect(submissions?[0]?["bundle"] == .string("com.apple.health"))
+            #expect(submissions?[0]?["tz"] == .string("Europe/Warsaw"))
+            #expect(submissions?[0]?["gyro"] == .bool(true))
+            #expect(submissions?[0]?["appCheck"] == .bool(true))
+            #expect(
+                submissions?[0]?["startUtc"]
+                    == .string(InstantParser.format(try #require(InstantParser.parse("2026-05-18T05:00:00Z")))))
+            #expect(submissions?[2] == nil)
+            #expect(body["evidence"]?["day"]?["status"] == .string("QUARANTINED"))
+            #expect(body["evidence"]?["day"]?["reportedCount"] == .int(6000))
+            #expect(body["evidence"]?["day"]?["acceptedCount"] == .null)
+            #expect(body["evidence"]?["neighbours"]?[0]?["day"] == .string("2026-05-16"))
+            #expect(body["evidence"]?["neighbours"]?[0]?["reportedCount"] == .int(4321))
+            #expect(body["evidence"]?["neighbours"]?[1] == nil)
+            guard case .array(let rows) = body["evidence"]?["rejections"] else { throw JSONShapeError() }
+            #expect(rows.contains { $0["status"] == .string("REJECTED") && $0["reasons"] != .array([]) })
+            #expect(rows.allSatisfy { $0["status"] == .string("REJECTED") || $0["status"] == .string("QUARANTINED") })
+            #expect(body["evidence"]?["allocations"] == .array([]))
+            #expect(body["walker"]?["id"] == .string(AdminTests.walker))
+            #expect(body["walker"]?["suspended"] == .bool(false))
+            // The claim is on record; the counts are in the answer, never in a log line.
+            let audit = try await harness.store.transaction { try await $0.auditRecords(limit: 10) }
+            #expect(audit.map(\.action) == ["review.claim"])
+            for line in harness.logs.lines where line.contains("admin action") || line.contains("/admin/") {
+                #expect(!line.contains("6000") && !line.contains("5000") && !line.contains("4321"), "\(line)")
+            }
+            // Submissions stored before App Check presence was kept read as null.
+            try await harness.store.transaction {
+                _ = try await $0.sql.raw("UPDATE step_submissions SET app_check = NULL").run()
+            }
+            let older = try await client.admin("/admin/reviews/\(id)?claim=false").json
+            #expect(older["evidence"]?["submissions"]?[0]?["appCheck"] == .null)
+            #expect(try await client.admin("/admin/reviews/no-such-entry").status == .notFound)
+        }
+    }
+
+    @Test(
+        "a quarantine at ingest keeps the day's Energy at stake, raised as the day gains a reason",
+        arguments: TestDatabases.kinds)
+    func stakeAtIngest(kind: DatabaseKind) async throws {
+        let (harness, token) = try await AdminTests.setUp(kind)
+        try await harness.run { client in
+            var gyroless = IngestBody(count: 3000)
+            gyroless["gyroSamplesObserved"] = .bool(false)
+            _ = try await client.ingest(gyroless, token: token)
+            let first = try await client.admin("/admin/reviews").json["items"]
+            #expect(first?[0]?["energyAtStake"] == .int(3000))
+            var higher = IngestBody(count: 7000)
+            higher["gyroSamplesObserved"] = .bool(false)
+            _ = try await client.ingest(higher, token: token)
+            let raised = try await client.admin("/admin/reviews").json["items"]
+            #expect(raised?[0]?["energyAtStake"] == .int(7000))
+            #expect(raised?[1] == nil)
+            guard case .string(let id) = raised?[0]?["id"] else { throw JSONShapeError() }
+            let detail = try await client.admin("/admin/reviews/\(id)?claim=false").json
+            #expect(detail["evidence"]?["submissions"]?[1]?["gyro"] == .bool(false))
+            #expect(detail["entry"]?["claim"] == .null)
+        }
+    }
+
+    @Test(
+        "a claim by one reviewer blocks another's decision until it expires; release and decision free it",
+        arguments: TestDatabases.kinds)
+    func claims(kind: DatabaseKind) async throws {
+        let (harness, token) = try await AdminTests.setUp(kind)
+        let ana = try await AdminAccessTests.createOperator(harness, name: "ana", role: .reviewer)
+        let ben = try await AdminAccessTests.createOperator(harness, name: "ben", role: .reviewer)
+        let vic = try await AdminAccessTests.createOperator(harness, name: "vic", role: .viewer)
+        try await harness.run { client in
+            let id = try await AdminTests.quarantinedDay(harness, client, token: token)
+            // A viewer opens the entry without claiming it; so does claim=false.
+            #expect(try await client.admin("/admin/reviews/\(id)", token: vic).json["entry"]?["claim"] == .null)
+            #expect(
+                try await client.admin("/admin/reviews/\(id)?claim=false", token: ana).json["entry"]?["claim"] == .null)
+            let opened = try await client.admin("/admin/reviews/\(id)", token: ana).json
+            #expect(opened["entry"]?["claim"]?["operator"] == .string("ana"))
+            let until = InstantParser.format(harness.clock.now.addingTimeInterval(900))
+
+            harness.clock.advance(seconds: 60)
+            let refused = try await client.admin(
+                "/admin/reviews/\(id)/resolve", method: .post, token: ben, body: try Self.decision("accept", note: "ok")
+            )
+            #expect(refused.status == .conflict)
+            #expect(try refused.json["error"] == .string("CLAIMED"))
+            #expect(try refused.json["details"]?["operator"] == .string("ana"))
+            #expect(try refused.json["details"]?["until"] == .string(until))
+            let claimRefused = try await client.admin("/admin/reviews/\(id)/claim", method: .post, token: ben)
+            #expect(claimRefused.status == .conflict)
+            #expect(try claimRefused.json["error"] == .string("CLAIMED"))
+            #expect(
+                try await client.admin("/admin/reviews/\(id)/release", method: .post, token: ben).status == .conflict)
+            // Ben sees Ana's claim when he opens the entry, and it stays hers.
+            let seen = try await client.admin("/admin/reviews/\(id)", token: ben).json
+            #expect(seen["entry"]?["claim"]?["operator"] == .string("ana"))
+            #expect(try await Self.days(client, token: token) == .string("QUARANTINED"))
+
+            // Ana renews; once her claim expires, Ben decides.
+            let renewed = try await client.admin("/admin/reviews/\(id)/claim", method: .post, token: ana)
+            #expect(renewed.status == .ok)
+            #expect(
+                try renewed.json["claim"]?["until"]
+                    == .string(InstantParser.format(harness.clock.now.addingTimeInterval(900))))
+            harness.clock.advance(seconds: 899)
+            #expect(
+                try await client.admin(
+                    "/admin/reviews/\(id)/resolve", method: .post, token: ben,
+                    body: try Self.decision("accept", note: "ok")
+                ).status == .conflict)
+            harness.clock.advance(seconds: 2)
+            let decided = try await client.admin(
+                "/admin/reviews/\(id)/resolve", method: .post, token: ben,
+                body: try Self.decision("accept", note: "checked the watch"))
+            #expect(decided.status == .ok)
+            #expect(try decided.json["decidedBy"] == .string("ben"))
+            #expect(try decided.json["claim"] == .null)
+            #expect(try await Self.days(client, token: token) == .string("ACCEPTED"))
+            let again = try await client.admin("/admin/reviews/\(id)/claim", method: .post, token: ana)
+            #expect(again.status == .conflict)
+            #expect(try again.json["error"] == .string("ALREADY_RESOLVED"))
+            #expect(try await client.admin("/admin/reviews/nope/claim", method: .post, token: ana).status == .notFound)
+
+            let audit = try await harness.store.transaction { try await $0.auditRecords(limit: 20) }
+            #expect(
+                audit.map { "\($0.actor.name) \($0.action)" }.sorted() == ["ana review.claim", "ben review.accept"])
+        }
+    }
+
+    @Test(
+        "the holder or an operator releases a claim; a viewer cannot claim or resolve; release is audited",
+        arguments: TestDatabases.kinds)
+    func release(kind: DatabaseKind) async throws {
+        let (harness, token) = try await AdminTests.setUp(kind)
+        let ana = try await AdminAccessTests.createOperator(harness, name: "ana", role: .reviewer)
+        let ben = try await AdminAccessTests.createOperator(harness, name: "ben", role: .reviewer)
+        let vic = try await AdminAccessTests.createOperator(harness, name: "vic", role: .viewer)
+        try await harness.run { client in
+            let id = try await AdminTests.quarantinedDay(harness, client, token: token)
+            for path in ["claim", "release", "resolve"] {
+                let response = try await client.admin(
+                    "/admin/reviews/\(id)/\(path)", method: .post, token: vic,
+                    body: try Self.decision("accept", note: "x"))
+                #expect(response.status == .forbidden, "\(path)")
+                #expect(try response.json["details"]?["required"] == .string("decide"), "\(path)")
+            }
+            #expect(try await client.admin("/admin/reviews/\(id)/claim", method: .post, token: ana).status == .ok)
+            let released = try await client.admin("/admin/reviews/\(id)/release", method: .post, token: ana)
+            #expect(released.status == .ok)
+            #expect(try released.json["claim"] == .null)
+            // Releasing again finds nothing to release.
+            #expect(try await client.admin("/admin/reviews/\(id)/release", method: .post, token: ana).status == .ok)
+            #expect(try await client.admin("/admin/reviews/\(id)/claim", method: .post, token: ben).status == .ok)
+            // The bootstrap operator may release anyone's claim.
+            let overridden = try await client.admin("/admin/reviews/\(id)/release", method: .post)
+            #expect(overridden.status == .ok)
+            #expect(try overridden.json["claim"] == .null)
+            let audit = try await harness.store.transaction { try await $0.auditRecords(limit: 20) }
+            #expect(
+                audit.map { "\($0.actor.name) \($0.action) \($0.outcome)" }.sorted() == [
+                    "admin review.release released", "ana review.claim claimed", "ana review.release released",
+                    "ben review.claim claimed",
+                ])
+            let lines = harness.logs.lines.filter { $0.contains("admin action") }
+            #expect(lines.count == 4)
+        }
+    }
+
+    @Test(
+        "bulk decides each entry on its own, answers per item in order, and changes nothing when resent",
+        arguments: TestDatabases.kinds)
+    func bulk(kind: DatabaseKind) async throws {
+        let (harness, token) = try await AdminTests.setUp(kind)
+        let ana = try await AdminAccessTests.createOperator(harness, name: "ana", role: .reviewer)
+        let vic = try await AdminAccessTests.createOperator(harness, name: "vic", role: .viewer)
+        try await harness.run { client in
+            for day in ["2026-05-15", "2026-05-16", "2026-05-17"] {
+                var gyroless = IngestBody(day: day, count: 6000)
+                gyroless["gyroSamplesObserved"] = .bool(false)
+                #expect(try await client.ingest(gyroless, token: token).status == .ok)
+            }
+            // The entries in day order (they opened at the same instant).
+            guard case .array(let listed) = try await client.admin("/admin/reviews").json["items"] else {
+                throw JSONShapeError()
+            }
+            let open = listed.sorted { "\($0["day"] ?? .null)" < "\($1["day"] ?? .null)" }.compactMap {
+                item -> String? in
+                guard case .string(let id) = item["id"] else { return nil }
+                return id
+            }
+            try #require(open.count == 3)
+            #expect(try await client.admin("/admin/reviews/\(open[1])/claim", method: .post, token: ana).status == .ok)
+            let ids = [open[2], "no-such-entry", open[1], open[0]]
+            let body = try Self.decision("reject", note: "emulator farm", ids: ids)
+
+            for (caller, role) in [(ana, "reviewer"), (vic, "viewer")] {
+                let refused = try await client.admin("/admin/reviews/bulk", method: .post, token: caller, body: body)
+                #expect(refused.status == .forbidden)
+                #expect(try refused.json["details"]?["required"] == .string("bulkDecide"))
+                #expect(try refused.json["details"]?["role"] == .string(role))
+            }
+
+            let first = try await client.admin("/admin/reviews/bulk", method: .post, body: body)
+            #expect(first.status == .ok)
+            #expect(try Self.field(first, "id") == ids.map(JSONValue.string))
+            #expect(
+                try Self.field(first, "outcome")
+                    == ["decided", "not_found", "claimed", "decided"].map(JSONValue.string))
+            let entries = try Self.field(first, "entry")
+            #expect(entries[0]["decision"] == .string("reject") && entries[0]["decidedBy"] == .string("admin"))
+            #expect(entries[1] == .null && entries[2] == .null)
+            #expect(try await harness.count("energy_ledger") == 0)
+            let audited = try await harness.store.transaction { try await $0.auditRecords(limit: 20) }
+            #expect(
+                audited.filter { $0.action == "review.reject" }.map(\.target).sorted() == [open[0], open[2]].sorted())
+
+            let resent = try await client.admin("/admin/reviews/bulk", method: .post, body: body)
+            #expect(
+                try Self.field(resent, "outcome")
+                    == ["already_resolved", "not_found", "claimed", "already_resolved"].map(JSONValue.string))
+            #expect(try Self.field(resent, "entry")[0]["resolvedAt"] == entries[0]["resolvedAt"])
+            #expect(try await harness.store.transaction { try await $0.auditRecords(limit: 20) }.count == audited.count)
+            let days = try await client.read("/step/days?from=2026-05-15&to=2026-05-17", token: token).json["days"]
+            #expect(days?[0]?["reconciliationStatus"] == .string("REJECTED"))
+            #expect(days?[1]?["reconciliationStatus"] == .string("QUARANTINED"))
+            #expect(days?[2]?["reconciliationStatus"] == .string("REJECTED"))
+
+            for bad in [
+                #"{"ids":[],"decision":"accept","note":"x"}"#, #"{"ids":["a","a"],"decision":"accept","note":"x"}"#,
+                #"{"ids":[7],"decision":"accept","note":"x"}"#, #"{"ids":["a"],"decision":"maybe","note":"x"}"#,
+                #"{"ids":["a"],"decision":"accept"}"#, #"{"decision":"accept","note":"x"}"#,
+                try JSONCoding.encode(
+                    JSONValue.object([
+                        "ids": .array((0...100).map { .string("id-\($0)") }), "decision": .string("accept"),
+                        "note": .string("x"),
+                    ])),
+            ] {
+                let response = try await client.admin(
+                    "/admin/reviews/bulk", method: .post, body: ByteBuffer(string: bad))
+                #expect(response.status == .badRequest, "\(bad.prefix(60))")
+                #expect(try response.json["error"] == .string("INVALID_REQUEST"))
+            }
+        }
+    }
+
+    static func days(_ client: some TestClientProtocol, token: String) async throws -> JSONValue? {
+        try await AdminTests.days(client, token: token)?["reconciliationStatus"]
+    }
+}
+
+/// Base64url text for hand-made cursors.
+enum Base64URLText {
+    static func encode(_ text: String) -> String {
+        Data(text.utf8).base64EncodedString().replacingOccurrences(of: "+", with: "-")
+            .replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+    }
+}
