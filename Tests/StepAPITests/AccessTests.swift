@@ -182,6 +182,29 @@ struct AccessTests {
                 method: .post, uri: "/admin/reviews/\(id)/resolve",
                 body: json(.object(["decision": .string("reject"), "note": .string("not an operator")])))
         },
+        // The operator only looks at the owner's entry (claim=false): opening it would claim it.
+        "GET /admin/reviews/{id}": RouteCase(access: .admin, allowed: .ok) { seed, _ in
+            Call(method: .get, uri: "/admin/reviews/\(seed.reviewId)?claim=false")
+        },
+        "POST /admin/reviews/{id}/claim": RouteCase(access: .admin, allowed: .notFound) { seed, credential in
+            Call(
+                method: .post,
+                uri: "/admin/reviews/\(credential == .adminToken ? "no-such-review" : seed.reviewId)/claim")
+        },
+        "POST /admin/reviews/{id}/release": RouteCase(access: .admin, allowed: .notFound) { seed, credential in
+            Call(
+                method: .post,
+                uri: "/admin/reviews/\(credential == .adminToken ? "no-such-review" : seed.reviewId)/release")
+        },
+        "POST /admin/reviews/bulk": RouteCase(access: .admin, allowed: .ok) { seed, credential in
+            let id = credential == .adminToken ? "no-such-review" : seed.reviewId
+            return Call(
+                method: .post, uri: "/admin/reviews/bulk",
+                body: json(
+                    .object([
+                        "ids": .array([.string(id)]), "decision": .string("reject"), "note": .string("not an operator"),
+                    ])))
+        },
         "GET /livez": RouteCase(access: .open, allowed: .ok) { _, _ in Call(method: .get, uri: "/livez") },
         "GET /readyz": RouteCase(access: .open, allowed: .ok) { _, _ in Call(method: .get, uri: "/readyz") },
         "GET /metrics": RouteCase(access: .open, allowed: .ok) { _, _ in Call(method: .get, uri: "/metrics") },

@@ -6,6 +6,7 @@ import SQLKit
 import StepCore
 import StepDatabase
 import StepLogging
+import StepSettings
 import StepStore
 import StepTestSupport
 import Testing
@@ -345,6 +346,21 @@ struct ReviewDeskTests {
             let audit = try await harness.store.transaction { try await $0.auditRecords(limit: 20) }
             #expect(
                 audit.map { "\($0.actor.name) \($0.action)" }.sorted() == ["ana review.claim", "ben review.accept"])
+        }
+    }
+
+    @Test("admin.claimSeconds sets how long a claim holds", arguments: TestDatabases.kinds)
+    func claimSeconds(kind: DatabaseKind) async throws {
+        let (harness, token) = try await AdminTests.setUp(kind) { $0.admin.claimSeconds = 30 }
+        try await harness.run { client in
+            let id = try await AdminTests.quarantinedDay(harness, client, token: token)
+            let claimed = try await client.admin("/admin/reviews/\(id)/claim", method: .post)
+            #expect(
+                try claimed.json["claim"]?["until"]
+                    == .string(InstantParser.format(harness.clock.now.addingTimeInterval(30))))
+            harness.clock.advance(seconds: 31)
+            let listed = try await client.admin("/admin/reviews").json["items"]
+            #expect(listed?[0]?["claim"] == .null)
         }
     }
 
