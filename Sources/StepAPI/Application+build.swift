@@ -230,10 +230,20 @@ package func buildApplication(
         resolver: ReviewResolver(
             store: store, limits: configuration.limits, refundGraceSeconds: configuration.refundGraceSeconds,
             jobMaxAttempts: configuration.jobs.maxAttempts),
-        jobs: worker.queue, claimSeconds: configuration.admin.claimSeconds, clock: dependencies.clock, logger: logger
+        claimSeconds: configuration.admin.claimSeconds, clock: dependencies.clock, logger: logger
     ).register(in: admin, catalog: &catalog)
+    AdminWalkerController(
+        reverser: DayReverser(
+            store: store, refundGraceSeconds: configuration.refundGraceSeconds,
+            jobMaxAttempts: configuration.jobs.maxAttempts),
+        clock: dependencies.clock, logger: logger
+    ).register(in: admin, catalog: &catalog)
+    AdminJobsController(jobs: worker.queue, clock: dependencies.clock, logger: logger)
+        .register(in: admin, catalog: &catalog)
+    AdminMetricsController(store: store, clock: dependencies.clock).register(in: admin, catalog: &catalog)
 
-    OpsController(store: store, metrics: metrics, jobs: worker.queue).register(in: router.group(), catalog: &catalog)
+    OpsController(store: store, metrics: metrics, jobs: worker.queue, clock: dependencies.clock)
+        .register(in: router.group(), catalog: &catalog)
 
     // Last, so it wraps only the not-found answer: a known path with another method is 405, not 404.
     router.add(

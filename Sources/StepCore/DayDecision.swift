@@ -13,6 +13,9 @@ package struct DayDecision: Sendable, Hashable {
         case settle
         /// The day is rejected: everything allocations drew from it is refunded after the grace period.
         case refund
+        /// An accepted day is reversed: what its credit covered of the allocations' draws on it is refunded
+        /// after the grace period, as a rejection would have refunded it.
+        case revert
     }
 
     /// How an ingest leaves its day.
@@ -24,7 +27,8 @@ package struct DayDecision: Sendable, Hashable {
     }
 
     package var log: StepLogRecord
-    /// Energy the ledger adds for the day (never negative; the ledger is append-only).
+    /// Energy the ledger adds for the day; negative only for a reversal, whose entry takes back what the day was
+    /// credited (the ledger stays append-only: nothing is edited).
     package var credit = 0
     package var lifetimeStepsDelta = 0
     /// The streak runs to change; nil when the day's attested state does not change.
@@ -79,6 +83,27 @@ package struct DayDecision: Sendable, Hashable {
         var decision = DayDecision(log: rejected)
         decision.streakChange = streak.setting(attested: false).nonEmpty
         decision.allocations = .refund
+        return decision
+    }
+
+    /// Reverses an accepted day, as if review had rejected it after accepting it: REJECTED, its credit taken back
+    /// by a negative ledger entry, the steps it added to lifetime steps taken off, out of the streak, and what its
+    /// credit covered of the allocations' draws on it refunded after the grace period. The day then stays
+    /// decided like any rejected day: a later submission is recorded as evidence and never credits it again.
+    /// Nil when the day is not ACCEPTED.
+    package static func reverse(_ log: StepLogRecord?, streak: StreakNeighbourhood, at now: Date) -> DayDecision? {
+        guard let log, log.status == .accepted else { return nil }
+        var reversed = log
+        reversed.status = .rejected
+        reversed.attested = false
+        reversed.acceptedCount = nil
+        reversed.energyCredited = 0
+        reversed.updatedAt = now
+        var decision = DayDecision(log: reversed)
+        decision.credit = -log.energyCredited
+        decision.lifetimeStepsDelta = -(log.acceptedCount ?? 0)
+        decision.streakChange = streak.setting(attested: false).nonEmpty
+        decision.allocations = .revert
         return decision
     }
 

@@ -74,6 +74,14 @@ package enum JobRetryOutcome: Sendable, Hashable {
     case notDead(JobState)
 }
 
+/// What discarding a job did (`JobQueue.discard`).
+package enum JobDiscardOutcome: Sendable, Hashable {
+    /// The dead job was deleted.
+    case discarded
+    case notFound
+    case notDead(JobState)
+}
+
 /// Jittered exponential backoff: the n-th failure waits `min(cap, base × 2^(n−1))`, of which the second
 /// half is random ("equal jitter"), so jobs that failed together do not retry together.
 package struct JobBackoff: Sendable, Hashable {

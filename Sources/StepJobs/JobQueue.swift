@@ -184,8 +184,29 @@ package struct JobQueue: Sendable {
 
     /// Jobs in `state` (every state when nil), oldest `runAt` first.
     package func list(state: JobState?, limit: Int = 100) async throws -> [JobRecord] {
+        try await list(state: state, kind: nil, after: nil, limit: limit)
+    }
+
+    /// Jobs in `state` of `kind` (each filter ignored when nil), oldest `runAt` first (ties by id), those after
+    /// the keyset position `after` (a job's run time and id): each page reads its own stretch of the index, so
+    /// a page costs the same however deep into the list it is.
+    package func list(state: JobState?, kind: String?, after cursor: JobCursor?, limit: Int) async throws
+        -> [JobRecord]
+    {
         try await store.withoutTransaction { tx in
-            let filter: SQLQueryString = state.map { "WHERE state = \(bind: $0.rawValue)" } ?? ""
+            var conditions: [SQLQueryString] = []
+            if let state { conditions.append("state = \(bind: state.rawValue)") }
+            if let kind { conditions.append("kind = \(bind: kind)") }
+            if let cursor {
+                let runAt = cursor.runAt.millisecondsSince1970
+                conditions.append(
+                    "(run_at > \(bind: runAt) OR (run_at = \(bind: runAt) AND job_id > \(bind: cursor.id)))")
+            }
+            var filter: SQLQueryString = ""
+            for (index, condition) in conditions.enumerated() {
+                filter += index == 0 ? "WHERE " : " AND "
+                filter += condition
+            }
             let rows = try await tx.sql.raw(
                 """
                 SELECT \(unsafeRaw: Self.columns) FROM jobs \(filter)
@@ -204,29 +225,47 @@ package struct JobQueue: Sendable {
 
     /// Makes a dead job pending again, to run now with a fresh count of attempts.
     package func retry(id: String, now: Date) async throws -> JobRetryOutcome {
-        try await store.transaction { tx in
-            guard let job = try await Self.job(id: id, in: tx, locking: true) else { return .notFound }
-            guard job.state == .dead else { return .notDead(job.state) }
-            if let key = job.dedupeKey,
-                let pending = try await tx.sql.raw(
-                    """
-                    SELECT job_id FROM jobs
-                    WHERE walker_id = \(bind: job.walkerId) AND dedupe_key = \(bind: key) AND state = 'pending'
-                    """
-                ).first()
-            {
-                try await tx.sql.raw("DELETE FROM jobs WHERE job_id = \(bind: job.id)").run()
-                return .coalesced(into: try pending.decode(column: "job_id", as: String.self))
-            }
-            try await tx.sql.raw(
+        try await store.transaction { tx in try await Self.retry(id: id, in: tx, now: now) }
+    }
+
+    /// `retry` in the caller's transaction (an operator's action and its audit row commit together).
+    package static func retry(id: String, in tx: StoreTransaction, now: Date) async throws -> JobRetryOutcome {
+        guard let job = try await job(id: id, in: tx, locking: true) else { return .notFound }
+        guard job.state == .dead else { return .notDead(job.state) }
+        if let key = job.dedupeKey,
+            let pending = try await tx.sql.raw(
                 """
-                UPDATE jobs SET state = 'pending', attempts = 0, run_at = \(bind: now.millisecondsSince1970),
-                    lease_until = NULL, updated_at = \(bind: now.millisecondsSince1970)
-                WHERE job_id = \(bind: job.id)
+                SELECT job_id FROM jobs
+                WHERE walker_id = \(bind: job.walkerId) AND dedupe_key = \(bind: key) AND state = 'pending'
                 """
-            ).run()
-            return .retried
+            ).first()
+        {
+            try await tx.sql.raw("DELETE FROM jobs WHERE job_id = \(bind: job.id)").run()
+            return .coalesced(into: try pending.decode(column: "job_id", as: String.self))
         }
+        try await tx.sql.raw(
+            """
+            UPDATE jobs SET state = 'pending', attempts = 0, run_at = \(bind: now.millisecondsSince1970),
+                lease_until = NULL, updated_at = \(bind: now.millisecondsSince1970)
+            WHERE job_id = \(bind: job.id)
+            """
+        ).run()
+        return .retried
+    }
+
+    /// Deletes a dead job an operator gave up on. Deleted rather than kept in a state of its own: every claim,
+    /// rescue, depth and dedupe query would have to step around such rows forever, while the operator's audit
+    /// row (`job.discard`) already records who discarded which job and why.
+    package func discard(id: String) async throws -> JobDiscardOutcome {
+        try await store.transaction { tx in try await Self.discard(id: id, in: tx) }
+    }
+
+    /// `discard` in the caller's transaction.
+    package static func discard(id: String, in tx: StoreTransaction) async throws -> JobDiscardOutcome {
+        guard let job = try await job(id: id, in: tx, locking: true) else { return .notFound }
+        guard job.state == .dead else { return .notDead(job.state) }
+        try await tx.sql.raw("DELETE FROM jobs WHERE job_id = \(bind: job.id) AND state = 'dead'").run()
+        return .discarded
     }
 
     /// How many jobs are in each state (states with none are 0).
@@ -304,6 +343,17 @@ package struct JobQueue: Sendable {
             leaseUntil: try row.decode(column: "lease_until", as: Int?.self).map(Date.init(millisecondsSince1970:)),
             lastError: try row.decode(column: "last_error", as: String?.self),
             createdAt: Date(millisecondsSince1970: try row.decode(column: "created_at", as: Int.self)))
+    }
+}
+
+/// A position in the job list: the last job of a page, by run time and id.
+package struct JobCursor: Sendable, Hashable {
+    package var runAt: Date
+    package var id: String
+
+    package init(runAt: Date, id: String) {
+        self.runAt = runAt
+        self.id = id
     }
 }
 

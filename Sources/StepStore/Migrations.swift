@@ -523,6 +523,15 @@ package enum Migrations {
                 "ALTER TABLE step_submissions ADD COLUMN app_check BIGINT",
             ]
         },
+        Migration(version: 16, name: "walker suspension and decision counts") { _ in
+            [
+                // A suspended walker's ingests are refused (403 WALKER_SUSPENDED); nothing of theirs is deleted.
+                "ALTER TABLE walkers ADD COLUMN suspended_at BIGINT",
+                "ALTER TABLE walkers ADD COLUMN suspension_note TEXT",
+                // Decisions by operator and outcome, counted from the audit at scrape time on every instance.
+                "CREATE INDEX admin_audit_by_action ON admin_audit (action, operator_name, outcome)",
+            ]
+        },
     ]
 }
 

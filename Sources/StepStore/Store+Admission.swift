@@ -185,7 +185,7 @@ extension StoreTransaction {
 
             )
             SELECT walker.last_tz, walker.last_submission_at, walker.lifetime_steps, walker.version,
-                hit.hits, hit.window_start, (SELECT COUNT(*) FROM claim) AS claimed
+                walker.suspended_at, hit.hits, hit.window_start, (SELECT COUNT(*) FROM claim) AS claimed
             """
         guard let day else { return query + "\nFROM walker, hit" }
         return query + snapshotDayColumns(walkerId: walkerId, day: day, from: "walker CROSS JOIN hit")

@@ -247,9 +247,12 @@ extension StoreTransaction {
     /// key given back when the answer must not be replayed).
     package func recordRejection(_ rejection: IngestRejection, walkerId: String) async throws {
         try await insertAttestationLog(rejection.attestationLog)
-        try await flagRepeatedRejections(
-            walkerId: walkerId, route: rejection.attestationLog.route, rule: rejection.reviewThreshold,
-            now: rejection.attestationLog.createdAt)
+        // Only anti-cheat rejections count toward the review rule; a refusal (a suspended walker) writes its row alone.
+        if rejection.attestationLog.verdict != .refused {
+            try await flagRepeatedRejections(
+                walkerId: walkerId, route: rejection.attestationLog.route, rule: rejection.reviewThreshold,
+                now: rejection.attestationLog.createdAt)
+        }
         if rejection.replayable {
             try await completeIdempotencyKey(
                 walkerId: walkerId, key: rejection.idempotencyKey, status: rejection.status, body: rejection.body)

@@ -288,6 +288,48 @@ extension StoreTransaction {
         }
     }
 
+    /// After an accepted `day` is reversed: the `credited` Energy it had covered the allocations' draws on it,
+    /// oldest allocation first, as `settleAllocations` spent it when the day was accepted. What it covered is now
+    /// unbacked and joins each allocation's refund (provisional again, due time cleared for `RefundJob.schedule`),
+    /// never more than the allocation still has spent. Allocations made before draws were recorded, which name
+    /// the day, give back what they still have spent. Under the walker's lock.
+    package func revertAllocations(walkerId: String, day: LocalDate, credited: Int, now: Date) async throws {
+        var cover = max(0, credited)
+        let rows = try await sql.raw(
+            """
+            SELECT \(unsafeRaw: Self.allocationColumns) FROM allocations
+            WHERE walker_id = \(bind: walkerId) AND status <> \(bind: AllocationStatus.refunded.rawValue)
+            ORDER BY created_at, allocation_id
+            """
+        ).all()
+        for var allocation in try rows.map({ try Self.allocationRecord($0, walkerId: walkerId) })
+        where allocation.dependsOn.contains(day) {
+            let stillSpent = allocation.points - allocation.refundPoints - allocation.refundedPoints
+            let refund: Int
+            if allocation.draws.isEmpty {
+                refund = stillSpent
+            } else {
+                let drawn = allocation.draws.filter { $0.day == day }.reduce(0) { $0 + $1.points }
+                let covered = min(drawn, cover)
+                cover -= covered
+                refund = min(covered, stillSpent)
+            }
+            guard refund > 0 else { continue }
+            allocation.refundPoints += refund
+            allocation.refundDays = Array(Set(allocation.refundDays + [day])).sorted()
+            allocation.refundDueAt = nil
+            allocation.status = .provisional
+            try await sql.raw(
+                """
+                UPDATE allocations SET status = \(bind: allocation.status.rawValue),
+                    refund_points = \(bind: allocation.refundPoints), refund_days = \(bind: Self.dayList(allocation.refundDays)),
+                    refund_due_at = NULL, updated_at = \(bind: now.millisecondsSince1970)
+                WHERE walker_id = \(bind: walkerId) AND allocation_id = \(bind: allocation.id)
+                """
+            ).run()
+        }
+    }
+
     /// Sets `dueAt` (the grace period's end) on every allocation whose uncovered points wait for a refund
     /// without a due time yet, and returns them, for the caller to queue their refunds. Under the walker's lock.
     package func scheduleAllocationRefunds(walkerId: String, dueAt: Date, now: Date) async throws

@@ -33,7 +33,7 @@ extension StoreTransaction {
             """
         ).run()
         var statements: [SQLQueryString] = [Self.upsertStepLogStatement(decision.log)]
-        if decision.credit > 0 {
+        if decision.credit != 0 {
             statements.append(
                 Self.insertLedgerEntryStatement(
                     walkerId: walkerId, day: decision.log.day, kind: .stepCredit, amount: decision.credit, at: write.at)
@@ -55,6 +55,9 @@ extension StoreTransaction {
             try await settleAllocations(
                 walkerId: walkerId, day: decision.log.day, credit: decision.credit,
                 rejected: decision.allocations == .refund, now: write.at)
+        case .revert:
+            try await revertAllocations(
+                walkerId: walkerId, day: decision.log.day, credited: -decision.credit, now: write.at)
         }
     }
 }

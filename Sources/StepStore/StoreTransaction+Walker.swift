@@ -11,6 +11,9 @@ package struct WalkerRecord: Sendable, Hashable {
     package var lifetimeSteps: Int
     /// How many ingests have written the walker's days (a change counter, not a business value).
     package var version: Int
+    /// When an operator suspended the walker; nil while the walker is active. A suspended walker's ingests are
+    /// refused, read by the admission itself so the check costs no round trip.
+    package var suspendedAt: Date? = nil
 }
 
 extension StoreTransaction {
@@ -52,7 +55,8 @@ extension StoreTransaction {
     static func lockWalkerAndDayStatement(_ walkerId: String, day: LocalDate, now: Date) -> SQLQueryString {
         var query: SQLQueryString = "WITH walker AS (\n"
         query += lockWalkerStatement(walkerId, now: now)
-        query += "\n)\nSELECT walker.last_tz, walker.last_submission_at, walker.lifetime_steps, walker.version"
+        query += "\n)\nSELECT walker.last_tz, walker.last_submission_at, walker.lifetime_steps, walker.version,"
+        query += " walker.suspended_at"
         query += snapshotDayColumns(walkerId: walkerId, day: day, from: "walker")
         return query
     }
@@ -84,7 +88,7 @@ extension StoreTransaction {
         INSERT INTO walkers (walker_id, created_at, lifetime_steps)
         VALUES (\(bind: walkerId), \(bind: now.millisecondsSince1970), 0)
         ON CONFLICT (walker_id) DO UPDATE SET walker_id = excluded.walker_id
-        RETURNING walker_id, last_tz, last_submission_at, lifetime_steps, version
+        RETURNING walker_id, last_tz, last_submission_at, lifetime_steps, version, suspended_at
         """
     }
 
@@ -92,7 +96,7 @@ extension StoreTransaction {
         guard
             let row = try await sql.raw(
                 """
-                SELECT walker_id, last_tz, last_submission_at, lifetime_steps, version FROM walkers
+                SELECT walker_id, last_tz, last_submission_at, lifetime_steps, version, suspended_at FROM walkers
                 WHERE walker_id = \(bind: walkerId)
                 """
             ).first()
@@ -107,7 +111,8 @@ extension StoreTransaction {
             lastSubmissionAt: try row.decode(column: "last_submission_at", as: Int?.self).map(
                 Date.init(millisecondsSince1970:)),
             lifetimeSteps: try row.decode(column: "lifetime_steps", as: Int.self),
-            version: try row.decode(column: "version", as: Int.self)
+            version: try row.decode(column: "version", as: Int.self),
+            suspendedAt: try row.decode(column: "suspended_at", as: Int?.self).map(Date.init(millisecondsSince1970:))
         )
     }
 

@@ -8,7 +8,8 @@ import StepStore
 
 struct Jobs: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Look at and revive jobs in the durable queue.", subcommands: [List.self, Retry.self])
+        abstract: "Look at, revive and discard jobs in the durable queue.",
+        subcommands: [List.self, Retry.self, Discard.self])
 
     struct List: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
@@ -64,6 +65,28 @@ struct Jobs: AsyncParsableCommand {
                 throw ValidationError("no job has the id \(id)")
             case .notDead(let state):
                 throw ValidationError("job \(id) is \(state.rawValue), not dead; only dead jobs are retried")
+            }
+        }
+    }
+
+    struct Discard: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Delete a dead job that should not run again (only dead jobs are discarded).")
+
+        @Argument(help: "The job's id (from `stepd jobs list --state dead`).")
+        var id: String
+
+        @OptionGroup var common: CommonOptions
+
+        func run() async throws {
+            let outcome = try await common.withQueue { queue in try await queue.discard(id: id) }
+            switch outcome {
+            case .discarded:
+                print("job \(id) discarded")
+            case .notFound:
+                throw ValidationError("no job has the id \(id)")
+            case .notDead(let state):
+                throw ValidationError("job \(id) is \(state.rawValue), not dead; only dead jobs are discarded")
             }
         }
     }

@@ -174,6 +174,39 @@ struct AccessTests {
         "GET /admin/jobs": RouteCase(access: .admin, allowed: .ok) { _, _ in
             Call(method: .get, uri: "/admin/jobs")
         },
+        // The actions aim at a walker and a job that do not exist, so nothing of the owner's changes.
+        "GET /admin/walkers/{walkerId}": RouteCase(access: .admin, allowed: .notFound) { _, _ in
+            Call(method: .get, uri: "/admin/walkers/no-such-walker")
+        },
+        "POST /admin/walkers/{walkerId}/days/{day}/reverse": RouteCase(access: .admin, allowed: .notFound) { _, _ in
+            Call(
+                method: .post, uri: "/admin/walkers/no-such-walker/days/2026-05-18/reverse",
+                body: json(.object(["note": .string("n")])))
+        },
+        "POST /admin/walkers/{walkerId}/suspend": RouteCase(access: .admin, allowed: .notFound) { _, _ in
+            Call(
+                method: .post, uri: "/admin/walkers/no-such-walker/suspend", body: json(.object(["note": .string("n")]))
+            )
+        },
+        "POST /admin/walkers/{walkerId}/reinstate": RouteCase(access: .admin, allowed: .notFound) { _, _ in
+            Call(
+                method: .post, uri: "/admin/walkers/no-such-walker/reinstate",
+                body: json(.object(["note": .string("n")])))
+        },
+        "POST /admin/jobs/{id}/retry": RouteCase(access: .admin, allowed: .notFound) { _, _ in
+            Call(method: .post, uri: "/admin/jobs/no-such-job/retry")
+        },
+        "POST /admin/jobs/{id}/discard": RouteCase(access: .admin, allowed: .notFound) { _, _ in
+            Call(method: .post, uri: "/admin/jobs/no-such-job/discard")
+        },
+        "POST /admin/jobs/bulk": RouteCase(access: .admin, allowed: .ok) { _, _ in
+            Call(
+                method: .post, uri: "/admin/jobs/bulk",
+                body: json(.object(["action": .string("discard"), "ids": .array([.string("no-such-job")])])))
+        },
+        "GET /admin/metrics": RouteCase(access: .admin, allowed: .ok) { _, _ in
+            Call(method: .get, uri: "/admin/metrics")
+        },
         // Everyone but the operator aims at the owner's open review entry; the operator at one that does not
         // exist, so the owner's data stays as it was for the whole table.
         "POST /admin/reviews/{id}/resolve": RouteCase(access: .admin, allowed: .notFound) { seed, credential in

@@ -6,7 +6,8 @@ import StepDatabase
 import StepJobs
 import StepStore
 
-/// The operators' API under `/admin/`: the review queue and the job queue, behind `AdminAuthMiddleware`.
+/// The operators' API under `/admin/`: the review queue, behind `AdminAuthMiddleware` (the job queue is
+/// `AdminJobsController`'s).
 struct AdminController: Sendable {
     static let reviewsRoute = "/admin/reviews"
     static let reviewRoute = "/admin/reviews/{id}"
@@ -14,12 +15,10 @@ struct AdminController: Sendable {
     static let releaseRoute = "/admin/reviews/{id}/release"
     static let resolveRoute = "/admin/reviews/{id}/resolve"
     static let bulkRoute = "/admin/reviews/bulk"
-    static let jobsRoute = "/admin/jobs"
     static let maxNoteLength = 2_000
     static let maxBulkIds = 100
 
     let resolver: ReviewResolver
-    let jobs: JobQueue
     /// How long opening or claiming an entry holds it (`admin.claimSeconds`).
     var claimSeconds = 900
     let clock: @Sendable () -> Date
@@ -44,10 +43,6 @@ struct AdminController: Sendable {
         }
         group.on(.post, Self.resolveRoute, catalog: &catalog) { request, context in
             try await resolve(request, id: context.parameters.get("id") ?? "", actor: context.requireAdmin(.decide))
-        }
-        group.on(.get, Self.jobsRoute, catalog: &catalog) { request, context in
-            _ = try context.requireAdmin(.read)
-            return try await listJobs(request)
         }
     }
 
@@ -220,18 +215,6 @@ struct AdminController: Sendable {
             ])
     }
 
-    private func listJobs(_ request: Request) async throws -> Response {
-        var state: JobState?
-        if let text = request.uri.queryParameters.get("state") {
-            guard let parsed = JobState(rawValue: text) else {
-                throw AdminAPIError.badRequest("state must be pending, running or dead.")
-            }
-            state = parsed
-        }
-        let records = try await jobs.list(state: state)
-        return Self.json(.ok, .object(["items": .array(records.map(Self.item))]))
-    }
-
     // MARK: Bodies
 
     /// An entry as the API shows it; its claim only while it holds at `now`.
@@ -257,16 +240,6 @@ struct AdminController: Sendable {
             fields["decidedBy"] = entry.decidedBy.map(JSONValue.string) ?? .null
         }
         return .object(fields)
-    }
-
-    static func item(_ job: JobRecord) -> JSONValue {
-        .object([
-            "id": .string(job.id), "walkerId": .string(job.walkerId), "kind": .string(job.kind),
-            "state": .string(job.state.rawValue), "attempts": .int(job.attempts), "maxAttempts": .int(job.maxAttempts),
-            "runAt": .string(InstantParser.format(job.runAt)),
-            "lastError": job.lastError.map(JSONValue.string) ?? .null,
-            "createdAt": .string(InstantParser.format(job.createdAt)),
-        ])
     }
 
     static func json(_ status: HTTPResponse.Status, _ value: JSONValue) -> Response {

@@ -53,10 +53,12 @@ enum ReviewDeskJSON {
         ])
     }
 
-    /// The walker beside the entry. Suspension is not kept by this part of the desk yet: a walker reads as active.
+    /// The walker beside the entry, with whether they are suspended.
     static func walker(id: String, _ record: WalkerRecord?) -> JSONValue {
-        .object([
-            "id": .string(id), "suspended": .bool(false), "suspendedAt": .null,
+        let suspendedAt = record?.suspendedAt
+        return .object([
+            "id": .string(id), "suspended": .bool(suspendedAt != nil),
+            "suspendedAt": suspendedAt.map { .string(InstantParser.format($0)) } ?? .null,
             "lifetimeSteps": .int(record?.lifetimeSteps ?? 0),
         ])
     }

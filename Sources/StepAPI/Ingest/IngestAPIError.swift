@@ -14,6 +14,8 @@ enum IngestAPIError: WalkerReadError {
     case unsupportedMediaType
     case payloadTooLarge(limit: Int)
     case sourceNotWhitelisted(sourceBundleId: String)
+    /// An operator suspended the walker: ingests and re-reads are refused until they are reinstated.
+    case walkerSuspended
     case idempotencyInFlight
     case idempotencyKeyReused
     case rejected(reasons: [ReasonCode], day: LocalDate)
@@ -37,7 +39,7 @@ enum IngestAPIError: WalkerReadError {
         case .invalidRequest: .badRequest
         case .unsupportedMediaType: .unsupportedMediaType
         case .payloadTooLarge: .contentTooLarge
-        case .sourceNotWhitelisted: .forbidden
+        case .sourceNotWhitelisted, .walkerSuspended: .forbidden
         case .idempotencyInFlight, .rereadAlreadyAnswered, .rereadExpired: .conflict
         case .idempotencyKeyReused, .rejected, .insufficientEnergy, .rereadNonceMismatch: .unprocessableContent
         case .rereadNotFound: .notFound
@@ -71,6 +73,10 @@ enum IngestAPIError: WalkerReadError {
             IngestErrorBody(
                 error: "STEP_SOURCE_NOT_WHITELISTED", message: "sourceBundleId is not recognized.",
                 details: .object(["sourceBundleId": .string(bundle)]))
+        case .walkerSuspended:
+            IngestErrorBody(
+                error: "WALKER_SUSPENDED", message: "The walker is suspended; submissions are refused.",
+                details: .object([:]))
         case .idempotencyInFlight:
             IngestErrorBody(
                 error: "IDEMPOTENCY_IN_FLIGHT",

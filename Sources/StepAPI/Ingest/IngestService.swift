@@ -61,6 +61,8 @@ struct IngestService: Sendable {
         /// The checks run once per walker read; a refusal when a hard check fails, else the writes with the
         /// quarantine reasons that apply.
         func plan(walker: WalkerRecord) -> IngestPlan {
+            // The admission read the suspension with the walker's row: checking it costs no round trip.
+            guard walker.suspendedAt == nil else { return .reject(suspended(walker: walker)) }
             let reasons = self.reasons(walker: walker)
             let hard = reasons.filter { !$0.isQuarantine }
             guard hard.isEmpty else { return .reject(rejection(walker: walker, reasons: hard)) }
@@ -80,6 +82,18 @@ struct IngestService: Sendable {
                     reasons: reasons.map(\.rawValue), tokenId: request.auditTokenId, requestId: requestId),
                 idempotencyKey: request.idempotencyKey, status: Int(error.status.code), body: error.bodyString,
                 replayable: !whitelistMiss, reviewThreshold: settings.repeatedRejections)
+        }
+
+        /// A suspended walker's refusal: a REFUSED audit row and nothing else. The key is given back, so the same
+        /// submission can be sent again once the walker is reinstated.
+        private func suspended(walker: WalkerRecord) -> IngestRejection {
+            let error = IngestAPIError.walkerSuspended
+            return IngestRejection(
+                attestationLog: AttestationLogRecord(
+                    walkerId: walker.walkerId, createdAt: now, route: IngestController.route, verdict: .refused,
+                    reasons: ["WALKER_SUSPENDED"], tokenId: request.auditTokenId, requestId: requestId),
+                idempotencyKey: request.idempotencyKey, status: Int(error.status.code), body: error.bodyString,
+                replayable: false, reviewThreshold: settings.repeatedRejections)
         }
 
         /// Every check that applies to the request, given the walker's previous submission.

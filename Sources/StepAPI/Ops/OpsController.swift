@@ -9,6 +9,7 @@ struct OpsController: Sendable {
     let store: Store
     let metrics: ServiceMetrics
     let jobs: JobQueue
+    var clock: @Sendable () -> Date = { Date() }
 
     static let openAPIDocument: String = {
         guard let url = Bundle.module.url(forResource: "openapi", withExtension: "yaml"),
@@ -33,6 +34,9 @@ struct OpsController: Sendable {
             // The queue's depth is read at scrape time; a database that is away leaves the last values.
             if let depth = try? await jobs.depth() {
                 metrics.setQueueDepth(Dictionary(uniqueKeysWithValues: depth.map { ($0.key.rawValue, $0.value) }))
+            }
+            if let snapshot = try? await store.withoutTransaction({ try await $0.adminMetrics(now: clock()) }) {
+                metrics.setAdminMetrics(snapshot)
             }
             return Self.text(metrics.render(), contentType: "text/plain; version=0.0.4; charset=utf-8")
         }

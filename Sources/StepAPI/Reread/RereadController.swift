@@ -31,9 +31,19 @@ struct RereadController: Sendable {
             bytes throws(RequestValidationError) in try RereadRequest.decode(body: bytes, headerKey: headerKey)
         }
         let requestId = context.id
-        let writer = IdempotentWrite<IngestAPIError>(
+        var writer = IdempotentWrite<IngestAPIError>(
             store: store, policy: policy, leaseSeconds: idempotencyLeaseSeconds, keyReused: .idempotencyKeyReused,
             inFlight: .idempotencyInFlight)
+        writer.suspended = (
+            .walkerSuspended,
+            { now in
+                var row = AttestationLogRecord(
+                    walkerId: walkerId, createdAt: now, route: Self.route, verdict: .refused,
+                    reasons: ["WALKER_SUSPENDED"], tokenId: nil, requestId: requestId)
+                row.status = Int(IngestAPIError.walkerSuspended.status.code)
+                return row
+            }
+        )
         return try await writer.respond(walkerId: walkerId, parsed: parsed, now: clock()) {
             [resolver] tx, valid, now in
             let result = try await resolver.answer(

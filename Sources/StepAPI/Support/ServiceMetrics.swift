@@ -10,6 +10,9 @@ package final class ServiceMetrics: Sendable {
     private let requestInstruments = Mutex<[RequestLabels: RequestInstruments]>([:])
     private let labelCounters = Mutex<[CounterLabel: Counter]>([:])
     private let gauges = Mutex<[String: Gauge]>([:])
+    private let adminGauges = Mutex<[AdminGaugeKey: Gauge]>([:])
+    /// Each operator × outcome counter with the audit count it was last raised to.
+    private let decisionCounters = Mutex<[AdminGaugeKey: (counter: Counter, count: Int)]>([:])
     static let latencyBuckets: [Duration] = [
         .milliseconds(1), .milliseconds(2), .milliseconds(5), .milliseconds(10), .milliseconds(25),
         .milliseconds(50), .milliseconds(100), .milliseconds(250), .milliseconds(500), .seconds(1), .seconds(2.5),
@@ -115,6 +118,32 @@ package final class ServiceMetrics: Sendable {
     }
 
     package func render() -> String { registry.emitToString() }
+
+    /// The review desk's gauge `name` for `label`, made once.
+    func adminGauge(_ name: String, _ label: String, make: @Sendable () -> Gauge) -> Gauge {
+        Self.instrument(AdminGaugeKey(name: name, label: label), in: adminGauges, make: make)
+    }
+
+    /// Raises the operator × outcome decision counter to `count` (a count read from the append-only audit).
+    func raiseDecisionCounter(operatorName: String, outcome: String, to count: Int) {
+        let key = AdminGaugeKey(name: operatorName, label: outcome)
+        decisionCounters.withLock { counters in
+            let entry =
+                counters[key]
+                ?? (
+                    registry.makeCounter(
+                        descriptor: Self.adminDecisions, labels: [("operator", operatorName), ("outcome", outcome)]),
+                    0
+                )
+            if count > entry.count { entry.counter.increment(by: Int64(count - entry.count)) }
+            counters[key] = (entry.counter, max(entry.count, count))
+        }
+    }
+}
+
+private struct AdminGaugeKey: Hashable, Sendable {
+    var name: String
+    var label: String
 }
 
 private struct RequestLabels: Hashable, Sendable {

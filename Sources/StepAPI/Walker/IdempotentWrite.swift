@@ -21,6 +21,9 @@ struct IdempotentWrite<Failure: WalkerReadError>: Sendable {
     /// The answers for a key resent with another payload, and for a key whose first request still runs.
     let keyReused: Failure
     let inFlight: Failure
+    /// When set, a suspended walker's claimed request is refused with `error`: the key is given back and only
+    /// the audit row `auditRow` (made for the request's time) is written.
+    var suspended: (error: Failure, auditRow: @Sendable (Date) -> AttestationLogRecord)? = nil
 
     private enum Outcome: Sendable {
         case stored(status: HTTPResponse.Status, body: String)
@@ -34,7 +37,7 @@ struct IdempotentWrite<Failure: WalkerReadError>: Sendable {
     ) async throws -> Response {
         let valid = try? parsed.get()
         let outcome: (RateLimitDecision, Outcome?) = try await store.transaction {
-            [policy, leaseSeconds, keyReused, inFlight] tx in
+            [policy, leaseSeconds, keyReused, inFlight, suspended] tx in
             let idempotency = valid.map {
                 IdempotencyRequest(key: $0.storedKey, requestHash: $0.payloadHash, leaseSeconds: leaseSeconds)
             }
@@ -46,6 +49,11 @@ struct IdempotentWrite<Failure: WalkerReadError>: Sendable {
             case .payloadMismatch: return (decision, .refused(keyReused))
             case .inFlight: return (decision, .refused(inFlight))
             case .claimed, nil: break
+            }
+            if let suspended, admission.walker.suspendedAt != nil {
+                try await tx.releaseIdempotencyKey(walkerId: walkerId, key: valid.storedKey)
+                try await tx.insertAttestationLog(suspended.auditRow(now))
+                return (decision, .refused(suspended.error))
             }
             let (status, body) = try await write(tx, valid, now)
             try await tx.completeIdempotencyKey(

@@ -1,0 +1,173 @@
+import Foundation
+import Hummingbird
+import Logging
+import StepCore
+import StepJobs
+import StepStore
+
+/// The job queue over HTTP under `/admin/jobs`: the list (any role with `read`), and retrying or discarding dead
+/// jobs one at a time or up to 100 at once (`manageJobs`). Every job an action changes gets its own audit row,
+/// written in the transaction that changes it, and its own log line.
+struct AdminJobsController: Sendable {
+    static let jobsRoute = "/admin/jobs"
+    static let retryRoute = "/admin/jobs/{id}/retry"
+    static let discardRoute = "/admin/jobs/{id}/discard"
+    static let bulkRoute = "/admin/jobs/bulk"
+    static let maxBulkIds = 100
+    static let maxLimit = 500
+    static let defaultLimit = 100
+
+    enum Action: String, Sendable {
+        case retry
+        case discard
+
+        var auditName: String { "job.\(rawValue)" }
+    }
+
+    let jobs: JobQueue
+    let clock: @Sendable () -> Date
+    let logger: Logger
+
+    func register(in group: RouterGroup<AppRequestContext>, catalog: inout RouteCatalog) {
+        group.on(.get, Self.jobsRoute, catalog: &catalog) { request, context in
+            _ = try context.requireAdmin(.read)
+            return try await list(request)
+        }
+        group.on(.post, Self.retryRoute, catalog: &catalog) { _, context in
+            try await single(.retry, id: context.parameters.get("id") ?? "", actor: context.requireAdmin(.manageJobs))
+        }
+        group.on(.post, Self.discardRoute, catalog: &catalog) { _, context in
+            try await single(
+                .discard, id: context.parameters.get("id") ?? "", actor: context.requireAdmin(.manageJobs))
+        }
+        group.on(.post, Self.bulkRoute, catalog: &catalog) { request, context in
+            try await bulk(request, actor: context.requireAdmin(.manageJobs))
+        }
+    }
+
+    // MARK: Routes
+
+    private func list(_ request: Request) async throws -> Response {
+        let query = request.uri.queryParameters
+        var state: JobState?
+        if let text = query.get("state") {
+            guard let parsed = JobState(rawValue: text) else {
+                throw AdminAPIError.badRequest("state must be pending, running or dead.")
+            }
+            state = parsed
+        }
+        let kind = query.get("kind")
+        if let kind, kind.isEmpty || kind.count > 100 {
+            throw AdminAPIError.badRequest("kind must be a job kind of 1 to 100 characters.")
+        }
+        var limit = Self.defaultLimit
+        if let text = query.get("limit") {
+            guard let parsed = Int(text), (1...Self.maxLimit).contains(parsed) else {
+                throw AdminAPIError.badRequest("limit must be an integer from 1 to \(Self.maxLimit).")
+            }
+            limit = parsed
+        }
+        var cursor: JobCursor?
+        if let text = query.get("cursor") {
+            guard let parsed = Self.cursor(text) else { throw AdminAPIError.badRequest("cursor is not valid.") }
+            cursor = parsed
+        }
+        // One more than the page tells whether more remain.
+        let records = try await jobs.list(state: state, kind: kind, after: cursor, limit: limit + 1)
+        let page = records.prefix(limit)
+        let next: JSONValue =
+            records.count > limit ? page.last.map { .string(Self.cursorText($0)) } ?? .null : .null
+        return AdminController.json(
+            .ok, .object(["items": .array(page.map(Self.item)), "nextCursor": next]))
+    }
+
+    private func single(_ action: Action, id: String, actor: AdminActor) async throws -> Response {
+        switch try await apply(action, id: id, actor: actor) {
+        case "not_found": throw AdminAPIError.notFound("No job has this id.")
+        case "not_dead":
+            throw AdminAPIError.conflict(
+                code: "NOT_DEAD", message: "Only a dead job can be retried or discarded.", details: [:])
+        case let outcome: return AdminController.json(.ok, .object(["id": .string(id), "outcome": .string(outcome)]))
+        }
+    }
+
+    private func bulk(_ request: Request, actor: AdminActor) async throws -> Response {
+        let body = try await AdminRequestBody.read(request)
+        guard case .string(let actionText) = body.fields["action"], let action = Action(rawValue: actionText) else {
+            throw AdminAPIError.badRequest("action must be retry or discard.")
+        }
+        guard case .array(let values) = body.fields["ids"], (1...Self.maxBulkIds).contains(values.count) else {
+            throw AdminAPIError.badRequest("ids must be an array of 1 to \(Self.maxBulkIds) job ids.")
+        }
+        var ids: [String] = []
+        for value in values {
+            guard case .string(let id) = value, !id.isEmpty else {
+                throw AdminAPIError.badRequest("ids must hold job ids (non-empty strings).")
+            }
+            ids.append(id)
+        }
+        var items: [JSONValue] = []
+        for id in ids {
+            let outcome = try await apply(action, id: id, actor: actor)
+            items.append(.object(["id": .string(id), "outcome": .string(outcome)]))
+        }
+        return AdminController.json(.ok, .object(["items": .array(items)]))
+    }
+
+    /// One job's action and, when it changed the job, its audit row, in one transaction; the contract's outcome
+    /// name (`retried`, `coalesced`, `discarded`, `not_dead`, `not_found`).
+    private func apply(_ action: Action, id: String, actor: AdminActor) async throws -> String {
+        let now = clock()
+        let outcome: String = try await jobs.store.transaction { tx in
+            let outcome: String
+            switch action {
+            case .retry:
+                switch try await JobQueue.retry(id: id, in: tx, now: now) {
+                case .retried: outcome = "retried"
+                case .coalesced: outcome = "coalesced"
+                case .notFound: return "not_found"
+                case .notDead: return "not_dead"
+                }
+            case .discard:
+                switch try await JobQueue.discard(id: id, in: tx) {
+                case .discarded: outcome = "discarded"
+                case .notFound: return "not_found"
+                case .notDead: return "not_dead"
+                }
+            }
+            try await tx.recordAudit(
+                actor: actor, action: action.auditName, target: id, outcome: outcome, note: nil, at: now)
+            return outcome
+        }
+        if outcome != "not_found" && outcome != "not_dead" {
+            logger.adminAction(actor, action: action.auditName, target: id, outcome: outcome, note: nil)
+        }
+        return outcome
+    }
+
+    // MARK: Bodies
+
+    static func item(_ job: JobRecord) -> JSONValue {
+        .object([
+            "id": .string(job.id), "walkerId": .string(job.walkerId), "kind": .string(job.kind),
+            "state": .string(job.state.rawValue), "attempts": .int(job.attempts), "maxAttempts": .int(job.maxAttempts),
+            "runAt": .string(InstantParser.format(job.runAt)),
+            "lastError": job.lastError.map(JSONValue.string) ?? .null,
+            "createdAt": .string(InstantParser.format(job.createdAt)),
+        ])
+    }
+
+    // MARK: Cursor
+
+    /// The last job of a page as `<run at in ms>.<job id>`: opaque to clients, checked when read back.
+    static func cursorText(_ job: JobRecord) -> String {
+        "\(job.runAt.millisecondsSince1970).\(job.id)"
+    }
+
+    static func cursor(_ text: String) -> JobCursor? {
+        guard let dot = text.firstIndex(of: "."), let ms = Int(text[..<dot]), ms >= 0 else { return nil }
+        let id = String(text[text.index(after: dot)...])
+        guard !id.isEmpty, id.count <= 100 else { return nil }
+        return JobCursor(runAt: Date(millisecondsSince1970: ms), id: id)
+    }
+}

@@ -1,0 +1,312 @@
+import Foundation
+import HTTPTypes
+import HummingbirdTesting
+import NIOCore
+import SQLKit
+import StepAPI
+import StepCore
+import StepDatabase
+import StepJobs
+import StepLogging
+import StepSettings
+import StepStore
+import StepTestSupport
+import Testing
+
+/// The review desk's actions: reversing an accepted day, suspending a walker, retrying and discarding dead jobs,
+/// and the metrics that count them.
+@Suite("Admin API: reverse, suspend, jobs, metrics")
+struct AdminActionsTests {
+    static func note(_ text: String) -> ByteBuffer {
+        ByteBuffer(string: #"{"note":"\#(text)"}"#)
+    }
+
+    static func lifetime(_ harness: TestHarness) async throws -> Int {
+        try await harness.store.transaction { try await $0.walker(AdminTests.walker)?.lifetimeSteps } ?? -1
+    }
+
+    @Test(
+        "reversing an accepted day takes its credit, lifetime steps and streak back; dependent points are refunded after grace",
+        arguments: TestDatabases.kinds)
+    func reverse(kind: DatabaseKind) async throws {
+        let (harness, token) = try await AdminTests.setUp(kind) { $0.refundGraceSeconds = 60 }
+        let reviewer = try await AdminAccessTests.createOperator(harness, name: "rui", role: .reviewer)
+        let viewer = try await AdminAccessTests.createOperator(harness, name: "vera", role: .viewer)
+        try await harness.run { client in
+            _ = try await client.ingest(IngestBody(day: "2026-05-17", count: 3000), token: token)
+            harness.clock.advance(seconds: 61)
+            #expect(try await harness.app.worker.drain() == 1)
+            _ = try await client.ingest(IngestBody(count: 6000), token: token)
+            // 3 000 of confirmed credit, then 2 000 drawn on 2026-05-18's pending credit.
+            let spent = try await client.allocate(
+                AllocationTests.allocationBody(points: 5000, key: "r-1"), token: token)
+            #expect(try spent.json["status"] == .string("provisional"))
+            guard case .string(let allocationId)? = try spent.json["id"] else { throw JSONShapeError() }
+            harness.clock.advance(seconds: 61)
+            #expect(try await harness.app.worker.drain() == 1)
+            #expect(try await AllocationTests.balance(harness, AdminTests.walker) == 4000)
+            #expect(try await Self.lifetime(harness) == 9000)
+            let streakBefore = try await client.read("/walker", token: token).json["streakState"]
+            #expect(streakBefore?["currentLengthDays"] == .int(2))
+
+            let uri = "/admin/walkers/\(AdminTests.walker)/days/2026-05-18/reverse"
+            let refused = try await client.admin(uri, method: .post, token: viewer, body: Self.note("no"))
+            #expect(refused.status == .forbidden)
+            let reversed = try await client.admin(uri, method: .post, token: reviewer, body: Self.note("bot walk"))
+            #expect(reversed.status == .ok)
+            #expect(
+                try reversed.json
+                    == [
+                        "walkerId": .string(AdminTests.walker), "day": .string("2026-05-18"),
+                        "status": .string("REJECTED"), "reversedEnergy": .int(6000),
+                    ])
+            #expect(try await AllocationTests.balance(harness, AdminTests.walker) == -2000)
+            #expect(try await Self.lifetime(harness) == 3000)
+            #expect(try await AdminTests.days(client, token: token)?["reconciliationStatus"] == .string("REJECTED"))
+            let streakAfter = try await client.read("/walker", token: token).json["streakState"]
+            #expect(streakAfter?["currentLengthDays"] == .int(1))
+            // The acceptance and its reversal happened at the same instant here, so look for the entry, not its place.
+            guard case .array(let ledger)? = try await client.read("/walker/ledger", token: token).json["entries"]
+            else { throw JSONShapeError() }
+            #expect(ledger.filter { $0["kind"] == .string("step_credit") && $0["amount"] == .int(-6000) }.count == 1)
+            #expect(ledger.count == 4)
+            let audit = try await harness.store.transaction { try await $0.auditRecords(limit: 10) }
+            #expect(audit.map(\.action) == ["day.reverse"])
+            #expect(audit.first?.target == "\(AdminTests.walker)/2026-05-18" && audit.first?.actor.name == "rui")
+            #expect(audit.first?.note == "bot walk")
+            let line = harness.logs.lines.first { $0.contains("admin action") && $0.contains("day.reverse") }
+            #expect(line?.contains("bot walk") == false)
+
+            let again = try await client.admin(uri, method: .post, token: reviewer, body: Self.note("again"))
+            #expect(again.status == .conflict)
+            #expect(try again.json["error"] == .string("NOT_ACCEPTED"))
+            #expect(try again.json["details"]?["status"] == .string("REJECTED"))
+            let missing = try await client.admin(
+                "/admin/walkers/\(AdminTests.walker)/days/2026-05-01/reverse", method: .post, body: Self.note("x"))
+            #expect(missing.status == .notFound)
+            let badDay = try await client.admin(
+                "/admin/walkers/\(AdminTests.walker)/days/May-18/reverse", method: .post, body: Self.note("x"))
+            #expect(badDay.status == .badRequest)
+
+            // Inside the grace period nothing is refunded; after it the 2 000 drawn on the day come back once.
+            harness.clock.advance(seconds: 30)
+            #expect(try await harness.app.worker.drain() == 0)
+            harness.clock.advance(seconds: 31)
+            #expect(try await harness.app.worker.drain() == 1)
+            #expect(try await AllocationTests.balance(harness, AdminTests.walker) == 0)
+            let allocation = try await client.read("/walker/allocations", token: token).json["items"]?[0]
+            #expect(allocation?["status"] == .string("confirmed") && allocation?["refundedPoints"] == .int(2000))
+            let events = try await client.read("/walker/events", token: token).json["events"]
+            #expect(events?[0]?["type"] == .string("allocation-reverted"))
+            #expect(
+                events?[0]?["data"]
+                    == .object([
+                        "allocationId": .string(allocationId), "points": .int(2000),
+                        "days": .array([.string("2026-05-18")]),
+                    ]))
+
+            // A later, higher submission for the reversed day is kept as evidence and credits nothing.
+            _ = try await client.ingest(IngestBody(count: 9000), token: token)
+            harness.clock.advance(seconds: 61)
+            _ = try await harness.app.worker.drain()
+            #expect(try await AdminTests.days(client, token: token)?["reconciliationStatus"] == .string("REJECTED"))
+            #expect(try await AllocationTests.balance(harness, AdminTests.walker) == 0)
+            #expect(try await Self.lifetime(harness) == 3000)
+
+            let walker = try await client.admin("/admin/walkers/\(AdminTests.walker)", token: viewer)
+            #expect(walker.status == .ok)
+            #expect(try walker.json["lifetimeSteps"] == .int(3000))
+            #expect(try walker.json["energy"] == .object(["confirmed": .int(0), "pending": .int(0)]))
+            let metrics = try await client.admin("/admin/metrics").json["decisions"]
+            #expect(
+                metrics
+                    == .array([.object(["operator": .string("rui"), "outcome": .string("reverse"), "count": .int(1)])])
+            )
+        }
+    }
+
+    @Test(
+        "a suspended walker's ingest, batch and re-read are 403 WALKER_SUSPENDED with only a REFUSED row; reads work; reinstating restores",
+        arguments: TestDatabases.kinds)
+    func suspension(kind: DatabaseKind) async throws {
+        let (harness, token) = try await AdminTests.setUp(kind)
+        let reviewer = try await AdminAccessTests.createOperator(harness, name: "rui", role: .reviewer)
+        let viewer = try await AdminAccessTests.createOperator(harness, name: "vera", role: .viewer)
+        try await harness.run { client in
+            #expect(try await client.ingest(IngestBody(day: "2026-05-17", count: 3000), token: token).status == .ok)
+            let base = "/admin/walkers/\(AdminTests.walker)"
+            #expect(
+                try await client.admin("\(base)/suspend", method: .post, token: viewer, body: Self.note("x")).status
+                    == .forbidden)
+            let suspended = try await client.admin(
+                "\(base)/suspend", method: .post, token: reviewer, body: Self.note("five rejections"))
+            #expect(suspended.status == .ok)
+            #expect(try suspended.json["suspended"] == .bool(true))
+            #expect(try suspended.json["suspendedAt"] == .string(InstantParser.format(harness.clock.now)))
+            #expect(try suspended.json["suspensionNote"] == .string("five rejections"))
+            let twice = try await client.admin("\(base)/suspend", method: .post, body: Self.note("again"))
+            #expect(twice.status == .conflict)
+            #expect(try twice.json["error"] == .string("NO_CHANGE"))
+
+            let submissions = try await harness.count("step_submissions")
+            let rows = try await harness.count("attestation_logs")
+            let body = IngestBody(count: 7000, key: "held-key")
+            let single = try await client.ingest(body, token: token)
+            #expect(single.status == .forbidden)
+            #expect(try single.json["error"] == .string("WALKER_SUSPENDED"))
+            let batch = try await client.ingestBatch([IngestBody(count: 7100)], token: token)
+            #expect(batch.status == .ok)
+            #expect(try IngestBatchTests.results(batch).first?.status == 403)
+            let reread = try await client.reread(
+                try RereadTests.answer(
+                    ["id": .string("no-such-request"), "nonce": .string(String(repeating: "A", count: 43))]),
+                token: token)
+            #expect(reread.status == .forbidden)
+            #expect(try reread.json["error"] == .string("WALKER_SUSPENDED"))
+            #expect(try await harness.count("step_submissions") == submissions)
+            #expect(try await harness.count("attestation_logs") == rows + 3)
+            let refused = try await harness.store.transaction { tx in
+                try await tx.sql.raw(
+                    "SELECT verdict, status FROM attestation_logs WHERE status = 403 ORDER BY created_at"
+                ).all().map {
+                    (try $0.decode(column: "verdict", as: String.self), try $0.decode(column: "status", as: Int.self))
+                }
+            }
+            #expect(refused.count == 3 && refused.allSatisfy { $0.0 == "REFUSED" })
+            #expect(try await harness.count("review_queue") == 0)
+
+            #expect(try await client.read("/step/days?from=2026-05-17&to=2026-05-18", token: token).status == .ok)
+            #expect(try await client.read("/walker", token: token).status == .ok)
+
+            let reinstated = try await client.admin("\(base)/reinstate", method: .post, body: Self.note("appeal"))
+            #expect(reinstated.status == .ok)
+            #expect(try reinstated.json["suspended"] == .bool(false) && reinstated.json["suspendedAt"] == .null)
+            #expect(
+                try await client.admin("\(base)/reinstate", method: .post, body: Self.note("x")).json["error"]
+                    == .string("NO_CHANGE"))
+            // The refused key was given back: the same submission now goes through.
+            #expect(try await client.ingest(body, token: token).status == .ok)
+            let audit = try await harness.store.transaction { try await $0.auditRecords(limit: 10) }
+            #expect(Set(audit.map(\.action)) == ["walker.suspend", "walker.reinstate"])
+            #expect(
+                try await client.admin("/admin/walkers/nobody").status == .notFound)
+        }
+    }
+
+    /// Parks `count` jobs as dead and returns their ids.
+    static func deadJobs(_ harness: TestHarness, count: Int) async throws -> [String] {
+        try await harness.store.transaction { tx in
+            var ids: [String] = []
+            for index in 0..<count {
+                let id = "dead-\(index)"
+                try await tx.sql.raw(
+                    """
+                    INSERT INTO jobs (walker_id, job_id, kind, payload, dedupe_key, state, run_at, attempts,
+                        max_attempts, last_error, created_at, updated_at)
+                    VALUES ('w-\(unsafeRaw: String(index))', \(bind: id), 'webhook', '{}', NULL, 'dead', \(bind: index),
+                        10, 10, 'boom', 0, 0)
+                    """
+                ).run()
+                ids.append(id)
+            }
+            return ids
+        }
+    }
+
+    @Test(
+        "dead jobs are retried and discarded one at a time and in bulk, each audited; a reviewer cannot touch them",
+        arguments: TestDatabases.kinds)
+    func jobs(kind: DatabaseKind) async throws {
+        let (harness, _) = try await AdminTests.setUp(kind)
+        let reviewer = try await AdminAccessTests.createOperator(harness, name: "rui", role: .reviewer)
+        let ids = try await Self.deadJobs(harness, count: 5)
+        try await harness.run { client in
+            let forbidden = try await client.admin("/admin/jobs/\(ids[0])/retry", method: .post, token: reviewer)
+            #expect(forbidden.status == .forbidden)
+            #expect(try forbidden.json["details"]?["required"] == .string("manageJobs"))
+            #expect(try await client.admin("/admin/jobs?state=dead", token: reviewer).status == .ok)
+
+            // Keyset pages of two.
+            var seen: [String] = []
+            var cursor: String?
+            repeat {
+                let page = try await client.admin(
+                    "/admin/jobs?state=dead&kind=webhook&limit=2" + (cursor.map { "&cursor=\($0)" } ?? "")
+                ).json
+                guard case .array(let items)? = page["items"] else { throw JSONShapeError() }
+                seen += items.compactMap { if case .string(let id)? = $0["id"] { id } else { nil } }
+                if case .string(let next)? = page["nextCursor"] { cursor = next } else { cursor = nil }
+            } while cursor != nil
+            #expect(seen == ids)
+            #expect(try await client.admin("/admin/jobs?limit=0").status == .badRequest)
+            #expect(try await client.admin("/admin/jobs?cursor=nonsense").status == .badRequest)
+
+            let retried = try await client.admin("/admin/jobs/\(ids[0])/retry", method: .post)
+            #expect(try retried.json == ["id": .string(ids[0]), "outcome": .string("retried")])
+            let notDead = try await client.admin("/admin/jobs/\(ids[0])/discard", method: .post)
+            #expect(notDead.status == .conflict)
+            #expect(try notDead.json["error"] == .string("NOT_DEAD"))
+            let discarded = try await client.admin("/admin/jobs/\(ids[1])/discard", method: .post)
+            #expect(try discarded.json["outcome"] == .string("discarded"))
+            #expect(try await client.admin("/admin/jobs/\(ids[1])/retry", method: .post).status == .notFound)
+
+            let bulk = try await client.admin(
+                "/admin/jobs/bulk", method: .post,
+                body: ByteBuffer(
+                    string: #"{"action":"retry","ids":["\#(ids[2])","\#(ids[0])","gone","\#(ids[3])"]}"#))
+            #expect(
+                try bulk.json["items"]
+                    == .array([
+                        .object(["id": .string(ids[2]), "outcome": .string("retried")]),
+                        .object(["id": .string(ids[0]), "outcome": .string("not_dead")]),
+                        .object(["id": .string("gone"), "outcome": .string("not_found")]),
+                        .object(["id": .string(ids[3]), "outcome": .string("retried")]),
+                    ]))
+            let bulkDiscard = try await client.admin(
+                "/admin/jobs/bulk", method: .post,
+                body: ByteBuffer(string: #"{"action":"discard","ids":["\#(ids[4])"]}"#))
+            #expect(try bulkDiscard.json["items"]?[0]?["outcome"] == .string("discarded"))
+            let badBulk = try await client.admin(
+                "/admin/jobs/bulk", method: .post, body: ByteBuffer(string: #"{"action":"retry","ids":[]}"#))
+            #expect(badBulk.status == .badRequest)
+
+            let audit = try await harness.store.transaction { try await $0.auditRecords(limit: 20) }
+            #expect(audit.filter { $0.action == "job.retry" }.count == 3)
+            #expect(Set(audit.filter { $0.action == "job.discard" }.map(\.target)) == [ids[1], ids[4]])
+            #expect(try await harness.count("jobs") == 3)
+
+            let metrics = try await client.admin("/admin/metrics").json
+            #expect(metrics["jobs"]?["byState"] == .object(["pending": .int(3), "running": .int(0), "dead": .int(0)]))
+            #expect(metrics["reviews"]?["open"]?["quarantined_day"] == .int(0))
+            #expect(metrics["reviews"]?["oldestOpenAgeSeconds"]?["quarantined_day"] == .null)
+            let text = try await client.execute(uri: "/metrics", method: .get, headers: [:], body: nil).text
+            #expect(text.contains(#"stepledger_jobs{state="pending"} 3"#))
+            #expect(text.contains("stepledger_jobs_oldest_runnable_age_seconds"))
+        }
+    }
+
+    @Test("open reviews and decisions by operator are counted from the database", arguments: TestDatabases.kinds)
+    func reviewMetrics(kind: DatabaseKind) async throws {
+        let (harness, token) = try await AdminTests.setUp(kind)
+        try await harness.run { client in
+            let id = try await AdminTests.quarantinedDay(harness, client, token: token)
+            harness.clock.advance(seconds: 90)
+            let open = try await client.admin("/admin/metrics").json["reviews"]
+            #expect(open?["open"]?["quarantined_day"] == .int(1))
+            #expect(open?["oldestOpenAgeSeconds"]?["quarantined_day"] == .int(90))
+            let text = try await client.execute(uri: "/metrics", method: .get, headers: [:], body: nil).text
+            #expect(text.contains(#"stepledger_reviews_open{kind="quarantined_day"} 1"#))
+            #expect(text.contains(#"stepledger_reviews_oldest_open_age_seconds{kind="quarantined_day"} 90"#))
+
+            #expect(try await client.resolve(id, decision: "reject", note: "emulator").status == .ok)
+            let after = try await client.admin("/admin/metrics").json
+            #expect(after["reviews"]?["open"]?["quarantined_day"] == .int(0))
+            #expect(
+                after["decisions"]
+                    == .array([.object(["operator": .string("admin"), "outcome": .string("reject"), "count": .int(1)])])
+            )
+            let counted = try await client.execute(uri: "/metrics", method: .get, headers: [:], body: nil).text
+            #expect(counted.contains(#"stepledger_admin_decisions_total{operator="admin",outcome="reject"} 1"#))
+        }
+    }
+}
