@@ -30,7 +30,8 @@ What the hooks change, and why each change is honest:
   GET /step/days needs from ≤ to ≤ from + 91 days; GET /health/statistics needs startDate ≤ endDate ≤ startDate
   + 1 095 days (a missing one is today); POST /health needs a nonce fetched first from
   GET /health/attestation-nonce by the same walker; GET /walker/ledger's cursor must be the `next` of an earlier
-  page (the hooks send one of the server's form). The hooks adjust a positive case to meet the rule with
+  page, and GET /admin/audit's the `nextCursor` of one (the hooks send one of the server's form). The hooks
+  adjust a positive case to meet the rule with
   another schema-valid value; negative cases are sent as generated.
 - GET /walker/events?wait: a wait from 2 to 30 s is sent as 1 s, so a run is not spent sleeping (and stays
   within Schemathesis's response-time limit); values outside 0…30 are sent as generated.
@@ -312,7 +313,8 @@ def before_call(context, case, kwargs):
             case.body["tz"] = known_zone(case.body["tz"])
     elif method == "GET" and path == "/health/today" and isinstance(case.query, dict) and "tz" in case.query:
         case.query["tz"] = known_zone(case.query["tz"])
-    elif method == "GET" and path == "/walker/ledger" and isinstance(case.query, dict) and "cursor" in case.query:
+    elif (method == "GET" and path in ("/walker/ledger", "/admin/audit") and isinstance(case.query, dict)
+          and "cursor" in case.query):
         case.query["cursor"] = ledger_cursor(case.query["cursor"])
     elif method == "GET" and path == "/step/days" and isinstance(case.query, dict):
         fix_range(case.query, "from", "to", 91, default_today=False)
@@ -351,7 +353,8 @@ def bearer(case):
 
 
 def check_role(case, response):
-    if not case.operation.path.startswith("/admin/"):
+    # Schemathesis also sends other methods to a path (405 for everyone); only the operation's own is checked.
+    if not case.operation.path.startswith("/admin/") or case.method.upper() != case.operation.method.upper():
         return
     permission = required_permission(case)
     role = CREDENTIALS.role_of(bearer(case))
