@@ -217,15 +217,26 @@ package func buildApplication(
         settings: configuration.health, maxBodyBytes: configuration.http.maxBodyBytes, telemetry: telemetry
     ).register(in: health, catalog: &catalog)
 
+    let adminEnabled = configuration.admin.isEnabled
+    let adminAuthenticator = AdminAuthenticator(
+        bootstrap: configuration.adminToken.map(AdminCredential.init(token:)),
+        failures: AdminFailureLimiter(
+            maxFailures: configuration.adminMaxFailuresPerMinute, windowSeconds: 60, store: store),
+        store: store, clock: dependencies.clock, logger: logger)
+    // The console's sign-in authenticates what it is given, so it has no authentication in front of it.
+    let adminSession = router.group()
+        .add(middleware: SurfaceErrorMiddleware<AdminAPIError>(logger: logger))
+        .add(middleware: SameOriginMiddleware())
+        .add(middleware: AdminEnabledMiddleware(enabled: adminEnabled))
+    AdminSessionController(
+        authenticator: adminAuthenticator, cookie: AdminSessionCookie(secure: configuration.admin.secureCookie),
+        sessionSeconds: configuration.admin.sessionSeconds, logger: logger
+    ).register(in: adminSession, catalog: &catalog)
     let admin = router.group()
         .add(middleware: SurfaceErrorMiddleware<AdminAPIError>(logger: logger))
         .add(middleware: SameOriginMiddleware())
-        .add(
-            middleware: AdminAuthMiddleware(
-                credential: configuration.adminToken.map(AdminCredential.init(token:)),
-                failures: AdminFailureLimiter(
-                    maxFailures: configuration.adminMaxFailuresPerMinute, windowSeconds: 60, store: store),
-                store: store, clock: dependencies.clock, logger: logger))
+        .add(middleware: AdminAuthMiddleware(enabled: adminEnabled, authenticator: adminAuthenticator))
+    AdminAuditController(store: store).register(in: admin, catalog: &catalog)
     AdminController(
         resolver: ReviewResolver(
             store: store, limits: configuration.limits, refundGraceSeconds: configuration.refundGraceSeconds,
@@ -248,7 +259,7 @@ package func buildApplication(
     // Last, so it wraps only the not-found answer: a known path with another method is 405, not 404.
     router.add(
         middleware: MethodNotAllowedMiddleware(
-            catalog: catalog, hiddenPrefixes: configuration.adminToken == nil ? ["/admin/"] : [],
+            catalog: catalog, hiddenPrefixes: adminEnabled ? [] : ["/admin/"],
             surfaces: [
                 .init(
                     prefix: "/health", notFound: HealthAPIError.notFound,

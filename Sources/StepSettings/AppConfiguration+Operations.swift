@@ -33,24 +33,32 @@ extension AppConfiguration {
         }
     }
 
-    /// `admin.*`: the admin API's secret and its lockout.
+    /// `admin.*`: the admin API's switch, bootstrap secret, lockout and console sessions.
     package struct Admin: ConfigurationSection {
-        /// The bearer secret (`Authorization: Bearer …`); without it the admin API is off.
+        /// The bootstrap bearer secret (`Authorization: Bearer …`), acting as the operator `admin`.
         package var token: String?
+        /// Whether the admin API is served at all; unset, it is on exactly when `token` is set. On without a token,
+        /// only named operators (`stepd operator create`) get in.
+        package var enabled: Bool?
         /// Failed admin authentications one client address may make per minute before it is locked out until the
         /// minute ends.
         package var maxFailuresPerMinute = 10
         /// How long opening (or claiming) a review entry holds it for its operator: no one else decides it until
         /// the claim is released, decided or expired.
         package var claimSeconds = 900
+        /// How long a console session (`POST /admin/session`) lasts.
+        package var sessionSeconds: Double = 28_800
+        /// Marks the console's cookie `Secure`, for a server reached over https through a proxy (the server itself
+        /// speaks plain HTTP, so it cannot tell).
+        package var secureCookie = false
 
         package enum Key: String, ConfigurationKeys {
-            case token, maxFailuresPerMinute, claimSeconds
+            case token, enabled, maxFailuresPerMinute, claimSeconds, sessionSeconds, secureCookie
             package static let section = "admin"
             package var isSecret: Bool {
                 switch self {
                 case .token: true
-                case .maxFailuresPerMinute, .claimSeconds: false
+                case .enabled, .maxFailuresPerMinute, .claimSeconds, .sessionSeconds, .secureCookie: false
                 }
             }
         }
@@ -63,9 +71,15 @@ extension AppConfiguration {
                 guard token.utf8.count >= 32 else { throw reader.error(.token, "must be at least 32 characters") }
                 self.token = token
             }
+            enabled = try reader.bool(.enabled)
             maxFailuresPerMinute = try reader.int(.maxFailuresPerMinute, in: 1...1_000) ?? maxFailuresPerMinute
             claimSeconds = try reader.int(.claimSeconds, in: 10...86_400) ?? claimSeconds
+            sessionSeconds = try reader.double(.sessionSeconds, in: 60...(30 * 86_400)) ?? sessionSeconds
+            secureCookie = try reader.bool(.secureCookie) ?? secureCookie
         }
+
+        /// Whether the admin API is served: `enabled` when set, otherwise whether a bootstrap token is.
+        package var isEnabled: Bool { enabled ?? (token != nil) }
     }
 
     /// `idempotency.*`: how long an in-flight key is held and how long answered keys are kept.

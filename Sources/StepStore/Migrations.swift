@@ -532,6 +532,25 @@ package enum Migrations {
                 "CREATE INDEX admin_audit_by_action ON admin_audit (action, operator_name, outcome)",
             ]
         },
+        Migration(version: 17, name: "console sessions and the audit's filters") { _ in
+            // A console session is a random cookie value kept as its SHA-256 digest, like an operator's secret;
+            // `operator_id` is an operator's id or `bootstrap` (the admin.token signed in), so it has no foreign
+            // key. The audit is read newest first, filtered by operator name or by action.
+            [
+                """
+                CREATE TABLE operator_sessions (
+                    session_digest TEXT PRIMARY KEY,
+                    operator_id TEXT NOT NULL,
+                    created_at BIGINT NOT NULL,
+                    expires_at BIGINT NOT NULL,
+                    revoked_at BIGINT
+                )
+                """,
+                "CREATE INDEX operator_sessions_by_operator ON operator_sessions (operator_id)",
+                "CREATE INDEX admin_audit_by_operator ON admin_audit (operator_name, at, audit_id)",
+                "CREATE INDEX admin_audit_by_action_time ON admin_audit (action, at, audit_id)",
+            ]
+        },
     ]
 }
 

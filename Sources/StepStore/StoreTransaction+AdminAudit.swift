@@ -34,11 +34,20 @@ extension StoreTransaction {
         return record
     }
 
-    /// The newest audit rows first, at most `limit`.
-    package func auditRecords(limit: Int) async throws -> [AdminAuditRecord] {
-        try await sql.raw(
+    /// The newest audit rows first, at most `limit`: only those of the operator named `operatorName` and of
+    /// `action` when given, and only those after `before` (the last row of the previous page: its instant in
+    /// milliseconds and its id), so a page costs the same however deep it is.
+    package func auditRecords(
+        operatorName: String? = nil, action: String? = nil, before cursor: (at: Int, id: String)? = nil, limit: Int
+    ) async throws -> [AdminAuditRecord] {
+        let byOperator: SQLQueryString = operatorName.map { "AND operator_name = \(bind: $0)" } ?? ""
+        let byAction: SQLQueryString = action.map { "AND action = \(bind: $0)" } ?? ""
+        let after: SQLQueryString =
+            cursor.map { "AND (at < \(bind: $0.at) OR (at = \(bind: $0.at) AND audit_id < \(bind: $0.id)))" } ?? ""
+        return try await sql.raw(
             """
             SELECT audit_id, at, operator_id, operator_name, role, action, target, outcome, note FROM admin_audit
+            WHERE 1 = 1 \(byOperator) \(byAction) \(after)
             ORDER BY at DESC, audit_id DESC LIMIT \(bind: limit)
             """
         ).all().map(Self.auditRecord)

@@ -44,6 +44,28 @@ package struct AdminActor: Sendable, Hashable {
 
     /// The configured `admin.token`: an operator with every permission, named `admin` in the audit.
     package static let bootstrap = AdminActor(id: "bootstrap", name: "admin", role: .operator)
+
+    /// Who `stepd operator create` and `stepd operator revoke` act as in the audit: the command line, which only
+    /// someone holding the database's credentials can run.
+    package static let commandLine = AdminActor(id: "cli", name: "stepd", role: .operator)
+}
+
+/// What an operator may be called: 1 to 64 of `A-Z a-z 0-9 . _ -`, so a name is safe in a log line, a table and a
+/// URL without quoting.
+package enum OperatorName {
+    package static let maxLength = 64
+
+    package static func isValid(_ name: String) -> Bool {
+        (1...maxLength).contains(name.utf8.count)
+            && name.utf8.allSatisfy { byte in
+                switch byte {
+                case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
+                    UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "-"):
+                    true
+                default: false
+                }
+            }
+    }
 }
 
 /// One operator credential as stored: the secret itself is never kept, only its digest.
@@ -83,7 +105,7 @@ extension StoreTransaction {
         return try row.map(Self.operatorRecord)
     }
 
-    /// Revokes the active operator of that name; nil when there is none.
+    /// Revokes the active operator of that name and ends its console sessions; nil when there is none.
     package func revokeOperator(name: String, at now: Date) async throws -> OperatorRecord? {
         let row = try await sql.raw(
             """
@@ -92,7 +114,9 @@ extension StoreTransaction {
             RETURNING \(unsafeRaw: Self.operatorColumns)
             """
         ).first()
-        return try row.map(Self.operatorRecord)
+        guard let revoked = try row.map(Self.operatorRecord) else { return nil }
+        try await endSessions(operatorId: revoked.id, at: now)
+        return revoked
     }
 
     /// The active operator whose secret has this digest.

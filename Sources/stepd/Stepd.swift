@@ -8,7 +8,9 @@ struct Stepd: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "stepd",
         abstract: "StepLedger: verified step ingest, streaks and Energy.",
-        subcommands: [Serve.self, Worker.self, Jobs.self, Token.self, Device.self, Migrate.self, Prune.self]
+        subcommands: [
+            Serve.self, Worker.self, Jobs.self, Operator.self, Token.self, Device.self, Migrate.self, Prune.self,
+        ]
     )
 
     /// ArgumentParser's entry, except that a configuration error is the operator's file or environment to fix,

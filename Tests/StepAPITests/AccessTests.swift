@@ -238,6 +238,20 @@ struct AccessTests {
                         "ids": .array([.string(id)]), "decision": .string("reject"), "note": .string("not an operator"),
                     ])))
         },
+        "GET /admin/audit": RouteCase(access: .admin, allowed: .ok) { _, _ in
+            Call(method: .get, uri: "/admin/audit")
+        },
+        "GET /admin/session": RouteCase(access: .admin, allowed: .ok) { _, _ in
+            Call(method: .get, uri: "/admin/session")
+        },
+        // The sign-in authenticates its body: the admin token there for the operator, a wrong credential for the rest.
+        "POST /admin/session": RouteCase(access: .admin, allowed: .ok) { _, credential in
+            let presented = credential == .adminToken ? AdminTests.adminToken : "not-a-credential"
+            return Call(method: .post, uri: "/admin/session", body: json(.object(["credential": .string(presented)])))
+        },
+        "DELETE /admin/session": RouteCase(access: .open, allowed: .noContent) { _, _ in
+            Call(method: .delete, uri: "/admin/session")
+        },
         "GET /livez": RouteCase(access: .open, allowed: .ok) { _, _ in Call(method: .get, uri: "/livez") },
         "GET /readyz": RouteCase(access: .open, allowed: .ok) { _, _ in Call(method: .get, uri: "/readyz") },
         "GET /metrics": RouteCase(access: .open, allowed: .ok) { _, _ in Call(method: .get, uri: "/metrics") },

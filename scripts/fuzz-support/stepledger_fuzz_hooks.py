@@ -6,13 +6,20 @@ environment variables that scripts/fuzz sets:
     STEPLEDGER_FUZZ_BASE_URL     http://127.0.0.1:<port> of the stepd serve under test
     STEPLEDGER_FUZZ_MODE         test-phase or production
     STEPLEDGER_FUZZ_KEY          the RSA key (PEM) that signs session JWTs and App Check tokens
-    STEPLEDGER_FUZZ_SECRETS      a JSON file (mode 600): {"admin": <admin token>}
+    STEPLEDGER_FUZZ_SECRETS      a JSON file (mode 600): {"admin": <admin token>,
+                                 "operators": {"viewer": <secret>, "reviewer": <secret>, "operator": <secret>}}
     STEPLEDGER_FUZZ_STATS        where the tally is written when Schemathesis exits (JSON)
 
 What the hooks change, and why each change is honest:
 - Authorization: every walker route gets a valid session JWT of one of a pool of walkers (round robin, so
-  per-walker state such as live nonces stays small); /admin routes get the admin token. Schemathesis's own auth
-  checks (ignored_auth) still send requests without or with broken credentials.
+  per-walker state such as live nonces stays small); /admin routes get, in turn, the admin token and the secret of
+  the named operator of each role (viewer, reviewer, operator). Schemathesis's own auth checks (ignored_auth) still
+  send requests without or with broken credentials. POST /admin/session's positive cases sign in with the turn's
+  credential, so the sign-in's 200 is reached too.
+- Roles (issue 26: a viewer cannot decide, a reviewer cannot touch jobs): every admin answer to a request made
+  with a role's credential is checked against the operation's `x-permission` in openapi.yaml: a role without the
+  permission must get 403 FORBIDDEN (or 429 while locked out), a role with it must never get 403 FORBIDDEN. The
+  tally counts the checks and lists the answers that contradict the role; scripts/fuzz fails on any.
 - X-Firebase-AppCheck (production, ingest routes): a generated string is schema-valid but can never verify, so a
   positive case, or a case without the header, gets a fresh token signed by the run's key. A negative case that
   carries a generated header keeps it (the 401 is then the expected rejection).
@@ -23,7 +30,8 @@ What the hooks change, and why each change is honest:
   GET /step/days needs from ≤ to ≤ from + 91 days; GET /health/statistics needs startDate ≤ endDate ≤ startDate
   + 1 095 days (a missing one is today); POST /health needs a nonce fetched first from
   GET /health/attestation-nonce by the same walker; GET /walker/ledger's cursor must be the `next` of an earlier
-  page (the hooks send one of the server's form). The hooks adjust a positive case to meet the rule with
+  page, and GET /admin/audit's the `nextCursor` of one (the hooks send one of the server's form). The hooks
+  adjust a positive case to meet the rule with
   another schema-valid value; negative cases are sent as generated.
 - GET /walker/events?wait: a wait from 2 to 30 s is sent as 1 s, so a run is not spent sleeping (and stays
   within Schemathesis's response-time limit); values outside 0…30 are sent as generated.
@@ -86,11 +94,20 @@ class Credentials:
                 self.app_check, self.app_check_made = app_check_token(), time.time()
             return self.app_check
 
-    def admin_token(self):
+    def admin_credentials(self):
+        """[(role, credential)]: the bootstrap token (role operator) and each named operator's secret."""
         if self.admin is None and SECRETS:
             with open(SECRETS) as f:
-                self.admin = json.load(f)["admin"]
-        return self.admin
+                secrets = json.load(f)
+            self.admin = [("operator", secrets["admin"])] + sorted(secrets.get("operators", {}).items())
+        return self.admin or []
+
+    def next_admin(self):
+        credentials = self.admin_credentials()
+        return credentials[next(self.turn) % len(credentials)][1] if credentials else None
+
+    def role_of(self, credential):
+        return next((role for role, secret in self.admin_credentials() if secret == credential), None)
 
 
 CREDENTIALS = Credentials()
@@ -105,6 +122,8 @@ class Tally:
         self.requests = 0
         self.statuses = {}
         self.server_errors = []
+        self.role_checks = {}
+        self.role_violations = []
 
     def response(self, case, status):
         with self.lock:
@@ -113,12 +132,19 @@ class Tally:
             if status >= 500 and len(self.server_errors) < 50:
                 self.server_errors.append(f"{case.method.upper()} {case.operation.path} → {status}")
 
+    def role_checked(self, role, violation):
+        with self.lock:
+            self.role_checks[role] = self.role_checks.get(role, 0) + 1
+            if violation and len(self.role_violations) < 50:
+                self.role_violations.append(violation)
+
     def write(self):
         if not STATS:
             return
         with self.lock:
             data = {"requests": self.requests, "statuses": self.statuses,
-                    "serverErrors": self.server_errors}
+                    "serverErrors": self.server_errors, "roleChecks": self.role_checks,
+                    "roleViolations": self.role_violations}
         with open(STATS, "w") as f:
             json.dump(data, f, indent=1, sort_keys=True)
 
@@ -140,7 +166,7 @@ class WalkerAuth:
 @schemathesis.auth(refresh_interval=None).apply_to(path_regex=r"^/admin")
 class AdminAuth:
     def get(self, case, ctx):
-        return CREDENTIALS.admin_token()
+        return CREDENTIALS.next_admin()
 
     def set(self, case, data, ctx):
         case.headers = case.headers or {}
@@ -287,7 +313,8 @@ def before_call(context, case, kwargs):
             case.body["tz"] = known_zone(case.body["tz"])
     elif method == "GET" and path == "/health/today" and isinstance(case.query, dict) and "tz" in case.query:
         case.query["tz"] = known_zone(case.query["tz"])
-    elif method == "GET" and path == "/walker/ledger" and isinstance(case.query, dict) and "cursor" in case.query:
+    elif (method == "GET" and path in ("/walker/ledger", "/admin/audit") and isinstance(case.query, dict)
+          and "cursor" in case.query):
         case.query["cursor"] = ledger_cursor(case.query["cursor"])
     elif method == "GET" and path == "/step/days" and isinstance(case.query, dict):
         fix_range(case.query, "from", "to", 91, default_today=False)
@@ -296,9 +323,60 @@ def before_call(context, case, kwargs):
         fix_range(case.query, "startDate", "endDate", 1095, default_today=True)
     elif method == "POST" and path == "/health":
         attach_nonce(case)
+    elif method == "POST" and path == "/admin/session" and isinstance(case.body, dict):
+        # A generated credential never signs in; the turn's real one reaches the 200 and the cookie.
+        credential = bearer(case) or CREDENTIALS.next_admin()
+        if credential:
+            case.body["credential"] = credential
+
+
+# What each role may do (AdminPermission in the code; the bootstrap token is an operator).
+ROLE_PERMITS = {
+    "viewer": {"read"},
+    "reviewer": {"read", "decide"},
+    "operator": {"read", "decide", "bulkDecide", "manageJobs"},
+}
+
+
+def required_permission(case):
+    """The operation's x-permission in openapi.yaml (None for walker routes and for `none`)."""
+    definition = getattr(case.operation, "definition", None)
+    raw = getattr(definition, "raw", None)
+    permission = raw.get("x-permission") if isinstance(raw, dict) else None
+    return None if permission in (None, "none") else permission
+
+
+def bearer(case):
+    headers = case.headers or {}
+    value = next((v for k, v in headers.items() if k.lower() == "authorization"), None)
+    return value[7:] if isinstance(value, str) and value.startswith("Bearer ") else None
+
+
+def check_role(case, response):
+    # Schemathesis also sends other methods to a path (405 for everyone); only the operation's own is checked.
+    if not case.operation.path.startswith("/admin/") or case.method.upper() != case.operation.method.upper():
+        return
+    permission = required_permission(case)
+    role = CREDENTIALS.role_of(bearer(case))
+    if permission is None or role is None:
+        return
+    try:
+        code = response.json().get("error") if response.status_code == 403 else None
+    except ValueError:
+        code = None
+    forbidden = response.status_code == 403 and code == "FORBIDDEN"
+    permitted = permission in ROLE_PERMITS[role]
+    violation = None
+    if permitted and forbidden:
+        violation = f"{case.method.upper()} {case.operation.path} as {role}: 403 FORBIDDEN though it holds {permission}"
+    elif not permitted and not forbidden and response.status_code != 429:
+        violation = (f"{case.method.upper()} {case.operation.path} as {role}: {response.status_code} "
+                     f"though it lacks {permission}")
+    TALLY.role_checked(role, violation)
 
 
 @schemathesis.hook
 def after_call(context, case, response):
     TALLY.response(case, response.status_code)
+    check_role(case, response)
 

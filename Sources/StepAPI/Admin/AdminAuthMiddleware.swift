@@ -3,53 +3,108 @@ import Hummingbird
 import Logging
 import StepStore
 
-/// Who asks the admin API. The bootstrap secret (`admin.token`) is compared in constant time and acts as an
-/// `operator`; any other bearer secret is looked up by its digest among the active named operators. A walker's
-/// session token never works here. Without a configured secret every admin route answers 404, as if it did not
-/// exist. A client address with `admin.maxFailuresPerMinute` failed attempts in the current minute is refused
-/// (429) until the minute ends, even with the right secret; a wrong or missing secret is 401 and counts against
-/// the address. The operator found is left in `context.adminActor` for the routes' permission checks.
-struct AdminAuthMiddleware: RouterMiddleware {
-    typealias Context = AppRequestContext
-
-    /// The configured bootstrap secret; nil when the admin API is off.
-    let credential: AdminCredential?
+/// Who asks the admin API, from what a request presents: a bearer secret (the bootstrap `admin.token`, compared
+/// in constant time, or a named operator's secret, looked up by its digest among the active operators) or the
+/// console's session cookie. A walker's session token never works here. A client address with
+/// `admin.maxFailuresPerMinute` failed attempts in the current minute is refused (429) until the minute ends, even
+/// with the right secret; a wrong or missing credential is 401 and counts against the address.
+struct AdminAuthenticator: Sendable {
+    /// The configured bootstrap secret; nil when only named operators get in.
+    let bootstrap: AdminCredential?
     let failures: AdminFailureLimiter
     let store: Store
     let clock: @Sendable () -> Date
     let logger: Logger
 
-    func handle(
-        _ request: Request, context: Context, next: (Request, Context) async throws -> Response
-    ) async throws -> Response {
-        guard let credential else { throw AdminAPIError.absent }
-        let address = context.remoteAddress?.ipAddress ?? AdminFailureLimiter.unknownAddress
-        let now = clock()
+    static func address(_ context: AppRequestContext) -> String {
+        context.remoteAddress?.ipAddress ?? AdminFailureLimiter.unknownAddress
+    }
+
+    /// 429 while the address is locked out.
+    func refuseLockedOut(address: String, now: Date) async throws {
         if let retryAfter = try await failures.lockout(address: address, now: now) {
             throw AdminAPIError.lockedOut(retryAfterSeconds: retryAfter)
         }
-        guard let presented = Self.bearer(request),
-            let actor = try await actor(presented: presented, bootstrap: credential)
-        else {
-            try await failures.recordFailure(address: address, now: now)
-            logger.warning("admin authentication failed", metadata: ["client": .string(address)])
-            throw AdminAPIError.unauthorized
+    }
+
+    /// Counts a failed attempt of the address and answers 401.
+    func refuse(address: String, now: Date) async throws -> Never {
+        try await failures.recordFailure(address: address, now: now)
+        logger.warning("admin authentication failed", metadata: ["client": .string(address)])
+        throw AdminAPIError.unauthorized
+    }
+
+    /// The operator a request's bearer secret or session cookie names, nil when it names none (nothing counted).
+    func actor(_ request: Request, now: Date) async throws -> AdminActor? {
+        if let presented = Self.bearer(request) {
+            return try await actor(secret: presented)
+        }
+        if let value = AdminSessionCookie.value(in: request) {
+            return try await session(value: value, now: now)?.actor
+        }
+        return nil
+    }
+
+    /// The operator a credential names: the bootstrap secret, or an active named operator's.
+    func actor(secret presented: String) async throws -> AdminActor? {
+        if let bootstrap, bootstrap.matches(presented) { return .bootstrap }
+        let digest = OperatorSecret.digest(presented)
+        return try await store.withoutTransaction { try await $0.activeOperator(secretDigest: digest) }?.actor
+    }
+
+    /// The live session a cookie value names. A bootstrap session ends when `admin.token` is no longer set.
+    func session(value: String, now: Date) async throws -> OperatorSession? {
+        let digest = OperatorSecret.digest(value)
+        guard let session = try await store.withoutTransaction({ try await $0.activeSession(digest: digest, now: now) })
+        else { return nil }
+        if session.actor.id == AdminActor.bootstrap.id, bootstrap == nil { return nil }
+        return session
+    }
+
+    static func bearer(_ request: Request) -> String? {
+        guard let value = request.headers[.authorization] else { return nil }
+        let trimmed = value[...].trimmingHTTPWhitespace
+        guard trimmed.count > 7, trimmed.prefix(7).lowercased() == "bearer " else { return nil }
+        return String(trimmed.dropFirst(7).trimmingHTTPWhitespace)
+    }
+}
+
+/// The admin routes' authentication: without `admin.enabled` every admin route answers 404, as if it did not
+/// exist; otherwise the caller must be an operator (`AdminAuthenticator`), left in `context.adminActor` for the
+/// routes' permission checks.
+struct AdminAuthMiddleware: RouterMiddleware {
+    typealias Context = AppRequestContext
+
+    let enabled: Bool
+    let authenticator: AdminAuthenticator
+
+    func handle(
+        _ request: Request, context: Context, next: (Request, Context) async throws -> Response
+    ) async throws -> Response {
+        guard enabled else { throw AdminAPIError.absent }
+        let address = AdminAuthenticator.address(context)
+        let now = authenticator.clock()
+        try await authenticator.refuseLockedOut(address: address, now: now)
+        guard let actor = try await authenticator.actor(request, now: now) else {
+            try await authenticator.refuse(address: address, now: now)
         }
         var context = context
         context.adminActor = actor
         return try await next(request, context)
     }
+}
 
-    private func actor(presented: String, bootstrap: AdminCredential) async throws -> AdminActor? {
-        if bootstrap.matches(presented) { return .bootstrap }
-        let digest = OperatorSecret.digest(presented)
-        return try await store.withoutTransaction { try await $0.activeOperator(secretDigest: digest) }?.actor
-    }
+/// The sign-in routes' gate: 404 without `admin.enabled`, like every admin route; they authenticate the body or
+/// the cookie themselves.
+struct AdminEnabledMiddleware: RouterMiddleware {
+    typealias Context = AppRequestContext
 
-    private static func bearer(_ request: Request) -> String? {
-        guard let value = request.headers[.authorization] else { return nil }
-        let trimmed = value[...].trimmingHTTPWhitespace
-        guard trimmed.count > 7, trimmed.prefix(7).lowercased() == "bearer " else { return nil }
-        return String(trimmed.dropFirst(7).trimmingHTTPWhitespace)
+    let enabled: Bool
+
+    func handle(
+        _ request: Request, context: Context, next: (Request, Context) async throws -> Response
+    ) async throws -> Response {
+        guard enabled else { throw AdminAPIError.absent }
+        return try await next(request, context)
     }
 }

@@ -1,0 +1,95 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Logging
+import StepCore
+import StepStore
+
+/// The console's sign-in under `/admin/session`: `POST` exchanges an operator credential (a named operator's
+/// secret, or the bootstrap `admin.token`) for the session cookie, `GET` says who the cookie (or a bearer) signs
+/// in, `DELETE` ends the session. Reachable without a prior credential (they authenticate what they are given),
+/// but behind `SameOriginMiddleware` like every admin route, so another site's page cannot sign a browser in or
+/// out.
+struct AdminSessionController: Sendable {
+    static let route = "/admin/session"
+
+    let authenticator: AdminAuthenticator
+    let cookie: AdminSessionCookie
+    let sessionSeconds: Double
+    let logger: Logger
+
+    func register(in group: RouterGroup<AppRequestContext>, catalog: inout RouteCatalog) {
+        group.on(.post, Self.route, catalog: &catalog) { request, context in
+            try await signIn(request, address: AdminAuthenticator.address(context))
+        }
+        group.on(.get, Self.route, catalog: &catalog) { request, context in
+            try await current(request, address: AdminAuthenticator.address(context))
+        }
+        group.on(.delete, Self.route, catalog: &catalog) { request, _ in
+            try await signOut(request)
+        }
+    }
+
+    /// A wrong credential counts against the address like a wrong bearer secret; a body that is not
+    /// `{"credential": "…"}` is a 400 and counts nothing (it guessed nothing).
+    private func signIn(_ request: Request, address: String) async throws -> Response {
+        let now = authenticator.clock()
+        try await authenticator.refuseLockedOut(address: address, now: now)
+        var request = request
+        guard let body = try? await request.collectBody(upTo: 16 * 1024),
+            case .object(let fields) = JSONReader.read(body.readableBytesView)
+        else {
+            throw AdminAPIError.bodyRefused(.unsupportedMediaType)
+        }
+        guard case .string(let credential) = fields["credential"], !credential.isEmpty else {
+            throw AdminAPIError.badRequest("credential must be a non-empty string.")
+        }
+        guard let actor = try await authenticator.actor(secret: credential) else {
+            try await authenticator.refuse(address: address, now: now)
+        }
+        let value = OperatorAccounts.randomToken()
+        let digest = OperatorSecret.digest(value)
+        let expiresAt = now.addingTimeInterval(sessionSeconds)
+        try await authenticator.store.transaction { tx in
+            try await tx.createSession(digest: digest, actor: actor, at: now, expiresAt: expiresAt)
+            try await tx.recordAudit(
+                actor: actor, action: "operator.signin", target: actor.name, outcome: "signed_in", note: nil, at: now)
+        }
+        logger.adminAction(actor, action: "operator.signin", target: actor.name, outcome: "signed_in", note: nil)
+        return Self.answer(
+            actor, headers: [.setCookie: cookie.setting(value, maxAgeSeconds: Int(sessionSeconds.rounded(.down)))])
+    }
+
+    /// Who is signed in. A request that presents nothing is a plain 401 that counts nothing (the console asks this
+    /// when it loads); a wrong bearer or a cookie that names no live session counts like any failed attempt.
+    private func current(_ request: Request, address: String) async throws -> Response {
+        let now = authenticator.clock()
+        try await authenticator.refuseLockedOut(address: address, now: now)
+        guard AdminAuthenticator.bearer(request) != nil || AdminSessionCookie.value(in: request) != nil else {
+            throw AdminAPIError.unauthorized
+        }
+        guard let actor = try await authenticator.actor(request, now: now) else {
+            try await authenticator.refuse(address: address, now: now)
+        }
+        return Self.answer(actor)
+    }
+
+    /// Ends the cookie's session, if it names one, and clears the cookie: 204 either way, so signing out twice is
+    /// harmless.
+    private func signOut(_ request: Request) async throws -> Response {
+        if let value = AdminSessionCookie.value(in: request) {
+            let digest = OperatorSecret.digest(value)
+            let now = authenticator.clock()
+            _ = try await authenticator.store.transaction { try await $0.endSession(digest: digest, at: now) }
+        }
+        return Response(status: .noContent, headers: [.setCookie: cookie.clearing])
+    }
+
+    /// `{"operator": {"name", "role"}}`.
+    static func answer(_ actor: AdminActor, headers: HTTPFields = [:]) -> Response {
+        let body: JSONValue = .object([
+            "operator": .object(["name": .string(actor.name), "role": .string(actor.role.rawValue)])
+        ])
+        return .json(status: .ok, body: (try? JSONCoding.encode(body)) ?? "{}", headers: headers)
+    }
+}

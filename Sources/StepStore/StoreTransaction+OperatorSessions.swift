@@ -1,0 +1,77 @@
+import Foundation
+import SQLKit
+import StepDatabase
+
+/// A live console session as the store finds it: who signed in, and until when.
+package struct OperatorSession: Sendable, Hashable {
+    package var actor: AdminActor
+    package var expiresAt: Date
+}
+
+extension StoreTransaction {
+    /// Stores a console session under the digest of its cookie value, for `actor` (a named operator, or the
+    /// bootstrap `admin`) until `expiresAt`. Sessions that ended before `now` are removed on the way.
+    package func createSession(digest: String, actor: AdminActor, at now: Date, expiresAt: Date) async throws {
+        try await sql.raw(
+            "DELETE FROM operator_sessions WHERE expires_at <= \(bind: now.millisecondsSince1970)"
+        ).run()
+        try await sql.raw(
+            """
+            INSERT INTO operator_sessions (session_digest, operator_id, created_at, expires_at)
+            VALUES (\(bind: digest), \(bind: actor.id), \(bind: now.millisecondsSince1970),
+                \(bind: expiresAt.millisecondsSince1970))
+            """
+        ).run()
+    }
+
+    /// The session whose cookie value has this digest, when it has neither expired nor been ended and its
+    /// operator is still active. A bootstrap session answers as `AdminActor.bootstrap`; whether the bootstrap
+    /// secret is still configured is the caller's to check.
+    package func activeSession(digest: String, now: Date) async throws -> OperatorSession? {
+        guard
+            let row = try await sql.raw(
+                """
+                SELECT s.operator_id, s.expires_at, o.name, o.role FROM operator_sessions s
+                LEFT JOIN operators o ON o.operator_id = s.operator_id AND o.revoked_at IS NULL
+                WHERE s.session_digest = \(bind: digest) AND s.revoked_at IS NULL
+                    AND s.expires_at > \(bind: now.millisecondsSince1970)
+                """
+            ).first()
+        else { return nil }
+        let expiresAt = Date(millisecondsSince1970: try row.decode(column: "expires_at", as: Int.self))
+        let operatorId = try row.decode(column: "operator_id", as: String.self)
+        if operatorId == AdminActor.bootstrap.id {
+            return OperatorSession(actor: .bootstrap, expiresAt: expiresAt)
+        }
+        guard let name = try row.decode(column: "name", as: String?.self),
+            let roleText = try row.decode(column: "role", as: String?.self)
+        else { return nil }
+        guard let role = OperatorRole(rawValue: roleText) else {
+            throw StoreError.corrupt("unknown operator role \(roleText)")
+        }
+        return OperatorSession(actor: AdminActor(id: operatorId, name: name, role: role), expiresAt: expiresAt)
+    }
+
+    /// Ends the session with this digest (sign-out); false when there was no live one.
+    @discardableResult
+    package func endSession(digest: String, at now: Date) async throws -> Bool {
+        let rows = try await sql.raw(
+            """
+            UPDATE operator_sessions SET revoked_at = \(bind: now.millisecondsSince1970)
+            WHERE session_digest = \(bind: digest) AND revoked_at IS NULL
+            RETURNING session_digest
+            """
+        ).all()
+        return !rows.isEmpty
+    }
+
+    /// Ends every session of the operator with this id (revocation).
+    package func endSessions(operatorId: String, at now: Date) async throws {
+        try await sql.raw(
+            """
+            UPDATE operator_sessions SET revoked_at = \(bind: now.millisecondsSince1970)
+            WHERE operator_id = \(bind: operatorId) AND revoked_at IS NULL
+            """
+        ).run()
+    }
+}

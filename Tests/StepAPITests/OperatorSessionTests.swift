@@ -1,0 +1,343 @@
+import Foundation
+import HTTPTypes
+import HummingbirdTesting
+import NIOCore
+import SQLKit
+import StepAPI
+import StepCore
+import StepDatabase
+import StepLogging
+import StepSettings
+import StepStore
+import StepTestSupport
+import Testing
+
+/// Named operators made by `stepd operator` (its store functions), the console's sign-in and session cookie,
+/// `admin.enabled`, and the audit list.
+@Suite("Admin API: operator accounts, console sessions, audit list")
+struct OperatorSessionTests {
+    static func body(_ fields: [String: JSONValue]) -> ByteBuffer {
+        ByteBuffer(string: (try? JSONCoding.encode(JSONValue.object(fields))) ?? "{}")
+    }
+
+    static func created(_ harness: TestHarness, name: String, role: OperatorRole) async throws -> String {
+        guard
+            case .created(_, let secret) = try await OperatorAccounts.create(
+                store: harness.store, name: name, role: role, now: harness.clock.now)
+        else { throw JSONShapeError() }
+        return secret
+    }
+
+    static func signIn(_ client: some TestClientProtocol, credential: String, headers extra: HTTPFields = [:])
+        async throws -> TestResponse
+    {
+        var headers: HTTPFields = [.contentType: "application/json"]
+        headers.append(contentsOf: extra)
+        return try await client.execute(
+            uri: "/admin/session", method: .post, headers: headers, body: body(["credential": .string(credential)]))
+    }
+
+    /// The cookie's value from a sign-in's Set-Cookie.
+    static func cookieValue(_ response: TestResponse) throws -> String {
+        let header = try #require(response.headers[.setCookie])
+        let pair = try #require(header.split(separator: ";").first)
+        #expect(pair.hasPrefix("stepledger_admin="))
+        return String(pair.dropFirst("stepledger_admin=".count))
+    }
+
+    static func withCookie(_ value: String) -> HTTPFields { [.cookie: "theme=dark; stepledger_admin=\(value)"] }
+
+    @Test("operator names: 1 to 64 of A-Z a-z 0-9 . _ -; secrets are slo_ and 32 random bytes in base64url")
+    func namesAndSecrets() {
+        for good in ["a", "vera", "Rui.Silva_2-b", String(repeating: "x", count: 64)] {
+            #expect(OperatorName.isValid(good), "\(good)")
+        }
+        for bad in ["", String(repeating: "x", count: 65), "has space", "ünï", "a/b", "a:b", "a;b"] {
+            #expect(!OperatorName.isValid(bad), "\(bad)")
+        }
+        let secret = OperatorAccounts.newSecret()
+        #expect(secret.hasPrefix("slo_") && secret.count == 4 + 43)
+        #expect(secret.dropFirst(4).allSatisfy { $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" })
+        #expect(OperatorAccounts.newSecret() != secret)
+    }
+
+    @Test(
+        "stepd operator create/revoke: the secret works once made, a taken or bad name is refused, both are audited",
+        arguments: TestDatabases.kinds)
+    func accounts(kind: DatabaseKind) async throws {
+        let (harness, _) = try await AdminTests.setUp(kind)
+        let secret = try await Self.created(harness, name: "vera", role: .viewer)
+        let stored = try await harness.store.withoutTransaction { try await $0.operators() }
+        #expect(stored.map(\.name) == ["vera"])
+        #expect(try await harness.count("operators") == 1)
+        let digests = try await harness.store.withoutTransaction {
+            try await $0.sql.raw("SELECT secret_digest FROM operators").all().map {
+                try $0.decode(column: "secret_digest", as: String.self)
+            }
+        }
+        #expect(digests == [OperatorSecret.digest(secret)], "only the digest is kept")
+        let taken = try await OperatorAccounts.create(
+            store: harness.store, name: "vera", role: .operator, now: harness.clock.now)
+        guard case .nameTaken = taken else {
+            Issue.record("a second active vera was made")
+            return
+        }
+        guard
+            case .invalidName = try await OperatorAccounts.create(
+                store: harness.store, name: "no spaces", role: .viewer, now: harness.clock.now)
+        else {
+            Issue.record("a bad name was accepted")
+            return
+        }
+        try await harness.run { client in
+            #expect(try await client.admin("/admin/reviews", token: secret).status == .ok)
+            let revoked = try await OperatorAccounts.revoke(store: harness.store, name: "vera", now: harness.clock.now)
+            #expect(revoked?.revokedAt == harness.clock.now)
+            #expect(
+                try await OperatorAccounts.revoke(store: harness.store, name: "vera", now: harness.clock.now) == nil)
+            #expect(try await client.admin("/admin/reviews", token: secret).status == .unauthorized)
+            let audit = try await harness.store.withoutTransaction { try await $0.auditRecords(limit: 10) }
+            #expect(audit.map(\.action).sorted() == ["operator.create", "operator.revoke"])
+            #expect(audit.allSatisfy { $0.actor == AdminActor.commandLine && $0.target == "vera" })
+            #expect(audit.first { $0.action == "operator.create" }?.outcome == "viewer")
+        }
+    }
+
+    @Test(
+        "sign-in sets an HttpOnly, SameSite=Strict cookie for /admin that the admin routes accept until sign-out",
+        arguments: TestDatabases.kinds)
+    func signInAndOut(kind: DatabaseKind) async throws {
+        let (harness, _) = try await AdminTests.setUp(kind)
+        let secret = try await Self.created(harness, name: "rui", role: .reviewer)
+        try await harness.run { client in
+            let signedIn = try await Self.signIn(client, credential: secret)
+            #expect(signedIn.status == .ok)
+            #expect(try signedIn.json["operator"]?["name"] == .string("rui"))
+            #expect(try signedIn.json["operator"]?["role"] == .string("reviewer"))
+            let header = try #require(signedIn.headers[.setCookie])
+            let attributes = Set(
+                header.split(separator: ";").dropFirst().map { $0.trimmingCharacters(in: .whitespaces) })
+            #expect(attributes == ["Max-Age=28800", "Path=/admin", "HttpOnly", "SameSite=Strict"])
+            let value = try Self.cookieValue(signedIn)
+            #expect(value.count == 43 && !header.contains(secret))
+            let stored = try await harness.store.withoutTransaction {
+                try await $0.sql.raw("SELECT session_digest FROM operator_sessions").all().map {
+                    try $0.decode(column: "session_digest", as: String.self)
+                }
+            }
+            #expect(stored == [OperatorSecret.digest(value)], "only the cookie value's digest is kept")
+
+            let cookie = Self.withCookie(value)
+            let reviews = try await client.execute(uri: "/admin/reviews", method: .get, headers: cookie)
+            #expect(reviews.status == .ok)
+            let who = try await client.execute(uri: "/admin/session", method: .get, headers: cookie)
+            #expect(who.status == .ok)
+            #expect(try who.json["operator"]?["name"] == .string("rui"))
+            // The cookie carries the reviewer's role, no more.
+            let jobs = try await client.execute(
+                uri: "/admin/jobs/x/retry", method: .post, headers: cookie, body: ByteBuffer(string: "{}"))
+            #expect(jobs.status != .ok)
+
+            let signIns = try await harness.store.withoutTransaction {
+                try await $0.auditRecords(action: "operator.signin", limit: 10)
+            }
+            #expect(signIns.count == 1)
+            #expect(signIns.first?.actor.name == "rui" && signIns.first?.target == "rui")
+            #expect(signIns.first?.outcome == "signed_in" && signIns.first?.note == nil)
+            #expect(harness.logs.lines.contains { $0.contains("admin action") && $0.contains("operator.signin") })
+            #expect(!harness.logs.lines.contains { $0.contains(value) || $0.contains(secret) })
+
+            let out = try await client.execute(uri: "/admin/session", method: .delete, headers: cookie)
+            #expect(out.status == .noContent)
+            #expect(out.headers[.setCookie] == "stepledger_admin=; Max-Age=0; Path=/admin; HttpOnly; SameSite=Strict")
+            #expect(
+                try await client.execute(uri: "/admin/reviews", method: .get, headers: cookie).status == .unauthorized)
+            #expect(
+                try await client.execute(uri: "/admin/session", method: .get, headers: cookie).status == .unauthorized)
+            // Signing out again, or without a session, is harmless.
+            #expect(try await client.execute(uri: "/admin/session", method: .delete).status == .noContent)
+        }
+    }
+
+    @Test("a session ends after admin.sessionSeconds, and when its operator is revoked", arguments: TestDatabases.kinds)
+    func expiryAndRevocation(kind: DatabaseKind) async throws {
+        let (harness, _) = try await AdminTests.setUp(kind) { $0.admin.sessionSeconds = 600 }
+        let secret = try await Self.created(harness, name: "olga", role: .operator)
+        try await harness.run { client in
+            let first = try Self.cookieValue(try await Self.signIn(client, credential: secret))
+            harness.clock.advance(seconds: 599)
+            #expect(
+                try await client.execute(uri: "/admin/audit", method: .get, headers: Self.withCookie(first)).status
+                    == .ok)
+            harness.clock.advance(seconds: 1)
+            #expect(
+                try await client.execute(uri: "/admin/audit", method: .get, headers: Self.withCookie(first)).status
+                    == .unauthorized)
+
+            let second = try Self.cookieValue(try await Self.signIn(client, credential: secret))
+            #expect(
+                try await client.execute(uri: "/admin/audit", method: .get, headers: Self.withCookie(second)).status
+                    == .ok)
+            _ = try await OperatorAccounts.revoke(store: harness.store, name: "olga", now: harness.clock.now)
+            #expect(
+                try await client.execute(uri: "/admin/audit", method: .get, headers: Self.withCookie(second)).status
+                    == .unauthorized)
+            let ended = try await harness.store.withoutTransaction {
+                try await $0.sql.raw("SELECT COUNT(*) AS n FROM operator_sessions WHERE revoked_at IS NOT NULL")
+                    .first()?
+                    .decode(column: "n", as: Int.self)
+            }
+            #expect(ended == 1, "revocation marks the live session ended")
+            // A new operator of the same name does not inherit the old sessions.
+            _ = try await Self.created(harness, name: "olga", role: .viewer)
+            #expect(
+                try await client.execute(uri: "/admin/audit", method: .get, headers: Self.withCookie(second)).status
+                    == .unauthorized)
+        }
+    }
+
+    @Test(
+        "wrong sign-ins count against the address and lock it out; a bad body counts nothing; cross-site is refused",
+        arguments: TestDatabases.kinds)
+    func failures(kind: DatabaseKind) async throws {
+        let (harness, _) = try await AdminTests.setUp(kind) { $0.adminMaxFailuresPerMinute = 2 }
+        let secret = try await Self.created(harness, name: "vera", role: .viewer)
+        try await harness.run { client in
+            let crossSite = try await Self.signIn(
+                client, credential: secret, headers: [.origin: "https://evil.example"])
+            #expect(crossSite.status == .forbidden)
+            #expect(try crossSite.json["error"] == .string("CROSS_SITE_REFUSED"))
+            #expect(try await client.execute(uri: "/admin/session", method: .get).status == .unauthorized)
+            let bad = try await client.execute(
+                uri: "/admin/session", method: .post, headers: [.contentType: "application/json"],
+                body: ByteBuffer(string: #"{"credential":42}"#))
+            #expect(bad.status == .badRequest)
+            for _ in 1...2 {
+                let wrong = try await Self.signIn(client, credential: "slo_wrong")
+                #expect(wrong.status == .unauthorized && wrong.headers[.wwwAuthenticate] == "Bearer")
+            }
+            let locked = try await Self.signIn(client, credential: secret)
+            #expect(locked.status == .tooManyRequests && locked.headers[.retryAfter] != nil)
+            #expect(try await harness.count("operator_sessions") == 0)
+            harness.clock.advance(seconds: 60)
+            #expect(try await Self.signIn(client, credential: secret).status == .ok)
+        }
+    }
+
+    @Test(
+        "the bootstrap token signs in as admin; admin.secureCookie adds Secure; its session ends without the token",
+        arguments: TestDatabases.kinds)
+    func bootstrapSession(kind: DatabaseKind) async throws {
+        let (harness, _) = try await AdminTests.setUp(kind) { $0.admin.secureCookie = true }
+        // Another instance on the same database without admin.token (named operators only).
+        let later = try await TestHarness.make(kind: kind, sharing: harness) {
+            $0.adminToken = nil
+            $0.admin.enabled = true
+        }
+        do {
+            try await harness.app.application.test(.router) { client in
+                let signedIn = try await Self.signIn(client, credential: AdminTests.adminToken)
+                #expect(signedIn.status == .ok)
+                #expect(try signedIn.json["operator"]?["name"] == .string("admin"))
+                #expect(signedIn.headers[.setCookie]?.hasSuffix("; Secure") == true)
+                let value = try Self.cookieValue(signedIn)
+                let jobs = try await client.execute(uri: "/admin/jobs", method: .get, headers: Self.withCookie(value))
+                #expect(jobs.status == .ok)
+                let audit = try await harness.store.withoutTransaction { try await $0.auditRecords(limit: 1) }
+                #expect(audit.first?.actor == AdminActor.bootstrap && audit.first?.action == "operator.signin")
+                try await later.app.application.test(.router) { other in
+                    let who = try await other.execute(
+                        uri: "/admin/session", method: .get, headers: Self.withCookie(value))
+                    #expect(who.status == .unauthorized, "the bootstrap session ends where admin.token is not set")
+                }
+            }
+        } catch {
+            try? await later.store.database.close()
+            try? await harness.testStore.close()
+            throw error
+        }
+        try await later.store.database.close()
+        try await harness.testStore.close()
+    }
+
+    @Test(
+        "admin.enabled: on without admin.token only named operators get in; off hides every admin route",
+        arguments: TestDatabases.kinds)
+    func enabledSetting(kind: DatabaseKind) async throws {
+        let (named, _) = try await AdminTests.setUp(kind, adminToken: nil) { $0.admin.enabled = true }
+        let secret = try await Self.created(named, name: "vera", role: .viewer)
+        try await named.run { client in
+            let reviews = try await client.admin("/admin/reviews", token: secret)
+            #expect(reviews.status == .ok)
+            #expect(try await client.admin("/admin/reviews", token: AdminTests.adminToken).status == .unauthorized)
+            #expect(try await Self.signIn(client, credential: secret).status == .ok)
+        }
+        let (off, _) = try await AdminTests.setUp(kind) { $0.admin.enabled = false }
+        let offSecret = try await Self.created(off, name: "vera", role: .operator)
+        try await off.run { client in
+            let signIn = try await Self.signIn(client, credential: offSecret)
+            #expect(signIn.status == .notFound)
+            for (uri, method) in [
+                ("/admin/reviews", HTTPRequest.Method.get), ("/admin/session", .get), ("/admin/session", .delete),
+                ("/admin/audit", .get), ("/admin/nothing", .get),
+            ] {
+                #expect(try await client.admin(uri, method: method, token: offSecret).status == .notFound, "\(uri)")
+            }
+        }
+    }
+
+    @Test(
+        "GET /admin/audit: newest first, filtered, in keyset pages; bad parameters are 400",
+        arguments: TestDatabases.kinds)
+    func auditList(kind: DatabaseKind) async throws {
+        let (harness, _) = try await AdminTests.setUp(kind)
+        let viewer = try await Self.created(harness, name: "vera", role: .viewer)
+        try await harness.store.transaction { tx in
+            for index in 0..<7 {
+                let actor =
+                    index.isMultiple(of: 2) ? AdminActor.bootstrap : AdminActor(id: "x", name: "rui", role: .reviewer)
+                try await tx.recordAudit(
+                    actor: actor, action: index < 4 ? "review.accept" : "job.retry", target: "t\(index)",
+                    outcome: "decided", note: index == 0 ? "first" : nil,
+                    at: harness.clock.now.addingTimeInterval(Double(index / 2)))
+            }
+        }
+        try await harness.run { client in
+            var targets: [String] = []
+            var cursor: String?
+            repeat {
+                let uri = "/admin/audit?limit=3" + (cursor.map { "&cursor=\($0)" } ?? "")
+                let page = try await client.admin(uri, token: viewer)
+                #expect(page.status == .ok)
+                guard case .array(let items) = try page.json["items"] else { throw JSONShapeError() }
+                #expect(items.count <= 3)
+                targets += items.compactMap { if case .string(let t) = $0["target"] { t } else { nil } }
+                if case .string(let next) = try page.json["nextCursor"] { cursor = next } else { cursor = nil }
+            } while cursor != nil
+            // operator.create (vera) and the seven rows, newest first (same instant: by id, descending).
+            #expect(targets.count == 8)
+            // t6 alone is the newest (3 s after the others' start); the rest follow in non-increasing time.
+            #expect(targets.first == "t6")
+            #expect(Set(targets) == Set((0..<7).map { "t\($0)" } + ["vera"]))
+
+            let rui = try await client.admin("/admin/audit?operator=rui&action=review.accept", token: viewer)
+            guard case .array(let items) = try rui.json["items"] else { throw JSONShapeError() }
+            #expect(items.count == 2)
+            #expect(try rui.json["nextCursor"] == .null)
+            #expect(items.allSatisfy { $0["operator"] == .string("rui") && $0["role"] == .string("reviewer") })
+            let first = try await client.admin("/admin/audit?operator=admin&limit=200", token: viewer)
+            guard case .array(let mine) = try first.json["items"] else { throw JSONShapeError() }
+            #expect(
+                mine.last?["note"] == .string("first")
+                    && mine.last?["at"] == .string(InstantParser.format(harness.clock.now)))
+
+            for bad in [
+                "limit=0", "limit=201", "limit=x", "cursor=%%%", "cursor=bm90LWEtY3Vyc29y", "operator=a%20b", "action=",
+            ] {
+                let response = try await client.admin("/admin/audit?\(bad)", token: viewer)
+                #expect(response.status == .badRequest, "\(bad)")
+                #expect(try response.json["error"] == .string("INVALID_REQUEST"), "\(bad)")
+            }
+        }
+    }
+}
