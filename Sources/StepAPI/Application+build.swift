@@ -232,6 +232,12 @@ package func buildApplication(
         jobs: worker.queue, clock: dependencies.clock, logger: logger
     ).register(in: admin, catalog: &catalog)
 
+    // The console's page and assets: no authentication (the page signs in), but only while the admin API is on.
+    ConsoleController(enabled: configuration.adminToken != nil)
+        .register(
+            in: router.group().add(middleware: SurfaceErrorMiddleware<AdminAPIError>(logger: logger)),
+            catalog: &catalog)
+
     OpsController(store: store, metrics: metrics, jobs: worker.queue).register(in: router.group(), catalog: &catalog)
 
     // Last, so it wraps only the not-found answer: a known path with another method is 405, not 404.
