@@ -219,12 +219,13 @@ package func buildApplication(
 
     let admin = router.group()
         .add(middleware: SurfaceErrorMiddleware<AdminAPIError>(logger: logger))
+        .add(middleware: SameOriginMiddleware())
         .add(
             middleware: AdminAuthMiddleware(
                 credential: configuration.adminToken.map(AdminCredential.init(token:)),
                 failures: AdminFailureLimiter(
                     maxFailures: configuration.adminMaxFailuresPerMinute, windowSeconds: 60, store: store),
-                clock: dependencies.clock, logger: logger))
+                store: store, clock: dependencies.clock, logger: logger))
     AdminController(
         resolver: ReviewResolver(
             store: store, limits: configuration.limits, refundGraceSeconds: configuration.refundGraceSeconds,

@@ -31,7 +31,9 @@ package struct ReviewResolver: Sendable {
     /// nothing and takes it out of the streak (what it was credited before stays in the append-only ledger).
     /// Resolving a repeated-rejections entry ends that episode. The walker's row is locked before the entry,
     /// the order every ingest takes them in.
-    package func resolve(id: String, decision: ReviewDecision, note: String, now: Date) async throws -> Outcome {
+    package func resolve(id: String, decision: ReviewDecision, note: String, by actor: AdminActor, now: Date)
+        async throws -> Outcome
+    {
         guard let peek = try await store.withoutTransaction({ try await $0.review(id: id) }) else { return .notFound }
         return try await store.transaction { [limits, refundGraceSeconds, jobMaxAttempts] tx in
             var state: DayState?
@@ -62,6 +64,9 @@ package struct ReviewResolver: Sendable {
                 try await tx.resolveReview(walkerId: entry.walkerId, id: id, decision: decision, note: note, at: now),
                 let resolved = try await tx.review(id: id)
             else { return .alreadyResolved(entry) }
+            try await tx.recordAudit(
+                actor: actor, action: "review.\(decision.rawValue)", target: id, outcome: "decided", note: note, at: now
+            )
             return .resolved(resolved)
         }
     }

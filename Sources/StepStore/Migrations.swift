@@ -429,6 +429,64 @@ package enum Migrations {
                 "ALTER TABLE review_queue ADD COLUMN reread TEXT",
             ]
         },
+        Migration(version: 14, name: "named operators and the admin audit") { kind in
+            // Operator credentials with a role, kept as the SHA-256 digest of a random secret (the secret has 256
+            // bits, so a fast digest is as strong as a slow one and lets the credential be found by an index); the
+            // audit of every operator action, append-only: the engines refuse an UPDATE or DELETE of a row.
+            let immutable: [String] =
+                switch kind {
+                case .sqlite:
+                    [
+                        """
+                        CREATE TRIGGER admin_audit_no_update BEFORE UPDATE ON admin_audit
+                        BEGIN SELECT RAISE(ABORT, 'admin_audit is append-only'); END
+                        """,
+                        """
+                        CREATE TRIGGER admin_audit_no_delete BEFORE DELETE ON admin_audit
+                        BEGIN SELECT RAISE(ABORT, 'admin_audit is append-only'); END
+                        """,
+                    ]
+                case .postgres:
+                    [
+                        """
+                        CREATE FUNCTION admin_audit_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
+                        BEGIN RAISE EXCEPTION 'admin_audit is append-only'; END $$
+                        """,
+                        """
+                        CREATE TRIGGER admin_audit_append_only BEFORE UPDATE OR DELETE ON admin_audit
+                        FOR EACH ROW EXECUTE FUNCTION admin_audit_append_only()
+                        """,
+                    ]
+                }
+            return [
+                """
+                CREATE TABLE operators (
+                    operator_id TEXT PRIMARY KEY,
+                    name TEXT NOT NULL,
+                    role TEXT NOT NULL,
+                    secret_digest TEXT NOT NULL,
+                    created_at BIGINT NOT NULL,
+                    revoked_at BIGINT
+                )
+                """,
+                "CREATE UNIQUE INDEX operators_active_name ON operators (name) WHERE revoked_at IS NULL",
+                "CREATE UNIQUE INDEX operators_by_secret ON operators (secret_digest)",
+                """
+                CREATE TABLE admin_audit (
+                    audit_id TEXT PRIMARY KEY,
+                    at BIGINT NOT NULL,
+                    operator_id TEXT NOT NULL,
+                    operator_name TEXT NOT NULL,
+                    role TEXT NOT NULL,
+                    action TEXT NOT NULL,
+                    target TEXT NOT NULL,
+                    outcome TEXT NOT NULL,
+                    note TEXT
+                )
+                """,
+                "CREATE INDEX admin_audit_by_time ON admin_audit (at, audit_id)",
+            ] + immutable
+        },
     ]
 }
 

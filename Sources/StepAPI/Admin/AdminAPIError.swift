@@ -2,6 +2,7 @@ import HTTPTypes
 import Hummingbird
 import StepCore
 import StepLogging
+import StepStore
 
 /// Every non-2xx answer of the admin API under `/admin/`, in the envelope `{error, message, details}`. Mapped to
 /// HTTP here and nowhere else.
@@ -9,6 +10,13 @@ enum AdminAPIError: SurfaceError {
     case notFound(String)
     case badRequest(String)
     case unauthorized
+    /// The operator's role does not hold the permission the route needs.
+    case forbidden(required: AdminPermission, role: OperatorRole)
+    /// A state-changing request the browser marked as coming from another site.
+    case crossSiteRefused
+    /// The request is well formed but the state of what it names refuses it (a claim someone else holds, a day
+    /// that is not accepted, a job that is not dead): its own code, message and details.
+    case conflict(code: String, message: String, details: [String: JSONValue])
     /// The client's address used up its failed authentications for the current window.
     case lockedOut(retryAfterSeconds: Int)
     case alreadyResolved
@@ -23,6 +31,8 @@ enum AdminAPIError: SurfaceError {
         case .notFound: .notFound
         case .badRequest: .badRequest
         case .unauthorized: .unauthorized
+        case .forbidden, .crossSiteRefused: .forbidden
+        case .conflict: .conflict
         case .lockedOut: .tooManyRequests
         case .alreadyResolved: .conflict
         case .unavailable: .serviceUnavailable
@@ -30,15 +40,23 @@ enum AdminAPIError: SurfaceError {
         }
     }
 
-    private var codeAndMessage: (code: String, message: String) {
+    private var codeMessageAndDetails: (code: String, message: String, details: [String: JSONValue]) {
         switch self {
-        case .notFound(let message): ("NOT_FOUND", message)
-        case .badRequest(let message): ("INVALID_REQUEST", message)
-        case .unauthorized: ("UNAUTHORIZED", "A valid admin token is required.")
-        case .lockedOut: ("RATE_LIMITED", "Too many failed admin authentications; retry later.")
-        case .alreadyResolved: ("ALREADY_RESOLVED", "This review entry is already resolved.")
-        case .unavailable: ("SERVICE_UNAVAILABLE", "The service is temporarily unavailable.")
-        case .internalError: ("INTERNAL_ERROR", "An unexpected error occurred.")
+        case .notFound(let message): ("NOT_FOUND", message, [:])
+        case .badRequest(let message): ("INVALID_REQUEST", message, [:])
+        case .unauthorized: ("UNAUTHORIZED", "A valid admin token or operator credential is required.", [:])
+        case .forbidden(let required, let role):
+            (
+                "FORBIDDEN", "The operator's role may not do this.",
+                ["required": .string(required.rawValue), "role": .string(role.rawValue)]
+            )
+        case .crossSiteRefused:
+            ("CROSS_SITE_REFUSED", "State-changing admin requests must come from the server's own origin.", [:])
+        case .conflict(let code, let message, let details): (code, message, details)
+        case .lockedOut: ("RATE_LIMITED", "Too many failed admin authentications; retry later.", [:])
+        case .alreadyResolved: ("ALREADY_RESOLVED", "This review entry is already resolved.", [:])
+        case .unavailable: ("SERVICE_UNAVAILABLE", "The service is temporarily unavailable.", [:])
+        case .internalError: ("INTERNAL_ERROR", "An unexpected error occurred.", [:])
         }
     }
 
@@ -46,7 +64,9 @@ enum AdminAPIError: SurfaceError {
         switch self {
         case .unauthorized: [.wwwAuthenticate: "Bearer"]
         case .lockedOut(let retryAfter): [.retryAfter: String(retryAfter)]
-        case .notFound, .badRequest, .alreadyResolved, .unavailable, .internalError: [:]
+        case .notFound, .badRequest, .forbidden, .crossSiteRefused, .conflict, .alreadyResolved, .unavailable,
+            .internalError:
+            [:]
         }
     }
 
@@ -54,8 +74,10 @@ enum AdminAPIError: SurfaceError {
     static func bodyRefused(_: JSONBody.Refusal) -> AdminAPIError { .badRequest("The body must be a JSON object.") }
 
     var bodyString: String {
-        let (code, message) = codeAndMessage
-        let body: JSONValue = .object(["error": .string(code), "message": .string(message), "details": .object([:])])
+        let (code, message, details) = codeMessageAndDetails
+        let body: JSONValue = .object([
+            "error": .string(code), "message": .string(message), "details": .object(details),
+        ])
         return (try? JSONCoding.encode(body)) ?? "{}"
     }
 }

@@ -19,11 +19,17 @@ struct AdminController: Sendable {
     let logger: Logger
 
     func register(in group: RouterGroup<AppRequestContext>, catalog: inout RouteCatalog) {
-        group.on(.get, Self.reviewsRoute, catalog: &catalog) { request, _ in try await reviews(request) }
-        group.on(.post, Self.resolveRoute, catalog: &catalog) { request, context in
-            try await resolve(request, id: context.parameters.get("id") ?? "")
+        group.on(.get, Self.reviewsRoute, catalog: &catalog) { request, context in
+            _ = try context.requireAdmin(.read)
+            return try await reviews(request)
         }
-        group.on(.get, Self.jobsRoute, catalog: &catalog) { request, _ in try await listJobs(request) }
+        group.on(.post, Self.resolveRoute, catalog: &catalog) { request, context in
+            try await resolve(request, id: context.parameters.get("id") ?? "", actor: context.requireAdmin(.decide))
+        }
+        group.on(.get, Self.jobsRoute, catalog: &catalog) { request, context in
+            _ = try context.requireAdmin(.read)
+            return try await listJobs(request)
+        }
     }
 
     // MARK: Routes
@@ -37,7 +43,7 @@ struct AdminController: Sendable {
         return Self.json(.ok, .object(["items": .array(entries.map(Self.item))]))
     }
 
-    private func resolve(_ request: Request, id: String) async throws -> Response {
+    private func resolve(_ request: Request, id: String, actor: AdminActor) async throws -> Response {
         var request = request
         guard let body = try? await request.collectBody(upTo: 16 * 1024),
             case .object(let fields) = JSONReader.read(body.readableBytesView)
@@ -52,13 +58,11 @@ struct AdminController: Sendable {
             throw AdminAPIError.badRequest(
                 "note must be a non-empty string of at most \(Self.maxNoteLength) characters.")
         }
-        switch try await resolver.resolve(id: id, decision: decision, note: note, now: clock()) {
+        switch try await resolver.resolve(id: id, decision: decision, note: note, by: actor, now: clock()) {
         case .resolved(let entry):
-            logger.info(
-                "review resolved",
-                metadata: [
-                    "review": .string(entry.id), "walker": .string(entry.walkerId), "decision": .string(decisionText),
-                ])
+            logger.adminAction(
+                actor, action: "review.\(decisionText)", target: entry.id, outcome: "decided", note: note,
+                walkerId: entry.walkerId)
             return Self.json(.ok, Self.item(entry))
         case .notFound:
             throw AdminAPIError.notFound("No review entry has this id.")

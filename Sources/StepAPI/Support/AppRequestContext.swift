@@ -32,6 +32,8 @@ package struct AppRequestContext: RequestContext, RemoteAddressRequestContext {
     package var principal: SessionPrincipal?
     /// Production's App Check pass, set by `AppCheckMiddleware` for the ingest routes.
     package var appCheck: AppCheckPass?
+    /// The operator asking, set by `AdminAuthMiddleware` for the admin routes.
+    package var adminActor: AdminActor?
 
     package init(source: Source) {
         self.coreContext = .init(source: source)
@@ -43,6 +45,17 @@ package struct AppRequestContext: RequestContext, RemoteAddressRequestContext {
     func walker() throws(MissingPrincipal) -> SessionPrincipal {
         guard let principal else { throw MissingPrincipal() }
         return principal
+    }
+}
+
+extension AppRequestContext {
+    /// The operator asking, when their role holds `permission`; a 403 naming the permission otherwise.
+    func requireAdmin(_ permission: AdminPermission) throws(AdminAPIError) -> AdminActor {
+        guard let adminActor else { throw AdminAPIError.unauthorized }
+        guard adminActor.role.permits(permission) else {
+            throw AdminAPIError.forbidden(required: permission, role: adminActor.role)
+        }
+        return adminActor
     }
 }
 
