@@ -382,7 +382,7 @@
         params.get("status") || "open")),
       field("Kind", choice("filter-kind", [["", "any"], ["quarantined_day", "quarantined day"],
         ["repeated_rejections", "repeated rejections"]], params.get("kind") || "")),
-      field("Reason", textInput("filter-reason", params.get("reason"), "GYRO_ABSENT")),
+      field("Reason", textInput("filter-reason", params.get("reason"), "reason code")),
       field("Walker", textInput("filter-walker", params.get("walker"), "walker id")),
       field("From day", textInput("filter-from", params.get("from"), "YYYY-MM-DD")),
       field("To day", textInput("filter-to", params.get("to"), "YYYY-MM-DD")),
@@ -420,6 +420,8 @@
     const key = queueParams();
     key.delete("cursor");
     if (state.queue.key !== key.toString()) {
+      state.queue.items = [];
+      state.queue.nextCursor = null;
       state.queue.checked.clear();
       state.queue.selected = 0;
       state.queue.key = key.toString();
@@ -850,10 +852,11 @@
     }
     let first = Math.min(...points.map((point) => point.at));
     let last = Math.max(...points.map((point) => point.at));
-    if (!(last > first)) {
-      first -= 30 * 60 * 1000;
-      last += 30 * 60 * 1000;
-    }
+    // At least two seconds across, and a margin, so arrivals close together are still told apart.
+    const widen = Math.max(0, 2000 - (last - first)) / 2;
+    const margin = (last - first + 2 * widen) * 0.05;
+    first -= widen + margin;
+    last += widen + margin;
     const highest = Math.max(1, ...points.map((point) => point.count));
     const x = (at) => left + ((at - first) / (last - first)) * (width - left - right);
     const y = (count) => height - bottom - (count / highest) * (height - top - bottom);
