@@ -1569,7 +1569,7 @@ textarea { width: 100%; box-sizing: border-box; resize: vertical; }
 .toolbar .count { color: var(--muted); }
 
 table.grid { width: 100%; border-collapse: collapse; background: var(--paper); border: 1px solid var(--line); }
-table.grid th, table.grid td { text-align: left; padding: 5px 8px; border-bottom: 1px solid var(--line); vertical-align: top; }
+table.grid th, table.grid td { text-align: left; padding: 5px 8px; border-bottom: 1px solid var(--line); vertical-align: middle; }
 table.grid th { background: #eef1f5; font-weight: 600; font-size: 12px; color: var(--muted); }
 table.grid td.number, table.grid th.number { text-align: right; font-variant-numeric: tabular-nums; }
 table.grid tbody tr.row { cursor: pointer; }
