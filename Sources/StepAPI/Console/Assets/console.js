@@ -687,7 +687,9 @@
         h("button", { type: "button", class: "accept", id: "accept", test: "accept", onclick: () => decide("accept") },
           "Accept (a)"),
         h("button", { type: "button", class: "reject", id: "reject", test: "reject", onclick: () => decide("reject") },
-          "Reject (r)")));
+          "Reject (r)"),
+        h("button", { type: "button", id: "release", test: "release", onclick: release,
+          title: "Give the entry back to the queue undecided" }, "Release claim")));
     $("view").replaceChildren(
       header,
       h("h1", { id: "entry-title", test: "entry-title" },
@@ -783,6 +785,23 @@
     const allowed = canDecideEntry();
     $("accept").disabled = !allowed;
     $("reject").disabled = !allowed;
+    const claim = entry.status === "open" ? entry.claim : null;
+    $("release").disabled = !(claim && can("decide") && (!claimedByOther(entry) || state.me.role === "operator"));
+  }
+
+  async function release() {
+    const detail = state.detail;
+    if (!detail || !detail.entry.claim) return;
+    try {
+      const entry = await api("POST", `/admin/reviews/${enc(detail.entry.id)}/release`);
+      if (state.detail && state.detail.entry.id === entry.id) {
+        state.detail.entry = entry;
+        paintDecisionState();
+      }
+      notify(`Released ${entry.walkerId}${entry.day ? ` ${entry.day}` : ""}.`);
+    } catch (error) {
+      showError(error);
+    }
   }
 
   function walkerPanel() {
