@@ -146,6 +146,8 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
             ],
+            // The console's readable sources; scripts/embed-console-assets compiles them in (ConsoleSources.swift).
+            exclude: ["Console/Assets"],
             resources: [.copy("Resources/openapi.yaml")],
             swiftSettings: strict
         ),

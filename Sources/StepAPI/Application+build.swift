@@ -253,6 +253,12 @@ package func buildApplication(
         .register(in: admin, catalog: &catalog)
     AdminMetricsController(store: store, clock: dependencies.clock).register(in: admin, catalog: &catalog)
 
+    // The console's page and assets: no authentication (the page signs in), but only while the admin API is on.
+    ConsoleController(enabled: adminEnabled)
+        .register(
+            in: router.group().add(middleware: SurfaceErrorMiddleware<AdminAPIError>(logger: logger)),
+            catalog: &catalog)
+
     OpsController(store: store, metrics: metrics, jobs: worker.queue, clock: dependencies.clock)
         .register(in: router.group(), catalog: &catalog)
 

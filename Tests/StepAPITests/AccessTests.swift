@@ -257,6 +257,14 @@ struct AccessTests {
         "GET /metrics": RouteCase(access: .open, allowed: .ok) { _, _ in Call(method: .get, uri: "/metrics") },
         "GET /openapi.yaml": RouteCase(access: .open, allowed: .ok) { _, _ in Call(method: .get, uri: "/openapi.yaml")
         },
+        // The console's page and assets: open (the page signs in through the admin API), whatever is presented.
+        "GET /admin/": RouteCase(access: .open, allowed: .ok) { _, _ in Call(method: .get, uri: "/admin/") },
+        "GET /admin/assets/console.js": RouteCase(access: .open, allowed: .ok) { _, _ in
+            Call(method: .get, uri: "/admin/assets/console.js")
+        },
+        "GET /admin/assets/console.css": RouteCase(access: .open, allowed: .ok) { _, _ in
+            Call(method: .get, uri: "/admin/assets/console.css")
+        },
     ]
 
     static func expected(_ route: RouteCase, _ credential: Credential, mode: ServiceMode) -> HTTPResponse.Status {

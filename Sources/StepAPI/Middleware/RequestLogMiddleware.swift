@@ -3,8 +3,8 @@ import Hummingbird
 import Logging
 
 /// One JSON log line per request (request id, route, status, verdict, reason count, latency; never a body
-/// value), the request metrics, `Cache-Control: no-store, private` on every response, and `Retry-After` on
-/// every 503 (the database is away: the pool reconnects by itself, so a retry soon may succeed).
+/// value), the request metrics, `Cache-Control: no-store, private` on every response that does not choose its own
+/// (only the console's page and assets do), and `Retry-After` on every 503 (the database is away: the pool reconnects by itself, so a retry soon may succeed).
 struct RequestLogMiddleware: RouterMiddleware {
     typealias Context = AppRequestContext
     static let unavailableRetryAfterSeconds = "2"
@@ -28,7 +28,9 @@ struct RequestLogMiddleware: RouterMiddleware {
                 status: .internalServerError, headers: [.contentType: "application/json"],
                 body: .init(byteBuffer: ByteBuffer(string: IngestAPIError.internalError.bodyString)))
         }
-        response.headers[.cacheControl] = "no-store, private"
+        if response.headers[.cacheControl] == nil {
+            response.headers[.cacheControl] = "no-store, private"
+        }
         if response.status == .serviceUnavailable, response.headers[.retryAfter] == nil {
             response.headers[.retryAfter] = Self.unavailableRetryAfterSeconds
         }
