@@ -254,6 +254,14 @@ struct ReviewDeskTests {
             }
             let older = try await client.admin("/admin/reviews/\(id)?claim=false").json
             #expect(older["evidence"]?["submissions"]?[0]?["appCheck"] == .null)
+            // A suspended walker reads as suspended beside the entry.
+            let suspend = try await client.admin(
+                "/admin/walkers/\(AdminTests.walker)/suspend", method: .post,
+                body: ByteBuffer(string: #"{"note":"five rejections in a day"}"#))
+            #expect(suspend.status == .ok)
+            let suspended = try await client.admin("/admin/reviews/\(id)?claim=false").json
+            #expect(suspended["walker"]?["suspended"] == .bool(true))
+            #expect(suspended["walker"]?["suspendedAt"] == .string(InstantParser.format(harness.clock.now)))
             #expect(try await client.admin("/admin/reviews/no-such-entry").status == .notFound)
         }
     }
