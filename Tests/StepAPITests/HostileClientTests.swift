@@ -124,7 +124,9 @@ struct HostileClientTests {
                 #expect(closed, "the connection was closed")
                 #expect(!text.contains("200 OK"), "no answer to an incomplete request")
             }
-            #expect(ContinuousClock.now - started < .seconds(8), "closed after about a second, not left open")
+            // A connection left open would hold its read for the 10 s receive timeout (and read as not closed); a
+            // loaded machine has taken 8.1 s to close all three after about a second each, so the bound is that.
+            #expect(ContinuousClock.now - started < .seconds(10), "closed after about a second, not left open")
         }
     }
 
