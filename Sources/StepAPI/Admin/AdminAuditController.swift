@@ -72,18 +72,15 @@ struct AuditQuery: Sendable {
             query.limit = limit
         }
         if let text = parameters.get("cursor") {
-            guard let decoded = Base64URL.decode(text).flatMap({ String(data: $0, encoding: .utf8) }),
-                let separator = decoded.firstIndex(of: ":"),
-                let at = Int(decoded[..<separator]), at >= 0
-            else {
+            guard let cursor = KeysetCursor(text: text) else {
                 throw AdminAPIError.badRequest("cursor must be the nextCursor of an earlier page.")
             }
-            query.cursor = (at, String(decoded[decoded.index(after: separator)...]))
+            query.cursor = (cursor.milliseconds, cursor.id)
         }
         return query
     }
 
     static func cursor(after record: AdminAuditRecord) -> String {
-        Base64URL.encode(Data("\(record.at.millisecondsSince1970):\(record.id)".utf8))
+        KeysetCursor(record.at, id: record.id).text
     }
 }

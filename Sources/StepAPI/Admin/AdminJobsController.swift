@@ -69,14 +69,16 @@ struct AdminJobsController: Sendable {
         }
         var cursor: JobCursor?
         if let text = query.get("cursor") {
-            guard let parsed = Self.cursor(text) else { throw AdminAPIError.badRequest("cursor is not valid.") }
-            cursor = parsed
+            guard let parsed = KeysetCursor(text: text) else {
+                throw AdminAPIError.badRequest("cursor must be the nextCursor of an earlier page.")
+            }
+            cursor = JobCursor(runAt: parsed.instant, id: parsed.id)
         }
         // One more than the page tells whether more remain.
         let records = try await jobs.list(state: state, kind: kind, after: cursor, limit: limit + 1)
         let page = records.prefix(limit)
         let next: JSONValue =
-            records.count > limit ? page.last.map { .string(Self.cursorText($0)) } ?? .null : .null
+            records.count > limit ? page.last.map { .string(KeysetCursor($0.runAt, id: $0.id).text) } ?? .null : .null
         return AdminController.json(
             .ok, .object(["items": .array(page.map(Self.item)), "nextCursor": next]))
     }
@@ -155,19 +157,5 @@ struct AdminJobsController: Sendable {
             "lastError": job.lastError.map(JSONValue.string) ?? .null,
             "createdAt": .string(InstantParser.format(job.createdAt)),
         ])
-    }
-
-    // MARK: Cursor
-
-    /// The last job of a page as `<run at in ms>.<job id>`: opaque to clients, checked when read back.
-    static func cursorText(_ job: JobRecord) -> String {
-        "\(job.runAt.millisecondsSince1970).\(job.id)"
-    }
-
-    static func cursor(_ text: String) -> JobCursor? {
-        guard let dot = text.firstIndex(of: "."), let ms = Int(text[..<dot]), ms >= 0 else { return nil }
-        let id = String(text[text.index(after: dot)...])
-        guard !id.isEmpty, id.count <= 100 else { return nil }
-        return JobCursor(runAt: Date(millisecondsSince1970: ms), id: id)
     }
 }

@@ -99,19 +99,16 @@ struct LedgerQuery: Sendable {
             query.limit = limit
         }
         if let text = parameters.get("cursor") {
-            guard let decoded = Base64URL.decode(text).flatMap({ String(data: $0, encoding: .utf8) }),
-                let separator = decoded.firstIndex(of: ":"),
-                let createdAt = Int(decoded[..<separator]), createdAt >= 0
-            else {
+            guard let cursor = KeysetCursor(text: text) else {
                 throw RequestValidationError(fields: ["cursor": "must be the next cursor of an earlier page"])
             }
-            query.cursor = (createdAt, String(decoded[decoded.index(after: separator)...]))
+            query.cursor = (cursor.milliseconds, cursor.id)
         }
         return query
     }
 
     static func cursor(after entry: LedgerEntry) -> String {
-        Base64URL.encode(Data("\(entry.createdAt.millisecondsSince1970):\(entry.id)".utf8))
+        KeysetCursor(entry.createdAt, id: entry.id).text
     }
 
     /// `{"entries": [{"allocationId", "amount", "createdAt", "day", "id", "kind"}], "next": cursor or null}`.

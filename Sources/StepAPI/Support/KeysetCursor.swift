@@ -1,0 +1,30 @@
+import Foundation
+import StepAttestation
+import StepStore
+
+/// The opaque cursor of a list paged by `(instant, id)`: base64url of `<milliseconds since 1970>:<id>`. The
+/// walker's ledger, the admin audit and the job list hand it out as their next page's cursor and read it back.
+struct KeysetCursor: Sendable, Hashable {
+    var milliseconds: Int
+    var id: String
+
+    init(_ instant: Date, id: String) {
+        self.milliseconds = instant.millisecondsSince1970
+        self.id = id
+    }
+
+    /// Nil for any text the lists did not hand out: not base64url, no separator or a negative time.
+    init?(text: String) {
+        guard text.utf8.count <= 512,
+            let decoded = Base64URL.decode(text).flatMap({ String(data: $0, encoding: .utf8) }),
+            let separator = decoded.firstIndex(of: ":"), let milliseconds = Int(decoded[..<separator]),
+            milliseconds >= 0
+        else { return nil }
+        self.milliseconds = milliseconds
+        self.id = String(decoded[decoded.index(after: separator)...])
+    }
+
+    var instant: Date { Date(millisecondsSince1970: milliseconds) }
+
+    var text: String { Base64URL.encode(Data("\(milliseconds):\(id)".utf8)) }
+}
