@@ -24,8 +24,12 @@ struct OutageTests {
         settings.statementTimeoutMilliseconds = 1_000
         var quiet = Logger(label: "outage")
         quiet.logLevel = .critical  // the pool logs every refused connection while the server is down
-        // Set up with the default timeouts (the suite runs in parallel on two cores), then load with tight ones.
-        let setup = try await StoreFactory.open(url: cluster.url, logger: quiet, migrate: true)
+        // Set up with generous timeouts (the suite runs in parallel on two cores: a fresh cluster's first
+        // connection and the migrations once took more than the default 15 s), then load with tight ones.
+        var patient = PostgresSettings()
+        patient.connectTimeoutSeconds = 30
+        patient.statementTimeoutMilliseconds = 30_000
+        let setup = try await StoreFactory.open(url: cluster.url, postgres: patient, logger: quiet, migrate: true)
         try await setup.database.close()
         let store = try await StoreFactory.open(
             url: cluster.url, postgres: settings, logger: quiet, migrate: false)
