@@ -1,17 +1,22 @@
-// swift-tools-version: 6.1
+// swift-tools-version: 6.2
 import PackageDescription
 
+// Warnings are errors through a setting SwiftPM drops for a package used as a dependency (never unsafeFlags, which
+// would stop an app from depending on StepLedgerClient by version).
 let strict: [SwiftSetting] = [
     .swiftLanguageMode(.v6),
-    .unsafeFlags(["-warnings-as-errors"]),
+    .treatAllWarnings(as: .error),
     .enableUpcomingFeature("ExistentialAny"),
     .enableUpcomingFeature("MemberImportVisibility"),
 ]
 
 let package = Package(
     name: "StepLedger",
-    platforms: [.macOS(.v15)],
+    // The client's floor. The server targets are built and tested on Linux; on macOS they need macOS 15.
+    platforms: [.macOS(.v12), .iOS(.v15)],
     products: [
+        // What a walking app adds: the client SDK alone, without the server's dependencies.
+        .library(name: "StepLedgerClient", targets: ["StepLedgerClient"]),
         .executable(name: "stepd", targets: ["stepd"]),
         .executable(name: "stepbench", targets: ["stepbench"]),
     ],
@@ -36,6 +41,9 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio-extras", from: "1.35.2"),
         .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
         .package(url: "https://github.com/apple/swift-system", from: "1.8.1"),
+        .package(url: "https://github.com/apple/swift-openapi-runtime", from: "1.13.4"),
+        .package(url: "https://github.com/apple/swift-openapi-urlsession", from: "1.4.0"),
+        .package(url: "https://github.com/swift-server/swift-openapi-async-http-client", from: "1.5.0"),
     ],
     targets: [
         .target(
@@ -190,6 +198,42 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        // The client SDK: its wire layer generated from openapi.yaml (Generated/, scripts/generate-client), its
+        // transport URLSession on Apple platforms and AsyncHTTPClient on Linux. It imports nothing of the server.
+        .target(
+            name: "StepLedgerClient",
+            dependencies: [
+                .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(
+                    name: "OpenAPIURLSession", package: "swift-openapi-urlsession",
+                    condition: .when(platforms: [.macOS, .iOS, .tvOS, .watchOS, .visionOS])),
+                .product(
+                    name: "OpenAPIAsyncHTTPClient", package: "swift-openapi-async-http-client",
+                    condition: .when(platforms: [.linux])),
+            ],
+            swiftSettings: strict
+        ),
+        // The client from a shell (the README's client section and scripts/client-crash-test).
+        .executableTarget(
+            name: "stepledger-client",
+            dependencies: [
+                "StepLedgerClient",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+            ],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "StepLedgerClientTests",
+            dependencies: [
+                "StepLedgerClient",
+                .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+            ],
+            swiftSettings: strict
+        ),
         .target(
             name: "StepTestSupport",
             dependencies: [
@@ -277,6 +321,7 @@ let package = Package(
                 "StepCore",
                 "StepAttestation",
                 "StepTestSupport",
+                "StepLedgerClient",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "SQLKit", package: "sql-kit"),
                 .product(name: "JWTKit", package: "jwt-kit"),

@@ -1,0 +1,32 @@
+import Foundation
+
+/// Idempotency keys as seed 000 asks for them: ULIDs (48 bits of milliseconds, 80 random bits, Crockford base32),
+/// so keys minted on one phone sort by the time they were minted.
+enum IdempotencyKey {
+    private static let alphabet = Array("0123456789ABCDEFGHJKMNPQRSTVWXYZ".utf8)
+
+    static func mint(at instant: Date, using generator: inout some RandomNumberGenerator) -> String {
+        let milliseconds = UInt64(max(0, instant.timeIntervalSince1970 * 1000)) & 0xFFFF_FFFF_FFFF
+        var bytes = [UInt8](repeating: 0, count: 16)
+        for index in 0..<6 { bytes[index] = UInt8(truncatingIfNeeded: milliseconds >> (8 * (5 - index))) }
+        for index in 6..<16 { bytes[index] = UInt8.random(in: 0...255, using: &generator) }
+        // 128 bits as 26 base32 digits: the first digit carries the top 3 bits.
+        var value = (high: UInt64(0), low: UInt64(0))
+        for index in 0..<8 { value.high = value.high << 8 | UInt64(bytes[index]) }
+        for index in 8..<16 { value.low = value.low << 8 | UInt64(bytes[index]) }
+        var digits = [UInt8](repeating: 0, count: 26)
+        for position in stride(from: 25, through: 0, by: -1) {
+            digits[position] = alphabet[Int(value.low & 31)]
+            value.low = value.low >> 5 | (value.high & 31) << 59
+            value.high >>= 5
+        }
+        return String(decoding: digits, as: UTF8.self)
+    }
+}
+
+/// The client's source of randomness (keys, jitter), replaceable in tests.
+struct ClientRandom: RandomNumberGenerator {
+    var base: any RandomNumberGenerator
+
+    mutating func next() -> UInt64 { base.next() }
+}

@@ -1,0 +1,111 @@
+import Foundation
+
+#if canImport(Darwin)
+    import Darwin
+#elseif canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
+/// The queue's folder on disk: `queue.json`, replaced whole on every change (written to a new file, flushed to the
+/// device with `fsync`, renamed over the old one, and the folder flushed too), so a crash at any instant leaves
+/// either the old state or the new one, never half of either. `queue.lock` keeps a second client off the folder.
+final class QueueStore: @unchecked Sendable {
+    let directory: URL
+    private let lockDescriptor: Int32
+    private let encoder: JSONEncoder
+    private let decoder = JSONDecoder()
+
+    /// Opens (creating it if needed) the folder and takes its lock, or throws
+    /// ``StepLedgerError/storeUnavailable(_:)``.
+    init(directory: URL) throws {
+        self.directory = directory
+        do {
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        } catch {
+            throw StepLedgerError.storeUnavailable("cannot create \(directory.path): \(error.localizedDescription)")
+        }
+        let lockPath = directory.appendingPathComponent("queue.lock").path
+        let descriptor = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else {
+            throw StepLedgerError.storeUnavailable("cannot open \(lockPath): \(Self.lastError())")
+        }
+        guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
+            close(descriptor)
+            throw StepLedgerError.storeUnavailable("another StepLedgerClient holds \(directory.path)")
+        }
+        lockDescriptor = descriptor
+        encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        encoder.dateEncodingStrategy = .millisecondsSince1970
+        decoder.dateDecodingStrategy = .millisecondsSince1970
+    }
+
+    deinit {
+        flock(lockDescriptor, LOCK_UN)
+        close(lockDescriptor)
+    }
+
+    private var file: URL { directory.appendingPathComponent("queue.json") }
+
+    /// The stored state, or an empty one when nothing was ever stored.
+    func load() throws -> QueueState {
+        guard FileManager.default.fileExists(atPath: file.path) else { return QueueState() }
+        do {
+            let state = try decoder.decode(QueueState.self, from: Data(contentsOf: file))
+            guard state.version == QueueState.currentVersion else {
+                throw StepLedgerError.storeUnavailable("\(file.path) has version \(state.version)")
+            }
+            return state
+        } catch let error as StepLedgerError {
+            throw error
+        } catch {
+            throw StepLedgerError.storeUnavailable("cannot read \(file.path): \(error.localizedDescription)")
+        }
+    }
+
+    /// Makes `state` durable before returning.
+    func save(_ state: QueueState) throws {
+        let bytes: Data
+        do {
+            bytes = try encoder.encode(state)
+        } catch {
+            throw StepLedgerError.storeUnavailable("cannot encode the queue: \(error.localizedDescription)")
+        }
+        let temporary = directory.appendingPathComponent("queue.json.new").path
+        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else { throw failure("open \(temporary)") }
+        var written = 0
+        let total = bytes.count
+        while written < total {
+            let result = bytes.withUnsafeBytes { raw in
+                write(descriptor, raw.baseAddress! + written, total - written)
+            }
+            if result < 0, errno == EINTR { continue }
+            guard result > 0 else {
+                let error = failure("write \(temporary)")
+                close(descriptor)
+                throw error
+            }
+            written += result
+        }
+        guard fsync(descriptor) == 0 else {
+            let error = failure("fsync \(temporary)")
+            close(descriptor)
+            throw error
+        }
+        close(descriptor)
+        guard rename(temporary, file.path) == 0 else { throw failure("rename \(temporary)") }
+        let folder = open(directory.path, O_RDONLY | O_CLOEXEC)
+        guard folder >= 0 else { throw failure("open \(directory.path)") }
+        defer { close(folder) }
+        guard fsync(folder) == 0 else { throw failure("fsync \(directory.path)") }
+    }
+
+    private func failure(_ what: String) -> StepLedgerError {
+        .storeUnavailable("cannot \(what): \(Self.lastError())")
+    }
+
+    private static func lastError() -> String { String(cString: strerror(errno)) }
+}

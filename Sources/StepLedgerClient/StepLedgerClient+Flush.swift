@@ -1,0 +1,297 @@
+import Foundation
+import HTTPTypes
+import OpenAPIRuntime
+
+extension StepLedgerClient {
+    /// Sends every queued bucket that is due through `POST /step/ingest:batch`, newest day first, and returns
+    /// what happened to each.
+    ///
+    /// Nothing is sent while a 429 or 503 pauses the queue, nor a bucket before its backoff has passed. A bucket
+    /// the server answers for good leaves the queue (``FlushReport/delivered`` or ``FlushReport/refused``); one
+    /// that meets a 5xx, a 409 `IDEMPOTENCY_IN_FLIGHT` or no network stays, to be retried later with the same key
+    /// and bytes. Only one flush runs at a time: a second call waits for the first, then flushes again.
+    ///
+    /// - Throws: ``StepLedgerError/unauthorized(reason:)`` when the server refuses a freshly asked session token
+    ///   too, ``StepLedgerError/storeUnavailable(_:)`` when the queue cannot be written.
+    @discardableResult
+    public func flush() async throws -> FlushReport {
+        while let running = flushTask {
+            _ = try? await running.value
+            if flushTask == running { flushTask = nil }
+        }
+        let task = Task { try await self.runFlush() }
+        flushTask = task
+        defer { if flushTask == task { flushTask = nil } }
+        return try await task.value
+    }
+
+    private enum BatchAnswer {
+        case results([Components.Schemas.IngestBatchResponse.ResultsPayloadPayload])
+        case unauthorized(reason: String?)
+        case rateLimited(retryAfter: TimeInterval?)
+        case unavailable(retryAfter: TimeInterval?)
+        case refusedWhole(status: Int, message: String)
+        case failed(StepLedgerError)
+    }
+
+    private func runFlush() async throws -> FlushReport {
+        var report = FlushReport()
+        report.expired = state.dropExpired(now: now(), capDays: configuration.offlineCapDays)
+        if !report.expired.isEmpty { try save() }
+        var refreshed = false
+        var batchSize = configuration.batchSize
+        flushing: while true {
+            let due = state.due(at: now())
+            guard !due.isEmpty else { break }
+            let batch = Array(due.prefix(batchSize))
+            // The attempt is on disk before the request leaves: a bucket that may have reached the server is never
+            // replaced by a newer count (it is retried under its own key instead).
+            for bucket in batch { state.update(key: bucket.idempotencyKey) { $0.attempts += 1 } }
+            try save()
+            report.requests += 1
+            switch await send(batch) {
+            case .results(let results):
+                for (bucket, result) in zip(batch, results) {
+                    apply(result, to: bucket, report: &report)
+                }
+                refreshed = false
+            case .unauthorized(let reason):
+                guard !refreshed else {
+                    try save()
+                    throw StepLedgerError.unauthorized(reason: reason)
+                }
+                refreshed = true
+                await tokens.requestRefresh()
+            case .rateLimited(let retryAfter):
+                pause(for: retryAfter)
+                report.interruption = .rateLimited(retryAfter: retryAfter ?? configuration.retry.defaultPause)
+                break flushing
+            case .unavailable(let retryAfter):
+                if let retryAfter { pause(for: retryAfter) } else { backOff(batch) }
+                report.interruption = .serverUnavailable(retryAfter: retryAfter)
+                break flushing
+            case .refusedWhole(let status, let message):
+                // The server refused the request as a whole. Alone, a bucket that is refused so is malformed for
+                // good; in a batch, send the buckets one by one to find it.
+                if batch.count > 1 {
+                    batchSize = 1
+                } else if status == 400 || status == 413 {
+                    refuse(batch[0], .invalidRequest(message), report: &report)
+                } else {
+                    backOff(batch)
+                    report.interruption = .unexpectedResponse(status: status, code: nil)
+                    break flushing
+                }
+            case .failed(let error):
+                if case .unauthorized = error {
+                    try save()
+                    throw error
+                }
+                backOff(batch)
+                report.interruption = error
+                break flushing
+            }
+            try save()
+        }
+        try save()
+        let current = now()
+        report.remaining = state.buckets.count
+        report.nextAttemptAt = state.nextAttempt(after: current)
+        report.pausedUntil = state.pausedUntil.flatMap { $0 > current ? $0 : nil }
+        return report
+    }
+
+    private func send(_ batch: [QueuedBucket]) async -> BatchAnswer {
+        let appCheck: String?
+        do {
+            appCheck = try await credentials.appCheckToken()
+        } catch {
+            return .failed(.transport("the App Check token provider failed: \(error)"))
+        }
+        let body = Components.Schemas.IngestBatchRequest(buckets: batch.map { .init(value1: $0.wireBody) })
+        let output: Operations.IngestStepBatch.Output
+        do {
+            output = try await client.ingestStepBatch(
+                .init(headers: .init(xFirebaseAppCheck: appCheck), body: .json(body)))
+        } catch {
+            return .failed(Self.failure(error))
+        }
+        switch output {
+        case .ok(let ok):
+            guard case .json(let answer) = ok.body, answer.results.count == batch.count else {
+                return .failed(.unexpectedResponse(status: 200, code: nil))
+            }
+            return .results(answer.results)
+        case .unauthorized(let response):
+            guard case .json(let error) = response.body else { return .unauthorized(reason: nil) }
+            return .unauthorized(reason: error.details.string("reason"))
+        case .tooManyRequests(let response):
+            return .rateLimited(retryAfter: response.headers.retryAfter.map(TimeInterval.init))
+        case .serviceUnavailable(let response):
+            return .unavailable(retryAfter: response.headers.retryAfter.map(TimeInterval.init))
+        case .badRequest(let response):
+            guard case .json(let error) = response.body else { return .refusedWhole(status: 400, message: "") }
+            return .refusedWhole(status: 400, message: error.message)
+        case .contentTooLarge:
+            return .refusedWhole(status: 413, message: "the request is too large")
+        case .unsupportedMediaType:
+            return .refusedWhole(status: 415, message: "unsupported media type")
+        case .internalServerError:
+            return .failed(.unexpectedResponse(status: 500, code: nil))
+        case .undocumented(let status, _):
+            return status >= 500
+                ? .unavailable(retryAfter: nil) : .failed(.unexpectedResponse(status: status, code: nil))
+        }
+    }
+
+    /// One bucket's result inside a batch answer: the status `POST /step/ingest` would have given it.
+    private func apply(
+        _ result: Components.Schemas.IngestBatchResponse.ResultsPayloadPayload, to bucket: QueuedBucket,
+        report: inout FlushReport
+    ) {
+        switch (result.status, result.body) {
+        case (200, .IngestResponse(let answer)):
+            _ = state.remove(key: bucket.idempotencyKey)
+            let day = DayState(answer: answer, bucket: bucket)
+            note(day)
+            report.delivered.append(.init(bucket: bucket, day: day))
+        case (400, .IngestError(let error)):
+            refuse(bucket, .invalidRequest(error.message), report: &report)
+        case (403, .IngestError(let error)):
+            refuse(
+                bucket,
+                error.error == "WALKER_SUSPENDED"
+                    ? .walkerSuspended : .sourceNotWhitelisted(sourceBundleId: bucket.sourceBundleId),
+                report: &report)
+        case (422, .IngestError(let error)):
+            if error.error == "IDEMPOTENCY_KEY_REUSED" {
+                refuse(bucket, .idempotencyKeyReused, report: &report)
+            } else {
+                refuse(bucket, .rejected(reasons: error.details.strings("reasons")), report: &report)
+            }
+        case (429, let body):
+            var retryAfter: TimeInterval?
+            if case .IngestError(let error) = body, let seconds = error.details.int("retryAfterSeconds") {
+                retryAfter = TimeInterval(seconds)
+            }
+            pause(for: retryAfter)
+            report.interruption = .rateLimited(retryAfter: retryAfter ?? configuration.retry.defaultPause)
+        default:
+            // 409 IDEMPOTENCY_IN_FLIGHT, 5xx, or an answer that does not fit: the same key again, later.
+            backOff([bucket])
+        }
+    }
+
+    private func refuse(_ bucket: QueuedBucket, _ error: StepLedgerError, report: inout FlushReport) {
+        _ = state.remove(key: bucket.idempotencyKey)
+        report.refused.append(.init(bucket: bucket, error: error))
+        var reasons: [String]
+        switch error {
+        case .rejected(let codes): reasons = codes
+        case .sourceNotWhitelisted: reasons = ["SOURCE_NOT_WHITELISTED"]
+        case .walkerSuspended: reasons = ["WALKER_SUSPENDED"]
+        default: reasons = []
+        }
+        let key = bucket.day.description
+        if var known = state.days[key], known.status != .queued {
+            known.reasons = reasons
+            state.record(known)
+        } else if !state.buckets.contains(where: { $0.day == bucket.day }) {
+            state.record(DayState(day: bucket.day, status: .rejected, reportedCount: bucket.count, reasons: reasons))
+        }
+    }
+
+    /// Records the server's word on a day, unless a newer bucket of the day is still queued.
+    private func note(_ day: DayState) {
+        if state.buckets.contains(where: { $0.day == day.day }) {
+            var queued = day
+            queued.status = .queued
+            queued.reportedCount = max(
+                day.reportedCount, state.buckets.filter { $0.day == day.day }.map(\.count).max() ?? 0)
+            queued.reconcileEta = nil
+            state.record(queued)
+        } else {
+            state.record(day)
+        }
+    }
+
+    private func pause(for seconds: TimeInterval?) {
+        let until = now().addingTimeInterval(max(1, seconds ?? configuration.retry.defaultPause))
+        state.pausedUntil = max(state.pausedUntil ?? until, until)
+    }
+
+    private func backOff(_ buckets: [QueuedBucket]) {
+        let current = now()
+        for bucket in buckets {
+            let draw = Double.random(in: 0...1, using: &random)
+            state.update(key: bucket.idempotencyKey) {
+                $0.failures += 1
+                $0.notBefore = current.addingTimeInterval(
+                    configuration.retry.delay(afterFailures: $0.failures, random: draw))
+            }
+        }
+    }
+
+    /// A thrown error of the generated client as the client's own.
+    static func failure(_ error: any Error) -> StepLedgerError {
+        if let error = error as? StepLedgerError { return error }
+        if let error = error as? ClientError {
+            if error.underlyingError is CredentialsUnavailable {
+                return .unauthorized(reason: "SESSION_TOKEN_UNAVAILABLE")
+            }
+            if let status = error.response?.status.code {
+                return .unexpectedResponse(status: status, code: nil)
+            }
+            return .transport(String(describing: error.underlyingError))
+        }
+        return .transport(String(describing: error))
+    }
+}
+
+extension QueuedBucket {
+    /// The bucket's `POST /step/ingest` body: a pure function of the stored bucket, so every send is the same.
+    var wireBody: Components.Schemas.IngestRequest {
+        Components.Schemas.IngestRequest(
+            day: day.description, count: count,
+            source: Components.Schemas.IngestRequest.SourcePayload(rawValue: source.rawValue) ?? .healthKit,
+            tz: timeZoneIdentifier,
+            sampleSpan: .init(startUtc: sampleStart, endUtc: sampleEnd), sourceBundleId: sourceBundleId,
+            gyroSamplesObserved: gyroSamplesObserved,
+            clientSubmittedAt: Date(timeIntervalSince1970: TimeInterval(clientSubmittedAtSeconds)),
+            idempotencyKey: idempotencyKey, deviceModel: deviceModel, appVersion: appVersion)
+    }
+}
+
+extension DayState {
+    init(answer: Components.Schemas.IngestResponse, bucket: QueuedBucket) {
+        let status: Status =
+            switch answer.stepLog.reconciliationStatus {
+            case .pending: .pending
+            case .accepted: .accepted
+            case .quarantined: .quarantined
+            case .rejected: .rejected
+            }
+        self.init(
+            day: CalendarDay(answer.stepLog.day) ?? bucket.day, status: status,
+            reportedCount: answer.stepLog.reportedCount, acceptedCount: answer.stepLog.acceptedCount,
+            reconcileEta: answer.reconcileEta, provisionalEnergy: answer.provisionalEnergy,
+            energyCredited: answer.energyCredited, reasons: answer.warning?.reasons ?? [])
+    }
+}
+
+extension OpenAPIObjectContainer {
+    func string(_ key: String) -> String? { value[key] as? String }
+
+    func int(_ key: String) -> Int? {
+        switch value[key] {
+        case let number as Int: number
+        case let number as Int64: Int(number)
+        case let number as Double: Int(exactly: number)
+        default: nil
+        }
+    }
+
+    func strings(_ key: String) -> [String] {
+        (value[key] as? [(any Sendable)?])?.compactMap { $0 as? String } ?? []
+    }
+}

@@ -1,0 +1,251 @@
+import Foundation
+import OpenAPIRuntime
+
+extension StepLedgerClient {
+    /// One answer of a read, before the client decides whether a 401 is worth a fresh token.
+    enum Answer<Value: Sendable>: Sendable {
+        case value(Value)
+        case unauthorized(reason: String?)
+        case failure(StepLedgerError)
+    }
+
+    /// Runs `attempt`, and once more with a freshly asked session token when the first answer is a 401.
+    func authorized<Value: Sendable>(_ attempt: () async throws -> Answer<Value>) async throws -> Value {
+        var refreshed = false
+        while true {
+            let answer: Answer<Value>
+            do {
+                answer = try await attempt()
+            } catch {
+                throw Self.failure(error)
+            }
+            switch answer {
+            case .value(let value):
+                return value
+            case .failure(let error):
+                throw error
+            case .unauthorized(let reason):
+                guard !refreshed else { throw StepLedgerError.unauthorized(reason: reason) }
+                refreshed = true
+                await tokens.requestRefresh()
+            }
+        }
+    }
+
+    /// The walker's lifetime steps, streak, Energy and open re-read requests (`GET /walker`).
+    public func walker() async throws -> WalkerState {
+        try await authorized {
+            switch try await client.getWalker(.init()) {
+            case .ok(let ok):
+                guard case .json(let body) = ok.body else {
+                    return .failure(.unexpectedResponse(status: 200, code: nil))
+                }
+                return .value(WalkerState(body))
+            case .unauthorized(let response): return .unauthorized(reason: Self.reason(response.body))
+            case .tooManyRequests(let response): return .failure(Self.rateLimited(response.headers.retryAfter))
+            case .serviceUnavailable(let response):
+                return .failure(.serverUnavailable(retryAfter: response.headers.retryAfter.map(TimeInterval.init)))
+            case .internalServerError: return .failure(.unexpectedResponse(status: 500, code: nil))
+            case .undocumented(let status, _): return .failure(.unexpectedResponse(status: status, code: nil))
+            }
+        }
+    }
+
+    /// The server's state of each day in `from...to` (at most 92 days) that has steps, and the local queue's
+    /// days refreshed with it.
+    public func days(from: CalendarDay, to: CalendarDay) async throws -> [DayState] {
+        guard from <= to, to.days(since: from) <= 91 else {
+            throw StepLedgerError.invalidRequest("from must not be after to, and the range at most 92 days")
+        }
+        let days: [DayState] = try await authorized {
+            switch try await client.listStepDays(.init(query: .init(from: from.description, to: to.description))) {
+            case .ok(let ok):
+                guard case .json(let body) = ok.body else {
+                    return .failure(.unexpectedResponse(status: 200, code: nil))
+                }
+                return .value(body.days.compactMap(DayState.init))
+            case .badRequest(let response):
+                guard case .json(let error) = response.body else { return .failure(.invalidRequest("")) }
+                return .failure(.invalidRequest(error.message))
+            case .unauthorized(let response): return .unauthorized(reason: Self.reason(response.body))
+            case .tooManyRequests(let response): return .failure(Self.rateLimited(response.headers.retryAfter))
+            case .serviceUnavailable(let response):
+                return .failure(.serverUnavailable(retryAfter: response.headers.retryAfter.map(TimeInterval.init)))
+            case .internalServerError: return .failure(.unexpectedResponse(status: 500, code: nil))
+            case .undocumented(let status, _): return .failure(.unexpectedResponse(status: status, code: nil))
+            }
+        }
+        for day in days where !state.buckets.contains(where: { $0.day == day.day }) {
+            state.record(day)
+        }
+        try save()
+        return days
+    }
+
+    /// The walker's allocations, newest first; those made on credit still being checked are
+    /// ``Allocation/Status-swift.enum/provisional``.
+    public func allocations() async throws -> [Allocation] {
+        try await authorized {
+            switch try await client.listAllocations(.init()) {
+            case .ok(let ok):
+                guard case .json(let body) = ok.body else {
+                    return .failure(.unexpectedResponse(status: 200, code: nil))
+                }
+                return .value(body.items.compactMap(Allocation.init))
+            case .unauthorized(let response): return .unauthorized(reason: Self.reason(response.body))
+            case .tooManyRequests(let response): return .failure(Self.rateLimited(response.headers.retryAfter))
+            case .serviceUnavailable(let response):
+                return .failure(.serverUnavailable(retryAfter: response.headers.retryAfter.map(TimeInterval.init)))
+            case .internalServerError: return .failure(.unexpectedResponse(status: 500, code: nil))
+            case .undocumented(let status, _): return .failure(.unexpectedResponse(status: status, code: nil))
+            }
+        }
+    }
+
+    /// Spends `points` of Energy on a node, under one idempotency key for every try (up to `attempts`): a try
+    /// that met a 5xx, a 409 or no network is sent again with the same key and body, so the walker is charged once.
+    ///
+    /// An allocation paid from credit still being checked comes back ``Allocation/Status-swift.enum/provisional``
+    /// with the days it depends on; the client keeps it until an `allocation-reverted` event or a later read
+    /// settles it (``provisionalAllocations()``).
+    /// - Throws: ``StepLedgerError/insufficientEnergy(required:spendable:)``, and the errors of a read.
+    public func allocate(kind: Allocation.Kind, nodeId: String, points: Int, attempts: Int = 3) async throws
+        -> Allocation
+    {
+        guard (1...128).contains(nodeId.utf8.count) else {
+            throw StepLedgerError.invalidRequest("nodeId must be 1 to 128 bytes")
+        }
+        guard (1...1_000_000_000).contains(points) else {
+            throw StepLedgerError.invalidRequest("points must be 1 to 1000000000")
+        }
+        let body = Components.Schemas.AllocationRequest(
+            kind: kind == .tree ? .tree : .keystone, nodeId: nodeId, points: points,
+            idempotencyKey: IdempotencyKey.mint(at: now(), using: &random))
+        var failures = 0
+        while true {
+            do {
+                let allocation = try await createAllocation(body)
+                if allocation.status == .provisional {
+                    state.provisionalAllocations[allocation.id] = allocation
+                    try save()
+                }
+                return allocation
+            } catch let error as StepLedgerError {
+                failures += 1
+                switch error {
+                case .transport, .serverUnavailable, .unexpectedResponse(status: 409, _),
+                    .unexpectedResponse(500..., _):
+                    guard failures < max(1, attempts) else { throw error }
+                    let wait = configuration.retry.delay(
+                        afterFailures: failures, random: Double.random(in: 0...1, using: &random))
+                    try await Task.sleep(nanoseconds: UInt64(min(wait, 30) * 1_000_000_000))
+                default:
+                    throw error
+                }
+            }
+        }
+    }
+
+    /// Allocations made on provisional credit that the client has not yet seen settled: badge them as
+    /// "pending validation".
+    public func provisionalAllocations() -> [Allocation] {
+        state.provisionalAllocations.values.sorted { $0.createdAt > $1.createdAt }
+    }
+
+    private func createAllocation(_ body: Components.Schemas.AllocationRequest) async throws -> Allocation {
+        try await authorized {
+            switch try await client.createAllocation(.init(body: .json(body))) {
+            case .created(let created):
+                guard case .json(let wire) = created.body, let allocation = Allocation(wire) else {
+                    return .failure(.unexpectedResponse(status: 201, code: nil))
+                }
+                return .value(allocation)
+            case .badRequest(let response):
+                guard case .json(let error) = response.body else { return .failure(.invalidRequest("")) }
+                return .failure(.invalidRequest(error.message))
+            case .unauthorized(let response): return .unauthorized(reason: Self.reason(response.body))
+            case .conflict: return .failure(.unexpectedResponse(status: 409, code: "IDEMPOTENCY_IN_FLIGHT"))
+            case .contentTooLarge: return .failure(.invalidRequest("the request is too large"))
+            case .unsupportedMediaType: return .failure(.invalidRequest("unsupported media type"))
+            case .unprocessableContent(let response):
+                guard case .json(let error) = response.body else {
+                    return .failure(.unexpectedResponse(status: 422, code: nil))
+                }
+                if error.error == "IDEMPOTENCY_KEY_REUSED" { return .failure(.idempotencyKeyReused) }
+                return .failure(
+                    .insufficientEnergy(
+                        required: error.details.int("required") ?? 0, spendable: error.details.int("spendable") ?? 0))
+            case .tooManyRequests(let response): return .failure(Self.rateLimited(response.headers.retryAfter))
+            case .serviceUnavailable(let response):
+                return .failure(.serverUnavailable(retryAfter: response.headers.retryAfter.map(TimeInterval.init)))
+            case .internalServerError: return .failure(.unexpectedResponse(status: 500, code: nil))
+            case .undocumented(let status, _): return .failure(.unexpectedResponse(status: status, code: nil))
+            }
+        }
+    }
+
+    static func reason(_ body: Components.Responses.Unauthorized.Body) -> String? {
+        guard case .json(let error) = body else { return nil }
+        return error.details.string("reason")
+    }
+
+    static func rateLimited(_ retryAfter: Int?) -> StepLedgerError {
+        .rateLimited(retryAfter: TimeInterval(retryAfter ?? 60))
+    }
+}
+
+extension WalkerState {
+    init(_ wire: Components.Schemas.WalkerResponse) {
+        self.init(
+            walkerId: wire.walkerId, totalLifetimeSteps: wire.totalLifetimeSteps,
+            currentRegionId: wire.currentRegionId,
+            streak: Streak(
+                currentLengthDays: wire.streakState.currentLengthDays ?? 0,
+                lastAttestedDate: wire.streakState.lastAttestedDate.flatMap(CalendarDay.init),
+                bonusTier: wire.streakState.bonusTier?.rawValue ?? "T0_NONE",
+                decayAt: wire.streakState.decayAt.flatMap(CalendarDay.init)),
+            energy: Energy(
+                confirmed: wire.energy.confirmed, pending: wire.energy.pending, spendable: wire.energy.spendable),
+            rereadRequests: wire.rereadRequests.compactMap(RereadRequest.init))
+    }
+}
+
+extension WalkerState.RereadRequest {
+    init?(_ wire: Components.Schemas.RereadRequestEntry) {
+        guard let day = CalendarDay(wire.day) else { return nil }
+        self.init(
+            id: wire.id, day: day, windowStart: wire.window.startUtc, windowEnd: wire.window.endUtc, nonce: wire.nonce,
+            deadline: wire.deadline)
+    }
+}
+
+extension DayState {
+    init?(_ wire: Components.Schemas.StepDaysResponse.DaysPayloadPayload) {
+        guard let day = CalendarDay(wire.day) else { return nil }
+        let status: Status =
+            switch wire.reconciliationStatus {
+            case .pending: .pending
+            case .accepted: .accepted
+            case .quarantined: .quarantined
+            case .rejected: .rejected
+            }
+        self.init(
+            day: day, status: status, reportedCount: wire.reportedCount, acceptedCount: wire.acceptedCount,
+            energyCredited: wire.energyCredited)
+    }
+}
+
+extension Allocation {
+    init?(_ wire: Components.Schemas.Allocation) {
+        let status: Status =
+            switch wire.status {
+            case .provisional: .provisional
+            case .confirmed: .confirmed
+            case .refunded: .refunded
+            }
+        self.init(
+            id: wire.id, kind: wire.kind == .tree ? .tree : .keystone, nodeId: wire.nodeId, points: wire.points,
+            refundedPoints: wire.refundedPoints, status: status,
+            dependsOn: wire.dependsOn.compactMap(CalendarDay.init), createdAt: wire.createdAt)
+    }
+}

@@ -1,0 +1,190 @@
+import Foundation
+import OpenAPIRuntime
+
+#if canImport(OpenAPIURLSession)
+    import OpenAPIURLSession
+#elseif canImport(OpenAPIAsyncHTTPClient)
+    import OpenAPIAsyncHTTPClient
+#endif
+
+/// The walking app's connection to StepLedger: a durable offline queue of daily step buckets, the walker's
+/// provisional state, allocations, walker events and health submissions.
+///
+/// Record each day's count as the phone reads it, and flush when the app is online:
+///
+/// ```swift
+/// let client = try StepLedgerClient(
+///     configuration: .init(serverURL: url, storeDirectory: folder, appVersion: "1.4.0+112"),
+///     credentials: ClosureCredentials(sessionToken: { refresh in try await session.token(refresh: refresh) }))
+/// try await client.record(day: today, count: 8_421, source: .healthKit, timeZone: .current,
+///                         sampleStart: start, sampleEnd: end, sourceBundleId: "com.apple.health",
+///                         gyroSamplesObserved: true)
+/// let report = try await client.flush()
+/// ```
+///
+/// A recorded bucket is on disk, with its idempotency key, before `record` returns; every retry sends the same
+/// bytes under that key, so a bucket is never lost and never credited twice, whatever kills the app.
+/// One process at a time may use a store folder.
+public actor StepLedgerClient {
+    /// Where the client sends and keeps its data, and how it behaves.
+    public struct Configuration: Sendable {
+        /// The StepLedger server, e.g. `https://steps.example.com`.
+        public var serverURL: URL
+        /// A folder the client owns, for its queue (Application Support on Apple platforms).
+        public var storeDirectory: URL
+        /// The app's `semver+build`, sent with every bucket.
+        public var appVersion: String
+        /// Diagnostic only, sent with every bucket when set.
+        public var deviceModel: String?
+        /// Buckets per `POST /step/ingest:batch`, 1…14 (the server's `ingest.batchMaxBuckets`).
+        public var batchSize: Int
+        /// Days a bucket may stay queued behind today before the server would refuse it (seed 001: 7).
+        public var offlineCapDays: Int
+        /// The most buckets the queue holds; `record` refuses more.
+        public var maxQueuedBuckets: Int
+        public var retry: RetryPolicy
+
+        public init(
+            serverURL: URL, storeDirectory: URL, appVersion: String, deviceModel: String? = nil,
+            batchSize: Int = 14, offlineCapDays: Int = 7, maxQueuedBuckets: Int = 256, retry: RetryPolicy = .default
+        ) {
+            self.serverURL = serverURL
+            self.storeDirectory = storeDirectory
+            self.appVersion = appVersion
+            self.deviceModel = deviceModel
+            self.batchSize = min(14, max(1, batchSize))
+            self.offlineCapDays = max(0, offlineCapDays)
+            self.maxQueuedBuckets = max(1, maxQueuedBuckets)
+            self.retry = retry
+        }
+    }
+
+    let configuration: Configuration
+    let credentials: any StepLedgerCredentials
+    let client: Client
+    let tokens = TokenGate()
+    let store: QueueStore
+    var state: QueueState
+    let now: @Sendable () -> Date
+    var random: ClientRandom
+    var flushTask: Task<FlushReport, any Error>?
+
+    /// Opens the queue in `configuration.storeDirectory` (creating it) and connects to the server.
+    ///
+    /// - Parameters:
+    ///   - transport: how requests travel; by default URLSession on Apple platforms and AsyncHTTPClient on Linux.
+    /// - Throws: ``StepLedgerError/storeUnavailable(_:)`` when the folder cannot be used or another client holds it.
+    public init(
+        configuration: Configuration, credentials: some StepLedgerCredentials, transport: (any ClientTransport)? = nil
+    ) throws {
+        try self.init(
+            configuration: configuration, credentials: credentials, transport: transport, now: { Date() },
+            random: SystemRandomNumberGenerator())
+    }
+
+    init(
+        configuration: Configuration, credentials: some StepLedgerCredentials, transport: (any ClientTransport)?,
+        now: @escaping @Sendable () -> Date, random: some RandomNumberGenerator
+    ) throws {
+        self.configuration = configuration
+        self.credentials = credentials
+        self.store = try QueueStore(directory: configuration.storeDirectory)
+        self.state = try store.load()
+        self.now = now
+        self.random = ClientRandom(base: random)
+        self.client = Client(
+            serverURL: configuration.serverURL,
+            configuration: OpenAPIRuntime.Configuration(
+                dateTranscoder: WireDateTranscoder(), jsonEncodingOptions: [.sortedKeys]),
+            transport: transport ?? Self.platformTransport(),
+            middlewares: [SessionTokenMiddleware(gate: tokens, credentials: credentials)])
+    }
+
+    /// The transport a client uses when none is given: URLSession on Apple platforms, AsyncHTTPClient on Linux.
+    public static func platformTransport() -> any ClientTransport {
+        #if canImport(OpenAPIURLSession)
+            URLSessionTransport()
+        #else
+            AsyncHTTPClientTransport()
+        #endif
+    }
+
+    // MARK: The queue
+
+    /// Stores a day's step count in the offline queue, with a new idempotency key, before returning.
+    ///
+    /// A newer count for the same day and source bundle replaces a queued one that was never sent; one that was
+    /// sent stays queued until the server answers it, under its own key.
+    ///
+    /// - Parameters:
+    ///   - day: the day in `timeZone` the steps were walked on.
+    ///   - count: the day's total so far, 0…2 147 483 648.
+    ///   - sampleStart: the start of the samples behind `count`; `sampleEnd` is their end (not before the start).
+    ///   - sourceBundleId: the operating system's source of the samples, e.g. `com.apple.health`.
+    ///   - gyroSamplesObserved: whether the system saw gyroscope samples with the steps.
+    /// - Throws: ``StepLedgerError/invalidBucket(_:)``, ``StepLedgerError/queueFull(limit:)`` or
+    ///   ``StepLedgerError/storeUnavailable(_:)``; in each case nothing was stored.
+    @discardableResult
+    public func record(
+        day: CalendarDay, count: Int, source: StepSource, timeZone: TimeZone, sampleStart: Date, sampleEnd: Date,
+        sourceBundleId: String, gyroSamplesObserved: Bool
+    ) throws -> QueuedBucket {
+        guard (0...2_147_483_648).contains(count) else {
+            throw StepLedgerError.invalidBucket("count must be 0 to 2147483648")
+        }
+        guard sampleEnd >= sampleStart else {
+            throw StepLedgerError.invalidBucket("sampleEnd must not be before sampleStart")
+        }
+        guard (1...255).contains(sourceBundleId.utf8.count) else {
+            throw StepLedgerError.invalidBucket("sourceBundleId must be 1 to 255 bytes")
+        }
+        guard (1...255).contains(configuration.appVersion.utf8.count) else {
+            throw StepLedgerError.invalidBucket("appVersion must be 1 to 255 bytes")
+        }
+        let recordedAt = now()
+        var next = state
+        let bucket = QueuedBucket(
+            idempotencyKey: IdempotencyKey.mint(at: recordedAt, using: &random), day: day, count: count,
+            source: source, timeZoneIdentifier: timeZone.identifier,
+            sampleStartSeconds: Int64(sampleStart.timeIntervalSince1970.rounded(.down)),
+            sampleEndSeconds: Int64(sampleEnd.timeIntervalSince1970.rounded(.down)), sourceBundleId: sourceBundleId,
+            gyroSamplesObserved: gyroSamplesObserved,
+            clientSubmittedAtSeconds: Int64(recordedAt.timeIntervalSince1970.rounded(.down)),
+            appVersion: configuration.appVersion, deviceModel: configuration.deviceModel, recordedAt: recordedAt,
+            attempts: 0, failures: 0, notBefore: nil, sequence: next.nextSequence)
+        next.nextSequence += 1
+        next.enqueue(bucket)
+        guard next.buckets.count <= configuration.maxQueuedBuckets else {
+            throw StepLedgerError.queueFull(limit: configuration.maxQueuedBuckets)
+        }
+        try store.save(next)
+        state = next
+        return bucket
+    }
+
+    /// The buckets waiting to be sent, in the order they would go.
+    public func queuedBuckets() -> [QueuedBucket] {
+        state.buckets.sorted { a, b in a.day != b.day ? a.day > b.day : a.sequence < b.sequence }
+    }
+
+    /// Buckets the queue dropped unsent (the latest 200), and how many it ever dropped.
+    public func expiredBuckets() -> (recent: [ExpiredBucket], total: Int) {
+        (state.expired, state.expiredTotal)
+    }
+
+    /// The state of every day the client knows, newest first: queued days and the server's last answer for the
+    /// others. ``days(from:to:)`` refreshes it from the server.
+    public func dayStates() -> [DayState] {
+        state.days.values.sorted { $0.day > $1.day }
+    }
+
+    /// Until when a 429 or 503 pauses the queue, if it does.
+    public func pausedUntil() -> Date? {
+        guard let paused = state.pausedUntil, paused > now() else { return nil }
+        return paused
+    }
+
+    func save() throws {
+        try store.save(state)
+    }
+}

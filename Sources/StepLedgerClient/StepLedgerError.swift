@@ -1,0 +1,38 @@
+import Foundation
+
+/// Why a call of ``StepLedgerClient`` failed.
+///
+/// New cases may come in later versions: switch over it with a `default`.
+public enum StepLedgerError: Error, Sendable, Hashable {
+    /// ``StepLedgerClient/record(day:count:source:timeZone:sampleStart:sampleEnd:sourceBundleId:gyroSamplesObserved:)``
+    /// refused the bucket before storing it; the text says which field.
+    case invalidBucket(String)
+    /// The offline queue holds its configured maximum of buckets; nothing was stored.
+    case queueFull(limit: Int)
+    /// The queue's folder cannot be read or written, or another client holds it.
+    case storeUnavailable(String)
+    /// 422 `STEP_REJECTED`: the server's anti-cheat checks refused the bucket, with seed 000's reason codes.
+    case rejected(reasons: [String])
+    /// 403 `STEP_SOURCE_NOT_WHITELISTED`: the server does not take steps from this source bundle.
+    case sourceNotWhitelisted(sourceBundleId: String)
+    /// 403 `WALKER_SUSPENDED`: an operator suspended the walker.
+    case walkerSuspended
+    /// 422 `IDEMPOTENCY_KEY_REUSED`: a key came back with another body (the client never does this itself).
+    case idempotencyKeyReused
+    /// 422 `INSUFFICIENT_ENERGY` for an allocation.
+    case insufficientEnergy(required: Int, spendable: Int)
+    /// 400: the server found the request malformed; the message names the field.
+    case invalidRequest(String)
+    /// 429: the walker's rate limit is used up; the queue sends nothing before `retryAfter` seconds have passed.
+    case rateLimited(retryAfter: TimeInterval)
+    /// 401 after a refreshed session token too; `reason` is the server's `details.reason` when it gave one.
+    case unauthorized(reason: String?)
+    /// 401 "Attestation verification failed" for a health submission, after one fresh attestation.
+    case attestationFailed
+    /// 503 or a gateway failure; worth trying again after `retryAfter` seconds when the server said so.
+    case serverUnavailable(retryAfter: TimeInterval?)
+    /// Any other answer the client does not expect.
+    case unexpectedResponse(status: Int, code: String?)
+    /// The request did not reach the server or its answer did not come back.
+    case transport(String)
+}

@@ -1,0 +1,37 @@
+import Foundation
+import Testing
+
+@testable import StepLedgerClient
+
+/// A fresh queue folder, removed by the caller.
+func temporaryStore() -> URL {
+    FileManager.default.temporaryDirectory.appendingPathComponent("stepledger-client-\(UUID().uuidString)")
+}
+
+/// 2026-05-18T20:42:30Z, seed 000's submission time.
+let seedInstant = Date(timeIntervalSince1970: 1_779_137_550)
+
+func makeClient(
+    store: URL, server: FakeServer, clock: ManualClock, seed: UInt64 = 1,
+    credentials: some StepLedgerCredentials = CountingCredentials(), retry: RetryPolicy = .default,
+    batchSize: Int = 14
+) throws -> StepLedgerClient {
+    try StepLedgerClient(
+        configuration: .init(
+            serverURL: URL(string: "http://127.0.0.1:1")!, storeDirectory: store, appVersion: "1.0.0+1",
+            batchSize: batchSize, retry: retry),
+        credentials: credentials, transport: server, now: { clock.now }, random: SeededGenerator(state: seed))
+}
+
+extension StepLedgerClient {
+    /// Records `count` for `day` (UTC) from `bundle`, with a whole-day span.
+    @discardableResult
+    func record(_ day: CalendarDay, _ count: Int, bundle: String = "com.apple.health") throws -> QueuedBucket {
+        let start = Date(timeIntervalSince1970: TimeInterval(day.daysSinceEpoch) * 86_400)
+        return try record(
+            day: day, count: count, source: .healthKit, timeZone: TimeZone(identifier: "UTC")!, sampleStart: start,
+            sampleEnd: start.addingTimeInterval(86_399), sourceBundleId: bundle, gyroSamplesObserved: true)
+    }
+}
+
+let today = CalendarDay(containing: seedInstant, in: TimeZone(identifier: "UTC")!)

@@ -1,0 +1,282 @@
+import Foundation
+import HTTPTypes
+import OpenAPIRuntime
+import Synchronization
+import Testing
+
+@testable import StepLedgerClient
+
+/// A clock the tests move by hand.
+final class ManualClock: Sendable {
+    private let current: Mutex<Date>
+
+    init(_ start: Date) { current = Mutex(start) }
+
+    var now: Date { current.withLock { $0 } }
+
+    func advance(_ seconds: TimeInterval) { current.withLock { $0 = $0.addingTimeInterval(seconds) } }
+}
+
+/// A deterministic generator for the client's jitter and keys, so a failing seed can be replayed.
+struct SeededGenerator: RandomNumberGenerator, Sendable {
+    var state: UInt64
+
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
+/// What the scripted server does with one bucket (or a whole request).
+enum Script: Sendable, Equatable {
+    /// Commit the bucket and answer 200 (a replay answers the stored 200).
+    case accept
+    /// Commit the bucket, then fail the connection before the answer arrives.
+    case commitThenDrop
+    /// Answer the whole request 503 without committing.
+    case unavailable(retryAfter: Int?)
+    /// Answer the whole request 429 with Retry-After.
+    case rateLimited(retryAfter: Int)
+    /// This bucket's result is 409 IDEMPOTENCY_IN_FLIGHT.
+    case inFlight
+    /// This bucket's result is 500.
+    case serverError
+    /// This bucket's result is 422 STEP_REJECTED with the reasons.
+    case reject([String])
+    /// This bucket's result is 403 STEP_SOURCE_NOT_WHITELISTED.
+    case notWhitelisted
+    /// The whole request is answered 401.
+    case unauthorized
+    /// The request never reaches the server.
+    case offline
+}
+
+/// A scripted `POST /step/ingest:batch` (and `GET /walker`…) server that checks the client's promises as requests
+/// arrive: nothing before its retry time, one payload per key, one request per key in flight.
+final class FakeServer: ClientTransport, Sendable {
+    struct Sent: Sendable {
+        var at: Date
+        var keys: [String]
+        /// The keys this request failed for (the client must back them off).
+        var failed: Set<String> = []
+        /// The whole queue must pause this long after the request.
+        var pause: TimeInterval?
+    }
+
+    struct State: Sendable {
+        var committed: [String: Data] = [:]
+        /// The highest committed count per day.
+        var dayCounts: [String: Int] = [:]
+        /// Every payload seen per key (must all be equal).
+        var payloads: [String: Data] = [:]
+        var inFlight: [String: Int] = [:]
+        var violations: [String] = []
+        var sent: [Sent] = []
+        var tokens: [String] = []
+        var appChecks: [String?] = []
+        var script: @Sendable (_ key: String?, _ attempt: Int) -> Script = { _, _ in .accept }
+        var attempts: [String: Int] = [:]
+        var extraRoutes: [String: @Sendable (HTTPRequest) -> (HTTPResponse, HTTPBody?)] = [:]
+    }
+
+    let clock: ManualClock
+    let state = Mutex(State())
+
+    init(clock: ManualClock) { self.clock = clock }
+
+    func script(_ script: @escaping @Sendable (_ key: String?, _ attempt: Int) -> Script) {
+        state.withLock { $0.script = script }
+    }
+
+    func route(_ operationID: String, _ answer: @escaping @Sendable (HTTPRequest) -> (HTTPResponse, HTTPBody?)) {
+        state.withLock { $0.extraRoutes[operationID] = answer }
+    }
+
+    var violations: [String] { state.withLock { $0.violations } }
+    var committed: [String: Data] { state.withLock { $0.committed } }
+    var dayCounts: [String: Int] { state.withLock { $0.dayCounts } }
+    var sent: [Sent] { state.withLock { $0.sent } }
+
+    func send(_ request: HTTPRequest, body: HTTPBody?, baseURL: URL, operationID: String) async throws -> (
+        HTTPResponse, HTTPBody?
+    ) {
+        let token = request.headerFields[.authorization] ?? ""
+        let appCheck = request.headerFields[HTTPField.Name("X-Firebase-AppCheck")!]
+        state.withLock {
+            $0.tokens.append(token)
+            $0.appChecks.append(appCheck)
+        }
+        if let route = state.withLock({ $0.extraRoutes[operationID] }) { return route(request) }
+        guard operationID == "ingestStepBatch", let body else { return (HTTPResponse(status: .notFound), nil) }
+        let bytes = try await Data(collecting: body, upTo: 10_000_000)
+        let object = try JSONSerialization.jsonObject(with: bytes) as? [String: Any]
+        let buckets = object?["buckets"] as? [[String: Any]] ?? []
+        let keys = buckets.map { $0["idempotencyKey"] as? String ?? "" }
+        let now = clock.now
+        let canonicals = try buckets.map { try JSONSerialization.data(withJSONObject: $0, options: [.sortedKeys]) }
+        state.withLock { server in
+            server.sent.append(Sent(at: now, keys: keys))
+            for (key, canonical) in zip(keys, canonicals) {
+                if let earlier = server.payloads[key], earlier != canonical {
+                    server.violations.append("key \(key) came back with another payload")
+                }
+                server.payloads[key] = canonical
+                server.inFlight[key, default: 0] += 1
+                if server.inFlight[key]! > 1 { server.violations.append("key \(key) was in flight twice") }
+            }
+        }
+        // Let other tasks run while the request is "on the wire".
+        await Task.yield()
+        defer { state.withLock { server in for key in keys { server.inFlight[key, default: 1] -= 1 } } }
+
+        let wholeScript = state.withLock { server -> Script in
+            let attempt = (server.attempts["*"] ?? 0) + 1
+            server.attempts["*"] = attempt
+            return server.script(nil, attempt)
+        }
+        func mark(failed: Set<String>, pause: TimeInterval? = nil) {
+            state.withLock { server in
+                guard let index = server.sent.lastIndex(where: { $0.keys == keys && $0.at == now }) else { return }
+                server.sent[index].failed = failed
+                server.sent[index].pause = pause
+            }
+        }
+        switch wholeScript {
+        case .offline:
+            mark(failed: Set(keys))
+            throw URLError(.notConnectedToInternet)
+        case .unauthorized: return try Self.json(401, ["error": "UNAUTHORIZED", "message": "no", "details": [:]])
+        case .rateLimited(let retryAfter):
+            mark(failed: [], pause: TimeInterval(retryAfter))
+            var response = HTTPResponse(status: .tooManyRequests)
+            response.headerFields[.retryAfter] = "\(retryAfter)"
+            return try Self.json(429, ["error": "RATE_LIMITED", "message": "slow", "details": [:]], response: response)
+        case .unavailable(let retryAfter):
+            mark(failed: retryAfter == nil ? Set(keys) : [], pause: retryAfter.map(TimeInterval.init))
+            var response = HTTPResponse(status: .serviceUnavailable)
+            if let retryAfter { response.headerFields[.retryAfter] = "\(retryAfter)" }
+            return try Self.json(
+                503, ["error": "SERVICE_UNAVAILABLE", "message": "later", "details": [:]], response: response)
+        default: break
+        }
+
+        var results: [[String: Any]] = []
+        var dropAfterCommit = false
+        var failedKeys: Set<String> = []
+        for (key, bucket) in zip(keys, buckets) {
+            let script = state.withLock { server -> Script in
+                let attempt = (server.attempts[key] ?? 0) + 1
+                server.attempts[key] = attempt
+                return server.committed[key] != nil ? .accept : server.script(key, attempt)
+            }
+            let day = bucket["day"] as? String ?? ""
+            let count = bucket["count"] as? Int ?? 0
+            switch script {
+            case .accept, .commitThenDrop:
+                let highest = state.withLock { server -> Int in
+                    if server.committed[key] == nil {
+                        server.committed[key] = server.payloads[key]
+                        server.dayCounts[day] = max(server.dayCounts[day] ?? 0, count)
+                    }
+                    return server.dayCounts[day] ?? count
+                }
+                if script == .commitThenDrop { dropAfterCommit = true }
+                results.append([
+                    "idempotencyKey": key, "status": 200,
+                    "body": Self.ingestResponse(day: day, reported: highest),
+                ])
+            case .inFlight:
+                failedKeys.insert(key)
+                results.append(Self.error(key, 409, "IDEMPOTENCY_IN_FLIGHT", [:]))
+            case .serverError:
+                failedKeys.insert(key)
+                results.append(Self.error(key, 500, "INTERNAL_ERROR", [:]))
+            case .reject(let reasons):
+                results.append(Self.error(key, 422, "STEP_REJECTED", ["reasons": reasons, "day": day]))
+            case .notWhitelisted:
+                results.append(Self.error(key, 403, "STEP_SOURCE_NOT_WHITELISTED", ["sourceBundleId": "x"]))
+            default:
+                failedKeys.insert(key)
+                results.append(Self.error(key, 500, "INTERNAL_ERROR", [:]))
+            }
+        }
+        if dropAfterCommit {
+            mark(failed: Set(keys))
+            throw URLError(.networkConnectionLost)
+        }
+        mark(failed: failedKeys)
+        return try Self.json(200, ["results": results])
+    }
+
+    /// Every request that came before the client's promised time: inside a pause, or a key sent again sooner than
+    /// the least backoff its failures in a row allow under `policy`.
+    func timingViolations(policy: RetryPolicy) -> [String] {
+        var violations: [String] = []
+        var pausedUntil = Date.distantPast
+        var failures: [String: (count: Int, at: Date)] = [:]
+        for request in sent {
+            if request.at < pausedUntil {
+                violations.append("a request at \(request.at) inside a pause to \(pausedUntil)")
+            }
+            for key in request.keys {
+                if let failure = failures[key] {
+                    let least =
+                        min(policy.maximumDelay, policy.initialDelay * pow(2, Double(failure.count - 1)))
+                        * (1 - policy.jitter)
+                    if request.at < failure.at.addingTimeInterval(least) {
+                        violations.append(
+                            "key \(key) again after \(request.at.timeIntervalSince(failure.at)) s, failure \(failure.count)"
+                        )
+                    }
+                }
+            }
+            for key in request.failed { failures[key] = ((failures[key]?.count ?? 0) + 1, request.at) }
+            if let pause = request.pause { pausedUntil = max(pausedUntil, request.at.addingTimeInterval(pause)) }
+        }
+        return violations
+    }
+
+    static func ingestResponse(day: String, reported: Int) -> [String: Any] {
+        [
+            "accepted": true, "provisional": true, "provisionalEnergy": reported,
+            "stepLog": [
+                "day": day, "reportedCount": reported, "acceptedCount": NSNull(), "reconciliationStatus": "PENDING",
+            ],
+            "streakState": ["currentLengthDays": 0, "bonusTier": "T0_NONE"],
+            "walker": ["totalLifetimeSteps": 0, "currentRegionId": "region.plenny"],
+            "reconcileEta": "2026-05-18T20:43:30Z",
+        ]
+    }
+
+    static func error(_ key: String, _ status: Int, _ code: String, _ details: [String: Any]) -> [String: Any] {
+        ["idempotencyKey": key, "status": status, "body": ["error": code, "message": code, "details": details]]
+    }
+
+    static func json(_ status: Int, _ object: Any, response: HTTPResponse? = nil) throws -> (HTTPResponse, HTTPBody?) {
+        var response = response ?? HTTPResponse(status: .init(code: status))
+        response.headerFields[.contentType] = "application/json"
+        let data = try JSONSerialization.data(withJSONObject: object)
+        return (response, HTTPBody(data))
+    }
+}
+
+/// Credentials that count their calls and hand out a new token after each refresh.
+final class CountingCredentials: StepLedgerCredentials {
+    let refreshes = Mutex(0)
+    let appCheck: String?
+
+    init(appCheck: String? = nil) { self.appCheck = appCheck }
+
+    func sessionToken(refresh: Bool) async throws -> String {
+        let generation = refreshes.withLock { count -> Int in
+            if refresh { count += 1 }
+            return count
+        }
+        return "token-\(generation)"
+    }
+
+    func appCheckToken() async throws -> String? { appCheck }
+}
