@@ -229,6 +229,7 @@ let package = Package(
             name: "StepLedgerClientTests",
             dependencies: [
                 "StepLedgerClient",
+                "StepTestSupport",
                 .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
             ],

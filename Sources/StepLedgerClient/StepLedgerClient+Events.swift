@@ -39,6 +39,10 @@ extension StepLedgerClient {
                     try await stream(into: continuation)
                 }
                 failures = 0
+                // A stream that ended or a poll that came back: reconnect after a breath (the server asks for a
+                // second with `retry: 1000`), never in a tight loop.
+                let pause = max(0.001, min(1, configuration.retry.initialDelay / 2))
+                try await Task.sleep(nanoseconds: UInt64(pause * 1_000_000_000))
             } catch is CancellationError {
                 return
             } catch StepLedgerError.unauthorized(let reason) {

@@ -86,6 +86,45 @@ struct OpsTests {
         #expect(documented == registered, "documented \(documented.sorted()) vs registered \(registered.sorted())")
     }
 
+    @Test("every operation of openapi.yaml has its own operationId; the document is OpenAPI 3.1, without nullable")
+    func openAPIOperationIds() throws {
+        let document = try String(contentsOf: Self.documentURL(), encoding: .utf8)
+        #expect(document.hasPrefix("openapi: 3.1."))
+        #expect(!document.contains("nullable:"))
+        var operations = 0
+        var identifiers: [String] = []
+        var awaiting: String?
+        var inPaths = false
+        for line in document.split(separator: "\n", omittingEmptySubsequences: false) {
+            if line.hasPrefix("paths:") {
+                inPaths = true
+                continue
+            }
+            guard inPaths else { continue }
+            if !line.isEmpty, !line.hasPrefix(" ") { break }
+            let text = line.trimmingCharacters(in: .whitespaces)
+            if line.hasPrefix("    "), !line.hasPrefix("     "),
+                ["get:", "post:", "put:", "patch:", "delete:"].contains(text)
+            {
+                #expect(awaiting == nil, "\(awaiting ?? "") has no operationId")
+                operations += 1
+                awaiting = text
+            } else if line.hasPrefix("      operationId: ") {
+                identifiers.append(String(text.dropFirst("operationId: ".count)))
+                awaiting = nil
+            }
+        }
+        #expect(awaiting == nil)
+        #expect(operations == Self.documentedRoutes(document).count)
+        #expect(identifiers.count == operations)
+        #expect(Set(identifiers).count == identifiers.count, "an operationId is used twice")
+    }
+
+    static func documentURL() -> URL {
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent(
+            "../../Sources/StepAPI/Resources/openapi.yaml")
+    }
+
     /// Reads `paths:` of the YAML: two-space-indented path keys, four-space-indented methods.
     static func documentedRoutes(_ yaml: String) -> Set<String> {
         var routes: Set<String> = []

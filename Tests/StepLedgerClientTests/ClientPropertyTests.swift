@@ -1,4 +1,5 @@
 import Foundation
+import StepTestSupport
 import Testing
 
 @testable import StepLedgerClient
@@ -8,9 +9,9 @@ import Testing
 @Suite("StepLedgerClient's retry properties")
 struct ClientPropertyTests {
     static func roll(_ seed: UInt64, _ key: String, _ attempt: Int) -> Int {
-        var generator = SeededGenerator(state: seed)
-        for byte in key.utf8 { generator.state ^= UInt64(byte) &* 0x100_0000_01B3 }
-        generator.state ^= UInt64(attempt) &* 0x9E37_79B9
+        var mixed = seed ^ UInt64(attempt) &* 0x9E37_79B9
+        for byte in key.utf8 { mixed = (mixed ^ UInt64(byte)) &* 0x100_0000_01B3 }
+        var generator = SplitMix64(seed: mixed)
         return Int(generator.next() % 100)
     }
 
@@ -41,7 +42,7 @@ struct ClientPropertyTests {
             default: return .accept
             }
         }
-        var generator = SeededGenerator(state: seed &* 7919)
+        var generator = SplitMix64(seed: seed &* 7919)
         var client: StepLedgerClient? = try makeClient(
             store: store, server: server, clock: clock, seed: seed, retry: policy, batchSize: 4)
         var highest: [String: Int] = [:]

@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+import StepTestSupport
 import Testing
 
 @testable import StepLedgerClient
@@ -119,7 +120,7 @@ struct ClientQueueTests {
                 serverURL: URL(string: "http://127.0.0.1:1")!, storeDirectory: store, appVersion: "1",
                 maxQueuedBuckets: 2),
             credentials: CountingCredentials(), transport: server, now: { clock.now },
-            random: SeededGenerator(state: 3))
+            random: SplitMix64(seed: 3))
         await #expect(throws: StepLedgerError.invalidBucket("count must be 0 to 2147483648")) {
             try await client.record(today, -1)
         }

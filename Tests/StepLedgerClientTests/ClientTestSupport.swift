@@ -1,4 +1,5 @@
 import Foundation
+import StepTestSupport
 import Testing
 
 @testable import StepLedgerClient
@@ -20,7 +21,7 @@ func makeClient(
         configuration: .init(
             serverURL: URL(string: "http://127.0.0.1:1")!, storeDirectory: store, appVersion: "1.0.0+1",
             batchSize: batchSize, retry: retry),
-        credentials: credentials, transport: server, now: { clock.now }, random: SeededGenerator(state: seed))
+        credentials: credentials, transport: server, now: { clock.now }, random: SplitMix64(seed: seed))
 }
 
 extension StepLedgerClient {

@@ -17,19 +17,6 @@ final class ManualClock: Sendable {
     func advance(_ seconds: TimeInterval) { current.withLock { $0 = $0.addingTimeInterval(seconds) } }
 }
 
-/// A deterministic generator for the client's jitter and keys, so a failing seed can be replayed.
-struct SeededGenerator: RandomNumberGenerator, Sendable {
-    var state: UInt64
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
-
 /// What the scripted server does with one bucket (or a whole request).
 enum Script: Sendable, Equatable {
     /// Commit the bucket and answer 200 (a replay answers the stored 200).

@@ -1,0 +1,128 @@
+import Foundation
+import HTTPTypes
+import OpenAPIRuntime
+import Synchronization
+import Testing
+
+@testable import StepLedgerClient
+
+@Suite("StepLedgerClient's walker events")
+struct ClientEventsTests {
+    static func event(_ id: Int, allocation: String) -> String {
+        #"{"id":"\#(id)","type":"allocation-reverted","createdAt":"2026-05-19T20:42:30.000Z","data":{"allocationId":"\#(allocation)","points":300,"days":["2026-05-18"]}}"#
+    }
+
+    static let fast = RetryPolicy(initialDelay: 0.01, maximumDelay: 0.05, jitter: 0, defaultPause: 1)
+
+    @Test("the SSE stream is resumed with Last-Event-ID after the last delivered event, also by a new client")
+    func resume() async throws {
+        let store = temporaryStore()
+        defer { try? FileManager.default.removeItem(at: store) }
+        let clock = ManualClock(seedInstant)
+        let server = FakeServer(clock: clock)
+        let lastEventIds = Mutex<[String?]>([])
+        server.route("streamWalkerEvents") { request in
+            let last = request.headerFields[HTTPField.Name("Last-Event-ID")!]
+            let count = lastEventIds.withLock { ids -> Int in
+                ids.append(last)
+                return ids.count
+            }
+            var response = HTTPResponse(status: .ok)
+            response.headerFields[.contentType] = "text/event-stream"
+            let events =
+                count == 1
+                ? [(1, "a-1"), (2, "a-2")] : [(Int(last ?? "0")! + 1, "a-\(Int(last ?? "0")! + 1)")]
+            var text = "retry: 1000\n\n"
+            for (id, allocation) in events {
+                text += "id: \(id)\nevent: allocation-reverted\ndata: \(Self.event(id, allocation: allocation))\n\n"
+            }
+            return (response, HTTPBody(text))
+        }
+        var client: StepLedgerClient? = try makeClient(store: store, server: server, clock: clock, retry: Self.fast)
+        var received: [Int64] = []
+        for try await event in client!.events() {
+            received.append(event.id)
+            if case .allocationReverted(let allocation, let points, let days) = event.kind {
+                #expect(allocation == "a-\(event.id)")
+                #expect(points == 300)
+                #expect(days == [CalendarDay("2026-05-18")!])
+            } else {
+                Issue.record("unexpected \(event.kind)")
+            }
+            if received.count == 3 { break }
+        }
+        #expect(received == [1, 2, 3])
+        #expect(lastEventIds.withLock { $0 } == ["0", "2"])
+
+        // A new client on the same folder resumes after event 3.
+        client = nil
+        try await Task.sleep(nanoseconds: 50_000_000)
+        let reopened = try makeClient(store: store, server: server, clock: clock, retry: Self.fast)
+        for try await event in reopened.events() {
+            #expect(event.id == 4)
+            break
+        }
+        #expect(lastEventIds.withLock { $0.last } == "3")
+    }
+
+    @Test("when the stream keeps failing, events come by long-poll from the last delivered id")
+    func longPollFallback() async throws {
+        let store = temporaryStore()
+        defer { try? FileManager.default.removeItem(at: store) }
+        let clock = ManualClock(seedInstant)
+        let server = FakeServer(clock: clock)
+        let streamTries = Mutex(0)
+        server.route("streamWalkerEvents") { _ in
+            streamTries.withLock { $0 += 1 }
+            return (HTTPResponse(status: .badGateway), nil)
+        }
+        let polls = Mutex<[String]>([])
+        server.route("listWalkerEvents") { request in
+            let query = request.path ?? ""
+            polls.withLock { $0.append(query) }
+            var response = HTTPResponse(status: .ok)
+            response.headerFields[.contentType] = "application/json"
+            let body = #"{"events":[\#(Self.event(7, allocation: "a-7"))],"next":"7"}"#
+            return (response, HTTPBody(body))
+        }
+        let client = try makeClient(store: store, server: server, clock: clock, retry: Self.fast)
+        for try await event in client.events() {
+            #expect(event.id == 7)
+            break
+        }
+        #expect(streamTries.withLock { $0 } == 3)
+        let first = try #require(polls.withLock { $0.first })
+        #expect(first.contains("after=0"))
+        #expect(first.contains("wait=30"))
+    }
+
+    @Test("an allocation-reverted event clears the allocation's pending-validation badge")
+    func clearsBadge() async throws {
+        let store = temporaryStore()
+        defer { try? FileManager.default.removeItem(at: store) }
+        let clock = ManualClock(seedInstant)
+        let server = FakeServer(clock: clock)
+        server.route("createAllocation") { _ in
+            var response = HTTPResponse(status: .created)
+            response.headerFields[.contentType] = "application/json"
+            let body =
+                #"{"id":"a-9","kind":"tree","nodeId":"oak","points":500,"refundedPoints":0,"status":"provisional","dependsOn":["2026-05-18"],"createdAt":"2026-05-18T20:42:30.123Z"}"#
+            return (response, HTTPBody(body))
+        }
+        server.route("streamWalkerEvents") { _ in
+            var response = HTTPResponse(status: .ok)
+            response.headerFields[.contentType] = "text/event-stream"
+            return (
+                response,
+                HTTPBody("id: 9\nevent: allocation-reverted\ndata: \(Self.event(9, allocation: "a-9"))\n\n")
+            )
+        }
+        let client = try makeClient(store: store, server: server, clock: clock, retry: Self.fast)
+        let allocation = try await client.allocate(kind: .tree, nodeId: "oak", points: 500)
+        #expect(allocation.isPendingValidation)
+        #expect(allocation.dependsOn == [CalendarDay("2026-05-18")!])
+        #expect(await client.provisionalAllocations().map(\.id) == ["a-9"])
+        for try await _ in client.events() { break }
+        #expect(await client.provisionalAllocations().isEmpty)
+    }
+}
