@@ -1,6 +1,6 @@
 import Foundation
-import Synchronization
 import StepTestSupport
+import Synchronization
 import Testing
 
 @testable import StepLedgerClient
