@@ -130,7 +130,9 @@ package func buildApplication(
             issuer: configuration.jwt.issuer, audience: configuration.jwt.audience,
             leewaySeconds: configuration.jwt.leewaySeconds, allowedAlgorithms: algorithms),
         keyRing: keyRing)
-    let authenticator = Authenticator(verifier: verifier, clock: dependencies.clock)
+    let authenticator = Authenticator(
+        verifier: verifier, limiter: InvalidTokenLimiter(maxFailures: configuration.jwt.maxInvalidPerMinute),
+        clock: dependencies.clock)
     let metrics = ServiceMetrics()
     let telemetry = Telemetry(metrics: metrics, antiCheat: antiCheat, logger: logger)
     let whitelist = SourceWhitelist(configuration.limits.sourceBundleWhitelist)

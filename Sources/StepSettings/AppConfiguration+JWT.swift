@@ -7,16 +7,19 @@ extension AppConfiguration {
         package var issuer = "stepledger-dev"
         package var audience = "stepledger"
         package var leewaySeconds: Double = 30
+        /// Refused session tokens a client address may present per minute before the rest of the minute is
+        /// answered 429 without a signature check (a token already verified still passes).
+        package var maxInvalidPerMinute = 60
         /// The HS256 development secret; generated and kept in the database when not configured (test-phase only).
         package var developmentSecret: [UInt8]?
 
         package enum Key: String, ConfigurationKeys {
-            case jwksFile, jwksUrl, issuer, audience, leewaySeconds, devSecret
+            case jwksFile, jwksUrl, issuer, audience, leewaySeconds, maxInvalidPerMinute, devSecret
             package static let section = "jwt"
             package var isSecret: Bool {
                 switch self {
                 case .devSecret: true
-                case .jwksFile, .jwksUrl, .issuer, .audience, .leewaySeconds: false
+                case .jwksFile, .jwksUrl, .issuer, .audience, .leewaySeconds, .maxInvalidPerMinute: false
                 }
             }
         }
@@ -29,6 +32,7 @@ extension AppConfiguration {
             issuer = try reader.string(.issuer) ?? issuer
             audience = try reader.string(.audience) ?? audience
             leewaySeconds = try reader.double(.leewaySeconds, in: 0...600) ?? leewaySeconds
+            maxInvalidPerMinute = try reader.int(.maxInvalidPerMinute, in: 1...100_000) ?? maxInvalidPerMinute
             if let secret = try reader.string(.devSecret) {
                 guard secret.utf8.count >= 32 else { throw reader.error(.devSecret, "must be at least 32 bytes") }
                 developmentSecret = Array(secret.utf8)

@@ -7,6 +7,7 @@ import StepAPI
 import StepAttestation
 import StepCore
 import StepDatabase
+import StepLogging
 import StepSettings
 import StepStore
 import StepTestSupport
@@ -106,10 +107,26 @@ struct AuthTests {
     enum Forgery: String, CaseIterable, Sendable {
         case missingHeader, notBearer, garbage, algNone, unknownKid, expired, notYetValid, wrongAudience, wrongIssuer
         case missingSubject, longSubject, tamperedPayload, hs256WithRSAPublicKey, rs256HeaderOnECKey, missingExp
+
+        /// The `details.reason` the 401 names.
+        var reason: String {
+            switch self {
+            case .missingHeader: "TOKEN_MISSING"
+            case .notBearer, .garbage: "TOKEN_MALFORMED"
+            case .algNone, .hs256WithRSAPublicKey, .rs256HeaderOnECKey: "TOKEN_ALGORITHM"
+            case .unknownKid: "TOKEN_UNKNOWN_KEY"
+            case .expired, .missingExp: "TOKEN_EXPIRED"
+            case .notYetValid: "TOKEN_NOT_YET_VALID"
+            case .wrongAudience: "TOKEN_AUDIENCE"
+            case .wrongIssuer: "TOKEN_ISSUER"
+            case .missingSubject, .longSubject: "TOKEN_SUBJECT"
+            case .tamperedPayload: "TOKEN_SIGNATURE"
+            }
+        }
     }
 
     @Test(
-        "forged, expired or mis-addressed tokens are 401 with the ingest envelope and write nothing",
+        "forged, expired or mis-addressed tokens are 401 saying why, in the body and the log line, and write nothing",
         arguments: TestDatabases.kinds, Forgery.allCases)
     func refused(kind: DatabaseKind, _ forgery: Forgery) async throws {
         let keys = try KeySet()
@@ -176,9 +193,51 @@ struct AuthTests {
             #expect(response.status == .unauthorized)
             #expect(response.headers[.wwwAuthenticate] == "Bearer")
             #expect(try response.json["error"] == .string("UNAUTHORIZED"))
+            #expect(try response.json["details"] == .object(["reason": .string(forgery.reason)]))
             #expect(try await harness.count("walkers") == 0)
             #expect(try await harness.count("step_logs") == 0)
         }
+        let line = try #require(harness.logs.lines.first { $0.contains(#""msg":"request""#) })
+        #expect(line.contains(#""authReason":"\#(forgery.reason)""#), "\(line)")
+        if let presented = finalHeaders[.authorization]?.split(separator: " ").last, presented.count > 8 {
+            #expect(!harness.logs.lines.joined().contains(presented), "a log line carries the token")
+        }
+    }
+
+    @Test(
+        "a client address past jwt.maxInvalidPerMinute refused tokens gets 429 without a signature check until the minute ends; a token verified before still passes",
+        arguments: TestDatabases.kinds)
+    func invalidTokenLimit(kind: DatabaseKind) async throws {
+        let keys = try KeySet()
+        let harness = try await Self.harness(kind: kind, keys: keys) { $0.jwt.maxInvalidPerMinute = 3 }
+        let signer = try await keys.collection()
+        let good = try await signer.sign(Self.validClaims(harness.clock.now), kid: JWKIdentifier(string: "ec-test"))
+        var expired = Self.validClaims(harness.clock.now)
+        expired.exp = Int(harness.clock.now.timeIntervalSince1970) - 60
+        let bad = try await signer.sign(expired, kid: JWKIdentifier(string: "ec-test"))
+        var other = Self.validClaims(harness.clock.now, sub: "walker-other")
+        other.exp = Int(harness.clock.now.timeIntervalSince1970) + 3600
+        let unseen = try await signer.sign(other, kid: JWKIdentifier(string: "ec-test"))
+        try await harness.run { client in
+            #expect(try await client.read("/walker", token: good).status == .ok)
+            for _ in 0..<3 {
+                let refused = try await client.read("/walker", token: bad)
+                #expect(refused.status == .unauthorized)
+                #expect(try refused.json["details"] == .object(["reason": .string("TOKEN_EXPIRED")]))
+            }
+            let limited = try await client.read("/walker", token: bad)
+            #expect(limited.status == .tooManyRequests)
+            #expect(try limited.json["error"] == .string("RATE_LIMITED"))
+            let retryAfter = try #require(limited.headers[.retryAfter].flatMap { Int($0) })
+            #expect((1...60).contains(retryAfter))
+            // A valid token never seen before needs a signature check: refused too while the lockout lasts.
+            #expect(try await client.read("/walker", token: unseen).status == .tooManyRequests)
+            // The token verified before the lockout is served from the verified cache.
+            #expect(try await client.read("/walker", token: good).status == .ok)
+            harness.clock.advance(seconds: 61)
+            #expect(try await client.read("/walker", token: unseen).status == .ok)
+        }
+        #expect(harness.logs.lines.contains { $0.contains(#""authReason":"TOKEN_RATE_LIMITED""#) })
     }
 
     @Test(

@@ -25,7 +25,7 @@ struct SurfaceErrorTests {
                 logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })))
         group.get("/unexpected") { _, _ -> Response in throw Unexpected() }
         group.get("/outage") { _, _ -> Response in throw StoreError.unavailable("the database is away") }
-        group.get("/own") { _, _ -> Response in throw Failure.unauthorized }
+        group.get("/own") { _, _ -> Response in throw Failure.sessionRefused(reason: "TOKEN_EXPIRED") }
         return router
     }
 

@@ -26,6 +26,9 @@ enum AdminAPIError: SurfaceError {
     /// The admin API's answer whenever it is off or a path names nothing.
     static let absent = AdminAPIError.notFound("Not found.")
 
+    /// Admin routes take operator credentials, never a walker's session token.
+    static func sessionRefused(reason _: String) -> AdminAPIError { .unauthorized }
+
     var status: HTTPResponse.Status {
         switch self {
         case .notFound: .notFound

@@ -2,17 +2,32 @@ import Foundation
 import Hummingbird
 import StepStore
 
-/// Turns `Authorization: Bearer …` into a walker, or a typed refusal.
+/// Turns `Authorization: Bearer …` into a walker, or a typed refusal. A client address that presented
+/// `limiter`'s maximum of refused tokens this minute gets no further signature checks until the minute ends.
 package struct Authenticator: Sendable {
     let verifier: SessionTokenVerifier
+    let limiter: InvalidTokenLimiter
     let clock: @Sendable () -> Date
 
-    func authenticate(_ request: Request) async throws(SessionTokenError) -> SessionPrincipal {
-        guard let header = request.headers[.authorization] else { throw .missing }
-        let parts = header.split(separator: " ", maxSplits: 1)
-        guard parts.count == 2, parts[0].lowercased() == "bearer" else { throw .malformed }
-        let token = String(parts[1].trimmingHTTPWhitespace)
-        guard !token.isEmpty, token.utf8.count <= 8192 else { throw .malformed }
-        return try await verifier.verify(token, now: clock())
+    func authenticate(_ request: Request, address: String) async throws(SessionTokenError) -> SessionPrincipal {
+        let now = clock()
+        do throws(SessionTokenError) {
+            guard let header = request.headers[.authorization] else { throw .missing }
+            let parts = header.split(separator: " ", maxSplits: 1)
+            guard parts.count == 2, parts[0].lowercased() == "bearer" else { throw .malformed }
+            let token = String(parts[1].trimmingHTTPWhitespace)
+            guard !token.isEmpty, token.utf8.count <= 8192 else { throw .malformed }
+            return try await verifier.verify(token, now: now) { () throws(SessionTokenError) in
+                if let retryAfter = limiter.lockout(address: address, now: now) {
+                    throw .tooManyInvalid(retryAfterSeconds: retryAfter)
+                }
+            }
+        } catch {
+            switch error {
+            case .tooManyInvalid, .keysUnavailable: break
+            default: limiter.recordFailure(address: address, now: now)
+            }
+            throw error
+        }
     }
 }

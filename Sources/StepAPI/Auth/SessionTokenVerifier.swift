@@ -5,7 +5,8 @@ import StepAttestation
 import StepCore
 import StepLogging
 
-/// Why a session token was refused. The HTTP layer shows only a generic 401; logs get the reason.
+/// Why a session token was refused: the 401's `details.reason` and the request's log line say which (never the
+/// token).
 package enum SessionTokenError: Error, Hashable, Sendable {
     case missing
     case malformed
@@ -19,6 +20,26 @@ package enum SessionTokenError: Error, Hashable, Sendable {
     case wrongAudience
     case invalidSubject
     case keysUnavailable
+    /// The client address presented too many refused tokens this minute (`jwt.maxInvalidPerMinute`).
+    case tooManyInvalid(retryAfterSeconds: Int)
+
+    /// The code a client and an operator read.
+    package var reason: String {
+        switch self {
+        case .missing: "TOKEN_MISSING"
+        case .malformed: "TOKEN_MALFORMED"
+        case .unsupportedAlgorithm, .algorithmMismatch: "TOKEN_ALGORITHM"
+        case .unknownKey: "TOKEN_UNKNOWN_KEY"
+        case .badSignature: "TOKEN_SIGNATURE"
+        case .expired: "TOKEN_EXPIRED"
+        case .notYetValid: "TOKEN_NOT_YET_VALID"
+        case .wrongIssuer: "TOKEN_ISSUER"
+        case .wrongAudience: "TOKEN_AUDIENCE"
+        case .invalidSubject: "TOKEN_SUBJECT"
+        case .keysUnavailable: "TOKEN_KEYS_UNAVAILABLE"
+        case .tooManyInvalid: "TOKEN_RATE_LIMITED"
+        }
+    }
 }
 
 /// The verified identity behind a request.
@@ -70,12 +91,17 @@ package struct SessionTokenVerifier: Sendable {
         self.cache = cache
     }
 
-    package func verify(_ token: String, now: Date) async throws(SessionTokenError) -> SessionPrincipal {
+    /// `beforeSignatureCheck` runs when the token is not one verified already, before any work on it: it may
+    /// refuse (a client address that sent too many bad tokens).
+    package func verify(
+        _ token: String, now: Date, beforeSignatureCheck: () throws(SessionTokenError) -> Void = {}
+    ) async throws(SessionTokenError) -> SessionPrincipal {
         let nowSeconds = now.timeIntervalSince1970
         if let verified = cache.entry(for: token, now: now) {
             try checkTime(expiresAt: verified.expiresAt, notBefore: verified.notBefore, now: nowSeconds)
             return verified.principal
         }
+        try beforeSignatureCheck()
         let parts = token.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 3, let headerData = Base64URL.decode(parts[0]), let header = Header(headerData)
         else { throw .malformed }

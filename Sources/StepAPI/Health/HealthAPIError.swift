@@ -6,6 +6,7 @@ import StepLogging
 /// Every non-200 answer of the `/health/*` routes, in seed 002's shape `{statusCode, message, error}` (`error`
 /// is the status's reason phrase). Mapped to HTTP here and nowhere else.
 enum HealthAPIError: WalkerReadError, Equatable {
+    /// Seed 002's 401 body has no room for a reason: the request's log line carries it.
     case unauthorized
     /// A bad query parameter; the message names it and says what is expected.
     case badRequest(String)
@@ -63,6 +64,8 @@ enum HealthAPIError: WalkerReadError, Equatable {
         default: [:]
         }
     }
+
+    static func sessionRefused(reason _: String) -> HealthAPIError { .unauthorized }
 
     /// Seed 002's 429 carries no figure in its body; `Retry-After` says when.
     static func rateLimited(retryAfterSeconds _: Int) -> HealthAPIError { .rateLimited }

@@ -6,7 +6,8 @@ import StepCore
 
 /// Every non-200 answer of the ingest surface. `status` and `body` are the single place these map to HTTP.
 enum IngestAPIError: WalkerReadError {
-    case unauthorized
+    /// A missing or refused session token; `details.reason` says why (`TOKEN_EXPIRED`, `TOKEN_ISSUER`, …).
+    case sessionRefused(reason: String)
     /// Production: the App Check token is missing or was refused; `details.reason` says which check failed, so
     /// an app knows to mint a new token rather than retry the same one.
     case appCheckRefused(AppCheckReasonCode)
@@ -35,7 +36,7 @@ enum IngestAPIError: WalkerReadError {
 
     var status: HTTPResponse.Status {
         switch self {
-        case .unauthorized, .appCheckRefused: .unauthorized
+        case .sessionRefused, .appCheckRefused: .unauthorized
         case .invalidRequest: .badRequest
         case .unsupportedMediaType: .unsupportedMediaType
         case .payloadTooLarge: .contentTooLarge
@@ -51,8 +52,10 @@ enum IngestAPIError: WalkerReadError {
 
     var body: IngestErrorBody {
         switch self {
-        case .unauthorized:
-            IngestErrorBody(error: "UNAUTHORIZED", message: "A valid session token is required.", details: .object([:]))
+        case .sessionRefused(let reason):
+            IngestErrorBody(
+                error: "UNAUTHORIZED", message: "A valid session token is required.",
+                details: .object(["reason": .string(reason)]))
         case .appCheckRefused(let reason):
             IngestErrorBody(
                 error: "UNAUTHORIZED", message: "A fresh, valid App Check token is required.",
@@ -129,7 +132,7 @@ enum IngestAPIError: WalkerReadError {
 
     var headers: HTTPFields {
         switch self {
-        case .unauthorized: [.wwwAuthenticate: "Bearer"]
+        case .sessionRefused: [.wwwAuthenticate: "Bearer"]
         default: [:]
         }
     }

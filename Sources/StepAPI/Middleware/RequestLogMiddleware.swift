@@ -52,6 +52,7 @@ struct RequestLogMiddleware: RouterMiddleware {
         if let walker = trace.walkerId { metadata["walker"] = .string(walker) }
         if let verdict = trace.verdict { metadata["verdict"] = .string(verdict) }
         if let count = trace.reasonCount { metadata["reasonCount"] = .stringConvertible(count) }
+        if let reason = trace.authReason { metadata["authReason"] = .string(reason) }
         logger.info("request", metadata: metadata)
         return response
     }

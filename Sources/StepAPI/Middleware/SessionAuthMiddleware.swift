@@ -2,8 +2,10 @@ import Hummingbird
 import Logging
 
 /// The walker's session token (`Authorization: Bearer …`), checked before any route of the group runs: the
-/// principal goes into the request context and onto the request's trace; a refusal is the surface's 401.
-struct SessionAuthMiddleware<Failure: SurfaceError>: RouterMiddleware {
+/// principal goes into the request context and onto the request's trace; a refusal is the surface's 401 with its
+/// reason (also on the request's log line, never the token), or its 429 once the client address has sent too
+/// many refused tokens this minute.
+struct SessionAuthMiddleware<Failure: WalkerReadError>: RouterMiddleware {
     typealias Context = AppRequestContext
 
     let authenticator: Authenticator
@@ -14,10 +16,17 @@ struct SessionAuthMiddleware<Failure: SurfaceError>: RouterMiddleware {
     ) async throws -> Response {
         let principal: SessionPrincipal
         do {
-            principal = try await authenticator.authenticate(request)
+            let address = context.remoteAddress?.ipAddress ?? InvalidTokenLimiter.unknownAddress
+            principal = try await authenticator.authenticate(request, address: address)
         } catch {
-            logger.info("session token refused", metadata: ["reason": "\(error)"])
-            throw Failure.unauthorized
+            let reason = error.reason
+            context.trace.update { $0.authReason = reason }
+            if case .tooManyInvalid(let retryAfter) = error {
+                var response = Failure.rateLimited(retryAfterSeconds: retryAfter).response
+                response.headers[.retryAfter] = String(retryAfter)
+                return response
+            }
+            throw Failure.sessionRefused(reason: reason)
         }
         let walkerId = principal.walkerId
         context.trace.update { $0.walkerId = walkerId }

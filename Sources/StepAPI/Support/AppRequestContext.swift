@@ -10,6 +10,8 @@ package final class RequestTrace: Sendable {
         package var walkerId: String?
         package var verdict: String?
         package var reasonCount: Int?
+        /// Why the session token was refused (`TOKEN_EXPIRED`, …), for the log line.
+        package var authReason: String?
     }
 
     private let state = Mutex(State())

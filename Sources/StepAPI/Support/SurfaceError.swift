@@ -8,8 +8,8 @@ import StepStore
 /// rendered in the surface's own envelope by the type's one exhaustive switch. The cases every surface has are
 /// named here so the shared middleware (authentication, errors) and body reading can answer in any envelope.
 protocol SurfaceError: HTTPResponseError, Sendable {
-    /// A missing or refused credential.
-    static var unauthorized: Self { get }
+    /// A missing or refused session token, with its reason code (`TOKEN_EXPIRED`, …).
+    static func sessionRefused(reason: String) -> Self
     /// The database cannot be reached.
     static var unavailable: Self { get }
     /// Anything unexpected; the body reveals nothing.

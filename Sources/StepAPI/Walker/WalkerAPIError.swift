@@ -6,7 +6,7 @@ import StepCore
 /// envelope and codes for its walker calls, so these routes answer with the same ones: each case maps onto
 /// the ingest error of the same meaning, here and nowhere else.
 enum WalkerAPIError: WalkerReadError {
-    case unauthorized
+    case sessionRefused(reason: String)
     case invalidQuery(RequestValidationError)
     /// A body refused before any work: wrong media type, too large.
     case body(IngestAPIError)
@@ -16,7 +16,7 @@ enum WalkerAPIError: WalkerReadError {
 
     private var envelope: IngestAPIError {
         switch self {
-        case .unauthorized: .unauthorized
+        case .sessionRefused(let reason): .sessionRefused(reason: reason)
         case .invalidQuery(let validation): .invalidRequest(validation)
         case .body(let error): error
         case .rateLimited(let retryAfter): .rateLimited(retryAfterSeconds: retryAfter)

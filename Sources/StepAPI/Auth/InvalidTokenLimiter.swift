@@ -1,0 +1,48 @@
+import Foundation
+import Synchronization
+
+/// Counts refused session tokens per client address in one-minute windows, in memory: what it protects is this
+/// instance's CPU (signature checks), so it need not be shared. A missing token counts too. At most
+/// `maxAddresses` addresses are kept; past that, windows that ended are forgotten first, then the oldest.
+package final class InvalidTokenLimiter: Sendable {
+    /// Requests without a known peer address (router tests; a Unix socket) share this one key.
+    package static let unknownAddress = "unknown"
+
+    private struct Window {
+        var minute: Int
+        var failures: Int
+    }
+
+    let maxFailures: Int
+    let maxAddresses: Int
+    private let windows = Mutex<[String: Window]>([:])
+
+    package init(maxFailures: Int, maxAddresses: Int = 100_000) {
+        self.maxFailures = maxFailures
+        self.maxAddresses = maxAddresses
+    }
+
+    /// Seconds until the address may present an unverified token again, or nil when it may now.
+    func lockout(address: String, now: Date) -> Int? {
+        let minute = Self.minute(now)
+        let failures = windows.withLock { $0[address].flatMap { $0.minute == minute ? $0.failures : nil } ?? 0 }
+        guard failures >= maxFailures else { return nil }
+        return max(1, Int((Double(minute + 1) * 60 - now.timeIntervalSince1970).rounded(.up)))
+    }
+
+    func recordFailure(address: String, now: Date) {
+        let minute = Self.minute(now)
+        windows.withLock { windows in
+            if windows[address] == nil, windows.count >= maxAddresses {
+                windows = windows.filter { $0.value.minute == minute }
+                if windows.count >= maxAddresses, let any = windows.keys.first { windows[any] = nil }
+            }
+            var window = windows[address] ?? Window(minute: minute, failures: 0)
+            if window.minute != minute { window = Window(minute: minute, failures: 0) }
+            window.failures += 1
+            windows[address] = window
+        }
+    }
+
+    private static func minute(_ now: Date) -> Int { Int((now.timeIntervalSince1970 / 60).rounded(.down)) }
+}
