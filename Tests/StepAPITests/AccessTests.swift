@@ -339,6 +339,8 @@ struct AccessTests {
             $0.adminToken = AdminTests.adminToken
             // The table sends dozens of bad admin credentials; the lockout has tests of its own.
             $0.adminMaxFailuresPerMinute = 1_000
+            // And dozens of bad session tokens from one address; the invalid-token limit has a test of its own.
+            $0.jwt.maxInvalidPerMinute = 100_000
             $0.events.streamMaxSeconds = 0.2
             $0.events.pollIntervalSeconds = 0.05
         }

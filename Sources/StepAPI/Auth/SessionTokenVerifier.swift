@@ -107,6 +107,9 @@ package struct SessionTokenVerifier: Sendable {
         else { throw .malformed }
         guard !header.hasCritical else { throw .malformed }
         guard let alg = header.alg, settings.allowedAlgorithms.contains(alg) else {
+            // HS256 has only the development key: with development tokens off, no key is held for it, and such
+            // a token is refused as any token of an unknown key is.
+            if header.alg == "HS256" { throw .unknownKey }
             throw .unsupportedAlgorithm(header.alg ?? "missing")
         }
         guard let key = await keyRing.key(kid: header.kid, algorithm: alg) else { throw .unknownKey }
