@@ -11,11 +11,15 @@ import Foundation
 /// The queue's folder on disk: `queue.json`, replaced whole on every change (written to a new file, flushed to the
 /// device with `fsync`, renamed over the old one, and the folder flushed too), so a crash at any instant leaves
 /// either the old state or the new one, never half of either. `queue.lock` keeps a second client off the folder.
+/// A state equal to the one last read or written is not written again, so callers save after every change
+/// without paying an `fsync` for none. Used only from the client's actor.
 final class QueueStore: @unchecked Sendable {
     let directory: URL
     private let lockDescriptor: Int32
     private let encoder: JSONEncoder
     private let decoder = JSONDecoder()
+    /// What the file holds now, as far as this process knows.
+    private var onDisk: QueueState?
 
     /// Opens (creating it if needed) the folder and takes its lock, or throws
     /// ``StepLedgerError/storeUnavailable(_:)``.
@@ -57,6 +61,7 @@ final class QueueStore: @unchecked Sendable {
             guard state.version == QueueState.currentVersion else {
                 throw StepLedgerError.storeUnavailable("\(file.path) has version \(state.version)")
             }
+            onDisk = state
             return state
         } catch let error as StepLedgerError {
             throw error
@@ -67,6 +72,7 @@ final class QueueStore: @unchecked Sendable {
 
     /// Makes `state` durable before returning.
     func save(_ state: QueueState) throws {
+        guard state != onDisk else { return }
         let bytes: Data
         do {
             bytes = try encoder.encode(state)
@@ -101,6 +107,7 @@ final class QueueStore: @unchecked Sendable {
         guard folder >= 0 else { throw failure("open \(directory.path)") }
         defer { close(folder) }
         guard fsync(folder) == 0 else { throw failure("fsync \(directory.path)") }
+        onDisk = state
     }
 
     private func failure(_ what: String) -> StepLedgerError {

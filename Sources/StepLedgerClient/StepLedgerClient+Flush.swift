@@ -37,7 +37,6 @@ extension StepLedgerClient {
     private func runFlush() async throws -> FlushReport {
         var report = FlushReport()
         report.expired = state.dropExpired(now: now(), capDays: configuration.offlineCapDays)
-        if !report.expired.isEmpty { try save() }
         var refreshed = false
         var batchSize = configuration.batchSize
         flushing: while true {
@@ -45,7 +44,8 @@ extension StepLedgerClient {
             guard !due.isEmpty else { break }
             let batch = Array(due.prefix(batchSize))
             // The attempt is on disk before the request leaves: a bucket that may have reached the server is never
-            // replaced by a newer count (it is retried under its own key instead).
+            // replaced by a newer count (it is retried under its own key instead). The same write keeps what the
+            // previous request's answers changed.
             for bucket in batch { state.update(key: bucket.idempotencyKey) { $0.attempts += 1 } }
             try save()
             report.requests += 1
@@ -91,7 +91,6 @@ extension StepLedgerClient {
                 report.interruption = error
                 break flushing
             }
-            try save()
         }
         try save()
         let current = now()

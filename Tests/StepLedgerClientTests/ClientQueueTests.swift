@@ -241,4 +241,64 @@ struct ClientAnswerTests {
         #expect(unavailable.pausedUntil == clock.now.addingTimeInterval(30))
         #expect(unavailable.interruption == .serverUnavailable(retryAfter: 30))
     }
+
+    @Test("a bucket answered 429 inside a batch pauses the queue for its retryAfterSeconds and stays queued")
+    func rateLimitedInsideBatch() async throws {
+        let store = temporaryStore()
+        defer { try? FileManager.default.removeItem(at: store) }
+        let clock = ManualClock(seedInstant)
+        let server = FakeServer(clock: clock)
+        let client = try makeClient(store: store, server: server, clock: clock)
+        let first = try await client.record(today, 1_000)
+        let second = try await client.record(today.adding(days: -1), 1_000)
+        server.script { key, _ in key == second.idempotencyKey ? .bucketRateLimited(retryAfter: 40) : .accept }
+        let report = try await client.flush()
+        #expect(report.delivered.map(\.bucket.idempotencyKey) == [first.idempotencyKey])
+        #expect(report.pausedUntil == clock.now.addingTimeInterval(40))
+        #expect(report.interruption == .rateLimited(retryAfter: 40))
+        #expect(await client.queuedBuckets().map(\.idempotencyKey) == [second.idempotencyKey])
+        server.script { _, _ in .accept }
+        clock.advance(39)
+        #expect(try await client.flush().requests == 0)
+        clock.advance(1)
+        #expect(try await client.flush().delivered.map(\.bucket.idempotencyKey) == [second.idempotencyKey])
+    }
+
+    @Test("a batch refused whole goes one bucket at a time; a bucket refused alone with 400 leaves the queue")
+    func refusedWhole() async throws {
+        let store = temporaryStore()
+        defer { try? FileManager.default.removeItem(at: store) }
+        let clock = ManualClock(seedInstant)
+        let server = FakeServer(clock: clock)
+        let client = try makeClient(store: store, server: server, clock: clock)
+        for back in 0..<3 { try await client.record(today.adding(days: -back), 1_000 + back) }
+        server.script { key, _ in key == nil ? .tooLargeUnlessAlone : .accept }
+        let split = try await client.flush()
+        #expect(server.sent.map(\.keys.count) == [3, 1, 1, 1])
+        #expect(split.delivered.count == 3)
+        #expect(split.remaining == 0)
+
+        let bad = try await client.record(today, 5_000)
+        server.script { key, _ in key == nil ? .malformed : .accept }
+        let refused = try await client.flush()
+        #expect(refused.refused.map(\.bucket.idempotencyKey) == [bad.idempotencyKey])
+        #expect(refused.refused.first?.error == .invalidRequest("bad body"))
+        #expect(refused.remaining == 0)
+    }
+
+    @Test("a flush with nothing to do writes nothing to disk")
+    func idleFlushWritesNothing() async throws {
+        let store = temporaryStore()
+        defer { try? FileManager.default.removeItem(at: store) }
+        let clock = ManualClock(seedInstant)
+        let server = FakeServer(clock: clock)
+        let client = try makeClient(store: store, server: server, clock: clock)
+        try await client.record(today, 1_000)
+        _ = try await client.flush()
+        let file = store.appendingPathComponent("queue.json").path
+        let written = try FileManager.default.attributesOfItem(atPath: file)[.modificationDate] as? Date
+        try await Task.sleep(nanoseconds: 20_000_000)
+        for _ in 0..<3 { #expect(try await client.flush().requests == 0) }
+        #expect(try FileManager.default.attributesOfItem(atPath: file)[.modificationDate] as? Date == written)
+    }
 }

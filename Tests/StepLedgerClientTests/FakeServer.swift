@@ -37,6 +37,12 @@ enum Script: Sendable, Equatable {
     case notWhitelisted
     /// The whole request is answered 401.
     case unauthorized
+    /// The whole request is 413 while it carries more than one bucket (one alone goes on to the bucket scripts).
+    case tooLargeUnlessAlone
+    /// The whole request is 400, as a malformed body is.
+    case malformed
+    /// This bucket's result is 429 RATE_LIMITED with details.retryAfterSeconds (the limit ran out mid-batch).
+    case bucketRateLimited(retryAfter: Int)
     /// The request never reaches the server.
     case offline
 }
@@ -136,6 +142,10 @@ final class FakeServer: ClientTransport, Sendable {
             mark(failed: Set(keys))
             throw URLError(.notConnectedToInternet)
         case .unauthorized: return try Self.json(401, ["error": "UNAUTHORIZED", "message": "no", "details": [:]])
+        case .tooLargeUnlessAlone where keys.count > 1:
+            return try Self.json(413, ["error": "PAYLOAD_TOO_LARGE", "message": "big", "details": [:]])
+        case .malformed:
+            return try Self.json(400, ["error": "INVALID_REQUEST", "message": "bad body", "details": [:]])
         case .rateLimited(let retryAfter):
             mark(failed: [], pause: TimeInterval(retryAfter))
             var response = HTTPResponse(status: .tooManyRequests)
@@ -185,6 +195,8 @@ final class FakeServer: ClientTransport, Sendable {
                 results.append(Self.error(key, 422, "STEP_REJECTED", ["reasons": reasons, "day": day]))
             case .notWhitelisted:
                 results.append(Self.error(key, 403, "STEP_SOURCE_NOT_WHITELISTED", ["sourceBundleId": "x"]))
+            case .bucketRateLimited(let retryAfter):
+                results.append(Self.error(key, 429, "RATE_LIMITED", ["retryAfterSeconds": retryAfter]))
             default:
                 failedKeys.insert(key)
                 results.append(Self.error(key, 500, "INTERNAL_ERROR", [:]))
