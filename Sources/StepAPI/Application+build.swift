@@ -163,7 +163,7 @@ package func buildApplication(
     // The surfaces: each a route group with its error envelope and its authentication.
     let ingest = router.group()
         .add(middleware: SurfaceErrorMiddleware<IngestAPIError>(logger: logger))
-        .add(middleware: SessionAuthMiddleware<IngestAPIError>(authenticator: authenticator, logger: logger))
+        .add(middleware: SessionAuthMiddleware<IngestAPIError>(authenticator: authenticator))
     if let appCheck {
         ingest.add(middleware: AppCheckMiddleware(gate: appCheck, store: store, telemetry: telemetry))
     }
@@ -197,7 +197,7 @@ package func buildApplication(
 
     let walker = router.group()
         .add(middleware: SurfaceErrorMiddleware<WalkerAPIError>(logger: logger))
-        .add(middleware: SessionAuthMiddleware<WalkerAPIError>(authenticator: authenticator, logger: logger))
+        .add(middleware: SessionAuthMiddleware<WalkerAPIError>(authenticator: authenticator))
     WalkerController(runner: walkerReads, defaultRegionId: configuration.defaultRegionId)
         .register(in: walker, catalog: &catalog)
     AllocationController(
@@ -209,7 +209,7 @@ package func buildApplication(
 
     let health = router.group()
         .add(middleware: SurfaceErrorMiddleware<HealthAPIError>(logger: logger))
-        .add(middleware: SessionAuthMiddleware<HealthAPIError>(authenticator: authenticator, logger: logger))
+        .add(middleware: SessionAuthMiddleware<HealthAPIError>(authenticator: authenticator))
     HealthController(runner: walkerReads).register(in: health, catalog: &catalog)
     HealthWriteController(
         runner: walkerReads,

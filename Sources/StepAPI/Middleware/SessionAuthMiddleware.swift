@@ -1,5 +1,4 @@
 import Hummingbird
-import Logging
 
 /// The walker's session token (`Authorization: Bearer …`), checked before any route of the group runs: the
 /// principal goes into the request context and onto the request's trace; a refusal is the surface's 401 with its
@@ -9,7 +8,6 @@ struct SessionAuthMiddleware<Failure: WalkerReadError>: RouterMiddleware {
     typealias Context = AppRequestContext
 
     let authenticator: Authenticator
-    let logger: Logger
 
     func handle(
         _ request: Request, context: Context, next: (Request, Context) async throws -> Response
