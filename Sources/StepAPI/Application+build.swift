@@ -140,13 +140,20 @@ package func buildApplication(
     let worker = makeJobWorker(
         settings: jobSettings, store: store, clock: dependencies.clock, logger: logger, metrics: metrics,
         httpClient: dependencies.httpClient, whitelist: whitelist)
+    // A shortcut that closes the server is a warning of its own; otherwise the shortcuts ride on the start line.
+    var startMetadata: Logger.Metadata = [:]
     if let shortcuts = configuration.developmentShortcutsSummary {
-        if shortcuts.isWarning { logger.warning("\(shortcuts.message)") } else { logger.info("\(shortcuts.message)") }
+        if shortcuts.isWarning {
+            logger.warning("\(shortcuts.message)")
+        } else {
+            startMetadata["developmentShortcuts"] = .string(shortcuts.message)
+        }
     }
     if configuration.appAttest.apps(mode: configuration.mode).isEmpty {
         logger.warning("appAttest.teamId and appAttest.bundleIds are not set: POST /health refuses every iOS device")
     }
-    if configuration.playIntegrity.configuration == nil {
+    // Test-phase runs without Android keys as a matter of course: only production is warned.
+    if configuration.mode == .production, configuration.playIntegrity.configuration == nil {
         logger.warning("playIntegrity.* is not set: POST /health refuses every Android device")
     }
     // Every walker route but the ingest shares one per-walker window: they serve the same screens.
@@ -303,7 +310,19 @@ package func buildApplication(
                         pollIntervalSeconds: 2, logger: logger)
                 ]
             } ?? []),
-        logger: logger
+        onServerRunning: { [logger, startMetadata] channel in
+            // The one line a start prints: mode, database and the address actually bound (port 0 picks one).
+            let port = channel.localAddress?.port ?? configuration.http.port
+            logger.info(
+                "StepLedger \(configuration.mode.rawValue) listening on http://\(configuration.http.host):\(port), database \(configuration.databaseDescription)",
+                metadata: startMetadata)
+        },
+        // Hummingbird's own start line would repeat ours: its logger says only what is notice or worse.
+        logger: {
+            var quieter = logger
+            quieter.logLevel = max(logger.logLevel, .notice)
+            return quieter
+        }()
     )
     return StepLedgerApp(
         application: application, store: store, routes: catalog, metrics: metrics, antiCheatSink: antiCheatSink,

@@ -45,6 +45,9 @@ package struct MaintenanceJob<Target: MaintenanceTarget>: StandaloneJob {
     package func run(_ payload: EmptyPayload, job: ClaimedJob, on store: Store) async throws {
         let report = try await store.prune(now: clock(), retention: retention, tables: [Target.table])
         let removed = report.attestationLogs + report.idempotencyKeys + report.rateLimits + report.healthNonces
-        logger.info("pruned", metadata: ["table": .string(Target.table.rawValue), "rows": "\(removed)"])
+        // A pass that found nothing to remove is not news: it is logged at debug.
+        logger.log(
+            level: removed == 0 ? .debug : .info, "pruned",
+            metadata: ["table": .string(Target.table.rawValue), "rows": "\(removed)"])
     }
 }

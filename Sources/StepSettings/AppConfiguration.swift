@@ -1,4 +1,5 @@
 import Configuration
+import Foundation
 import StepCore
 import StepDatabase
 import StepStore
@@ -8,6 +9,9 @@ import StepStore
 /// documented in the README; `ConfigurationSources` is the strict loader `stepd` reads them with.
 package struct AppConfiguration: Sendable {
     package var mode: ServiceMode = .testPhase
+    /// Where `stepd` keeps the files it writes besides the database (simulated devices, local keys); `nil` means
+    /// the default, `dataDirectoryPath`.
+    package var dataDirectory: String?
     package var database = Database()
     package var http = HTTP()
     package var jwt = JWT()
@@ -30,11 +34,11 @@ package struct AppConfiguration: Sendable {
 
     /// The top-level keys, outside every section.
     package enum RootKey: String, ConfigurationKeys {
-        case mode
+        case mode, dataDirectory
         package static let section = ""
         package var isSecret: Bool {
             switch self {
-            case .mode: false
+            case .mode, .dataDirectory: false
             }
         }
     }
@@ -57,6 +61,10 @@ package struct AppConfiguration: Sendable {
                 throw root.error(.mode, "must be test-phase or production, not '\(mode)'")
             }
             self.mode = parsed
+        }
+        if let directory = try root.string(.dataDirectory) {
+            guard !directory.isEmpty else { throw root.error(.dataDirectory, "must not be empty") }
+            dataDirectory = directory
         }
         database = try reader.section()
         http = try reader.section()
@@ -168,5 +176,22 @@ extension AppConfiguration {
         policy.attestationLogSeconds = pruning.attestationLogDays * 86_400
         policy.idempotencyKeySeconds = idempotency.retentionDays * 86_400
         return policy
+    }
+}
+
+extension AppConfiguration {
+    /// The directory for files `stepd` writes besides the database: `dataDirectory` when set, else the SQLite
+    /// database's own directory, else (PostgreSQL) `./stepledger-data`.
+    package var dataDirectoryPath: String {
+        if let dataDirectory { return dataDirectory }
+        if DatabaseOpener.isPostgres(database.url) { return "./stepledger-data" }
+        let url = database.url.hasPrefix("sqlite://") ? String(database.url.dropFirst(9)) : database.url
+        let directory = (url as NSString).deletingLastPathComponent
+        return directory.isEmpty ? "." : directory
+    }
+
+    /// A path inside the data directory (`devices/alice.json`).
+    package func dataPath(_ components: String...) -> String {
+        components.reduce(dataDirectoryPath) { ($0 as NSString).appendingPathComponent($1) }
     }
 }

@@ -23,7 +23,10 @@ struct Device: AsyncParsableCommand {
             help: "The nonce from GET /health/attestation-nonce; clientDataHash is SHA256 of its UTF-8 text.")
         var nonce: String
 
-        @Option(help: "Where the device's key and counter are kept. Default ./stepledger-device-<walker>.json.")
+        @Option(
+            help:
+                "Where the device's key and counter are kept. Default <data directory>/devices/<walker>.json (config key dataDirectory; by default the SQLite database's directory)."
+        )
         var deviceFile: String?
 
         func validate() throws {
@@ -36,7 +39,9 @@ struct Device: AsyncParsableCommand {
             if let deviceFile, deviceFile.isEmpty { throw ValidationError("--device-file must not be empty") }
         }
 
-        var path: String { deviceFile ?? DevelopmentDevice.defaultPath(walkerId: walker) }
+        func path(in configuration: AppConfiguration) -> String {
+            deviceFile ?? DevelopmentDevice.defaultPath(walkerId: walker, directory: configuration.dataDirectoryPath)
+        }
     }
 
     struct Attest: AsyncParsableCommand {
@@ -60,9 +65,11 @@ struct Device: AsyncParsableCommand {
                     walkerId: device.walker, nonce: device.nonce,
                     apps: configuration.appAttest.apps(mode: configuration.mode), store: store, now: Date())
             }
-            try simulated.save(path: device.path)
+            try simulated.save(path: device.path(in: configuration))
             FileHandle.standardError.write(
-                Data("keyId \(Data(simulated.keyIdentifier).base64EncodedString()) saved in \(device.path)\n".utf8))
+                Data(
+                    "keyId \(Data(simulated.keyIdentifier).base64EncodedString()) saved in \(device.path(in: configuration))\n"
+                        .utf8))
             print(Data(attestationObject).base64EncodedString())
         }
     }
@@ -80,10 +87,10 @@ struct Device: AsyncParsableCommand {
         func run() async throws {
             let configuration = try await common.loadTestPhase(refusing: "simulated devices")
             if let warning = configuration.developmentDeviceWarning { printWarning(warning) }
-            var simulated = try DevelopmentDevice.load(path: device.path, walkerId: device.walker)
+            var simulated = try DevelopmentDevice.load(path: device.path(in: configuration), walkerId: device.walker)
             let assertion = try simulated.nextAssertion(nonce: device.nonce)
             // Saved before printing: a counter that was never stored could be handed out twice.
-            try simulated.save(path: device.path)
+            try simulated.save(path: device.path(in: configuration))
             FileHandle.standardError.write(
                 Data("keyId \(Data(simulated.keyIdentifier).base64EncodedString()) counter \(simulated.counter)\n".utf8)
             )

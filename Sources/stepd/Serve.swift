@@ -24,16 +24,25 @@ struct Serve: AsyncParsableCommand {
         if let host { overrides["http.host"] = host }
         if let port { overrides["http.port"] = String(port) }
         let configuration = try await common.load(overrides: overrides)
+        // A port in use is said before anything else happens (no database opened, nothing migrated).
+        try await ListenAddress.check(host: configuration.http.host, port: configuration.http.port)
         var dependencies = AppDependencies()
         dependencies.reloadWhitelist = { [common, overrides] in
             try await common.load(overrides: overrides).limits.sourceBundleWhitelist
         }
         dependencies.configFile = common.config
         let app = try await buildApplication(configuration: configuration, dependencies: dependencies)
-        try await app.application.runService()
-        // Log lines are written by a background thread: let it finish before the process exits.
-        LogSink.standardOutput.flush()
-        LogSink.standardError.flush()
-        app.antiCheatSink.flush()
+        // Log lines are written by a background thread: let it finish before the process exits, however it does.
+        defer {
+            LogSink.standardOutput.flush()
+            LogSink.standardError.flush()
+            app.antiCheatSink.flush()
+        }
+        do {
+            try await app.application.runService()
+        } catch {
+            // Taken between the check and the server's bind: said the same way.
+            throw ListenFailure(host: configuration.http.host, port: configuration.http.port, error: error) ?? error
+        }
     }
 }

@@ -1,5 +1,7 @@
 import ArgumentParser
 import Foundation
+import StepAPI
+import StepAttestation
 import StepDatabase
 import StepSettings
 
@@ -9,7 +11,9 @@ struct Stepd: AsyncParsableCommand {
         commandName: "stepd",
         abstract: "StepLedger: verified step ingest, streaks and Energy.",
         subcommands: [
-            Serve.self, Worker.self, Jobs.self, Operator.self, Token.self, Device.self, Migrate.self, Prune.self,
+            Serve.self, Worker.self, Jobs.self, Operator.self, Token.self, Device.self, LocalKeys.self,
+            AppCheckToken.self,
+            Migrate.self, Prune.self,
         ]
     )
 
@@ -31,6 +35,12 @@ struct Stepd: AsyncParsableCommand {
             exitReporting(error)
         } catch let error as StoreError {
             exitReporting(error)
+        } catch let error as ListenFailure {
+            exitReporting(error)
+        } catch let error as CommandFailure {
+            exitReporting(error)
+        } catch let error as LocalSigningKey.Failure {
+            exitReporting(error)
         } catch {
             exit(withError: error)
         }
@@ -40,4 +50,10 @@ struct Stepd: AsyncParsableCommand {
         FileHandle.standardError.write(Data("stepd: \(error.description)\n".utf8))
         Foundation.exit(1)
     }
+}
+
+/// A command that cannot do what it was asked, for a reason the user can fix: one line, exit 1, no usage text.
+struct CommandFailure: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
 }

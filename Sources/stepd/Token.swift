@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import StepAPI
+import StepAttestation
 import StepCore
 import StepDatabase
 import StepSettings
@@ -9,7 +10,9 @@ import StepStore
 struct Token: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract:
-            "Print a development session JWT that `stepd serve` on the same database accepts while dev.sessionTokens is on (test-phase only; the key is kept in the database). Warns on stderr when the configuration turns it off."
+            "Print a session JWT: in test-phase a development token (HS256, its key kept in the database) that `stepd serve` on the same database accepts while dev.sessionTokens is on; with --key, or in production mode, a token signed by the local session-token key of `stepd local-keys`.",
+        discussion:
+            "The token's iss and aud are jwt.issuer and jwt.audience. Production tokens are signed only with a key file written by `stepd local-keys` (by default <data directory>/local-keys/session-token-key.json), never with any other key. Warns on stderr when the configuration turns development tokens off."
     )
 
     @Option(help: "The walker id (the token's sub), 1 to 128 bytes.")
@@ -17,6 +20,9 @@ struct Token: AsyncParsableCommand {
 
     @Option(help: "Lifetime in seconds. Default 86400.")
     var ttl: Int = 86_400
+
+    @Option(help: "Sign with this local session-token key (from `stepd local-keys`) instead of the development key.")
+    var key: String?
 
     @OptionGroup var common: CommonOptions
 
@@ -28,6 +34,16 @@ struct Token: AsyncParsableCommand {
     }
 
     func run() async throws {
+        let loaded = try await common.load()
+        if key != nil || loaded.mode == .production {
+            let path = key ?? LocalKeyFiles.path(LocalKeyFiles.sessionKey, in: loaded)
+            let signer = try LocalSigningKey(path: path, expecting: .sessionToken)
+            let claims = LocalSigningKey.sessionClaims(
+                walkerId: walker, issuer: loaded.jwt.issuer, audience: loaded.jwt.audience, now: Date(),
+                ttlSeconds: ttl)
+            print(try signer.sign(claims: claims))
+            return
+        }
         let configuration = try await common.loadTestPhase(refusing: "development tokens")
         // A tool still makes what it is asked for; it says when the server it describes would refuse it.
         if let warning = configuration.developmentTokenWarning { printWarning(warning) }

@@ -198,9 +198,9 @@ struct DevelopmentDeviceTests {
 
     @Test("The default device file is named after the walker, with unsafe characters replaced")
     func defaultPath() {
-        #expect(DevelopmentDevice.defaultPath(walkerId: "alice-1") == "./stepledger-device-alice-1.json")
-        #expect(DevelopmentDevice.defaultPath(walkerId: "../a/b c") == "./stepledger-device-.._a_b_c.json")
-        #expect(DevelopmentDevice.defaultPath(walkerId: "zoë") == "./stepledger-device-zo_.json")
+        #expect(DevelopmentDevice.defaultPath(walkerId: "alice-1", directory: "data") == "data/devices/alice-1.json")
+        #expect(DevelopmentDevice.defaultPath(walkerId: "../a/b c", directory: "/d") == "/d/devices/.._a_b_c.json")
+        #expect(DevelopmentDevice.defaultPath(walkerId: "zoë", directory: ".") == "./devices/zo_.json")
     }
 
     static func failure<T>(

@@ -19,16 +19,17 @@ package struct DevelopmentDevice: Sendable {
         AppAttestSimulatedDevice.keyIdentifier(for: privateKey.publicKey)
     }
 
-    /// `./stepledger-device-<walker>.json`, with characters a file name cannot safely hold replaced; the walker
-    /// id stored inside the file is what `load` checks.
-    package static func defaultPath(walkerId: String) -> String {
+    /// `<directory>/devices/<walker>.json` (the data directory's), with characters a file name cannot safely hold
+    /// replaced; the walker id stored inside the file is what `load` checks.
+    package static func defaultPath(walkerId: String, directory: String) -> String {
         let safe = walkerId.unicodeScalars.map { scalar -> String in
             switch scalar {
             case "a"..."z", "A"..."Z", "0"..."9", "-", "_", ".": String(scalar)
             default: "_"
             }
         }
-        return "./stepledger-device-\(safe.joined()).json"
+        return ((directory as NSString).appendingPathComponent("devices") as NSString)
+            .appendingPathComponent("\(safe.joined()).json")
     }
 
     /// What the app passes as clientDataHash for a server nonce: SHA256 of the nonce's UTF-8 text (SPEC.md
@@ -142,6 +143,15 @@ extension DevelopmentDevice {
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
         let bytes = Array(try encoder.encode(file)) + [0x0A]
 
+        let folder = (path as NSString).deletingLastPathComponent
+        if !folder.isEmpty {
+            do {
+                try FileManager.default.createDirectory(
+                    atPath: folder, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            } catch {
+                throw DevelopmentDeviceError.unwritable(path: path, detail: (error as NSError).localizedDescription)
+            }
+        }
         let temporary = path + ".tmp-\(UUID().uuidString)"
         let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
         guard descriptor >= 0 else {
