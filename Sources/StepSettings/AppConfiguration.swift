@@ -6,7 +6,7 @@ import StepStore
 
 /// Everything the server needs, read once at start-up, validated, typed: one struct per subsystem, each read from
 /// its own scope of the reader (`HTTP(reader: reader.scoped(to: "http"))`) and validated there. Keys are
-/// documented in the README; `ConfigurationSources` is the strict loader `stepd` reads them with.
+/// documented in docs/configuration.md; `ConfigurationSources` is the strict loader `stepd` reads them with.
 package struct AppConfiguration: Sendable {
     package var mode: ServiceMode = .testPhase
     /// Where `stepd` keeps the files it writes besides the database (simulated devices, local keys); `nil` means

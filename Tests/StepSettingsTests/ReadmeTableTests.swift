@@ -3,16 +3,17 @@ import Testing
 
 @testable import StepSettings
 
-/// The README's configuration table documents exactly the keys the code declares, each with its variable.
-@Suite("README configuration table")
+/// The configuration table of docs/configuration.md documents exactly the keys the code declares, each with its
+/// variable.
+@Suite("docs/configuration.md table")
 struct ReadmeTableTests {
-    static let readme = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-        .deletingLastPathComponent().appendingPathComponent("README.md")
+    static let document = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().appendingPathComponent("docs/configuration.md")
 
-    /// `(key, variable)` for each row of the table under `## Configuration`.
+    /// `(key, variable)` for each row of the table under `## Keys`.
     static func rows() throws -> [(key: String, variable: String)] {
-        let text = try String(contentsOf: readme, encoding: .utf8)
-        let start = try #require(text.range(of: "\n## Configuration\n"))
+        let text = try String(contentsOf: document, encoding: .utf8)
+        let start = try #require(text.range(of: "\n## Keys\n"))
         let section = text[start.upperBound...]
         let end = section.range(of: "\n## ")?.lowerBound ?? section.endIndex
         return section[..<end].split(separator: "\n").compactMap { line in
@@ -31,10 +32,10 @@ struct ReadmeTableTests {
         #expect(documented.count == rows.count, "a key is listed twice")
         #expect(
             declared.subtracting(documented).isEmpty,
-            "missing from the README: \(declared.subtracting(documented).sorted())")
+            "missing from docs/configuration.md: \(declared.subtracting(documented).sorted())")
         #expect(
             documented.subtracting(declared).isEmpty,
-            "in the README but not declared: \(documented.subtracting(declared).sorted())")
+            "in docs/configuration.md but not declared: \(documented.subtracting(declared).sorted())")
         for row in rows {
             guard let entry = ConfigurationCatalog.app.entry(named: row.key) else { continue }
             #expect(row.variable == entry.environmentVariable, "\(row.key)")
