@@ -173,6 +173,9 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
             ],
             swiftSettings: strict
         ),
@@ -215,7 +218,7 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
-        // The client from a shell (the README's client section and scripts/client-crash-test).
+        // The client from a shell (docs/client.md and scripts/client-crash-test).
         .executableTarget(
             name: "stepledger-client",
             dependencies: [

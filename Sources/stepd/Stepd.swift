@@ -10,10 +10,11 @@ struct Stepd: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "stepd",
         abstract: "StepLedger: verified step ingest, streaks and Energy.",
+        version: StepdVersion.description,
         subcommands: [
             Serve.self, Worker.self, Jobs.self, Operator.self, Token.self, Device.self, LocalKeys.self,
             AppCheckToken.self,
-            Migrate.self, Prune.self,
+            Migrate.self, Prune.self, Healthcheck.self,
         ]
     )
 

@@ -1,0 +1,54 @@
+import ArgumentParser
+import AsyncHTTPClient
+import Foundation
+import NIOCore
+import NIOHTTP1
+import StepSettings
+
+/// `stepd healthcheck`: asks a running server whether it is ready, for container images without curl.
+struct Healthcheck: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract:
+            "Probe a running server: exit 0 when GET /readyz answers 200 (the server is up and its database reachable), else 1 with one line on stderr.",
+        discussion:
+            "Without --url, asks the configured address (http.host and http.port; an any-address host such as 0.0.0.0 is asked on 127.0.0.1)."
+    )
+
+    @Option(help: "The URL to probe, e.g. http://127.0.0.1:8080/readyz or …/livez.")
+    var url: String?
+
+    @Option(help: "Seconds to wait for the answer.")
+    var timeout: Int = 5
+
+    @OptionGroup var common: CommonOptions
+
+    func validate() throws {
+        guard (1...300).contains(timeout) else { throw ValidationError("--timeout must be between 1 and 300") }
+        if let url, URL(string: url)?.scheme?.hasPrefix("http") != true {
+            throw ValidationError("--url must be an http:// or https:// URL")
+        }
+    }
+
+    func run() async throws {
+        let target: String
+        if let url {
+            target = url
+        } else {
+            let configuration = try await common.load()
+            var host = configuration.http.host
+            if host == "0.0.0.0" || host == "::" || host == "*" { host = "127.0.0.1" }
+            if host.contains(":") { host = "[\(host)]" }
+            target = "http://\(host):\(configuration.http.port)/readyz"
+        }
+        let status: UInt
+        do {
+            let response = try await HTTPClient.shared.execute(
+                HTTPClientRequest(url: target), timeout: .seconds(Int64(timeout)))
+            status = response.status.code
+        } catch {
+            throw CommandFailure("healthcheck: \(target) did not answer (\(error))")
+        }
+        guard status == 200 else { throw CommandFailure("healthcheck: \(target) answered \(status)") }
+        print("ok: \(target) answered 200")
+    }
+}
