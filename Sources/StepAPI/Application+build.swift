@@ -24,6 +24,8 @@ package struct AppDependencies: Sendable {
     /// whitelist is reloaded on SIGHUP and when `configFile` changes.
     package var reloadWhitelist: (@Sendable () async throws -> Set<String>)?
     package var configFile: String?
+    /// Turned on by `DrainService` when SIGTERM arrives: `/readyz` answers 503 from then on.
+    package var drain = DrainState()
 
     package init() {}
 }
@@ -268,8 +270,10 @@ package func buildApplication(
             in: router.group().add(middleware: SurfaceErrorMiddleware<AdminAPIError>(logger: logger)),
             catalog: &catalog)
 
-    OpsController(store: store, metrics: metrics, jobs: worker.queue, clock: dependencies.clock)
-        .register(in: router.group(), catalog: &catalog)
+    OpsController(
+        store: store, metrics: metrics, jobs: worker.queue, drain: dependencies.drain, clock: dependencies.clock
+    )
+    .register(in: router.group(), catalog: &catalog)
 
     // Last, so it wraps only the not-found answer: a known path with another method is 405, not 404.
     router.add(

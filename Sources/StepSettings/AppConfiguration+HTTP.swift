@@ -12,14 +12,18 @@ extension AppConfiguration {
         /// its last response sent), and the body within `requestBodyTimeoutSeconds` of the head, or it is closed.
         package var requestHeadTimeoutSeconds: Double = 30
         package var requestBodyTimeoutSeconds: Double = 30
+        /// After SIGTERM, how long `/readyz` answers 503 while every request is still served, so a load balancer
+        /// takes the instance out before it stops accepting.
+        package var drainSeconds: Double = 5
 
         package enum Key: String, ConfigurationKeys {
-            case host, port, maxBodyBytes, maxHeaderBytes, requestHeadTimeoutSeconds, requestBodyTimeoutSeconds
+            case host, port, maxBodyBytes, maxHeaderBytes, requestHeadTimeoutSeconds, requestBodyTimeoutSeconds,
+                drainSeconds
             package static let section = "http"
             package var isSecret: Bool {
                 switch self {
                 case .host, .port, .maxBodyBytes, .maxHeaderBytes, .requestHeadTimeoutSeconds,
-                    .requestBodyTimeoutSeconds:
+                    .requestBodyTimeoutSeconds, .drainSeconds:
                     false
                 }
             }
@@ -37,6 +41,7 @@ extension AppConfiguration {
                 try reader.double(.requestHeadTimeoutSeconds, in: 0.1...3600) ?? requestHeadTimeoutSeconds
             requestBodyTimeoutSeconds =
                 try reader.double(.requestBodyTimeoutSeconds, in: 0.1...3600) ?? requestBodyTimeoutSeconds
+            drainSeconds = try reader.double(.drainSeconds, in: 0...300) ?? drainSeconds
         }
     }
 }

@@ -1,11 +1,13 @@
 import ArgumentParser
 import Hummingbird
+import ServiceLifecycle
 import StepAPI
 import StepCore
 import StepDatabase
 import StepLogging
 import StepSettings
 import StepStore
+import UnixSignals
 
 struct Serve: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -38,8 +40,19 @@ struct Serve: AsyncParsableCommand {
             LogSink.standardError.flush()
             app.antiCheatSink.flush()
         }
+        // SIGTERM drains first (DrainService returns after http.drainSeconds and the group then stops the server
+        // gracefully); SIGINT stops at once, gracefully.
+        let drain = ServiceGroupConfiguration.ServiceConfiguration(
+            service: DrainService(
+                state: dependencies.drain, drainSeconds: configuration.http.drainSeconds, logger: app.application.logger
+            ),
+            successTerminationBehavior: .gracefullyShutdownGroup)
+        let group = ServiceGroup(
+            configuration: ServiceGroupConfiguration(
+                services: [.init(service: app.application), drain], gracefulShutdownSignals: [.sigint],
+                logger: app.application.logger))
         do {
-            try await app.application.runService()
+            try await group.run()
         } catch {
             // Taken between the check and the server's bind: said the same way.
             throw ListenFailure(host: configuration.http.host, port: configuration.http.port, error: error) ?? error

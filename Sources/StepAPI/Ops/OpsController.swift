@@ -9,6 +9,7 @@ struct OpsController: Sendable {
     let store: Store
     let metrics: ServiceMetrics
     let jobs: JobQueue
+    let drain: DrainState
     var clock: @Sendable () -> Date = { Date() }
 
     static let openAPIDocument: String = {
@@ -23,6 +24,12 @@ struct OpsController: Sendable {
             Self.text(#"{"status":"ok"}"#, contentType: "application/json")
         }
         group.on(.get, "/readyz", catalog: &catalog) { _, _ in
+            // Draining after SIGTERM: still serving, but a load balancer should send new traffic elsewhere.
+            if drain.isDraining {
+                var response = Self.text(#"{"status":"draining"}"#, contentType: "application/json")
+                response.status = .serviceUnavailable
+                return response
+            }
             let ready = await store.database.ping()
             var response = Self.text(
                 ready ? #"{"status":"ready","database":"ok"}"# : #"{"status":"unavailable","database":"unreachable"}"#,

@@ -1,0 +1,45 @@
+import Logging
+import ServiceLifecycle
+import Synchronization
+import UnixSignals
+
+/// Whether this instance is draining: told to stop, still serving, but no longer ready for new traffic.
+package final class DrainState: Sendable {
+    private let draining = Atomic<Bool>(false)
+
+    package init() {}
+
+    package var isDraining: Bool { draining.load(ordering: .relaxed) }
+
+    package func begin() { draining.store(true, ordering: .relaxed) }
+}
+
+/// The stop sequence of `stepd serve` on SIGTERM, for load balancers that keep sending traffic for a moment after
+/// an instance is told to stop: `/readyz` turns 503 at once, every request is still served for `drainSeconds`,
+/// then this service returns and the group shuts the server down gracefully (it stops accepting, finishes the
+/// requests it holds, and the worker finishes or releases its jobs). SIGINT (Ctrl-C) and other graceful shutdowns
+/// skip the wait.
+package struct DrainService: Service {
+    let state: DrainState
+    let drainSeconds: Double
+    let logger: Logger
+
+    package init(state: DrainState, drainSeconds: Double, logger: Logger) {
+        self.state = state
+        self.drainSeconds = drainSeconds
+        self.logger = logger
+    }
+
+    package func run() async throws {
+        // SIGTERM, or the group's graceful shutdown (SIGINT, another service ending), whichever comes first.
+        var terminated = false
+        for await _ in await UnixSignalsSequence(trapping: .sigterm).cancelOnGracefulShutdown() {
+            terminated = true
+            break
+        }
+        guard terminated else { return }
+        state.begin()
+        logger.notice("SIGTERM: draining, /readyz answers 503", metadata: ["drainSeconds": "\(drainSeconds)"])
+        try? await Task.sleep(for: .milliseconds(Int64(drainSeconds * 1000)))
+    }
+}
