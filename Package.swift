@@ -32,6 +32,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-configuration", from: "1.4.0"),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-distributed-tracing", from: "1.7.3"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
@@ -52,6 +53,20 @@ let package = Package(
         ),
         // The engine plumbing: the SQLite connection, its thread and group commit; the PostgreSQL pool, its
         // unit-of-work database and prepared statements. Outside it, only the `Database` protocol is seen.
+        // OpenTelemetry tracing: the tracer, its OTLP/HTTP exporter, traceparent in and out (nothing of ours).
+        .target(
+            name: "StepTracing",
+            dependencies: [
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
+                .product(name: "Instrumentation", package: "swift-distributed-tracing"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: strict
+        ),
         .target(
             name: "StepDatabase",
             dependencies: [
@@ -79,6 +94,7 @@ let package = Package(
         .target(
             name: "StepStore",
             dependencies: [
+                "StepTracing", .product(name: "Tracing", package: "swift-distributed-tracing"),
                 "StepCore",
                 "StepDatabase",
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -90,6 +106,7 @@ let package = Package(
         .target(
             name: "StepJobs",
             dependencies: [
+                "StepTracing", .product(name: "Tracing", package: "swift-distributed-tracing"),
                 "StepCore",
                 "StepStore",
                 "StepDatabase",
@@ -108,6 +125,7 @@ let package = Package(
         .target(
             name: "StepAttestation",
             dependencies: [
+                "StepTracing", .product(name: "Tracing", package: "swift-distributed-tracing"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),
@@ -134,6 +152,7 @@ let package = Package(
         .target(
             name: "StepAPI",
             dependencies: [
+                "StepTracing", .product(name: "Tracing", package: "swift-distributed-tracing"),
                 "StepLogging",
                 "StepCore",
                 "StepStore", "StepDatabase",
@@ -163,6 +182,7 @@ let package = Package(
         .executableTarget(
             name: "stepd",
             dependencies: [
+                "StepTracing", .product(name: "Tracing", package: "swift-distributed-tracing"),
                 "StepLogging",
                 "StepAPI",
                 "StepSettings",
@@ -319,6 +339,7 @@ let package = Package(
         .testTarget(
             name: "StepAPITests",
             dependencies: [
+                "StepTracing",
                 "StepLogging",
                 "StepAPI",
                 "StepSettings",

@@ -11,6 +11,7 @@ import StepJobs
 import StepLogging
 import StepSettings
 import StepStore
+import StepTracing
 
 /// What the application takes from outside besides configuration: the clock, where logs go, and
 /// optionally an already opened store (tests share one across instances).
@@ -51,8 +52,12 @@ package func buildApplication(
     configuration: AppConfiguration, dependencies: AppDependencies = AppDependencies()
 ) async throws -> StepLedgerApp {
     try configuration.validateForMode()
+    // With tracing on, every line written inside a span names its trace.
+    let tracing = configuration.tracing.otlpEndpoint != nil
     var logger = Logger(label: "stepledger") {
-        JSONLogHandler(label: $0, sink: dependencies.logSink, level: configuration.telemetry.logLevel)
+        JSONLogHandler(
+            label: $0, sink: dependencies.logSink, level: configuration.telemetry.logLevel,
+            metadataProvider: tracing ? .traceIdentity : nil)
     }
     logger.logLevel = configuration.telemetry.logLevel
     let antiCheatSink: LogSink
@@ -166,6 +171,9 @@ package func buildApplication(
         store: store, clock: dependencies.clock)
 
     let router = Router(context: AppRequestContext.self)
+    // A span per request (joining the caller's trace from `traceparent`), around everything else, so the request's
+    // log line and its database units belong to it. Off without a collector: no cost.
+    if tracing { router.add(middleware: TracingMiddleware()) }
     router.add(middleware: RequestLogMiddleware(logger: logger, metrics: metrics))
     var catalog = RouteCatalog()
 

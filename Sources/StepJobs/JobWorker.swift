@@ -3,6 +3,7 @@ import Logging
 import ServiceLifecycle
 import StepDatabase
 import StepStore
+import Tracing
 
 /// How one attempt of a job ended, for metrics.
 package enum JobOutcome: String, Sendable, Hashable {
@@ -102,10 +103,18 @@ package struct JobWorker: Service {
     private func execute(_ job: ClaimedJob) async {
         logger.debug(
             "job started", metadata: ["job": .string(job.id), "kind": .string(job.kind), "attempt": "\(job.attempt)"])
-        let outcome = await withTaskGroup(of: Void.self) { group in
-            group.addTask { await heartbeat(job) }
-            let outcome = await attempt(job)
-            group.cancelAll()
+        // Each run is a trace of its own: the job, then its database units and outbound calls.
+        let outcome = await withSpan("job \(job.kind)", context: .topLevel, ofKind: .consumer) { span in
+            span.attributes["stepledger.job.kind"] = job.kind
+            span.attributes["stepledger.job.attempt"] = job.attempt
+            let outcome = await withTaskGroup(of: Void.self) { group in
+                group.addTask { await heartbeat(job) }
+                let outcome = await attempt(job)
+                group.cancelAll()
+                return outcome
+            }
+            span.attributes["stepledger.job.outcome"] = outcome.rawValue
+            if outcome != .completed { span.setStatus(SpanStatus(code: .error)) }
             return outcome
         }
         let level: Logger.Level = outcome == .completed ? .debug : .warning

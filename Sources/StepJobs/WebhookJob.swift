@@ -4,6 +4,8 @@ import Foundation
 import NIOCore
 import NIOHTTP1
 import StepStore
+import StepTracing
+import Tracing
 
 /// Delivers one stored event to the operator's push service: a JSON POST signed like Stripe's webhooks,
 /// `StepLedger-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<body>">`. Anything but a 2xx (or no
@@ -48,17 +50,24 @@ package struct WebhookJob: StandaloneJob {
             name: Self.signatureHeader,
             value: Self.signature(body: body, timestamp: timestamp, secret: webhook.secret))
         request.body = .bytes(Array(body.utf8))
-        let response: HTTPClientResponse
-        do {
-            response = try await httpClient.execute(
-                request, timeout: .milliseconds(Int64(webhook.timeoutSeconds * 1000)))
-        } catch {
-            throw JobError.failed("webhook not reached: \(type(of: error))")
-        }
-        // The answer's body is of no interest; read at most a little of it so the connection can be reused.
-        _ = try? await response.body.collect(upTo: 64 * 1024)
-        guard (200..<300).contains(Int(response.status.code)) else {
-            throw JobError.failed("webhook answered \(response.status.code)")
+        try await withSpan("webhook delivery", ofKind: .client) { span in
+            span.attributes["http.request.method"] = "POST"
+            request.injectTraceContext()
+            let response: HTTPClientResponse
+            do {
+                response = try await httpClient.execute(
+                    request, timeout: .milliseconds(Int64(webhook.timeoutSeconds * 1000)))
+            } catch {
+                span.setStatus(SpanStatus(code: .error))
+                throw JobError.failed("webhook not reached: \(type(of: error))")
+            }
+            span.attributes["http.response.status_code"] = Int(response.status.code)
+            // The answer's body is of no interest; read at most a little of it so the connection can be reused.
+            _ = try? await response.body.collect(upTo: 64 * 1024)
+            guard (200..<300).contains(Int(response.status.code)) else {
+                span.setStatus(SpanStatus(code: .error))
+                throw JobError.failed("webhook answered \(response.status.code)")
+            }
         }
     }
 

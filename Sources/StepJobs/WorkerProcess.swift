@@ -42,7 +42,8 @@ package func makeJobWorker(
 /// store. The database must be migrated already (`stepd migrate`).
 package func runStandaloneWorker(
     databaseURL: String, postgres: PostgresSettings, sqliteSynchronous: SQLiteSynchronous, settings: JobSettings,
-    reloadWhitelist: (@Sendable () async throws -> Set<String>)? = nil, configFile: String? = nil, logger: Logger
+    reloadWhitelist: (@Sendable () async throws -> Set<String>)? = nil, configFile: String? = nil,
+    leadingServices: [any Service] = [], logger: Logger
 ) async throws {
     let store = try await StoreFactory.open(
         url: databaseURL, postgres: postgres, sqliteSynchronous: sqliteSynchronous, logger: logger, migrate: false)
@@ -64,7 +65,8 @@ package func runStandaloneWorker(
     }
     let group = ServiceGroup(
         configuration: .init(
-            services: [
+            // Leading services (the trace exporter) stop last, after the jobs they record.
+            services: leadingServices.map { .init(service: $0) } + [
                 .init(service: StoreClosingService(store: store)),
                 .init(service: worker),
                 .init(service: MaintenanceScheduler(worker: worker, settings: settings.maintenance)),

@@ -69,14 +69,19 @@ package final class LogSink: Sendable {
 /// A swift-log handler writing one JSON object per line: `ts`, `level`, `label`, `msg` and the metadata.
 package struct JSONLogHandler: LogHandler {
     package var metadata: Logger.Metadata = [:]
+    /// Metadata of the moment (the trace id of the span a line is written in), merged under the line's own.
+    package var metadataProvider: Logger.MetadataProvider?
     package var logLevel: Logger.Level
     let label: String
     let sink: LogSink
 
-    package init(label: String, sink: LogSink, level: Logger.Level) {
+    package init(
+        label: String, sink: LogSink, level: Logger.Level, metadataProvider: Logger.MetadataProvider? = nil
+    ) {
         self.label = label
         self.sink = sink
         self.logLevel = level
+        self.metadataProvider = metadataProvider
     }
 
     package subscript(metadataKey key: String) -> Logger.Metadata.Value? {
@@ -92,7 +97,9 @@ package struct JSONLogHandler: LogHandler {
             "label": .string(label),
             "msg": .string(event.message.description),
         ]
-        for (key, value) in metadata.merging(event.metadata ?? [:], uniquingKeysWith: { $1 }) {
+        var merged = metadata
+        if let provided = metadataProvider?.get() { merged.merge(provided, uniquingKeysWith: { $1 }) }
+        for (key, value) in merged.merging(event.metadata ?? [:], uniquingKeysWith: { $1 }) {
             fields[key] = Self.json(value)
         }
         guard let line = try? JSONCoding.encode(JSONValue.object(fields)) else { return }

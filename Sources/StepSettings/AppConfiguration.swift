@@ -31,6 +31,7 @@ package struct AppConfiguration: Sendable {
     package var events = Events()
     package var reread = Reread()
     package var telemetry = Telemetry()
+    package var tracing = Tracing()
 
     /// The top-level keys, outside every section.
     package enum RootKey: String, ConfigurationKeys {
@@ -49,7 +50,7 @@ package struct AppConfiguration: Sendable {
         RootKey.self, Database.Key.self, HTTP.Key.self, JWT.Key.self, Dev.Key.self, AppCheck.Key.self,
         AppAttestSettings.Key.self, PlayIntegritySettings.Key.self, HealthSettings.Key.self, Ingest.Key.self,
         RateLimits.Key.self, Worker.Key.self, Admin.Key.self, Jobs.Key.self, Idempotency.Key.self, Pruning.Key.self,
-        Ledger.Key.self, Events.Key.self, Reread.Key.self, Telemetry.Key.self,
+        Ledger.Key.self, Events.Key.self, Reread.Key.self, Telemetry.Key.self, Tracing.Key.self,
     ]
 
     package init() {}
@@ -85,6 +86,7 @@ package struct AppConfiguration: Sendable {
         events = try reader.section()
         reread = try reader.section()
         telemetry = try reader.section()
+        tracing = try reader.section()
         try validateForMode()
     }
 

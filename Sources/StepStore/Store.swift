@@ -2,6 +2,7 @@ import Crypto
 import Foundation
 import SQLKit
 import StepDatabase
+import Tracing
 
 /// The ledger's storage: a `Database` plus the typed operations of `StoreTransaction`.
 package struct Store: Sendable {
@@ -17,7 +18,10 @@ package struct Store: Sendable {
     package func transaction<T: Sendable>(
         _ body: @escaping @Sendable (StoreTransaction) async throws -> T
     ) async throws -> T {
-        try await database.transaction(typed(body))
+        try await withSpan("db.transaction", ofKind: .client) { span in
+            span.attributes["db.system"] = database.kind.tracingName
+            return try await database.transaction(typed(body))
+        }
     }
 
     /// Runs `body` on one connection outside a transaction: each statement commits by itself (on SQLite the
@@ -25,7 +29,10 @@ package struct Store: Sendable {
     package func withoutTransaction<T: Sendable>(
         _ body: @escaping @Sendable (StoreTransaction) async throws -> T
     ) async throws -> T {
-        try await database.withConnection(typed(body))
+        try await withSpan("db.statements", ofKind: .client) { span in
+            span.attributes["db.system"] = database.kind.tracingName
+            return try await database.withConnection(typed(body))
+        }
     }
 
     /// `body` as the database runs it: on the connection it is given, typed for this store's engine.
@@ -72,4 +79,14 @@ package enum StoreTransactionID {
     }
 
     private static let hexDigits = Array("0123456789abcdef".utf8)
+}
+
+extension DatabaseKind {
+    /// OpenTelemetry's `db.system` value.
+    var tracingName: String {
+        switch self {
+        case .sqlite: "sqlite"
+        case .postgres: "postgresql"
+        }
+    }
 }

@@ -34,6 +34,7 @@ struct Serve: AsyncParsableCommand {
         }
         dependencies.configFile = common.config
         let app = try await buildApplication(configuration: configuration, dependencies: dependencies)
+        let exporter = configuration.bootstrapTracing(logger: app.application.logger)
         // Log lines are written by a background thread: let it finish before the process exits, however it does.
         defer {
             LogSink.standardOutput.flush()
@@ -49,7 +50,8 @@ struct Serve: AsyncParsableCommand {
             successTerminationBehavior: .gracefullyShutdownGroup)
         let group = ServiceGroup(
             configuration: ServiceGroupConfiguration(
-                services: [.init(service: app.application), drain], gracefulShutdownSignals: [.sigint],
+                services: (exporter.map { [.init(service: $0)] } ?? []) + [.init(service: app.application), drain],
+                gracefulShutdownSignals: [.sigint],
                 logger: app.application.logger))
         do {
             try await group.run()

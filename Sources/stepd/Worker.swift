@@ -6,6 +6,7 @@ import StepJobs
 import StepLogging
 import StepSettings
 import StepStore
+import StepTracing
 
 struct Worker: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -27,15 +28,19 @@ struct Worker: AsyncParsableCommand {
         let configuration = try await common.load(overrides: overrides)
         let logSink = LogSink.standardOutput
         let level = configuration.telemetry.logLevel
-        var logger = Logger(label: "stepledger.worker") { JSONLogHandler(label: $0, sink: logSink, level: level) }
+        let provider: Logger.MetadataProvider? = configuration.tracing.otlpEndpoint != nil ? .traceIdentity : nil
+        var logger = Logger(label: "stepledger.worker") {
+            JSONLogHandler(label: $0, sink: logSink, level: level, metadataProvider: provider)
+        }
         logger.logLevel = level
+        let exporter = configuration.bootstrapTracing(logger: logger)
         try await runStandaloneWorker(
             databaseURL: configuration.databaseURL, postgres: configuration.postgres,
             sqliteSynchronous: configuration.sqliteSynchronous, settings: configuration.jobSettings,
             reloadWhitelist: { [common, overrides] in
                 try await common.load(overrides: overrides).limits.sourceBundleWhitelist
             },
-            configFile: common.config, logger: logger)
+            configFile: common.config, leadingServices: exporter.map { [$0] } ?? [], logger: logger)
         logSink.flush()
     }
 }

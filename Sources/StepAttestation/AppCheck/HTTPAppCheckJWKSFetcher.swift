@@ -2,6 +2,8 @@ import AsyncHTTPClient
 import Foundation
 import NIOCore
 import NIOHTTP1
+import StepTracing
+import Tracing
 
 /// Fetches Firebase App Check's public JWKS with a deadline and a body size bound.
 /// Pass `fetch` to `CachingAppCheckKeySource(fetch: fetcher.fetch)`.
@@ -51,13 +53,19 @@ package struct HTTPAppCheckJWKSFetcher: Sendable {
     }
 
     private func download(deadline: NIODeadline) async throws -> Data {
-        var request = HTTPClientRequest(url: url)
-        request.headers.add(name: "Accept", value: "application/json")
-        let response = try await httpClient.execute(request, deadline: deadline)
-        guard response.status == .ok else {
-            throw AppCheckError(.keySetUnavailable, detail: "JWKS endpoint answered \(response.status.code)")
+        try await withSpan("JWKS fetch", ofKind: .client) { span in
+            span.attributes["http.request.method"] = "GET"
+            var request = HTTPClientRequest(url: url)
+            request.headers.add(name: "Accept", value: "application/json")
+            request.injectTraceContext()
+            let response = try await httpClient.execute(request, deadline: deadline)
+            span.attributes["http.response.status_code"] = Int(response.status.code)
+            guard response.status == .ok else {
+                span.setStatus(SpanStatus(code: .error))
+                throw AppCheckError(.keySetUnavailable, detail: "JWKS endpoint answered \(response.status.code)")
+            }
+            let body = try await response.body.collect(upTo: maximumBodySize)
+            return Data(body.readableBytesView)
         }
-        let body = try await response.body.collect(upTo: maximumBodySize)
-        return Data(body.readableBytesView)
     }
 }

@@ -1,0 +1,124 @@
+import AsyncHTTPClient
+import Foundation
+import Logging
+import NIOCore
+import NIOHTTP1
+import ServiceLifecycle
+import Synchronization
+import Tracing
+
+/// Sends finished spans to an OpenTelemetry collector over OTLP/HTTP with JSON bodies (`POST <endpoint>/v1/traces`),
+/// in batches: every `interval`, or sooner when `batchSize` spans wait. A lifecycle service: on shutdown it sends
+/// what is left. Spans beyond `capacity` waiting are dropped and counted, never held without bound; a collector
+/// that is down costs a warning per failed batch, never a request's time.
+package final class OTLPExporter: Service, Sendable {
+    package struct Settings: Sendable {
+        /// The collector's OTLP/HTTP base URL (`http://127.0.0.1:4318`), or the full `…/v1/traces` URL.
+        package var endpoint: String
+        package var serviceName: String
+        package var serviceVersion: String?
+        package var interval: Duration = .seconds(1)
+        package var batchSize = 512
+        package var capacity = 20_000
+        package var timeout: TimeAmount = .seconds(5)
+
+        package init(endpoint: String, serviceName: String, serviceVersion: String? = nil) {
+            self.endpoint = endpoint
+            self.serviceName = serviceName
+            self.serviceVersion = serviceVersion
+        }
+
+        var tracesURL: String {
+            let trimmed = endpoint.hasSuffix("/") ? String(endpoint.dropLast()) : endpoint
+            return trimmed.hasSuffix("/v1/traces") ? trimmed : trimmed + "/v1/traces"
+        }
+    }
+
+    private struct Queue {
+        var spans: [FinishedSpan] = []
+        var dropped = 0
+    }
+
+    let settings: Settings
+    private let httpClient: HTTPClient
+    private let logger: Logger
+    private let queue = Mutex(Queue())
+    private let wake: AsyncStream<Void>.Continuation
+    private let wakes: AsyncStream<Void>
+
+    package init(settings: Settings, httpClient: HTTPClient = .shared, logger: Logger) {
+        self.settings = settings
+        self.httpClient = httpClient
+        self.logger = logger
+        (wakes, wake) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+    }
+
+    /// Called by a span when it ends; never blocks on the network.
+    func enqueue(_ span: FinishedSpan) {
+        let full = queue.withLock { queue in
+            guard queue.spans.count < settings.capacity else {
+                queue.dropped += 1
+                return false
+            }
+            queue.spans.append(span)
+            return queue.spans.count >= settings.batchSize
+        }
+        if full { wake.yield() }
+    }
+
+    /// Asks the service to send what waits now rather than at the next interval.
+    package func requestFlush() { wake.yield() }
+
+    package func run() async throws {
+        await withTaskGroup(of: Void.self) { group in
+            // The ticker wakes the loop every interval; graceful shutdown ends the loop after one last send.
+            group.addTask { [wake, interval = settings.interval] in
+                while !Task.isCancelled {
+                    try? await Task.sleep(for: interval)
+                    wake.yield()
+                }
+            }
+            for await _ in wakes.cancelOnGracefulShutdown() {
+                await exportWaiting()
+            }
+            group.cancelAll()
+        }
+        await exportWaiting()
+    }
+
+    /// Sends everything that waits, a batch at a time.
+    package func exportWaiting() async {
+        while true {
+            let (batch, dropped) = queue.withLock { queue in
+                let batch = Array(queue.spans.prefix(settings.batchSize))
+                queue.spans.removeFirst(batch.count)
+                let dropped = queue.dropped
+                queue.dropped = 0
+                return (batch, dropped)
+            }
+            if dropped > 0 {
+                logger.warning("trace spans dropped: the export queue was full", metadata: ["spans": "\(dropped)"])
+            }
+            guard !batch.isEmpty else { return }
+            await send(batch)
+        }
+    }
+
+    private func send(_ batch: [FinishedSpan]) async {
+        var request = HTTPClientRequest(url: settings.tracesURL)
+        request.method = .POST
+        request.headers.add(name: "Content-Type", value: "application/json")
+        request.body = .bytes(OTLPJSON.encode(batch, settings: settings))
+        do {
+            let response = try await httpClient.execute(request, timeout: settings.timeout)
+            _ = try? await response.body.collect(upTo: 64 * 1024)
+            if !(200..<300).contains(Int(response.status.code)) {
+                logger.warning(
+                    "trace export refused", metadata: ["status": "\(response.status.code)", "spans": "\(batch.count)"])
+            }
+        } catch {
+            logger.warning(
+                "trace export failed", metadata: ["error": "\(type(of: error))", "spans": "\(batch.count)"])
+        }
+    }
+}

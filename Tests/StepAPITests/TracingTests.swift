@@ -1,0 +1,90 @@
+import Foundation
+import Instrumentation
+import Logging
+import NIOHTTP1
+import Testing
+import Tracing
+
+@testable import StepTracing
+
+/// The tracer's own rules: W3C `traceparent` in and out, parent and child ids, and the OTLP/JSON it exports.
+@Suite("Tracing (OTLP)")
+struct TracingTests {
+    static let exporter = OTLPExporter(
+        settings: .init(endpoint: "http://127.0.0.1:9/", serviceName: "stepledger-test"), logger: Logger(label: "t"))
+
+    @Test("a well-formed traceparent is read; a malformed or all-zero one starts a new trace")
+    func traceparent() throws {
+        let header = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+        let identity = try #require(TraceIdentity(traceparent: header))
+        #expect(identity.traceIDHex == "4bf92f3577b34da6a3ce929d0e0e4736")
+        #expect(identity.spanIDHex == "00f067aa0ba902b7")
+        #expect(identity.sampled)
+        #expect(identity.traceparent == header)
+        for bad in [
+            "", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7",  // three fields
+            "00-00000000000000000000000000000000-00f067aa0ba902b7-01",  // zero trace id
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",  // zero span id
+            "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",  // upper case
+            "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",  // forbidden version
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-extra",  // version 00 has four fields
+            "00-4bf92f3577b34da6a3ce929d0e0e47-00f067aa0ba902b7-01",  // short trace id
+        ] {
+            #expect(TraceIdentity(traceparent: bad) == nil, "\(bad)")
+        }
+        #expect(TraceIdentity(traceparent: "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00-more") != nil)
+    }
+
+    @Test("a child span keeps its parent's trace and names the parent; a root span starts a trace")
+    func parentAndChild() {
+        let tracer = OTLPTracer(exporter: Self.exporter)
+        var incoming = InstrumentationContext.topLevel
+        var headers = HTTPHeaders([("traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")])
+        tracer.extract(headers, into: &incoming, using: HeadersExtractor())
+        let server = tracer.startSpan("/step/ingest", context: incoming, ofKind: .server)
+        let child = tracer.startSpan("db.transaction", context: server.context, ofKind: .client)
+        let serverIdentity = server.context.traceIdentity
+        #expect(serverIdentity?.traceIDHex == "4bf92f3577b34da6a3ce929d0e0e4736")
+        #expect(serverIdentity?.spanIDHex != "00f067aa0ba902b7")
+        #expect(child.context.traceIdentity?.traceID == serverIdentity?.traceID)
+        #expect(child.context.traceIdentity?.spanID != serverIdentity?.spanID)
+        // Injected into an outbound request, the child's own span id travels on.
+        headers = HTTPHeaders()
+        tracer.inject(child.context, into: &headers, using: HTTPHeadersInjector())
+        #expect(headers["traceparent"] == [child.context.traceIdentity?.traceparent ?? "missing"])
+        let root = tracer.startSpan("job reconcile-day", context: .topLevel, ofKind: .consumer)
+        #expect(root.context.traceIdentity?.traceID != serverIdentity?.traceID)
+    }
+
+    @Test("a finished span is encoded as OTLP/JSON: hex ids, its parent, nanosecond strings, kind and attributes")
+    func json() throws {
+        let parent = TraceIdentity.random()
+        let identity = TraceIdentity.random(in: parent.traceID)
+        let span = FinishedSpan(
+            name: "db.transaction", kind: .client, identity: identity, parentSpanID: parent.spanID,
+            startNanoseconds: 1_795_000_000_000_000_001, endNanoseconds: 1_795_000_000_000_500_000,
+            attributes: ["db.system": "sqlite", "http.response.status_code": 200], isError: true, statusMessage: nil,
+            events: [])
+        let bytes = OTLPJSON.encode([span], settings: Self.exporter.settings)
+        let document = try #require(try JSONSerialization.jsonObject(with: Data(bytes)) as? [String: Any])
+        let resource = try #require((document["resourceSpans"] as? [[String: Any]])?.first)
+        let service = try #require((resource["resource"] as? [String: Any])?["attributes"] as? [[String: Any]])
+        #expect(service.first?["key"] as? String == "service.name")
+        let scope = try #require((resource["scopeSpans"] as? [[String: Any]])?.first)
+        let encoded = try #require((scope["spans"] as? [[String: Any]])?.first)
+        #expect(encoded["traceId"] as? String == parent.traceIDHex)
+        #expect(encoded["spanId"] as? String == identity.spanIDHex)
+        #expect(encoded["parentSpanId"] as? String == parent.spanIDHex)
+        #expect(encoded["kind"] as? Int == 3)
+        #expect(encoded["startTimeUnixNano"] as? String == "1795000000000000001")
+        #expect((encoded["status"] as? [String: Any])?["code"] as? Int == 2)
+        let attributes = try #require(encoded["attributes"] as? [[String: Any]])
+        #expect(attributes.map { $0["key"] as? String } == ["db.system", "http.response.status_code"])
+        #expect((attributes[1]["value"] as? [String: Any])?["intValue"] as? String == "200")
+        #expect(Self.exporter.settings.tracesURL == "http://127.0.0.1:9/v1/traces")
+    }
+}
+
+private struct HeadersExtractor: Extractor {
+    func extract(key: String, from headers: HTTPHeaders) -> String? { headers.first(name: key) }
+}
