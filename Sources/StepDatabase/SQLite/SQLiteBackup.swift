@@ -7,8 +7,8 @@ import Foundation
 #endif
 
 /// A consistent copy of a SQLite database that may be serving: `VACUUM INTO` on a connection of its own reads one
-/// snapshot (a read transaction, which in WAL mode blocks neither the writer nor the checkpointer) and writes it as
-/// a new, compact database file. The copy is written beside the destination under a temporary name, checked,
+/// snapshot (a read transaction: in WAL mode the writer goes on, and checkpoints catch up once it ends) and writes
+/// it as a new, compact database file. The copy is written beside the destination under a temporary name, checked,
 /// fsynced and renamed into place, so the destination is either the old file or the whole copy, never a part.
 package enum SQLiteBackup {
     /// What a backup wrote.
