@@ -16,6 +16,8 @@ package enum AttestationLogPruning: MaintenanceTarget { package static let table
 package enum IdempotencyKeyExpiry: MaintenanceTarget { package static let table = PrunedTable.idempotencyKeys }
 package enum RateLimitCleaning: MaintenanceTarget { package static let table = PrunedTable.rateLimits }
 package enum HealthNoncePruning: MaintenanceTarget { package static let table = PrunedTable.healthNonces }
+package enum WalkerEventPruning: MaintenanceTarget { package static let table = PrunedTable.walkerEvents }
+package enum StepSubmissionPruning: MaintenanceTarget { package static let table = PrunedTable.stepSubmissions }
 
 extension PrunedTable {
     /// The kind of the job that prunes the table (shipped names: never change them).
@@ -25,6 +27,8 @@ extension PrunedTable {
         case .idempotencyKeys: "expire-idempotency-keys"
         case .rateLimits: "clean-rate-limits"
         case .healthNonces: "prune-health-nonces"
+        case .walkerEvents: "prune-walker-events"
+        case .stepSubmissions: "prune-step-submissions"
         }
     }
 }
@@ -44,7 +48,7 @@ package struct MaintenanceJob<Target: MaintenanceTarget>: StandaloneJob {
 
     package func run(_ payload: EmptyPayload, job: ClaimedJob, on store: Store) async throws {
         let report = try await store.prune(now: clock(), retention: retention, tables: [Target.table])
-        let removed = report.attestationLogs + report.idempotencyKeys + report.rateLimits + report.healthNonces
+        let removed = report.total
         // A pass that found nothing to remove is not news: it is logged at debug.
         logger.log(
             level: removed == 0 ? .debug : .info, "pruned",

@@ -4,13 +4,15 @@ import ServiceLifecycle
 import StepStore
 
 /// Maintenance as scheduled jobs: pruning AttestationLog rows past retention, expiring idempotency keys,
-/// removing old rate-limit windows and used health nonces, each a job kind of its own that runs once per period
+/// removing old rate-limit windows and used health nonces, old walker events and the submissions of long-decided
+/// days, each a job kind of its own that runs once per period
 /// across every instance on the database (`JobQueue.enqueueIfDue`), and is retried and parked like any other
 /// job.
 package struct MaintenanceScheduler: Service {
     /// Every maintenance job, one per pruned table.
     package static let targets: [any MaintenanceTarget.Type] = [
         AttestationLogPruning.self, IdempotencyKeyExpiry.self, RateLimitCleaning.self, HealthNoncePruning.self,
+        WalkerEventPruning.self, StepSubmissionPruning.self,
     ]
 
     /// The worker whose queue, clock and logger the schedule uses: wherever a worker runs, it also enqueues the

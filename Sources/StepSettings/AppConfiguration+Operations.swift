@@ -106,17 +106,22 @@ extension AppConfiguration {
         }
     }
 
-    /// `retention.*`: how long the attestation log is kept and how often the maintenance jobs prune.
+    /// `retention.*`: how long the attestation log, walker events and step submissions are kept, and how often the
+    /// maintenance jobs prune.
     package struct Pruning: ConfigurationSection {
         package var attestationLogDays: Double = 30
+        /// Events the app has not fetched by then are gone: a client further behind gets the oldest kept.
+        package var walkerEventsDays: Double = 90
+        /// Raw submissions of decided days: the evidence behind a day's credit, kept a year and a month.
+        package var stepSubmissionsDays: Double = 400
         package var intervalSeconds: Double = 3600
 
         package enum Key: String, ConfigurationKeys {
-            case attestationLogDays, pruneIntervalSeconds
+            case attestationLogDays, walkerEventsDays, stepSubmissionsDays, pruneIntervalSeconds
             package static let section = "retention"
             package var isSecret: Bool {
                 switch self {
-                case .attestationLogDays, .pruneIntervalSeconds: false
+                case .attestationLogDays, .walkerEventsDays, .stepSubmissionsDays, .pruneIntervalSeconds: false
                 }
             }
         }
@@ -126,6 +131,8 @@ extension AppConfiguration {
         package init(reader config: ConfigReader) throws {
             let reader = SettingsReader<Key>(config)
             attestationLogDays = try reader.double(.attestationLogDays, in: 1...365) ?? attestationLogDays
+            walkerEventsDays = try reader.double(.walkerEventsDays, in: 7...3650) ?? walkerEventsDays
+            stepSubmissionsDays = try reader.double(.stepSubmissionsDays, in: 30...3650) ?? stepSubmissionsDays
             intervalSeconds = try reader.double(.pruneIntervalSeconds, in: 1...86_400) ?? intervalSeconds
         }
     }

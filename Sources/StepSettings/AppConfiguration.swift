@@ -177,6 +177,8 @@ extension AppConfiguration {
         var policy = RetentionPolicy()
         policy.attestationLogSeconds = pruning.attestationLogDays * 86_400
         policy.idempotencyKeySeconds = idempotency.retentionDays * 86_400
+        policy.walkerEventSeconds = pruning.walkerEventsDays * 86_400
+        policy.stepSubmissionSeconds = pruning.stepSubmissionsDays * 86_400
         return policy
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import SQLKit
+import StepCore
 
 /// How long pruned data is kept.
 package struct RetentionPolicy: Sendable, Hashable {
@@ -8,6 +9,11 @@ package struct RetentionPolicy: Sendable, Hashable {
     package var rateLimitWindowSeconds: Double = 86_400
     /// How long a health nonce is kept past its expiry (so a late use is told it expired).
     package var healthNonceSeconds: Double = 86_400
+    /// How long a walker's events are kept (each walker's latest event stays whatever its age: it carries the
+    /// sequence the next event continues from).
+    package var walkerEventSeconds: Double = 90 * 86_400
+    /// How long a submission is kept after its arrival, once nothing that may still decide its day needs it.
+    package var stepSubmissionSeconds: Double = 400 * 86_400
 
     package init() {}
 }
@@ -18,6 +24,13 @@ package struct PruneReport: Sendable, Hashable {
     package var idempotencyKeys: Int
     package var rateLimits: Int
     package var healthNonces: Int = 0
+    package var walkerEvents: Int = 0
+    package var stepSubmissions: Int = 0
+
+    /// Rows removed from every table.
+    package var total: Int {
+        attestationLogs + idempotencyKeys + rateLimits + healthNonces + walkerEvents + stepSubmissions
+    }
 }
 
 /// A table that pruning empties of old rows, with the key that names one row and the column that ages it.
@@ -26,6 +39,8 @@ package enum PrunedTable: String, Sendable, CaseIterable {
     case idempotencyKeys = "idempotency_keys"
     case rateLimits = "rate_limits"
     case healthNonces = "health_nonces"
+    case walkerEvents = "walker_events"
+    case stepSubmissions = "step_submissions"
 
     var key: String {
         switch self {
@@ -33,6 +48,8 @@ package enum PrunedTable: String, Sendable, CaseIterable {
         case .idempotencyKeys: "walker_id, idem_key"
         case .rateLimits: "walker_id, bucket"
         case .healthNonces: "walker_id, nonce"
+        case .walkerEvents: "walker_id, seq"
+        case .stepSubmissions: "walker_id, submission_id"
         }
     }
 
@@ -41,6 +58,48 @@ package enum PrunedTable: String, Sendable, CaseIterable {
         case .attestationLogs, .idempotencyKeys: "created_at"
         case .rateLimits: "window_start"
         case .healthNonces: "expires_at"
+        case .walkerEvents: "created_at"
+        case .stepSubmissions: "received_at"
+        }
+    }
+
+    /// What keeps a row past its age, as a condition on the table's own row (named by the table).
+    var stillNeeded: SQLQueryString {
+        switch self {
+        case .attestationLogs, .idempotencyKeys, .rateLimits, .healthNonces:
+            return "false"
+        case .walkerEvents:
+            // The next event's sequence is one above the walker's last kept: the latest event stays, so the
+            // sequence never goes back and a client's `Last-Event-ID` keeps meaning what it meant.
+            return """
+                walker_events.seq = (
+                    SELECT MAX(latest.seq) FROM walker_events latest WHERE latest.walker_id = walker_events.walker_id)
+                """
+        case .stepSubmissions:
+            // Reconciliation and the review desk read a day's submissions until the day is decided for good:
+            // kept while the day is not ACCEPTED or REJECTED (PENDING, QUARANTINED, or no log at all), while a
+            // review entry of the day (or of the whole walker) is open, while a re-read of the day is open, and
+            // while an undecided day's submission arrived within the time-zone window after it (reconciliation
+            // reads the walker's submissions of that window, of any day).
+            let window = Int(IngestLimits().tzJumpWindowSeconds * 1000)
+            return """
+                NOT EXISTS (
+                    SELECT 1 FROM step_logs decided WHERE decided.walker_id = step_submissions.walker_id
+                        AND decided.day = step_submissions.day AND decided.status IN ('ACCEPTED', 'REJECTED'))
+                OR EXISTS (
+                    SELECT 1 FROM review_queue review WHERE review.walker_id = step_submissions.walker_id
+                        AND review.resolved_at IS NULL AND (review.day IS NULL OR review.day = step_submissions.day))
+                OR EXISTS (
+                    SELECT 1 FROM step_rereads reread WHERE reread.walker_id = step_submissions.walker_id
+                        AND reread.day = step_submissions.day AND reread.state = 'open')
+                OR EXISTS (
+                    SELECT 1 FROM step_submissions later
+                    JOIN step_logs open_day ON open_day.walker_id = later.walker_id AND open_day.day = later.day
+                    WHERE later.walker_id = step_submissions.walker_id
+                        AND open_day.status IN ('PENDING', 'QUARANTINED')
+                        AND later.received_at >= step_submissions.received_at
+                        AND later.received_at <= step_submissions.received_at + \(bind: window))
+                """
         }
     }
 
@@ -50,6 +109,8 @@ package enum PrunedTable: String, Sendable, CaseIterable {
         case .idempotencyKeys: policy.idempotencyKeySeconds
         case .rateLimits: policy.rateLimitWindowSeconds
         case .healthNonces: policy.healthNonceSeconds
+        case .walkerEvents: policy.walkerEventSeconds
+        case .stepSubmissions: policy.stepSubmissionSeconds
         }
     }
 }
@@ -74,7 +135,8 @@ extension Store {
         }
         return PruneReport(
             attestationLogs: removed[.attestationLogs] ?? 0, idempotencyKeys: removed[.idempotencyKeys] ?? 0,
-            rateLimits: removed[.rateLimits] ?? 0, healthNonces: removed[.healthNonces] ?? 0)
+            rateLimits: removed[.rateLimits] ?? 0, healthNonces: removed[.healthNonces] ?? 0,
+            walkerEvents: removed[.walkerEvents] ?? 0, stepSubmissions: removed[.stepSubmissions] ?? 0)
     }
 }
 
@@ -85,7 +147,8 @@ extension StoreTransaction {
             """
             DELETE FROM \(unsafeRaw: table.rawValue) WHERE (\(unsafeRaw: table.key)) IN (
                 SELECT \(unsafeRaw: table.key) FROM \(unsafeRaw: table.rawValue)
-                WHERE \(unsafeRaw: table.ageColumn) < \(bind: cutoff) LIMIT \(bind: limit)
+                WHERE \(unsafeRaw: table.ageColumn) < \(bind: cutoff) AND NOT (\(table.stillNeeded))
+                LIMIT \(bind: limit)
             )
             RETURNING 1 AS removed
             """

@@ -7,7 +7,9 @@ import StepStore
 
 struct Prune: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Delete rows past retention (attestation logs, idempotency keys, rate-limit windows) once.")
+        abstract:
+            "Delete rows past retention (attestation logs, idempotency keys, rate-limit windows, health nonces, walker events, step submissions) once."
+    )
 
     @OptionGroup var common: CommonOptions
 
@@ -17,7 +19,7 @@ struct Prune: AsyncParsableCommand {
             try await store.prune(now: Date(), retention: configuration.retention)
         }
         print(
-            "pruned \(report.attestationLogs) attestation logs, \(report.idempotencyKeys) idempotency keys, \(report.rateLimits) rate-limit windows, \(report.healthNonces) health nonces"
+            "pruned \(report.attestationLogs) attestation logs, \(report.idempotencyKeys) idempotency keys, \(report.rateLimits) rate-limit windows, \(report.healthNonces) health nonces, \(report.walkerEvents) walker events, \(report.stepSubmissions) step submissions"
         )
     }
 }

@@ -14,7 +14,7 @@ struct Stepd: AsyncParsableCommand {
         subcommands: [
             Serve.self, Worker.self, Jobs.self, Operator.self, Token.self, Device.self, LocalKeys.self,
             AppCheckToken.self,
-            Migrate.self, Prune.self, Healthcheck.self,
+            Migrate.self, Prune.self, Backup.self, WalkerCommand.self, Healthcheck.self,
         ]
     )
 

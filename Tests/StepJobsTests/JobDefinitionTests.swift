@@ -69,6 +69,7 @@ struct JobDefinitionTests {
         #expect(
             targets.map { $0.table.maintenanceJobKind } == [
                 "prune-attestation-logs", "expire-idempotency-keys", "clean-rate-limits", "prune-health-nonces",
+                "prune-walker-events", "prune-step-submissions",
             ])
     }
 

@@ -19,11 +19,11 @@ final class SQLiteHandle: @unchecked Sendable {
         self.connection = connection
     }
 
-    /// Opens (creating if needed) the file at `path`. The connection is used by one thread at a time, so
-    /// SQLite's own per-connection mutex is off.
-    static func open(path: String) throws -> SQLiteHandle {
+    /// Opens (creating if needed, unless `create` is false) the file at `path`. The connection is used by one
+    /// thread at a time, so SQLite's own per-connection mutex is off.
+    static func open(path: String, create: Bool = true) throws -> SQLiteHandle {
         var connection: OpaquePointer?
-        let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX
+        let flags = SQLITE_OPEN_READWRITE | (create ? SQLITE_OPEN_CREATE : 0) | SQLITE_OPEN_NOMUTEX
         let code = sqlite_nio_sqlite3_open_v2(path, &connection, flags, nil)
         guard code == SQLITE_OK, let connection else {
             let message = connection.map { String(cString: sqlite_nio_sqlite3_errmsg($0)) } ?? "out of memory"

@@ -1,0 +1,107 @@
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// A consistent copy of a SQLite database that may be serving: `VACUUM INTO` on a connection of its own reads one
+/// snapshot (a read transaction: in WAL mode the writer goes on, and checkpoints catch up once it ends) and writes
+/// it as a new, compact database file. The copy is written beside the destination under a temporary name, checked,
+/// fsynced and renamed into place, so the destination is either the old file or the whole copy, never a part.
+package enum SQLiteBackup {
+    /// What a backup wrote.
+    package struct Report: Sendable, Hashable {
+        package var bytes: Int
+    }
+
+    /// Why a backup was not made; the user can fix it.
+    package struct Failure: Error, Hashable, CustomStringConvertible {
+        package var description: String
+    }
+
+    /// Copies the database at `source` to `destination`, refusing to replace an existing file unless `replacing`.
+    package static func copy(databaseAt source: String, to destination: String, replacing: Bool) async throws
+        -> Report
+    {
+        let files = FileManager.default
+        guard files.fileExists(atPath: source) else {
+            throw Failure(description: "no SQLite database at \(source)")
+        }
+        let target = URL(fileURLWithPath: destination)
+        let directory = target.deletingLastPathComponent()
+        var isDirectory: ObjCBool = false
+        guard files.fileExists(atPath: directory.path, isDirectory: &isDirectory), isDirectory.boolValue else {
+            throw Failure(description: "no directory \(directory.path) for \(destination)")
+        }
+        if files.fileExists(atPath: destination) {
+            guard replacing else { throw Failure(description: "\(destination) exists; pass --force to replace it") }
+            guard
+                URL(fileURLWithPath: source).standardizedFileURL.resolvingSymlinksInPath()
+                    != target.standardizedFileURL.resolvingSymlinksInPath()
+            else { throw Failure(description: "\(destination) is the database itself") }
+        }
+        let temporary = directory.appendingPathComponent(
+            ".\(target.lastPathComponent).partial-\(UUID().uuidString.prefix(8))"
+        ).path
+        let executor = SQLiteThreadExecutor(name: "sqlite-backup")
+        do {
+            try await withTaskExecutorPreference(executor) {
+                try vacuum(source, into: temporary)
+                try check(temporary)
+            }
+            try await executor.shutdown()
+            try synchronize(file: temporary)
+            guard rename(temporary, destination) == 0 else {
+                throw Failure(
+                    description: "cannot move the copy to \(destination): \(String(cString: strerror(errno)))")
+            }
+            try synchronize(directory: directory.path)
+        } catch {
+            try? await executor.shutdown()
+            try? files.removeItem(atPath: temporary)
+            throw error
+        }
+        let size = try files.attributesOfItem(atPath: destination)[.size] as? Int ?? 0
+        return Report(bytes: size)
+    }
+
+    /// `VACUUM INTO` on a connection of its own. The server's writer may hold the write lock for a moment; the
+    /// copy waits for it as the server's other connections do.
+    private static func vacuum(_ source: String, into temporary: String) throws {
+        let handle = try SQLiteHandle.open(path: source, create: false)
+        defer { handle.close() }
+        try handle.run("PRAGMA busy_timeout = 5000", binds: []) { _ in }
+        try handle.run("VACUUM INTO ?", binds: [temporary]) { _ in }
+    }
+
+    /// The copy must pass SQLite's own structural check before it replaces anything.
+    private static func check(_ path: String) throws {
+        let handle = try SQLiteHandle.open(path: path, create: false)
+        defer { handle.close() }
+        var result: [String] = []
+        try handle.run("PRAGMA quick_check", binds: []) { row in
+            if case .text(let line) = row.values.first { result.append(line) }
+        }
+        guard result == ["ok"] else {
+            throw Failure(description: "the copy failed its check: \(result.prefix(3).joined(separator: "; "))")
+        }
+    }
+
+    private static func synchronize(file path: String) throws {
+        let handle = try FileHandle(forUpdating: URL(fileURLWithPath: path))
+        defer { try? handle.close() }
+        try handle.synchronize()
+    }
+
+    /// The rename is durable once the directory that holds it is.
+    private static func synchronize(directory path: String) throws {
+        let descriptor = open(path, O_RDONLY)
+        guard descriptor >= 0 else { return }
+        defer { close(descriptor) }
+        guard fsync(descriptor) == 0 else {
+            throw Failure(description: "cannot sync \(path): \(String(cString: strerror(errno)))")
+        }
+    }
+}

@@ -1,0 +1,127 @@
+import Foundation
+import SQLKit
+import StepDatabase
+
+/// What erasing one walker did: the pseudonym the kept rows moved to (nil when nothing held the walker's id) and
+/// the rows removed or moved, per table.
+package struct WalkerErasure: Sendable, Hashable {
+    package var pseudonym: String?
+    package var deleted: [String: Int] = [:]
+    package var pseudonymised: [String: Int] = [:]
+
+    /// True when the walker's id was found somewhere.
+    package var erasedAnything: Bool { pseudonym != nil }
+}
+
+/// Why a walker cannot be erased now; the operator can try again.
+package struct WalkerErasureRefusal: Error, Hashable, CustomStringConvertible {
+    package var walkerId: String
+    package var runningJobKinds: [String]
+
+    package var description: String {
+        "walker \(walkerId) has \(runningJobKinds.count) job(s) running (\(runningJobKinds.joined(separator: ", "))); "
+            + "try again once they finish (stepd jobs list --state running)"
+    }
+}
+
+/// How a deletion request treats each table that holds a walker's data.
+package enum WalkerErasurePlan {
+    /// Personal data and what only serves the walker's requests: removed. (`jobs` loses only pending and dead
+    /// jobs; a running job refuses the erasure.)
+    package static let deleted = [
+        "step_submissions", "health_records", "health_nonces", "app_attest_keys", "attestation_logs", "walker_events",
+        "step_rereads", "idempotency_keys", "rate_limits", "jobs",
+    ]
+    /// What the ledger's sums and the review desk's history stand on: moved to a random pseudonym, stripped of free
+    /// text. The day logs carry each credit's day, count and status, the ledger its entries, allocations what was
+    /// spent, streak runs follow the day logs, the walkers row the lifetime total; review entries keep the
+    /// decisions the audit names.
+    package static let pseudonymised = [
+        "walkers", "step_logs", "streak_runs", "energy_ledger", "allocations", "review_queue",
+    ]
+    /// `admin_audit` is append-only (the engines refuse an UPDATE or DELETE), so rows naming the walker as a
+    /// target stay as written; every other table holds no walker data.
+    package static let untouched = ["admin_audit"]
+}
+
+extension Store {
+    /// Erases one walker's personal data in one transaction (`WalkerErasurePlan`) and, when anything was found,
+    /// appends an `walker.erase` audit row naming the pseudonym. Refuses (`WalkerErasureRefusal`) while a job of
+    /// the walker runs; its pending and dead jobs are deleted. Erasing an id nothing holds does nothing.
+    package func eraseWalker(_ walkerId: String, actor: AdminActor, at now: Date) async throws -> WalkerErasure {
+        try await transaction { tx in
+            try await tx.eraseWalker(walkerId, actor: actor, at: now)
+        }
+    }
+}
+
+extension StoreTransaction {
+    package func eraseWalker(_ walkerId: String, actor: AdminActor, at now: Date) async throws -> WalkerErasure {
+        // The walker's row first (no upsert: erasing must not create it), then its jobs, locked so no worker
+        // claims one between the check and the delete; SQLite has one writer anyway.
+        _ = try await sql.raw("SELECT walker_id FROM walkers WHERE walker_id = \(bind: walkerId)\(forUpdate)").all()
+        let jobs = try await sql.raw(
+            "SELECT kind, state FROM jobs WHERE walker_id = \(bind: walkerId)\(forUpdate)"
+        ).all()
+        let running = try jobs.filter { try $0.decode(column: "state", as: String.self) == "running" }
+            .map { try $0.decode(column: "kind", as: String.self) }
+        guard running.isEmpty else { throw WalkerErasureRefusal(walkerId: walkerId, runningJobKinds: running) }
+
+        let pseudonym = "erased-" + String(Self.newID().filter { $0 != "-" }.prefix(16))
+        var erasure = WalkerErasure(pseudonym: pseudonym)
+        for table in WalkerErasurePlan.deleted {
+            erasure.deleted[table] = try await sql.raw(
+                "DELETE FROM \(unsafeRaw: table) WHERE walker_id = \(bind: walkerId) RETURNING 1 AS removed"
+            ).all().count
+        }
+        let ms = now.millisecondsSince1970
+        // The kept walker row says nothing of where or when the walker was, and is suspended, so no ingest ever
+        // lands on the pseudonym.
+        let updates: [(String, SQLQueryString)] = [
+            (
+                "walkers",
+                """
+                UPDATE walkers SET walker_id = \(bind: pseudonym), last_tz = NULL, last_submission_at = NULL,
+                    suspended_at = \(bind: ms), suspension_note = 'erased'
+                WHERE walker_id = \(bind: walkerId) RETURNING 1 AS moved
+                """
+            ),
+            (
+                "step_logs",
+                "UPDATE step_logs SET walker_id = \(bind: pseudonym) WHERE walker_id = \(bind: walkerId) RETURNING 1 AS moved"
+            ),
+            (
+                "streak_runs",
+                "UPDATE streak_runs SET walker_id = \(bind: pseudonym) WHERE walker_id = \(bind: walkerId) RETURNING 1 AS moved"
+            ),
+            (
+                "energy_ledger",
+                "UPDATE energy_ledger SET walker_id = \(bind: pseudonym) WHERE walker_id = \(bind: walkerId) RETURNING 1 AS moved"
+            ),
+            (
+                "allocations",
+                "UPDATE allocations SET walker_id = \(bind: pseudonym) WHERE walker_id = \(bind: walkerId) RETURNING 1 AS moved"
+            ),
+            // Review entries lose their evidence and notes; an open one is closed as `erased` (nobody is left to
+            // decide for), its claim released.
+            (
+                "review_queue",
+                """
+                UPDATE review_queue SET walker_id = \(bind: pseudonym), note = NULL, reread = NULL,
+                    claim_operator_id = NULL, claim_operator = NULL, claim_until = NULL,
+                    resolution = CASE WHEN resolved_at IS NULL THEN 'erased' ELSE resolution END,
+                    resolved_at = COALESCE(resolved_at, \(bind: ms))
+                WHERE walker_id = \(bind: walkerId) RETURNING 1 AS moved
+                """
+            ),
+        ]
+        for (table, statement) in updates {
+            erasure.pseudonymised[table] = try await sql.raw(statement).all().count
+        }
+        let touched = erasure.deleted.values.reduce(0, +) + erasure.pseudonymised.values.reduce(0, +)
+        guard touched > 0 else { return WalkerErasure(pseudonym: nil) }
+        try await recordAudit(
+            actor: actor, action: "walker.erase", target: pseudonym, outcome: "erased", note: nil, at: now)
+        return erasure
+    }
+}

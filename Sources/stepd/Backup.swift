@@ -1,0 +1,43 @@
+import ArgumentParser
+import Foundation
+import StepDatabase
+import StepSettings
+
+/// `stepd backup --to FILE`: a consistent copy of the configured SQLite database, taken while it serves.
+struct Backup: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Copy the SQLite database consistently while it serves (PostgreSQL: see docs/operations.md).",
+        discussion: """
+            Reads one snapshot on a connection of its own (SQLite's VACUUM INTO), so a running server keeps \
+            serving; the copy is checked, fsynced and renamed into place. Restore by stopping the server, copying \
+            the file into place, running stepd migrate, and starting it again.
+            """)
+
+    @Option(help: "The file to write; refused if it exists, unless --force.")
+    var to: String
+
+    @Flag(help: "Replace FILE if it exists.")
+    var force = false
+
+    @OptionGroup var common: CommonOptions
+
+    func run() async throws {
+        let configuration = try await common.load()
+        let url = configuration.databaseURL
+        guard !DatabaseOpener.isPostgres(url) else {
+            throw CommandFailure(
+                "stepd backup copies SQLite databases only; back up PostgreSQL with pg_dump -Fc, or base backups and WAL archiving (docs/operations.md, Backups)"
+            )
+        }
+        let path = url.hasPrefix("sqlite://") ? String(url.dropFirst("sqlite://".count)) : url
+        let started = ContinuousClock.now
+        do {
+            let report = try await SQLiteBackup.copy(databaseAt: path, to: to, replacing: force)
+            let elapsed = ContinuousClock.now - started
+            let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+            print("backed up \(path) to \(to): \(report.bytes) bytes in \(String(format: "%.2f", seconds)) s")
+        } catch let failure as SQLiteBackup.Failure {
+            throw CommandFailure(failure.description)
+        }
+    }
+}

@@ -1,0 +1,55 @@
+import ArgumentParser
+import Foundation
+import StepSettings
+import StepStore
+
+/// `stepd walker`: what an operator does to one walker's data from the command line.
+struct WalkerCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "walker", abstract: "Act on one walker's data (deletion requests).",
+        subcommands: [Erase.self])
+
+    struct Erase: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Erase one walker's personal data for a deletion request, keeping the ledger anonymised.",
+            discussion: """
+                In one transaction: deletes the walker's submissions, health records, attestation logs, App Attest \
+                keys, nonces, events, re-read requests, idempotency keys (with their stored answers), rate-limit \
+                windows and pending or dead jobs; moves the day logs, streak runs, ledger entries, allocations, \
+                review entries (without notes or re-read evidence; open ones closed as erased) and the walkers row \
+                (without zone or last submission, suspended) to a random pseudonym, and writes a walker.erase \
+                audit row naming it. The admin audit is append-only: its rows that name the walker stay. Refused \
+                while a job of the walker runs. Erasing again finds nothing and changes nothing.
+                """)
+
+        @Argument(help: "The walker id (the session token's sub).")
+        var walkerId: String
+
+        @Flag(help: "Erase without asking: the erasure cannot be undone.")
+        var yes = false
+
+        @OptionGroup var common: CommonOptions
+
+        func run() async throws {
+            guard yes else {
+                throw CommandFailure(
+                    "erasing walker \(walkerId) cannot be undone; run again with --yes to erase it")
+            }
+            let configuration = try await common.load()
+            let erasure = try await configuration.withStore(label: "stepd.walker") { store in
+                do {
+                    return try await store.eraseWalker(walkerId, actor: .commandLine, at: Date())
+                } catch let refusal as WalkerErasureRefusal {
+                    throw CommandFailure(refusal.description)
+                }
+            }
+            guard let pseudonym = erasure.pseudonym else {
+                print("nothing holds walker \(walkerId): erased already, or never seen")
+                return
+            }
+            let deleted = erasure.deleted.values.reduce(0, +)
+            let kept = erasure.pseudonymised.values.reduce(0, +)
+            print("erased walker \(walkerId): \(deleted) rows deleted, \(kept) rows kept as \(pseudonym)")
+        }
+    }
+}

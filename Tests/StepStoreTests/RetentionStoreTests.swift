@@ -1,0 +1,131 @@
+import Foundation
+import SQLKit
+import StepCore
+import StepDatabase
+import StepStore
+import StepTestSupport
+import Testing
+
+@Suite("Retention of walker events and step submissions, on every engine")
+struct RetentionStoreTests {
+    static let t0 = Date(timeIntervalSince1970: 1_779_136_950)  // 2026-05-18T20:42:30Z
+    static let hour = 3_600.0
+
+    @Test(
+        "events older than retention go, except each walker's latest, so sequences never restart",
+        arguments: TestDatabases.kinds)
+    func walkerEvents(kind: DatabaseKind) async throws {
+        let test = try await TestDatabases.make(kind)
+        let store = test.store
+        let old = Self.t0.addingTimeInterval(-91 * 86_400)
+        try await store.transaction { tx in
+            for _ in 0..<3 { _ = try await tx.appendEvent(walkerId: "w", type: "t", data: "{}", at: old) }
+            _ = try await tx.appendEvent(walkerId: "w", type: "t", data: "{}", at: Self.t0)
+            for _ in 0..<2 { _ = try await tx.appendEvent(walkerId: "x", type: "t", data: "{}", at: old) }
+        }
+        let report = try await store.prune(
+            now: Self.t0, retention: RetentionPolicy(), batchSize: 2, tables: [.walkerEvents])
+        #expect(report.walkerEvents == 4)
+        #expect(report.total == 4)
+        let kept = try await store.transaction { tx in
+            (
+                try await tx.events(walkerId: "w", after: 0, limit: 10).map(\.seq),
+                try await tx.events(walkerId: "x", after: 0, limit: 10).map(\.seq)
+            )
+        }
+        #expect(kept.0 == [4])
+        #expect(kept.1 == [2], "the latest event stays whatever its age")
+        // A client behind the oldest kept event reads from it; the next event continues the sequence.
+        let next = try await store.transaction { tx in
+            try await tx.appendEvent(walkerId: "x", type: "t", data: "{}", at: Self.t0)
+        }
+        #expect(next.seq == 3)
+        #expect(
+            try await store.transaction { try await $0.events(walkerId: "x", after: 1, limit: 10) }.map(\.seq)
+                == [2, 3])
+        try await test.close()
+    }
+
+    @Test(
+        "old submissions of decided days go; those an undecided day, an open review or re-read needs stay",
+        arguments: TestDatabases.kinds)
+    func stepSubmissions(kind: DatabaseKind) async throws {
+        let test = try await TestDatabases.make(kind)
+        let store = test.store
+        let old = Self.t0.addingTimeInterval(-401 * 86_400)
+        let oldDay = LocalDate(dayNumber: Int(old.timeIntervalSince1970 / 86_400))
+        // (walker, day offset, status, submission id, received at)
+        let rows: [(String, Int, ReconciliationStatus, String, Date)] = [
+            ("w", -10, .accepted, "accepted", old.addingTimeInterval(-3 * 86_400)),
+            ("w", -9, .rejected, "rejected", old.addingTimeInterval(-3 * 86_400)),
+            ("w", -8, .pending, "pending", old.addingTimeInterval(2 * Self.hour)),
+            ("w", -7, .quarantined, "quarantined", old.addingTimeInterval(-20 * 86_400)),
+            ("w", -6, .accepted, "open-review", old.addingTimeInterval(-3 * 86_400)),
+            ("w", -5, .accepted, "open-reread", old.addingTimeInterval(-3 * 86_400)),
+            // An hour before the pending day's submission: reconciliation reads it for the zone check.
+            ("w", -4, .accepted, "zone-window", old.addingTimeInterval(Self.hour)),
+            ("w", -3, .accepted, "recent", Self.t0.addingTimeInterval(-399 * 86_400)),
+            ("y", -10, .accepted, "walker-review", old),
+            ("z", -10, .accepted, "other-walker", old),
+        ]
+        try await store.transaction { tx in
+            for (walker, offset, status, id, received) in rows {
+                let day = oldDay.dayNumber + offset
+                try await tx.sql.raw(
+                    """
+                    INSERT INTO step_logs (walker_id, day, tz, reported_count, status, updated_at)
+                    VALUES (\(bind: walker), \(bind: day), 'UTC', 3000, \(bind: status.rawValue), 0)
+                    ON CONFLICT (walker_id, day) DO NOTHING
+                    """
+                ).run()
+                try await tx.sql.raw(
+                    """
+                    INSERT INTO step_submissions (walker_id, submission_id, day, source, source_bundle_id,
+                        step_count, span_start, span_end, received_at)
+                    VALUES (\(bind: walker), \(bind: id), \(bind: day), 'healthkit', 'com.apple.health', 3000,
+                        0, 0, \(bind: received.millisecondsSince1970))
+                    """
+                ).run()
+            }
+            try await tx.sql.raw(
+                """
+                INSERT INTO review_queue (walker_id, entry_id, kind, created_at, day)
+                VALUES ('w', 'e1', 'quarantined_day', 0, \(bind: oldDay.dayNumber - 6))
+                """
+            ).run()
+            // A resolved entry keeps nothing.
+            try await tx.sql.raw(
+                """
+                INSERT INTO review_queue (walker_id, entry_id, kind, created_at, day, resolved_at)
+                VALUES ('w', 'e2', 'quarantined_day', 0, \(bind: oldDay.dayNumber - 10), 1)
+                """
+            ).run()
+            try await tx.openReview(walkerId: "y", kind: .repeatedRejections, subject: nil, at: old)
+            try await tx.sql.raw(
+                """
+                INSERT INTO step_rereads (walker_id, reread_id, day, tz, window_start, window_end, nonce,
+                    deadline, state, reasons, created_at)
+                VALUES ('w', 'r1', \(bind: oldDay.dayNumber - 5), 'UTC', 0, 0, 'n', 0, 'open', '', 0)
+                """
+            ).run()
+        }
+        let report = try await store.prune(
+            now: Self.t0, retention: RetentionPolicy(), batchSize: 1, tables: [.stepSubmissions])
+        #expect(report.stepSubmissions == 3)
+        let kept = try await store.transaction { tx in
+            try await tx.sql.raw("SELECT submission_id FROM step_submissions").all().map {
+                try $0.decode(column: "submission_id", as: String.self)
+            }
+        }
+        #expect(
+            Set(kept) == [
+                "pending", "quarantined", "open-review", "open-reread", "zone-window", "recent", "walker-review",
+            ])
+        // The day logs, which the ledger's credits follow, are never pruned.
+        let logs = try await store.transaction { tx in
+            try await tx.sql.raw("SELECT COUNT(*) AS n FROM step_logs").first()?.decode(column: "n", as: Int.self)
+        }
+        #expect(logs == 10)
+        try await test.close()
+    }
+}
