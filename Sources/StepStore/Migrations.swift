@@ -11,7 +11,8 @@ package struct Migration: Sendable {
 
 /// The schema, in order. Columns use types both engines read the same way: BIGINT for integers and
 /// instants (milliseconds since 1970), TEXT for strings, day numbers (days since 1970-01-01) for dates.
-/// Every walker-scoped table leads its primary key with walker_id so it can later be sharded by walker.
+/// Every walker-scoped table's primary key and unique indexes include walker_id, so it can be sharded by walker
+/// (docs/scale-out.md; ScaleOutSchemaTests checks it). The job queue is a local table keyed by job_id.
 package enum Migrations {
     package static let all: [Migration] = [
         Migration(version: 1, name: "ingest foundation") { _ in

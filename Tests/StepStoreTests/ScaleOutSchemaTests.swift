@@ -51,7 +51,7 @@ struct ScaleOutSchemaTests {
             #expect(tables[table] != nil, "\(table) is listed as a local table but has no walker_id column")
         }
         for (table, keys) in tables.sorted(by: { $0.key < $1.key }) where Self.localTables[table] == nil {
-            #expect(keys.contains(where: \.primary), "\(table) has no primary key")
+            #expect(keys.contains { $0.primary }, "\(table) has no primary key")
             for key in keys {
                 #expect(
                     key.columns.contains("walker_id"),
