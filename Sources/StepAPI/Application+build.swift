@@ -144,7 +144,8 @@ package func buildApplication(
     let telemetry = Telemetry(metrics: metrics, antiCheat: antiCheat, logger: logger)
     let whitelist = SourceWhitelist(configuration.limits.sourceBundleWhitelist)
     let jobSettings = configuration.jobSettings
-    let worker = makeJobWorker(
+    let eventSignals = EventSignals()
+    var worker = makeJobWorker(
         settings: jobSettings, store: store, clock: dependencies.clock, logger: logger, metrics: metrics,
         httpClient: dependencies.httpClient, whitelist: whitelist)
     // A shortcut that closes the server is a warning of its own; otherwise the shortcuts ride on the start line.
@@ -221,7 +222,7 @@ package func buildApplication(
         runner: walkerReads, mode: configuration.mode, maxBodyBytes: configuration.http.maxBodyBytes,
         idempotencyLeaseSeconds: configuration.idempotencyLeaseSeconds
     ).register(in: walker, catalog: &catalog)
-    EventsController(runner: walkerReads, settings: configuration.events, logger: logger)
+    EventsController(runner: walkerReads, settings: configuration.events, signals: eventSignals, logger: logger)
         .register(in: walker, catalog: &catalog)
 
     let health = router.group()
@@ -293,6 +294,7 @@ package func buildApplication(
                     methodNotAllowed: { HealthAPIError.methodNotAllowed(method: $0, allow: $1) })
             ]))
 
+    worker.completed = { eventSignals.signal(walkerId: $0) }
     let maintenance = MaintenanceScheduler(worker: worker, settings: jobSettings.maintenance)
     let http = configuration.http
     let application = Application(
@@ -311,7 +313,10 @@ package func buildApplication(
             address: .hostname(configuration.http.host, port: configuration.http.port), serverName: "StepLedger"),
         // Services stop in reverse order: the server first, the pool last.
         services: storeServices + [
-            StoreService(store: store, ownsStore: dependencies.store == nil)
+            StoreService(store: store, ownsStore: dependencies.store == nil),
+            EventSignalService(
+                signals: eventSignals, store: store, pollIntervalSeconds: configuration.events.pollIntervalSeconds,
+                logger: logger),
         ]
             // Wherever a worker runs, it also enqueues the maintenance jobs when their period comes.
             + (configuration.worker.enabled ? [worker, maintenance] : [])

@@ -18,10 +18,20 @@ package protocol Database: Sendable {
     func close() async throws
     /// What a service group must run for the database to work (a PostgreSQL pool opened to run as a service).
     var lifecycleServices: [any Service] { get }
+    /// Calls `received` with the payload of every notification on `channel` until cancelled or the connection
+    /// fails (PostgreSQL `LISTEN`, on a connection of the pool held for it). SQLite has none: it throws.
+    func listen(channel: String, received: @escaping @Sendable (String) -> Void) async throws
 }
+
+/// The engine has no notifications (SQLite).
+package struct NotificationsUnsupported: Error, Sendable {}
 
 extension Database {
     package var lifecycleServices: [any Service] { [] }
+
+    package func listen(channel: String, received: @escaping @Sendable (String) -> Void) async throws {
+        throw NotificationsUnsupported()
+    }
 
     /// True when the database answers a trivial query.
     package func ping() async -> Bool {

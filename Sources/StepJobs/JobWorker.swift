@@ -44,6 +44,9 @@ package struct JobWorker: Service {
     package let clock: @Sendable () -> Date
     package let logger: Logger
     package let observe: @Sendable (_ kind: String, _ outcome: JobOutcome) -> Void
+    /// Told the walker of each job that completed: its transaction committed, so the walker's event log may have
+    /// grown (`stepd serve` wakes the walker's event streams with it).
+    package var completed: @Sendable (_ walkerId: String) -> Void = { _ in }
 
     package init(
         queue: JobQueue, handlers: JobRegistry, settings: WorkerSettings, clock: @escaping @Sendable () -> Date,
@@ -125,6 +128,7 @@ package struct JobWorker: Service {
                 "outcome": .string(outcome.rawValue),
             ])
         observe(job.kind, outcome)
+        if outcome == .completed { completed(job.walkerId) }
     }
 
     /// Extends the job's lease every `heartbeatSeconds` until the attempt ends (and cancels it). A lease found

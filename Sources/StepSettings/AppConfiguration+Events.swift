@@ -12,8 +12,9 @@ extension AppConfiguration {
         /// Deliveries tried before the delivery job is dead (retries back off through the job queue).
         package var webhookMaxAttempts = 8
         package var webhookTimeoutSeconds: Double = 10
-        /// How often a waiting `GET /walker/events` or an open stream looks for new events.
-        package var pollIntervalSeconds: Double = 0.5
+        /// The safety net of event delivery: how often one query looks for events of every waiting walker that no
+        /// wake-up announced (streams are woken by job completions here and by PostgreSQL NOTIFY).
+        package var pollIntervalSeconds: Double = 2
         /// How long one `GET /walker/events/stream` stays open; the client reconnects with `Last-Event-ID`.
         package var streamMaxSeconds: Double = 300
         /// How often an open stream sends a comment line, so proxies keep it and a gone client is noticed.
@@ -56,7 +57,7 @@ extension AppConfiguration {
             }
             webhookMaxAttempts = try reader.int(.webhookMaxAttempts, in: 1...100) ?? webhookMaxAttempts
             webhookTimeoutSeconds = try reader.double(.webhookTimeoutSeconds, in: 0.1...120) ?? webhookTimeoutSeconds
-            pollIntervalSeconds = try reader.double(.pollIntervalSeconds, in: 0.01...30) ?? pollIntervalSeconds
+            pollIntervalSeconds = try reader.double(.pollIntervalSeconds, in: 0.01...300) ?? pollIntervalSeconds
             streamMaxSeconds = try reader.double(.streamMaxSeconds, in: 1...86_400) ?? streamMaxSeconds
             streamKeepAliveSeconds =
                 try reader.double(.streamKeepAliveSeconds, in: 1...3600) ?? streamKeepAliveSeconds

@@ -31,6 +31,10 @@ extension StoreTransaction {
         guard let seq = try row?.decode(column: "seq", as: Int.self) else {
             throw StoreError.corrupt("event insert returned no sequence")
         }
+        // Streams waiting on any instance are woken when this transaction commits (NOTIFY is transactional).
+        if kind == .postgres {
+            try await sql.raw("SELECT pg_notify(\(bind: EventChannel.name), \(bind: walkerId))").run()
+        }
         return WalkerEvent(walkerId: walkerId, seq: seq, type: type, data: data, createdAt: now)
     }
 
@@ -54,5 +58,26 @@ extension StoreTransaction {
 
     package func event(walkerId: String, seq: Int) async throws -> WalkerEvent? {
         try await events(walkerId: walkerId, after: seq - 1, limit: 1).first { $0.seq == seq }
+    }
+}
+
+/// The PostgreSQL notification channel of new walker events; the payload is the walker's id.
+package enum EventChannel {
+    package static let name = "stepledger_events"
+}
+
+extension StoreTransaction {
+    /// The newest event's sequence number of each of `walkerIds` that has events (the streams' safety net).
+    package func newestEventSeqs(walkerIds: [String]) async throws -> [String: Int] {
+        guard !walkerIds.isEmpty else { return [:] }
+        let query: SQLQueryString =
+            kind == .postgres
+            ? "SELECT walker_id, MAX(seq) AS seq FROM walker_events WHERE walker_id = ANY(\(bind: walkerIds)) GROUP BY walker_id"
+            : "SELECT walker_id, MAX(seq) AS seq FROM walker_events WHERE walker_id IN (\(binds: walkerIds)) GROUP BY walker_id"
+        var newest: [String: Int] = [:]
+        for row in try await sql.raw(query).all() {
+            newest[try row.decode(column: "walker_id", as: String.self)] = try row.decode(column: "seq", as: Int.self)
+        }
+        return newest
     }
 }

@@ -210,6 +210,42 @@ struct EventsTests {
         }
     }
 
+    @Test(
+        "a waiting poll is woken by the event's commit, not by polling: a job of the walker completing, or (PostgreSQL) NOTIFY from any connection",
+        arguments: TestDatabases.kinds)
+    func pushed(kind: DatabaseKind) async throws {
+        // The safety net polls every 30 s: an answer within 3 s can only come from a wake-up.
+        let (harness, token) = try await AdminTests.setUp(kind) {
+            $0.events.pollIntervalSeconds = 30
+            $0.refundGraceSeconds = 0
+        }
+        try await harness.run(.live) { client in
+            _ = try await Self.refund(harness, client, token: token, review: true)
+            async let answer = client.execute(
+                uri: "/walker/events?wait=25", method: .get, headers: [.authorization: "Bearer \(token)"])
+            try await Task.sleep(for: .milliseconds(300))
+            let ran = ContinuousClock.now
+            #expect(try await harness.app.worker.drain() >= 1, "the refund job runs and writes the event")
+            let polled = try await answer
+            let events = try JSONDecoder().decode(JSONValue.self, from: Data(String(buffer: polled.body).utf8))
+            #expect(events["events"]?[0]?["type"] == .string("allocation-reverted"))
+            #expect(ContinuousClock.now - ran < .seconds(3), "woken by the job's completion")
+            guard kind == .postgres else { return }
+            // On PostgreSQL an event written by any connection (another instance's worker) wakes the wait too.
+            async let second = client.execute(
+                uri: "/walker/events?after=1&wait=25", method: .get, headers: [.authorization: "Bearer \(token)"])
+            try await Task.sleep(for: .milliseconds(300))
+            let appended = ContinuousClock.now
+            try await harness.store.transaction { tx in
+                _ = try await tx.appendEvent(
+                    walkerId: AdminTests.walker, type: "allocation-reverted", data: "{}", at: harness.clock.now)
+            }
+            let next = try JSONDecoder().decode(JSONValue.self, from: Data(String(buffer: try await second.body).utf8))
+            #expect(next["events"]?[0]?["id"] == .string("2"))
+            #expect(ContinuousClock.now - appended < .seconds(3), "woken by NOTIFY")
+        }
+    }
+
     /// Quarantines `day` (no gyroscope), spends its pending credit, rejects the day and moves past the grace
     /// period; returns the allocation's id. The refund job is then due.
     static func refund(

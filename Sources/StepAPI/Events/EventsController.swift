@@ -22,6 +22,7 @@ struct EventsController: Sendable {
 
     let runner: WalkerReadRunner
     let settings: AppConfiguration.Events
+    let signals: EventSignals
     let logger: Logger
 
     private var store: Store { runner.store }
@@ -40,15 +41,22 @@ struct EventsController: Sendable {
         }.mapError(WalkerAPIError.invalidQuery)
         return try await runner.respond(context: context, query: query) { tx, walkerId, _, query in
             .success(try await tx.events(walkerId: walkerId, after: query.after, limit: Self.pageLimit))
-        } render: { [store, settings] walkerId, query, first in
+        } render: { [store, signals] walkerId, query, first in
             var events = first
             if events.isEmpty, query.wait > 0 {
                 let deadline = ContinuousClock.now + .seconds(query.wait)
+                // Subscribed before the read below, so an event committed in between still wakes this wait.
+                let subscription = signals.subscribe(walkerId: walkerId, cursor: query.after)
+                defer { signals.unsubscribe(subscription) }
                 do {
+                    events = try await store.withoutTransaction {
+                        try await $0.events(walkerId: walkerId, after: query.after, limit: Self.pageLimit)
+                    }
                     while events.isEmpty, ContinuousClock.now < deadline, !Task.isCancelled,
                         !Task.isShuttingDownGracefully
                     {
-                        try await Task.sleep(for: .seconds(settings.pollIntervalSeconds))
+                        // Asleep until an event may have come (or the wait ends): no query meanwhile.
+                        guard await Self.wake(subscription, within: deadline - ContinuousClock.now) else { continue }
                         events = try await store.withoutTransaction {
                             try await $0.events(walkerId: walkerId, after: query.after, limit: Self.pageLimit)
                         }
@@ -71,13 +79,27 @@ struct EventsController: Sendable {
             .mapError(WalkerAPIError.invalidQuery)
         return try await runner.respond(context: context, query: start) { _, _, _, _ in
             .success(())
-        } render: { [store, settings, logger] walkerId, after, _ in
+        } render: { [store, settings, signals, logger] walkerId, after, _ in
             let body = ResponseBody { writer in
                 var cursor = after
                 let end = ContinuousClock.now + .seconds(settings.streamMaxSeconds)
+                let keepAlive = Duration.seconds(settings.streamKeepAliveSeconds)
                 var lastWrite = ContinuousClock.now
+                let subscription = signals.subscribe(walkerId: walkerId, cursor: cursor)
+                defer { signals.unsubscribe(subscription) }
                 try await writer.write(ByteBuffer(string: "retry: 1000\n\n"))
+                var read = true
                 while ContinuousClock.now < end, !Task.isCancelled, !Task.isShuttingDownGracefully {
+                    guard read else {
+                        // Asleep until an event may have come, the keep-alive is due, or the stream's end.
+                        let wait = min(lastWrite + keepAlive, end) - ContinuousClock.now
+                        read = await Self.wake(subscription, within: wait)
+                        if !read, ContinuousClock.now - lastWrite >= keepAlive {
+                            try await writer.write(ByteBuffer(string: ": keep-alive\n\n"))
+                            lastWrite = ContinuousClock.now
+                        }
+                        continue
+                    }
                     let events: [WalkerEvent]
                     do {
                         let from = cursor
@@ -94,13 +116,12 @@ struct EventsController: Sendable {
                         for event in events { text += EventsQuery.serverSentEvent(event) }
                         try await writer.write(ByteBuffer(string: text))
                         cursor = events.last?.seq ?? cursor
+                        signals.advance(subscription, to: cursor)
                         lastWrite = ContinuousClock.now
+                        // A full page may have more behind it: read again at once.
                         if events.count == Self.pageLimit { continue }
-                    } else if ContinuousClock.now - lastWrite >= .seconds(settings.streamKeepAliveSeconds) {
-                        try await writer.write(ByteBuffer(string: ": keep-alive\n\n"))
-                        lastWrite = ContinuousClock.now
                     }
-                    try await Task.sleep(for: .seconds(settings.pollIntervalSeconds))
+                    read = false
                 }
                 try await writer.finish(nil)
             }
@@ -111,6 +132,19 @@ struct EventsController: Sendable {
                     HTTPField.Name("X-Accel-Buffering")!: "no",
                 ],
                 body: body)
+        }
+    }
+}
+
+extension EventsController {
+    /// Waits for the subscription's wake-up for at most `timeout`; graceful shutdown wakes it at once. True when
+    /// woken (the log may have grown), false when the time passed.
+    static func wake(_ subscription: EventSignals.Subscription, within timeout: Duration) async -> Bool {
+        guard timeout > .zero else { return false }
+        return await withGracefulShutdownHandler {
+            await subscription.wakeup.wait(for: timeout)
+        } onGracefulShutdown: {
+            subscription.wakeup.signal()
         }
     }
 }

@@ -107,6 +107,16 @@ package final class PostgreSQLDatabase: Database {
         }
     }
 
+    package func listen(channel: String, received: @escaping @Sendable (String) -> Void) async throws {
+        try await client.withConnection { connection in
+            try await connection.listen(on: channel) { notifications in
+                for try await notification in notifications {
+                    received(notification.payload)
+                }
+            }
+        }
+    }
+
     /// Stops a pool the database runs itself; one run as a service stops with its service group.
     package func close() async throws {
         runner?.cancel()

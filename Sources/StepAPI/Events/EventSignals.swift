@@ -1,0 +1,207 @@
+import Foundation
+import Logging
+import ServiceLifecycle
+import StepCore
+import StepDatabase
+import StepStore
+import Synchronization
+
+/// A one-slot wake-up: `signal()` wakes the task waiting in `wait(for:)`, or the next one to wait if none is.
+final class Wakeup: Sendable {
+    private struct State {
+        var pending = false
+        var waiter: CheckedContinuation<Void, Never>?
+    }
+    private let state = Mutex(State())
+
+    func signal() {
+        let waiter: CheckedContinuation<Void, Never>? = state.withLock { state in
+            if let waiter = state.waiter {
+                state.waiter = nil
+                return waiter
+            }
+            state.pending = true
+            return nil
+        }
+        waiter?.resume()
+    }
+
+    /// True when woken by a signal, false when `timeout` passed (or the task was cancelled) first.
+    func wait(for timeout: Duration) async -> Bool {
+        if state.withLock({ state in
+            defer { state.pending = false }
+            return state.pending
+        }) {
+            return true
+        }
+        return await withTaskGroup(of: Bool.self) { group in
+            group.addTask { await self.waitForSignal() }
+            group.addTask {
+                try? await Task.sleep(for: timeout)
+                return false
+            }
+            let first = await group.next() ?? false
+            group.cancelAll()
+            // The loser must end too: a waiter still parked is resumed by cancellation.
+            return first
+        }
+    }
+
+    private func waitForSignal() async -> Bool {
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let resumeNow = state.withLock { state -> Bool in
+                    if state.pending || Task.isCancelled {
+                        state.pending = false
+                        return true
+                    }
+                    state.waiter = continuation
+                    return false
+                }
+                if resumeNow { continuation.resume() }
+            }
+            return !Task.isCancelled
+        } onCancel: {
+            let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
+                defer { state.waiter = nil }
+                return state.waiter
+            }
+            waiter?.resume()
+        }
+    }
+}
+
+/// Who waits for which walker's events in this process, and the wake-ups that tell them to read the log again.
+/// Event streams and long polls subscribe and sleep; they are woken when an event may have been written:
+/// - in this process, when a job of the walker completes (events are written by jobs, in their transaction);
+/// - on PostgreSQL, by `NOTIFY stepledger_events` sent in the event's own transaction, from any instance;
+/// - as a safety net, by one query every `events.pollIntervalSeconds` for all waiting walkers together.
+/// A wake-up is only a hint to read: the stored log stays the truth, so a spurious one costs one read and a
+/// missed one is caught by the safety net.
+package final class EventSignals: Sendable {
+    package static let channel = EventChannel.name
+
+    private struct Subscriber {
+        var wakeup: Wakeup
+        var cursor: Int
+    }
+    private let subscribers = Mutex<[String: [UInt64: Subscriber]]>([:])
+    private let nextID = Atomic<UInt64>(0)
+
+    package init() {}
+
+    struct Subscription: Sendable {
+        let id: UInt64
+        let walkerId: String
+        let wakeup: Wakeup
+    }
+
+    func subscribe(walkerId: String, cursor: Int) -> Subscription {
+        let id = nextID.add(1, ordering: .relaxed).newValue
+        let wakeup = Wakeup()
+        subscribers.withLock { $0[walkerId, default: [:]][id] = Subscriber(wakeup: wakeup, cursor: cursor) }
+        return Subscription(id: id, walkerId: walkerId, wakeup: wakeup)
+    }
+
+    func advance(_ subscription: Subscription, to cursor: Int) {
+        subscribers.withLock { $0[subscription.walkerId]?[subscription.id]?.cursor = cursor }
+    }
+
+    func unsubscribe(_ subscription: Subscription) {
+        subscribers.withLock { all in
+            all[subscription.walkerId]?[subscription.id] = nil
+            if all[subscription.walkerId]?.isEmpty == true { all[subscription.walkerId] = nil }
+        }
+    }
+
+    /// Wakes every subscriber of the walker.
+    package func signal(walkerId: String) {
+        let wakeups = subscribers.withLock { $0[walkerId].map { Array($0.values.map(\.wakeup)) } ?? [] }
+        for wakeup in wakeups { wakeup.signal() }
+    }
+
+    /// The number of open subscriptions (streams and long polls waiting), for tests and metrics.
+    package var waiting: Int { subscribers.withLock { $0.values.reduce(0) { $0 + $1.count } } }
+
+    /// Each waiting walker with the lowest cursor among its subscribers.
+    func cursors() -> [String: Int] {
+        subscribers.withLock { all in all.compactMapValues { $0.values.map(\.cursor).min() } }
+    }
+}
+
+/// Keeps `EventSignals` fed from outside this process: PostgreSQL's `LISTEN stepledger_events` (reconnecting
+/// after a failure), and the safety net: every `pollIntervalSeconds`, one query for the newest event of every
+/// waiting walker (500 walkers a statement), waking those whose log moved past a subscriber's cursor.
+package struct EventSignalService: Service {
+    let signals: EventSignals
+    let store: Store
+    let pollIntervalSeconds: Double
+    let logger: Logger
+
+    package init(signals: EventSignals, store: Store, pollIntervalSeconds: Double, logger: Logger) {
+        self.signals = signals
+        self.store = store
+        self.pollIntervalSeconds = pollIntervalSeconds
+        self.logger = logger
+    }
+
+    package func run() async throws {
+        // Both loops end with the task: at graceful shutdown, or when the group is cancelled.
+        await cancelWhenGracefulShutdown {
+            await withTaskGroup(of: Void.self) { group in
+                if store.kind == .postgres {
+                    group.addTask { await listen() }
+                }
+                group.addTask { await safetyNet() }
+                await group.waitForAll()
+            }
+        }
+    }
+
+    private func listen() async {
+        var backoff = Duration.milliseconds(250)
+        while !Task.isCancelled {
+            do {
+                try await store.database.listen(channel: EventSignals.channel) { walkerId in
+                    signals.signal(walkerId: walkerId)
+                }
+                backoff = .milliseconds(250)
+            } catch {
+                if Task.isCancelled { return }
+                logger.warning(
+                    "event notifications interrupted; reconnecting", metadata: ["error": "\(type(of: error))"])
+                // Whatever was notified meanwhile is found by the safety net, or at once here:
+                wakeAll()
+                try? await Task.sleep(for: backoff)
+                backoff = min(backoff * 2, .seconds(10))
+            }
+        }
+    }
+
+    private func safetyNet() async {
+        while !Task.isCancelled {
+            try? await Task.sleep(for: .milliseconds(Int64(pollIntervalSeconds * 1000)))
+            if Task.isCancelled { return }
+            let cursors = signals.cursors()
+            guard !cursors.isEmpty else { continue }
+            let walkers = cursors.keys.sorted()
+            var start = 0
+            while start < walkers.count {
+                let chunk = Array(walkers[start..<min(start + 500, walkers.count)])
+                start += chunk.count
+                do {
+                    let newest = try await store.withoutTransaction { try await $0.newestEventSeqs(walkerIds: chunk) }
+                    for (walkerId, seq) in newest where seq > (cursors[walkerId] ?? Int.max) {
+                        signals.signal(walkerId: walkerId)
+                    }
+                } catch {
+                    logger.warning("event safety net failed", metadata: ["error": "\(type(of: error))"])
+                }
+            }
+        }
+    }
+
+    private func wakeAll() {
+        for walkerId in signals.cursors().keys { signals.signal(walkerId: walkerId) }
+    }
+}
