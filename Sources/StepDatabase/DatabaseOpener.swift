@@ -7,14 +7,19 @@ package enum DatabaseOpener {
         url.hasPrefix("postgres://") || url.hasPrefix("postgresql://")
     }
 
+    /// The SQLite file a URL names (`sqlite://` stripped), or nil for a PostgreSQL URL.
+    package static func sqlitePath(_ url: String) -> String? {
+        guard !isPostgres(url) else { return nil }
+        return url.hasPrefix("sqlite://") ? String(url.dropFirst("sqlite://".count)) : url
+    }
+
     package static func open(
         url: String, postgres: PostgresSettings = PostgresSettings(), sqliteSynchronous: SQLiteSynchronous = .full,
         logger: Logger, postgresPool: PostgresPoolRunner = .ownTask
     ) async throws -> any Database {
-        if isPostgres(url) {
+        guard let path = sqlitePath(url) else {
             return try PostgreSQLDatabase.open(url: url, settings: postgres, logger: logger, runner: postgresPool)
         }
-        let path = url.hasPrefix("sqlite://") ? String(url.dropFirst("sqlite://".count)) : url
         return try await SQLiteDatabase.open(path: path, synchronous: sqliteSynchronous, logger: logger)
     }
 }

@@ -1,4 +1,5 @@
 import Configuration
+import Foundation
 import StepDatabase
 import StepStore
 
@@ -38,5 +39,18 @@ extension AppConfiguration {
                 sqliteSynchronous = parsed
             }
         }
+    }
+}
+
+extension AppConfiguration {
+    /// The database as the start line names it: a SQLite path, or a PostgreSQL URL without its user and password.
+    package var databaseDescription: String {
+        guard DatabaseOpener.isPostgres(database.url), var components = URLComponents(string: database.url) else {
+            return database.url
+        }
+        components.user = nil
+        components.password = nil
+        components.query = nil
+        return components.string ?? "postgres://…"
     }
 }

@@ -188,9 +188,8 @@ extension AppConfiguration {
     /// database's own directory, else (PostgreSQL) `./stepledger-data`.
     package var dataDirectoryPath: String {
         if let dataDirectory { return dataDirectory }
-        if DatabaseOpener.isPostgres(database.url) { return "./stepledger-data" }
-        let url = database.url.hasPrefix("sqlite://") ? String(database.url.dropFirst(9)) : database.url
-        let directory = (url as NSString).deletingLastPathComponent
+        guard let file = DatabaseOpener.sqlitePath(database.url) else { return "./stepledger-data" }
+        let directory = (file as NSString).deletingLastPathComponent
         return directory.isEmpty ? "." : directory
     }
 

@@ -75,53 +75,35 @@ extension StoreTransaction {
             ).all().count
         }
         let ms = now.millisecondsSince1970
-        // The kept walker row says nothing of where or when the walker was, and is suspended, so no ingest ever
-        // lands on the pseudonym.
-        let updates: [(String, SQLQueryString)] = [
-            (
-                "walkers",
+        for table in WalkerErasurePlan.pseudonymised {
+            erasure.pseudonymised[table] = try await sql.raw(
                 """
-                UPDATE walkers SET walker_id = \(bind: pseudonym), last_tz = NULL, last_submission_at = NULL,
-                    suspended_at = \(bind: ms), suspension_note = 'erased'
+                UPDATE \(unsafeRaw: table) SET walker_id = \(bind: pseudonym)\(Self.erasedColumns(table, at: ms))
                 WHERE walker_id = \(bind: walkerId) RETURNING 1 AS moved
                 """
-            ),
-            (
-                "step_logs",
-                "UPDATE step_logs SET walker_id = \(bind: pseudonym) WHERE walker_id = \(bind: walkerId) RETURNING 1 AS moved"
-            ),
-            (
-                "streak_runs",
-                "UPDATE streak_runs SET walker_id = \(bind: pseudonym) WHERE walker_id = \(bind: walkerId) RETURNING 1 AS moved"
-            ),
-            (
-                "energy_ledger",
-                "UPDATE energy_ledger SET walker_id = \(bind: pseudonym) WHERE walker_id = \(bind: walkerId) RETURNING 1 AS moved"
-            ),
-            (
-                "allocations",
-                "UPDATE allocations SET walker_id = \(bind: pseudonym) WHERE walker_id = \(bind: walkerId) RETURNING 1 AS moved"
-            ),
-            // Review entries lose their evidence and notes; an open one is closed as `erased` (nobody is left to
-            // decide for), its claim released.
-            (
-                "review_queue",
-                """
-                UPDATE review_queue SET walker_id = \(bind: pseudonym), note = NULL, reread = NULL,
-                    claim_operator_id = NULL, claim_operator = NULL, claim_until = NULL,
-                    resolution = CASE WHEN resolved_at IS NULL THEN 'erased' ELSE resolution END,
-                    resolved_at = COALESCE(resolved_at, \(bind: ms))
-                WHERE walker_id = \(bind: walkerId) RETURNING 1 AS moved
-                """
-            ),
-        ]
-        for (table, statement) in updates {
-            erasure.pseudonymised[table] = try await sql.raw(statement).all().count
+            ).all().count
         }
         let touched = erasure.deleted.values.reduce(0, +) + erasure.pseudonymised.values.reduce(0, +)
         guard touched > 0 else { return WalkerErasure(pseudonym: nil) }
         try await recordAudit(
             actor: actor, action: "walker.erase", target: pseudonym, outcome: "erased", note: nil, at: now)
         return erasure
+    }
+
+    /// What a table's kept rows lose besides their walker id. The walker row says nothing of where or when the
+    /// walker was, and is suspended, so no ingest ever lands on the pseudonym; review entries lose their notes,
+    /// evidence and claims, and an open one is closed as `erased` (nobody is left to decide for).
+    private static func erasedColumns(_ table: String, at ms: Int) -> SQLQueryString {
+        switch table {
+        case "walkers":
+            ", last_tz = NULL, last_submission_at = NULL, suspended_at = \(bind: ms), suspension_note = 'erased'"
+        case "review_queue":
+            """
+            , note = NULL, reread = NULL, claim_operator_id = NULL, claim_operator = NULL, claim_until = NULL,
+                resolution = CASE WHEN resolved_at IS NULL THEN 'erased' ELSE resolution END,
+                resolved_at = COALESCE(resolved_at, \(bind: ms))
+            """
+        default: ""
+        }
     }
 }

@@ -23,18 +23,15 @@ struct Backup: AsyncParsableCommand {
 
     func run() async throws {
         let configuration = try await common.load()
-        let url = configuration.databaseURL
-        guard !DatabaseOpener.isPostgres(url) else {
+        guard let path = DatabaseOpener.sqlitePath(configuration.databaseURL) else {
             throw CommandFailure(
                 "stepd backup copies SQLite databases only; back up PostgreSQL with pg_dump -Fc, or base backups and WAL archiving (docs/operations.md, Backups)"
             )
         }
-        let path = url.hasPrefix("sqlite://") ? String(url.dropFirst("sqlite://".count)) : url
         let started = ContinuousClock.now
         do {
             let report = try await SQLiteBackup.copy(databaseAt: path, to: to, replacing: force)
-            let elapsed = ContinuousClock.now - started
-            let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+            let seconds = (ContinuousClock.now - started) / .seconds(1)
             print("backed up \(path) to \(to): \(report.bytes) bytes in \(String(format: "%.2f", seconds)) s")
         } catch let failure as SQLiteBackup.Failure {
             throw CommandFailure(failure.description)

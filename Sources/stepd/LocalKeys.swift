@@ -1,6 +1,8 @@
 import ArgumentParser
 import Foundation
+import StepAPI
 import StepAttestation
+import StepDatabase
 import StepSettings
 
 /// The files `stepd local-keys` writes into `<data directory>/local-keys/`.
@@ -49,9 +51,7 @@ struct LocalKeys: AsyncParsableCommand {
 
     func run() async throws {
         let configuration = try await common.load()
-        let folder = configuration.dataPath(LocalKeyFiles.folder)
-        try FileManager.default.createDirectory(
-            atPath: folder, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        // Each file is written whole with its mode from the start; the folder is made owner-only (AtomicFile).
         let algorithm = LocalSigningKey.Algorithm(rawValue: sessionAlgorithm.uppercased()) ?? .es256
         let session = try writeKey(
             purpose: .sessionToken, algorithm: algorithm, key: LocalKeyFiles.sessionKey,
@@ -89,9 +89,8 @@ struct LocalKeys: AsyncParsableCommand {
         func absolute(_ path: String) -> String {
             URL(fileURLWithPath: path).standardizedFileURL.path
         }
-        let database =
-            configuration.databaseURL.hasPrefix("postgres")
-            ? configuration.databaseURL : absolute(configuration.databaseURL)
+        // A SQLite file by its absolute path (so the configuration works from any folder); a PostgreSQL URL as is.
+        let database = DatabaseOpener.sqlitePath(configuration.databaseURL).map(absolute) ?? configuration.databaseURL
         let object: [String: Any] = [
             "mode": "production",
             "dataDirectory": absolute(configuration.dataDirectoryPath),
@@ -144,16 +143,11 @@ struct AppCheckToken: AsyncParsableCommand {
     }
 }
 
-/// Writes `text` to `path` through a temporary file and a rename, with `mode` from the start.
-func writeFile(_ text: String, to path: String, mode: Int16) throws {
-    let temporary = path + ".tmp-\(UUID().uuidString)"
-    guard
-        FileManager.default.createFile(
-            atPath: temporary, contents: Data(text.utf8), attributes: [.posixPermissions: mode])
-    else { throw CommandFailure("cannot write \(path)") }
-    guard rename(temporary, path) == 0 else {
-        let reason = String(cString: strerror(errno))
-        try? FileManager.default.removeItem(atPath: temporary)
-        throw CommandFailure("cannot write \(path): \(reason)")
+/// Writes `text` to `path` whole, with `mode` from the start (`AtomicFile`); a failure is one line.
+func writeFile(_ text: String, to path: String, mode: mode_t) throws {
+    do {
+        try AtomicFile.write(Array(text.utf8), to: path, mode: mode)
+    } catch {
+        throw CommandFailure(error.description)
     }
 }

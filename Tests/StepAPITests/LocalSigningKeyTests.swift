@@ -2,6 +2,7 @@ import Crypto
 import Foundation
 import Logging
 import StepAttestation
+import StepDatabase
 import StepSettings
 import Testing
 
@@ -125,6 +126,23 @@ struct LocalSigningKeyTests {
         }
     }
 
+    @Test("a file stepd writes has its mode from the start, is replaced whole, and leaves no temporary file behind")
+    func atomicFile() throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("atomic-\(UUID())/keys").path
+        let path = folder + "/key.json"
+        try AtomicFile.write(Array("first".utf8), to: path)
+        let attributes = try FileManager.default.attributesOfItem(atPath: path)
+        #expect((attributes[.posixPermissions] as? NSNumber)?.intValue == 0o600)
+        let folderMode = try FileManager.default.attributesOfItem(atPath: folder)[.posixPermissions] as? NSNumber
+        #expect(folderMode?.intValue == 0o700)
+        try AtomicFile.write(Array("second".utf8), to: path, mode: 0o644)
+        #expect(try String(contentsOfFile: path, encoding: .utf8) == "second")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: folder) == ["key.json"])
+        // A place that cannot be written (its folder is a file) is refused and the old file stays as it was.
+        #expect(throws: AtomicFile.Failure.self) { try AtomicFile.write(Array("third".utf8), to: path + "/inner") }
+        #expect(try String(contentsOfFile: path, encoding: .utf8) == "second")
+    }
+
     @Test("the data directory: set, else the SQLite file's directory, else ./stepledger-data for PostgreSQL")
     func dataDirectory() {
         var configuration = AppConfiguration()
@@ -134,6 +152,8 @@ struct LocalSigningKeyTests {
         #expect(configuration.dataPath("devices", "a.json") == "/var/lib/stepledger/devices/a.json")
         configuration.databaseURL = "sqlite://data/x.sqlite"
         #expect(configuration.dataDirectoryPath == "data")
+        #expect(DatabaseOpener.sqlitePath("sqlite://data/x.sqlite") == "data/x.sqlite")
+        #expect(DatabaseOpener.sqlitePath("postgresql://h/db") == nil)
         configuration.databaseURL = "postgres://u:p@127.0.0.1/db"
         #expect(configuration.dataDirectoryPath == "./stepledger-data")
         #expect(configuration.databaseDescription == "postgres://127.0.0.1/db", "no user or password in the start line")

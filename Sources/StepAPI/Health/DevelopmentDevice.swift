@@ -143,37 +143,10 @@ extension DevelopmentDevice {
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
         let bytes = Array(try encoder.encode(file)) + [0x0A]
 
-        let folder = (path as NSString).deletingLastPathComponent
-        if !folder.isEmpty {
-            do {
-                try FileManager.default.createDirectory(
-                    atPath: folder, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-            } catch {
-                throw DevelopmentDeviceError.unwritable(path: path, detail: (error as NSError).localizedDescription)
-            }
-        }
-        let temporary = path + ".tmp-\(UUID().uuidString)"
-        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-        guard descriptor >= 0 else {
-            throw DevelopmentDeviceError.unwritable(path: path, detail: String(cString: strerror(errno)))
-        }
-        var written = 0
-        while written < bytes.count {
-            let result = bytes[written...].withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
-            if result < 0, errno == EINTR { continue }
-            guard result > 0 else {
-                let detail = String(cString: strerror(errno))
-                close(descriptor)
-                unlink(temporary)
-                throw DevelopmentDeviceError.unwritable(path: path, detail: detail)
-            }
-            written += result
-        }
-        close(descriptor)
-        guard rename(temporary, path) == 0 else {
-            let detail = String(cString: strerror(errno))
-            unlink(temporary)
-            throw DevelopmentDeviceError.unwritable(path: path, detail: detail)
+        do {
+            try AtomicFile.write(bytes, to: path)
+        } catch {
+            throw DevelopmentDeviceError.unwritable(path: path, detail: error.detail)
         }
     }
 }

@@ -1,8 +1,6 @@
 import Foundation
 import NIOCore
 import NIOPosix
-import StepDatabase
-import StepSettings
 
 /// Why `stepd serve` cannot listen where it was told to, in words an operator acts on: the address, what went
 /// wrong, and the settings that choose another.
@@ -49,18 +47,5 @@ package enum ListenAddress {
         } catch {
             throw ListenFailure(host: host, port: port, error: error) ?? error
         }
-    }
-}
-
-extension AppConfiguration {
-    /// The database as the start line names it: a SQLite path, or a PostgreSQL URL without its user and password.
-    package var databaseDescription: String {
-        guard DatabaseOpener.isPostgres(database.url), var components = URLComponents(string: database.url) else {
-            return database.url
-        }
-        components.user = nil
-        components.password = nil
-        components.query = nil
-        return components.string ?? "postgres://…"
     }
 }
