@@ -8,9 +8,6 @@ package struct WalkerErasure: Sendable, Hashable {
     package var pseudonym: String?
     package var deleted: [String: Int] = [:]
     package var pseudonymised: [String: Int] = [:]
-
-    /// True when the walker's id was found somewhere.
-    package var erasedAnything: Bool { pseudonym != nil }
 }
 
 /// Why a walker cannot be erased now; the operator can try again.

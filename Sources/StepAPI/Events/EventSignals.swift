@@ -120,9 +120,6 @@ package final class EventSignals: Sendable {
         for wakeup in wakeups { wakeup.signal() }
     }
 
-    /// The number of open subscriptions (streams and long polls waiting), for tests and metrics.
-    package var waiting: Int { subscribers.withLock { $0.values.reduce(0) { $0 + $1.count } } }
-
     /// Each waiting walker with the lowest cursor among its subscribers.
     func cursors() -> [String: Int] {
         subscribers.withLock { all in all.compactMapValues { $0.values.map(\.cursor).min() } }

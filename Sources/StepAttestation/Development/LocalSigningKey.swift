@@ -28,7 +28,8 @@ package struct LocalSigningKey: Sendable {
 
         package var description: String {
             switch self {
-            case .unreadable(let path, let reason): "\(path): cannot read the key file (\(reason))"
+            case .unreadable(let path, let reason):
+                "\(path): cannot read the key file (\(reason)); `stepd local-keys` writes the local keys"
             case .notLocalKey(let path):
                 "\(path) is not a key file written by `stepd local-keys`; only local keys are used for signing"
             case .wrongPurpose(let path, let expected, let found):
