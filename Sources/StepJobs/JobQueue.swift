@@ -142,6 +142,20 @@ package struct JobQueue: Sendable {
         try await tx.sql.raw("DELETE FROM jobs WHERE \(fence(job)) RETURNING job_id").first() != nil
     }
 
+    /// Finishes several jobs inside the transaction that made their writes, in one statement. Returns false, and
+    /// the caller must roll back, when any of them is no longer this worker's.
+    package static func complete(_ jobs: [ClaimedJob], in tx: StoreTransaction) async throws -> Bool {
+        if jobs.count == 1, let only = jobs.first { return try await complete(only, in: tx) }
+        if jobs.isEmpty { return true }
+        var query: SQLQueryString = "DELETE FROM jobs WHERE state = 'running' AND ("
+        for (index, job) in jobs.enumerated() {
+            if index > 0 { query += " OR " }
+            query += "(job_id = \(bind: job.id) AND attempts = \(bind: job.attempt))"
+        }
+        query += ") RETURNING job_id"
+        return try await tx.sql.raw(query).all().count == jobs.count
+    }
+
     /// The rows a claim still owns: the job, running, at the claim's attempt.
     private static func fence(_ job: ClaimedJob) -> SQLQueryString {
         "job_id = \(bind: job.id) AND state = 'running' AND attempts = \(bind: job.attempt)"

@@ -10,11 +10,18 @@ package struct WorkerSettings: Sendable, Hashable {
     package var pollIntervalSeconds: Double
     /// How often a running job's lease is extended; shorter than the lease, which covers a missed beat or two.
     package var heartbeatSeconds: Double
+    /// The most due jobs a slot claims at once. Those of a transactional kind run in one transaction that
+    /// completes them all, sorted by walker (so two slots lock walkers in the same order); a batch that fails
+    /// is rolled back and its jobs run one by one, each with its own outcome.
+    package var batchSize: Int
 
-    package init(concurrency: Int = 2, pollIntervalSeconds: Double = 1, heartbeatSeconds: Double = 10) {
+    package init(
+        concurrency: Int = 2, pollIntervalSeconds: Double = 1, heartbeatSeconds: Double = 10, batchSize: Int = 16
+    ) {
         self.concurrency = concurrency
         self.pollIntervalSeconds = pollIntervalSeconds
         self.heartbeatSeconds = heartbeatSeconds
+        self.batchSize = batchSize
     }
 }
 

@@ -32,8 +32,8 @@ package enum JobError: Error, Sendable, Hashable, CustomStringConvertible {
     }
 }
 
-/// Runs jobs: `concurrency` slots, each claiming one due job at a time and polling every `pollInterval`
-/// when the queue is empty. While a job runs, its worker extends the job's lease every `heartbeatSeconds`, so
+/// Runs jobs: `concurrency` slots, each claiming up to `batchSize` due jobs at a time and polling every
+/// `pollInterval` when the queue is empty. While a job runs, its worker extends the job's lease every `heartbeatSeconds`, so
 /// the lease can be short and a dead worker's job is taken over soon. On graceful shutdown the slots stop
 /// claiming and the jobs they hold finish; a worker that dies instead leaves its jobs to be claimed again when
 /// their leases run out.
@@ -87,20 +87,91 @@ package struct JobWorker: Service {
         }
     }
 
-    /// Claims and runs one due job; false when none was due.
+    /// Claims up to `settings.batchSize` due jobs and runs them; false when none was due.
     @discardableResult
     package func runNext() async throws -> Bool {
-        guard let job = try await queue.claim(limit: 1, now: clock()).first else { return false }
-        await execute(job)
-        return true
+        try await runBatch() > 0
     }
 
-    /// Runs every job that is due now, one after another, until none is left (tests and `stepd jobs`).
+    /// Runs every job that is due now until none is left, and returns how many ran (tests and `stepd jobs`).
     @discardableResult
     package func drain() async throws -> Int {
         var count = 0
-        while try await runNext() { count += 1 }
+        while case let ran = try await runBatch(), ran > 0 { count += ran }
         return count
+    }
+
+    /// Claims up to `settings.batchSize` due jobs and runs them: the transactional ones in one transaction
+    /// when there are several (`runTogether`), one by one when that fails, and the standalone ones one by one.
+    /// Returns how many were claimed.
+    private func runBatch() async throws -> Int {
+        let jobs = try await queue.claim(limit: max(1, settings.batchSize), now: clock())
+        var together: [TransactionalRun] = []
+        var alone: [ClaimedJob] = []
+        for job in jobs {
+            if case .transactional(let body)? = handlers.handler(for: job.kind) {
+                together.append(TransactionalRun(job: job, body: body))
+            } else {
+                alone.append(job)
+            }
+        }
+        if together.count > 1, await runTogether(together) {
+            together = []
+        }
+        for run in together { await execute(run.job) }
+        for job in alone { await execute(job) }
+        return jobs.count
+    }
+
+    /// A claimed job of a transactional kind, with its handler.
+    private struct TransactionalRun: Sendable {
+        let job: ClaimedJob
+        let body: @Sendable (ClaimedJob, StoreTransaction) async throws -> Void
+    }
+
+    /// Runs transactional jobs in one transaction that also completes them all: one commit and one completing
+    /// statement for the batch instead of one each, and on SQLite one turn at the writer. They run sorted by
+    /// walker, so two slots' batches lock walkers in the same order and never deadlock. Returns false when the
+    /// transaction failed (a job threw, or a lease ran out): nothing of it was written, the jobs are still this
+    /// worker's at the same attempt, and the caller runs them one by one, each with its own outcome and retry.
+    private func runTogether(_ runs: [TransactionalRun]) async -> Bool {
+        let sorted = runs.sorted { ($0.job.walkerId, $0.job.id) < ($1.job.walkerId, $1.job.id) }
+        let jobs = sorted.map(\.job)
+        let kinds = Set(jobs.map(\.kind)).sorted().joined(separator: ",")
+        let done = await withSpan("jobs \(kinds)", context: .topLevel, ofKind: .consumer) { span in
+            span.attributes["stepledger.job.kind"] = kinds
+            span.attributes["stepledger.job.batch"] = jobs.count
+            let done = await withTaskGroup(of: Void.self) { group in
+                group.addTask { await heartbeat(jobs) }
+                defer { group.cancelAll() }
+                do {
+                    try await queue.store.transaction { tx in
+                        for run in sorted { try await run.body(run.job, tx) }
+                        guard try await JobQueue.complete(jobs, in: tx) else { throw JobError.leaseLost }
+                    }
+                    return true
+                } catch {
+                    logger.debug(
+                        "job batch rolled back; its jobs run one by one",
+                        metadata: ["jobs": "\(jobs.count)", "error": .string(Self.describe(error))])
+                    return false
+                }
+            }
+            if !done { span.setStatus(SpanStatus(code: .error)) }
+            return done
+        }
+        guard done else { return false }
+        for job in jobs {
+            logger.debug(
+                "job finished",
+                metadata: [
+                    "job": .string(job.id), "kind": .string(job.kind), "attempt": "\(job.attempt)",
+                    "outcome": .string(JobOutcome.completed.rawValue), "batch": "\(jobs.count)",
+                ])
+            observe(job.kind, .completed)
+            completed(job.walkerId)
+        }
+        return true
     }
 
     private func execute(_ job: ClaimedJob) async {
@@ -111,7 +182,7 @@ package struct JobWorker: Service {
             span.attributes["stepledger.job.kind"] = job.kind
             span.attributes["stepledger.job.attempt"] = job.attempt
             let outcome = await withTaskGroup(of: Void.self) { group in
-                group.addTask { await heartbeat(job) }
+                group.addTask { await heartbeat([job]) }
                 let outcome = await attempt(job)
                 group.cancelAll()
                 return outcome
@@ -131,31 +202,40 @@ package struct JobWorker: Service {
         if outcome == .completed { completed(job.walkerId) }
     }
 
-    /// Extends the job's lease every `heartbeatSeconds` until the attempt ends (and cancels it). A lease found
-    /// lost stops the heartbeat and is logged; the attempt runs on, and the fence makes its end change nothing.
-    private func heartbeat(_ job: ClaimedJob) async {
-        while true {
+    /// Extends the leases of the jobs an attempt runs every `heartbeatSeconds` until it ends (and cancels this).
+    /// A job whose lease is found lost (logged) or that is gone is no longer extended; the attempt runs on, and
+    /// the fence makes its end change nothing.
+    private func heartbeat(_ jobs: [ClaimedJob]) async {
+        var held = jobs
+        while !held.isEmpty {
             do {
                 try await Task.sleep(for: .seconds(settings.heartbeatSeconds))
             } catch {
                 return
             }
-            do {
-                switch try await queue.extendLease(job, now: clock()) {
-                case .extended: continue
-                case .gone: return
-                case .lost:
+            var kept: [ClaimedJob] = []
+            for job in held {
+                do {
+                    switch try await queue.extendLease(job, now: clock()) {
+                    case .extended: kept.append(job)
+                    case .gone: continue
+                    case .lost:
+                        logger.warning(
+                            "job lease lost while it ran: another worker may run it",
+                            metadata: [
+                                "job": .string(job.id), "kind": .string(job.kind), "attempt": "\(job.attempt)",
+                            ])
+                    }
+                } catch {
+                    // The database is away: the next beat tries again, and the lease covers a few missed beats.
+                    if Task.isCancelled { return }
+                    kept.append(job)
                     logger.warning(
-                        "job lease lost while it ran: another worker may run it",
-                        metadata: ["job": .string(job.id), "kind": .string(job.kind), "attempt": "\(job.attempt)"])
-                    return
+                        "job heartbeat failed",
+                        metadata: ["job": .string(job.id), "error": .string(Self.describe(error))])
                 }
-            } catch {
-                // The database is away: the next beat tries again, and the lease covers a few missed beats.
-                if Task.isCancelled { return }
-                logger.warning(
-                    "job heartbeat failed", metadata: ["job": .string(job.id), "error": .string(Self.describe(error))])
             }
+            held = kept
         }
     }
 

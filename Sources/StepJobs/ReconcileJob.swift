@@ -128,9 +128,7 @@ struct Reconciler: Sendable {
         let (walkerId, day) = (log.walkerId, log.day)
         let dayZone = TimeZoneCatalog.zone(named: log.timeZone) ?? .gmt
         var submissions = try await tx.submissions(walkerId: walkerId, day: day, fallbackZone: dayZone)
-        let reviewed = try await tx.lastAcceptedReview(walkerId: walkerId, day: day)
-        let reread = try await tx.lastAcceptedReread(walkerId: walkerId, day: day)
-        if let judged = [reviewed, reread].compactMap({ $0 }).max() {
+        if let judged = try await tx.lastAcceptance(walkerId: walkerId, day: day) {
             submissions = submissions.filter { $0.receivedAt > judged }
         }
         var recent: [PreviousSubmission] = []

@@ -8,7 +8,7 @@ extension AppConfiguration {
         var settings = JobSettings()
         settings.worker = WorkerSettings(
             concurrency: worker.concurrency, pollIntervalSeconds: worker.pollIntervalSeconds,
-            heartbeatSeconds: jobs.heartbeatSeconds)
+            heartbeatSeconds: jobs.heartbeatSeconds, batchSize: worker.batchSize ?? defaultWorkerBatchSize)
         settings.leaseSeconds = jobs.leaseSeconds
         settings.backoff = JobBackoff(baseSeconds: jobs.backoffBaseSeconds, capSeconds: jobs.backoffCapSeconds)
         settings.maxAttempts = jobs.maxAttempts
@@ -24,5 +24,12 @@ extension AppConfiguration {
                 timeoutSeconds: events.webhookTimeoutSeconds)
         }
         return settings
+    }
+
+    /// SQLite's one writer serves a slot's turn after every unit queued before it, so a batch should carry many
+    /// jobs (64 kept the worker level with full-speed ingest in `scripts/bench-worker`, 16 did not); on
+    /// PostgreSQL a batch holds its walkers' row locks until it commits, so it stays shorter.
+    package var defaultWorkerBatchSize: Int {
+        StoreFactory.isPostgres(databaseURL) ? 16 : 64
     }
 }

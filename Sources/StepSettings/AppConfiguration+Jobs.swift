@@ -6,13 +6,16 @@ extension AppConfiguration {
         package var enabled = true
         package var concurrency = 2
         package var pollIntervalSeconds: Double = 1
+        /// The most due jobs a slot claims at once, run in one transaction; nil: the engine's default
+        /// (`jobSettings`).
+        package var batchSize: Int?
 
         package enum Key: String, ConfigurationKeys {
-            case enabled, concurrency, pollIntervalSeconds
+            case enabled, concurrency, pollIntervalSeconds, batchSize
             package static let section = "worker"
             package var isSecret: Bool {
                 switch self {
-                case .enabled, .concurrency, .pollIntervalSeconds: false
+                case .enabled, .concurrency, .pollIntervalSeconds, .batchSize: false
                 }
             }
         }
@@ -24,6 +27,7 @@ extension AppConfiguration {
             enabled = try reader.bool(.enabled) ?? enabled
             concurrency = try reader.int(.concurrency, in: 1...256) ?? concurrency
             pollIntervalSeconds = try reader.double(.pollIntervalSeconds, in: 0.05...60) ?? pollIntervalSeconds
+            batchSize = try reader.int(.batchSize, in: 1...256)
         }
     }
 

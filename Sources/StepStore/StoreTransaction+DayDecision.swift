@@ -1,6 +1,7 @@
 import Foundation
 import SQLKit
 import StepCore
+import StepDatabase
 
 /// What deciding a day writes outside an ingest (the reconcile job, a review decision): the decision, with
 /// the review entry to open and the audit row.
@@ -25,14 +26,14 @@ extension StoreTransaction {
     package func recordDayDecision(_ write: DayDecisionWrite) async throws {
         let decision = write.decision
         let walkerId = decision.log.walkerId
-        try await sql.raw(
+        var statements: [SQLQueryString] = [
             """
             UPDATE walkers SET lifetime_steps = lifetime_steps + \(bind: decision.lifetimeStepsDelta),
                 version = version + 1
             WHERE walker_id = \(bind: walkerId)
-            """
-        ).run()
-        var statements: [SQLQueryString] = [Self.upsertStepLogStatement(decision.log)]
+            """,
+            Self.upsertStepLogStatement(decision.log),
+        ]
         if decision.credit != 0 {
             statements.append(
                 Self.insertLedgerEntryStatement(
@@ -42,11 +43,21 @@ extension StoreTransaction {
         if let change = decision.streakChange {
             statements += Self.streakChangeStatements(walkerId: walkerId, change, when: "true")
         }
-        statements += Self.openDayReviewStatements(
+        if let audit = write.attestationLog { statements.append(Self.insertAttestationLogStatement(audit)) }
+        var reviews = Self.openDayReviewStatements(
             walkerId: walkerId, day: decision.log.day, reasons: write.reviewReasons,
             stake: Self.energyAtStake(decision.log), at: write.at, when: "true")
-        if let audit = write.attestationLog { statements.append(Self.insertAttestationLogStatement(audit)) }
-        for statement in statements { try await sql.raw(statement).run() }
+        switch kind {
+        case .sqlite:
+            for statement in statements + reviews { try await sql.raw(statement).run() }
+        case .postgres:
+            // One round trip for the decision's rows (round trips bound a PostgreSQL worker). The review
+            // statements of several reasons upsert one entry, which sibling CTEs may not both touch, so only the
+            // first joins.
+            if !reviews.isEmpty { statements.append(reviews.removeFirst()) }
+            try await sql.raw(Self.siblingStatements(statements)).run()
+            for statement in reviews { try await sql.raw(statement).run() }
+        }
         // The day's credit covers what allocations drew from it; the rest waits for `RefundJob.schedule`, which
         // every caller runs after this in the same transaction.
         switch decision.allocations {
@@ -59,5 +70,20 @@ extension StoreTransaction {
             try await revertAllocations(
                 walkerId: walkerId, day: decision.log.day, credited: -decision.credit, now: write.at)
         }
+    }
+
+    /// `WITH s0 AS (statement RETURNING 1), s1 AS (…) SELECT 1`: several writes in one PostgreSQL statement. Sibling
+    /// CTEs see one snapshot, so no two of the statements may touch the same row, and none may need another's
+    /// effect.
+    static func siblingStatements(_ statements: [SQLQueryString]) -> SQLQueryString {
+        var query: SQLQueryString = "WITH "
+        for (index, statement) in statements.enumerated() {
+            if index > 0 { query += ",\n" }
+            query += "s\(unsafeRaw: String(index)) AS (\n"
+            query += statement
+            query += "\nRETURNING 1)"
+        }
+        query += "\nSELECT 1 AS done"
+        return query
     }
 }

@@ -117,18 +117,6 @@ extension StoreTransaction {
         ).first() != nil
     }
 
-    /// When the day was last accepted with a re-read, if ever: reconciliation judges only the submissions after
-    /// it, since the re-read already answered for the ones before.
-    package func lastAcceptedReread(walkerId: String, day: LocalDate) async throws -> Date? {
-        let row = try await sql.raw(
-            """
-            SELECT MAX(answered_at) AS at FROM step_rereads
-            WHERE walker_id = \(bind: walkerId) AND day = \(bind: day.dayNumber) AND outcome = 'ACCEPTED'
-            """
-        ).first()
-        return try row?.decode(column: "at", as: Int?.self).map(Date.init(millisecondsSince1970:))
-    }
-
     /// Attaches the re-read (JSON text) to the day's open review entry, so an operator sees it beside the reasons.
     package func attachRereadToReview(walkerId: String, day: LocalDate, reread: String) async throws {
         try await sql.raw(

@@ -12,7 +12,7 @@ struct StepBench: AsyncParsableCommand {
             """,
         subcommands: [
             Echo.self, Load.self, Compare.self, History.self, PgbenchScript.self, DecodeBench.self, ReconcileBench.self,
-            ReviewsBench.self,
+            ReviewsBench.self, WorkerLoad.self,
             Keys.self, HealthStatsBench.self,
         ]
     )

@@ -238,6 +238,86 @@ struct JobQueueTests {
         try await test.close()
     }
 
+    @Test(
+        "a batch of transactional jobs runs in one transaction sorted by walker; when one fails or loses its lease, the batch rolls back and each job runs alone with its own outcome",
+        arguments: TestDatabases.kinds)
+    func batchedTransactionalJobs(kind: DatabaseKind) async throws {
+        let test = try await TestDatabases.make(kind)
+        let store = test.store
+        let queue = JobQueue(store: store, leaseSeconds: 60)
+        let runs = Mutex<[String]>([])
+        let handlers: [String: JobHandler] = [
+            "test": .transactional { job, tx in
+                let run = runs.withLock { runs in
+                    runs.append(job.walkerId)
+                    return runs.count
+                }
+                try await tx.sql.raw(
+                    "INSERT INTO service_secrets (name, secret, created_at) VALUES (\(bind: "\(job.walkerId)-\(run)"), 'x', 0)"
+                ).run()
+                // Taken over by another worker while the batch runs (the bump `claim` makes, written through
+                // this transaction because SQLite's one writer is busy with it): the batch's completion must notice.
+                if job.walkerId == "a2", run <= 3 {
+                    try await tx.sql.raw("UPDATE jobs SET attempts = attempts + 1 WHERE job_id = \(bind: job.id)").run()
+                }
+            },
+            "broken": .transactional { _, _ in throw JobError.failed("broken on purpose") },
+        ]
+        let outcomes = Mutex<[JobOutcome]>([])
+        let worker = JobWorker(
+            queue: queue, handlers: JobRegistry(handlers), settings: WorkerSettings(batchSize: 16),
+            clock: { Self.t0 }, logger: Logger(label: "test"),
+            observe: { _, outcome in outcomes.withLock { $0.append(outcome) } })
+        // Claimed oldest first (w5 … w1), run sorted by walker; the broken job's walker sorts last.
+        for (offset, walker) in ["w5", "w4", "w3", "w2", "w1"].enumerated() {
+            try await #require(
+                Self.enqueue(Self.job(walker, key: nil, at: Self.t0.addingTimeInterval(Double(offset - 10))), store))
+        }
+        try await #require(
+            Self.enqueue(
+                NewJob(kind: "broken", walkerId: "w9", payload: "{}", dedupeKey: nil, runAt: Self.t0, maxAttempts: 1),
+                store))
+        #expect(try await worker.runNext())
+        let order = runs.withLock { $0 }
+        #expect(order.prefix(5) == ["w1", "w2", "w3", "w4", "w5"], "the batch runs sorted by walker")
+        #expect(order.dropFirst(5) == ["w5", "w4", "w3", "w2", "w1"], "then each job alone, in claim order")
+        // Only the lone runs' rows exist (runs 6 to 10): the batch's were rolled back with it.
+        #expect(try await secrets(store) == ["w1-10", "w2-9", "w3-8", "w4-7", "w5-6"])
+        #expect(outcomes.withLock { $0 } == [.completed, .completed, .completed, .completed, .completed, .dead])
+        #expect(try await queue.depth() == [.pending: 0, .running: 0, .dead: 1])
+
+        // A lease lost during the batch: its completion notices, the batch rolls back, and the jobs run alone.
+        runs.withLock { $0 = [] }
+        outcomes.withLock { $0 = [] }
+        for walker in ["a3", "a1", "a2"] { try await #require(Self.enqueue(Self.job(walker, key: nil), store)) }
+        #expect(try await worker.drain() == 3)
+        #expect(runs.withLock { $0 }.count == 6)
+        #expect(runs.withLock { Array($0.prefix(3)) } == ["a1", "a2", "a3"])
+        #expect(
+            try await secrets(store).filter { $0.hasPrefix("a") }.map { $0.split(separator: "-")[1] }.sorted() == [
+                "4", "5", "6",
+            ])
+        #expect(outcomes.withLock { $0 } == [.completed, .completed, .completed])
+
+        // A batch where nothing fails commits as one: every job done, each run once.
+        runs.withLock { $0 = [] }
+        outcomes.withLock { $0 = [] }
+        for walker in ["b3", "b1", "b2"] { try await #require(Self.enqueue(Self.job(walker, key: nil), store)) }
+        #expect(try await worker.drain() == 3)
+        #expect(runs.withLock { $0 } == ["b1", "b2", "b3"])
+        #expect(outcomes.withLock { $0 } == [.completed, .completed, .completed])
+        #expect(try await queue.depth() == [.pending: 0, .running: 0, .dead: 1])
+        try await test.close()
+    }
+
+    private func secrets(_ store: Store) async throws -> [String] {
+        try await store.withoutTransaction {
+            try await $0.sql.raw("SELECT name FROM service_secrets ORDER BY name").all().map {
+                try $0.decode(column: "name", as: String.self)
+            }
+        }
+    }
+
     @Test("concurrent claims never hand one job to two workers", arguments: TestDatabases.kinds)
     func concurrentClaims(kind: DatabaseKind) async throws {
         let test = try await TestDatabases.make(kind)
@@ -341,7 +421,8 @@ struct JobWorkerShutdownTests {
         }
         let worker = JobWorker(
             queue: JobQueue(store: store, leaseSeconds: 60), handlers: JobRegistry(handlers),
-            settings: .init(concurrency: 1, pollIntervalSeconds: 0.05), clock: { JobQueueTests.t0 },
+            // One job per claim, so the second job needs a claim that the shutdown must prevent.
+            settings: .init(concurrency: 1, pollIntervalSeconds: 0.05, batchSize: 1), clock: { JobQueueTests.t0 },
             logger: Logger(label: "test"))
         // The test kit's trigger sets the shutdown state at once, so the worker sees it as soon as its job ends.
         let held = try await testGracefulShutdown { trigger in

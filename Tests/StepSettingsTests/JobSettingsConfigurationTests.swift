@@ -23,6 +23,15 @@ struct JobSettingsConfigurationTests {
         #expect(both.leaseSeconds == 1.5 && both.worker.heartbeatSeconds == 1)
     }
 
+    @Test("a slot claims 64 jobs at once on SQLite and 16 on PostgreSQL unless worker.batchSize says otherwise")
+    func batchSize() throws {
+        #expect(try Self.read([:]).jobSettings.worker.batchSize == 64)
+        let postgres = ["database.url": "postgres://u@127.0.0.1:5432/db"]
+        #expect(try Self.read(postgres).jobSettings.worker.batchSize == 16)
+        #expect(try Self.read(postgres.merging(["worker.batchSize": "1"]) { $1 }).jobSettings.worker.batchSize == 1)
+        #expect(try Self.read(["worker.batchSize": "200"]).jobSettings.worker.batchSize == 200)
+    }
+
     @Test(
         "a lease that does not exceed the heartbeat, or a heartbeat out of range, stops start-up",
         arguments: [

@@ -64,6 +64,7 @@ struct ValidationTests {
         (["rateLimit.walkerPerMinute": "100001"], "rateLimit.walkerPerMinute"),
         (["worker.enabled": "yes"], "worker.enabled"),
         (["worker.concurrency": "257"], "worker.concurrency"),
+        (["worker.batchSize": "0"], "worker.batchSize"),
         (["worker.pollIntervalSeconds": "0.01"], "worker.pollIntervalSeconds"),
         (["admin.token": "short"], "admin.token"),
         (["admin.maxFailuresPerMinute": "1001"], "admin.maxFailuresPerMinute"),
