@@ -21,10 +21,10 @@ package enum ReadFreshness: Sendable, Hashable {
 /// - A walker's read needs a replica that has replayed the walker's last commit through this instance; a walker
 ///   this instance holds no position for needs the `forgotten` floor (the newest position dropped from the map).
 ///   Anything less goes to the primary.
-/// - A position every usable replica has replayed constrains nothing any more: it is dropped from the map and
-///   raises the floor, which those replicas have passed too. So the map holds only walkers whose last write is
-///   younger than the replicas' lag (a few hundred at most under load), and `capacity` bounds it anyway: past
-///   it the oldest half is dropped into the floor (reads then ask more of the replicas, never less).
+/// - A position every replica that answered its last poll has replayed constrains nothing any more: it is dropped
+///   from the map and raises the floor, which those replicas have passed too. So the map holds only walkers whose
+///   last write is younger than the replicas' lag plus a poll, and `capacity` bounds it anyway: past it the older
+///   half is dropped into the floor (reads then ask more of the replicas, never less).
 /// - A commit whose position could not be read (the connection failed during or after `COMMIT`) pins its
 ///   walkers, and operators' lists, to the primary until a position read afterwards stands in for it.
 /// - A replica is usable while its last poll answered within `staleAfter` with a replay position; a failed
