@@ -4,6 +4,7 @@ import SQLKit
 import ServiceLifecycle
 import StepDatabase
 import Synchronization
+import Tracing
 
 /// PostgreSQL streaming replicas that serve reads (`database.readReplicas`): one pool per replica, the
 /// `ReadRouting` that picks a server for each read, and the polls that keep each replica's replay position.
@@ -103,15 +104,20 @@ package final class ReadReplicas: Sendable {
         routing.withLock { $0.target(freshness, at: .now) }
     }
 
-    /// Runs `body` on replica `index` (read-only, outside any transaction); when the replica fails, marks it
-    /// unusable and answers with `fallback` (the primary) instead, so a replica that is down is never an error.
+    /// Runs `body` on replica `index` (read-only, outside any transaction; a `db.statements` span naming the
+    /// replica's address); when the replica fails, marks it unusable and answers with `fallback` (the primary)
+    /// instead, so a replica that is down is never an error.
     func read<T: Sendable>(
         on index: Int, _ body: @escaping @Sendable (StoreTransaction) async throws -> T,
         fallback: () async throws -> T
     ) async throws -> T {
         do {
-            let value = try await databases[index].withConnection { sql in
-                try await body(StoreTransaction(sql: sql, kind: .postgres))
+            let value = try await withSpan("db.statements", ofKind: .client) { span in
+                span.attributes["db.system"] = DatabaseKind.postgres.tracingName
+                span.attributes["db.replica"] = names[index]
+                return try await databases[index].withConnection { sql in
+                    try await body(StoreTransaction(sql: sql, kind: .postgres))
+                }
             }
             replicaReads.add(1, ordering: .relaxed)
             return value

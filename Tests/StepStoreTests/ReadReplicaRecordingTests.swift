@@ -54,8 +54,11 @@ struct ReadReplicaRecordingTests {
             #expect(second > first)
             #expect(replicas.routingSnapshot.walkers.keys.sorted() == ["writer"])
 
-            // A transaction of no walker's (an operator's claim) raises only what operators' lists wait for.
-            try await store.transaction { tx in try await tx.sql.raw("SELECT 1 AS one").run() }
+            // A transaction of no walker's (here a schedule moved, like an operator's claim) raises only what
+            // operators' lists wait for.
+            try await store.transaction { tx in
+                try await tx.sql.raw("INSERT INTO job_schedules (name, next_run_at) VALUES ('recording-test', 1)").run()
+            }
             #expect(replicas.routingSnapshot.latest > second)
             #expect(replicas.routingSnapshot.walkers["writer"] == second)
         }
