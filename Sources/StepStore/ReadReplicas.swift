@@ -43,7 +43,7 @@ package final class ReadReplicas: Sendable {
     /// With `.ownTask` the polls start now and stop in `close()`; with `.service`, `lifecycleServices` run them.
     package static func open(
         urls: [String], primary: any Database, settings: PostgresSettings, logger: Logger, runner: PostgresPoolRunner
-    ) throws -> ReadReplicas {
+    ) async throws -> ReadReplicas {
         var readOnly = settings
         readOnly.startupParameters["default_transaction_read_only"] = "on"
         readOnly.connectionWaitLimit = connectionWaitLimit
@@ -51,16 +51,19 @@ package final class ReadReplicas: Sendable {
         var names: [String] = []
         for (index, url) in urls.enumerated() {
             let components = URLComponents(string: url)
-            guard DatabaseOpener.isPostgres(url), let host = components?.host, !host.isEmpty else {
-                throw StoreError.invalidConfiguration(
-                    "database.readReplicas: entry \(index + 1) is not a postgres:// URL with a host")
-            }
-            names.append("\(host):\(components?.port ?? 5432)")
             do {
+                guard DatabaseOpener.isPostgres(url), let host = components?.host, !host.isEmpty else {
+                    throw StoreError.invalidConfiguration("not a postgres:// URL with a host")
+                }
+                names.append("\(host):\(components?.port ?? 5432)")
                 databases.append(
                     try PostgreSQLDatabase.open(url: url, settings: readOnly, logger: logger, runner: runner))
-            } catch let error as StoreError {
-                throw StoreError.invalidConfiguration("database.readReplicas: entry \(index + 1): \(error.detail)")
+            } catch {
+                // The pools opened so far run tasks of their own (`.ownTask`): stopped before giving up. The
+                // message names the entry, never the URL (it may carry a password).
+                for database in databases { try? await database.close() }
+                let problem = (error as? StoreError)?.detail ?? "\(type(of: error))"
+                throw StoreError.invalidConfiguration("database.readReplicas: entry \(index + 1): \(problem)")
             }
         }
         let replicas = ReadReplicas(

@@ -23,7 +23,7 @@ package enum StoreFactory {
         if migrate { try await Migrator(database: database).migrate() }
         guard !readReplicas.isEmpty else { return Store(database: database) }
         do {
-            let replicas = try ReadReplicas.open(
+            let replicas = try await ReadReplicas.open(
                 urls: readReplicas, primary: database, settings: postgres, logger: logger, runner: postgresPool)
             return Store(database: database, replicas: replicas)
         } catch {

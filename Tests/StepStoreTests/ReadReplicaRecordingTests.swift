@@ -16,7 +16,7 @@ struct ReadReplicaRecordingTests {
     static func withRecordingStore(_ body: (Store, ReadReplicas) async throws -> Void) async throws {
         let test = try await TestDatabases.make(.postgres)
         do {
-            let replicas = try ReadReplicas.open(
+            let replicas = try await ReadReplicas.open(
                 urls: [], primary: test.store.database, settings: PostgresSettings(), logger: Logger(label: "test"),
                 runner: .ownTask)
             try await body(Store(database: test.store.database, replicas: replicas), replicas)
