@@ -92,10 +92,13 @@ package func buildApplication(
         }
         return development
     }
-    let open = { @Sendable [logger] (migrate: Bool, pool: PostgresPoolRunner) async throws -> Store in
+    // Only the serving store reads from replicas; start-up work runs on the primary alone.
+    let open = { @Sendable [logger] (migrate: Bool, pool: PostgresPoolRunner, replicas: Bool) async throws -> Store in
         try await StoreFactory.open(
             url: configuration.databaseURL, postgres: configuration.postgres,
-            sqliteSynchronous: configuration.sqliteSynchronous, logger: logger, migrate: migrate, postgresPool: pool)
+            sqliteSynchronous: configuration.sqliteSynchronous,
+            readReplicas: replicas ? configuration.database.readReplicas : [], logger: logger, migrate: migrate,
+            postgresPool: pool)
     }
     let store: Store
     let development: Development
@@ -106,16 +109,16 @@ package func buildApplication(
     } else if StoreFactory.isPostgres(configuration.databaseURL) {
         // The serving pool is a lifecycle service of the application, so it runs only inside the service
         // group; the start-up work uses a short-lived pool of its own, so a failure still stops start-up here.
-        let startup = try await open(configuration.mode == .testPhase, .ownTask)
+        let startup = try await open(configuration.mode == .testPhase, .ownTask, false)
         development = try await startup.closing(after: prepare)
-        store = try await open(false, .service)
-        storeServices.append(contentsOf: store.database.lifecycleServices)
+        store = try await open(false, .service, true)
+        storeServices.append(contentsOf: store.lifecycleServices)
     } else {
-        store = try await open(configuration.mode == .testPhase, .ownTask)
+        store = try await open(configuration.mode == .testPhase, .ownTask, true)
         do {
             development = try await prepare(store)
         } catch {
-            try? await store.database.close()
+            try? await store.close()
             throw error
         }
     }
@@ -169,7 +172,7 @@ package func buildApplication(
         policy: RateLimitPolicy(
             bucket: "walker", limit: configuration.rateLimits.walkerPerWindow,
             windowSeconds: configuration.rateLimits.windowSeconds),
-        store: store, clock: dependencies.clock)
+        store: store, clock: dependencies.clock, readsReplicas: true)
 
     let router = Router(context: AppRequestContext.self)
     // A span per request (joining the caller's trace from `traceparent`), around everything else, so the request's
@@ -222,8 +225,11 @@ package func buildApplication(
         runner: walkerReads, mode: configuration.mode, maxBodyBytes: configuration.http.maxBodyBytes,
         idempotencyLeaseSeconds: configuration.idempotencyLeaseSeconds
     ).register(in: walker, catalog: &catalog)
-    EventsController(runner: walkerReads, settings: configuration.events, signals: eventSignals, logger: logger)
-        .register(in: walker, catalog: &catalog)
+    // Events stay on the primary: a wait is woken by a commit there, and reads what the wake-up announced.
+    EventsController(
+        runner: walkerReads.onPrimary, settings: configuration.events, signals: eventSignals, logger: logger
+    )
+    .register(in: walker, catalog: &catalog)
 
     let health = router.group()
         .add(middleware: SurfaceErrorMiddleware<HealthAPIError>(logger: logger))
@@ -388,6 +394,6 @@ struct StoreService: Service {
 
     func run() async throws {
         try? await gracefulShutdown()
-        if ownsStore { try await store.database.close() }
+        if ownsStore { try await store.close() }
     }
 }

@@ -47,7 +47,7 @@ extension Database {
 
 extension SQLDatabase {
     /// `begin`, then `body`, then `COMMIT`; `ROLLBACK` when `body` (or the commit) throws.
-    func runTransaction<T: Sendable>(
+    package func runTransaction<T: Sendable>(
         begin: SQLQueryString, _ body: @Sendable (any SQLDatabase) async throws -> T
     ) async throws -> T {
         try await raw(begin).run()

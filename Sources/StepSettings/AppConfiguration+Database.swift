@@ -10,13 +10,15 @@ extension AppConfiguration {
         package var url = "./stepledger.sqlite"
         package var postgres = PostgresSettings()
         package var sqliteSynchronous = SQLiteSynchronous.full
+        /// `postgres://` URLs of streaming standbys of `url` that may serve reads (secret, like `url`); empty: none.
+        package var readReplicas: [String] = []
 
         package enum Key: String, ConfigurationKeys {
-            case url, maxConnections, connectTimeoutSeconds, statementTimeoutMs, sqliteSynchronous
+            case url, maxConnections, connectTimeoutSeconds, statementTimeoutMs, sqliteSynchronous, readReplicas
             package static let section = "database"
             package var isSecret: Bool {
                 switch self {
-                case .url: true
+                case .url, .readReplicas: true
                 case .maxConnections, .connectTimeoutSeconds, .statementTimeoutMs, .sqliteSynchronous: false
                 }
             }
@@ -38,16 +40,43 @@ extension AppConfiguration {
                 }
                 sqliteSynchronous = parsed
             }
+            if let replicas = try reader.list(.readReplicas, of: "postgres:// URL") {
+                guard DatabaseOpener.isPostgres(url) else {
+                    throw reader.error(
+                        .readReplicas, "needs a PostgreSQL database.url: a SQLite database has no replicas")
+                }
+                // The entry is not shown: a URL may carry a password.
+                if let index = replicas.firstIndex(where: { !Self.isReplicaURL($0) }) {
+                    throw reader.error(
+                        .readReplicas,
+                        "entry \(index + 1) must be a postgres:// URL with a host (postgres://host:port/db)")
+                }
+                readReplicas = replicas
+            }
+        }
+
+        private static func isReplicaURL(_ text: String) -> Bool {
+            guard DatabaseOpener.isPostgres(text), let host = URLComponents(string: text)?.host else { return false }
+            return !host.isEmpty
         }
     }
 }
 
 extension AppConfiguration {
     /// The database as the start line names it: a SQLite path, or a PostgreSQL URL without its user and password.
+    /// With read replicas, their addresses follow (`…, read replicas 10.0.0.2:5432, 10.0.0.3:5432`).
     package var databaseDescription: String {
-        guard DatabaseOpener.isPostgres(database.url), var components = URLComponents(string: database.url) else {
-            return database.url
+        guard DatabaseOpener.isPostgres(database.url) else { return database.url }
+        let primary = Self.withoutCredentials(database.url)
+        guard !database.readReplicas.isEmpty else { return primary }
+        let replicas = database.readReplicas.map { url in
+            URLComponents(string: url).map { "\($0.host ?? "?"):\($0.port ?? 5432)" } ?? "?"
         }
+        return primary + ", read replicas " + replicas.joined(separator: ", ")
+    }
+
+    private static func withoutCredentials(_ url: String) -> String {
+        guard var components = URLComponents(string: url) else { return "postgres://…" }
         components.user = nil
         components.password = nil
         components.query = nil

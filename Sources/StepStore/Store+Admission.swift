@@ -83,18 +83,36 @@ extension Store {
     /// one transaction, so the request is one unit of a group commit; on PostgreSQL the admission commits by
     /// itself and the read follows on the same connection, so the walker's row is not held locked while it runs,
     /// and each read being one statement, what it returns comes from one snapshot.
+    ///
+    /// With read replicas and `replica` true, the read goes to a replica that has replayed the walker's last
+    /// write through this instance (`ReadFreshness.walker`), after the admission committed on the primary; when
+    /// none has, the unit runs on the primary as above. The admission's own writes (the window's count, the
+    /// walker's row on its first request) are not recorded as the walker's writes: no read shows them, and
+    /// recording them would hold every walker's next read to the primary.
     package func admittedRead<Value: Sendable>(
-        _ request: AdmissionRequest, read: (@Sendable (StoreTransaction) async throws -> Value)?
+        _ request: AdmissionRequest, replica: Bool = false,
+        read: (@Sendable (StoreTransaction) async throws -> Value)?
     ) async throws -> (decision: RateLimitDecision, value: Value?) {
+        // A read that could have gone to a replica and is served by the primary is counted as such.
+        let counting = replica ? replicas : nil
         let unit = { @Sendable (tx: StoreTransaction) async throws -> (RateLimitDecision, Value?) in
             let (decision, _) = try await tx.admit(request)
             guard decision.allowed, let read else { return (decision, nil) }
-            return (decision, try await read(tx))
+            guard let counting else { return (decision, try await read(tx)) }
+            return (decision, try await counting.onPrimary { try await read(tx) })
         }
-        switch kind {
-        case .sqlite: return try await transaction(unit)
-        case .postgres: return try await withoutTransaction(unit)
+        guard let counting, let read, case .replica(let index) = counting.target(.walker(request.walkerId)) else {
+            switch kind {
+            case .sqlite: return try await transaction(unit)
+            case .postgres: return try await self.unit(inTransaction: false, recording: false, unit)
+            }
         }
+        let (decision, _) = try await self.unit(inTransaction: false, recording: false) { try await $0.admit(request) }
+        guard decision.allowed else { return (decision, nil) }
+        let value = try await counting.read(on: index, read) {
+            try await self.unit(inTransaction: false, recording: false, read)
+        }
+        return (decision, value)
     }
 }
 
@@ -125,6 +143,7 @@ extension StoreTransaction {
         walkerId: String, bucket: String, windowStart: Date, limit: Int, idempotency: IdempotencyRequest?,
         day: LocalDate? = nil, now: Date
     ) async throws -> Admission {
+        noteWrite(of: walkerId)
         switch kind {
         case .sqlite:
             let walker = try await lockWalker(walkerId, now: now)

@@ -8,10 +8,10 @@ extension Store {
         do {
             result = try await body(self)
         } catch {
-            try? await database.close()
+            try? await close()
             throw error
         }
-        try await database.close()
+        try await close()
         return result
     }
 }

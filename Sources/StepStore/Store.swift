@@ -4,12 +4,17 @@ import SQLKit
 import StepDatabase
 import Tracing
 
-/// The ledger's storage: a `Database` plus the typed operations of `StoreTransaction`.
+/// The ledger's storage: a `Database` plus the typed operations of `StoreTransaction`, and the read replicas
+/// that may serve reads (`Store+Replicas.swift`).
 package struct Store: Sendable {
     package let database: any Database
+    /// PostgreSQL streaming replicas for reads; nil (the default) sends every read to `database` and records
+    /// nothing.
+    package let replicas: ReadReplicas?
 
-    package init(database: any Database) {
+    package init(database: any Database, replicas: ReadReplicas? = nil) {
         self.database = database
+        self.replicas = replicas
     }
 
     package var kind: DatabaseKind { database.kind }
@@ -18,10 +23,7 @@ package struct Store: Sendable {
     package func transaction<T: Sendable>(
         _ body: @escaping @Sendable (StoreTransaction) async throws -> T
     ) async throws -> T {
-        try await withSpan("db.transaction", ofKind: .client) { span in
-            span.attributes["db.system"] = database.kind.tracingName
-            return try await database.transaction(typed(body))
-        }
+        try await unit(inTransaction: true, recording: true, body)
     }
 
     /// Runs `body` on one connection outside a transaction: each statement commits by itself (on SQLite the
@@ -29,8 +31,20 @@ package struct Store: Sendable {
     package func withoutTransaction<T: Sendable>(
         _ body: @escaping @Sendable (StoreTransaction) async throws -> T
     ) async throws -> T {
-        try await withSpan("db.statements", ofKind: .client) { span in
+        try await unit(inTransaction: false, recording: true, body)
+    }
+
+    /// One unit of work on the primary. With read replicas and `recording`, what it commits is recorded for the
+    /// reads that follow (`recordingCommits`).
+    func unit<T: Sendable>(
+        inTransaction: Bool, recording: Bool, _ body: @escaping @Sendable (StoreTransaction) async throws -> T
+    ) async throws -> T {
+        try await withSpan(inTransaction ? "db.transaction" : "db.statements", ofKind: .client) { span in
             span.attributes["db.system"] = database.kind.tracingName
+            if recording, let replicas, kind == .postgres {
+                return try await recordingCommits(to: replicas, inTransaction: inTransaction, body)
+            }
+            if inTransaction { return try await database.transaction(typed(body)) }
             return try await database.withConnection(typed(body))
         }
     }
@@ -48,6 +62,18 @@ package struct Store: Sendable {
 package struct StoreTransaction: Sendable {
     package let sql: any SQLDatabase
     package let kind: DatabaseKind
+    /// The walkers whose rows the unit wrote, noted where it takes a walker's lock; nil without read replicas.
+    let written: WrittenWalkers?
+
+    package init(sql: any SQLDatabase, kind: DatabaseKind) {
+        self.init(sql: sql, kind: kind, written: nil)
+    }
+
+    init(sql: any SQLDatabase, kind: DatabaseKind, written: WrittenWalkers?) {
+        self.sql = sql
+        self.kind = kind
+        self.written = written
+    }
 
     /// `FOR UPDATE` where the engine has row locks; SQLite serialises writers instead.
     package var forUpdate: SQLQueryString { kind == .postgres ? " FOR UPDATE" : "" }

@@ -21,6 +21,7 @@ extension StoreTransaction {
     /// the no-op update takes the row lock on PostgreSQL, so one walker's ingests are serialised across
     /// every instance; SQLite serialises all writers anyway.
     package func lockWalker(_ walkerId: String, now: Date) async throws -> WalkerRecord {
+        noteWrite(of: walkerId)
         guard let row = try await sql.raw(Self.lockWalkerStatement(walkerId, now: now)).first() else {
             throw StoreError.corrupt("walker upsert returned no row")
         }
@@ -34,6 +35,7 @@ extension StoreTransaction {
     /// day state is nil and the caller reads it again, now under the lock. SQLite, in process, returns nil.
     package func lockWalker(_ walkerId: String, day: LocalDate, now: Date) async throws -> (WalkerRecord, DayState?) {
         guard kind == .postgres else { return (try await lockWalker(walkerId, now: now), nil) }
+        noteWrite(of: walkerId)
         let rows = try await sql.raw(Self.lockWalkerAndDayStatement(walkerId, day: day, now: now)).all()
         guard let row = rows.first else { throw StoreError.corrupt("walker upsert returned no row") }
         let walker = try Self.walkerRecord(row, walkerId: walkerId)

@@ -15,8 +15,8 @@ struct SecretTests {
         let secrets = Set(ConfigurationCatalog.app.entries.filter(\.isSecret).map(\.name))
         #expect(
             secrets == [
-                "database.url", "jwt.devSecret", "admin.token", "events.webhookSecret", "playIntegrity.decryptionKey",
-                "playIntegrity.verificationKey",
+                "database.url", "database.readReplicas", "jwt.devSecret", "admin.token", "events.webhookSecret",
+                "playIntegrity.decryptionKey", "playIntegrity.verificationKey",
             ])
     }
 
@@ -24,6 +24,7 @@ struct SecretTests {
     func redacted() throws {
         let secrets = [
             "database.url": "postgres://ledger:hunter2-database@127.0.0.1:5432/ledger",
+            "database.readReplicas": "postgres://ledger:hunter2-replica@127.0.0.2:5432/ledger",
             "jwt.devSecret": "development-secret-0123456789-abcdef",
             "admin.token": "admin-token-0123456789-0123456789-abcdef",
             "events.webhookSecret": "webhook-secret-0123456789-0123456789",
@@ -33,7 +34,7 @@ struct SecretTests {
         ]
         let file = try TemporaryConfigFile(
             """
-            {"database": {"url": "\(secrets["database.url"]!)"},
+            {"database": {"url": "\(secrets["database.url"]!)", "readReplicas": ["\(secrets["database.readReplicas"]!)"]},
              "jwt": {"devSecret": "\(secrets["jwt.devSecret"]!)", "issuer": "visible-issuer"},
              "events": {"webhookUrl": "https://push.example/hook", "webhookSecret": "\(secrets["events.webhookSecret"]!)"},
              "playIntegrity": {"packageName": "dev.example", "decryptionKey": "\(secrets["playIntegrity.decryptionKey"]!)",
@@ -48,6 +49,7 @@ struct SecretTests {
         ).load(accessReporter: BroadcastingAccessReporter(upstreams: [recorder, accessLog]))
         #expect(configuration.adminToken == secrets["admin.token"])
         #expect(configuration.databaseURL == secrets["database.url"])
+        #expect(configuration.database.readReplicas == [secrets["database.readReplicas"]!])
 
         let log = try String(contentsOfFile: logPath, encoding: .utf8)
         #expect(log.contains("visible-issuer"))

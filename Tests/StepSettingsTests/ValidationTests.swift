@@ -15,6 +15,18 @@ struct ValidationTests {
         (["database.connectTimeoutSeconds": "301"], "database.connectTimeoutSeconds"),
         (["database.statementTimeoutMs": "99"], "database.statementTimeoutMs"),
         (["database.sqliteSynchronous": "OFF"], "database.sqliteSynchronous"),
+        (["database.readReplicas": "postgres://replica:5432/ledger"], "database.readReplicas"),
+        (
+            [
+                "database.url": "postgres://primary/ledger",
+                "database.readReplicas": "postgres://r1/l, /var/replica.sqlite",
+            ],
+            "database.readReplicas"
+        ),
+        (
+            ["database.url": "postgres://primary/ledger", "database.readReplicas": "postgres:///ledger"],
+            "database.readReplicas"
+        ),
         (["http.port": "65536"], "http.port"),
         (["http.port": "80a"], "http.port"),
         (["http.maxBodyBytes": "255"], "http.maxBodyBytes"),
@@ -136,6 +148,32 @@ struct ValidationTests {
         #expect(configuration.retention.idempotencyKeySeconds == 8 * 86_400)
         #expect(configuration.retention.attestationLogSeconds == 30 * 86_400)
         #expect(configuration.refundGraceSeconds == 86_400)
+    }
+
+    @Test("read replicas: none by default; a list of postgres:// URLs beside a PostgreSQL database")
+    func readReplicas() throws {
+        #expect(try AppConfiguration(reader: reader([:])).database.readReplicas.isEmpty)
+        let configuration = try AppConfiguration(
+            reader: reader([
+                "database.url": "postgres://ledger@primary:5432/ledger",
+                "database.readReplicas": "postgres://ledger@r1:5432/ledger, postgresql://ledger:pw@r2:5433/ledger",
+            ]))
+        #expect(
+            configuration.database.readReplicas == [
+                "postgres://ledger@r1:5432/ledger", "postgresql://ledger:pw@r2:5433/ledger",
+            ])
+        #expect(configuration.databaseDescription == "postgres://primary:5432/ledger, read replicas r1:5432, r2:5433")
+    }
+
+    @Test("a refused replica URL is not shown: it may carry a password")
+    func replicaURLNotShown() {
+        #expect {
+            _ = try AppConfiguration(
+                reader: reader(["database.url": "postgres://p/l", "database.readReplicas": "mysql://u:hunter2@r/l"]))
+        } throws: { error in
+            let text = "\(error)"
+            return text.contains("entry 1") && !text.contains("hunter2")
+        }
     }
 
     @Test("a section reads from its own scope")

@@ -1,6 +1,7 @@
 """What the real-process suites under scripts/ share, so each script holds only its own scenario.
 
-- checks:   Failure, check() and run_suite(), the one way a suite states an expectation and fails.
+- checks:   Failure, check() and run_suite(), the one way a suite states an expectation and fails, and
+            one_line_refusal() for a stepd that must refuse to start with one line.
 - keys:     an RSA key made with openssl, its JWKS, RS256 and HS256 tokens, random secrets.
 - client:   HTTP calls to 127.0.0.1 (urllib, no dependencies).
 - server:   the stepd binary, free ports, starting, waiting for and stopping processes, configurations.

@@ -20,3 +20,16 @@ def run_suite(main):
     except Failure as failure:
         print(f"FAILED: {failure}", file=sys.stderr)
         sys.exit(1)
+
+
+def one_line_refusal(result, what, fragments):
+    """`result` (a finished `stepd` run) refused to start with exactly one `stepd: …` line on stderr naming every
+    one of `fragments`, and no usage text; prints the line."""
+    lines = result.stderr.strip().splitlines()
+    check(result.returncode != 0, f"{what}: stepd refuses to start", "a non-zero exit", result.returncode)
+    check(len(lines) == 1 and lines[0].startswith("stepd: "), f"{what}: one line on stderr", "stepd: …",
+          result.stderr)
+    check("Usage:" not in result.stderr + result.stdout, f"{what}: no usage text", "none", result.stderr)
+    for fragment in fragments:
+        check(fragment in lines[0], f"{what}: the line names {fragment}", fragment, lines[0])
+    print(f"ok: {what}: {lines[0]}")

@@ -21,7 +21,7 @@ struct AdminAuditController: Sendable {
 
     private func audit(_ parameters: Parameters) async throws -> Response {
         let query = try AuditQuery.decode(parameters)
-        let records = try await store.withoutTransaction {
+        let records = try await store.read(.instance) {
             try await $0.auditRecords(
                 operatorName: query.operatorName, action: query.action, before: query.cursor, limit: query.limit + 1)
         }

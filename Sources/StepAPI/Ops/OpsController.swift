@@ -45,6 +45,10 @@ struct OpsController: Sendable {
             if let snapshot = try? await store.withoutTransaction({ try await $0.adminMetrics(now: clock()) }) {
                 metrics.setAdminMetrics(snapshot)
             }
+            if let counts = store.replicas?.readCounts {
+                metrics.raiseReadCounters(
+                    primary: counts.primary, replica: counts.replica, replicaFailures: counts.replicaFailures)
+            }
             return Self.text(metrics.render(), contentType: "text/plain; version=0.0.4; charset=utf-8")
         }
         group.on(.get, "/openapi.yaml", catalog: &catalog) { _, _ in

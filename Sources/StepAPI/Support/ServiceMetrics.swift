@@ -13,6 +13,8 @@ package final class ServiceMetrics: Sendable {
     private let adminGauges = Mutex<[AdminGaugeKey: Gauge]>([:])
     /// Each operator × outcome counter with the audit count it was last raised to.
     private let decisionCounters = Mutex<[AdminGaugeKey: (counter: Counter, count: Int)]>([:])
+    /// The database read counters with the counts they were last raised to.
+    private let readCounters = Mutex<[String: (counter: Counter, count: Int)]>([:])
     static let latencyBuckets: [Duration] = [
         .milliseconds(1), .milliseconds(2), .milliseconds(5), .milliseconds(10), .milliseconds(25),
         .milliseconds(50), .milliseconds(100), .milliseconds(250), .milliseconds(500), .seconds(1), .seconds(2.5),
@@ -39,6 +41,16 @@ package final class ServiceMetrics: Sendable {
     static var queueDepth: MetricNameDescriptor {
         descriptor(
             "jobs", "queue_depth", unit: "jobs", help: "Jobs in the queue by state, read when /metrics is scraped.")
+    }
+    static var databaseReads: MetricNameDescriptor {
+        descriptor(
+            "db", "reads", unit: "total",
+            help: "Reads of walker and list routes by the server that answered (primary, replica), with read replicas.")
+    }
+    static var replicaReadFailures: MetricNameDescriptor {
+        descriptor(
+            "db", "replica_read_failures", unit: "total",
+            help: "Reads a read replica failed, answered by the primary instead.")
     }
     static var reconcileVerdicts: MetricNameDescriptor {
         descriptor("reconcile", "verdicts", unit: "total", help: "Reconcile job verdicts (accepted, quarantined).")
@@ -122,6 +134,24 @@ package final class ServiceMetrics: Sendable {
     /// The review desk's gauge `name` for `label`, made once.
     func adminGauge(_ name: String, _ label: String, make: @Sendable () -> Gauge) -> Gauge {
         Self.instrument(AdminGaugeKey(name: name, label: label), in: adminGauges, make: make)
+    }
+
+    /// Raises the read counters to the store's counts (read at scrape time; they only grow).
+    func raiseReadCounters(primary: Int, replica: Int, replicaFailures: Int) {
+        readCounters.withLock { counters in
+            for (key, count) in [("primary", primary), ("replica", replica), ("failures", replicaFailures)] {
+                let entry =
+                    counters[key]
+                    ?? (
+                        key == "failures"
+                            ? registry.makeCounter(descriptor: Self.replicaReadFailures)
+                            : registry.makeCounter(descriptor: Self.databaseReads, labels: [("target", key)]),
+                        0
+                    )
+                if count > entry.count { entry.counter.increment(by: Int64(count - entry.count)) }
+                counters[key] = (entry.counter, max(entry.count, count))
+            }
+        }
     }
 
     /// Raises the operator × outcome decision counter to `count` (a count read from the append-only audit).

@@ -16,6 +16,15 @@ struct WalkerReadRunner: Sendable {
     let policy: RateLimitPolicy
     let store: Store
     let clock: @Sendable () -> Date
+    /// Whether reads may be served by a read replica that has the walker's writes (`Store.admittedRead`).
+    var readsReplicas = false
+
+    /// The same runner with every read on the primary.
+    var onPrimary: WalkerReadRunner {
+        var runner = self
+        runner.readsReplicas = false
+        return runner
+    }
 
     func respond<Query: Sendable, Failure: WalkerReadError>(
         context: AppRequestContext, query: Result<Query, Failure>,
@@ -40,7 +49,7 @@ struct WalkerReadRunner: Sendable {
         let unit: (@Sendable (StoreTransaction) async throws -> Result<Value, Failure>)? = validQuery.map { query in
             { @Sendable tx in try await read(tx, walkerId, now, query) }
         }
-        let (decision, outcome) = try await store.admittedRead(admission, read: unit)
+        let (decision, outcome) = try await store.admittedRead(admission, replica: readsReplicas, read: unit)
         return await Failure.admittedResponse(decision, parsed: query) {
             switch outcome {
             case .success(let value):

@@ -13,6 +13,10 @@ package struct PostgresSettings: Sendable, Hashable {
     package var statementTimeoutMilliseconds = 5_000
     /// Extra startup parameters (for example a `search_path` tests use to isolate schemas).
     package var startupParameters: [String: String] = [:]
+    /// How long a unit may wait for a connection before it is `StoreError.unavailable`; nil: only the unit's
+    /// deadline bounds the wait. Read replicas set it, so a replica that went away costs a read a moment before
+    /// the primary answers it, not the whole deadline.
+    package var connectionWaitLimit: Duration?
 
     package init() {}
 }
@@ -34,11 +38,16 @@ package final class PostgreSQLDatabase: Database {
     private let runsAsService: Bool
     /// How long one unit of work may wait for a connection and run, so a dead server is a prompt 503.
     private let deadline: Duration
+    private let connectionWaitLimit: Duration?
     private let logger: Logger
 
-    private init(client: PostgresClient, deadline: Duration, logger: Logger, runner: PostgresPoolRunner) {
+    private init(
+        client: PostgresClient, deadline: Duration, connectionWaitLimit: Duration?, logger: Logger,
+        runner: PostgresPoolRunner
+    ) {
         self.client = client
         self.deadline = deadline
+        self.connectionWaitLimit = connectionWaitLimit
         self.logger = logger
         self.runsAsService = runner == .service
         switch runner {
@@ -83,15 +92,16 @@ package final class PostgreSQLDatabase: Database {
             client: PostgresClient(configuration: configuration, backgroundLogger: logger),
             deadline: .seconds(settings.connectTimeoutSeconds)
                 + .milliseconds(2 * settings.statementTimeoutMilliseconds),
-            logger: logger, runner: runner)
+            connectionWaitLimit: settings.connectionWaitLimit, logger: logger, runner: runner)
     }
 
     package func transaction<T: Sendable>(
         _ body: @escaping @Sendable (any SQLDatabase) async throws -> T
     ) async throws -> T {
-        try await translatingErrors {
+        try await translatingErrors { leased in
             try await self.client.withConnection { connection in
-                try await PostgresUnitDatabase(connection: connection, logger: self.logger)
+                leased()
+                return try await PostgresUnitDatabase(connection: connection, logger: self.logger)
                     .runTransaction(begin: "BEGIN", body)
             }
         }
@@ -100,9 +110,10 @@ package final class PostgreSQLDatabase: Database {
     package func withConnection<T: Sendable>(
         _ body: @escaping @Sendable (any SQLDatabase) async throws -> T
     ) async throws -> T {
-        try await translatingErrors {
+        try await translatingErrors { leased in
             try await self.client.withConnection { connection in
-                try await body(PostgresUnitDatabase(connection: connection, logger: self.logger))
+                leased()
+                return try await body(PostgresUnitDatabase(connection: connection, logger: self.logger))
             }
         }
     }
@@ -129,10 +140,15 @@ package final class PostgreSQLDatabase: Database {
     /// Every statement is bounded on the server by `statement_timeout`. The deadline is the client's own
     /// bound on top (typically waiting for a connection to a server that is down): when it passes, the work
     /// is cancelled and the caller answered at once, even if the work is stuck in a wait that cannot be
-    /// cancelled; such work ends on its own when the server or the connection gives up.
-    private func translatingErrors<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) async throws -> T {
+    /// cancelled; such work ends on its own when the server or the connection gives up. With a
+    /// `connectionWaitLimit`, work that has not leased a connection (`body` calls `leased`) by then is answered
+    /// the same way.
+    private func translatingErrors<T: Sendable>(
+        _ body: @escaping @Sendable (_ leased: @escaping @Sendable () -> Void) async throws -> T
+    ) async throws -> T {
         let outcome = DeadlineRace<T>()
         let deadline = self.deadline
+        let waitLimit = connectionWaitLimit
         // A cancelled caller cancels its work: the work runs in a task of its own (so the deadline can answer the
         // caller even when the work is stuck in a wait that cannot be cancelled), and that task is reached from
         // here, never left running unseen.
@@ -142,7 +158,7 @@ package final class PostgreSQLDatabase: Database {
                 let work = Task {
                     let result: Result<T, any Error>
                     do {
-                        result = .success(try await body())
+                        result = .success(try await body { outcome.markLeased() })
                     } catch {
                         result = .failure(error)
                     }
@@ -155,7 +171,20 @@ package final class PostgreSQLDatabase: Database {
                         work.cancel()
                     }
                 }
-                outcome.onFinish { timer.cancel() }
+                let waitTimer = waitLimit.map { limit in
+                    Task {
+                        try? await Task.sleep(for: limit)
+                        if !outcome.isLeased,
+                            outcome.finish(.failure(StoreError.unavailable("no PostgreSQL connection within \(limit)")))
+                        {
+                            work.cancel()
+                        }
+                    }
+                }
+                outcome.onFinish {
+                    timer.cancel()
+                    waitTimer?.cancel()
+                }
                 outcome.onCancel { work.cancel() }
             }
         } onCancel: {
@@ -200,9 +229,17 @@ private final class DeadlineRace<T: Sendable>: Sendable {
         var onFinish: (@Sendable () -> Void)?
         var onCancel: (@Sendable () -> Void)?
         var cancelled = false
+        var leased = false
     }
 
     private let state = Mutex(State())
+
+    /// The work has a connection: only the deadline bounds it from now on.
+    func markLeased() {
+        state.withLock { $0.leased = true }
+    }
+
+    var isLeased: Bool { state.withLock { $0.leased } }
 
     func install(_ continuation: CheckedContinuation<Result<T, any Error>, Never>) {
         state.withLock { $0.continuation = continuation }
