@@ -12,6 +12,7 @@ struct Compare: AsyncParsableCommand {
             medians over the rounds and the ratios ingest/echo of the medians, e.g.
               ratio req/s ingest/echo: 0.041
               ratio cpu/req ingest/echo: 24.25
+              ratio p99 ingest/echo: 2.10
             CPU per request needs the servers' process ids (--ingest-pid, --echo-pid), read from /proc.
             """)
 
@@ -102,7 +103,11 @@ struct Compare: AsyncParsableCommand {
             ingest.map(\.requestsPerSecond).median, echo.map(\.requestsPerSecond).median)
         let cpu = BenchFormat.ratio(
             ingest.compactMap(\.cpuMicrosecondsPerRequest).median, echo.compactMap(\.cpuMicrosecondsPerRequest).median)
+        let p99 = BenchFormat.ratio(
+            ingest.compactMap { $0.latencies.percentile(0.99) }.median,
+            echo.compactMap { $0.latencies.percentile(0.99) }.median)
         print("\(prefix)ratio req/s ingest/echo: \(BenchFormat.fixed(throughput, digits: 3))")
         print("\(prefix)ratio cpu/req ingest/echo: \(BenchFormat.fixed(cpu, digits: 2))")
+        print("\(prefix)ratio p99 ingest/echo: \(BenchFormat.fixed(p99, digits: 2))")
     }
 }
