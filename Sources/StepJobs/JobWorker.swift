@@ -138,6 +138,14 @@ package struct JobWorker: Service {
         let sorted = runs.sorted { ($0.job.walkerId, $0.job.id) < ($1.job.walkerId, $1.job.id) }
         let jobs = sorted.map(\.job)
         let kinds = Set(jobs.map(\.kind)).sorted().joined(separator: ",")
+        for job in jobs {
+            logger.debug(
+                "job started",
+                metadata: [
+                    "job": .string(job.id), "kind": .string(job.kind), "attempt": "\(job.attempt)",
+                    "batch": "\(jobs.count)",
+                ])
+        }
         let done = await withSpan("jobs \(kinds)", context: .topLevel, ofKind: .consumer) { span in
             span.attributes["stepledger.job.kind"] = kinds
             span.attributes["stepledger.job.batch"] = jobs.count
