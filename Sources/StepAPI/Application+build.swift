@@ -148,9 +148,33 @@ package func buildApplication(
     let whitelist = SourceWhitelist(configuration.limits.sourceBundleWhitelist)
     let jobSettings = configuration.jobSettings
     let eventSignals = EventSignals()
+    // On PostgreSQL the worker of a server that owns its store gets a thread and a small pool of its own
+    // (`worker.concurrency` + 2 connections on that thread): its slots' round trips then neither wait for the HTTP
+    // server's tasks nor take the requests' connections. It shares the store's read replicas, so what its jobs
+    // write is recorded for the walkers' reads. SQLite has one writer thread for everyone anyway.
+    var workerStore = store
+    var workerThread: ThreadExecutor?
+    if dependencies.store == nil, configuration.worker.enabled, StoreFactory.isPostgres(configuration.databaseURL) {
+        let thread = ThreadExecutor(name: "job-worker")
+        var settings = configuration.postgres
+        settings.maximumConnections = jobSettings.worker.concurrency + 2
+        do {
+            let database = try PostgreSQLDatabase.open(
+                url: configuration.databaseURL, settings: settings, logger: logger, runner: .service, thread: thread)
+            workerStore = Store(database: database, replicas: store.replicas)
+            storeServices.append(contentsOf: database.lifecycleServices)
+            workerThread = thread
+        } catch {
+            try? await thread.shutdown()
+            throw error
+        }
+    }
     var worker = makeJobWorker(
-        settings: jobSettings, store: store, clock: dependencies.clock, logger: logger, metrics: metrics,
+        settings: jobSettings, store: workerStore, clock: dependencies.clock, logger: logger, metrics: metrics,
         httpClient: dependencies.httpClient, whitelist: whitelist)
+    worker.executor = workerThread
+    // Operators' job routes and the readiness probe read the queue through the requests' pool.
+    let jobs = JobQueue(store: store, leaseSeconds: jobSettings.leaseSeconds, backoff: jobSettings.backoff)
     // A shortcut that closes the server is a warning of its own; otherwise the shortcuts ride on the start line.
     var startMetadata: Logger.Metadata = [:]
     if let shortcuts = configuration.developmentShortcutsSummary {
@@ -275,7 +299,7 @@ package func buildApplication(
             jobMaxAttempts: configuration.jobs.maxAttempts),
         clock: dependencies.clock, logger: logger
     ).register(in: admin, catalog: &catalog)
-    AdminJobsController(jobs: worker.queue, clock: dependencies.clock, logger: logger)
+    AdminJobsController(jobs: jobs, clock: dependencies.clock, logger: logger)
         .register(in: admin, catalog: &catalog)
     AdminMetricsController(store: store, clock: dependencies.clock).register(in: admin, catalog: &catalog)
 
@@ -286,7 +310,7 @@ package func buildApplication(
             catalog: &catalog)
 
     OpsController(
-        store: store, metrics: metrics, jobs: worker.queue, drain: dependencies.drain, clock: dependencies.clock
+        store: store, metrics: metrics, jobs: jobs, drain: dependencies.drain, clock: dependencies.clock
     )
     .register(in: router.group(), catalog: &catalog)
 
@@ -318,7 +342,8 @@ package func buildApplication(
         configuration: .init(
             address: .hostname(configuration.http.host, port: configuration.http.port), serverName: "StepLedger"),
         // Services stop in reverse order: the server first, the pool last.
-        services: storeServices + [
+        // The worker's thread stops after everything that might still run on it.
+        services: (workerThread.map { [ThreadShutdownService(thread: $0)] } ?? []) + storeServices + [
             StoreService(store: store, ownsStore: dependencies.store == nil),
             EventSignalService(
                 signals: eventSignals, store: store, pollIntervalSeconds: configuration.events.pollIntervalSeconds,
@@ -385,6 +410,16 @@ private func makeAppCheckGate(
 private struct Development: Sendable {
     var secret: [UInt8]?
     var appAttestRootPEM: String?
+}
+
+/// Stops a thread of the application once the services after it in the group have stopped.
+struct ThreadShutdownService: Service {
+    let thread: ThreadExecutor
+
+    func run() async throws {
+        try? await gracefulShutdown()
+        try await thread.shutdown()
+    }
 }
 
 /// Closes the store after the server has stopped (services stop in reverse order).

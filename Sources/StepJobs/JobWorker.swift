@@ -47,6 +47,9 @@ package struct JobWorker: Service {
     /// Told the walker of each job that completed: its transaction committed, so the walker's event log may have
     /// grown (`stepd serve` wakes the walker's event streams with it).
     package var completed: @Sendable (_ walkerId: String) -> Void = { _ in }
+    /// Where the slots run (and every task they start): the worker's own thread inside `stepd serve` on
+    /// PostgreSQL; nil, the shared pool of threads.
+    package var executor: (any TaskExecutor)?
 
     package init(
         queue: JobQueue, handlers: JobRegistry, settings: WorkerSettings, clock: @escaping @Sendable () -> Date,
@@ -63,7 +66,11 @@ package struct JobWorker: Service {
     package func run() async throws {
         await withTaskGroup(of: Void.self) { group in
             for _ in 0..<max(1, settings.concurrency) {
-                group.addTask { await slot() }
+                if let executor {
+                    group.addTask(executorPreference: executor) { await slot() }
+                } else {
+                    group.addTask { await slot() }
+                }
             }
         }
     }

@@ -60,9 +60,11 @@ package final class PostgreSQLDatabase: Database {
     package var lifecycleServices: [any Service] { runsAsService ? [client] : [] }
 
     /// Builds a pool for `url` (`postgres://user:password@host:port/database?sslmode=disable|prefer|require`).
-    /// Connections open lazily, so an unreachable server shows up as `StoreError.unavailable` on first use.
+    /// Connections open lazily, so an unreachable server shows up as `StoreError.unavailable` on first use. With
+    /// `thread`, the connections live on that thread's event loop instead of NIO's shared group.
     package static func open(
-        url: String, settings: PostgresSettings, logger: Logger, runner: PostgresPoolRunner = .ownTask
+        url: String, settings: PostgresSettings, logger: Logger, runner: PostgresPoolRunner = .ownTask,
+        thread: ThreadExecutor? = nil
     ) throws -> PostgreSQLDatabase {
         guard let components = URLComponents(string: url), let host = components.host, !host.isEmpty,
             components.scheme == "postgres" || components.scheme == "postgresql"
@@ -89,7 +91,9 @@ package final class PostgreSQLDatabase: Database {
             ($0.key, $0.value)
         }
         return PostgreSQLDatabase(
-            client: PostgresClient(configuration: configuration, backgroundLogger: logger),
+            client: PostgresClient(
+                configuration: configuration,
+                eventLoopGroup: thread?.eventLoopGroup ?? PostgresClient.defaultEventLoopGroup, backgroundLogger: logger),
             deadline: .seconds(settings.connectTimeoutSeconds)
                 + .milliseconds(2 * settings.statementTimeoutMilliseconds),
             connectionWaitLimit: settings.connectionWaitLimit, logger: logger, runner: runner)

@@ -45,7 +45,7 @@ package enum SQLiteBackup {
         let temporary = directory.appendingPathComponent(
             ".\(target.lastPathComponent).partial-\(UUID().uuidString.prefix(8))"
         ).path
-        let executor = SQLiteThreadExecutor(name: "sqlite-backup")
+        let executor = ThreadExecutor(name: "sqlite-backup")
         do {
             try await withTaskExecutorPreference(executor) {
                 try vacuum(source, into: temporary)

@@ -8,19 +8,19 @@ final class SQLiteCheckpointer: Sendable {
     /// How often a checkpoint runs while the server is up.
     static let interval: Duration = .milliseconds(25)
 
-    private let executor: SQLiteThreadExecutor
+    private let executor: ThreadExecutor
     private let handle: SQLiteHandle
     private let loop = Mutex<(task: Task<Void, Never>?, stopped: Bool)>((nil, false))
     private let progress = Mutex(SQLiteCheckpointProgress())
 
-    private init(executor: SQLiteThreadExecutor, handle: SQLiteHandle) {
+    private init(executor: ThreadExecutor, handle: SQLiteHandle) {
         self.executor = executor
         self.handle = handle
     }
 
     /// Opens the second connection on `path` and starts checkpointing.
     static func start(path: String) async throws -> SQLiteCheckpointer {
-        let executor = SQLiteThreadExecutor(name: "sqlite-checkpt")
+        let executor = ThreadExecutor(name: "sqlite-checkpt")
         do {
             let handle = try await withTaskExecutorPreference(executor) {
                 let handle = try SQLiteHandle.open(path: path)

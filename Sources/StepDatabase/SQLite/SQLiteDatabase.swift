@@ -22,7 +22,7 @@ package final class SQLiteDatabase: Database {
     package let kind = DatabaseKind.sqlite
     package let path: String
     private let handle: SQLiteHandle
-    private let executor: SQLiteThreadExecutor
+    private let executor: ThreadExecutor
     private let checkpointer: SQLiteCheckpointer
     private let logger: Logger
     private let queue = Mutex(UnitQueue())
@@ -34,7 +34,7 @@ package final class SQLiteDatabase: Database {
     static let writerCheckpointPages = 10_000
 
     private init(
-        path: String, handle: SQLiteHandle, executor: SQLiteThreadExecutor, checkpointer: SQLiteCheckpointer,
+        path: String, handle: SQLiteHandle, executor: ThreadExecutor, checkpointer: SQLiteCheckpointer,
         logger: Logger
     ) {
         self.path = path
@@ -57,7 +57,7 @@ package final class SQLiteDatabase: Database {
     package static func open(
         path: String, synchronous: SQLiteSynchronous = .full, logger: Logger
     ) async throws -> SQLiteDatabase {
-        let executor = SQLiteThreadExecutor(name: "sqlite-writer")
+        let executor = ThreadExecutor(name: "sqlite-writer")
         do {
             let handle = try await withTaskExecutorPreference(executor) {
                 let handle = try SQLiteHandle.open(path: path)
