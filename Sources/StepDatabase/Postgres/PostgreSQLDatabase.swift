@@ -93,7 +93,8 @@ package final class PostgreSQLDatabase: Database {
         return PostgreSQLDatabase(
             client: PostgresClient(
                 configuration: configuration,
-                eventLoopGroup: thread?.eventLoopGroup ?? PostgresClient.defaultEventLoopGroup, backgroundLogger: logger),
+                eventLoopGroup: thread?.eventLoopGroup ?? PostgresClient.defaultEventLoopGroup, backgroundLogger: logger
+            ),
             deadline: .seconds(settings.connectTimeoutSeconds)
                 + .milliseconds(2 * settings.statementTimeoutMilliseconds),
             connectionWaitLimit: settings.connectionWaitLimit, logger: logger, runner: runner)
