@@ -106,12 +106,11 @@ struct Reconciler: Sendable {
     {
         let state = try await tx.lockWalkerReadingDay(walkerId, day: day, now: now).day
         guard let log = state.log, log.status == .pending else { return .unchanged }
-        let evidence = try await evidence(tx, log: log)
+        let (evidence, open) = try await evidence(tx, log: log)
         guard
             let (verdict, decision) = DayDecision.reconcile(
                 log, evidence: evidence, streak: state.streak, limits: limits, at: now)
         else { return .unchanged }
-        let open = try await tx.openReread(walkerId: walkerId, day: day)
         if reread.enabled, DayReread.asksForReread(verdict), case .quarantine(let reasons) = verdict {
             if open == nil { try await requestReread(tx, log: log, reasons: reasons, now: now) }
             return .rereadRequested
@@ -123,12 +122,16 @@ struct Reconciler: Sendable {
     }
 
     /// What the day is judged by: its submissions (those after its last acceptance by a reviewer or with a
-    /// re-read, which judged the ones before), the walker's submissions of the zone-jump window, the whitelist.
-    func evidence(_ tx: StoreTransaction, log: StepLogRecord) async throws -> DayEvidence {
+    /// re-read, which judged the ones before), the walker's submissions of the zone-jump window, the whitelist;
+    /// and, read with the acceptances, the day's open re-read request.
+    func evidence(_ tx: StoreTransaction, log: StepLogRecord) async throws
+        -> (evidence: DayEvidence, openReread: RereadRequestRecord?)
+    {
         let (walkerId, day) = (log.walkerId, log.day)
         let dayZone = TimeZoneCatalog.zone(named: log.timeZone) ?? .gmt
         var submissions = try await tx.submissions(walkerId: walkerId, day: day, fallbackZone: dayZone)
-        if let judged = try await tx.lastAcceptance(walkerId: walkerId, day: day) {
+        let judgements = try await tx.dayJudgements(walkerId: walkerId, day: day)
+        if let judged = judgements.lastAcceptance {
             submissions = submissions.filter { $0.receivedAt > judged }
         }
         var recent: [PreviousSubmission] = []
@@ -136,7 +139,10 @@ struct Reconciler: Sendable {
             recent = try await tx.submissionZones(
                 walkerId: walkerId, from: first.addingTimeInterval(-limits.tzJumpWindowSeconds), to: last)
         }
-        return DayEvidence(submissions: submissions.map(\.submitted), recent: recent, whitelist: whitelist())
+        return (
+            DayEvidence(submissions: submissions.map(\.submitted), recent: recent, whitelist: whitelist()),
+            judgements.openReread
+        )
     }
 
     /// Writes a decision (`recordDayDecision`): a quarantine opens the day's review entry with its reasons and
@@ -154,12 +160,13 @@ struct Reconciler: Sendable {
                 walkerId: log.walkerId, createdAt: now, route: route, verdict: .quarantined, reasons: reasons,
                 tokenId: nil, requestId: runId)
         }
-        try await tx.recordDayDecision(write)
+        let mayOweRefunds = try await tx.recordDayDecision(write)
         if let reread, case .quarantine = verdict {
             try await tx.attachRereadToReview(walkerId: log.walkerId, day: log.day, reread: reread)
         }
-        // An accepted day whose credit falls short of what allocations drew from it refunds the difference.
-        if case .accept = verdict {
+        // An accepted day whose credit falls short of what allocations drew from it refunds the difference (a
+        // walker without provisional allocations has nothing to refund).
+        if case .accept = verdict, mayOweRefunds {
             try await RefundJob.schedule(
                 tx, walkerId: log.walkerId, graceSeconds: refundGraceSeconds, maxAttempts: jobMaxAttempts, now: now)
         }

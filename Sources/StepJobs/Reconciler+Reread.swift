@@ -75,7 +75,7 @@ extension Reconciler {
             _ = try await tx.closeReread(walkerId: walkerId, id: id, state: .expired, at: now)
             return .expired
         }
-        let evidence = try await evidence(tx, log: log)
+        let evidence = try await evidence(tx, log: log).evidence
         guard
             let (verdict, decision) = DayDecision.reread(
                 log, evidence: evidence, answer: answer, streak: state.streak, limits: limits, at: now)

@@ -252,13 +252,14 @@ extension StoreTransaction {
     /// not cover joins the allocation's refund, whose due time is cleared for `RefundJob.schedule` to set (the
     /// grace period runs from this decision); an allocation with no pending day and no refund left is confirmed.
     /// Allocations made before draws were recorded are covered by an acceptance and refunded whole by a
-    /// rejection, as before. Under the walker's lock.
+    /// rejection, as before. Under the walker's lock. Returns whether the walker had any provisional allocation.
+    @discardableResult
     package func settleAllocations(walkerId: String, day: LocalDate, credit: Int, rejected: Bool, now: Date)
-        async throws
+        async throws -> Bool
     {
         var cover = rejected ? 0 : max(0, credit)
-        for var allocation in try await provisionalAllocations(walkerId: walkerId)
-        where allocation.pendingDays.contains(day) {
+        let provisional = try await provisionalAllocations(walkerId: walkerId)
+        for var allocation in provisional where allocation.pendingDays.contains(day) {
             let shortfall: Int
             if allocation.draws.isEmpty {
                 shortfall = rejected ? allocation.points - allocation.refundPoints - allocation.refundedPoints : 0
@@ -286,6 +287,7 @@ extension StoreTransaction {
                 """
             ).run()
         }
+        return !provisional.isEmpty
     }
 
     /// After an accepted `day` is reversed: the `credited` Energy it had covered the allocations' draws on it,

@@ -22,8 +22,10 @@ extension StoreTransaction {
     /// Applies a decision on a day, under the walker's lock (taken by the caller). It bumps the walker's
     /// `version` like every write of a walker's days, so an ingest planned from an older read does not apply.
     /// Allocations whose draws on the day its credit does not cover wait for a refund without a due time: the
-    /// caller queues it with `RefundJob.schedule` in the same transaction.
-    package func recordDayDecision(_ write: DayDecisionWrite) async throws {
+    /// caller queues it with `RefundJob.schedule` in the same transaction. Returns false when the walker is known
+    /// to have no provisional allocation (so there is nothing to schedule), true otherwise.
+    @discardableResult
+    package func recordDayDecision(_ write: DayDecisionWrite) async throws -> Bool {
         let decision = write.decision
         let walkerId = decision.log.walkerId
         var statements: [SQLQueryString] = [
@@ -61,14 +63,16 @@ extension StoreTransaction {
         // The day's credit covers what allocations drew from it; the rest waits for `RefundJob.schedule`, which
         // every caller runs after this in the same transaction.
         switch decision.allocations {
-        case .unchanged: break
+        case .unchanged:
+            return true
         case .settle, .refund:
-            try await settleAllocations(
+            return try await settleAllocations(
                 walkerId: walkerId, day: decision.log.day, credit: decision.credit,
                 rejected: decision.allocations == .refund, now: write.at)
         case .revert:
             try await revertAllocations(
                 walkerId: walkerId, day: decision.log.day, credited: -decision.credit, now: write.at)
+            return true
         }
     }
 

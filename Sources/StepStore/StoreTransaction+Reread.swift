@@ -56,7 +56,7 @@ package struct RereadRequestRecord: Sendable, Hashable {
 
 extension StoreTransaction {
     /// Records an open request, under the walker's lock (taken by the caller). The partial unique index keeps
-    /// one open request per walker × day; the caller looks for one first (`openReread(walkerId:day:)`).
+    /// one open request per walker × day; the caller looks for one first (`dayJudgements(walkerId:day:)`).
     package func insertReread(_ request: RereadRequestRecord) async throws {
         try await sql.raw(
             """
@@ -76,16 +76,6 @@ extension StoreTransaction {
             """
             SELECT \(unsafeRaw: Self.rereadColumns) FROM step_rereads
             WHERE walker_id = \(bind: walkerId) AND reread_id = \(bind: id)
-            """
-        ).first().map(Self.rereadRecord)
-    }
-
-    /// The day's open request, if any.
-    package func openReread(walkerId: String, day: LocalDate) async throws -> RereadRequestRecord? {
-        try await sql.raw(
-            """
-            SELECT \(unsafeRaw: Self.rereadColumns) FROM step_rereads
-            WHERE walker_id = \(bind: walkerId) AND day = \(bind: day.dayNumber) AND state = 'open'
             """
         ).first().map(Self.rereadRecord)
     }
@@ -115,6 +105,37 @@ extension StoreTransaction {
             RETURNING reread_id
             """
         ).first() != nil
+    }
+
+    /// What has been judged of a day besides its submissions, in one statement: when it was last accepted by a
+    /// judgement of its own (a reviewer's acceptance of its quarantine or an accepted re-read, whichever came
+    /// later), and its open re-read request, if any.
+    package func dayJudgements(walkerId: String, day: LocalDate) async throws -> DayJudgements {
+        let row = try await sql.raw(
+            """
+            SELECT (SELECT MAX(resolved_at) FROM review_queue
+                    WHERE walker_id = \(bind: walkerId) AND kind = \(bind: ReviewKind.quarantinedDay.rawValue)
+                        AND day = \(bind: day.dayNumber) AND resolution = \(bind: ReviewDecision.accept.rawValue))
+                    AS accepted_by_review,
+                (SELECT MAX(answered_at) FROM step_rereads
+                    WHERE walker_id = \(bind: walkerId) AND day = \(bind: day.dayNumber) AND outcome = 'ACCEPTED')
+                    AS accepted_by_reread,
+                open.*
+            FROM (SELECT 1 AS one) AS one
+            LEFT JOIN (
+                SELECT \(unsafeRaw: Self.rereadColumns) FROM step_rereads
+                WHERE walker_id = \(bind: walkerId) AND day = \(bind: day.dayNumber) AND state = 'open'
+            ) AS open ON 1 = 1
+            """
+        ).first()
+        guard let row else { return DayJudgements(lastAcceptance: nil, openReread: nil) }
+        let accepted = [
+            try row.decode(column: "accepted_by_review", as: Int?.self),
+            try row.decode(column: "accepted_by_reread", as: Int?.self),
+        ]
+        let open = try row.decode(column: "reread_id", as: String?.self) == nil ? nil : try Self.rereadRecord(row)
+        return DayJudgements(
+            lastAcceptance: accepted.compactMap { $0 }.max().map(Date.init(millisecondsSince1970:)), openReread: open)
     }
 
     /// Attaches the re-read (JSON text) to the day's open review entry, so an operator sees it beside the reasons.
@@ -154,4 +175,12 @@ extension StoreTransaction {
         record.outcome = try row.decode(column: "outcome", as: String?.self)
         return record
     }
+}
+
+/// What has been judged of a day besides its submissions (`dayJudgements`).
+package struct DayJudgements: Sendable {
+    /// When a reviewer or an accepted re-read last accepted the day: its submissions before then are judged.
+    package var lastAcceptance: Date?
+    /// The day's open re-read request.
+    package var openReread: RereadRequestRecord?
 }

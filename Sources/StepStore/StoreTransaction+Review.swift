@@ -178,25 +178,6 @@ extension StoreTransaction {
         return try row?.decode(column: "at", as: Int?.self).map(Date.init(millisecondsSince1970:))
     }
 
-    /// When the day was last accepted by a judgement of its own: a reviewer's acceptance of its quarantine or an
-    /// accepted re-read, whichever came later (nil when neither). One statement for both.
-    package func lastAcceptance(walkerId: String, day: LocalDate) async throws -> Date? {
-        let row = try await sql.raw(
-            """
-            SELECT (SELECT MAX(resolved_at) FROM review_queue
-                    WHERE walker_id = \(bind: walkerId) AND kind = \(bind: ReviewKind.quarantinedDay.rawValue)
-                        AND day = \(bind: day.dayNumber) AND resolution = \(bind: ReviewDecision.accept.rawValue))
-                    AS reviewed,
-                (SELECT MAX(answered_at) FROM step_rereads
-                    WHERE walker_id = \(bind: walkerId) AND day = \(bind: day.dayNumber) AND outcome = 'ACCEPTED')
-                    AS reread
-            """
-        ).first()
-        let reviewed = try row?.decode(column: "reviewed", as: Int?.self)
-        let reread = try row?.decode(column: "reread", as: Int?.self)
-        return [reviewed, reread].compactMap { $0 }.max().map(Date.init(millisecondsSince1970:))
-    }
-
     static let reviewColumns =
         "walker_id, entry_id, kind, day, reasons, subject, created_at, resolved_at, resolution, note, reread, energy_at_stake, claim_operator_id, claim_operator, claim_until, decided_by"
 
