@@ -4,7 +4,8 @@ extension AppConfiguration {
     /// `worker.*`: the job worker inside `stepd serve` (and alone in `stepd worker`).
     package struct Worker: ConfigurationSection {
         package var enabled = true
-        package var concurrency = 2
+        /// Slots of one worker; nil: the engine's default (`jobSettings`).
+        package var concurrency: Int?
         package var pollIntervalSeconds: Double = 1
         /// The most due jobs a slot claims at once, run in one transaction; nil: the engine's default
         /// (`jobSettings`).
@@ -25,7 +26,7 @@ extension AppConfiguration {
         package init(reader config: ConfigReader) throws {
             let reader = SettingsReader<Key>(config)
             enabled = try reader.bool(.enabled) ?? enabled
-            concurrency = try reader.int(.concurrency, in: 1...256) ?? concurrency
+            concurrency = try reader.int(.concurrency, in: 1...256)
             pollIntervalSeconds = try reader.double(.pollIntervalSeconds, in: 0.05...60) ?? pollIntervalSeconds
             batchSize = try reader.int(.batchSize, in: 1...256)
         }

@@ -111,7 +111,7 @@ struct ReconcileBench: AsyncParsableCommand {
         let clock = ContinuousClock()
         let started = clock.now
         try await withThrowingTaskGroup(of: Int.self) { group in
-            for _ in 0..<configuration.worker.concurrency {
+            for _ in 0..<configuration.jobSettings.worker.concurrency {
                 group.addTask { try await worker.drain() }
             }
             var done = 0

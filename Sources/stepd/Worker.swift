@@ -17,7 +17,10 @@ struct Worker: AsyncParsableCommand {
             PostgreSQL database.
             """)
 
-    @Option(help: "Jobs run at once (config key worker.concurrency). Default 2.")
+    @Option(
+        help:
+            "Worker slots, each running its own claim of jobs (config key worker.concurrency). Default 2 on SQLite, 4 on PostgreSQL."
+    )
     var concurrency: Int?
 
     @OptionGroup var common: CommonOptions
