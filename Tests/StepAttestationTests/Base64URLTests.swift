@@ -23,6 +23,22 @@ struct Base64URLTests {
         #expect(Base64URL.decode(text) == nil)
     }
 
+    @Test(
+        "Refuses a last character with bits set beyond the data, so no byte string has two spellings",
+        arguments: ["AR", "AB", "AP", "AQJ", "AQL", "_x", "__9"]
+    )
+    func refusesNonCanonical(text: String) {
+        #expect(Base64URL.decode(text) == nil)
+    }
+
+    @Test("Accepts the canonical last characters: AQ is [1], AQI is [1, 2], _w is [255], __8 is [255, 255]")
+    func acceptsCanonical() {
+        #expect(Base64URL.decode("AQ") == Data([1]))
+        #expect(Base64URL.decode("AQI") == Data([1, 2]))
+        #expect(Base64URL.decode("_w") == Data([255]))
+        #expect(Base64URL.decode("__8") == Data([255, 255]))
+    }
+
     @Test("Encodes without padding, using - and _", arguments: 0..<8)
     func paddingFree(length: Int) {
         let bytes = Data((0..<length).map { UInt8(0xF8 + $0) })
