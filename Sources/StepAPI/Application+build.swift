@@ -154,20 +154,14 @@ package func buildApplication(
     // write is recorded for the walkers' reads. SQLite has one writer thread for everyone anyway.
     var workerStore = store
     var workerThread: ThreadExecutor?
-    if dependencies.store == nil, configuration.worker.enabled, StoreFactory.isPostgres(configuration.databaseURL) {
-        let thread = ThreadExecutor(name: "job-worker")
-        var settings = configuration.postgres
-        settings.maximumConnections = jobSettings.worker.concurrency + 2
-        do {
-            let database = try PostgreSQLDatabase.open(
-                url: configuration.databaseURL, settings: settings, logger: logger, runner: .service, thread: thread)
-            workerStore = Store(database: database, replicas: store.replicas)
-            storeServices.append(contentsOf: database.lifecycleServices)
-            workerThread = thread
-        } catch {
-            try? await thread.shutdown()
-            throw error
-        }
+    if dependencies.store == nil, configuration.worker.enabled,
+        let (dedicated, thread) = try await store.dedicatedPool(
+            threadName: "job-worker", url: configuration.databaseURL, settings: configuration.postgres,
+            connections: jobSettings.worker.concurrency + 2, logger: logger)
+    {
+        workerStore = dedicated
+        storeServices.append(contentsOf: dedicated.database.lifecycleServices)
+        workerThread = thread
     }
     var worker = makeJobWorker(
         settings: jobSettings, store: workerStore, clock: dependencies.clock, logger: logger, metrics: metrics,
