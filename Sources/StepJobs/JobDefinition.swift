@@ -21,6 +21,13 @@ package protocol TransactionalJob: JobDefinition {
     func run(_ payload: Payload, job: ClaimedJob, in tx: StoreTransaction) async throws
 }
 
+/// A transactional job whose claimed jobs run together: the jobs of this kind a worker slot claimed at once,
+/// in one call, inside the one transaction that also finishes them all (`JobWorker`). The effect must be what
+/// `run` would have on each job in turn, in the order given (sorted by walker).
+package protocol BatchTransactionalJob: TransactionalJob {
+    func run(_ batch: [(payload: Payload, job: ClaimedJob)], in tx: StoreTransaction) async throws
+}
+
 /// A job whose work runs outside the transaction that finishes it (a network call, bounded batches in
 /// transactions of their own); the work must be safe to repeat.
 package protocol StandaloneJob: JobDefinition {
@@ -61,9 +68,13 @@ package enum JobHandler: Sendable {
     }
 }
 
+/// How a worker runs several claimed jobs of one kind together (see `BatchTransactionalJob`).
+package typealias JobBatchHandler = @Sendable ([ClaimedJob], StoreTransaction) async throws -> Void
+
 /// The handlers a worker runs, by job kind.
 package struct JobRegistry: Sendable {
     private var handlers: [String: JobHandler]
+    private var batchHandlers: [String: JobBatchHandler] = [:]
 
     /// Handlers by kind, as they are (tests register closures).
     package init(_ handlers: [String: JobHandler] = [:]) {
@@ -78,7 +89,17 @@ package struct JobRegistry: Sendable {
         handlers[Job.kind] = JobHandler(definition)
     }
 
+    package mutating func register<Job: BatchTransactionalJob>(_ definition: Job) {
+        handlers[Job.kind] = JobHandler(definition)
+        batchHandlers[Job.kind] = { jobs, tx in
+            try await definition.run(try jobs.map { (try Job.payload(of: $0), $0) }, in: tx)
+        }
+    }
+
     package func handler(for kind: String) -> JobHandler? { handlers[kind] }
+
+    /// The handler of a kind whose claimed jobs run together, if it has one.
+    package func batchHandler(for kind: String) -> JobBatchHandler? { batchHandlers[kind] }
 
     /// The kinds with a handler.
     package var kinds: Set<String> { Set(handlers.keys) }

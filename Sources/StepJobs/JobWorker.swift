@@ -138,7 +138,8 @@ package struct JobWorker: Service {
 
     /// Runs transactional jobs in one transaction that also completes them all: one commit and one completing
     /// statement for the batch instead of one each, and on SQLite one turn at the writer. They run sorted by
-    /// walker, so two slots' batches lock walkers in the same order and never deadlock. Returns false when the
+    /// walker, so two slots' batches lock walkers in the same order and never deadlock; jobs of one kind with a
+    /// batch handler (`BatchTransactionalJob`) run in one call to it. Returns false when the
     /// transaction failed (a job threw, or a lease ran out): nothing of it was written, the jobs are still this
     /// worker's at the same attempt, and the caller runs them one by one, each with its own outcome and retry.
     private func runTogether(_ runs: [TransactionalRun]) async -> Bool {
@@ -161,7 +162,13 @@ package struct JobWorker: Service {
                 defer { group.cancelAll() }
                 do {
                     try await queue.store.transaction { tx in
-                        for run in sorted { try await run.body(run.job, tx) }
+                        if let kind = jobs.first?.kind, jobs.allSatisfy({ $0.kind == kind }),
+                            let batch = handlers.batchHandler(for: kind)
+                        {
+                            try await batch(jobs, tx)
+                        } else {
+                            for run in sorted { try await run.body(run.job, tx) }
+                        }
                         guard try await JobQueue.complete(jobs, in: tx) else { throw JobError.leaseLost }
                     }
                     return true

@@ -4,7 +4,7 @@ import StepStore
 
 /// The reconcile job of seed 001 step [6]: one per walker × day, run `reconcileDelay` after the ingest; later
 /// ingests of the day coalesce into it while it is pending.
-package struct ReconcileJob: TransactionalJob {
+package struct ReconcileJob: BatchTransactionalJob {
     package struct Payload: Codable, Sendable, Hashable {
         package var day: LocalDate
 
@@ -62,10 +62,20 @@ package struct ReconcileJob: TransactionalJob {
     }
 
     package func run(_ payload: Payload, job: ClaimedJob, in tx: StoreTransaction) async throws {
-        let now = clock()
-        switch try await reconciler.reconcile(
-            tx, walkerId: job.walkerId, day: payload.day, now: now, runId: job.id)
-        {
+        record(
+            try await reconciler.reconcile(tx, walkerId: job.walkerId, day: payload.day, now: clock(), runId: job.id))
+    }
+
+    /// A slot's claimed reconcile jobs, read and written together (`Reconciler.reconcile(_:batch:now:)`).
+    package func run(_ batch: [(payload: Payload, job: ClaimedJob)], in tx: StoreTransaction) async throws {
+        let items = batch.map {
+            Reconciler.BatchItem(day: WalkerDay(walkerId: $0.job.walkerId, day: $0.payload.day), runId: $0.job.id)
+        }
+        for outcome in try await reconciler.reconcile(tx, batch: items, now: clock()) { record(outcome) }
+    }
+
+    private func record(_ outcome: Reconciler.Outcome) {
+        switch outcome {
         case .decided(.accept): metrics.recordReconcile(.accepted)
         case .decided(.quarantine): metrics.recordReconcile(.quarantined)
         case .rereadRequested: metrics.recordReconcile(.rereadRequested)
@@ -107,18 +117,40 @@ struct Reconciler: Sendable {
         let state = try await tx.lockWalkerReadingDay(walkerId, day: day, now: now).day
         guard let log = state.log, log.status == .pending else { return .unchanged }
         let (evidence, open) = try await evidence(tx, log: log)
+        switch try await plan(tx, log: log, state: state, evidence: evidence, open: open, now: now) {
+        case .settled(let outcome):
+            return outcome
+        case .decide(let verdict, let decision):
+            try await write(tx, decision, verdict: verdict, route: Self.route, runId: runId, reread: nil, now: now)
+            return .decided(verdict)
+        }
+    }
+
+    /// What the reconcile does with a PENDING day once its evidence is read.
+    enum Plan {
+        /// Nothing is left to write: the day stays as it is, or its re-read was requested.
+        case settled(Outcome)
+        /// The decision to write (`write`).
+        case decide(ReconcileVerdict, DayDecision)
+    }
+
+    /// Decides the day from its evidence. A quarantine a fresh read can clear asks for a re-read (written here);
+    /// a decision made another way first closes the day's open request as moot (written here) and is returned
+    /// for the caller to write.
+    func plan(
+        _ tx: StoreTransaction, log: StepLogRecord, state: DayState, evidence: DayEvidence,
+        open: RereadRequestRecord?, now: Date
+    ) async throws -> Plan {
         guard
             let (verdict, decision) = DayDecision.reconcile(
                 log, evidence: evidence, streak: state.streak, limits: limits, at: now)
-        else { return .unchanged }
+        else { return .settled(.unchanged) }
         if reread.enabled, DayReread.asksForReread(verdict), case .quarantine(let reasons) = verdict {
             if open == nil { try await requestReread(tx, log: log, reasons: reasons, now: now) }
-            return .rereadRequested
+            return .settled(.rereadRequested)
         }
-        // Decided another way first (a reason a re-read cannot clear): the request is moot.
-        if let open { _ = try await tx.closeReread(walkerId: walkerId, id: open.id, state: .expired, at: now) }
-        try await write(tx, decision, verdict: verdict, route: Self.route, runId: runId, reread: nil, now: now)
-        return .decided(verdict)
+        if let open { _ = try await tx.closeReread(walkerId: log.walkerId, id: open.id, state: .expired, at: now) }
+        return .decide(verdict, decision)
     }
 
     /// What the day is judged by: its submissions (those after its last acceptance by a reviewer or with a
@@ -127,22 +159,34 @@ struct Reconciler: Sendable {
     func evidence(_ tx: StoreTransaction, log: StepLogRecord) async throws
         -> (evidence: DayEvidence, openReread: RereadRequestRecord?)
     {
-        let (walkerId, day) = (log.walkerId, log.day)
-        let dayZone = TimeZoneCatalog.zone(named: log.timeZone) ?? .gmt
-        var submissions = try await tx.submissions(walkerId: walkerId, day: day, fallbackZone: dayZone)
-        let judgements = try await tx.dayJudgements(walkerId: walkerId, day: day)
-        if let judged = judgements.lastAcceptance {
-            submissions = submissions.filter { $0.receivedAt > judged }
-        }
+        let submissions = Self.judged(
+            try await tx.submissions(walkerId: log.walkerId, day: log.day, fallbackZone: Self.zone(of: log)),
+            by: try await tx.dayJudgements(walkerId: log.walkerId, day: log.day))
         var recent: [PreviousSubmission] = []
-        if let first = submissions.first?.receivedAt, let last = submissions.last?.receivedAt {
-            recent = try await tx.submissionZones(
-                walkerId: walkerId, from: first.addingTimeInterval(-limits.tzJumpWindowSeconds), to: last)
+        if let window = zoneWindow(submissions.submissions) {
+            recent = try await tx.submissionZones(walkerId: log.walkerId, from: window.from, to: window.to)
         }
         return (
-            DayEvidence(submissions: submissions.map(\.submitted), recent: recent, whitelist: whitelist()),
-            judgements.openReread
+            DayEvidence(submissions: submissions.submissions.map(\.submitted), recent: recent, whitelist: whitelist()),
+            submissions.openReread
         )
+    }
+
+    static func zone(of log: StepLogRecord) -> TimeZone { TimeZoneCatalog.zone(named: log.timeZone) ?? .gmt }
+
+    /// The submissions a day is judged by (those after its last acceptance), with its open re-read request.
+    static func judged(_ submissions: [StepSubmissionRecord], by judgements: DayJudgements)
+        -> (submissions: [StepSubmissionRecord], openReread: RereadRequestRecord?)
+    {
+        guard let judged = judgements.lastAcceptance else { return (submissions, judgements.openReread) }
+        return (submissions.filter { $0.receivedAt > judged }, judgements.openReread)
+    }
+
+    /// The window of the walker's submissions the zone-jump check reads for these: from the jump window before
+    /// the first to the last. Nil without submissions.
+    func zoneWindow(_ submissions: [StepSubmissionRecord]) -> (from: Date, to: Date)? {
+        guard let first = submissions.first?.receivedAt, let last = submissions.last?.receivedAt else { return nil }
+        return (first.addingTimeInterval(-limits.tzJumpWindowSeconds), last)
     }
 
     /// Writes a decision (`recordDayDecision`): a quarantine opens the day's review entry with its reasons and
@@ -153,22 +197,35 @@ struct Reconciler: Sendable {
         reread: String?, now: Date
     ) async throws {
         let log = decision.log
+        let mayOweRefunds = try await tx.recordDayDecision(
+            Self.decisionWrite(decision, verdict: verdict, route: route, runId: runId, now: now))
+        if let reread, case .quarantine = verdict {
+            try await tx.attachRereadToReview(walkerId: log.walkerId, day: log.day, reread: reread)
+        }
+        try await scheduleRefunds(tx, verdict: verdict, walkerId: log.walkerId, mayOweRefunds: mayOweRefunds, now: now)
+    }
+
+    /// A decision's rows: a quarantine opens the day's review entry with its reasons and writes the audit row.
+    static func decisionWrite(
+        _ decision: DayDecision, verdict: ReconcileVerdict, route: String, runId: String, now: Date
+    ) -> DayDecisionWrite {
         var write = DayDecisionWrite(decision, at: now)
         if case .quarantine(let reasons) = verdict {
             write.reviewReasons = reasons
             write.attestationLog = AttestationLogRecord(
-                walkerId: log.walkerId, createdAt: now, route: route, verdict: .quarantined, reasons: reasons,
-                tokenId: nil, requestId: runId)
+                walkerId: decision.log.walkerId, createdAt: now, route: route, verdict: .quarantined,
+                reasons: reasons, tokenId: nil, requestId: runId)
         }
-        let mayOweRefunds = try await tx.recordDayDecision(write)
-        if let reread, case .quarantine = verdict {
-            try await tx.attachRereadToReview(walkerId: log.walkerId, day: log.day, reread: reread)
-        }
-        // An accepted day whose credit falls short of what allocations drew from it refunds the difference (a
-        // walker without provisional allocations has nothing to refund).
-        if case .accept = verdict, mayOweRefunds {
-            try await RefundJob.schedule(
-                tx, walkerId: log.walkerId, graceSeconds: refundGraceSeconds, maxAttempts: jobMaxAttempts, now: now)
-        }
+        return write
+    }
+
+    /// An accepted day whose credit falls short of what allocations drew from it refunds the difference (a
+    /// walker without provisional allocations has nothing to refund).
+    func scheduleRefunds(
+        _ tx: StoreTransaction, verdict: ReconcileVerdict, walkerId: String, mayOweRefunds: Bool, now: Date
+    ) async throws {
+        guard case .accept = verdict, mayOweRefunds else { return }
+        try await RefundJob.schedule(
+            tx, walkerId: walkerId, graceSeconds: refundGraceSeconds, maxAttempts: jobMaxAttempts, now: now)
     }
 }

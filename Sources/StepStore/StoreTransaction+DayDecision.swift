@@ -26,6 +26,24 @@ extension StoreTransaction {
     /// to have no provisional allocation (so there is nothing to schedule), true otherwise.
     @discardableResult
     package func recordDayDecision(_ write: DayDecisionWrite) async throws -> Bool {
+        let (together, after) = Self.dayDecisionStatements(write)
+        switch kind {
+        case .sqlite:
+            for statement in together + after { try await sql.raw(statement).run() }
+        case .postgres:
+            // One round trip for the decision's rows (round trips bound a PostgreSQL worker).
+            try await sql.raw(Self.siblingStatements(together)).run()
+            for statement in after { try await sql.raw(statement).run() }
+        }
+        return try await settleAllocations(after: write.decision, at: write.at, mayHaveProvisional: true)
+    }
+
+    /// A decision's writes: those that may run together as sibling CTEs (no two touch one row), and those that
+    /// must follow one by one. The review statements of several reasons upsert one entry, which sibling CTEs may
+    /// not both touch, so only the first joins the others.
+    static func dayDecisionStatements(_ write: DayDecisionWrite) -> (
+        together: [SQLQueryString], after: [SQLQueryString]
+    ) {
         let decision = write.decision
         let walkerId = decision.log.walkerId
         var statements: [SQLQueryString] = [
@@ -49,31 +67,59 @@ extension StoreTransaction {
         var reviews = Self.openDayReviewStatements(
             walkerId: walkerId, day: decision.log.day, reasons: write.reviewReasons,
             stake: Self.energyAtStake(decision.log), at: write.at, when: "true")
-        switch kind {
-        case .sqlite:
-            for statement in statements + reviews { try await sql.raw(statement).run() }
-        case .postgres:
-            // One round trip for the decision's rows (round trips bound a PostgreSQL worker). The review
-            // statements of several reasons upsert one entry, which sibling CTEs may not both touch, so only the
-            // first joins.
-            if !reviews.isEmpty { statements.append(reviews.removeFirst()) }
-            try await sql.raw(Self.siblingStatements(statements)).run()
-            for statement in reviews { try await sql.raw(statement).run() }
-        }
-        // The day's credit covers what allocations drew from it; the rest waits for `RefundJob.schedule`, which
-        // every caller runs after this in the same transaction.
+        if !reviews.isEmpty { statements.append(reviews.removeFirst()) }
+        return (statements, reviews)
+    }
+
+    /// The day's credit covers what allocations drew from it; the rest waits for `RefundJob.schedule`, which every
+    /// caller runs after this in the same transaction. `mayHaveProvisional` false says the walker has no
+    /// provisional allocation (read for a whole batch), so there is nothing to settle. Returns whether the walker
+    /// had a provisional allocation (true when not read).
+    private func settleAllocations(after decision: DayDecision, at now: Date, mayHaveProvisional: Bool)
+        async throws -> Bool
+    {
+        let (walkerId, day) = (decision.log.walkerId, decision.log.day)
         switch decision.allocations {
         case .unchanged:
             return true
         case .settle, .refund:
+            guard mayHaveProvisional else { return false }
             return try await settleAllocations(
-                walkerId: walkerId, day: decision.log.day, credit: decision.credit,
-                rejected: decision.allocations == .refund, now: write.at)
+                walkerId: walkerId, day: day, credit: decision.credit, rejected: decision.allocations == .refund,
+                now: now)
         case .revert:
-            try await revertAllocations(
-                walkerId: walkerId, day: decision.log.day, credited: -decision.credit, now: write.at)
+            try await revertAllocations(walkerId: walkerId, day: day, credited: -decision.credit, now: now)
             return true
         }
+    }
+
+    /// Applies the decisions of a batch (the reconcile jobs one worker slot claimed), each on a different walker,
+    /// under the walkers' locks: on PostgreSQL one statement for all their rows (plus one per second or later
+    /// review reason), on SQLite statement by statement. `provisional` names the walkers with a provisional
+    /// allocation (`walkersWithProvisionalAllocations`); only theirs are read again to settle. Returns, for each
+    /// write, what `recordDayDecision` returns.
+    package func recordDayDecisions(_ writes: [DayDecisionWrite], provisional: Set<String>) async throws -> [Bool] {
+        precondition(
+            Set(writes.map(\.decision.log.walkerId)).count == writes.count,
+            "sibling statements may not write one walker twice")
+        let statements = writes.map(Self.dayDecisionStatements)
+        switch kind {
+        case .sqlite:
+            for (together, after) in statements {
+                for statement in together + after { try await sql.raw(statement).run() }
+            }
+        case .postgres:
+            if !statements.isEmpty { try await sql.raw(Self.siblingStatements(statements.flatMap(\.together))).run() }
+            for statement in statements.flatMap(\.after) { try await sql.raw(statement).run() }
+        }
+        var owed: [Bool] = []
+        for write in writes {
+            owed.append(
+                try await settleAllocations(
+                    after: write.decision, at: write.at,
+                    mayHaveProvisional: provisional.contains(write.decision.log.walkerId)))
+        }
+        return owed
     }
 
     /// `WITH s0 AS (statement RETURNING 1), s1 AS (…) SELECT 1`: several writes in one PostgreSQL statement. Sibling

@@ -111,23 +111,29 @@ extension StoreTransaction {
     /// judgement of its own (a reviewer's acceptance of its quarantine or an accepted re-read, whichever came
     /// later), and its open re-read request, if any.
     package func dayJudgements(walkerId: String, day: LocalDate) async throws -> DayJudgements {
-        let row = try await sql.raw(
-            """
-            SELECT (SELECT MAX(resolved_at) FROM review_queue
-                    WHERE walker_id = \(bind: walkerId) AND kind = \(bind: ReviewKind.quarantinedDay.rawValue)
-                        AND day = \(bind: day.dayNumber) AND resolution = \(bind: ReviewDecision.accept.rawValue))
-                    AS accepted_by_review,
-                (SELECT MAX(answered_at) FROM step_rereads
-                    WHERE walker_id = \(bind: walkerId) AND day = \(bind: day.dayNumber) AND outcome = 'ACCEPTED')
-                    AS accepted_by_reread,
-                open.*
-            FROM (SELECT 1 AS one) AS one
-            LEFT JOIN (
-                SELECT \(unsafeRaw: Self.rereadColumns) FROM step_rereads
-                WHERE walker_id = \(bind: walkerId) AND day = \(bind: day.dayNumber) AND state = 'open'
-            ) AS open ON 1 = 1
-            """
-        ).first()
+        try Self.dayJudgements(try await sql.raw(Self.dayJudgementsStatement(walkerId: walkerId, day: day)).first())
+    }
+
+    static func dayJudgementsStatement(walkerId: String, day: LocalDate) -> SQLQueryString {
+        """
+        SELECT (SELECT MAX(resolved_at) FROM review_queue
+                WHERE walker_id = \(bind: walkerId) AND kind = \(bind: ReviewKind.quarantinedDay.rawValue)
+                    AND day = \(bind: day.dayNumber) AND resolution = \(bind: ReviewDecision.accept.rawValue))
+                AS accepted_by_review,
+            (SELECT MAX(answered_at) FROM step_rereads
+                WHERE walker_id = \(bind: walkerId) AND day = \(bind: day.dayNumber) AND outcome = 'ACCEPTED')
+                AS accepted_by_reread,
+            open.*
+        FROM (SELECT 1 AS one) AS one
+        LEFT JOIN (
+            SELECT \(unsafeRaw: Self.rereadColumns) FROM step_rereads
+            WHERE walker_id = \(bind: walkerId) AND day = \(bind: day.dayNumber) AND state = 'open'
+        ) AS open ON 1 = 1
+        """
+    }
+
+    /// The row of `dayJudgementsStatement`.
+    static func dayJudgements(_ row: (any SQLRow)?) throws -> DayJudgements {
         guard let row else { return DayJudgements(lastAcceptance: nil, openReread: nil) }
         let accepted = [
             try row.decode(column: "accepted_by_review", as: Int?.self),

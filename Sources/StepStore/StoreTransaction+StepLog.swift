@@ -112,15 +112,24 @@ extension StoreTransaction {
     package func submissions(walkerId: String, day: LocalDate, fallbackZone: TimeZone = .gmt) async throws
         -> [StepSubmissionRecord]
     {
-        let rows = try await sql.raw(
-            """
-            SELECT submission_id, source, source_bundle_id, step_count, span_start, span_end, received_at, tz,
-                gyro_observed
-            FROM step_submissions WHERE walker_id = \(bind: walkerId) AND day = \(bind: day.dayNumber)
-            ORDER BY received_at, submission_id
-            """
-        ).all()
-        return try rows.map { row in
+        let rows = try await sql.raw(Self.submissionsStatement(walkerId: walkerId, day: day)).all()
+        return try Self.submissionRecords(rows, walkerId: walkerId, day: day, fallbackZone: fallbackZone)
+    }
+
+    static func submissionsStatement(walkerId: String, day: LocalDate) -> SQLQueryString {
+        """
+        SELECT submission_id, source, source_bundle_id, step_count, span_start, span_end, received_at, tz,
+            gyro_observed
+        FROM step_submissions WHERE walker_id = \(bind: walkerId) AND day = \(bind: day.dayNumber)
+        ORDER BY received_at, submission_id
+        """
+    }
+
+    /// The rows of `submissionsStatement`, in order of arrival whatever order they came in.
+    static func submissionRecords(_ rows: [any SQLRow], walkerId: String, day: LocalDate, fallbackZone: TimeZone)
+        throws -> [StepSubmissionRecord]
+    {
+        let records = try rows.map { row in
             let sourceText = try row.decode(column: "source", as: String.self)
             guard let source = StepSource(rawValue: sourceText) else {
                 throw StoreError.corrupt("unknown step source \(sourceText)")
@@ -138,28 +147,39 @@ extension StoreTransaction {
                 bucket: bucket,
                 receivedAt: Date(millisecondsSince1970: try row.decode(column: "received_at", as: Int.self)))
         }
+        return records.sorted { ($0.receivedAt, $0.submissionId) < ($1.receivedAt, $1.submissionId) }
     }
 
     /// The zones of the walker's submissions (of any day) that arrived in `[from, to)`, for the time-zone jump
     /// check; a submission stored before zones were kept reads as made in its day's zone.
     package func submissionZones(walkerId: String, from: Date, to: Date) async throws -> [PreviousSubmission] {
-        let rows = try await sql.raw(
-            """
-            SELECT COALESCE(s.tz, l.tz) AS tz, s.received_at
-            FROM step_submissions s
-            LEFT JOIN step_logs l ON l.walker_id = s.walker_id AND l.day = s.day
-            WHERE s.walker_id = \(bind: walkerId) AND s.received_at >= \(bind: from.millisecondsSince1970)
-                AND s.received_at < \(bind: to.millisecondsSince1970)
-            ORDER BY s.received_at
-            """
-        ).all()
-        return try rows.compactMap { row in
+        let rows = try await sql.raw(Self.submissionZonesStatement(walkerId: walkerId, from: from, to: to)).all()
+        return try Self.previousSubmissions(rows)
+    }
+
+    static func submissionZonesStatement(walkerId: String, from: Date, to: Date) -> SQLQueryString {
+        """
+        SELECT COALESCE(s.tz, l.tz) AS tz, s.received_at AS received_at
+        FROM step_submissions s
+        LEFT JOIN step_logs l ON l.walker_id = s.walker_id AND l.day = s.day
+        WHERE s.walker_id = \(bind: walkerId) AND s.received_at >= \(bind: from.millisecondsSince1970)
+            AND s.received_at < \(bind: to.millisecondsSince1970)
+        ORDER BY s.received_at
+        """
+    }
+
+    /// The rows of `submissionZonesStatement`, in order of arrival whatever order they came in.
+    static func previousSubmissions(_ rows: [any SQLRow]) throws -> [PreviousSubmission] {
+        let zones = try rows.compactMap { row -> PreviousSubmission? in
             guard let zone = try row.decode(column: "tz", as: String?.self).flatMap(TimeZoneCatalog.zone(named:))
             else { return nil }
             return PreviousSubmission(
                 timeZone: zone,
                 receivedAt: Date(millisecondsSince1970: try row.decode(column: "received_at", as: Int.self)))
         }
+        // Stable: two submissions of one millisecond keep the statement's order.
+        return zones.enumerated().sorted { ($0.element.receivedAt, $0.offset) < ($1.element.receivedAt, $1.offset) }
+            .map(\.element)
     }
 
     /// The walker's attested days (accepted at or above the daily threshold).

@@ -1,0 +1,107 @@
+import Foundation
+import SQLKit
+import StepCore
+import StepDatabase
+
+/// One walker's day, as a batch of reconcile jobs names it.
+package struct WalkerDay: Sendable, Hashable {
+    package var walkerId: String
+    package var day: LocalDate
+
+    package init(walkerId: String, day: LocalDate) {
+        self.walkerId = walkerId
+        self.day = day
+    }
+}
+
+/// The reads of a batch of day decisions (a worker slot's reconcile jobs), each one statement for the whole
+/// batch where the single reads take one per day: what the reconcile job reads per day, in a handful of round
+/// trips per batch (round trips bound a PostgreSQL worker; on SQLite the statements are simply fewer). Each
+/// result is in the order of the request.
+extension StoreTransaction {
+    /// Locks the walkers of `days` and reads each day's state under the locks, in two statements. The walkers
+    /// are locked in order of id, as every batch locks them, so two batches never wait on each other in a cycle
+    /// (an ingest locks one walker). A walker without a row is not created: its day has no log. SQLite
+    /// serialises every writer, so it only reads.
+    package func lockWalkersReadingDays(_ days: [WalkerDay]) async throws -> [DayState] {
+        guard !days.isEmpty else { return [] }
+        let walkers = Set(days.map(\.walkerId)).sorted()
+        for walkerId in walkers { noteWrite(of: walkerId) }
+        if kind == .postgres {
+            var lock: SQLQueryString = "SELECT walker_id FROM walkers WHERE walker_id IN ("
+            lock += Self.bindList(walkers)
+            lock += ") ORDER BY walker_id FOR UPDATE"
+            _ = try await sql.raw(lock).all()
+        }
+        let rows = try await taggedRows(days.map { Self.dayStateStatement(walkerId: $0.walkerId, day: $0.day) })
+        return try zip(days, rows).map { try Self.dayState($1, day: $0.day) }
+    }
+
+    /// Each day's submissions in order of arrival, as `submissions(walkerId:day:fallbackZone:)` reads them.
+    package func submissions(of days: [(day: WalkerDay, fallbackZone: TimeZone)]) async throws
+        -> [[StepSubmissionRecord]]
+    {
+        let rows = try await taggedRows(
+            days.map { Self.submissionsStatement(walkerId: $0.day.walkerId, day: $0.day.day) })
+        return try zip(days, rows).map { request, rows in
+            try Self.submissionRecords(
+                rows, walkerId: request.day.walkerId, day: request.day.day, fallbackZone: request.fallbackZone)
+        }
+    }
+
+    /// Each day's judgements, as `dayJudgements(walkerId:day:)` reads them.
+    package func dayJudgements(of days: [WalkerDay]) async throws -> [DayJudgements] {
+        let rows = try await taggedRows(days.map { Self.dayJudgementsStatement(walkerId: $0.walkerId, day: $0.day) })
+        return try rows.map { try Self.dayJudgements($0.first) }
+    }
+
+    /// For each window, the zones of its walker's submissions that arrived in it, as
+    /// `submissionZones(walkerId:from:to:)` reads them.
+    package func submissionZones(of windows: [(walkerId: String, from: Date, to: Date)]) async throws
+        -> [[PreviousSubmission]]
+    {
+        let rows = try await taggedRows(
+            windows.map { Self.submissionZonesStatement(walkerId: $0.walkerId, from: $0.from, to: $0.to) })
+        return try rows.map(Self.previousSubmissions)
+    }
+
+    /// Which of `walkers` have a provisional allocation (whose draws a decision settles).
+    package func walkersWithProvisionalAllocations(_ walkers: Set<String>) async throws -> Set<String> {
+        guard !walkers.isEmpty else { return [] }
+        var query: SQLQueryString = "SELECT DISTINCT walker_id FROM allocations WHERE walker_id IN ("
+        query += Self.bindList(walkers.sorted())
+        query += ") AND status = \(bind: AllocationStatus.provisional.rawValue)"
+        return Set(try await sql.raw(query).all().map { try $0.decode(column: "walker_id", as: String.self) })
+    }
+
+    /// Runs `statements` as one: `SELECT <i> AS batch_index, q.* FROM (statement i) q UNION ALL …`, and returns
+    /// each statement's rows, in the order of `statements`. Within one statement the rows come in no promised
+    /// order: the decoders sort what needs an order.
+    private func taggedRows(_ statements: [SQLQueryString]) async throws -> [[any SQLRow]] {
+        guard !statements.isEmpty else { return [] }
+        var query: SQLQueryString = ""
+        for (index, statement) in statements.enumerated() {
+            if index > 0 { query += "\nUNION ALL\n" }
+            query += "SELECT \(unsafeRaw: String(index)) AS batch_index, q.* FROM (\n"
+            query += statement
+            query += "\n) q"
+        }
+        var grouped = [[any SQLRow]](repeating: [], count: statements.count)
+        for row in try await sql.raw(query).all() {
+            let index = try row.decode(column: "batch_index", as: Int.self)
+            guard grouped.indices.contains(index) else { throw StoreError.corrupt("batch index \(index) out of range") }
+            grouped[index].append(row)
+        }
+        return grouped
+    }
+
+    /// `$1, $2, …`: the values bound one by one, for an `IN (…)` list.
+    private static func bindList(_ values: [String]) -> SQLQueryString {
+        var list: SQLQueryString = ""
+        for (index, value) in values.enumerated() {
+            if index > 0 { list += ", " }
+            list += "\(bind: value)"
+        }
+        return list
+    }
+}
