@@ -19,7 +19,7 @@ struct Worker: AsyncParsableCommand {
 
     @Option(
         help:
-            "Worker slots, each running its own claim of jobs (config key worker.concurrency). Default 2 on SQLite, 4 on PostgreSQL."
+            "Worker slots, each running its own claim of jobs (config key worker.concurrency). Default 2 on SQLite, 6 on PostgreSQL."
     )
     var concurrency: Int?
 

@@ -32,11 +32,11 @@ struct JobSettingsConfigurationTests {
         #expect(try Self.read(["worker.batchSize": "200"]).jobSettings.worker.batchSize == 200)
     }
 
-    @Test("a worker has 2 slots on SQLite and 4 on PostgreSQL unless worker.concurrency says otherwise")
+    @Test("a worker has 2 slots on SQLite and 6 on PostgreSQL unless worker.concurrency says otherwise")
     func concurrency() throws {
         #expect(try Self.read([:]).jobSettings.worker.concurrency == 2)
         let postgres = ["database.url": "postgres://u@127.0.0.1:5432/db"]
-        #expect(try Self.read(postgres).jobSettings.worker.concurrency == 4)
+        #expect(try Self.read(postgres).jobSettings.worker.concurrency == 6)
         #expect(try Self.read(postgres.merging(["worker.concurrency": "1"]) { $1 }).jobSettings.worker.concurrency == 1)
     }
 
