@@ -308,6 +308,8 @@ let package = Package(
             dependencies: [
                 "StepStore", "StepDatabase", "StepCore", "StepTestSupport",
                 .product(name: "SQLKit", package: "sql-kit"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             swiftSettings: strict
         ),
