@@ -23,9 +23,11 @@ package protocol TransactionalJob: JobDefinition {
 
 /// A transactional job whose claimed jobs run together: the jobs of this kind a worker slot claimed at once,
 /// in one call, inside the one transaction that also finishes them all (`JobWorker`). The effect must be what
-/// `run` would have on each job in turn, in the order given (sorted by walker).
+/// `run` would have on each job in turn, in the order given (sorted by walker). It returns what to do once that
+/// transaction has committed (counting outcomes): a batch that rolls back runs again job by job.
 package protocol BatchTransactionalJob: TransactionalJob {
     func run(_ batch: [(payload: Payload, job: ClaimedJob)], in tx: StoreTransaction) async throws
+        -> @Sendable () -> Void
 }
 
 /// A job whose work runs outside the transaction that finishes it (a network call, bounded batches in
@@ -69,7 +71,8 @@ package enum JobHandler: Sendable {
 }
 
 /// How a worker runs several claimed jobs of one kind together (see `BatchTransactionalJob`).
-package typealias JobBatchHandler = @Sendable ([ClaimedJob], StoreTransaction) async throws -> Void
+/// It returns what to do once the transaction has committed.
+package typealias JobBatchHandler = @Sendable ([ClaimedJob], StoreTransaction) async throws -> @Sendable () -> Void
 
 /// The handlers a worker runs, by job kind.
 package struct JobRegistry: Sendable {

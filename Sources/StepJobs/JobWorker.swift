@@ -161,16 +161,19 @@ package struct JobWorker: Service {
                 group.addTask { await heartbeat(jobs) }
                 defer { group.cancelAll() }
                 do {
-                    try await queue.store.transaction { tx in
+                    let committed = try await queue.store.transaction { tx -> @Sendable () -> Void in
+                        var committed: @Sendable () -> Void = {}
                         if let kind = jobs.first?.kind, jobs.allSatisfy({ $0.kind == kind }),
                             let batch = handlers.batchHandler(for: kind)
                         {
-                            try await batch(jobs, tx)
+                            committed = try await batch(jobs, tx)
                         } else {
                             for run in sorted { try await run.body(run.job, tx) }
                         }
                         guard try await JobQueue.complete(jobs, in: tx) else { throw JobError.leaseLost }
+                        return committed
                     }
+                    committed()
                     return true
                 } catch {
                     logger.debug(

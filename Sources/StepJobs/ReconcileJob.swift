@@ -67,11 +67,15 @@ package struct ReconcileJob: BatchTransactionalJob {
     }
 
     /// A slot's claimed reconcile jobs, read and written together (`Reconciler.reconcile(_:batch:now:)`).
-    package func run(_ batch: [(payload: Payload, job: ClaimedJob)], in tx: StoreTransaction) async throws {
+    /// The outcomes are counted once the batch has committed.
+    package func run(_ batch: [(payload: Payload, job: ClaimedJob)], in tx: StoreTransaction) async throws
+        -> @Sendable () -> Void
+    {
         let items = batch.map {
             Reconciler.BatchItem(day: WalkerDay(walkerId: $0.job.walkerId, day: $0.payload.day), runId: $0.job.id)
         }
-        for outcome in try await reconciler.reconcile(tx, batch: items, now: clock()) { record(outcome) }
+        let outcomes = try await reconciler.reconcile(tx, batch: items, now: clock())
+        return { for outcome in outcomes { record(outcome) } }
     }
 
     private func record(_ outcome: Reconciler.Outcome) {

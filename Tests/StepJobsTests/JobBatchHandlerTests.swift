@@ -1,0 +1,119 @@
+import Foundation
+import Logging
+import SQLKit
+import StepDatabase
+import StepStore
+import StepTestSupport
+import Synchronization
+import Testing
+
+@testable import StepJobs
+
+/// How the worker runs a `BatchTransactionalJob`: a claim of its kind alone goes to its batch `run` in one call,
+/// whose committed work is counted once; a batch that throws rolls back and its jobs run alone; a claim of several
+/// kinds runs job by job.
+@Suite("Batch handlers")
+struct JobBatchHandlerTests {
+    /// Records what ran and writes one row per job run (a `service_secrets` name) inside the transaction.
+    struct RecordingJob: BatchTransactionalJob {
+        struct Payload: Codable, Sendable {
+            /// A batch holding this job throws after writing its rows.
+            var failsBatch: Bool
+        }
+
+        static let kind = "recording"
+        static func dedupeKey(for payload: Payload) -> String? { nil }
+
+        let log: Log
+
+        final class Log: Sendable {
+            let entries = Mutex<[String]>([])
+            func append(_ entry: String) { entries.withLock { $0.append(entry) } }
+            var all: [String] { entries.withLock { $0 } }
+        }
+
+        func run(_ payload: Payload, job: ClaimedJob, in tx: StoreTransaction) async throws {
+            log.append("alone \(job.walkerId)")
+            try await Self.write(job, tx)
+        }
+
+        func run(_ batch: [(payload: Payload, job: ClaimedJob)], in tx: StoreTransaction) async throws
+            -> @Sendable () -> Void
+        {
+            let walkers = batch.map(\.job.walkerId)
+            log.append("batch \(walkers.joined(separator: ","))")
+            for (_, job) in batch { try await Self.write(job, tx) }
+            if batch.contains(where: \.payload.failsBatch) { throw JobError.failed("batch refused on purpose") }
+            return { [log] in log.append("committed \(walkers.count)") }
+        }
+
+        static func write(_ job: ClaimedJob, _ tx: StoreTransaction) async throws {
+            try await tx.sql.raw(
+                "INSERT INTO service_secrets (name, secret, created_at) VALUES (\(bind: job.id), 'x', 0)"
+            ).run()
+        }
+    }
+
+    static let t0 = Date(timeIntervalSince1970: 1_779_136_950)
+
+    @Test(
+        "a claim of one batch kind runs in one call and counts once after its commit; a failed batch runs job by job; mixed kinds run alone",
+        arguments: TestDatabases.kinds)
+    func batchHandler(kind: DatabaseKind) async throws {
+        let test = try await TestDatabases.make(kind)
+        let store = test.store
+        let log = RecordingJob.Log()
+        let others = Mutex<[String]>([])
+        var registry = JobRegistry(["plain": .transactional { job, _ in others.withLock { $0.append(job.walkerId) } }])
+        registry.register(RecordingJob(log: log))
+        let worker = JobWorker(
+            queue: JobQueue(store: store, leaseSeconds: 60), handlers: registry,
+            settings: WorkerSettings(batchSize: 16), clock: { Self.t0 }, logger: Logger(label: "test"))
+
+        // Three of one kind, claimed together: one batch call, its rows kept, counted once after the commit.
+        for walker in ["w3", "w1", "w2"] { try await Self.enqueue(walker, failsBatch: false, store) }
+        #expect(try await worker.drain() == 3)
+        #expect(log.all == ["batch w1,w2,w3", "committed 3"])
+        #expect(try await Self.rows(store) == 3)
+
+        // A batch that throws: nothing of it stays, nothing is counted, and each job runs alone.
+        log.entries.withLock { $0 = [] }
+        for (walker, fails) in [("f1", false), ("f2", true), ("f3", false)] {
+            try await Self.enqueue(walker, failsBatch: fails, store)
+        }
+        #expect(try await worker.drain() == 3)
+        #expect(log.all == ["batch f1,f2,f3", "alone f1", "alone f2", "alone f3"])
+        #expect(try await Self.rows(store) == 6, "only the lone runs' rows")
+        #expect(try await JobQueue(store: store, leaseSeconds: 60).depth() == [.pending: 0, .running: 0, .dead: 0])
+
+        // Two kinds in one claim: no batch call, each job by its own handler in the one transaction.
+        log.entries.withLock { $0 = [] }
+        try await Self.enqueue("m1", failsBatch: false, store)
+        _ = try await store.transaction { tx in
+            try await JobQueue.enqueue(
+                NewJob(kind: "plain", walkerId: "m2", payload: "{}", dedupeKey: nil, runAt: Self.t0, maxAttempts: 3),
+                in: tx, now: Self.t0)
+        }
+        #expect(try await worker.drain() == 2)
+        #expect(log.all == ["alone m1"])
+        #expect(others.withLock { $0 } == ["m2"])
+        try await test.close()
+    }
+
+    static func enqueue(_ walker: String, failsBatch: Bool, _ store: Store) async throws {
+        let queued = try await store.transaction { tx in
+            try await JobQueue.enqueue(
+                RecordingJob.newJob(
+                    RecordingJob.Payload(failsBatch: failsBatch), walkerId: walker, runAt: t0, maxAttempts: 3),
+                in: tx, now: t0)
+        }
+        #expect(queued)
+    }
+
+    static func rows(_ store: Store) async throws -> Int {
+        try await store.withoutTransaction {
+            try await $0.sql.raw("SELECT COUNT(*) AS n FROM service_secrets").first()?.decode(
+                column: "n", as: Int.self) ?? 0
+        }
+    }
+}
