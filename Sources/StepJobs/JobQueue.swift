@@ -99,6 +99,16 @@ package struct JobQueue: Sendable {
         }
     }
 
+    /// When the earliest pending job falls due (it may be due already); nil when none is pending. An idle worker
+    /// sleeps until then rather than a whole poll interval.
+    package func nextRunAt() async throws -> Date? {
+        try await store.withoutTransaction { tx in
+            try await tx.sql.raw("SELECT MIN(run_at) AS next FROM jobs WHERE state = 'pending'").first()?.decode(
+                column: "next", as: Int?.self
+            ).map(Date.init(millisecondsSince1970:))
+        }
+    }
+
     /// Parks as dead every job whose lease ran out during its last allowed attempt: its worker died or hung
     /// on it `maxAttempts` times (River's rescuer, Oban's Lifeline). Returns how many.
     @discardableResult

@@ -32,8 +32,8 @@ package enum JobError: Error, Sendable, Hashable, CustomStringConvertible {
     }
 }
 
-/// Runs jobs: `concurrency` slots, each claiming up to `batchSize` due jobs at a time and polling every
-/// `pollInterval` when the queue is empty. While a job runs, its worker extends the job's lease every `heartbeatSeconds`, so
+/// Runs jobs: `concurrency` slots, each claiming up to `batchSize` due jobs at a time and, when none is due,
+/// waiting until the next pending job falls due or `pollInterval`, whichever comes first. While a job runs, its worker extends the job's lease every `heartbeatSeconds`, so
 /// the lease can be short and a dead worker's job is taken over soon. On graceful shutdown the slots stop
 /// claiming and the jobs they hold finish; a worker that dies instead leaves its jobs to be claimed again when
 /// their leases run out.
@@ -86,12 +86,22 @@ package struct JobWorker: Service {
             }
             if !ran {
                 // Idle (or the database is away): wait, but wake at once for a shutdown.
-                let jitter = Double.random(in: 0.8...1.2)
-                try? await cancelWhenGracefulShutdown {
-                    try await Task.sleep(for: .seconds(settings.pollIntervalSeconds * jitter))
-                }
+                let wait = await idleWait()
+                try? await cancelWhenGracefulShutdown { try await Task.sleep(for: .seconds(wait)) }
             }
         }
+    }
+
+    /// The shortest wait of an idle slot: jobs that fall due one after another are claimed in batches.
+    static let minimumIdleWaitSeconds = 0.25
+
+    /// How long an idle slot waits before its next claim: the poll interval (with ±20 % jitter, so slots spread
+    /// out), or less when a pending job falls due sooner, so a job runs when it is due rather than up to a poll
+    /// interval later; never less than `minimumIdleWaitSeconds`. The poll interval when the queue cannot be read.
+    func idleWait() async -> Double {
+        let poll = settings.pollIntervalSeconds * Double.random(in: 0.8...1.2)
+        guard let next = try? await queue.nextRunAt() else { return poll }
+        return min(poll, max(Self.minimumIdleWaitSeconds, next.timeIntervalSince(clock())))
     }
 
     /// Claims up to `settings.batchSize` due jobs and runs them; false when none was due.
