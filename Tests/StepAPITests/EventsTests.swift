@@ -214,7 +214,8 @@ struct EventsTests {
         "a waiting poll is woken by the event's commit, not by polling: a job of the walker completing, or (PostgreSQL) NOTIFY from any connection",
         arguments: TestDatabases.kinds)
     func pushed(kind: DatabaseKind) async throws {
-        // The safety net polls every 30 s: an answer within 3 s can only come from a wake-up.
+        // The safety net polls every 30 s and the wait ends at 25 s: an answer within 10 s can only come from a
+        // wake-up (10 s, not less: the whole suite runs at once on two cores, and this once took 4.7 s).
         let (harness, token) = try await AdminTests.setUp(kind) {
             $0.events.pollIntervalSeconds = 30
             $0.refundGraceSeconds = 0
@@ -229,7 +230,7 @@ struct EventsTests {
             let polled = try await answer
             let events = try JSONDecoder().decode(JSONValue.self, from: Data(String(buffer: polled.body).utf8))
             #expect(events["events"]?[0]?["type"] == .string("allocation-reverted"))
-            #expect(ContinuousClock.now - ran < .seconds(3), "woken by the job's completion")
+            #expect(ContinuousClock.now - ran < .seconds(10), "woken by the job's completion")
             guard kind == .postgres else { return }
             // On PostgreSQL an event written by any connection (another instance's worker) wakes the wait too.
             async let second = client.execute(
@@ -242,7 +243,7 @@ struct EventsTests {
             }
             let next = try JSONDecoder().decode(JSONValue.self, from: Data(String(buffer: try await second.body).utf8))
             #expect(next["events"]?[0]?["id"] == .string("2"))
-            #expect(ContinuousClock.now - appended < .seconds(3), "woken by NOTIFY")
+            #expect(ContinuousClock.now - appended < .seconds(10), "woken by NOTIFY")
         }
     }
 
