@@ -23,12 +23,9 @@ extension Reconciler {
     func reconcile(_ tx: StoreTransaction, batch items: [BatchItem], now: Date) async throws -> [Outcome] {
         var outcomes = [Outcome](repeating: .unchanged, count: items.count)
         var walkers: Set<String> = []
-        let (firsts, later) = items.indices.reduce(into: ([Int](), [Int]())) { split, index in
-            if walkers.insert(items[index].day.walkerId).inserted {
-                split.0.append(index)
-            } else {
-                split.1.append(index)
-            }
+        var (firsts, later): ([Int], [Int]) = ([], [])
+        for (index, item) in items.enumerated() {
+            if walkers.insert(item.day.walkerId).inserted { firsts.append(index) } else { later.append(index) }
         }
         let states = try await tx.lockWalkersReadingDays(firsts.map { items[$0].day })
         let pending = zip(firsts, states).compactMap {
@@ -44,14 +41,11 @@ extension Reconciler {
             case .decide(let verdict, let decision): decided.append((day.index, verdict, decision))
             }
         }
-        let settling = decided.filter { $0.decision.allocations == .settle || $0.decision.allocations == .refund }
-        let provisional = try await tx.walkersWithProvisionalAllocations(Set(settling.map(\.decision.log.walkerId)))
         let owed = try await tx.recordDayDecisions(
             decided.map {
                 Self.decisionWrite(
                     $0.decision, verdict: $0.verdict, route: Self.route, runId: items[$0.index].runId, now: now)
-            },
-            provisional: provisional)
+            })
         for (day, mayOweRefunds) in zip(decided, owed) {
             try await scheduleRefunds(
                 tx, verdict: day.verdict, walkerId: day.decision.log.walkerId, mayOweRefunds: mayOweRefunds, now: now)

@@ -28,10 +28,9 @@ extension StoreTransaction {
         let walkers = Set(days.map(\.walkerId)).sorted()
         for walkerId in walkers { noteWrite(of: walkerId) }
         if kind == .postgres {
-            var lock: SQLQueryString = "SELECT walker_id FROM walkers WHERE walker_id IN ("
-            lock += Self.bindList(walkers)
-            lock += ") ORDER BY walker_id FOR UPDATE"
-            _ = try await sql.raw(lock).all()
+            _ = try await sql.raw(
+                "SELECT walker_id FROM walkers WHERE walker_id IN (\(binds: walkers)) ORDER BY walker_id FOR UPDATE"
+            ).all()
         }
         let rows = try await taggedRows(days.map { Self.dayStateStatement(walkerId: $0.walkerId, day: $0.day) })
         return try zip(days, rows).map { try Self.dayState($1, day: $0.day) }
@@ -66,12 +65,15 @@ extension StoreTransaction {
     }
 
     /// Which of `walkers` have a provisional allocation (whose draws a decision settles).
-    package func walkersWithProvisionalAllocations(_ walkers: Set<String>) async throws -> Set<String> {
+    func walkersWithProvisionalAllocations(_ walkers: Set<String>) async throws -> Set<String> {
         guard !walkers.isEmpty else { return [] }
-        var query: SQLQueryString = "SELECT DISTINCT walker_id FROM allocations WHERE walker_id IN ("
-        query += Self.bindList(walkers.sorted())
-        query += ") AND status = \(bind: AllocationStatus.provisional.rawValue)"
-        return Set(try await sql.raw(query).all().map { try $0.decode(column: "walker_id", as: String.self) })
+        let rows = try await sql.raw(
+            """
+            SELECT DISTINCT walker_id FROM allocations
+            WHERE walker_id IN (\(binds: walkers.sorted())) AND status = \(bind: AllocationStatus.provisional.rawValue)
+            """
+        ).all()
+        return Set(try rows.map { try $0.decode(column: "walker_id", as: String.self) })
     }
 
     /// Runs `statements` as one: `SELECT <i> AS batch_index, q.* FROM (statement i) q UNION ALL …`, and returns
@@ -93,15 +95,5 @@ extension StoreTransaction {
             grouped[index].append(row)
         }
         return grouped
-    }
-
-    /// `$1, $2, …`: the values bound one by one, for an `IN (…)` list.
-    private static func bindList(_ values: [String]) -> SQLQueryString {
-        var list: SQLQueryString = ""
-        for (index, value) in values.enumerated() {
-            if index > 0 { list += ", " }
-            list += "\(bind: value)"
-        }
-        return list
     }
 }

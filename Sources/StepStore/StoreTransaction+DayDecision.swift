@@ -73,7 +73,7 @@ extension StoreTransaction {
 
     /// The day's credit covers what allocations drew from it; the rest waits for `RefundJob.schedule`, which every
     /// caller runs after this in the same transaction. `mayHaveProvisional` false says the walker has no
-    /// provisional allocation (read for a whole batch), so there is nothing to settle. Returns whether the walker
+    /// provisional allocation (read for a whole batch by `recordDayDecisions`), so there is nothing to settle. Returns whether the walker
     /// had a provisional allocation (true when not read).
     private func settleAllocations(after decision: DayDecision, at now: Date, mayHaveProvisional: Bool)
         async throws -> Bool
@@ -95,10 +95,10 @@ extension StoreTransaction {
 
     /// Applies the decisions of a batch (the reconcile jobs one worker slot claimed), each on a different walker,
     /// under the walkers' locks: on PostgreSQL one statement for all their rows (plus one per second or later
-    /// review reason), on SQLite statement by statement. `provisional` names the walkers with a provisional
-    /// allocation (`walkersWithProvisionalAllocations`); only theirs are read again to settle. Returns, for each
-    /// write, what `recordDayDecision` returns.
-    package func recordDayDecisions(_ writes: [DayDecisionWrite], provisional: Set<String>) async throws -> [Bool] {
+    /// review reason), on SQLite statement by statement. One statement finds which of the walkers whose decisions
+    /// settle allocations have a provisional one; only theirs are read again to settle. Returns, for each write,
+    /// what `recordDayDecision` returns.
+    package func recordDayDecisions(_ writes: [DayDecisionWrite]) async throws -> [Bool] {
         precondition(
             Set(writes.map(\.decision.log.walkerId)).count == writes.count,
             "sibling statements may not write one walker twice")
@@ -112,6 +112,8 @@ extension StoreTransaction {
             if !statements.isEmpty { try await sql.raw(Self.siblingStatements(statements.flatMap(\.together))).run() }
             for statement in statements.flatMap(\.after) { try await sql.raw(statement).run() }
         }
+        let settling = writes.map(\.decision).filter { $0.allocations == .settle || $0.allocations == .refund }
+        let provisional = try await walkersWithProvisionalAllocations(Set(settling.map(\.log.walkerId)))
         var owed: [Bool] = []
         for write in writes {
             owed.append(
