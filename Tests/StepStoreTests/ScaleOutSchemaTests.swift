@@ -28,6 +28,10 @@ struct ScaleOutSchemaTests {
         "StoreTransaction+Erase.swift eraseWalker":
             "erasure moves the rows it keeps to a pseudonym by changing walker_id, which Citus refuses (the rows "
             + "would change shard); a known gap: on Citus it must copy them to the pseudonym and delete the originals",
+        "StoreTransaction+DayBatch.swift lockWalkersReadingDays":
+            "a worker's batch of reconcile jobs locks the walkers of all its days in one SELECT … FOR UPDATE, in id "
+            + "order, and writes their decisions in the same transaction; on Citus a locking read across shards is "
+            + "refused and the writes need two-phase commit: a known gap, batches must stay within one shard there",
         "StoreTransaction+Review.swift review":
             "a review entry is read and locked by its id alone (SELECT … FOR UPDATE without walker_id), which Citus "
             + "runs only in single-shard queries; a known gap: the locking read must also name the entry's walker",
