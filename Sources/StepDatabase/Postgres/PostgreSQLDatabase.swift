@@ -154,6 +154,7 @@ package final class PostgreSQLDatabase: Database {
         let outcome = DeadlineRace<T>()
         let deadline = self.deadline
         let waitLimit = connectionWaitLimit
+        let watch = DeadlineWatch.shared
         // A cancelled caller cancels its work: the work runs in a task of its own (so the deadline can answer the
         // caller even when the work is stuck in a wait that cannot be cancelled), and that task is reached from
         // here, never left running unseen.
@@ -169,16 +170,14 @@ package final class PostgreSQLDatabase: Database {
                     }
                     outcome.finish(result)
                 }
-                let timer = Task {
-                    try? await Task.sleep(for: deadline)
+                let timer = watch.register(after: deadline) {
                     if outcome.finish(.failure(StoreError.unavailable("PostgreSQL did not answer within \(deadline)")))
                     {
                         work.cancel()
                     }
                 }
                 let waitTimer = waitLimit.map { limit in
-                    Task {
-                        try? await Task.sleep(for: limit)
+                    watch.register(after: limit) {
                         if !outcome.isLeased,
                             outcome.finish(.failure(StoreError.unavailable("no PostgreSQL connection within \(limit)")))
                         {
@@ -187,8 +186,8 @@ package final class PostgreSQLDatabase: Database {
                     }
                 }
                 outcome.onFinish {
-                    timer.cancel()
-                    waitTimer?.cancel()
+                    watch.cancel(timer)
+                    if let waitTimer { watch.cancel(waitTimer) }
                 }
                 outcome.onCancel { work.cancel() }
             }
@@ -250,23 +249,21 @@ private final class DeadlineRace<T: Sendable>: Sendable {
         state.withLock { $0.continuation = continuation }
     }
 
+    /// What to do once the caller is answered; run at once when it was answered already.
     func onFinish(_ action: @escaping @Sendable () -> Void) {
-        keep(action, in: \.onFinish, unless: \.finished)
+        let runNow = state.withLock { state in
+            if state.finished { return true }
+            state.onFinish = action
+            return false
+        }
+        if runNow { action() }
     }
 
     /// What cancels the work; run at once when the caller was cancelled already.
     func onCancel(_ action: @escaping @Sendable () -> Void) {
-        keep(action, in: \.onCancel, unless: \.cancelled)
-    }
-
-    /// Keeps `action` in `slot` for the event `happened` records, or runs it at once when that has happened.
-    private func keep(
-        _ action: @escaping @Sendable () -> Void, in slot: WritableKeyPath<State, (@Sendable () -> Void)?>,
-        unless happened: KeyPath<State, Bool>
-    ) {
         let runNow = state.withLock { state in
-            if state[keyPath: happened] { return true }
-            state[keyPath: slot] = action
+            if state.cancelled { return true }
+            state.onCancel = action
             return false
         }
         if runNow { action() }
