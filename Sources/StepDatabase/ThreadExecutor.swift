@@ -10,9 +10,11 @@ import NIOPosix
 /// - The SQLite connection's: a batch of transactions runs on it from start to finish; the statements inside
 ///   call SQLite directly, so a batch costs one hop onto this thread, not one per statement. A commit that waits
 ///   for fsync, or for another process's write lock, blocks only this thread.
-/// - The job worker's inside `stepd serve` on PostgreSQL: its pool's connections live on this thread's event
-///   loop and its slots run here, so a statement's answer resumes the job on the thread that read it, and the
-///   worker's round trips do not queue behind the HTTP server's tasks and channels.
+/// - A PostgreSQL pool's (`PostgreSQLDatabase`): the pool's connections live on this thread's event loop and
+///   the units of work that lease from it run here, so a statement is written from the thread its unit runs on
+///   and its answer resumes the unit on the thread that read it. The requests' pools share
+///   `PostgreSQLDatabase.sharedThreads`; the job worker inside `stepd serve` has a thread of its own, so its
+///   round trips do not queue behind the requests'.
 package final class ThreadExecutor: TaskExecutor {
     private let group: MultiThreadedEventLoopGroup
     let eventLoop: any EventLoop

@@ -16,7 +16,7 @@ extension Store {
         settings.maximumConnections = connections
         do {
             let database = try PostgreSQLDatabase.open(
-                url: url, settings: settings, logger: logger, runner: .service, thread: thread)
+                url: url, settings: settings, logger: logger, runner: .service, threads: [thread])
             return (Store(database: database, replicas: replicas), thread)
         } catch {
             try? await thread.shutdown()

@@ -29,11 +29,18 @@ package enum PostgresPoolRunner: Sendable {
     case service
 }
 
-/// PostgreSQL through a postgres-nio connection pool. Transactions are `BEGIN`/`COMMIT` on one leased
+/// PostgreSQL through postgres-nio connection pools. Transactions are `BEGIN`/`COMMIT` on one leased
 /// connection; row locks (`FOR UPDATE`) serialise one walker's writes across every instance.
+///
+/// Each pool's connections live on a thread of their own (`ThreadExecutor`), and a unit of work runs on the
+/// thread of the pool it leases from: a statement is written to its socket from the thread the unit runs on,
+/// and the answer resumes the unit on the thread that read it, with no hop between Swift's global executor and
+/// an event loop per statement. Units are dealt to the pools in turn. `database.maxConnections` is shared
+/// among the pools.
 package final class PostgreSQLDatabase: Database {
     package let kind = DatabaseKind.postgres
-    private let client: PostgresClient
+    private let pools: [Pool]
+    private let nextPool = Atomic<Int>(0)
     private let runner: Task<Void, Never>?
     private let runsAsService: Bool
     /// How long one unit of work may wait for a connection and run, so a dead server is a prompt 503.
@@ -41,30 +48,60 @@ package final class PostgreSQLDatabase: Database {
     private let connectionWaitLimit: Duration?
     private let logger: Logger
 
+    /// One pool and the thread its connections and units run on.
+    private struct Pool: Sendable {
+        let client: PostgresClient
+        let thread: ThreadExecutor
+    }
+
+    /// The threads every database's pools share unless it is given its own: half the cores, at least one, so
+    /// the other half is left to the HTTP server's event loops. Like NIO's own singleton threads they live as
+    /// long as the process.
+    package static let sharedThreads: [ThreadExecutor] = (1...max(1, System.coreCount / 2)).map {
+        ThreadExecutor(name: "postgres-\($0)")
+    }
+
     private init(
-        client: PostgresClient, deadline: Duration, connectionWaitLimit: Duration?, logger: Logger,
+        pools: [Pool], deadline: Duration, connectionWaitLimit: Duration?, logger: Logger,
         runner: PostgresPoolRunner
     ) {
-        self.client = client
+        self.pools = pools
         self.deadline = deadline
         self.connectionWaitLimit = connectionWaitLimit
         self.logger = logger
         self.runsAsService = runner == .service
         switch runner {
-        case .ownTask: self.runner = Task { await client.run() }
+        case .ownTask:
+            self.runner = Task {
+                await withDiscardingTaskGroup { group in
+                    for pool in pools { group.addTask { await pool.client.run() } }
+                }
+            }
         case .service: self.runner = nil
         }
     }
 
-    /// The pool as a lifecycle service, for a database opened with `.service`; it stops at graceful shutdown.
-    package var lifecycleServices: [any Service] { runsAsService ? [client] : [] }
+    /// The pools as lifecycle services, for a database opened with `.service`; they stop at graceful shutdown.
+    package var lifecycleServices: [any Service] { runsAsService ? pools.map(\.client) : [] }
 
-    /// Builds a pool for `url` (`postgres://user:password@host:port/database?sslmode=disable|prefer|require`).
+    /// How many pools (and threads) the database deals its units to.
+    package var poolCount: Int { pools.count }
+
+    /// How `maximumConnections` is shared among `pools` pools: as evenly as it goes, each at least one.
+    static func connectionShares(maximumConnections: Int, pools: Int) -> [Int] {
+        let count = max(1, min(pools, maximumConnections))
+        return (0..<count).map { index in
+            maximumConnections / count + (index < maximumConnections % count ? 1 : 0)
+        }
+    }
+
+    /// Builds the pools for `url` (`postgres://user:password@host:port/database?sslmode=disable|prefer|require`).
     /// Connections open lazily, so an unreachable server shows up as `StoreError.unavailable` on first use. With
-    /// `thread`, the connections live on that thread's event loop instead of NIO's shared group.
+    /// `threads`, the pools live on those threads (one pool each, as far as the connections go) instead of
+    /// `sharedThreads`.
     package static func open(
         url: String, settings: PostgresSettings, logger: Logger, runner: PostgresPoolRunner = .ownTask,
-        thread: ThreadExecutor? = nil
+        threads: [ThreadExecutor]? = nil
     ) throws -> PostgreSQLDatabase {
         guard let components = URLComponents(string: url), let host = components.host, !host.isEmpty,
             components.scheme == "postgres" || components.scheme == "postgresql"
@@ -90,11 +127,18 @@ package final class PostgreSQLDatabase: Database {
         configuration.options.additionalStartupParameters = parameters.sorted { $0.key < $1.key }.map {
             ($0.key, $0.value)
         }
+        let threads = threads ?? sharedThreads
+        let shares = connectionShares(maximumConnections: settings.maximumConnections, pools: threads.count)
+        let pools = zip(threads, shares).map { thread, connections in
+            var configuration = configuration
+            configuration.options.maximumConnections = connections
+            return Pool(
+                client: PostgresClient(
+                    configuration: configuration, eventLoopGroup: thread.eventLoopGroup, backgroundLogger: logger),
+                thread: thread)
+        }
         return PostgreSQLDatabase(
-            client: PostgresClient(
-                configuration: configuration,
-                eventLoopGroup: thread?.eventLoopGroup ?? PostgresClient.defaultEventLoopGroup, backgroundLogger: logger
-            ),
+            pools: pools,
             deadline: .seconds(settings.connectTimeoutSeconds)
                 + .milliseconds(2 * settings.statementTimeoutMilliseconds),
             connectionWaitLimit: settings.connectionWaitLimit, logger: logger, runner: runner)
@@ -103,8 +147,8 @@ package final class PostgreSQLDatabase: Database {
     package func transaction<T: Sendable>(
         _ body: @escaping @Sendable (any SQLDatabase) async throws -> T
     ) async throws -> T {
-        try await translatingErrors { leased in
-            try await self.client.withConnection { connection in
+        try await translatingErrors { client, leased in
+            try await client.withConnection { connection in
                 leased()
                 return try await PostgresUnitDatabase(connection: connection, logger: self.logger)
                     .runTransaction(begin: "BEGIN", body)
@@ -115,8 +159,8 @@ package final class PostgreSQLDatabase: Database {
     package func withConnection<T: Sendable>(
         _ body: @escaping @Sendable (any SQLDatabase) async throws -> T
     ) async throws -> T {
-        try await translatingErrors { leased in
-            try await self.client.withConnection { connection in
+        try await translatingErrors { client, leased in
+            try await client.withConnection { connection in
                 leased()
                 return try await body(PostgresUnitDatabase(connection: connection, logger: self.logger))
             }
@@ -124,7 +168,7 @@ package final class PostgreSQLDatabase: Database {
     }
 
     package func listen(channel: String, received: @escaping @Sendable (String) -> Void) async throws {
-        try await client.withConnection { connection in
+        try await pools[0].client.withConnection { connection in
             try await connection.listen(on: channel) { notifications in
                 for try await notification in notifications {
                     received(notification.payload)
@@ -149,8 +193,11 @@ package final class PostgreSQLDatabase: Database {
     /// `connectionWaitLimit`, work that has not leased a connection (`body` calls `leased`) by then is answered
     /// the same way.
     private func translatingErrors<T: Sendable>(
-        _ body: @escaping @Sendable (_ leased: @escaping @Sendable () -> Void) async throws -> T
+        _ body:
+            @escaping @Sendable (_ client: PostgresClient, _ leased: @escaping @Sendable () -> Void) async throws -> T
     ) async throws -> T {
+        let turn = pools.count == 1 ? 0 : nextPool.wrappingAdd(1, ordering: .relaxed).oldValue & Int.max
+        let pool = pools[turn % pools.count]
         let outcome = DeadlineRace<T>()
         let deadline = self.deadline
         let waitLimit = connectionWaitLimit
@@ -161,10 +208,11 @@ package final class PostgreSQLDatabase: Database {
         let result: Result<T, any Error> = await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
                 outcome.install(continuation)
-                let work = Task {
+                // The work runs on its pool's thread (see the type's documentation).
+                let work = Task(executorPreference: pool.thread) {
                     let result: Result<T, any Error>
                     do {
-                        result = .success(try await body { outcome.markLeased() })
+                        result = .success(try await body(pool.client) { outcome.markLeased() })
                     } catch {
                         result = .failure(error)
                     }
