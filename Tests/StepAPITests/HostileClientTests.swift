@@ -130,6 +130,48 @@ struct HostileClientTests {
         }
     }
 
+    @Test(
+        "one timer per connection: a body timeout shorter than the pending head timer still closes a slow body in time, and a connection idle after an answer gets the whole head timeout"
+    )
+    func deadlinesMove() async throws {
+        let harness = try await TestHarness.make(kind: .sqlite) {
+            $0.http.requestHeadTimeoutSeconds = 6
+            $0.http.requestBodyTimeoutSeconds = 1
+        }
+        // With a token the route waits for the body (without one it answers 401 at once, and the connection is
+        // then idle, under the head timeout).
+        let token = try await harness.token(for: "walker-slow-body")
+        try await harness.run(.live) { client in
+            let port = try #require(client.port)
+            async let slowBody: Duration = RawConnection.offPool {
+                let started = ContinuousClock.now
+                let connection = try RawConnection(port: port)
+                _ = connection.send(
+                    "POST /step/ingest HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(token)\r\n"
+                        + "Content-Type: application/json\r\nContent-Length: 400\r\n\r\n{")
+                let (_, closed) = connection.readUntilClosed()
+                return closed ? ContinuousClock.now - started : .seconds(3600)
+            }
+            async let idleAfterAnswer: (text: String, closed: Bool, after: Duration) = RawConnection.offPool {
+                let started = ContinuousClock.now
+                let connection = try RawConnection(port: port)
+                _ = connection.send("GET /livez HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+                let (text, closed) = connection.readUntilClosed()
+                return (text, closed, ContinuousClock.now - started)
+            }
+            // The head's timer is due in 6 s when the head arrives; the body's 1 s must replace it. Timers fire
+            // late on a loaded machine, never early, so the bound is well under the 6 s it would otherwise be.
+            let slow = try await slowBody
+            #expect(slow < .seconds(4.5), "the slow body was closed after \(slow)")
+            // Answered at once; then idle: closed by the head timeout of 6 s, not by the body timer armed earlier.
+            let idle = try await idleAfterAnswer
+            #expect(idle.text.hasPrefix("HTTP/1.1 200 OK"))
+            #expect(idle.closed)
+            #expect(idle.after >= .seconds(5.5), "closed \(idle.after) after the request, before the head timeout")
+            #expect(idle.after < .seconds(30))
+        }
+    }
+
     @Test("a request that has arrived is never cut short: a long-poll outlives the head timeout")
     func receivedRequestsFinish() async throws {
         let harness = try await Self.make()

@@ -14,7 +14,12 @@ final class RequestDeadlineHandler: ChannelDuplexHandler, RemovableChannelHandle
 
     private let headTimeout: TimeAmount
     private let bodyTimeout: TimeAmount
-    private var deadline: Scheduled<Void>?
+    /// When the connection must have made its next step; nil while a received request is being answered.
+    private var due: NIODeadline?
+    /// The one timer of the connection, and when it fires. Arming only moves `due` (a request arms twice and
+    /// disarms once), so a request costs no timer of its own: a timer that fires before `due` schedules itself
+    /// again for `due`, and one that finds no `due` ends. A new `due` earlier than the timer replaces it.
+    private var timer: (task: Scheduled<Void>, at: NIODeadline)?
 
     init(headTimeout: TimeAmount, bodyTimeout: TimeAmount) {
         self.headTimeout = headTimeout
@@ -26,7 +31,7 @@ final class RequestDeadlineHandler: ChannelDuplexHandler, RemovableChannelHandle
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
-        disarm()
+        stop()
     }
 
     func channelActive(context: ChannelHandlerContext) {
@@ -35,7 +40,7 @@ final class RequestDeadlineHandler: ChannelDuplexHandler, RemovableChannelHandle
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        disarm()
+        stop()
         context.fireChannelInactive()
     }
 
@@ -55,15 +60,40 @@ final class RequestDeadlineHandler: ChannelDuplexHandler, RemovableChannelHandle
     }
 
     private func arm(_ context: ChannelHandlerContext, in timeout: TimeAmount) {
-        disarm()
-        let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
-        deadline = context.eventLoop.assumeIsolated().scheduleTask(in: timeout) {
-            bound.value.close(promise: nil)
+        let due = NIODeadline.now() + timeout
+        self.due = due
+        if let timer, timer.at <= due { return }
+        schedule(context, at: due)
+    }
+
+    private func schedule(_ context: ChannelHandlerContext, at when: NIODeadline) {
+        timer?.task.cancel()
+        let bound = NIOLoopBound((handler: self, context: context), eventLoop: context.eventLoop)
+        let task = context.eventLoop.assumeIsolated().scheduleTask(deadline: when) {
+            bound.value.handler.fire(bound.value.context)
+        }
+        timer = (task, when)
+    }
+
+    private func fire(_ context: ChannelHandlerContext) {
+        timer = nil
+        guard let due else { return }
+        if due <= .now() {
+            self.due = nil
+            context.close(promise: nil)
+        } else {
+            schedule(context, at: due)
         }
     }
 
+    /// No bound until the next `arm`; a pending timer ends when it fires (`stop` cancels it at once).
     private func disarm() {
-        deadline?.cancel()
-        deadline = nil
+        due = nil
+    }
+
+    private func stop() {
+        due = nil
+        timer?.task.cancel()
+        timer = nil
     }
 }
