@@ -35,7 +35,8 @@ struct AppCheckHTTPFetcherTests {
             #expect(document == Data(#"{"keys":[]}"#.utf8))
 
             // Generous deadlines where the answer comes at once (a loaded machine must not fail them); the slow
-            // server answers after 8 s, so failing within 5 s can only be the 1 s deadline.
+            // server answers after 8 s, so failing within 7 s can only be the 1 s deadline (under the whole suite on
+            // two cores the 1 s deadline once took 5.3 s).
             for (path, timeout) in [("/missing", 10), ("/big", 10), ("/slow", 1)] {
                 let fetcher = HTTPAppCheckJWKSFetcher(
                     httpClient: .shared, url: base + path, timeout: .seconds(Int64(timeout)), maximumBodySize: 1024)
@@ -47,7 +48,7 @@ struct AppCheckHTTPFetcherTests {
                         _ = try await fetcher.fetch()
                     }
                 }
-                #expect(ContinuousClock.now - started < .seconds(5), "\(path) must fail long before the server answers")
+                #expect(ContinuousClock.now - started < .seconds(7), "\(path) must fail before the server answers")
             }
         }
     }

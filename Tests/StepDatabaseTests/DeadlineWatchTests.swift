@@ -23,7 +23,7 @@ struct DeadlineWatchTests {
         watch.cancel(cancelled)
         watch.cancel(cancelled)
         #expect(watch.pending == 1)
-        let limit = ContinuousClock.now + .seconds(10)
+        let limit = ContinuousClock.now + .seconds(60)
         while watch.pending > 0, ContinuousClock.now < limit { try await Task.sleep(for: .milliseconds(10)) }
         // Long after both were due: nothing else fires.
         try await Task.sleep(for: .milliseconds(200))
@@ -31,7 +31,8 @@ struct DeadlineWatchTests {
         #expect(times["cancelled"] == nil)
         let kept = try #require(times["kept"])
         #expect(kept - start >= .milliseconds(300), "fired \(kept - start) after registering, before it was due")
-        #expect(kept - start < .seconds(5))
+        // Under the whole suite on two cores a 50 ms sleep can take seconds: the bound only says that it fired.
+        #expect(kept - start < .seconds(60))
         let fires = count.load(ordering: .relaxed)
         #expect(fires == 1)
     }
