@@ -23,6 +23,15 @@ struct PostgresPoolThreadTests {
         #expect(PostgreSQLDatabase.connectionShares(maximumConnections: 1, pools: 1) == [1])
     }
 
+    @Test("on the shared threads every pool has at least four connections, and there is always one pool")
+    func sharedPools() {
+        #expect(PostgreSQLDatabase.sharedPools(maximumConnections: 8, threads: 1) == 1)
+        #expect(PostgreSQLDatabase.sharedPools(maximumConnections: 8, threads: 8) == 2)
+        #expect(PostgreSQLDatabase.sharedPools(maximumConnections: 32, threads: 4) == 4)
+        #expect(PostgreSQLDatabase.sharedPools(maximumConnections: 3, threads: 4) == 1)
+        #expect(PostgreSQLDatabase.sharedPools(maximumConnections: 1, threads: 1) == 1)
+    }
+
     @Test(
         "units are dealt to two pools in turn, each runs on its pool's thread, and neither pool opens more connections than its share",
         .enabled(if: TestDatabases.postgresURL != nil))

@@ -87,6 +87,17 @@ package final class PostgreSQLDatabase: Database {
     /// How many pools (and threads) the database deals its units to.
     package var poolCount: Int { pools.count }
 
+    /// The fewest connections a pool on the shared threads gets. Units are dealt to the pools in turn, whatever each
+    /// is doing, so a pool of one connection would hold every unit dealt to it behind one that waits for a lock
+    /// while the other pools idle; and the events' listener holds one connection of the first pool for good.
+    static let connectionsPerSharedPool = 4
+
+    /// How many of `sharedThreads` a database with `maximumConnections` uses: one pool per thread, each with at
+    /// least `connectionsPerSharedPool` connections, and at least one pool.
+    static func sharedPools(maximumConnections: Int, threads: Int = sharedThreads.count) -> Int {
+        max(1, min(threads, maximumConnections / connectionsPerSharedPool))
+    }
+
     /// How `maximumConnections` is shared among `pools` pools: as evenly as it goes, each at least one.
     static func connectionShares(maximumConnections: Int, pools: Int) -> [Int] {
         let count = max(1, min(pools, maximumConnections))
@@ -98,7 +109,7 @@ package final class PostgreSQLDatabase: Database {
     /// Builds the pools for `url` (`postgres://user:password@host:port/database?sslmode=disable|prefer|require`).
     /// Connections open lazily, so an unreachable server shows up as `StoreError.unavailable` on first use. With
     /// `threads`, the pools live on those threads (one pool each, as far as the connections go) instead of
-    /// `sharedThreads`.
+    /// `sharedThreads` (as many of them as `sharedPools` allows).
     package static func open(
         url: String, settings: PostgresSettings, logger: Logger, runner: PostgresPoolRunner = .ownTask,
         threads: [ThreadExecutor]? = nil
@@ -127,7 +138,8 @@ package final class PostgreSQLDatabase: Database {
         configuration.options.additionalStartupParameters = parameters.sorted { $0.key < $1.key }.map {
             ($0.key, $0.value)
         }
-        let threads = threads ?? sharedThreads
+        let threads =
+            threads ?? Array(sharedThreads.prefix(sharedPools(maximumConnections: settings.maximumConnections)))
         let shares = connectionShares(maximumConnections: settings.maximumConnections, pools: threads.count)
         let pools = zip(threads, shares).map { thread, connections in
             var configuration = configuration
