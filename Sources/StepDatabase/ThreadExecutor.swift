@@ -13,7 +13,7 @@ import NIOPosix
 /// - A PostgreSQL pool's (`PostgreSQLDatabase`): the pool's connections live on this thread's event loop and
 ///   the units of work that lease from it run here, so a statement is written from the thread its unit runs on
 ///   and its answer resumes the unit on the thread that read it. The requests' pools share
-///   `PostgreSQLDatabase.sharedThreads`; the job worker inside `stepd serve` has a thread of its own, so its
+///   `PostgreSQLDatabase.sharedThreads(_:)`; the job worker inside `stepd serve` has a thread of its own, so its
 ///   round trips do not queue behind the requests'.
 package final class ThreadExecutor: TaskExecutor {
     private let group: MultiThreadedEventLoopGroup

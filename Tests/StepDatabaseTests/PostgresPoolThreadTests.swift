@@ -32,6 +32,16 @@ struct PostgresPoolThreadTests {
         #expect(PostgreSQLDatabase.sharedPools(maximumConnections: 1, threads: 1) == 1)
     }
 
+    @Test("the shared threads are started as they are asked for, and the first ones are the same on every call")
+    func sharedThreadsStartOnDemand() {
+        let one = PostgreSQLDatabase.sharedThreads(1)
+        let two = PostgreSQLDatabase.sharedThreads(2)
+        #expect(one.count == 1 && two.count == 2)
+        #expect(two[0] === one[0])
+        #expect(two[1] !== two[0])
+        #expect(PostgreSQLDatabase.sharedThreads(2).map(ObjectIdentifier.init) == two.map(ObjectIdentifier.init))
+    }
+
     @Test(
         "units are dealt to two pools in turn, each runs on its pool's thread, and neither pool opens more connections than its share",
         .enabled(if: TestDatabases.postgresURL != nil))

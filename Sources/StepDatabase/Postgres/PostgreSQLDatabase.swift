@@ -54,11 +54,20 @@ package final class PostgreSQLDatabase: Database {
         let thread: ThreadExecutor
     }
 
-    /// The threads every database's pools share unless it is given its own: half the cores, at least one, so
-    /// the other half is left to the HTTP server's event loops. Like NIO's own singleton threads they live as
-    /// long as the process.
-    package static let sharedThreads: [ThreadExecutor] = (1...max(1, System.coreCount / 2)).map {
-        ThreadExecutor(name: "postgres-\($0)")
+    /// The most threads the databases' pools share unless one is given its own: half the cores, at least one, so
+    /// the other half is left to the HTTP server's event loops.
+    static let sharedThreadLimit = max(1, System.coreCount / 2)
+
+    /// The shared threads started so far: only as many as the pools opened need (`sharedPools`). Like NIO's own
+    /// singleton threads they live as long as the process.
+    private static let startedThreads = Mutex<[ThreadExecutor]>([])
+
+    /// The first `count` shared threads, started on first use.
+    package static func sharedThreads(_ count: Int) -> [ThreadExecutor] {
+        startedThreads.withLock { threads in
+            while threads.count < count { threads.append(ThreadExecutor(name: "postgres-\(threads.count + 1)")) }
+            return Array(threads.prefix(count))
+        }
     }
 
     private init(
@@ -92,9 +101,9 @@ package final class PostgreSQLDatabase: Database {
     /// while the other pools idle; and the events' listener holds one connection of the first pool for good.
     static let connectionsPerSharedPool = 4
 
-    /// How many of `sharedThreads` a database with `maximumConnections` uses: one pool per thread, each with at
-    /// least `connectionsPerSharedPool` connections, and at least one pool.
-    static func sharedPools(maximumConnections: Int, threads: Int = sharedThreads.count) -> Int {
+    /// How many shared threads a database with `maximumConnections` uses: one pool per thread, each with at least
+    /// `connectionsPerSharedPool` connections, and at least one pool.
+    static func sharedPools(maximumConnections: Int, threads: Int = sharedThreadLimit) -> Int {
         max(1, min(threads, maximumConnections / connectionsPerSharedPool))
     }
 
@@ -109,7 +118,7 @@ package final class PostgreSQLDatabase: Database {
     /// Builds the pools for `url` (`postgres://user:password@host:port/database?sslmode=disable|prefer|require`).
     /// Connections open lazily, so an unreachable server shows up as `StoreError.unavailable` on first use. With
     /// `threads`, the pools live on those threads (one pool each, as far as the connections go) instead of
-    /// `sharedThreads` (as many of them as `sharedPools` allows).
+    /// the shared threads (as many as `sharedPools` allows).
     package static func open(
         url: String, settings: PostgresSettings, logger: Logger, runner: PostgresPoolRunner = .ownTask,
         threads: [ThreadExecutor]? = nil
@@ -139,7 +148,7 @@ package final class PostgreSQLDatabase: Database {
             ($0.key, $0.value)
         }
         let threads =
-            threads ?? Array(sharedThreads.prefix(sharedPools(maximumConnections: settings.maximumConnections)))
+            threads ?? sharedThreads(sharedPools(maximumConnections: settings.maximumConnections))
         let shares = connectionShares(maximumConnections: settings.maximumConnections, pools: threads.count)
         let pools = zip(threads, shares).map { thread, connections in
             var configuration = configuration
