@@ -59,10 +59,16 @@ package struct JobQueue: Sendable {
     // MARK: Working
 
     /// Claims up to `limit` jobs that are due, or whose lease ran out (their worker died), for `leaseSeconds`.
-    /// Each kind of candidate is read in claim order through `jobs_due` and cut at `limit` before the two are
-    /// merged, so a claim reads a handful of index entries however long the backlog is.
-    /// First it parks as dead the jobs whose lease ran out on their last allowed attempt (`rescue`), so a job
-    /// that kills its worker is not claimed after every lease forever.
+    /// - A due job waits while a job of its walker and kind runs: one walker's jobs of a kind go to one slot at a
+    ///   time, so two slots never wait on each other for the walker's lock (`scripts/bench-worker` on PostgreSQL
+    ///   went from 0.80 of the creation rate to 0.99–1.01 with it). Several due jobs of one walker may still be
+    ///   claimed together when none of its kind runs.
+    /// - Each kind of candidate is read in claim order through `jobs_due` and cut at `limit` before the two are
+    ///   appended (`UNION ALL`) and cut again, so a claim reads a handful of index entries however long the
+    ///   backlog is. (Written as `job_id IN (…) OR job_id IN (…)`, PostgreSQL read the whole table to apply the
+    ///   `OR`: 20 ms a claim with 15 000 jobs waiting.)
+    /// - First it parks as dead the jobs whose lease ran out on their last allowed attempt (`rescue`), so a job
+    ///   that kills its worker is not claimed after every lease forever.
     package func claim(limit: Int, now: Date) async throws -> [ClaimedJob] {
         let lease = now.addingTimeInterval(leaseSeconds).millisecondsSince1970
         let nowMs = now.millisecondsSince1970
@@ -70,21 +76,7 @@ package struct JobQueue: Sendable {
         return try await store.withoutTransaction { tx in
             if rescue { _ = try await Self.rescue(tx, now: now) }
             let rows = try await tx.sql.raw(
-                """
-                UPDATE jobs SET state = 'running', attempts = attempts + 1, lease_until = \(bind: lease),
-                    updated_at = \(bind: nowMs)
-                WHERE job_id IN (
-                    SELECT job_id FROM jobs
-                    WHERE job_id IN (
-                        SELECT job_id FROM jobs WHERE state = 'pending' AND run_at <= \(bind: nowMs)
-                        ORDER BY run_at, job_id LIMIT \(bind: limit)\(tx.forUpdateSkipLocked))
-                    OR job_id IN (
-                        SELECT job_id FROM jobs
-                        WHERE state = 'running' AND lease_until <= \(bind: nowMs) AND attempts < max_attempts
-                        ORDER BY run_at, job_id LIMIT \(bind: limit)\(tx.forUpdateSkipLocked))
-                    ORDER BY run_at, job_id LIMIT \(bind: limit))
-                RETURNING walker_id, job_id, kind, payload, dedupe_key, attempts, max_attempts
-                """
+                Self.claimStatement(tx, limit: limit, lease: lease, now: nowMs)
             ).all()
             return try rows.map { row in
                 ClaimedJob(
@@ -97,6 +89,36 @@ package struct JobQueue: Sendable {
                     maxAttempts: try row.decode(column: "max_attempts", as: Int.self))
             }
         }
+    }
+
+    /// The claim's statement: marks up to `limit` due or lapsed jobs running with their lease until `lease`
+    /// (milliseconds), and returns them. Its own function so a test can read the plan each engine makes of it.
+    /// On PostgreSQL the chosen ids are an array, so the update finds them through the primary key whatever the
+    /// table's statistics say (with `IN`, the planner may read the whole table to join a few ids).
+    static func claimStatement(_ tx: StoreTransaction, limit: Int, lease: Int, now nowMs: Int) -> SQLQueryString {
+        let chosen: SQLQueryString = """
+            SELECT job_id FROM (
+                SELECT job_id, run_at FROM (
+                    SELECT job_id, run_at FROM jobs
+                    WHERE state = 'pending' AND run_at <= \(bind: nowMs) AND NOT EXISTS (
+                        SELECT 1 FROM jobs AS held
+                        WHERE held.state = 'running' AND held.walker_id = jobs.walker_id AND held.kind = jobs.kind)
+                    ORDER BY run_at, job_id LIMIT \(bind: limit)\(tx.forUpdateSkipLocked)) AS due
+                UNION ALL
+                SELECT job_id, run_at FROM (
+                    SELECT job_id, run_at FROM jobs
+                    WHERE state = 'running' AND lease_until <= \(bind: nowMs) AND attempts < max_attempts
+                    ORDER BY run_at, job_id LIMIT \(bind: limit)\(tx.forUpdateSkipLocked)) AS lapsed
+            ) AS claimable
+            ORDER BY run_at, job_id LIMIT \(bind: limit)
+            """
+        let ids: SQLQueryString = tx.kind == .postgres ? "job_id = ANY (ARRAY(\(chosen)))" : "job_id IN (\(chosen))"
+        return """
+            UPDATE jobs SET state = 'running', attempts = attempts + 1, lease_until = \(bind: lease),
+                updated_at = \(bind: nowMs)
+            WHERE \(ids)
+            RETURNING walker_id, job_id, kind, payload, dedupe_key, attempts, max_attempts
+            """
     }
 
     /// When the earliest pending job falls due (it may be due already); nil when none is pending. An idle worker

@@ -117,6 +117,77 @@ struct JobQueueTests {
         #expect(try await queue.job(id: first.id) == nil)
         try await test.close()
     }
+    @Test(
+        "a due job waits while a job of its walker and kind runs (or lies abandoned); other walkers and kinds do not",
+        arguments: TestDatabases.kinds)
+    func oneRunningPerWalkerAndKind(kind: DatabaseKind) async throws {
+        let test = try await TestDatabases.make(kind)
+        let queue = JobQueue(store: test.store, leaseSeconds: 60)
+        try await #require(Self.enqueue(Self.job("a", key: "d1", at: Self.t0.addingTimeInterval(-10)), test.store))
+        try await #require(Self.enqueue(Self.job("a", key: "d2"), test.store))
+        try await #require(Self.enqueue(Self.job("b", key: "d1"), test.store))
+        var otherKind = Self.job("a", key: "d3")
+        otherKind.kind = "other"
+        try await #require(Self.enqueue(otherKind, test.store))
+        try await #require(Self.enqueue(Self.job("c", key: "d1"), test.store))
+        try await #require(Self.enqueue(Self.job("c", key: "d2"), test.store))
+
+        let first = try #require(try await queue.claim(limit: 1, now: Self.t0).first)
+        #expect(first.walkerId == "a" && first.dedupeKey == "d1")
+        // While a's d1 runs: b's, c's two (nothing of c runs, so one claim takes both) and a's job of another kind.
+        let second = try await queue.claim(limit: 10, now: Self.t0)
+        #expect(
+            Set(second.map { "\($0.walkerId) \($0.kind) \($0.dedupeKey ?? "")" })
+                == ["b test d1", "c test d1", "c test d2", "a other d3"])
+        #expect(try await queue.claim(limit: 10, now: Self.t0).isEmpty)
+        #expect(try await test.store.transaction { try await JobQueue.complete(second, in: $0) })
+
+        // Its worker died: a's d2 still waits, and the rescuer's turn after the lease takes d1 back first.
+        let late = Self.t0.addingTimeInterval(61)
+        let retaken = try await queue.claim(limit: 10, now: late)
+        #expect(retaken.map(\.id) == [first.id] && retaken.first?.attempt == 2)
+        #expect(try await queue.claim(limit: 10, now: late).isEmpty)
+        // When it finishes, d2 is claimed.
+        #expect(try await test.store.transaction { try await JobQueue.complete(retaken[0], in: $0) })
+        let last = try await queue.claim(limit: 10, now: late)
+        #expect(last.map { "\($0.walkerId) \($0.dedupeKey ?? "")" } == ["a d2"])
+        try await test.close()
+    }
+
+    @Test(
+        "a claim reads jobs through jobs_due, never the whole table, however long the backlog",
+        arguments: TestDatabases.kinds)
+    func claimPlan(kind: DatabaseKind) async throws {
+        let test = try await TestDatabases.make(kind)
+        try await test.store.transaction { tx in
+            for index in 0..<3_000 {
+                let runAt = Self.t0.addingTimeInterval(Double(index % 600) - 300)
+                _ = try await JobQueue.enqueue(Self.job("w\(index)", key: nil, at: runAt), in: tx, now: Self.t0)
+            }
+        }
+        let plan = try await test.store.withoutTransaction { tx in
+            try await tx.sql.raw("ANALYZE jobs").run()
+            let claim = JobQueue.claimStatement(
+                tx, limit: 16, lease: Self.t0.addingTimeInterval(60).millisecondsSince1970,
+                now: Self.t0.millisecondsSince1970)
+            switch tx.kind {
+            case .postgres:
+                return try await tx.sql.raw("EXPLAIN " + claim).all().map {
+                    try $0.decode(column: "QUERY PLAN", as: String.self)
+                }
+            case .sqlite:
+                return try await tx.sql.raw("EXPLAIN QUERY PLAN " + claim).all().map {
+                    try $0.decode(column: "detail", as: String.self)
+                }
+            }
+        }
+        #expect(!plan.isEmpty)
+        // PostgreSQL calls a whole-table read "Seq Scan on jobs", SQLite "SCAN jobs" (SEARCH is a lookup).
+        let wholeTable = plan.filter { $0.contains("Seq Scan on jobs") || $0.hasPrefix("SCAN jobs") }
+        #expect(wholeTable.isEmpty, "a claim reads the whole jobs table: \(plan.joined(separator: "\n"))")
+        #expect(plan.contains { $0.contains("jobs_due") }, "\(plan.joined(separator: "\n"))")
+        try await test.close()
+    }
 
     @Test(
         "failures back off with jitter, park the job as dead after the last attempt, and retry revives it",
@@ -324,7 +395,7 @@ struct JobQueueTests {
         let store = test.store
         let other = try await TestDatabases.another(test)
         for index in 0..<60 {
-            try await #require(Self.enqueue(Self.job(key: "k\(index)"), store))
+            try await #require(Self.enqueue(Self.job("w\(index)", key: "k"), store))
         }
         let claimed = try await withThrowingTaskGroup(of: [String].self) { group in
             for worker in 0..<4 {
