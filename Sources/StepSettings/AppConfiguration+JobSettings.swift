@@ -35,9 +35,9 @@ extension AppConfiguration {
     }
 
     /// On PostgreSQL slots run side by side on their own connections (inside `stepd serve`, a pool of the worker's
-    /// own). With batches read and written together, six kept level with full-speed ingest in
-    /// `scripts/bench-worker` (reconcile/creation 0.99 and 1.00 over 60 s) where four fell behind (0.97, 0.98)
-    /// and eight did worse (0.93); SQLite's one writer runs a slot's batch at a time anyway.
+    /// own). With batches read and written together and one running job per walker and kind, six kept level with
+    /// full-speed ingest in `scripts/bench-worker` (reconcile/creation 0.99–1.01) where four (0.95) and eight
+    /// (0.96) fell behind; SQLite's one writer runs a slot's batch at a time anyway.
     package var defaultWorkerConcurrency: Int {
         StoreFactory.isPostgres(databaseURL) ? 6 : 2
     }
