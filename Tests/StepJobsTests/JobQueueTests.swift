@@ -117,6 +117,7 @@ struct JobQueueTests {
         #expect(try await queue.job(id: first.id) == nil)
         try await test.close()
     }
+
     @Test(
         "a due job waits while a job of its walker and kind runs (or lies abandoned); other walkers and kinds do not",
         arguments: TestDatabases.kinds)

@@ -12,9 +12,12 @@ import Synchronization
 /// statement. Texts beyond the slots, and calls whose parameter types differ from the slot's, run unnamed.
 final class PostgresPreparedSlots: Sendable {
     static let shared = PostgresPreparedSlots()
-    /// Well above the store's fixed statements and the shapes of the ingest write batch.
+    /// Well above the store's fixed statements and the shapes of the ingest write batch and of the worker's
+    /// batch statements, one per batch size (a claim takes fewer jobs than the batch size whenever a walker's
+    /// job of the kind runs, so every size up to `worker.batchSize` occurs). 256 slots ran out in the test
+    /// process (it slots 384–511 texts), where the statements past them ran unnamed.
     static let capacity = 1 << slotBits
-    private static let slotBits = 8
+    private static let slotBits = 10
     /// Texts seen once are remembered up to this many, then forgotten all together.
     static let sightingsCapacity = 4_096
 
