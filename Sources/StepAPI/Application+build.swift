@@ -3,7 +3,6 @@ import Foundation
 import Hummingbird
 import HummingbirdCore
 import Logging
-import NIOPosix
 import ServiceLifecycle
 import StepAttestation
 import StepCore
@@ -322,25 +321,18 @@ package func buildApplication(
     worker.completed = { eventSignals.signal(walkerId: $0) }
     let maintenance = MaintenanceScheduler(worker: worker, settings: jobSettings.maintenance)
     let http = configuration.http
-    let loops = EventLoopExecutors(group: .singleton)
     let application = Application(
         router: router,
-        server: HTTPServerBuilder { responder in
-            let channel = HTTP1Channel(
-                responder: responder,
-                configuration: HTTP1Channel.Configuration(
-                    additionalChannelHandlers: [
-                        RequestDeadlineHandler(
-                            headTimeout: .nanoseconds(Int64(http.requestHeadTimeoutSeconds * 1e9)),
-                            bodyTimeout: .nanoseconds(Int64(http.requestBodyTimeoutSeconds * 1e9)))
-                    ],
-                    httpDecoderConfiguration: .init(
-                        maxHeaderFieldSize: http.maxHeaderBytes, maxHeaderListSize: http.maxHeaderBytes,
-                        maxHeaderFieldCount: 200)))
-            // On PostgreSQL each connection's requests run on its own event loop (see EventLoopAffineChannel).
-            guard store.kind == .postgres else { return channel }
-            return EventLoopAffineChannel(channel, executors: loops)
-        },
+        server: .http1(
+            configuration: HTTP1Channel.Configuration(
+                additionalChannelHandlers: [
+                    RequestDeadlineHandler(
+                        headTimeout: .nanoseconds(Int64(http.requestHeadTimeoutSeconds * 1e9)),
+                        bodyTimeout: .nanoseconds(Int64(http.requestBodyTimeoutSeconds * 1e9)))
+                ],
+                httpDecoderConfiguration: .init(
+                    maxHeaderFieldSize: http.maxHeaderBytes, maxHeaderListSize: http.maxHeaderBytes,
+                    maxHeaderFieldCount: 200))),
         configuration: .init(
             address: .hostname(configuration.http.host, port: configuration.http.port), serverName: "StepLedger"),
         // Services stop in reverse order: the server first, the pool last.
@@ -367,7 +359,6 @@ package func buildApplication(
                 "StepLedger \(configuration.mode.rawValue) listening on http://\(configuration.http.host):\(port), database \(configuration.databaseDescription)",
                 metadata: startMetadata)
         },
-        eventLoopGroupProvider: .shared(loops.group),
         // Hummingbird's own start line would repeat ours: its logger says only what is notice or worse.
         logger: {
             var quieter = logger

@@ -5,8 +5,7 @@ import NIOPosix
     import Glibc
 #endif
 
-/// A thread of its own, as a task executor and as a one-thread event loop group; or (`init(loop:)`) an event loop
-/// of another group, as a task executor (the HTTP server's, see `EventLoopAffineChannel`).
+/// A thread of its own, as a task executor and as a one-thread event loop group.
 ///
 /// - The SQLite connection's: a batch of transactions runs on it from start to finish; the statements inside
 ///   call SQLite directly, so a batch costs one hop onto this thread, not one per statement. A commit that waits
@@ -17,23 +16,16 @@ import NIOPosix
 ///   `PostgreSQLDatabase.sharedThreads(_:)`; the job worker inside `stepd serve` has a thread of its own, so its
 ///   round trips do not queue behind the requests'.
 package final class ThreadExecutor: TaskExecutor {
-    private let group: MultiThreadedEventLoopGroup?
+    private let group: MultiThreadedEventLoopGroup
     let eventLoop: any EventLoop
 
     /// The thread as an event loop group (for a connection pool whose connections should live on it).
-    package var eventLoopGroup: any EventLoopGroup { group ?? eventLoop }
-
-    /// An event loop another group owns; `shutdown()` leaves it to its group.
-    package init(loop: any EventLoop) {
-        group = nil
-        eventLoop = loop
-    }
+    package var eventLoopGroup: any EventLoopGroup { group }
 
     /// A thread named `name` (at most 15 bytes on Linux), so profiles and `/proc/PID/task/*/comm` tell it apart
     /// from NIO's other threads.
     package init(name: String) {
-        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-        self.group = group
+        group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         eventLoop = group.next()
         #if canImport(Glibc)
             eventLoop.execute {
@@ -50,6 +42,6 @@ package final class ThreadExecutor: TaskExecutor {
     }
 
     package func shutdown() async throws {
-        try await group?.shutdownGracefully()
+        try await group.shutdownGracefully()
     }
 }
