@@ -61,7 +61,7 @@ package struct JobQueue: Sendable {
     /// Claims up to `limit` jobs that are due, or whose lease ran out (their worker died), for `leaseSeconds`.
     /// - A due job waits while a job of its walker and kind runs: one walker's jobs of a kind go to one slot at a
     ///   time, so two slots never wait on each other for the walker's lock (`scripts/bench-worker` on PostgreSQL
-    ///   went from 0.80 of the creation rate to 0.99–1.01 with it). Several due jobs of one walker may still be
+    ///   went from 0.80 of the creation rate to 0.98–1.01 with it). Several due jobs of one walker may still be
     ///   claimed together when none of its kind runs.
     /// - Each kind of candidate is read in claim order through `jobs_due` and cut at `limit` before the two are
     ///   appended (`UNION ALL`) and cut again, so a claim reads a handful of index entries however long the

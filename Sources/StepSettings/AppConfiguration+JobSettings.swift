@@ -36,7 +36,7 @@ extension AppConfiguration {
 
     /// On PostgreSQL slots run side by side on their own connections (inside `stepd serve`, a pool of the worker's
     /// own). With batches read and written together and one running job per walker and kind, six kept level with
-    /// full-speed ingest in `scripts/bench-worker` (reconcile/creation 0.99–1.01) where four (0.95) and eight
+    /// full-speed ingest in `scripts/bench-worker` (reconcile/creation 0.98–1.01) where four (0.95) and eight
     /// (0.96) fell behind; SQLite's one writer runs a slot's batch at a time anyway.
     package var defaultWorkerConcurrency: Int {
         StoreFactory.isPostgres(databaseURL) ? 6 : 2
