@@ -93,8 +93,7 @@ package struct JobQueue: Sendable {
 
     /// The claim's statement: marks up to `limit` due or lapsed jobs running with their lease until `lease`
     /// (milliseconds), and returns them. Its own function so a test can read the plan each engine makes of it.
-    /// On PostgreSQL the chosen ids are an array, so the update finds them through the primary key whatever the
-    /// table's statistics say (with `IN`, the planner may read the whole table to join a few ids).
+    /// The update finds the chosen ids through the primary key (`oneOf(_:selectedBy:)`).
     static func claimStatement(_ tx: StoreTransaction, limit: Int, lease: Int, now nowMs: Int) -> SQLQueryString {
         let chosen: SQLQueryString = """
             SELECT job_id FROM (
@@ -112,11 +111,10 @@ package struct JobQueue: Sendable {
             ) AS claimable
             ORDER BY run_at, job_id LIMIT \(bind: limit)
             """
-        let ids: SQLQueryString = tx.kind == .postgres ? "job_id = ANY (ARRAY(\(chosen)))" : "job_id IN (\(chosen))"
         return """
             UPDATE jobs SET state = 'running', attempts = attempts + 1, lease_until = \(bind: lease),
                 updated_at = \(bind: nowMs)
-            WHERE \(ids)
+            WHERE \(tx.oneOf("job_id", selectedBy: chosen))
             RETURNING walker_id, job_id, kind, payload, dedupe_key, attempts, max_attempts
             """
     }

@@ -83,6 +83,13 @@ package struct StoreTransaction: Sendable {
     /// over each other's rows instead of waiting; SQLite's one writer makes claims exclusive anyway.
     package var forUpdateSkipLocked: SQLQueryString { kind == .postgres ? " FOR UPDATE SKIP LOCKED" : "" }
 
+    /// `column` is one of the values `subquery` selects. PostgreSQL gets them as an array, so it finds each through
+    /// the column's index whatever the table's statistics say (with `IN (…)` its planner may read the whole table
+    /// to join a few values); SQLite looks an `IN` list up through the index anyway.
+    package func oneOf(_ column: SQLQueryString, selectedBy subquery: SQLQueryString) -> SQLQueryString {
+        kind == .postgres ? "\(column) = ANY (ARRAY(\(subquery)))" : "\(column) IN (\(subquery))"
+    }
+
     package static func newID() -> String { StoreTransactionID.make() }
 }
 
