@@ -42,8 +42,8 @@ package struct JobQueue: Sendable {
 
     /// The enqueue as one statement, applied only when `condition` holds (so it can join a guarded batch);
     /// a conflict with a pending job of the same dedupe key inserts nothing.
-    package static func enqueueStatement(_ job: NewJob, now: Date, when condition: SQLQueryString)
-        -> SQLQueryString
+    package static func enqueueStatement(_ job: NewJob, now: Date, when condition: SQLText)
+        -> SQLText
     {
         """
         INSERT INTO jobs (walker_id, job_id, kind, payload, dedupe_key, state, run_at, attempts, max_attempts,
@@ -94,8 +94,8 @@ package struct JobQueue: Sendable {
     /// The claim's statement: marks up to `limit` due or lapsed jobs running with their lease until `lease`
     /// (milliseconds), and returns them. Its own function so a test can read the plan each engine makes of it.
     /// The update finds the chosen ids through the primary key (`oneOf(_:selectedBy:)`).
-    static func claimStatement(_ tx: StoreTransaction, limit: Int, lease: Int, now nowMs: Int) -> SQLQueryString {
-        let chosen: SQLQueryString = """
+    static func claimStatement(_ tx: StoreTransaction, limit: Int, lease: Int, now nowMs: Int) -> SQLText {
+        let chosen: SQLText = """
             SELECT job_id FROM (
                 SELECT job_id, run_at FROM (
                     SELECT job_id, run_at FROM jobs
@@ -177,7 +177,7 @@ package struct JobQueue: Sendable {
     package static func complete(_ jobs: [ClaimedJob], in tx: StoreTransaction) async throws -> Bool {
         if jobs.count == 1, let only = jobs.first { return try await complete(only, in: tx) }
         if jobs.isEmpty { return true }
-        var query: SQLQueryString = "DELETE FROM jobs WHERE state = 'running' AND ("
+        var query: SQLText = "DELETE FROM jobs WHERE state = 'running' AND ("
         for (index, job) in jobs.enumerated() {
             if index > 0 { query += " OR " }
             query += "(job_id = \(bind: job.id) AND attempts = \(bind: job.attempt))"
@@ -187,7 +187,7 @@ package struct JobQueue: Sendable {
     }
 
     /// The rows a claim still owns: the job, running, at the claim's attempt.
-    private static func fence(_ job: ClaimedJob) -> SQLQueryString {
+    private static func fence(_ job: ClaimedJob) -> SQLText {
         "job_id = \(bind: job.id) AND state = 'running' AND attempts = \(bind: job.attempt)"
     }
 
@@ -238,7 +238,7 @@ package struct JobQueue: Sendable {
         -> [JobRecord]
     {
         try await store.withoutTransaction { tx in
-            var conditions: [SQLQueryString] = []
+            var conditions: [SQLText] = []
             if let state { conditions.append("state = \(bind: state.rawValue)") }
             if let kind { conditions.append("kind = \(bind: kind)") }
             if let cursor {
@@ -246,7 +246,7 @@ package struct JobQueue: Sendable {
                 conditions.append(
                     "(run_at > \(bind: runAt) OR (run_at = \(bind: runAt) AND job_id > \(bind: cursor.id)))")
             }
-            var filter: SQLQueryString = ""
+            var filter: SQLText = ""
             for (index, condition) in conditions.enumerated() {
                 filter += index == 0 ? "WHERE " : " AND "
                 filter += condition
@@ -363,7 +363,7 @@ package struct JobQueue: Sendable {
         "walker_id, job_id, kind, payload, dedupe_key, state, run_at, attempts, max_attempts, lease_until, last_error, created_at"
 
     private static func job(id: String, in tx: StoreTransaction, locking: Bool = false) async throws -> JobRecord? {
-        let lock: SQLQueryString = locking ? tx.forUpdate : ""
+        let lock: SQLText = locking ? tx.forUpdate : ""
         return try await tx.sql.raw(
             "SELECT \(unsafeRaw: columns) FROM jobs WHERE job_id = \(bind: id)\(lock)"
         ).first().map(record)

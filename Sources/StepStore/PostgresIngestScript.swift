@@ -1,6 +1,7 @@
 import Foundation
 import SQLKit
 import StepCore
+import StepDatabase
 
 /// The SQL one accepted test-phase `POST /step/ingest` sends to PostgreSQL, rendered as a `pgbench` script
 /// from the very statement definitions the server executes, so the comparison cannot drift from the code:
@@ -43,7 +44,7 @@ package enum PostgresIngestScript {
             idempotencyKey: key, responseStatus: 200, responseBody: sampleResponse, at: now)
         // Each statement with what ends it: the admission's columns go into variables (the last row's, all
         // rows carry the same walker version).
-        let statements: [(SQLQueryString, String)] = [
+        let statements: [(SQLText, String)] = [
             (
                 StoreTransaction.admissionStatement(
                     walkerId: walker, bucket: "ingest", windowStart: now, limit: 100_000,

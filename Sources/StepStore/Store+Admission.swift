@@ -189,9 +189,9 @@ extension StoreTransaction {
     static func admissionStatement(
         walkerId: String, bucket: String, windowStart: Date, limit: Int, idempotency: IdempotencyRequest?,
         day: LocalDate?, now: Date
-    ) -> SQLQueryString {
+    ) -> SQLText {
         let wantsClaim = idempotency == nil ? 0 : 1
-        var query: SQLQueryString = "WITH walker AS (\n"
+        var query: SQLText = "WITH walker AS (\n"
         query += lockWalkerStatement(walkerId, now: now)
         query += "\n),\nhit AS (\n"
         query += hitRateLimitStatement(walkerId: walkerId, bucket: bucket, windowStart: windowStart, after: "walker")

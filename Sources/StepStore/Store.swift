@@ -61,7 +61,8 @@ package struct Store: Sendable {
 
 /// The typed SQL of one transaction. Feature files extend it (`StoreTransaction+StepLog.swift`, …).
 package struct StoreTransaction: Sendable {
-    package let sql: any SQLDatabase
+    /// The unit's statements: `sql.raw("… \(bind: value) …")` builds a `SQLText`.
+    package let sql: SQLTextRunner
     package let kind: DatabaseKind
     /// The walkers whose rows the unit wrote, noted where it takes a walker's lock; nil without read replicas.
     let written: WrittenWalkers?
@@ -71,22 +72,22 @@ package struct StoreTransaction: Sendable {
     }
 
     init(sql: any SQLDatabase, kind: DatabaseKind, written: WrittenWalkers?) {
-        self.sql = sql
+        self.sql = SQLTextRunner(sql)
         self.kind = kind
         self.written = written
     }
 
     /// `FOR UPDATE` where the engine has row locks; SQLite serialises writers instead.
-    package var forUpdate: SQLQueryString { kind == .postgres ? " FOR UPDATE" : "" }
+    package var forUpdate: SQLText { kind == .postgres ? " FOR UPDATE" : "" }
 
     /// `FOR UPDATE SKIP LOCKED` where the engine has row locks, so concurrent claimers (a queue's workers) pass
     /// over each other's rows instead of waiting; SQLite's one writer makes claims exclusive anyway.
-    package var forUpdateSkipLocked: SQLQueryString { kind == .postgres ? " FOR UPDATE SKIP LOCKED" : "" }
+    package var forUpdateSkipLocked: SQLText { kind == .postgres ? " FOR UPDATE SKIP LOCKED" : "" }
 
     /// `column` is one of the values `subquery` selects. PostgreSQL gets them as an array, so it finds each through
     /// the column's index whatever the table's statistics say (with `IN (…)` its planner may read the whole table
     /// to join a few values); SQLite looks an `IN` list up through the index anyway.
-    package func oneOf(_ column: SQLQueryString, selectedBy subquery: SQLQueryString) -> SQLQueryString {
+    package func oneOf(_ column: SQLText, selectedBy subquery: SQLText) -> SQLText {
         kind == .postgres ? "\(column) = ANY (ARRAY(\(subquery)))" : "\(column) IN (\(subquery))"
     }
 

@@ -40,9 +40,9 @@ extension StoreTransaction {
     package func auditRecords(
         operatorName: String? = nil, action: String? = nil, before cursor: (at: Int, id: String)? = nil, limit: Int
     ) async throws -> [AdminAuditRecord] {
-        let byOperator: SQLQueryString = operatorName.map { "AND operator_name = \(bind: $0)" } ?? ""
-        let byAction: SQLQueryString = action.map { "AND action = \(bind: $0)" } ?? ""
-        let after: SQLQueryString =
+        let byOperator: SQLText = operatorName.map { "AND operator_name = \(bind: $0)" } ?? ""
+        let byAction: SQLText = action.map { "AND action = \(bind: $0)" } ?? ""
+        let after: SQLText =
             cursor.map { "AND (at < \(bind: $0.at) OR (at = \(bind: $0.at) AND audit_id < \(bind: $0.id)))" } ?? ""
         return try await sql.raw(
             """

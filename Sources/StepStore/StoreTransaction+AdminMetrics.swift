@@ -1,5 +1,6 @@
 import Foundation
 import SQLKit
+import StepDatabase
 
 /// The review desk's figures (`GET /admin/metrics` and `/metrics`), read from the database when asked, so every
 /// instance sharing it reports the same.

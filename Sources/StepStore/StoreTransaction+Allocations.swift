@@ -388,7 +388,7 @@ extension StoreTransaction {
     package func ledgerEntries(walkerId: String, before cursor: (createdAt: Int, id: String)?, limit: Int)
         async throws -> [LedgerEntry]
     {
-        let after: SQLQueryString =
+        let after: SQLText =
             cursor.map {
                 "AND (created_at < \(bind: $0.createdAt) OR (created_at = \(bind: $0.createdAt) AND entry_id < \(bind: $0.id)))"
             } ?? ""

@@ -50,8 +50,8 @@ extension StoreTransaction {
         try await sql.raw(Self.insertAttestationLogStatement(log)).run()
     }
 
-    static func insertAttestationLogStatement(_ log: AttestationLogRecord, when condition: SQLQueryString = "true")
-        -> SQLQueryString
+    static func insertAttestationLogStatement(_ log: AttestationLogRecord, when condition: SQLText = "true")
+        -> SQLText
     {
         """
         INSERT INTO attestation_logs (walker_id, log_id, created_at, route, verdict, reasons, token_id, request_id,

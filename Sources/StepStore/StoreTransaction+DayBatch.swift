@@ -79,9 +79,9 @@ extension StoreTransaction {
     /// Runs `statements` as one: `SELECT <i> AS batch_index, q.* FROM (statement i) q UNION ALL …`, and returns
     /// each statement's rows, in the order of `statements`. Within one statement the rows come in no promised
     /// order: the decoders sort what needs an order.
-    private func taggedRows(_ statements: [SQLQueryString]) async throws -> [[any SQLRow]] {
+    private func taggedRows(_ statements: [SQLText]) async throws -> [[any SQLRow]] {
         guard !statements.isEmpty else { return [] }
-        var query: SQLQueryString = ""
+        var query: SQLText = ""
         for (index, statement) in statements.enumerated() {
             if index > 0 { query += "\nUNION ALL\n" }
             query += "SELECT \(unsafeRaw: String(index)) AS batch_index, q.* FROM (\n"

@@ -42,11 +42,11 @@ extension StoreTransaction {
     /// must follow one by one. The review statements of several reasons upsert one entry, which sibling CTEs may
     /// not both touch, so only the first joins the others.
     static func dayDecisionStatements(_ write: DayDecisionWrite) -> (
-        together: [SQLQueryString], after: [SQLQueryString]
+        together: [SQLText], after: [SQLText]
     ) {
         let decision = write.decision
         let walkerId = decision.log.walkerId
-        var statements: [SQLQueryString] = [
+        var statements: [SQLText] = [
             """
             UPDATE walkers SET lifetime_steps = lifetime_steps + \(bind: decision.lifetimeStepsDelta),
                 version = version + 1
@@ -127,8 +127,8 @@ extension StoreTransaction {
     /// `WITH s0 AS (statement RETURNING 1), s1 AS (…) SELECT 1`: several writes in one PostgreSQL statement. Sibling
     /// CTEs see one snapshot, so no two of the statements may touch the same row, and none may need another's
     /// effect.
-    static func siblingStatements(_ statements: [SQLQueryString]) -> SQLQueryString {
-        var query: SQLQueryString = "WITH "
+    static func siblingStatements(_ statements: [SQLText]) -> SQLText {
+        var query: SQLText = "WITH "
         for (index, statement) in statements.enumerated() {
             if index > 0 { query += ",\n" }
             query += "s\(unsafeRaw: String(index)) AS (\n"

@@ -90,7 +90,7 @@ extension StoreTransaction {
     /// What a table's kept rows lose besides their walker id. The walker row says nothing of where or when the
     /// walker was, and is suspended, so no ingest ever lands on the pseudonym; review entries lose their notes,
     /// evidence and claims, and an open one is closed as `erased` (nobody is left to decide for).
-    private static func erasedColumns(_ table: String, at ms: Int) -> SQLQueryString {
+    private static func erasedColumns(_ table: String, at ms: Int) -> SQLText {
         switch table {
         case "walkers":
             ", last_tz = NULL, last_submission_at = NULL, suspended_at = \(bind: ms), suspension_note = 'erased'"

@@ -70,7 +70,7 @@ extension StoreTransaction {
     /// The newest event's sequence number of each of `walkerIds` that has events (the streams' safety net).
     package func newestEventSeqs(walkerIds: [String]) async throws -> [String: Int] {
         guard !walkerIds.isEmpty else { return [:] }
-        let query: SQLQueryString =
+        let query: SQLText =
             kind == .postgres
             ? "SELECT walker_id, MAX(seq) AS seq FROM walker_events WHERE walker_id = ANY(\(bind: walkerIds)) GROUP BY walker_id"
             : "SELECT walker_id, MAX(seq) AS seq FROM walker_events WHERE walker_id IN (\(binds: walkerIds)) GROUP BY walker_id"

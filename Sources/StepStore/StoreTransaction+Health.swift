@@ -123,7 +123,7 @@ extension StoreTransaction {
     /// of a three-year range).
     static func healthStatisticsStatement(
         _ walkerId: String, from first: LocalDate, through last: LocalDate, _ period: HealthPeriod
-    ) -> SQLQueryString {
+    ) -> SQLText {
         if period == .day {
             return """
                 SELECT day AS first_day, steps, duration_milli, calories_milli, distance_milli

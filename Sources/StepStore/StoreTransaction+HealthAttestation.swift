@@ -1,5 +1,6 @@
 import Foundation
 import SQLKit
+import StepDatabase
 
 /// What issuing a nonce did: a new nonce, or nothing because the walker already holds the most it may.
 package enum HealthNonceIssue: Sendable, Hashable {
@@ -119,7 +120,7 @@ extension StoreTransaction {
     package func appAttestKeys(walkerId: String, keyId: String?, limit: Int = 10) async throws
         -> [AppAttestKeyRecord]
     {
-        let filter: SQLQueryString = keyId.map { "AND key_id = \(bind: $0)" } ?? ""
+        let filter: SQLText = keyId.map { "AND key_id = \(bind: $0)" } ?? ""
         let rows = try await sql.raw(
             """
             SELECT key_id, public_key, app_id, environment, sign_count, receipt FROM app_attest_keys

@@ -33,11 +33,11 @@ extension StoreTransaction {
     /// condition (the admission claims only within the rate limit).
     static func claimIdempotencyKeyStatement(
         walkerId: String, key: String, requestHash: String, now: Date, leaseSeconds: Double,
-        when condition: SQLQueryString = "true"
-    ) -> SQLQueryString {
+        when condition: SQLText = "true"
+    ) -> SQLText {
         let nowMs = now.millisecondsSince1970
         let leaseUntil = nowMs + Int(leaseSeconds * 1000)
-        var query: SQLQueryString = """
+        var query: SQLText = """
             INSERT INTO idempotency_keys (walker_id, idem_key, request_hash, state, created_at, lease_until)
             SELECT \(bind: walkerId), \(bind: key), \(bind: requestHash), 'in_flight', \(bind: nowMs), \(bind: leaseUntil)
             WHERE 
@@ -100,8 +100,8 @@ extension StoreTransaction {
     }
 
     static func completeIdempotencyKeyStatement(
-        walkerId: String, key: String, status: Int, body: String, when condition: SQLQueryString = "true"
-    ) -> SQLQueryString {
+        walkerId: String, key: String, status: Int, body: String, when condition: SQLText = "true"
+    ) -> SQLText {
         """
         UPDATE idempotency_keys SET state = 'done', status = \(bind: status), response_body = \(bind: body)
         WHERE walker_id = \(bind: walkerId) AND idem_key = \(bind: key) AND \(condition)

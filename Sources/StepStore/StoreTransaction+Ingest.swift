@@ -27,7 +27,7 @@ package struct IngestWrite: Sendable {
     package var reviewReasons: [String] = []
     /// Further writes of the same unit that other modules define (the reconcile job's enqueue), each built
     /// for the condition the batch applies under.
-    package var followUps: [@Sendable (_ condition: SQLQueryString) -> SQLQueryString] = []
+    package var followUps: [@Sendable (_ condition: SQLText) -> SQLText] = []
 
     package init(
         walkerId: String, walkerVersion: Int, stepLog: StepLogRecord?, submission: StepSubmissionRecord?,
@@ -76,7 +76,7 @@ extension StoreTransaction {
     }
 
     /// The walker's update that checks and bumps its version; one row when the version was as planned.
-    static func walkerGuardStatement(_ write: IngestWrite) -> SQLQueryString {
+    static func walkerGuardStatement(_ write: IngestWrite) -> SQLText {
         recordSubmissionStatement(
             walkerId: write.walkerId, timeZone: write.timeZone, at: write.at,
             lifetimeStepsDelta: write.lifetimeStepsDelta, expectedVersion: write.walkerVersion)
@@ -84,8 +84,8 @@ extension StoreTransaction {
 
     /// Every write of an ingest after the walker's, in order, each applied only when `condition` holds; the
     /// last one completes the idempotency key.
-    static func ingestStatements(_ write: IngestWrite, when condition: SQLQueryString) -> [SQLQueryString] {
-        var statements: [SQLQueryString] = []
+    static func ingestStatements(_ write: IngestWrite, when condition: SQLText) -> [SQLText] {
+        var statements: [SQLText] = []
         if let log = write.stepLog {
             statements.append(upsertStepLogStatement(log, when: condition))
             if write.credit > 0 {
@@ -120,8 +120,8 @@ extension StoreTransaction {
     /// `guard` first (an uncorrelated `EXISTS`, evaluated before the write touches a row), so the walker's row
     /// is locked before any other, as in every other ingest path, and nothing is written when the version
     /// check fails. Sibling CTEs see one snapshot, so no two of the statements may touch the same row.
-    static func guardedBatch(_ write: IngestWrite) -> SQLQueryString {
-        var query: SQLQueryString = "WITH guard AS (\n"
+    static func guardedBatch(_ write: IngestWrite) -> SQLText {
+        var query: SQLText = "WITH guard AS (\n"
         query += walkerGuardStatement(write)
         query += "\n)"
         for (index, statement) in ingestStatements(write, when: "EXISTS (SELECT 1 FROM guard)").enumerated() {

@@ -1,6 +1,7 @@
 import Foundation
 import SQLKit
 import StepCore
+import StepDatabase
 
 /// Why Energy moved. The balance is the sum of entries; entries are never edited.
 package enum LedgerEntryKind: String, Sendable, Hashable {
@@ -27,8 +28,8 @@ extension StoreTransaction {
 
     static func insertLedgerEntryStatement(
         walkerId: String, day: LocalDate?, kind: LedgerEntryKind, amount: Int, at now: Date,
-        when condition: SQLQueryString = "true"
-    ) -> SQLQueryString {
+        when condition: SQLText = "true"
+    ) -> SQLText {
         """
         INSERT INTO energy_ledger (walker_id, entry_id, day, kind, amount, created_at)
         SELECT \(bind: walkerId), \(bind: newID()), \(bind: day?.dayNumber), \(bind: kind.rawValue),

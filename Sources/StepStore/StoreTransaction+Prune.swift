@@ -1,6 +1,7 @@
 import Foundation
 import SQLKit
 import StepCore
+import StepDatabase
 
 /// How long pruned data is kept.
 package struct RetentionPolicy: Sendable, Hashable {
@@ -64,7 +65,7 @@ package enum PrunedTable: String, Sendable, CaseIterable {
     }
 
     /// What keeps a row past its age, as a condition on the table's own row (named by the table).
-    var stillNeeded: SQLQueryString {
+    var stillNeeded: SQLText {
         switch self {
         case .attestationLogs, .idempotencyKeys, .rateLimits, .healthNonces:
             return "false"

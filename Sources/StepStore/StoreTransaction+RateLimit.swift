@@ -38,11 +38,11 @@ extension StoreTransaction {
 
     /// The hit as one statement; `after` names a CTE (of one row) the insert reads from, so it runs after it.
     static func hitRateLimitStatement(
-        walkerId: String, bucket: String, windowStart: Date, after source: SQLQueryString? = nil
-    ) -> SQLQueryString {
-        let values: SQLQueryString =
+        walkerId: String, bucket: String, windowStart: Date, after source: SQLText? = nil
+    ) -> SQLText {
+        let values: SQLText =
             "\(bind: walkerId), \(bind: bucket), \(bind: windowStart.millisecondsSince1970), 1"
-        var query: SQLQueryString = "INSERT INTO rate_limits (walker_id, bucket, window_start, hits)\n"
+        var query: SQLText = "INSERT INTO rate_limits (walker_id, bucket, window_start, hits)\n"
         if let source {
             // SQLite needs the WHERE to tell an upsert's ON CONFLICT from a join's ON.
             query += "SELECT " + values + " FROM " + source + " WHERE true"

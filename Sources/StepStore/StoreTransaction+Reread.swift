@@ -114,7 +114,7 @@ extension StoreTransaction {
         try Self.dayJudgements(try await sql.raw(Self.dayJudgementsStatement(walkerId: walkerId, day: day)).first())
     }
 
-    static func dayJudgementsStatement(walkerId: String, day: LocalDate) -> SQLQueryString {
+    static func dayJudgementsStatement(walkerId: String, day: LocalDate) -> SQLText {
         """
         SELECT (SELECT MAX(resolved_at) FROM review_queue
                 WHERE walker_id = \(bind: walkerId) AND kind = \(bind: ReviewKind.quarantinedDay.rawValue)

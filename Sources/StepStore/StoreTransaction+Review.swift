@@ -60,8 +60,8 @@ extension StoreTransaction {
     /// per walker × day (a partial unique index), its reasons a set, its Energy at stake raised to `stake` if
     /// that is more. One reason per statement, so it can run as one CTE of an ingest's guarded batch.
     static func openDayReviewStatement(
-        walkerId: String, day: LocalDate, reason: String, stake: Int, at now: Date, when condition: SQLQueryString
-    ) -> SQLQueryString {
+        walkerId: String, day: LocalDate, reason: String, stake: Int, at now: Date, when condition: SQLText
+    ) -> SQLText {
         """
         INSERT INTO review_queue (walker_id, entry_id, kind, created_at, day, reasons, energy_at_stake)
         SELECT \(bind: walkerId), \(bind: newID()), \(bind: ReviewKind.quarantinedDay.rawValue),
@@ -77,8 +77,8 @@ extension StoreTransaction {
     }
 
     static func openDayReviewStatements(
-        walkerId: String, day: LocalDate, reasons: [String], stake: Int, at now: Date, when condition: SQLQueryString
-    ) -> [SQLQueryString] {
+        walkerId: String, day: LocalDate, reasons: [String], stake: Int, at now: Date, when condition: SQLText
+    ) -> [SQLText] {
         reasons.map {
             openDayReviewStatement(walkerId: walkerId, day: day, reason: $0, stake: stake, at: now, when: condition)
         }
@@ -129,7 +129,7 @@ extension StoreTransaction {
 
     /// Entries that are open (or resolved), oldest first (open) or most recently resolved first.
     package func reviews(open: Bool, limit: Int = 200) async throws -> [ReviewEntry] {
-        let query: SQLQueryString =
+        let query: SQLText =
             open
             ? "SELECT \(unsafeRaw: Self.reviewColumns) FROM review_queue WHERE resolved_at IS NULL ORDER BY created_at, entry_id LIMIT \(bind: limit)"
             : "SELECT \(unsafeRaw: Self.reviewColumns) FROM review_queue WHERE resolved_at IS NOT NULL ORDER BY resolved_at DESC, entry_id DESC LIMIT \(bind: limit)"

@@ -131,8 +131,8 @@ extension StoreTransaction {
 
     /// The page's statement: the filters, the keyset condition and the order of the index it scans, one row more
     /// than the page to tell whether another follows.
-    package static func reviewPageStatement(_ query: ReviewQuery) -> SQLQueryString {
-        var conditions: [SQLQueryString] = []
+    package static func reviewPageStatement(_ query: ReviewQuery) -> SQLText {
+        var conditions: [SQLText] = []
         switch query.status {
         case .open: conditions.append("resolved_at IS NULL")
         case .resolved: conditions.append("resolved_at IS NOT NULL")
@@ -150,7 +150,7 @@ extension StoreTransaction {
                 "(',' || reasons || ',' LIKE \(bind: pattern) ESCAPE '\\' OR (reasons = '' AND subject = \(bind: reason)))"
             )
         }
-        let orderBy: SQLQueryString
+        let orderBy: SQLText
         switch (query.order, query.status) {
         case (.stake, _):
             if let key = query.after {
@@ -170,7 +170,7 @@ extension StoreTransaction {
             }
             orderBy = "created_at, entry_id"
         }
-        var statement: SQLQueryString = "SELECT \(unsafeRaw: reviewColumns) FROM review_queue"
+        var statement: SQLText = "SELECT \(unsafeRaw: reviewColumns) FROM review_queue"
         for (index, condition) in conditions.enumerated() {
             statement += index == 0 ? " WHERE " : " AND "
             statement += condition

@@ -72,8 +72,8 @@ extension StoreTransaction {
 
     /// The day's upsert, when `condition` holds (the `WHERE` also tells SQLite's parser that `ON CONFLICT`
     /// belongs to the upsert).
-    static func upsertStepLogStatement(_ log: StepLogRecord, when condition: SQLQueryString = "true")
-        -> SQLQueryString
+    static func upsertStepLogStatement(_ log: StepLogRecord, when condition: SQLText = "true")
+        -> SQLText
     {
         """
         INSERT INTO step_logs (walker_id, day, tz, reported_count, accepted_count, status, multiplier_permille,
@@ -91,8 +91,8 @@ extension StoreTransaction {
         """
     }
 
-    static func insertSubmissionStatement(_ submission: StepSubmissionRecord, when condition: SQLQueryString = "true")
-        -> SQLQueryString
+    static func insertSubmissionStatement(_ submission: StepSubmissionRecord, when condition: SQLText = "true")
+        -> SQLText
     {
         let bucket = submission.submitted.bucket
         return """
@@ -116,7 +116,7 @@ extension StoreTransaction {
         return try Self.submissionRecords(rows, walkerId: walkerId, day: day, fallbackZone: fallbackZone)
     }
 
-    static func submissionsStatement(walkerId: String, day: LocalDate) -> SQLQueryString {
+    static func submissionsStatement(walkerId: String, day: LocalDate) -> SQLText {
         """
         SELECT submission_id, source, source_bundle_id, step_count, span_start, span_end, received_at, tz,
             gyro_observed
@@ -157,7 +157,7 @@ extension StoreTransaction {
         return try Self.previousSubmissions(rows)
     }
 
-    static func submissionZonesStatement(walkerId: String, from: Date, to: Date) -> SQLQueryString {
+    static func submissionZonesStatement(walkerId: String, from: Date, to: Date) -> SQLText {
         """
         SELECT COALESCE(s.tz, l.tz) AS tz, s.received_at AS received_at
         FROM step_submissions s

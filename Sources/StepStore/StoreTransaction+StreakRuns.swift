@@ -1,6 +1,7 @@
 import Foundation
 import SQLKit
 import StepCore
+import StepDatabase
 
 /// What an ingest reads about its day: the day's log, if any, and the streak runs around it.
 package struct DayState: Sendable {
@@ -47,7 +48,7 @@ extension StoreTransaction {
             log: log, streak: StreakNeighbourhood(day: day, runs: runs), pendingReconcileAt: pendingReconcileAt)
     }
 
-    static func dayStateStatement(walkerId: String, day: LocalDate) -> SQLQueryString {
+    static func dayStateStatement(walkerId: String, day: LocalDate) -> SQLText {
         """
         SELECT \(unsafeRaw: Self.joinedStepLogColumns), r.start_day AS start_day, r.end_day AS end_day,
             (SELECT MIN(run_at) FROM jobs
@@ -94,11 +95,11 @@ extension StoreTransaction {
 
     /// A change as statements: delete the runs whose end no inserted run reuses, upsert the new runs
     /// (an upsert, not a delete and an insert of the same key, so the statements also hold as sibling CTEs).
-    static func streakChangeStatements(walkerId: String, _ change: StreakRunChange, when condition: SQLQueryString)
-        -> [SQLQueryString]
+    static func streakChangeStatements(walkerId: String, _ change: StreakRunChange, when condition: SQLText)
+        -> [SQLText]
     {
         let insertedEnds = Set(change.inserted.map(\.end))
-        var statements: [SQLQueryString] = change.removed.map(\.end).filter { !insertedEnds.contains($0) }.map {
+        var statements: [SQLText] = change.removed.map(\.end).filter { !insertedEnds.contains($0) }.map {
             """
             DELETE FROM streak_runs
             WHERE walker_id = \(bind: walkerId) AND end_day = \(bind: $0.dayNumber) AND \(condition)

@@ -1,6 +1,7 @@
 import Foundation
 import SQLKit
 import StepCore
+import StepDatabase
 
 /// What an operator sees of a walker (`GET /admin/walkers/{id}`).
 package struct AdminWalkerView: Sendable, Hashable {
@@ -18,11 +19,11 @@ extension StoreTransaction {
     /// reinstated. Returns false when the walker is unknown or already in that state, so the caller answers 409
     /// without writing the audit. Under the walker's row lock, the same lock every ingest takes first.
     package func setSuspension(walkerId: String, suspended: Bool, note: String, at now: Date) async throws -> Bool {
-        let changed: SQLQueryString =
+        let changed: SQLText =
             suspended
             ? "suspended_at = \(bind: now.millisecondsSince1970), suspension_note = \(bind: note)"
             : "suspended_at = NULL, suspension_note = NULL"
-        let condition: SQLQueryString = suspended ? "suspended_at IS NULL" : "suspended_at IS NOT NULL"
+        let condition: SQLText = suspended ? "suspended_at IS NULL" : "suspended_at IS NOT NULL"
         return try await sql.raw(
             """
             UPDATE walkers SET \(changed) WHERE walker_id = \(bind: walkerId) AND \(condition) RETURNING walker_id

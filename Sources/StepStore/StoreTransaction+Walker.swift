@@ -54,8 +54,8 @@ extension StoreTransaction {
     }
 
     /// The walker lock with the day's state and the walker's version as the snapshot saw it (`seen_version`).
-    static func lockWalkerAndDayStatement(_ walkerId: String, day: LocalDate, now: Date) -> SQLQueryString {
-        var query: SQLQueryString = "WITH walker AS (\n"
+    static func lockWalkerAndDayStatement(_ walkerId: String, day: LocalDate, now: Date) -> SQLText {
+        var query: SQLText = "WITH walker AS (\n"
         query += lockWalkerStatement(walkerId, now: now)
         query += "\n)\nSELECT walker.last_tz, walker.last_submission_at, walker.lifetime_steps, walker.version,"
         query += " walker.suspended_at"
@@ -66,8 +66,8 @@ extension StoreTransaction {
     /// The rest of a select list and its `FROM`, for a statement whose `from` gives one row (the walker it
     /// locks): the walker's version as the statement's snapshot saw it (`seen_version`) and `day`'s state,
     /// one row per streak run as `dayStateStatement` gives them.
-    static func snapshotDayColumns(walkerId: String, day: LocalDate, from source: SQLQueryString) -> SQLQueryString {
-        var query: SQLQueryString =
+    static func snapshotDayColumns(walkerId: String, day: LocalDate, from source: SQLText) -> SQLText {
+        var query: SQLText =
             ",\n    (SELECT version FROM walkers WHERE walker_id = \(bind: walkerId)) AS seen_version, d.*\nFROM "
         query += source
         query += " LEFT JOIN (\n"
@@ -85,7 +85,7 @@ extension StoreTransaction {
         return try dayState(rows, day: day)
     }
 
-    static func lockWalkerStatement(_ walkerId: String, now: Date) -> SQLQueryString {
+    static func lockWalkerStatement(_ walkerId: String, now: Date) -> SQLText {
         """
         INSERT INTO walkers (walker_id, created_at, lifetime_steps)
         VALUES (\(bind: walkerId), \(bind: now.millisecondsSince1970), 0)
@@ -132,8 +132,8 @@ extension StoreTransaction {
     /// version is that, returning a row when it was (the guard of `recordIngest`).
     static func recordSubmissionStatement(
         walkerId: String, timeZone: String, at now: Date, lifetimeStepsDelta: Int, expectedVersion: Int? = nil
-    ) -> SQLQueryString {
-        var query: SQLQueryString = """
+    ) -> SQLText {
+        var query: SQLText = """
             UPDATE walkers SET last_tz = \(bind: timeZone), last_submission_at = \(bind: now.millisecondsSince1970),
                 lifetime_steps = lifetime_steps + \(bind: lifetimeStepsDelta), version = version + 1
             WHERE walker_id = \(bind: walkerId)

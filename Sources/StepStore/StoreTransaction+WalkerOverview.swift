@@ -55,7 +55,7 @@ extension StoreTransaction {
     /// One row: the walker, its latest run (NULLs without one), the ledger's sum and the pending Energy.
     /// `CASE` rather than `GREATEST`/`MAX(a, b)`, which only one engine each has; the sums are cast because
     /// PostgreSQL sums BIGINTs as NUMERIC.
-    static func walkerOverviewStatement(_ walkerId: String) -> SQLQueryString {
+    static func walkerOverviewStatement(_ walkerId: String) -> SQLText {
         """
         SELECT w.lifetime_steps AS lifetime_steps, w.last_tz AS last_tz,
             r.start_day AS start_day, r.end_day AS end_day,

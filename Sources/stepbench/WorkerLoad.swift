@@ -6,6 +6,7 @@ import NIOCore
 import NIOHTTP1
 import SQLKit
 import StepCore
+import StepDatabase
 import StepJobs
 import StepStore
 import Synchronization

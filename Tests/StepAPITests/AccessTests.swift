@@ -449,7 +449,7 @@ struct AccessTests {
     /// tables are read from the schema, so a new walker table is covered without a change here.
     static func rows(of walker: String, in harness: TestHarness) async throws -> [String: [String]] {
         try await harness.store.withoutTransaction { tx in
-            let tablesQuery: SQLQueryString =
+            let tablesQuery: SQLText =
                 tx.kind == .sqlite
                 ? """
                 SELECT m.name AS name FROM sqlite_master m JOIN pragma_table_info(m.name) p

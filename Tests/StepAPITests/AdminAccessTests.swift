@@ -147,7 +147,7 @@ struct AdminAccessTests {
                 "UPDATE admin_audit SET outcome = 'discarded'", "DELETE FROM admin_audit",
             ] {
                 await #expect(throws: (any Error).self, "\(statement)") {
-                    try await harness.store.transaction { try await $0.sql.raw(SQLQueryString(statement)).run() }
+                    try await harness.store.transaction { try await $0.sql.raw(SQLText(statement)).run() }
                 }
             }
             #expect(try await harness.store.transaction { try await $0.auditRecords(limit: 5) } == [record])

@@ -140,7 +140,7 @@ struct AllocationPropertyTests {
 
     static func count(_ harness: TestHarness, _ query: String) async throws -> Int {
         try await harness.store.transaction { tx in
-            try await tx.sql.raw(SQLQueryString(query)).first()?.decode(column: "n", as: Int.self) ?? 0
+            try await tx.sql.raw(SQLText(query)).first()?.decode(column: "n", as: Int.self) ?? 0
         }
     }
 

@@ -100,7 +100,7 @@ struct EraseTests {
     /// review with a note, an event, a pending job.
     static func insertPersonalRows(_ harness: TestHarness, walker: String) async throws {
         try await harness.store.transaction { tx in
-            let statements: [SQLQueryString] = [
+            let statements: [SQLText] = [
                 """
                 INSERT INTO health_records (walker_id, day, record_id, steps, duration_milli, calories_milli,
                     distance_milli, source, created_at, updated_at)

@@ -172,7 +172,7 @@ struct ReconcileBatchTests {
                 })
         }
         return try await harness.store.transaction { [view] tx in
-            let rows = { (query: SQLQueryString) in
+            let rows = { (query: SQLText) in
                 try await tx.sql.raw(query).all().map { row in
                     try row.allColumns.map { column in
                         try row.decode(column: column, as: String?.self) ?? "null"

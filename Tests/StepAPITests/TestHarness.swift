@@ -132,7 +132,7 @@ struct TestHarness: Sendable {
             let query =
                 walker.map { "SELECT COUNT(*) AS n FROM \(table) WHERE walker_id = '\($0)'" }
                 ?? "SELECT COUNT(*) AS n FROM \(table)"
-            return try await tx.sql.raw(SQLQueryString(query)).first()?.decode(column: "n", as: Int.self) ?? 0
+            return try await tx.sql.raw(SQLText(query)).first()?.decode(column: "n", as: Int.self) ?? 0
         }
     }
 }

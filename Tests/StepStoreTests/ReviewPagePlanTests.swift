@@ -67,9 +67,9 @@ struct ReviewPagePlanTests {
     }
 
     /// The engine's plan of `statement`, one line per node.
-    static func plan(_ store: Store, _ statement: SQLQueryString) async throws -> String {
+    static func plan(_ store: Store, _ statement: SQLText) async throws -> String {
         try await store.withoutTransaction { tx in
-            var explain: SQLQueryString = tx.kind == .sqlite ? "EXPLAIN QUERY PLAN " : "EXPLAIN "
+            var explain: SQLText = tx.kind == .sqlite ? "EXPLAIN QUERY PLAN " : "EXPLAIN "
             explain += statement
             let rows = try await tx.sql.raw(explain).all()
             return try rows.map {

@@ -41,7 +41,7 @@ package enum TestDatabases {
                 throw StoreError.invalidConfiguration("STEPLEDGER_TEST_POSTGRES_URL is not set")
             }
             let schema = "t_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
-            try await admin(url) { try await $0.raw(SQLQueryString("CREATE SCHEMA \(unsafeRaw: schema)")).run() }
+            try await admin(url) { try await $0.raw("CREATE SCHEMA \(unsafeRaw: schema)").run() }
             var settings = Self.postgresSettings
             settings.startupParameters["search_path"] = schema
             let store = try await StoreFactory.open(
@@ -50,7 +50,7 @@ package enum TestDatabases {
                 store: store, url: url, schema: schema,
                 cleanup: {
                     try? await admin(url) {
-                        try await $0.raw(SQLQueryString("DROP SCHEMA \(unsafeRaw: schema) CASCADE")).run()
+                        try await $0.raw("DROP SCHEMA \(unsafeRaw: schema) CASCADE").run()
                     }
                 })
         }

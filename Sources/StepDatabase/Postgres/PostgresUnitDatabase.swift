@@ -22,7 +22,7 @@ struct PostgresUnitDatabase: SQLDatabase {
     }
 
     func execute(sql query: any SQLExpression, _ onRow: @escaping @Sendable (any SQLRow) -> Void) async throws {
-        let (sql, binds) = serialize(query)
+        let (sql, binds) = (query as? SQLText)?.rendered(.dollar) ?? serialize(query)
         var bindings = PostgresBindings(capacity: binds.count)
         var types: [PostgresDataType] = []
         types.reserveCapacity(binds.count)

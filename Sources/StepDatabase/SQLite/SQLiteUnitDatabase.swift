@@ -24,7 +24,7 @@ struct SQLiteUnitDatabase: SQLDatabase {
     }
 
     private func run(_ query: any SQLExpression, _ onRow: @Sendable (any SQLRow) -> Void) throws {
-        let (sql, binds) = serialize(query)
+        let (sql, binds) = (query as? SQLText)?.rendered(.question) ?? serialize(query)
         try handle.run(sql, binds: binds) { onRow($0) }
     }
 }
