@@ -19,6 +19,8 @@ package struct JobQueue: Sendable {
 
     /// When this queue's claims last ran the rescuer (see `claim`), shared by the copies of the queue.
     private let lastRescue = LastRescue()
+    /// Jobs this queue claimed since it last vacuumed the table (`vacuumIfChurned`), shared by its copies.
+    private let churn = ClaimChurn()
 
     package init(store: Store, leaseSeconds: Double = 30, backoff: JobBackoff = JobBackoff()) {
         self.store = store
@@ -78,6 +80,7 @@ package struct JobQueue: Sendable {
             let rows = try await tx.sql.raw(
                 Self.claimStatement(tx, limit: limit, lease: lease, now: nowMs)
             ).all()
+            churn.count.add(rows.count, ordering: .relaxed)
             return try rows.map { row in
                 ClaimedJob(
                     id: try row.decode(column: "job_id", as: String.self),
@@ -89,6 +92,22 @@ package struct JobQueue: Sendable {
                     maxAttempts: try row.decode(column: "max_attempts", as: Int.self))
             }
         }
+    }
+
+    /// Vacuums the jobs table on PostgreSQL once this queue has claimed `minimumJobs` jobs since it last did;
+    /// returns whether it did. Each claimed job leaves dead row versions (the pending one its claim replaced, the
+    /// running one its completion deleted), and their `jobs_due` entries sit at the front of the index, where
+    /// every claim reads: they pile up until a vacuum removes them, and autovacuum visits a database at most once
+    /// a minute. Under `scripts/bench-worker postgres` the claim's mean grew to 5.5 ms (8 ms for the first row
+    /// over 25 000 dead versions); vacuumed every second it was 0.6 ms, for about a tenth of that time in the
+    /// vacuums. `SKIP_LOCKED`: when another instance is vacuuming the table this one does not wait. A role that
+    /// does not own the table gets a warning from PostgreSQL and nothing is done. SQLite has no dead versions.
+    @discardableResult
+    package func vacuumIfChurned(minimumJobs: Int) async throws -> Bool {
+        guard store.kind == .postgres, churn.count.load(ordering: .relaxed) >= minimumJobs else { return false }
+        churn.count.store(0, ordering: .relaxed)
+        try await store.withoutTransaction { tx in try await tx.sql.raw("VACUUM (SKIP_LOCKED) jobs").run() }
+        return true
     }
 
     /// The claim's statement: marks up to `limit` due or lapsed jobs running with their lease until `lease`
@@ -414,4 +433,9 @@ private final class LastRescue: Sendable {
             return true
         }
     }
+}
+
+/// Jobs claimed since the queue last vacuumed its table (`JobQueue.vacuumIfChurned`).
+private final class ClaimChurn: Sendable {
+    let count = Atomic<Int>(0)
 }

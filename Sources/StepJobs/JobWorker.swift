@@ -72,6 +72,25 @@ package struct JobWorker: Service {
                     group.addTask { await slot() }
                 }
             }
+            if queue.store.kind == .postgres {
+                group.addTask(executorPreference: executor) { await vacuumer() }
+            }
+        }
+    }
+
+    /// How often the vacuumer looks at the queue's churn, and how many claimed jobs make it vacuum the table.
+    static let vacuumCheckSeconds = 1.0
+    static let vacuumAfterJobs = 1_000
+
+    /// Vacuums the jobs table (PostgreSQL) while the slots churn through it: see `JobQueue.vacuumIfChurned`.
+    private func vacuumer() async {
+        while !Task.isShuttingDownGracefully && !Task.isCancelled {
+            try? await cancelWhenGracefulShutdown { try await Task.sleep(for: .seconds(Self.vacuumCheckSeconds)) }
+            do {
+                try await queue.vacuumIfChurned(minimumJobs: Self.vacuumAfterJobs)
+            } catch {
+                logger.warning("vacuuming the jobs table failed", metadata: ["error": .string(Self.describe(error))])
+            }
         }
     }
 

@@ -191,6 +191,41 @@ struct JobQueueTests {
     }
 
     @Test(
+        "the queue vacuums its table on PostgreSQL once enough jobs were claimed since it last did, never on SQLite",
+        arguments: TestDatabases.kinds)
+    func vacuumsWhenChurned(kind: DatabaseKind) async throws {
+        let test = try await TestDatabases.make(kind)
+        let queue = JobQueue(store: test.store, leaseSeconds: 60)
+        for index in 0..<30 { try await #require(Self.enqueue(Self.job("w\(index)"), test.store)) }
+        let vacuums = { @Sendable () async throws -> Int in
+            try await test.store.withoutTransaction { tx in
+                try await tx.sql.raw(
+                    """
+                    SELECT vacuum_count AS n FROM pg_stat_user_tables
+                    WHERE relname = 'jobs' AND schemaname = current_schema()
+                    """
+                ).first()?.decode(column: "n", as: Int.self) ?? -1
+            }
+        }
+        #expect(try await queue.claim(limit: 16, now: Self.t0).count == 16)
+        #expect(try await queue.vacuumIfChurned(minimumJobs: 20) == false)
+        #expect(try await queue.claim(limit: 16, now: Self.t0).count == 14)
+        switch kind {
+        case .postgres:
+            let before = try await vacuums()
+            #expect(before >= 0)
+            #expect(try await queue.vacuumIfChurned(minimumJobs: 20))
+            #expect(try await vacuums() == before + 1)
+            // The count starts again: the next vacuum waits for 20 more claimed jobs.
+            #expect(try await queue.vacuumIfChurned(minimumJobs: 20) == false)
+            #expect(try await vacuums() == before + 1)
+        case .sqlite:
+            #expect(try await queue.vacuumIfChurned(minimumJobs: 20) == false)
+        }
+        try await test.close()
+    }
+
+    @Test(
         "failures back off with jitter, park the job as dead after the last attempt, and retry revives it",
         arguments: TestDatabases.kinds)
     func failures(kind: DatabaseKind) async throws {
