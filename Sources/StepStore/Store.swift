@@ -1,4 +1,3 @@
-import Crypto
 import Foundation
 import SQLKit
 import StepDatabase
@@ -96,15 +95,16 @@ package struct StoreTransaction: Sendable {
 
 /// Random row identifiers: version-4 UUIDs in lowercase text.
 package enum StoreTransactionID {
-    /// The random bits come from BoringSSL's generator, seeded by the kernel and run in the process:
+    /// The random bits come from the kernel's generator, 512 bytes (32 ids) in one read of `/dev/urandom`:
     /// Foundation's `UUID()` opened, read and closed `/dev/urandom` for every id, three system calls on the
-    /// SQLite writer's thread for each of an ingest's three rows. They are drawn 512 bytes at a time (32 ids),
-    /// because each draw allocates a key: per id that was about 1 % of `stepd`'s CPU per ingest. Row ids are not
-    /// secrets, so holding the next few in memory gives nothing away.
+    /// SQLite writer's thread for each of an ingest's three rows; swift-crypto's `SymmetricKey(size:)`, used
+    /// next, asks `SystemRandomNumberGenerator` for 8 bytes at a time, one `getrandom` each: 64 system calls per
+    /// draw, about five per ingest and 40 % of all of `stepd`'s. Row ids are not secrets, so holding the next few
+    /// in memory gives nothing away.
     package static func make() -> String {
         var bytes = random.withLock { pool in
             if pool.offset + 16 > pool.bytes.count {
-                pool.bytes = SymmetricKey(size: .init(bitCount: 8 * 512)).withUnsafeBytes { Array($0) }
+                pool.bytes = randomBytes(512)
                 pool.offset = 0
             }
             defer { pool.offset += 16 }
@@ -121,6 +121,33 @@ package enum StoreTransactionID {
         }
         return String(decoding: text, as: UTF8.self)
     }
+
+    /// `count` random bytes from the kernel, in as few reads of `/dev/urandom` (kept open) as it answers (one
+    /// for 512 bytes); through `SystemRandomNumberGenerator` if it cannot be read.
+    static func randomBytes(_ count: Int) -> [UInt8] {
+        [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
+            var filled = 0
+            while urandom >= 0, filled < count {
+                let got = read(urandom, buffer.baseAddress! + filled, count - filled)
+                if got > 0 {
+                    filled += got
+                } else if got < 0, errno == EINTR {
+                    continue
+                } else {
+                    break
+                }
+            }
+            var generator = SystemRandomNumberGenerator()
+            while filled < count {
+                buffer[filled] = UInt8.random(in: .min ... .max, using: &generator)
+                filled += 1
+            }
+            initialized = count
+        }
+    }
+
+    /// The kernel's generator, opened once for the process (-1 if it cannot be).
+    private static let urandom = open("/dev/urandom", O_RDONLY | O_CLOEXEC)
 
     /// Random bytes drawn but not yet used, from `offset` on.
     private static let random = Mutex<(bytes: [UInt8], offset: Int)>(([], 0))

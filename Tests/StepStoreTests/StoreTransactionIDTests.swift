@@ -1,6 +1,7 @@
 import Foundation
-import StepStore
 import Testing
+
+@testable import StepStore
 
 @Suite("Row identifiers")
 struct StoreTransactionIDTests {
@@ -18,5 +19,16 @@ struct StoreTransactionIDTests {
         // Every hex digit position that is random takes more than one value across the ids.
         let columns = (0..<36).map { index in Set(ids.map { Array($0.utf8)[index] }) }
         #expect(columns.enumerated().filter { $0.element.count == 1 }.map(\.offset) == [8, 13, 14, 18, 23])
+    }
+
+    @Test("the kernel's random bytes come whole, and two draws differ")
+    func randomBytes() {
+        let first = StoreTransactionID.randomBytes(512)
+        let second = StoreTransactionID.randomBytes(512)
+        #expect(first.count == 512 && second.count == 512)
+        #expect(first != second)
+        // 512 uniform bytes take about 221 of the 256 values; a short read left as zeros would take far fewer.
+        #expect(Set(first).count > 180)
+        #expect(first.suffix(64).contains { $0 != 0 })
     }
 }
