@@ -219,6 +219,13 @@ struct JobQueueTests {
             // The count starts again: the next vacuum waits for 20 more claimed jobs.
             #expect(try await queue.vacuumIfChurned(minimumJobs: 20) == false)
             #expect(try await vacuums() == before + 1)
+            // Later vacuums run too (from the second on, the text is a named prepared statement).
+            for round in 1...2 {
+                for index in 0..<5 { try await #require(Self.enqueue(Self.job("r\(round)-\(index)"), test.store)) }
+                #expect(try await queue.claim(limit: 16, now: Self.t0).count == 5)
+                #expect(try await queue.vacuumIfChurned(minimumJobs: 5))
+                #expect(try await vacuums() == before + 1 + round)
+            }
         case .sqlite:
             #expect(try await queue.vacuumIfChurned(minimumJobs: 20) == false)
         }
