@@ -97,16 +97,23 @@ package struct JobQueue: Sendable {
     /// Vacuums the jobs table on PostgreSQL once this queue has claimed `minimumJobs` jobs since it last did;
     /// returns whether it did. Each claimed job leaves dead row versions (the pending one its claim replaced, the
     /// running one its completion deleted), and their `jobs_due` entries sit at the front of the index, where
-    /// every claim reads: they pile up until a vacuum removes them, and autovacuum visits a database at most once
-    /// a minute. Under `scripts/bench-worker postgres` the claim's mean grew to 5.5 ms (8 ms for the first row
-    /// over 25 000 dead versions); vacuumed every second it was 0.6 ms, for about a tenth of that time in the
-    /// vacuums. `SKIP_LOCKED`: when another instance is vacuuming the table this one does not wait. A role that
-    /// does not own the table gets a warning from PostgreSQL and nothing is done. SQLite has no dead versions.
+    /// every claim starts reading: they pile up until a vacuum removes them, and autovacuum visits a database at
+    /// most once a minute. Under `scripts/bench-worker postgres 40` the claim took 5.5 ms a call (25 s of
+    /// PostgreSQL's time); with the table vacuumed every second, 0.6 ms (3 s), and 5 s in the vacuums.
+    /// - `SKIP_LOCKED`: when another instance is vacuuming the table this one does not wait.
+    /// - `TRUNCATE false`: a vacuum that finds empty pages at the table's end would wait up to 5 s for an
+    ///   exclusive lock to cut them off, and hold it against every claim and enqueue (under load one timed out
+    ///   waiting); the emptied pages take the next rows anyway.
+    ///
+    /// A role that does not own the table gets a warning from PostgreSQL and nothing is done. SQLite keeps no
+    /// dead versions.
     @discardableResult
     package func vacuumIfChurned(minimumJobs: Int) async throws -> Bool {
         guard store.kind == .postgres, churn.count.load(ordering: .relaxed) >= minimumJobs else { return false }
         churn.count.store(0, ordering: .relaxed)
-        try await store.withoutTransaction { tx in try await tx.sql.raw("VACUUM (SKIP_LOCKED) jobs").run() }
+        try await store.withoutTransaction { tx in
+            try await tx.sql.raw("VACUUM (SKIP_LOCKED, TRUNCATE false) jobs").run()
+        }
         return true
     }
 
