@@ -77,4 +77,44 @@ struct PostgresPreparedStatementTests {
         #expect(answers == ["1", "2", "three", "none", "5", "none", "seven"])
         try await test.close()
     }
+
+    @Test(
+        "long texts that differ in one byte the slots' hash does not sample are prepared and answered apart",
+        .enabled(if: TestDatabases.kinds.contains(.postgres)))
+    func sampledHash() async throws {
+        let test = try await TestDatabases.make(.postgres)
+        let marker = "m" + UUID().uuidString.replacingOccurrences(of: "-", with: "")
+        // The same length and the same first and last 64 bytes; they differ only between the bytes the hash samples.
+        let padding = String(repeating: " ", count: 400)
+        let texts = ["a", "b"].map { letter in
+            "SELECT \(letter == "a" ? "1" : "2") AS v, '\(letter)' AS w, '\(marker)' AS m"
+        }
+        let prefix = "/*" + String(repeating: "x", count: 58) + "*/"
+        let statements = texts.map { text -> String in
+            let head = prefix + String(repeating: " ", count: 70 - prefix.count)
+            return head + text + padding
+        }
+        #expect(statements[0].count == statements[1].count)
+        #expect(statements[0].prefix(64) == statements[1].prefix(64))
+        #expect(statements[0].suffix(64) == statements[1].suffix(64))
+        let differing = zip(statements[0].utf8, statements[1].utf8).enumerated().filter { $0.element.0 != $0.element.1 }
+        #expect(!differing.isEmpty && differing.allSatisfy { $0.offset % 64 != 0 })
+        let (answers, names) = try await test.store.database.withConnection { sql in
+            var answers: [String] = []
+            for _ in 0..<3 {
+                for statement in statements {
+                    let row = try await sql.raw(
+                        "\(unsafeRaw: statement) WHERE \(bind: 1) = 1"
+                    ).first()
+                    answers.append(
+                        "\(try row?.decode(column: "v", as: Int.self) ?? -1)\(try row?.decode(column: "w", as: String.self) ?? "?")"
+                    )
+                }
+            }
+            return (answers, try await Self.prepared(sql, marker: marker))
+        }
+        #expect(answers == ["1a", "2b", "1a", "2b", "1a", "2b"])
+        #expect(Set(names).count == 2, "prepared: \(names)")
+        try await test.close()
+    }
 }
