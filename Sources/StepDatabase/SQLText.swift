@@ -5,9 +5,9 @@ import SQLKit
 /// It is written like SQLKit's `SQLQueryString` (`"… \(bind: value) …"`, `+`, `+=`, `joined`), but built by
 /// plain string appends: no expression is boxed per literal or per bind, and the unit databases render it in
 /// one pass over its bytes (`rendered(_:)`), numbering the placeholders as the engine wants them. The ingest's
-/// two PostgreSQL statements hold about seventy binds; through `SQLQueryString` their building, serialising
-/// and freeing were a tenth of `stepd`'s CPU per ingest. Any other `SQLDatabase` serialises it like any
-/// expression (`serialize(to:)`), so it runs everywhere a `SQLQueryString` does.
+/// two PostgreSQL statements hold about seventy binds; built as `SQLText` instead of `SQLQueryString`, an ingest
+/// cost `stepd` 0.92 of the CPU (`scripts/bench-ab`, docs/benchmarks.md). Any other `SQLDatabase` serialises it
+/// like any expression (`serialize(to:)`), so it runs everywhere a `SQLQueryString` does.
 package struct SQLText: Sendable, SQLExpression, ExpressibleByStringInterpolation {
     /// Stands for a bind in `marked`. A NUL cannot appear in a statement's text on either engine.
     static let marker: UInt8 = 0

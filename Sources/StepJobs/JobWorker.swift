@@ -86,6 +86,7 @@ package struct JobWorker: Service {
     private func vacuumer() async {
         while !Task.isShuttingDownGracefully && !Task.isCancelled {
             try? await cancelWhenGracefulShutdown { try await Task.sleep(for: .seconds(Self.vacuumCheckSeconds)) }
+            guard !Task.isShuttingDownGracefully && !Task.isCancelled else { return }
             do {
                 try await queue.vacuumIfChurned(minimumJobs: Self.vacuumAfterJobs)
             } catch {
