@@ -17,10 +17,9 @@ package struct JobQueue: Sendable {
     /// Why the rescuer parked a job: it held no error of its own, its worker stopped answering.
     package static let abandonedError = "its worker stopped (lease expired) during the last allowed attempt"
 
-    /// When this queue's claims last ran the rescuer (see `claim`), shared by the copies of the queue.
-    private let lastRescue = LastRescue()
-    /// Jobs this queue claimed since it last vacuumed the table (`vacuumIfChurned`), shared by its copies.
-    private let churn = ClaimChurn()
+    /// When this queue's claims last ran the rescuer, and how many jobs it claimed since it last vacuumed the
+    /// table; shared by the copies of the queue.
+    private let turns = QueueTurns()
 
     package init(store: Store, leaseSeconds: Double = 30, backoff: JobBackoff = JobBackoff()) {
         self.store = store
@@ -74,13 +73,13 @@ package struct JobQueue: Sendable {
     package func claim(limit: Int, now: Date) async throws -> [ClaimedJob] {
         let lease = now.addingTimeInterval(leaseSeconds).millisecondsSince1970
         let nowMs = now.millisecondsSince1970
-        let rescue = lastRescue.claimTurn(at: now, every: rescueIntervalSeconds)
+        let rescue = turns.claimRescue(at: now, every: rescueIntervalSeconds)
         return try await store.withoutTransaction { tx in
             if rescue { _ = try await Self.rescue(tx, now: now) }
             let rows = try await tx.sql.raw(
                 Self.claimStatement(tx, limit: limit, lease: lease, now: nowMs)
             ).all()
-            churn.count.add(rows.count, ordering: .relaxed)
+            turns.claimed.add(rows.count, ordering: .relaxed)
             return try rows.map { row in
                 ClaimedJob(
                     id: try row.decode(column: "job_id", as: String.self),
@@ -94,27 +93,17 @@ package struct JobQueue: Sendable {
         }
     }
 
-    /// Vacuums the jobs table on PostgreSQL once this queue has claimed `minimumJobs` jobs since it last did;
-    /// returns whether it did. Each claimed job leaves dead row versions (the pending one its claim replaced, the
-    /// running one its completion deleted), and their `jobs_due` entries sit at the front of the index, where
-    /// every claim starts reading: they pile up until a vacuum removes them, and autovacuum visits a database at
-    /// most once a minute. Under `scripts/bench-worker postgres 40` the claim took 5.5 ms a call (25 s of
-    /// PostgreSQL's time); with the table vacuumed every second, 0.6 ms (3 s), and 5 s in the vacuums.
-    /// - `SKIP_LOCKED`: when another instance is vacuuming the table this one does not wait.
-    /// - `TRUNCATE false`: a vacuum that finds empty pages at the table's end would wait up to 5 s for an
-    ///   exclusive lock to cut them off, and hold it against every claim and enqueue (under load one timed out
-    ///   waiting); the emptied pages take the next rows anyway.
-    ///
-    /// A role that does not own the table gets a warning from PostgreSQL and nothing is done. SQLite keeps no
-    /// dead versions.
+    /// Vacuums the jobs table (`Store.vacuum`) once this queue has claimed `minimumJobs` jobs since it last did;
+    /// returns whether it did (never on SQLite). Each claimed job leaves dead row versions (the pending one its
+    /// claim replaced, the running one its completion deleted), and their `jobs_due` entries sit at the front of
+    /// the index, where every claim starts reading. Under `scripts/bench-worker postgres 40` the claim took 5.5 ms a
+    /// call (25 s of PostgreSQL's time); with the table vacuumed every second, 0.6 ms (3 s), and 5 s in the vacuums.
     @discardableResult
     package func vacuumIfChurned(minimumJobs: Int) async throws -> Bool {
-        guard store.kind == .postgres, churn.count.load(ordering: .relaxed) >= minimumJobs else { return false }
-        churn.count.store(0, ordering: .relaxed)
-        try await store.withoutTransaction { tx in
-            try await tx.sql.raw("VACUUM (SKIP_LOCKED, TRUNCATE false) jobs").run()
-        }
-        return true
+        let claimed = turns.claimed.load(ordering: .relaxed)
+        guard claimed >= minimumJobs else { return false }
+        turns.claimed.subtract(claimed, ordering: .relaxed)
+        return try await store.vacuum("jobs")
     }
 
     /// The claim's statement: marks up to `limit` due or lapsed jobs running with their lease until `lease`
@@ -428,21 +417,18 @@ package struct JobCursor: Sendable, Hashable {
 }
 
 /// The time of the last rescue, so one queue's slots take turns at it.
-private final class LastRescue: Sendable {
-    private let last = Mutex<Date?>(nil)
+private final class QueueTurns: Sendable {
+    private let lastRescue = Mutex<Date?>(nil)
+    /// Jobs claimed since the queue last vacuumed its table (`JobQueue.vacuumIfChurned`).
+    let claimed = Atomic<Int>(0)
 
     /// True, and the turn taken, when no rescue ran within `interval` of `now` (by the callers' clock, which
     /// tests pin).
-    func claimTurn(at now: Date, every interval: Double) -> Bool {
-        last.withLock { last in
+    func claimRescue(at now: Date, every interval: Double) -> Bool {
+        lastRescue.withLock { last in
             if let previous = last, abs(now.timeIntervalSince(previous)) < interval { return false }
             last = now
             return true
         }
     }
-}
-
-/// Jobs claimed since the queue last vacuumed its table (`JobQueue.vacuumIfChurned`).
-private final class ClaimChurn: Sendable {
-    let count = Atomic<Int>(0)
 }

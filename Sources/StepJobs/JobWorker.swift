@@ -72,9 +72,7 @@ package struct JobWorker: Service {
                     group.addTask { await slot() }
                 }
             }
-            if queue.store.kind == .postgres {
-                group.addTask(executorPreference: executor) { await vacuumer() }
-            }
+            group.addTask(executorPreference: executor) { await vacuumer() }
         }
     }
 
@@ -82,7 +80,8 @@ package struct JobWorker: Service {
     static let vacuumCheckSeconds = 1.0
     static let vacuumAfterJobs = 1_000
 
-    /// Vacuums the jobs table (PostgreSQL) while the slots churn through it: see `JobQueue.vacuumIfChurned`.
+    /// Vacuums the jobs table while the slots churn through it (PostgreSQL; on SQLite a check a second that finds
+    /// nothing to do): see `JobQueue.vacuumIfChurned`.
     private func vacuumer() async {
         while !Task.isShuttingDownGracefully && !Task.isCancelled {
             try? await cancelWhenGracefulShutdown { try await Task.sleep(for: .seconds(Self.vacuumCheckSeconds)) }

@@ -34,6 +34,20 @@ package struct Store: Sendable {
         try await unit(inTransaction: false, recording: true, body)
     }
 
+    /// Removes the dead row versions of `table` now rather than at autovacuum's next visit (at most once a minute
+    /// per database), for a table whose rows churn in front of its readers (the job queue); returns whether it
+    /// did. PostgreSQL: `VACUUM (SKIP_LOCKED, TRUNCATE false)`, so a vacuum another session runs on the table is
+    /// not waited for, and no exclusive lock is taken to cut empty pages off the table's end (under load one
+    /// waited its 5 s for it and timed out; held, it would stop every writer of the table). A role that does not
+    /// own the table gets a warning and nothing is done. SQLite keeps no dead versions: nothing to do.
+    package func vacuum(_ table: String) async throws -> Bool {
+        guard kind == .postgres else { return false }
+        try await withoutTransaction { tx in
+            try await tx.sql.raw("VACUUM (SKIP_LOCKED, TRUNCATE false) \(unsafeRaw: table)").run()
+        }
+        return true
+    }
+
     /// One unit of work on the primary. With read replicas and `recording`, what it commits is recorded for the
     /// reads that follow (`recordingCommits`).
     func unit<T: Sendable>(
