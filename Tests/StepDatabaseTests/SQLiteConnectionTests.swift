@@ -173,7 +173,7 @@ struct SQLiteConnectionTests {
         let writerPages = try await database.withConnection {
             try await $0.raw("PRAGMA wal_autocheckpoint").first()?.decode(column: "wal_autocheckpoint", as: Int.self)
         }
-        #expect(writerPages == 10_000)
+        #expect(writerPages == SQLiteDatabase.writerCheckpointPages)
         let deadline = ContinuousClock.now + .seconds(10)
         var progress = database.checkpointProgress
         while !(progress.walFrames > 0 && progress.checkpointedFrames == progress.walFrames),
