@@ -132,6 +132,17 @@ bench_postgres_database() {
     echo "${STEPLEDGER_TEST_POSTGRES_URL/\/postgres\?//$1?}"
 }
 
+# The URL of database NAME (postgres by default) on the server scripts/with-postgres started, over its Unix-domain
+# socket instead of TCP: with-postgres puts the socket in the folder that holds the data directory (-k).
+bench_postgres_socket_url() {
+    local port folder
+    port=$(python3 -c 'import sys, urllib.parse; print(urllib.parse.urlsplit(sys.argv[1]).port or 5432)' \
+        "$STEPLEDGER_TEST_POSTGRES_URL")
+    folder=$(dirname "${STEPLEDGER_TEST_POSTGRES_DATA:?run under scripts/with-postgres}")
+    [ -S "$folder/.s.PGSQL.$port" ] || { echo "no PostgreSQL socket in $folder" >&2; exit 1; }
+    echo "postgres://postgres@/${1:-postgres}?host=$folder&port=$port&sslmode=disable"
+}
+
 # CPU seconds (user + system) the thread named NAME of process PID has used; 0 when there is none.
 # Usage: thread_cpu PID NAME
 thread_cpu() {

@@ -46,31 +46,29 @@ extension AppConfiguration {
                         .readReplicas, "needs a PostgreSQL database.url: a SQLite database has no replicas")
                 }
                 // The entry is not shown: a URL may carry a password.
-                if let index = replicas.firstIndex(where: { !Self.isReplicaURL($0) }) {
-                    throw reader.error(
-                        .readReplicas,
-                        "entry \(index + 1) must be a postgres:// URL with a host (postgres://host:port/db)")
+                for (index, replica) in replicas.enumerated() {
+                    do {
+                        _ = try PostgresURL(parsing: replica)
+                    } catch {
+                        throw reader.error(.readReplicas, "entry \(index + 1): \(error.detail)")
+                    }
                 }
                 readReplicas = replicas
             }
-        }
-
-        private static func isReplicaURL(_ text: String) -> Bool {
-            guard DatabaseOpener.isPostgres(text), let host = URLComponents(string: text)?.host else { return false }
-            return !host.isEmpty
         }
     }
 }
 
 extension AppConfiguration {
-    /// The database as the start line names it: a SQLite path, or a PostgreSQL URL without its user and password.
+    /// The database as the start line names it: a SQLite path, or a PostgreSQL URL without its user, password and
+    /// options but with its socket folder, if any.
     /// With read replicas, their addresses follow (`…, read replicas 10.0.0.2:5432, 10.0.0.3:5432`).
     package var databaseDescription: String {
         guard DatabaseOpener.isPostgres(database.url) else { return database.url }
         let primary = Self.withoutCredentials(database.url)
         guard !database.readReplicas.isEmpty else { return primary }
         let replicas = database.readReplicas.map { url in
-            URLComponents(string: url).map { "\($0.host ?? "?"):\($0.port ?? 5432)" } ?? "?"
+            (try? PostgresURL(parsing: url))?.addressDescription ?? "?"
         }
         return primary + ", read replicas " + replicas.joined(separator: ", ")
     }
@@ -79,7 +77,9 @@ extension AppConfiguration {
         guard var components = URLComponents(string: url) else { return "postgres://…" }
         components.user = nil
         components.password = nil
-        components.query = nil
+        // The socket folder (`?host=/path`) is kept: it is the address, not a secret.
+        let socketFolder = components.queryItems?.filter { $0.name == "host" } ?? []
+        components.queryItems = socketFolder.isEmpty ? nil : socketFolder
         return components.string ?? "postgres://…"
     }
 }

@@ -50,12 +50,8 @@ package final class ReadReplicas: Sendable {
         var databases: [any Database] = []
         var names: [String] = []
         for (index, url) in urls.enumerated() {
-            let components = URLComponents(string: url)
             do {
-                guard DatabaseOpener.isPostgres(url), let host = components?.host, !host.isEmpty else {
-                    throw StoreError.invalidConfiguration("not a postgres:// URL with a host")
-                }
-                names.append("\(host):\(components?.port ?? 5432)")
+                names.append(try PostgresURL(parsing: url).addressDescription)
                 databases.append(
                     try PostgreSQLDatabase.open(url: url, settings: readOnly, logger: logger, runner: runner))
             } catch {

@@ -13,7 +13,10 @@ struct Compare: AsyncParsableCommand {
               ratio req/s ingest/echo: 0.041
               ratio cpu/req ingest/echo: 24.25
               ratio p99 ingest/echo: 2.10
-            CPU per request needs the servers' process ids (--ingest-pid, --echo-pid), read from /proc.
+            CPU per request needs the servers' process ids (--ingest-pid, --echo-pid), read from /proc. \
+            With --names, two builds or settings of stepd itself can be compared: --echo-url is then the baseline \
+            server, and the names replace "echo" and "ingest" in every line (e.g. --names tcp,socket prints \
+            "ratio cpu/req socket/tcp").
             """)
 
     @Option(help: "Base URL of stepd serve (loopback only).")
@@ -31,6 +34,12 @@ struct Compare: AsyncParsableCommand {
     @Option(help: "Rounds of echo phase then ingest phase.")
     var rounds: Int = 3
 
+    @Option(help: "What the output calls the --echo-url and --ingest-url servers, as BASELINE,SUBJECT.")
+    var names: String = "echo,ingest"
+
+    private var baselineName: String { String(names.split(separator: ",")[0]) }
+    private var subjectName: String { String(names.split(separator: ",")[1]) }
+
     @OptionGroup var load: LoadOptions
 
     @OptionGroup var tokenOptions: TokenOptions
@@ -39,6 +48,10 @@ struct Compare: AsyncParsableCommand {
         _ = try BenchTarget(parsing: ingestUrl, option: "--ingest-url")
         _ = try BenchTarget(parsing: echoUrl, option: "--echo-url")
         try ValidationError.check("--rounds", rounds, in: 1...100)
+        let parts = names.split(separator: ",", omittingEmptySubsequences: false)
+        guard parts.count == 2, parts.allSatisfy({ !$0.isEmpty && !$0.contains(" ") }), parts[0] != parts[1] else {
+            throw ValidationError("--names must be two different names without spaces, BASELINE,SUBJECT")
+        }
         for (option, pid) in [("--ingest-pid", ingestPid), ("--echo-pid", echoPid)] {
             if let pid, pid <= 0 { throw ValidationError("\(option) must be a process id") }
         }
@@ -57,7 +70,7 @@ struct Compare: AsyncParsableCommand {
             try await client.checkLivez(echo, timeout: LoadOptions.requestTimeout)
             try await client.checkLivez(ingest, timeout: LoadOptions.requestTimeout)
             print(
-                "stepbench compare: echo \(echo)\(pidText(echoPid)), ingest \(ingest)\(pidText(ingestPid)), "
+                "stepbench compare: \(baselineName) \(echo)\(pidText(echoPid)), \(subjectName) \(ingest)\(pidText(ingestPid)), "
                     + "\(load.walkers) walkers, \(load.connections ?? load.walkers) connections per server, "
                     + "\(BenchFormat.fixed(load.warmup, digits: 1)) s warm-up + "
                     + "\(BenchFormat.fixed(load.duration, digits: 1)) s per phase, \(rounds) rounds, run \(runId)")
@@ -68,21 +81,22 @@ struct Compare: AsyncParsableCommand {
                 let walkerIds = (0..<load.walkers).map { "cmp-\(runId)-r\(round)-\($0)" }
                 let tokens = try await signer.tokens(for: walkerIds, ttlSeconds: load.tokenLifetime(phases: 2))
                 let echoReport = await plan.run(
-                    BenchPhase(title: "echo", target: echo, tokens: tokens, keyPrefix: "\(runId)-r\(round)-echo"),
+                    BenchPhase(
+                        title: baselineName, target: echo, tokens: tokens, keyPrefix: "\(runId)-r\(round)-echo"),
                     client: client, cpu: echoCPU)
-                print(echoReport.summaryLine(label: "round \(round) echo"))
+                print(echoReport.summaryLine(label: "round \(round) \(baselineName)"))
                 let ingestReport = await plan.run(
                     BenchPhase(
-                        title: "ingest", target: ingest, tokens: tokens, keyPrefix: "\(runId)-r\(round)-ingest"),
+                        title: subjectName, target: ingest, tokens: tokens, keyPrefix: "\(runId)-r\(round)-ingest"),
                     client: client, cpu: ingestCPU)
-                print(ingestReport.summaryLine(label: "round \(round) ingest"))
-                for hint in echoReport.hints { print("note: round \(round) echo: \(hint)") }
-                for hint in ingestReport.hints { print("note: round \(round) ingest: \(hint)") }
+                print(ingestReport.summaryLine(label: "round \(round) \(subjectName)"))
+                for hint in echoReport.hints { print("note: round \(round) \(baselineName): \(hint)") }
+                for hint in ingestReport.hints { print("note: round \(round) \(subjectName): \(hint)") }
                 printRatios(prefix: "round \(round) ", echo: [echoReport], ingest: [ingestReport])
                 echoReports.append(echoReport)
                 ingestReports.append(ingestReport)
             }
-            for (name, reports) in [("echo", echoReports), ("ingest", ingestReports)] {
+            for (name, reports) in [(baselineName, echoReports), (subjectName, ingestReports)] {
                 print("median \(name) req/s: \(BenchFormat.fixed(reports.map(\.requestsPerSecond).median, digits: 1))")
                 let p99 = reports.compactMap { $0.latencies.percentile(0.99) }.median
                 print("median \(name) p99 ms: \(BenchFormat.fixed(p99, digits: 2))")
@@ -106,8 +120,9 @@ struct Compare: AsyncParsableCommand {
         let p99 = BenchFormat.ratio(
             ingest.compactMap { $0.latencies.percentile(0.99) }.median,
             echo.compactMap { $0.latencies.percentile(0.99) }.median)
-        print("\(prefix)ratio req/s ingest/echo: \(BenchFormat.fixed(throughput, digits: 3))")
-        print("\(prefix)ratio cpu/req ingest/echo: \(BenchFormat.fixed(cpu, digits: 2))")
-        print("\(prefix)ratio p99 ingest/echo: \(BenchFormat.fixed(p99, digits: 2))")
+        let pair = "\(subjectName)/\(baselineName)"
+        print("\(prefix)ratio req/s \(pair): \(BenchFormat.fixed(throughput, digits: 3))")
+        print("\(prefix)ratio cpu/req \(pair): \(BenchFormat.fixed(cpu, digits: 2))")
+        print("\(prefix)ratio p99 \(pair): \(BenchFormat.fixed(p99, digits: 2))")
     }
 }

@@ -165,6 +165,28 @@ struct ValidationTests {
         #expect(configuration.databaseDescription == "postgres://primary:5432/ledger, read replicas r1:5432, r2:5433")
     }
 
+    @Test("a PostgreSQL server on the same machine may be named by its socket folder, for the primary and replicas")
+    func socketURLs() throws {
+        let configuration = try AppConfiguration(
+            reader: reader([
+                "database.url": "postgres://ledger:pw@/ledger?host=/var/run/postgresql&sslmode=disable",
+                "database.readReplicas": "postgres://ledger@/ledger?host=/var/run/standby&port=5433",
+            ]))
+        #expect(
+            configuration.databaseDescription
+                == "postgres:///ledger?host=/var/run/postgresql, read replicas /var/run/standby/.s.PGSQL.5433")
+        #expect {
+            _ = try AppConfiguration(
+                reader: reader([
+                    "database.url": "postgres://p/l",
+                    "database.readReplicas": "postgres://u:hunter2@/l?host=/run&sslmode=require",
+                ]))
+        } throws: { error in
+            let text = "\(error)"
+            return text.contains("entry 1") && text.contains("sslmode=require") && !text.contains("hunter2")
+        }
+    }
+
     @Test("a refused replica URL is not shown: it may carry a password")
     func replicaURLNotShown() {
         #expect {

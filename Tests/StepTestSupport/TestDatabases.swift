@@ -12,6 +12,16 @@ package enum TestDatabases {
         return value?.isEmpty == false ? value : nil
     }()
 
+    /// The same server over its Unix-domain socket, when `scripts/with-postgres` started it (its socket is in the
+    /// folder that holds its data directory, `STEPLEDGER_TEST_POSTGRES_DATA`).
+    package static let postgresSocketURL: String? = {
+        guard let url = postgresURL, let port = URLComponents(string: url)?.port,
+            let data = ProcessInfo.processInfo.environment["STEPLEDGER_TEST_POSTGRES_DATA"], !data.isEmpty
+        else { return nil }
+        let folder = URL(fileURLWithPath: data).deletingLastPathComponent().path
+        return "postgres://postgres@/postgres?host=\(folder)&port=\(port)&sslmode=disable"
+    }()
+
     package static var kinds: [DatabaseKind] { postgresURL == nil ? [.sqlite] : [.sqlite, .postgres] }
 
     /// The pool of a test store. The whole suite runs at once on two cores, so a transaction can wait

@@ -115,7 +115,8 @@ package final class PostgreSQLDatabase: Database {
         }
     }
 
-    /// Builds the pools for `url` (`postgres://user:password@host:port/database?sslmode=disable|prefer|require`).
+    /// Builds the pools for `url` (`postgres://user:password@host:port/database?sslmode=disable|prefer|require`, or
+    /// a Unix-domain socket: `postgres://user@/database?host=/socket/folder`; see `PostgresURL`).
     /// Connections open lazily, so an unreachable server shows up as `StoreError.unavailable` on first use. With
     /// `threads`, the pools live on those threads (one pool each, as far as the connections go) instead of
     /// the shared threads (as many as `sharedPools` allows).
@@ -123,22 +124,28 @@ package final class PostgreSQLDatabase: Database {
         url: String, settings: PostgresSettings, logger: Logger, runner: PostgresPoolRunner = .ownTask,
         threads: [ThreadExecutor]? = nil
     ) throws -> PostgreSQLDatabase {
-        guard let components = URLComponents(string: url), let host = components.host, !host.isEmpty,
-            components.scheme == "postgres" || components.scheme == "postgresql"
-        else { throw StoreError.invalidConfiguration("database.url is not a postgres:// URL") }
-        let database = components.path.hasPrefix("/") ? String(components.path.dropFirst()) : components.path
-        let sslMode = components.queryItems?.first { $0.name == "sslmode" }?.value ?? "prefer"
-        let tls: PostgresClient.Configuration.TLS
-        switch sslMode {
-        case "disable": tls = .disable
-        case "prefer": tls = .prefer(.makeClientConfiguration())
-        case "require": tls = .require(.makeClientConfiguration())
-        default: throw StoreError.invalidConfiguration("database.url: sslmode must be disable, prefer or require")
+        let parsed: PostgresURL
+        do {
+            parsed = try PostgresURL(parsing: url)
+        } catch {
+            throw StoreError.invalidConfiguration("database.url: \(error.detail)")
         }
-        var configuration = PostgresClient.Configuration(
-            host: host, port: components.port ?? 5432, username: components.user?.removingPercentEncoding ?? "postgres",
-            password: components.password?.removingPercentEncoding, database: database.isEmpty ? nil : database,
-            tls: tls)
+        var configuration: PostgresClient.Configuration
+        switch parsed.address {
+        case .tcp(let host, let port):
+            let tls: PostgresClient.Configuration.TLS
+            switch parsed.tls {
+            case .disable: tls = .disable
+            case .prefer: tls = .prefer(.makeClientConfiguration())
+            case .require: tls = .require(.makeClientConfiguration())
+            }
+            configuration = PostgresClient.Configuration(
+                host: host, port: port, username: parsed.username, password: parsed.password,
+                database: parsed.database, tls: tls)
+        case .socket(let path):
+            configuration = PostgresClient.Configuration(
+                unixSocketPath: path, username: parsed.username, password: parsed.password, database: parsed.database)
+        }
         configuration.options.maximumConnections = settings.maximumConnections
         configuration.options.connectTimeout = .seconds(settings.connectTimeoutSeconds)
         var parameters = settings.startupParameters

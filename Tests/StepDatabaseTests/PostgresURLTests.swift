@@ -1,0 +1,81 @@
+import Foundation
+import Logging
+import SQLKit
+import StepDatabase
+import StepTestSupport
+import Testing
+
+/// `PostgresURL`: what `database.url` and `database.readReplicas` may say, and a real connection over the server's
+/// Unix-domain socket.
+@Suite("PostgreSQL URLs: TCP hosts and Unix-domain sockets")
+struct PostgresURLTests {
+    @Test("a TCP URL gives its host, port, role, password, database and TLS mode; the defaults fill what it leaves out")
+    func tcp() throws {
+        let full = try PostgresURL(parsing: "postgres://led%40ger:p%2Fw@db.internal:6432/steps?sslmode=require")
+        #expect(full.address == .tcp(host: "db.internal", port: 6432))
+        #expect(full.username == "led@ger" && full.password == "p/w" && full.database == "steps")
+        #expect(full.tls == .require)
+        #expect(full.addressDescription == "db.internal:6432")
+        let bare = try PostgresURL(parsing: "postgresql://10.0.0.2")
+        #expect(bare.address == .tcp(host: "10.0.0.2", port: 5432))
+        #expect(bare.username == "postgres" && bare.password == nil && bare.database == nil && bare.tls == .prefer)
+    }
+
+    @Test("a host parameter that is an absolute path is the socket's folder; the port names the socket file")
+    func socket() throws {
+        let url = try PostgresURL(parsing: "postgres://ledger@/steps?host=/var/run/postgresql")
+        #expect(url.address == .socket(path: "/var/run/postgresql/.s.PGSQL.5432"))
+        #expect(url.username == "ledger" && url.database == "steps")
+        #expect(url.tls == .disable, "TLS is not spoken over a socket")
+        #expect(url.addressDescription == "/var/run/postgresql/.s.PGSQL.5432")
+        let withPort = try PostgresURL(parsing: "postgres:///steps?host=/tmp/pg/&port=6543&sslmode=prefer")
+        #expect(withPort.address == .socket(path: "/tmp/pg/.s.PGSQL.6543"))
+        // libpq's rule: the host parameter wins over a host in the URL's authority.
+        let both = try PostgresURL(parsing: "postgres://ledger@db.internal:7000/steps?host=/sock")
+        #expect(both.address == .socket(path: "/sock/.s.PGSQL.7000"))
+    }
+
+    @Test(
+        "a URL that names no server, a relative socket folder, TLS required over a socket, a bad port or mode is refused without repeating the URL",
+        arguments: [
+            ("mysql://u:hunter2@db/steps", "not a postgres:// URL"),
+            ("postgres://u:hunter2@/steps", "needs a host"),
+            ("postgres://u:hunter2@/steps?host=run/postgresql", "absolute path"),
+            ("postgres://u:hunter2@/steps?host=/run/postgresql&sslmode=require", "sslmode=require"),
+            ("postgres://u:hunter2@db/steps?sslmode=verify-full", "sslmode must be"),
+            ("postgres://u:hunter2@/steps?host=/run&port=fifty", "port must be a number"),
+            ("postgres://u:hunter2@/steps?host=/run&port=70000", "port is out of range"),
+        ])
+    func refused(url: String, reason: String) {
+        do {
+            _ = try PostgresURL(parsing: url)
+            Issue.record("\(reason): accepted")
+        } catch {
+            #expect(error.detail.contains(reason), "\(error.detail)")
+            #expect(!error.detail.contains("hunter2"))
+        }
+    }
+
+    @Test(
+        "over the socket the database is reached without TCP (no server address), over the URL's host with it",
+        .enabled(if: TestDatabases.postgresSocketURL != nil))
+    func connectsOverTheSocket() async throws {
+        let socketURL = try #require(TestDatabases.postgresSocketURL)
+        let tcpURL = try #require(TestDatabases.postgresURL)
+        for (url, overSocket) in [(socketURL, true), (tcpURL, false)] {
+            let database = try PostgreSQLDatabase.open(
+                url: url, settings: PostgresSettings(), logger: Logger(label: "test"))
+            do {
+                let local = try await database.withConnection { sql in
+                    try await sql.raw("SELECT inet_server_addr() IS NULL AS local").first()?
+                        .decode(column: "local", as: Bool.self)
+                }
+                #expect(local == overSocket, "\(overSocket ? "socket" : "TCP")")
+            } catch {
+                try? await database.close()
+                throw error
+            }
+            try await database.close()
+        }
+    }
+}
