@@ -8,6 +8,9 @@ struct BenchPlan: Sendable {
     let walkers: Int
     let warmup: Duration
     let duration: Duration
+    /// Requests per second over all walkers on a fixed schedule (an open loop); nil: each walker sends again as
+    /// soon as it is answered (a closed loop).
+    var rate: Double? = nil
     let requestTimeout: TimeAmount
     let maxResponseBytes: Int
 
@@ -62,7 +65,18 @@ struct BenchPlan: Sendable {
             serverCPUMicroseconds: serverCPU, cpuNote: cpuNote)
     }
 
-    /// One walker: one request at a time until the phase ends. Latency counts for requests started after warm-up.
+    /// The instant a paced walker's request number `sequence` is due: every walker sends every `walkers / rate`
+    /// seconds, the walkers' schedules spread evenly over one such interval.
+    static func scheduled(
+        walker: Int, sequence: Int, walkers: Int, rate: Double, from start: ContinuousClock.Instant
+    ) -> ContinuousClock.Instant {
+        let interval = Double(walkers) / rate
+        return start + .seconds(interval * (Double(walker) / Double(walkers) + Double(sequence)))
+    }
+
+    /// One walker: one request at a time until the phase ends, each as soon as the last is answered or, with a
+    /// `rate`, at its scheduled time (at once when the walker is behind). Latency counts for requests started
+    /// (or scheduled) after warm-up, from when each started (or was scheduled).
     private func walk(
         _ walker: Int, phase: BenchPhase, client: HTTPClient, clock: ContinuousClock, window: BenchWindow
     ) async -> BenchTally {
@@ -71,7 +85,14 @@ struct BenchPlan: Sendable {
         let span = window.stopAt - window.start
         var sequence = 0
         while !Task.isCancelled {
-            let began = clock.now
+            var began = clock.now
+            if let rate {
+                let due = Self.scheduled(
+                    walker: walker, sequence: sequence, walkers: walkers, rate: rate, from: window.start)
+                guard due < window.stopAt else { break }
+                if due > began { try? await Task.sleep(until: due, clock: clock) }
+                began = due
+            }
             guard began < window.stopAt else { break }
             let measured = began >= window.measureFrom
             do {

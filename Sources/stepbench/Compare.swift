@@ -72,6 +72,7 @@ struct Compare: AsyncParsableCommand {
             print(
                 "stepbench compare: \(baselineName) \(echo)\(pidText(echoPid)), \(subjectName) \(ingest)\(pidText(ingestPid)), "
                     + "\(load.walkers) walkers, \(load.connections ?? load.walkers) connections per server, "
+                    + (load.rate.map { "paced at \(BenchFormat.fixed($0, digits: 0)) req/s, " } ?? "")
                     + "\(BenchFormat.fixed(load.warmup, digits: 1)) s warm-up + "
                     + "\(BenchFormat.fixed(load.duration, digits: 1)) s per phase, \(rounds) rounds, run \(runId)")
             var echoReports: [BenchReport] = []

@@ -45,6 +45,7 @@ struct Load: AsyncParsableCommand {
             try await client.checkLivez(target, timeout: LoadOptions.requestTimeout)
             print(
                 "stepbench load: \(target), \(load.walkers) walkers, \(load.connections ?? load.walkers) connections, "
+                    + (load.rate.map { "paced at \(BenchFormat.fixed($0, digits: 0)) req/s, " } ?? "")
                     + "run \(runId)" + (serverPid.map { ", server pid \($0)" } ?? ""))
             let report = await plan.run(phase, client: client, cpu: cpu)
             print("")

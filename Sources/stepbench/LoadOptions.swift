@@ -19,6 +19,14 @@ struct LoadOptions: ParsableArguments {
     @Option(help: "HTTP connections per server (default: one per walker; fewer makes walkers queue for one).")
     var connections: Int?
 
+    @Option(
+        help: ArgumentHelp(
+            "Requests per second in all, spread evenly over the walkers on a fixed schedule; latency then counts from "
+                + "each request's scheduled time, so a server that falls behind shows it (default: every walker "
+                + "sends its next request as soon as the last one is answered).",
+            valueName: "per-second"))
+    var rate: Double?
+
     func validate() throws {
         try ValidationError.check("--walkers", walkers, in: 1...4096)
         guard duration.isFinite, duration > 0, duration <= 86_400 else {
@@ -28,11 +36,14 @@ struct LoadOptions: ParsableArguments {
             throw ValidationError("--warmup must be between 0 and 3600 seconds")
         }
         if let connections { try ValidationError.check("--connections", connections, in: 1...4096) }
+        if let rate, !(rate.isFinite && rate > 0 && rate <= 1_000_000) {
+            throw ValidationError("--rate must be more than 0 and at most 1000000 requests per second")
+        }
     }
 
     var plan: BenchPlan {
         BenchPlan(
-            walkers: walkers, warmup: .seconds(warmup), duration: .seconds(duration),
+            walkers: walkers, warmup: .seconds(warmup), duration: .seconds(duration), rate: rate,
             requestTimeout: Self.requestTimeout, maxResponseBytes: Self.maxResponseBytes)
     }
 
