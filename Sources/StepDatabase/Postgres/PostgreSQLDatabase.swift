@@ -41,7 +41,8 @@ package final class PostgreSQLDatabase: Database {
     package let kind = DatabaseKind.postgres
     private let pools: [Pool]
     private let nextPool = Atomic<Int>(0)
-    private let runner: Task<Void, Never>?
+    /// One task per pool, running it, for a database that runs its pools itself (`.ownTask`); empty otherwise.
+    private let runners: [Task<Void, Never>]
     private let runsAsService: Bool
     /// How long one unit of work may wait for a connection and run, so a dead server is a prompt 503.
     private let deadline: Duration
@@ -80,14 +81,21 @@ package final class PostgreSQLDatabase: Database {
         self.logger = logger
         self.runsAsService = runner == .service
         switch runner {
-        case .ownTask:
-            self.runner = Task {
-                await withDiscardingTaskGroup { group in
-                    for pool in pools { group.addTask { await pool.client.run() } }
-                }
-            }
-        case .service: self.runner = nil
+        case .ownTask: self.runners = pools.map { Self.startRunning($0.client) }
+        case .service: self.runners = []
         }
+    }
+
+    /// A task that runs `client`, already inside `run()` when this returns where the platform has immediate
+    /// tasks (always on Linux): such a task runs on the calling thread until it first suspends, and `run()` marks
+    /// the client running before it does. A unit may lease a connection right after `open`; from a client not
+    /// yet running PostgresNIO would serve it too, but log a warning that looks like a fault (every
+    /// `stepd migrate` printed it).
+    private static func startRunning(_ client: PostgresClient) -> Task<Void, Never> {
+        if #available(macOS 26, iOS 26, *) {
+            return Task.immediate { await client.run() }
+        }
+        return Task { await client.run() }
     }
 
     /// The pools as lifecycle services, for a database opened with `.service`; they stop at graceful shutdown.
@@ -207,8 +215,8 @@ package final class PostgreSQLDatabase: Database {
 
     /// Stops a pool the database runs itself; one run as a service stops with its service group.
     package func close() async throws {
-        runner?.cancel()
-        await runner?.value
+        for runner in runners { runner.cancel() }
+        for runner in runners { await runner.value }
     }
 
     /// Connection loss, a server shutting down, a statement timeout or a serialisation failure are
