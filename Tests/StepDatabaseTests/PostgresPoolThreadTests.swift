@@ -43,38 +43,6 @@ struct PostgresPoolThreadTests {
     }
 
     @Test(
-        "a unit right after opening finds its pool running: PostgresNIO logs no warning about a lease before run()",
-        .enabled(if: TestDatabases.postgresURL != nil))
-    func poolsRunBeforeTheFirstUnit() async throws {
-        let url = try #require(TestDatabases.postgresURL)
-        let logs = LogCapture()
-        var settings = PostgresSettings()
-        settings.maximumConnections = 8
-        let database = try PostgreSQLDatabase.open(
-            url: url, settings: settings, logger: Logger(label: "test") { _ in CapturingLogHandler(capture: logs) })
-        let pools = database.poolCount
-        do {
-            // One unit for each pool, at once, with no pause after `open`.
-            let ones = try await withThrowingTaskGroup(of: Int?.self) { units in
-                for _ in 0..<pools {
-                    units.addTask {
-                        try await database.withConnection { sql in
-                            try await sql.raw("SELECT 1 AS one").first()?.decode(column: "one", as: Int.self)
-                        }
-                    }
-                }
-                return try await units.reduce(into: []) { $0.append($1) }
-            }
-            #expect(ones == Array(repeating: 1, count: pools))
-        } catch {
-            try? await database.close()
-            throw error
-        }
-        try await database.close()
-        #expect(!logs.contains("hasn't been called yet"))
-    }
-
-    @Test(
         "units are dealt to two pools in turn, each runs on its pool's thread, and neither pool opens more connections than its share",
         .enabled(if: TestDatabases.postgresURL != nil))
     func unitsRunOnTheirPoolsThreads() async throws {

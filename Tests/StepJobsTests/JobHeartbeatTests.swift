@@ -136,3 +136,27 @@ final class TestClock: Sendable {
         set { value.withLock { $0 = newValue } }
     }
 }
+
+/// Keeps the messages a logger writes.
+final class LogCapture: Sendable {
+    private let messages = Mutex<[String]>([])
+
+    func append(_ message: String) { messages.withLock { $0.append(message) } }
+
+    func contains(_ text: String) -> Bool { messages.withLock { $0.contains { $0.contains(text) } } }
+}
+
+struct CapturingLogHandler: LogHandler {
+    let capture: LogCapture
+    var metadata: Logger.Metadata = [:]
+    var logLevel: Logger.Level = .trace
+
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    func log(event: LogEvent) {
+        capture.append(event.message.description)
+    }
+}
