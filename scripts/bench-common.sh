@@ -110,6 +110,29 @@ bench_start() {
     wait_live "http://127.0.0.1:$port" "$bench_pid" "$log"
 }
 
+# Sets `database` for a `sqlite|postgres` run: a fresh file in $work, or the throwaway PostgreSQL, migrated.
+# Needs $stepd and bench_workdir. Usage: bench_store_database STORE
+bench_store_database() {
+    if [ "$1" = postgres ]; then
+        database=$STEPLEDGER_TEST_POSTGRES_URL
+        "$stepd" migrate --database "$database" >/dev/null
+    else
+        database=$work/bench.sqlite
+    fi
+}
+
+# Starts `stepd serve` on DATABASE and `stepbench echo` beside it, their logs (stepd.log, echo.log) in the current
+# folder; sets ingest_port, ingest_pid, echo_port and echo_pid. Needs $stepd and $stepbench.
+# Usage: bench_serve_ingest_and_echo DATABASE
+bench_serve_ingest_and_echo() {
+    ingest_port=$(free_port)
+    echo_port=$(free_port "$ingest_port")
+    bench_start "$ingest_port" stepd.log "$stepd" serve --database "$1" --port "$ingest_port"
+    ingest_pid=$bench_pid
+    bench_start "$echo_port" echo.log "$stepbench" echo --port "$echo_port"
+    echo_pid=$bench_pid
+}
+
 # Stops a process started by bench_start and forgets it.
 bench_stop() {
     local pid=$1 kept=() other
