@@ -17,29 +17,42 @@ struct BenchPlan: Sendable {
     /// What a phase's child tasks hand back.
     private enum PhaseResult: Sendable {
         case walker(BenchTally)
-        case cpuAtMeasureStart(Double?)
+        case cpuAtMeasureStart(CPUSnapshot)
     }
 
-    /// Runs `phase` with `walkers` concurrent walkers for the warm-up plus the measured duration. With a `cpu` probe,
-    /// the server's CPU time is read when the measurement starts and again when the last request has ended.
+    /// CPU times read together: the server's (when a probe was given), the load generator's own, the machine's.
+    private struct CPUSnapshot: Sendable {
+        var server: Double?
+        var own: Double?
+        var machine: MachineCPUProbe.Reading?
+
+        init(server: ProcessCPUProbe?, machine: MachineCPUProbe) {
+            self.server = try? server?.microseconds()
+            own = try? machine.own?.microseconds()
+            self.machine = machine.reading()
+        }
+    }
+
+    /// Runs `phase` with `walkers` concurrent walkers for the warm-up plus the measured duration. The CPU time of the
+    /// server (with a `cpu` probe), of this process and of the whole machine is read when the measurement starts and
+    /// again when the last request has ended.
     func run(_ phase: BenchPhase, client: HTTPClient, cpu: ProcessCPUProbe?) async -> BenchReport {
         let clock = ContinuousClock()
         let start = clock.now
         let window = BenchWindow(start: start, measureFrom: start + warmup, stopAt: start + warmup + duration)
+        let machine = MachineCPUProbe()
         let (tally, cpuStart) = await withTaskGroup(of: PhaseResult.self) { group in
             for walker in 0..<walkers {
                 group.addTask {
                     .walker(await walk(walker, phase: phase, client: client, clock: clock, window: window))
                 }
             }
-            if let cpu {
-                group.addTask {
-                    try? await Task.sleep(until: window.measureFrom, clock: clock)
-                    return .cpuAtMeasureStart(try? cpu.microseconds())
-                }
+            group.addTask {
+                try? await Task.sleep(until: window.measureFrom, clock: clock)
+                return .cpuAtMeasureStart(CPUSnapshot(server: cpu, machine: machine))
             }
             var total = BenchTally()
-            var cpuStart: Double?
+            var cpuStart: CPUSnapshot?
             for await result in group {
                 switch result {
                 case .walker(let one): total.merge(one)
@@ -48,21 +61,27 @@ struct BenchPlan: Sendable {
             }
             return (total, cpuStart)
         }
-        let cpuEnd = try? cpu?.microseconds()
+        let cpuEnd = CPUSnapshot(server: cpu, machine: machine)
         // Requests started before `stopAt` are waited for, so the measured time runs until the last one ended.
         let measured = clock.now - window.measureFrom
         var serverCPU: Double?
         var cpuNote: String?
         if let cpu {
-            if let cpuStart, let cpuEnd {
-                serverCPU = cpuEnd - cpuStart
+            if let begun = cpuStart?.server, let ended = cpuEnd.server {
+                serverCPU = ended - begun
             } else {
                 cpuNote = "could not read the CPU time of process \(cpu.pid) around the measured phase"
             }
         }
+        var loadCPU: Double?
+        if let begun = cpuStart?.own, let ended = cpuEnd.own { loadCPU = ended - begun }
+        var busy: Double?
+        if let begun = cpuStart?.machine, let ended = cpuEnd.machine {
+            busy = MachineCPUProbe.busyFraction(from: begun, to: ended)
+        }
         return BenchReport(
             title: phase.title, walkers: walkers, warmup: warmup, measuredSeconds: measured.seconds, tally: tally,
-            serverCPUMicroseconds: serverCPU, cpuNote: cpuNote)
+            serverCPUMicroseconds: serverCPU, cpuNote: cpuNote, loadCPUMicroseconds: loadCPU, machineBusy: busy)
     }
 
     /// The instant a paced walker's request number `sequence` is due: every walker sends every `walkers / rate`

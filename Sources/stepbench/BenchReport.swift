@@ -10,10 +10,14 @@ struct BenchReport: Sendable {
     /// The server process's user + system CPU time during the measured phase, when a pid was given.
     let serverCPUMicroseconds: Double?
     let cpuNote: String?
+    /// This process's (the load generator's) user + system CPU time during the measured phase.
+    let loadCPUMicroseconds: Double?
+    /// The share of the whole machine's CPU time (all cores) that was busy during the measured phase, 0…1.
+    let machineBusy: Double?
 
     init(
         title: String, walkers: Int, warmup: Duration, measuredSeconds: Double, tally: BenchTally,
-        serverCPUMicroseconds: Double?, cpuNote: String?
+        serverCPUMicroseconds: Double?, cpuNote: String?, loadCPUMicroseconds: Double?, machineBusy: Double?
     ) {
         self.title = title
         self.walkers = walkers
@@ -25,6 +29,8 @@ struct BenchReport: Sendable {
         self.tally = rest
         self.serverCPUMicroseconds = serverCPUMicroseconds
         self.cpuNote = cpuNote
+        self.loadCPUMicroseconds = loadCPUMicroseconds
+        self.machineBusy = machineBusy
     }
 
     /// Requests started after the warm-up that got a response (any status).
@@ -35,6 +41,14 @@ struct BenchReport: Sendable {
     var cpuMicrosecondsPerRequest: Double? {
         requests > 0 ? serverCPUMicroseconds.map { $0 / Double(requests) } : nil
     }
+
+    /// The load generator's CPU per request.
+    var loadCPUMicrosecondsPerRequest: Double? {
+        requests > 0 ? loadCPUMicroseconds.map { $0 / Double(requests) } : nil
+    }
+
+    /// The machine's busy CPU as a percentage of all its cores.
+    var machineBusyPercent: Double? { machineBusy.map { $0 * 100 } }
 
     var hints: [String] { tally.hints + (cpuNote.map { [$0] } ?? []) }
 
@@ -51,6 +65,8 @@ struct BenchReport: Sendable {
               status mix:        \(tally.statusMix)
               transport errors:  \(tally.transportErrors)
               server cpu µs/req: \(BenchFormat.fixed(cpuMicrosecondsPerRequest, digits: 1))
+              load cpu µs/req:   \(BenchFormat.fixed(loadCPUMicrosecondsPerRequest, digits: 1)) (this load generator)
+              machine busy:      \(BenchFormat.fixed(machineBusyPercent, digits: 1)) % of all cores
             """
     }
 
@@ -61,6 +77,8 @@ struct BenchReport: Sendable {
             + "p90 ms \(BenchFormat.fixed(latencies.percentile(0.9), digits: 2)), "
             + "p99 ms \(BenchFormat.fixed(latencies.percentile(0.99), digits: 2)), "
             + "cpu µs/req \(BenchFormat.fixed(cpuMicrosecondsPerRequest, digits: 1)), "
+            + "load cpu µs/req \(BenchFormat.fixed(loadCPUMicrosecondsPerRequest, digits: 1)), "
+            + "machine busy % \(BenchFormat.fixed(machineBusyPercent, digits: 1)), "
             + "requests \(requests), statuses \(tally.statusMix), errors \(tally.transportErrors)"
     }
 }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import AsyncHTTPClient
+import Foundation
 
 /// `stepbench compare`: the same load against the JSON-echo baseline and against stepd, interleaved in rounds, with
 /// the ratios of their throughput and server CPU per request.
@@ -103,9 +104,36 @@ struct Compare: AsyncParsableCommand {
                 print("median \(name) p99 ms: \(BenchFormat.fixed(p99, digits: 2))")
                 let cpu = reports.compactMap(\.cpuMicrosecondsPerRequest).median
                 print("median \(name) cpu µs/req: \(BenchFormat.fixed(cpu, digits: 1))")
+                let loadCPU = reports.compactMap(\.loadCPUMicrosecondsPerRequest).median
+                print("median \(name) load cpu µs/req: \(BenchFormat.fixed(loadCPU, digits: 1))")
+                let busy = reports.compactMap(\.machineBusyPercent).median
+                print("median \(name) machine busy %: \(BenchFormat.fixed(busy, digits: 1))")
             }
             printRatios(prefix: "", echo: echoReports, ingest: ingestReports)
+            printCPUBound(echo: echoReports, ingest: ingestReports)
         }
+    }
+
+    /// What the machine's CPUs allow the subject in this closed loop: the requests a second it would reach with
+    /// every core busy (its rate ÷ the machine's busy share: whatever ran beside it, a database server included,
+    /// grows with it), and the p99 ratio an estimate puts at that rate (Little's law: at a fixed number of walkers
+    /// the mean latency falls as the rate rises; the estimate assumes the p99 keeps its ratio to the mean).
+    private func printCPUBound(echo: [BenchReport], ingest: [BenchReport]) {
+        guard load.rate == nil,
+            let busy = ingest.compactMap(\.machineBusy).median, busy > 0,
+            let p99 = ingest.compactMap({ $0.latencies.percentile(0.99) }).median,
+            let echoP99 = echo.compactMap({ $0.latencies.percentile(0.99) }).median, echoP99 > 0,
+            let reached = ingest.map(\.requestsPerSecond).median, reached > 0
+        else { return }
+        let bound = reached / busy
+        // p99 ∝ mean latency = walkers ÷ rate, so at the bound it shrinks by reached ÷ bound, i.e. by `busy`.
+        let p99AtBound = p99 * busy
+        print(
+            "\(subjectName) cpu bound: \(BenchFormat.fixed(bound, digits: 1)) req/s with every core busy; "
+                + "reached \(BenchFormat.fixed(busy * 100, digits: 1)) % of it")
+        print(
+            "ratio p99 \(subjectName)/\(baselineName) at the cpu bound (estimate): "
+                + BenchFormat.fixed(p99AtBound / echoP99, digits: 2))
     }
 
     private func pidText(_ pid: Int32?) -> String {
