@@ -107,16 +107,41 @@ package struct StoreTransaction: Sendable {
     package static func newID() -> String { StoreTransactionID.make() }
 }
 
-/// Random row identifiers: version-4 UUIDs in lowercase text.
+/// Row identifiers: UUIDs in lowercase text, time-ordered (version 7) for rows, wholly random (version 4) where
+/// nothing may be told from the id.
 package enum StoreTransactionID {
-    /// The random bits come from the kernel's generator, 512 bytes (32 ids) in one read of `/dev/urandom`:
+    /// A version-7 UUID: the first 48 bits are the Unix time in milliseconds, the other 74 (after the version and
+    /// variant) random. Rows are keyed by `(walker_id, id)`, so an id that grows with time puts each of a walker's new
+    /// rows at the end of its range in every such index: one page of each, the same for the walker's next row,
+    /// rather than a random page among all of the walker's (docs/benchmarks.md, "Time-ordered row ids"). The time
+    /// in the id is the row's creation time, which every such row also stores. Ids made in the same millisecond are
+    /// not ordered among themselves.
+    package static func make(at now: Date = Date()) -> String {
+        var bytes = drawRandom()
+        let milliseconds = UInt64(max(0, (now.timeIntervalSince1970 * 1000).rounded(.down)))
+        for index in 0..<6 { bytes[index] = UInt8(truncatingIfNeeded: milliseconds >> (8 * UInt64(5 - index))) }
+        bytes[6] = bytes[6] & 0x0F | 0x70
+        bytes[8] = bytes[8] & 0x3F | 0x80
+        return text(bytes)
+    }
+
+    /// A version-4 UUID: 122 random bits, for an identifier that must not tell when it was made or collide within
+    /// a millisecond (an erased walker's pseudonym).
+    package static func makeRandom() -> String {
+        var bytes = drawRandom()
+        bytes[6] = bytes[6] & 0x0F | 0x40
+        bytes[8] = bytes[8] & 0x3F | 0x80
+        return text(bytes)
+    }
+
+    /// 16 random bytes. They come from the kernel's generator, 512 bytes (32 ids) in one read of `/dev/urandom`:
     /// Foundation's `UUID()` opened, read and closed `/dev/urandom` for every id, three system calls on the
     /// SQLite writer's thread for each of an ingest's three rows; swift-crypto's `SymmetricKey(size:)`, used
     /// next, asks `SystemRandomNumberGenerator` for 8 bytes at a time, one `getrandom` each: 64 system calls per
     /// draw, about five per ingest and 40 % of all of `stepd`'s. Row ids are not secrets, so holding the next few
     /// in memory gives nothing away.
-    package static func make() -> String {
-        var bytes = random.withLock { pool in
+    private static func drawRandom() -> [UInt8] {
+        random.withLock { pool in
             if pool.offset + 16 > pool.bytes.count {
                 pool.bytes = randomBytes(512)
                 pool.offset = 0
@@ -124,8 +149,10 @@ package enum StoreTransactionID {
             defer { pool.offset += 16 }
             return Array(pool.bytes[pool.offset..<pool.offset + 16])
         }
-        bytes[6] = bytes[6] & 0x0F | 0x40
-        bytes[8] = bytes[8] & 0x3F | 0x80
+    }
+
+    /// `8-4-4-4-12` lowercase hex.
+    private static func text(_ bytes: [UInt8]) -> String {
         var text: [UInt8] = []
         text.reserveCapacity(36)
         for (index, byte) in bytes.enumerated() {

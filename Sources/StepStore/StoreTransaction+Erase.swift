@@ -64,7 +64,7 @@ extension StoreTransaction {
             .map { try $0.decode(column: "kind", as: String.self) }
         guard running.isEmpty else { throw WalkerErasureRefusal(walkerId: walkerId, runningJobKinds: running) }
 
-        let pseudonym = "erased-" + String(Self.newID().filter { $0 != "-" }.prefix(16))
+        let pseudonym = "erased-" + String(StoreTransactionID.makeRandom().filter { $0 != "-" }.prefix(16))
         var erasure = WalkerErasure(pseudonym: pseudonym)
         for table in WalkerErasurePlan.deleted {
             erasure.deleted[table] = try await sql.raw(
