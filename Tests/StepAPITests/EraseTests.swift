@@ -42,6 +42,9 @@ struct EraseTests {
             let erasure = try await harness.store.eraseWalker(Self.erased, actor: .commandLine, at: harness.clock.now)
             let pseudonym = try #require(erasure.pseudonym)
             #expect(pseudonym.hasPrefix("erased-"))
+            // Drawn from a version-4 id (wholly random), not a time-ordered one that would tell when it was made.
+            let hex = Array(pseudonym.dropFirst("erased-".count))
+            #expect(hex.count == 16 && hex[12] == "4", "the version digit of a random id: \(pseudonym)")
             #expect(erasure.deleted["step_submissions"] == 2)
             #expect(erasure.deleted["jobs"] == 1)
             #expect(erasure.pseudonymised["energy_ledger"] == ledgerRows)
