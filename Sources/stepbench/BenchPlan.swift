@@ -26,10 +26,10 @@ struct BenchPlan: Sendable {
         var own: Double?
         var machine: MachineCPUProbe.Reading?
 
-        init(server: ProcessCPUProbe?, machine: MachineCPUProbe) {
+        init(server: ProcessCPUProbe?, own: ProcessCPUProbe?) {
             self.server = try? server?.microseconds()
-            own = try? machine.own?.microseconds()
-            self.machine = machine.reading()
+            self.own = try? own?.microseconds()
+            machine = MachineCPUProbe.reading()
         }
     }
 
@@ -40,7 +40,7 @@ struct BenchPlan: Sendable {
         let clock = ContinuousClock()
         let start = clock.now
         let window = BenchWindow(start: start, measureFrom: start + warmup, stopAt: start + warmup + duration)
-        let machine = MachineCPUProbe()
+        let own = try? ProcessCPUProbe(pid: getpid())
         let (tally, cpuStart) = await withTaskGroup(of: PhaseResult.self) { group in
             for walker in 0..<walkers {
                 group.addTask {
@@ -49,7 +49,7 @@ struct BenchPlan: Sendable {
             }
             group.addTask {
                 try? await Task.sleep(until: window.measureFrom, clock: clock)
-                return .cpuAtMeasureStart(CPUSnapshot(server: cpu, machine: machine))
+                return .cpuAtMeasureStart(CPUSnapshot(server: cpu, own: own))
             }
             var total = BenchTally()
             var cpuStart: CPUSnapshot?
@@ -61,7 +61,7 @@ struct BenchPlan: Sendable {
             }
             return (total, cpuStart)
         }
-        let cpuEnd = CPUSnapshot(server: cpu, machine: machine)
+        let cpuEnd = CPUSnapshot(server: cpu, own: own)
         // Requests started before `stopAt` are waited for, so the measured time runs until the last one ended.
         let measured = clock.now - window.measureFrom
         var serverCPU: Double?

@@ -100,8 +100,7 @@ struct Compare: AsyncParsableCommand {
             }
             for (name, reports) in [(baselineName, echoReports), (subjectName, ingestReports)] {
                 print("median \(name) req/s: \(BenchFormat.fixed(reports.map(\.requestsPerSecond).median, digits: 1))")
-                let p99 = reports.compactMap { $0.latencies.percentile(0.99) }.median
-                print("median \(name) p99 ms: \(BenchFormat.fixed(p99, digits: 2))")
+                print("median \(name) p99 ms: \(BenchFormat.fixed(reports.medianP99, digits: 2))")
                 let cpu = reports.compactMap(\.cpuMicrosecondsPerRequest).median
                 print("median \(name) cpu µs/req: \(BenchFormat.fixed(cpu, digits: 1))")
                 let loadCPU = reports.compactMap(\.loadCPUMicrosecondsPerRequest).median
@@ -114,26 +113,24 @@ struct Compare: AsyncParsableCommand {
         }
     }
 
-    /// What the machine's CPUs allow the subject in this closed loop: the requests a second it would reach with
-    /// every core busy (its rate ÷ the machine's busy share: whatever ran beside it, a database server included,
-    /// grows with it), and the p99 ratio an estimate puts at that rate (Little's law: at a fixed number of walkers
-    /// the mean latency falls as the rate rises; the estimate assumes the p99 keeps its ratio to the mean).
+    /// What the machine's CPUs allow in this closed loop: the requests a second the subject would reach with every
+    /// core busy (its rate ÷ the machine's busy share: whatever ran beside it, a database server included, grows
+    /// with it), and the p99 ratio an estimate puts at both sides' bounds (Little's law: at a fixed number of
+    /// walkers the mean latency falls as the rate rises, here by the busy share; the estimate assumes the p99 keeps
+    /// its ratio to the mean).
     private func printCPUBound(echo: [BenchReport], ingest: [BenchReport]) {
         guard load.rate == nil,
             let busy = ingest.compactMap(\.machineBusy).median, busy > 0,
-            let p99 = ingest.compactMap({ $0.latencies.percentile(0.99) }).median,
-            let echoP99 = echo.compactMap({ $0.latencies.percentile(0.99) }).median, echoP99 > 0,
+            let echoBusy = echo.compactMap(\.machineBusy).median, echoBusy > 0,
+            let p99 = ingest.medianP99, let echoP99 = echo.medianP99, echoP99 > 0,
             let reached = ingest.map(\.requestsPerSecond).median, reached > 0
         else { return }
-        let bound = reached / busy
-        // p99 ∝ mean latency = walkers ÷ rate, so at the bound it shrinks by reached ÷ bound, i.e. by `busy`.
-        let p99AtBound = p99 * busy
         print(
-            "\(subjectName) cpu bound: \(BenchFormat.fixed(bound, digits: 1)) req/s with every core busy; "
+            "\(subjectName) cpu bound: \(BenchFormat.fixed(reached / busy, digits: 1)) req/s with every core busy; "
                 + "reached \(BenchFormat.fixed(busy * 100, digits: 1)) % of it")
         print(
             "ratio p99 \(subjectName)/\(baselineName) at the cpu bound (estimate): "
-                + BenchFormat.fixed(p99AtBound / echoP99, digits: 2))
+                + BenchFormat.fixed(p99 * busy / (echoP99 * echoBusy), digits: 2))
     }
 
     private func pidText(_ pid: Int32?) -> String {
@@ -146,12 +143,15 @@ struct Compare: AsyncParsableCommand {
             ingest.map(\.requestsPerSecond).median, echo.map(\.requestsPerSecond).median)
         let cpu = BenchFormat.ratio(
             ingest.compactMap(\.cpuMicrosecondsPerRequest).median, echo.compactMap(\.cpuMicrosecondsPerRequest).median)
-        let p99 = BenchFormat.ratio(
-            ingest.compactMap { $0.latencies.percentile(0.99) }.median,
-            echo.compactMap { $0.latencies.percentile(0.99) }.median)
+        let p99 = BenchFormat.ratio(ingest.medianP99, echo.medianP99)
         let pair = "\(subjectName)/\(baselineName)"
         print("\(prefix)ratio req/s \(pair): \(BenchFormat.fixed(throughput, digits: 3))")
         print("\(prefix)ratio cpu/req \(pair): \(BenchFormat.fixed(cpu, digits: 2))")
         print("\(prefix)ratio p99 \(pair): \(BenchFormat.fixed(p99, digits: 2))")
     }
+}
+
+extension [BenchReport] {
+    /// The median over the reports of each one's p99 latency, in milliseconds.
+    var medianP99: Double? { compactMap { $0.latencies.percentile(0.99) }.median }
 }

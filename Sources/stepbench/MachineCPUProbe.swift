@@ -1,24 +1,17 @@
 import Foundation
 
-/// Reads how busy the whole machine's CPUs have been (the aggregate `cpu` line of `/proc/stat`), and this process's
-/// own CPU time, so a phase can say whether it filled the machine and what the load generator itself cost. Linux
-/// only: where `/proc/stat` cannot be read, every reading is nil and the figures are left out.
-struct MachineCPUProbe: Sendable {
+/// Reads how busy the whole machine's CPUs have been (the aggregate `cpu` line of `/proc/stat`), so a phase can say
+/// whether it filled the machine. Linux only: where `/proc/stat` cannot be read, every reading is nil and the figure
+/// is left out.
+enum MachineCPUProbe {
     /// CPU time in clock ticks since boot: all of it, and the part not idle or waiting for I/O.
     struct Reading: Sendable {
         var total: UInt64
         var busy: UInt64
     }
 
-    /// The load generator's own process.
-    let own: ProcessCPUProbe?
-
-    init() {
-        own = try? ProcessCPUProbe(pid: getpid())
-    }
-
     /// The aggregate line now, or nil when it cannot be read.
-    func reading() -> Reading? {
+    static func reading() -> Reading? {
         guard let text = try? String(contentsOfFile: "/proc/stat", encoding: .utf8) else { return nil }
         return Self.parse(text)
     }
