@@ -294,6 +294,12 @@ let package = Package(
             exclude: ["Vectors"],
             swiftSettings: strict
         ),
+        // The benchmark's arithmetic (percentiles, medians, CPU readings, the CPU bound), against the executable.
+        .testTarget(
+            name: "StepBenchTests",
+            dependencies: ["stepbench"],
+            swiftSettings: strict
+        ),
         .testTarget(
             name: "StepDatabaseTests",
             dependencies: [

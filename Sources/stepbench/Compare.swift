@@ -113,24 +113,15 @@ struct Compare: AsyncParsableCommand {
         }
     }
 
-    /// What the machine's CPUs allow in this closed loop: the requests a second the subject would reach with every
-    /// core busy (its rate ÷ the machine's busy share: whatever ran beside it, a database server included, grows
-    /// with it), and the p99 ratio an estimate puts at both sides' bounds (Little's law: at a fixed number of
-    /// walkers the mean latency falls as the rate rises, here by the busy share; the estimate assumes the p99 keeps
-    /// its ratio to the mean).
+    /// The subject's CPU bound (`CPUBound`), for a closed loop only: a paced run's rate is set, not reached.
     private func printCPUBound(echo: [BenchReport], ingest: [BenchReport]) {
-        guard load.rate == nil,
-            let busy = ingest.compactMap(\.machineBusy).median, busy > 0,
-            let echoBusy = echo.compactMap(\.machineBusy).median, echoBusy > 0,
-            let p99 = ingest.medianP99, let echoP99 = echo.medianP99, echoP99 > 0,
-            let reached = ingest.map(\.requestsPerSecond).median, reached > 0
-        else { return }
+        guard load.rate == nil, let bound = CPUBound(subject: ingest, baseline: echo) else { return }
         print(
-            "\(subjectName) cpu bound: \(BenchFormat.fixed(reached / busy, digits: 1)) req/s with every core busy; "
-                + "reached \(BenchFormat.fixed(busy * 100, digits: 1)) % of it")
+            "\(subjectName) cpu bound: \(BenchFormat.fixed(bound.requestsPerSecond, digits: 1)) req/s with every core "
+                + "busy; reached \(BenchFormat.fixed(bound.reachedShare * 100, digits: 1)) % of it")
         print(
             "ratio p99 \(subjectName)/\(baselineName) at the cpu bound (estimate): "
-                + BenchFormat.fixed(p99 * busy / (echoP99 * echoBusy), digits: 2))
+                + BenchFormat.fixed(bound.p99Ratio, digits: 2))
     }
 
     private func pidText(_ pid: Int32?) -> String {
@@ -154,4 +145,30 @@ struct Compare: AsyncParsableCommand {
 extension [BenchReport] {
     /// The median over the reports of each one's p99 latency, in milliseconds.
     var medianP99: Double? { compactMap { $0.latencies.percentile(0.99) }.median }
+}
+
+/// What the machine's CPUs allow a closed loop, from the medians of a subject's and a baseline's rounds: the
+/// requests a second the subject would reach with every core busy (its rate ÷ the machine's busy share; whatever ran
+/// beside it, a database server included, grows with it), and the p99 ratio an estimate puts at both sides' bounds
+/// (Little's law: at a fixed number of walkers the mean latency falls as the rate rises, here by the busy share; the
+/// estimate assumes the p99 keeps its ratio to the mean).
+struct CPUBound: Equatable {
+    /// The subject's req/s with every core busy.
+    var requestsPerSecond: Double
+    /// The share of that rate the subject reached (its busy share), 0…1.
+    var reachedShare: Double
+    /// The subject's p99 over the baseline's, each at its own bound.
+    var p99Ratio: Double
+
+    /// Nil when a side lacks a busy share, a p99 or a rate, or has zero of one of them.
+    init?(subject: [BenchReport], baseline: [BenchReport]) {
+        guard let busy = subject.compactMap(\.machineBusy).median, busy > 0,
+            let baselineBusy = baseline.compactMap(\.machineBusy).median, baselineBusy > 0,
+            let p99 = subject.medianP99, let baselineP99 = baseline.medianP99, baselineP99 > 0,
+            let reached = subject.map(\.requestsPerSecond).median, reached > 0
+        else { return nil }
+        requestsPerSecond = reached / busy
+        reachedShare = busy
+        p99Ratio = p99 * busy / (baselineP99 * baselineBusy)
+    }
 }

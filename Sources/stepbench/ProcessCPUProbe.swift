@@ -24,13 +24,19 @@ struct ProcessCPUProbe: Sendable {
         } catch {
             throw BenchError("cannot read \(path): is process \(pid) running on this machine (Linux only)?")
         }
-        // Field 2 is the command name in parentheses and may itself hold spaces or parentheses, so the fields are
-        // counted from the last ")": the first after it is field 3, which puts utime (14) and stime (15) at 11 and 12.
-        guard let close = text.lastIndex(of: ")") else { throw BenchError("\(path) has no command name field") }
-        let fields = text[text.index(after: close)...].split(separator: " ")
-        guard fields.count > 12, let user = UInt64(fields[11]), let system = UInt64(fields[12]) else {
+        guard let ticks = Self.ticks(inStat: text) else {
             throw BenchError("\(path) does not hold utime and stime where expected")
         }
-        return Double(user + system) / ticksPerSecond * 1_000_000
+        return Double(ticks) / ticksPerSecond * 1_000_000
+    }
+
+    /// utime + stime in clock ticks from the text of a `/proc/<pid>/stat`, nil when they are not where expected.
+    /// Field 2 is the command name in parentheses and may itself hold spaces or parentheses, so the fields are
+    /// counted from the last ")": the first after it is field 3, which puts utime (14) and stime (15) at 11 and 12.
+    static func ticks(inStat text: String) -> UInt64? {
+        guard let close = text.lastIndex(of: ")") else { return nil }
+        let fields = text[text.index(after: close)...].split(separator: " ")
+        guard fields.count > 12, let user = UInt64(fields[11]), let system = UInt64(fields[12]) else { return nil }
+        return user + system
     }
 }
