@@ -99,13 +99,13 @@ struct Compare: AsyncParsableCommand {
                 ingestReports.append(ingestReport)
             }
             for (name, reports) in [(baselineName, echoReports), (subjectName, ingestReports)] {
-                print("median \(name) req/s: \(BenchFormat.fixed(reports.map(\.requestsPerSecond).median, digits: 1))")
+                print("median \(name) req/s: \(BenchFormat.fixed(reports.median(\.requestsPerSecond), digits: 1))")
                 print("median \(name) p99 ms: \(BenchFormat.fixed(reports.medianP99, digits: 2))")
-                let cpu = reports.compactMap(\.cpuMicrosecondsPerRequest).median
+                let cpu = reports.median(\.cpuMicrosecondsPerRequest)
                 print("median \(name) cpu µs/req: \(BenchFormat.fixed(cpu, digits: 1))")
-                let loadCPU = reports.compactMap(\.loadCPUMicrosecondsPerRequest).median
+                let loadCPU = reports.median(\.loadCPUMicrosecondsPerRequest)
                 print("median \(name) load cpu µs/req: \(BenchFormat.fixed(loadCPU, digits: 1))")
-                let busy = reports.compactMap(\.machineBusyPercent).median
+                let busy = reports.median(\.machineBusyPercent)
                 print("median \(name) machine busy %: \(BenchFormat.fixed(busy, digits: 1))")
             }
             printRatios(prefix: "", echo: echoReports, ingest: ingestReports)
@@ -131,9 +131,9 @@ struct Compare: AsyncParsableCommand {
     /// The ratios ingest/echo of the medians over `echo` and `ingest` (one report each for a single round).
     private func printRatios(prefix: String, echo: [BenchReport], ingest: [BenchReport]) {
         let throughput = BenchFormat.ratio(
-            ingest.map(\.requestsPerSecond).median, echo.map(\.requestsPerSecond).median)
+            ingest.median(\.requestsPerSecond), echo.median(\.requestsPerSecond))
         let cpu = BenchFormat.ratio(
-            ingest.compactMap(\.cpuMicrosecondsPerRequest).median, echo.compactMap(\.cpuMicrosecondsPerRequest).median)
+            ingest.median(\.cpuMicrosecondsPerRequest), echo.median(\.cpuMicrosecondsPerRequest))
         let p99 = BenchFormat.ratio(ingest.medianP99, echo.medianP99)
         let pair = "\(subjectName)/\(baselineName)"
         print("\(prefix)ratio req/s \(pair): \(BenchFormat.fixed(throughput, digits: 3))")
@@ -143,8 +143,11 @@ struct Compare: AsyncParsableCommand {
 }
 
 extension [BenchReport] {
+    /// The median over the reports (the rounds) of one figure of each; reports without it are left out.
+    func median(_ figure: (BenchReport) -> Double?) -> Double? { compactMap(figure).median }
+
     /// The median over the reports of each one's p99 latency, in milliseconds.
-    var medianP99: Double? { compactMap { $0.latencies.percentile(0.99) }.median }
+    var medianP99: Double? { median { $0.latencies.percentile(0.99) } }
 }
 
 /// What the machine's CPUs allow a closed loop, from the medians of a subject's and a baseline's rounds: the
@@ -162,10 +165,10 @@ struct CPUBound: Equatable {
 
     /// Nil when a side lacks a busy share, a p99 or a rate, or has zero of one of them.
     init?(subject: [BenchReport], baseline: [BenchReport]) {
-        guard let busy = subject.compactMap(\.machineBusy).median, busy > 0,
-            let baselineBusy = baseline.compactMap(\.machineBusy).median, baselineBusy > 0,
+        guard let busy = subject.median(\.machineBusy), busy > 0,
+            let baselineBusy = baseline.median(\.machineBusy), baselineBusy > 0,
             let p99 = subject.medianP99, let baselineP99 = baseline.medianP99, baselineP99 > 0,
-            let reached = subject.map(\.requestsPerSecond).median, reached > 0
+            let reached = subject.median(\.requestsPerSecond), reached > 0
         else { return nil }
         requestsPerSecond = reached / busy
         reachedShare = busy

@@ -71,7 +71,7 @@ struct BenchFiguresTests {
         #expect(unmeasured.machineBusyPercent == nil)
     }
 
-    @Test("the median p99 over rounds takes each round's own p99 first")
+    @Test("medians over rounds: the p99 of each round first; a figure a round lacks leaves that round out")
     func medianP99() {
         let rounds = [
             Self.report(latenciesMs: Array(repeating: 10, count: 100)),
@@ -80,6 +80,13 @@ struct BenchFiguresTests {
         ]
         #expect(Self.close(rounds.medianP99, 20))
         #expect([BenchReport]().medianP99 == nil)
+        // A figure some rounds lack is the median of the rounds that have it.
+        let measured = [
+            Self.report(latenciesMs: [1], serverCPU: 30), Self.report(latenciesMs: [1]),
+            Self.report(latenciesMs: [1], serverCPU: 10),
+        ]
+        #expect(measured.median(\.cpuMicrosecondsPerRequest) == 20)
+        #expect(rounds.median(\.cpuMicrosecondsPerRequest) == nil)
     }
 
     @Test("the cpu bound: the subject's rate over its busy share, and both p99s scaled by their busy shares")
