@@ -74,7 +74,7 @@ struct EventsTests {
             let waited = ContinuousClock.now
             let body = try await answer.json
             #expect(body["events"]?[0]?["id"] == .string("1"))
-            #expect(ContinuousClock.now - waited < .seconds(10))
+            #expect(ContinuousClock.now - waited < .seconds(15))
         }
     }
 
@@ -214,8 +214,9 @@ struct EventsTests {
         "a waiting poll is woken by the event's commit, not by polling: a job of the walker completing, or (PostgreSQL) NOTIFY from any connection",
         arguments: TestDatabases.kinds)
     func pushed(kind: DatabaseKind) async throws {
-        // The safety net polls every 30 s and the wait ends at 25 s: an answer within 10 s can only come from a
-        // wake-up (10 s, not less: the whole suite runs at once on two cores, and this once took 4.7 s).
+        // The safety net polls every 30 s and the wait ends at 25 s: an answer within 20 s can only come from a
+        // wake-up (20 s, not less: the whole suite runs at once on two cores; this once took 4.7 s, and a request
+        // elsewhere in the suite has stalled 9 s).
         let (harness, token) = try await AdminTests.setUp(kind) {
             $0.events.pollIntervalSeconds = 30
             $0.refundGraceSeconds = 0
@@ -230,7 +231,7 @@ struct EventsTests {
             let polled = try await answer
             let events = try JSONDecoder().decode(JSONValue.self, from: Data(String(buffer: polled.body).utf8))
             #expect(events["events"]?[0]?["type"] == .string("allocation-reverted"))
-            #expect(ContinuousClock.now - ran < .seconds(10), "woken by the job's completion")
+            #expect(ContinuousClock.now - ran < .seconds(20), "woken by the job's completion")
             guard kind == .postgres else { return }
             // On PostgreSQL an event written by any connection (another instance's worker) wakes the wait too.
             async let second = client.execute(
@@ -243,7 +244,7 @@ struct EventsTests {
             }
             let next = try JSONDecoder().decode(JSONValue.self, from: Data(String(buffer: try await second.body).utf8))
             #expect(next["events"]?[0]?["id"] == .string("2"))
-            #expect(ContinuousClock.now - appended < .seconds(10), "woken by NOTIFY")
+            #expect(ContinuousClock.now - appended < .seconds(20), "woken by NOTIFY")
         }
     }
 
