@@ -62,11 +62,11 @@ struct StartupTests {
         var configuration = AppConfiguration()
         configuration.databaseURL = test.url
         configuration.postgres.startupParameters["search_path"] = test.schema ?? ""
-        // A pool that is not running answers a ping only at the deadline (connect + 2 × statement timeout), so
-        // the timeouts are short, but not so short that start-up work misses them on a loaded machine (2 s did
-        // once, during the whole suite).
-        configuration.postgres.connectTimeoutSeconds = 2
-        configuration.postgres.statementTimeoutMilliseconds = 1_500
+        // A pool that is not running answers a ping only at the deadline (connect + 2 × statement timeout), which
+        // this test waits out twice, so the timeouts are shorter than the defaults, but not so short that start-up
+        // work misses them on a loaded machine (a deadline of 5 s did once, during the whole suite).
+        configuration.postgres.connectTimeoutSeconds = 6
+        configuration.postgres.statementTimeoutMilliseconds = 4_000
         configuration.jwt.developmentSecret = TestHarness.developmentSecret
         var dependencies = AppDependencies()
         dependencies.clock = { TestHarness.seedInstant }

@@ -38,14 +38,14 @@ struct AppCheckHTTPFetcherTests {
         try await Self.withKeyServer { port in
             let base = "http://127.0.0.1:\(port)"
             let ok = HTTPAppCheckJWKSFetcher(
-                httpClient: .shared, url: base + "/jwks", timeout: .seconds(10), maximumBodySize: 1024)
+                httpClient: .shared, url: base + "/jwks", timeout: .seconds(60), maximumBodySize: 1024)
             let document = try await ok.fetch()
             #expect(document == Data(#"{"keys":[]}"#.utf8))
 
             // Generous deadlines where the answer comes at once (a loaded machine must not fail them). The slow
             // server answers only after this body has returned, so its fetch can end only by the 1 s deadline; no
             // clock is read (under the whole suite on two cores even `/big` once took 9 s).
-            for (path, timeout) in [("/missing", 10), ("/big", 10), ("/slow", 1)] {
+            for (path, timeout) in [("/missing", 60), ("/big", 60), ("/slow", 1)] {
                 let fetcher = HTTPAppCheckJWKSFetcher(
                     httpClient: .shared, url: base + path, timeout: .seconds(Int64(timeout)), maximumBodySize: 1024)
                 if path == "/big" {

@@ -174,7 +174,7 @@ struct SQLiteConnectionTests {
             try await $0.raw("PRAGMA wal_autocheckpoint").first()?.decode(column: "wal_autocheckpoint", as: Int.self)
         }
         #expect(writerPages == SQLiteDatabase.writerCheckpointPages)
-        let deadline = ContinuousClock.now + .seconds(10)
+        let deadline = ContinuousClock.now + .seconds(60)
         var progress = database.checkpointProgress
         while !(progress.walFrames > 0 && progress.checkpointedFrames == progress.walFrames),
             ContinuousClock.now < deadline

@@ -78,7 +78,7 @@ struct ReadReplicaRecordingTests {
             #expect(replicas.routingSnapshot.requirement(.walker("failing")) == nil)
             #expect(replicas.routingSnapshot.requirement(.instance) == nil)
             // The poll reads the primary's position and resolves it within a few poll intervals.
-            let deadline = ContinuousClock.now + .seconds(10)
+            let deadline = ContinuousClock.now + .seconds(60)
             while replicas.routingSnapshot.requirement(.walker("failing")) == nil, ContinuousClock.now < deadline {
                 try await Task.sleep(for: .milliseconds(50))
             }
