@@ -5,9 +5,10 @@ import random
 import threading
 import time
 import urllib.error
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 
 from .checks import Failure, check
+from .days import recent_day
 from .client import request
 
 
@@ -34,7 +35,7 @@ class WalkerClient(threading.Thread):
         self.error = None
 
     def make_plan(self):
-        today = datetime.now(timezone.utc).date()
+        today = recent_day()
         days = [(today - timedelta(days=offset)).isoformat() for offset in range(self.days)]
         self.rng.shuffle(days)
         plan = []
