@@ -5,8 +5,17 @@ import Configuration
 /// not declare, a key given twice and a file that is not well-formed JSON each stop the start with a message naming
 /// the source and the place; nothing is ignored without a word.
 package struct ConfigurationSources: Sendable {
-    /// Variables under `STEPLEDGER_` that the test and fuzz tooling sets for itself, not for the server.
-    package static let toolingPrefixes = ["STEPLEDGER_TEST_", "STEPLEDGER_FUZZ_"]
+    /// Variables under `STEPLEDGER_` that other tools read, not the server: the test and fuzz tooling's, and
+    /// `stepledger-client`'s switches (`STEPLEDGER_CLIENT_*`).
+    package static let toolingPrefixes = ["STEPLEDGER_TEST_", "STEPLEDGER_FUZZ_", "STEPLEDGER_CLIENT_"]
+    /// `stepledger-client`'s session token and App Check token, which a shell may export for it while it runs
+    /// `stepd` too (docs/client.md).
+    package static let clientVariables: Set<String> = ["STEPLEDGER_TOKEN", "STEPLEDGER_APP_CHECK"]
+
+    /// Whether `variable` belongs to another tool, so the server neither reads nor refuses it.
+    package static func isOtherTools(_ variable: String) -> Bool {
+        clientVariables.contains(variable) || toolingPrefixes.contains(where: variable.hasPrefix)
+    }
 
     /// Values from command-line options, by dotted key (`http.port`).
     package var commandLine: [String: String]
@@ -61,9 +70,7 @@ package struct ConfigurationSources: Sendable {
             }
             let prefix = ConfigurationCatalog.environmentPrefix
             for (variable, value) in sources.environment.sorted(by: { $0.key < $1.key })
-            where variable.hasPrefix(prefix)
-                && !ConfigurationSources.toolingPrefixes.contains(where: variable.hasPrefix)
-            {
+            where variable.hasPrefix(prefix) && !ConfigurationSources.isOtherTools(variable) {
                 guard let entry = catalog.entry(variable: variable) else {
                     throw ConfigurationSourceError(
                         source: "environment",

@@ -117,7 +117,7 @@ struct AppCheckToken: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "app-check",
         abstract:
-            "Print an App Check token (X-Firebase-AppCheck) signed by the local App Check key of `stepd local-keys`, for the configured appCheck.projectNumber; valid for an hour.",
+            "Print an App Check token (X-Firebase-AppCheck) signed by the local App Check key of `stepd local-keys`, for the configured appCheck.projectNumber. It expires after an hour, but a server accepts it only for appCheck.maxTokenAgeSeconds after it was issued (5 minutes by default): make a fresh one for each call or two.",
         discussion:
             "Signs only with a key file written by `stepd local-keys`: a server trusts it only when its appCheck.jwksFile is that key's JWKS, as in local-production.json."
     )
@@ -125,7 +125,10 @@ struct AppCheckToken: AsyncParsableCommand {
     @Option(help: "The local App Check key file. Default <data directory>/local-keys/app-check-key.json.")
     var key: String?
 
-    @Option(help: "The Firebase app id (sub). Default the first of appCheck.appIds, else 1:<project>:ios:local.")
+    @Option(
+        help:
+            "The Firebase app id (sub). Default the alphabetically first of appCheck.appIds, else 1:<project>:ios:local."
+    )
     var appId: String?
 
     @OptionGroup var common: CommonOptions

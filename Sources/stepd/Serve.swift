@@ -11,7 +11,9 @@ import UnixSignals
 
 struct Serve: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Run the HTTP server (migrates an embedded SQLite database first).")
+        abstract:
+            "Run the HTTP server (in test-phase it migrates the database first, on either engine; in production run `stepd migrate` before)."
+    )
 
     @Option(help: "Listen address (config key http.host). Default 127.0.0.1.")
     var host: String?

@@ -34,6 +34,30 @@ struct EnvironmentTests {
         #expect(configuration.databaseURL == "./stepledger.sqlite")
     }
 
+    @Test("stepledger-client's variables, exported in the same shell, do not stop stepd")
+    func clientVariables() throws {
+        let environment = [
+            "STEPLEDGER_TOKEN": "eyJ.session.token", "STEPLEDGER_APP_CHECK": "eyJ.app.check",
+            "STEPLEDGER_CLIENT_CRASH_AFTER_ANSWER": "0.5", "STEPLEDGER_APP_CHECK_MAX_TOKEN_AGE_SECONDS": "60",
+        ]
+        let configuration = try ConfigurationSources(environment: environment).load()
+        #expect(configuration.appCheck.maxTokenAgeSeconds == 60)
+        // Only the exact names are the client's: a misspelt server variable near them is still refused.
+        #expect(throws: ConfigurationSourceError.self) {
+            try ConfigurationSources(environment: ["STEPLEDGER_TOKENS": "x"]).load()
+        }
+        #expect(throws: ConfigurationSourceError.self) {
+            try ConfigurationSources(environment: ["STEPLEDGER_APP_CHECK_MAX_TOKEN_AGE": "60"]).load()
+        }
+    }
+
+    @Test("no configuration key's variable is one that belongs to another tool")
+    func otherToolsAreDisjoint() {
+        let variables = ConfigurationCatalog.app.entries.map(\.environmentVariable)
+        #expect(!variables.isEmpty)
+        #expect(variables.filter(ConfigurationSources.isOtherTools).isEmpty)
+    }
+
     @Test("every declared key is read from its variable")
     func everyVariable() throws {
         let configuration = try ConfigurationSources(environment: [
