@@ -148,7 +148,7 @@ struct JWKSURLTests {
     }
 
     @Test(
-        "while the key host is down, requests use the keys they have or fail at once, and refetches back off",
+        "while the key host is down, requests use the keys they have, a rotated key gets a 503, refetches back off",
         arguments: TestDatabases.kinds)
     func backoffWhileDown(kind: DatabaseKind) async throws {
         let keys = try AuthTests.KeySet()
@@ -166,6 +166,9 @@ struct JWKSURLTests {
             claims.exp = Int(harness.clock.now.timeIntervalSince1970) + 86_400
             let known = try await keys.collection().sign(claims, kid: "ec-test")
             let rotatedToken = try await signer.sign(claims, kid: "ec-rotated")
+            let stranger = JWTKeyCollection()
+            await stranger.add(ecdsa: try ES256PrivateKey(backing: P256.Signing.PrivateKey()), kid: "ec-stranger")
+            let forged = try await stranger.sign(claims, kid: "ec-stranger")
             state.serve(nil)
             harness.clock.advance(seconds: 6 * 3600 + 1)
             try await harness.run { client async throws in
@@ -174,32 +177,81 @@ struct JWKSURLTests {
                         .status
                 }
                 // The keys are past their 6 h: the request with a new kid waits for the one refetch, which fails.
-                #expect(try await status(rotatedToken) == .unauthorized)
+                // The key may be a rotation the server cannot see: a 503 to retry, not a 401 to sign in again.
+                let first = try await client.execute(
+                    uri: "/walker", method: .get, headers: [.authorization: "Bearer \(rotatedToken)"])
+                #expect(first.status == .serviceUnavailable)
+                #expect(first.headers[.retryAfter] != nil)
                 #expect(state.fetchCount == 2)
                 // During the back-off the keys held still verify, and nothing is fetched however many requests come.
                 for _ in 0..<5 {
                     #expect(try await status(known) == .ok)
-                    #expect(try await status(rotatedToken) == .unauthorized)
+                    #expect(try await status(rotatedToken) == .serviceUnavailable)
                 }
                 #expect(state.fetchCount == 2)
+                // Those answers are not refused tokens: more of them than the address's limit (60 a minute) leave it
+                // unlocked, and a token of a key that is really absent is still a 401.
+                for _ in 0..<61 { #expect(try await status(rotatedToken) == .serviceUnavailable) }
+                #expect(try await status(known) == .ok)
                 // The back-off doubles after each failure: 1 s, 2 s, 4 s.
                 harness.clock.advance(seconds: 1.5)
-                #expect(try await status(rotatedToken) == .unauthorized)
+                #expect(try await status(rotatedToken) == .serviceUnavailable)
                 #expect(state.fetchCount == 3)
                 harness.clock.advance(seconds: 1.5)
-                #expect(try await status(rotatedToken) == .unauthorized)
+                #expect(try await status(rotatedToken) == .serviceUnavailable)
                 #expect(state.fetchCount == 3)
                 harness.clock.advance(seconds: 1)
-                #expect(try await status(rotatedToken) == .unauthorized)
+                #expect(try await status(rotatedToken) == .serviceUnavailable)
                 #expect(state.fetchCount == 4)
                 // The host is back with rotated keys: once the back-off is over, the next request picks them up.
                 state.serve(Self.ecJWKS(rotated, kid: "ec-rotated"))
                 harness.clock.advance(seconds: 3)
-                #expect(try await status(rotatedToken) == .unauthorized)
+                #expect(try await status(rotatedToken) == .serviceUnavailable)
                 #expect(state.fetchCount == 4)
                 harness.clock.advance(seconds: 1.5)
                 #expect(try await status(rotatedToken) == .ok)
                 #expect(state.fetchCount == 5)
+                // With the host healthy again, a kid that no document holds is a refused token.
+                let refused = try await client.execute(
+                    uri: "/walker", method: .get, headers: [.authorization: "Bearer \(forged)"])
+                #expect(refused.status == .unauthorized)
+                #expect(try refused.json["details"]?["reason"] == .string("TOKEN_UNKNOWN_KEY"))
+            }
+        }
+    }
+
+    @Test(
+        "App Check: a kid Google's document lacks is a 503 while the key host fails, verified once the host serves it",
+        arguments: TestDatabases.kinds)
+    func appCheckRotationWhileDown(kind: DatabaseKind) async throws {
+        let keys = try AuthTests.KeySet()
+        let appCheck = try AppCheckTestKey.shared()
+        let rotated = try AppCheckTestKey(keyID: "appcheck-rotated")
+        let state = KeyServerState(serving: appCheck.jwks)
+        try await Self.withKeyServer(state) { url in
+            let harness = try await AuthTests.harness(kind: kind, keys: keys, production: true) {
+                $0.appCheck.jwks = .url(url)
+            }
+            let session = try await keys.collection().sign(AuthTests.validClaims(harness.clock.now), kid: "ec-test")
+            try await harness.run { client in
+                #expect(try await client.ingest(IngestBody(), token: session).status == .ok)
+                #expect(state.fetchCount == 1)
+                state.serve(nil)
+                let token = try rotated.token(now: harness.clock.now)
+                let down = try await client.ingest(
+                    IngestBody(), token: session, headers: [AppCheckTestKey.header: token])
+                #expect(down.status == .serviceUnavailable)
+                #expect(try down.json["error"] == .string("SERVICE_UNAVAILABLE"))
+                #expect(down.headers[.retryAfter] != nil)
+                #expect(state.fetchCount == 2)
+                // Back with the rotated key: after the back-off and the minute between kid refetches, it verifies.
+                state.serve(rotated.jwks)
+                harness.clock.advance(seconds: 61)
+                let fresh = try rotated.token(now: harness.clock.now)
+                #expect(
+                    try await client.ingest(IngestBody(), token: session, headers: [AppCheckTestKey.header: fresh])
+                        .status == .ok)
+                #expect(state.fetchCount == 3)
             }
         }
     }

@@ -32,6 +32,10 @@ actor CachedAppCheckKeySource: AppCheckKeySource {
         guard keySet(of: document) != nil else {
             throw AppCheckError(.keySetUnavailable, detail: "no usable App Check key set")
         }
+        // While Google's key host fails, an unknown kid may be a rotation this server cannot see yet.
+        if await cache.isFailing(url) {
+            throw AppCheckError(.keySetUnavailable, detail: "unknown kid while the key host fails")
+        }
         throw AppCheckError(.unknownKeyID, detail: keyID)
     }
 

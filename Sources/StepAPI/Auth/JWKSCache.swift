@@ -110,6 +110,12 @@ package actor JWKSCache {
         return document
     }
 
+    /// Whether the URL's latest fetch failed (its back-off may be over, but no fetch has succeeded since). A `kid`
+    /// the document lacks may then be a rotation the server cannot see yet, not a forgery.
+    package func isFailing(_ url: String) -> Bool {
+        (entries[url]?.consecutiveFailures ?? 0) > 0
+    }
+
     /// Starts a fetch unless one is in flight or a back-off is running; returns the fetch in flight either way.
     private func startFetchIfAllowed(_ url: String) -> Task<Void, Never>? {
         let now = clock()

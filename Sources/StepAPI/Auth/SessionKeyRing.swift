@@ -59,17 +59,33 @@ package actor SessionKeyRing {
         }
     }
 
-    func key(kid: String?, algorithm: String) async -> SessionKey? {
+    /// What a token's header finds in the key set.
+    enum Lookup: Sendable {
+        case found(SessionKey)
+        /// No key fits, and the key set is as current as the rules allow.
+        case unknown
+        /// No key fits, but the key host failed its latest fetch: the token may be signed by a rotated key the
+        /// server cannot see yet, so it is neither accepted nor called invalid.
+        case unavailable
+    }
+
+    func key(kid: String?, algorithm: String) async -> Lookup {
         if algorithm == "HS256" {
-            guard let developmentKey, kid == nil || kid == Self.developmentKid else { return nil }
-            return developmentKey
+            guard let developmentKey, kid == nil || kid == Self.developmentKid else { return .unknown }
+            return .found(developmentKey)
         }
-        guard case .url(let url) = source else { return Self.match(kid: kid, algorithm: algorithm, in: fileKeys) }
-        guard let document = try? await cache.document(url) else { return nil }
-        if let found = Self.match(kid: kid, algorithm: algorithm, in: await keys(of: document)) { return found }
+        guard case .url(let url) = source else {
+            return Self.match(kid: kid, algorithm: algorithm, in: fileKeys).map { .found($0) } ?? .unknown
+        }
+        guard let document = try? await cache.document(url) else { return .unavailable }
+        if let found = Self.match(kid: kid, algorithm: algorithm, in: await keys(of: document)) { return .found(found) }
         // An unknown kid may be a rotation: ask for a newer document (the cache decides whether to fetch).
-        guard kid != nil, let newer = await cache.refresh(url, after: document.generation) else { return nil }
-        return Self.match(kid: kid, algorithm: algorithm, in: await keys(of: newer))
+        if kid != nil, let newer = await cache.refresh(url, after: document.generation),
+            let found = Self.match(kid: kid, algorithm: algorithm, in: await keys(of: newer))
+        {
+            return .found(found)
+        }
+        return await cache.isFailing(url) ? .unavailable : .unknown
     }
 
     /// The keys of `document`, parsed once per generation; a document that does not parse keeps the previous keys.

@@ -112,7 +112,12 @@ package struct SessionTokenVerifier: Sendable {
             if header.alg == "HS256" { throw .unknownKey }
             throw .unsupportedAlgorithm(header.alg ?? "missing")
         }
-        guard let key = await keyRing.key(kid: header.kid, algorithm: alg) else { throw .unknownKey }
+        let key: SessionKey
+        switch await keyRing.key(kid: header.kid, algorithm: alg) {
+        case .found(let found): key = found
+        case .unknown: throw .unknownKey
+        case .unavailable: throw .keysUnavailable
+        }
         guard key.algorithm == alg else { throw .algorithmMismatch }
 
         let claims: SessionClaims

@@ -2,8 +2,8 @@ import Hummingbird
 
 /// The walker's session token (`Authorization: Bearer …`), checked before any route of the group runs: the
 /// principal goes into the request context and onto the request's trace; a refusal is the surface's 401 with its
-/// reason (also on the request's log line, never the token), or its 429 once the client address has sent too
-/// many refused tokens this minute.
+/// reason (also on the request's log line, never the token), its 429 once the client address has sent too
+/// many refused tokens this minute, or its 503 when the token's key cannot be fetched now.
 struct SessionAuthMiddleware<Failure: WalkerReadError>: RouterMiddleware {
     typealias Context = AppRequestContext
 
@@ -24,6 +24,9 @@ struct SessionAuthMiddleware<Failure: WalkerReadError>: RouterMiddleware {
                 response.headers[.retryAfter] = String(retryAfter)
                 return response
             }
+            // The token names a key the server cannot fetch now: the server's trouble, so a 503 to retry, not a
+            // 401 that would send the app to sign in again (with a token of the same key).
+            if case .keysUnavailable = error { throw Failure.unavailable }
             throw Failure.sessionRefused(reason: reason)
         }
         let walkerId = principal.walkerId
