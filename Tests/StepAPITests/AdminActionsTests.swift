@@ -84,6 +84,7 @@ struct AdminActionsTests {
             let missing = try await client.admin(
                 "/admin/walkers/\(AdminTests.walker)/days/2026-05-01/reverse", method: .post, body: Self.note("x"))
             #expect(missing.status == .notFound)
+            #expect(try missing.json["error"] == .string("NOT_FOUND"))
             let badDay = try await client.admin(
                 "/admin/walkers/\(AdminTests.walker)/days/May-18/reverse", method: .post, body: Self.note("x"))
             #expect(badDay.status == .badRequest)

@@ -3,6 +3,7 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
+import JWTKit
 import StepAPI
 import StepAttestation
 import StepCore
@@ -417,6 +418,26 @@ struct HealthSubmitTests {
                 try await $0.attestationLogs(walkerId: "walker-unconfigured")
             }
             #expect(logs.map(\.reasons) == [["PLAY_INTEGRITY_NOT_CONFIGURED"]])
+        }
+    }
+
+    @Test(
+        "in production without appAttest.* an iOS submission fails attestation as APP_ATTEST_NOT_CONFIGURED",
+        arguments: TestDatabases.kinds)
+    func iosUnconfigured(kind: DatabaseKind) async throws {
+        let keys = try AuthTests.KeySet()
+        let harness = try await AuthTests.harness(kind: kind, keys: keys, production: true)
+        #expect(harness.configuration.appAttest.apps(mode: .production).isEmpty)
+        let token = try await keys.collection().sign(
+            AuthTests.validClaims(harness.clock.now, sub: "walker-ios"), kid: "ec-test")
+        try await harness.run { client in
+            let nonce = try await client.fetchNonce(token: token)
+            let response = try await client.submitHealth(
+                HealthBody(nonce: nonce, token: "bm90LWNoZWNrZWQ=", platform: "ios"), token: token)
+            #expect(response.text == healthError(401, "Unauthorized", "Attestation verification failed"))
+            let logs = try await harness.store.transaction { try await $0.attestationLogs(walkerId: "walker-ios") }
+            #expect(logs.map(\.reasons).last == ["APP_ATTEST_NOT_CONFIGURED"])
+            #expect(try await harness.count("health_records") == 0)
         }
     }
 

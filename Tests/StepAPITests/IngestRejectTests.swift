@@ -166,4 +166,24 @@ struct IngestRejectTests {
             #expect(try await harness.store.transaction { try await $0.openReviewCount(walkerId: "walker-slow") } == 0)
         }
     }
+
+    @Test(
+        "the 24 h window to the second: a 5th rejection 86 399 s after the 1st still flags",
+        arguments: TestDatabases.kinds)
+    func reviewWindowEdge(kind: DatabaseKind) async throws {
+        let harness = try await TestHarness.make(kind: kind)
+        let token = try await harness.token(for: "walker-edge", ttl: 5 * 86_400)
+        try await harness.run { client in
+            _ = try await client.ingest(IngestBody(count: 60_000), token: token)
+            harness.clock.advance(seconds: 86_000)
+            for _ in 2...4 {
+                _ = try await client.ingest(IngestBody(day: "2026-05-19", count: 60_000), token: token)
+            }
+            #expect(try await harness.store.transaction { try await $0.openReviewCount(walkerId: "walker-edge") } == 0)
+            harness.clock.advance(seconds: 399)
+            let fifth = try await client.ingest(IngestBody(day: "2026-05-19", count: 60_000), token: token)
+            #expect(fifth.status == .unprocessableContent)
+            #expect(try await harness.store.transaction { try await $0.openReviewCount(walkerId: "walker-edge") } == 1)
+        }
+    }
 }

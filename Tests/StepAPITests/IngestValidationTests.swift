@@ -5,6 +5,7 @@ import NIOCore
 import StepAPI
 import StepCore
 import StepDatabase
+import StepSettings
 import StepStore
 import StepTestSupport
 import Testing
@@ -160,6 +161,30 @@ struct IngestValidationTests {
             #expect(try response.json["error"] == .string("PAYLOAD_TOO_LARGE"))
             try await Self.expectOnlyRefusalAudited(
                 harness, walker: "walker-big", status: 413, code: "PAYLOAD_TOO_LARGE")
+        }
+    }
+
+    @Test(
+        "the 16 KiB limit to the byte: a body of exactly 16 384 bytes is read, one byte more is a 413",
+        arguments: TestDatabases.kinds)
+    func bodyLimitBoundary(kind: DatabaseKind) async throws {
+        let harness = try await TestHarness.make(kind: kind)
+        #expect(harness.configuration.http.maxBodyBytes == 16 * 1024, "SPEC: 16 KiB by default")
+        let token = try await harness.token(for: "walker-edge")
+        try await harness.run { client in
+            // A valid body padded with JSON whitespace before its closing brace to `size` bytes.
+            func padded(_ key: String, to size: Int) -> ByteBuffer {
+                let body = String(buffer: IngestBody(key: key).buffer)
+                let padding = String(repeating: " ", count: size - body.utf8.count)
+                return ByteBuffer(string: String(body.dropLast()) + padding + "}")
+            }
+            let atLimit = padded("edge-at", to: 16 * 1024)
+            #expect(atLimit.readableBytes == 16_384)
+            #expect(try await client.ingest(raw: atLimit, token: token).status == .ok)
+            let over = padded("edge-over", to: 16 * 1024 + 1)
+            let refused = try await client.ingest(raw: over, token: token)
+            #expect(refused.status == .contentTooLarge)
+            #expect(try refused.json["error"] == .string("PAYLOAD_TOO_LARGE"))
         }
     }
 

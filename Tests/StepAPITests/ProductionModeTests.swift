@@ -55,6 +55,9 @@ struct ProductionModeTests {
             let json = try response.json
             #expect(json["provisional"] == .bool(true))
             #expect(json["warning"]?["code"] == .string("STEP_QUARANTINED"))
+            #expect(
+                json["warning"]?["message"]
+                    == .string("We're checking this step bucket. It may take up to 24h to confirm."))
             #expect(json["warning"]?["reasons"] == .array([.string("GYRO_ABSENT")]))
             #expect(json["stepLog"]?["reconciliationStatus"] == .string("QUARANTINED"))
             #expect(json["stepLog"]?["acceptedCount"] == .null, "null in every status but ACCEPTED")
@@ -76,6 +79,7 @@ struct ProductionModeTests {
             let response = try await client.ingest(body, token: token)
             #expect(response.status == .forbidden)
             #expect(try response.json["error"] == .string("STEP_SOURCE_NOT_WHITELISTED"))
+            #expect(try response.json["message"] == .string("sourceBundleId is not recognized."))
             #expect(try response.json["details"]?["sourceBundleId"] == .string("com.example.stepfaker"))
             #expect(try await harness.count("idempotency_keys") == 0)
             #expect(try await harness.count("step_logs") == 0)

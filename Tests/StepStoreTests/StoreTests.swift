@@ -170,6 +170,42 @@ struct StoreTests {
         try await test.close()
     }
 
+    @Test(
+        "retention to the minute: idempotency keys at least 8 days, attestation rows 30 days (SPEC)",
+        arguments: TestDatabases.kinds)
+    func retentionBoundaries(kind: DatabaseKind) async throws {
+        let test = try await TestDatabases.make(kind)
+        let store = test.store
+        let policy = RetentionPolicy()
+        #expect(policy.idempotencyKeySeconds >= 8 * 86_400)
+        #expect(policy.attestationLogSeconds == 30 * 86_400)
+        let rows = [
+            ("key-inside", policy.idempotencyKeySeconds - 60, "log-inside", policy.attestationLogSeconds - 60),
+            ("key-outside", policy.idempotencyKeySeconds + 60, "log-outside", policy.attestationLogSeconds + 60),
+        ]
+        try await store.transaction { tx in
+            for (key, keyAge, log, logAge) in rows {
+                try await tx.insertAttestationLog(
+                    AttestationLogRecord(
+                        walkerId: "w", createdAt: Self.t0.addingTimeInterval(-logAge), route: "/step/ingest",
+                        verdict: .accepted, reasons: [], tokenId: nil, requestId: log))
+                _ = try await tx.claimIdempotencyKey(
+                    walkerId: "w", key: key, requestHash: "h", now: Self.t0.addingTimeInterval(-keyAge), leaseSeconds: 1
+                )
+            }
+        }
+        let report = try await store.prune(now: Self.t0, retention: policy)
+        #expect(report.attestationLogs == 1)
+        #expect(report.idempotencyKeys == 1)
+        let logs = try await store.transaction { try await $0.attestationLogs(walkerId: "w") }
+        #expect(logs.map(\.requestId) == ["log-inside"])
+        // The rows a minute inside their retention were kept: two minutes later they go too.
+        let later = try await store.prune(now: Self.t0.addingTimeInterval(120), retention: policy)
+        #expect(later.attestationLogs == 1)
+        #expect(later.idempotencyKeys == 1)
+        try await test.close()
+    }
+
     @Test("pruning deletes in bounded batches until nothing old is left", arguments: TestDatabases.kinds)
     func pruneInBatches(kind: DatabaseKind) async throws {
         let test = try await TestDatabases.make(kind)
