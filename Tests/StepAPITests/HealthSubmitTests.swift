@@ -402,6 +402,11 @@ struct HealthSubmitTests {
                 try await $0.attestationLogs(walkerId: "walker-implausible")
             }
             #expect(logs.map(\.verdict) == [.rejected, .rejected, .rejected, .rejected, .rejected, .accepted])
+            #expect(
+                logs.prefix(5).map(\.reasons) == [
+                    ["HEALTH_STEPS_IMPLAUSIBLE"], ["HEALTH_CALORIES_IMPLAUSIBLE"], ["HEALTH_DISTANCE_IMPLAUSIBLE"],
+                    ["HEALTH_DURATION_IMPLAUSIBLE"], ["HEALTH_STEPS_IMPLAUSIBLE"],
+                ])
         }
     }
 
