@@ -296,6 +296,20 @@ struct HealthSubmitTests {
         }
     }
 
+    @Test("a nonce still serves 299 s after it was issued (it expires at 300 s)", arguments: TestDatabases.kinds)
+    func nonceLastSecond(kind: DatabaseKind) async throws {
+        let harness = try await Self.make(kind)
+        let token = try await harness.token(for: "walker-edge")
+        try await harness.run { client in
+            let nonce = try await client.fetchNonce(token: token)
+            harness.clock.advance(seconds: 299)
+            let response = try await client.submitHealth(
+                HealthBody(nonce: nonce, token: try Self.token(harness, nonce: nonce)), token: token)
+            #expect(response.status == .created)
+            #expect(try await harness.count("health_records", walker: "walker-edge") == 1)
+        }
+    }
+
     @Test("two requests with one nonce: exactly one is stored", arguments: TestDatabases.kinds)
     func concurrentNonceUse(kind: DatabaseKind) async throws {
         let harness = try await Self.make(kind)

@@ -165,6 +165,28 @@ struct IngestValidationTests {
     }
 
     @Test(
+        "count to the edge of its range: 2^31 is read and judged (a 422 over the cap), 2^31 + 1 is a 400",
+        arguments: TestDatabases.kinds)
+    func countRangeEdge(kind: DatabaseKind) async throws {
+        let harness = try await TestHarness.make(kind: kind)
+        let token = try await harness.token(for: "walker-range")
+        try await harness.run { client in
+            let judged = try await client.ingest(IngestBody(count: 1 << 31, key: "range-top"), token: token)
+            #expect(judged.status == .unprocessableContent)
+            guard case .array(let reasons) = try judged.json["details"]?["reasons"] else {
+                Issue.record("no reasons in \(judged.text)")
+                return
+            }
+            #expect(reasons.contains(.string("COUNT_EXCEEDS_CAP")))
+            var over = IngestBody(key: "range-over")
+            over["count"] = .int((1 << 31) + 1)
+            let refused = try await client.ingest(over, token: token)
+            #expect(refused.status == .badRequest)
+            #expect(try refused.json["error"] == .string("INVALID_REQUEST"))
+        }
+    }
+
+    @Test(
         "the 16 KiB limit to the byte: a body of exactly 16 384 bytes is read, one byte more is a 413",
         arguments: TestDatabases.kinds)
     func bodyLimitBoundary(kind: DatabaseKind) async throws {
