@@ -189,10 +189,10 @@ struct JWKSURLTests {
                     #expect(try await status(rotatedToken) == .serviceUnavailable)
                 }
                 #expect(state.fetchCount == 2)
-                // Those answers are not refused tokens: more of them than the address's limit (60 a minute) leave it
-                // unlocked, and a token of a key that is really absent is still a 401.
+                // Those answers are not refused tokens: after more of them than the address's limit (60 a minute), a
+                // token never verified before still reaches its signature check (a locked address would get a 429).
                 for _ in 0..<61 { #expect(try await status(rotatedToken) == .serviceUnavailable) }
-                #expect(try await status(known) == .ok)
+                #expect(try await status(String(known.dropLast(4)) + "AAAA") == .unauthorized)
                 // The back-off doubles after each failure: 1 s, 2 s, 4 s.
                 harness.clock.advance(seconds: 1.5)
                 #expect(try await status(rotatedToken) == .serviceUnavailable)
@@ -214,6 +214,48 @@ struct JWKSURLTests {
                 // With the host healthy again, a kid that no document holds is a refused token.
                 let refused = try await client.execute(
                     uri: "/walker", method: .get, headers: [.authorization: "Bearer \(forged)"])
+                #expect(refused.status == .unauthorized)
+                #expect(try refused.json["details"]?["reason"] == .string("TOKEN_UNKNOWN_KEY"))
+            }
+        }
+    }
+
+    @Test(
+        "while the key host is down, a token without a kid that no single key fits is a 401: no fetch could help",
+        arguments: TestDatabases.kinds)
+    func kidlessWhileDown(kind: DatabaseKind) async throws {
+        let first = P256.Signing.PrivateKey()
+        let second = P256.Signing.PrivateKey()
+        func entries(_ jwks: String) -> String { String(jwks.dropFirst(#"{"keys":["#.count).dropLast(2)) }
+        let twoKeys =
+            #"{"keys":["# + entries(Self.ecJWKS(first, kid: "ec-a")) + "," + entries(Self.ecJWKS(second, kid: "ec-b"))
+            + "]}"
+        let state = KeyServerState(serving: twoKeys)
+        try await Self.withKeyServer(state) { url in
+            let harness = try await TestHarness.make(kind: kind) {
+                $0.jwt.jwks = .url(url)
+                $0.jwt.issuer = "https://auth.example"
+                $0.jwt.audience = "stepledger-api"
+            }
+            let signer = JWTKeyCollection()
+            await signer.add(ecdsa: try ES256PrivateKey(backing: first), kid: "ec-a")
+            let claims = AuthTests.validClaims(harness.clock.now)
+            let withKid = try await signer.sign(claims, kid: "ec-a")
+            let kidless = try await signer.sign(claims)
+            try await harness.run { client async throws in
+                func answer(_ token: String) async throws -> TestResponse {
+                    try await client.execute(uri: "/walker", method: .get, headers: [.authorization: "Bearer \(token)"])
+                }
+                #expect(try await answer(withKid).status == .ok)
+                // Two ES256 keys and no kid: ambiguous, so refused while the host is well...
+                #expect(try await answer(kidless).status == .unauthorized)
+                // ...and still refused, not deferred, once a refetch has failed.
+                state.serve(nil)
+                let rotated = JWTKeyCollection()
+                await rotated.add(ecdsa: try ES256PrivateKey(backing: P256.Signing.PrivateKey()), kid: "ec-new")
+                let newKid = try await rotated.sign(claims, kid: "ec-new")
+                #expect(try await answer(newKid).status == .serviceUnavailable)
+                let refused = try await answer(kidless)
                 #expect(refused.status == .unauthorized)
                 #expect(try refused.json["details"]?["reason"] == .string("TOKEN_UNKNOWN_KEY"))
             }

@@ -85,6 +85,8 @@ package actor SessionKeyRing {
         {
             return .found(found)
         }
+        // Without a kid nothing names a key to wait for: no refetch could change the answer.
+        guard kid != nil else { return .unknown }
         return await cache.isFailing(url) ? .unavailable : .unknown
     }
 

@@ -1468,7 +1468,7 @@ internal enum Operations {
                     }
                 }
             }
-            /// UNAUTHORIZED, a missing or refused session JWT (header WWW-Authenticate Bearer); details.reason says why: TOKEN_MISSING, TOKEN_MALFORMED, TOKEN_ALGORITHM, TOKEN_UNKNOWN_KEY, TOKEN_SIGNATURE, TOKEN_EXPIRED, TOKEN_NOT_YET_VALID, TOKEN_ISSUER, TOKEN_AUDIENCE, TOKEN_SUBJECT or TOKEN_KEYS_UNAVAILABLE (the request's log line carries the same reason, never the token). A client address that presented jwt.maxInvalidPerMinute refused tokens in the current minute is answered 429 RATE_LIMITED with Retry-After instead, without a signature check, until the minute ends (a token verified before still passes).
+            /// UNAUTHORIZED, a missing or refused session JWT (header WWW-Authenticate Bearer); details.reason says why: TOKEN_MISSING, TOKEN_MALFORMED, TOKEN_ALGORITHM, TOKEN_UNKNOWN_KEY, TOKEN_SIGNATURE, TOKEN_EXPIRED, TOKEN_NOT_YET_VALID, TOKEN_ISSUER, TOKEN_AUDIENCE or TOKEN_SUBJECT (the request's log line carries the same reason, never the token). A client address that presented jwt.maxInvalidPerMinute refused tokens in the current minute is answered 429 RATE_LIMITED with Retry-After instead, without a signature check, until the minute ends (a token verified before still passes).
             ///
             /// - Remark: Generated from `#/paths//walker/get(getWalker)/responses/401`.
             ///
@@ -1537,7 +1537,7 @@ internal enum Operations {
                     }
                 }
             }
-            /// SERVICE_UNAVAILABLE, the database cannot be reached (or SQLite cannot write, e.g. a full or read-only disk); retry after Retry-After seconds.
+            /// SERVICE_UNAVAILABLE, the database cannot be reached (or SQLite cannot write, e.g. a full or read-only disk), or the key of the session token's or App Check token's kid cannot be fetched now (its key host failing); retry after Retry-After seconds.
             ///
             /// - Remark: Generated from `#/paths//walker/get(getWalker)/responses/503`.
             ///
@@ -1814,7 +1814,7 @@ internal enum Operations {
                     }
                 }
             }
-            /// UNAUTHORIZED, a missing or refused session JWT (header WWW-Authenticate Bearer); details.reason says why: TOKEN_MISSING, TOKEN_MALFORMED, TOKEN_ALGORITHM, TOKEN_UNKNOWN_KEY, TOKEN_SIGNATURE, TOKEN_EXPIRED, TOKEN_NOT_YET_VALID, TOKEN_ISSUER, TOKEN_AUDIENCE, TOKEN_SUBJECT or TOKEN_KEYS_UNAVAILABLE (the request's log line carries the same reason, never the token). A client address that presented jwt.maxInvalidPerMinute refused tokens in the current minute is answered 429 RATE_LIMITED with Retry-After instead, without a signature check, until the minute ends (a token verified before still passes).
+            /// UNAUTHORIZED, a missing or refused session JWT (header WWW-Authenticate Bearer); details.reason says why: TOKEN_MISSING, TOKEN_MALFORMED, TOKEN_ALGORITHM, TOKEN_UNKNOWN_KEY, TOKEN_SIGNATURE, TOKEN_EXPIRED, TOKEN_NOT_YET_VALID, TOKEN_ISSUER, TOKEN_AUDIENCE or TOKEN_SUBJECT (the request's log line carries the same reason, never the token). A client address that presented jwt.maxInvalidPerMinute refused tokens in the current minute is answered 429 RATE_LIMITED with Retry-After instead, without a signature check, until the minute ends (a token verified before still passes).
             ///
             /// - Remark: Generated from `#/paths//step/days/get(listStepDays)/responses/401`.
             ///
@@ -1883,7 +1883,7 @@ internal enum Operations {
                     }
                 }
             }
-            /// SERVICE_UNAVAILABLE, the database cannot be reached (or SQLite cannot write, e.g. a full or read-only disk); retry after Retry-After seconds.
+            /// SERVICE_UNAVAILABLE, the database cannot be reached (or SQLite cannot write, e.g. a full or read-only disk), or the key of the session token's or App Check token's kid cannot be fetched now (its key host failing); retry after Retry-After seconds.
             ///
             /// - Remark: Generated from `#/paths//step/days/get(listStepDays)/responses/503`.
             ///
@@ -2103,7 +2103,7 @@ internal enum Operations {
                     }
                 }
             }
-            /// UNAUTHORIZED, a missing or refused session JWT (header WWW-Authenticate Bearer); details.reason says why: TOKEN_MISSING, TOKEN_MALFORMED, TOKEN_ALGORITHM, TOKEN_UNKNOWN_KEY, TOKEN_SIGNATURE, TOKEN_EXPIRED, TOKEN_NOT_YET_VALID, TOKEN_ISSUER, TOKEN_AUDIENCE, TOKEN_SUBJECT or TOKEN_KEYS_UNAVAILABLE (the request's log line carries the same reason, never the token). A client address that presented jwt.maxInvalidPerMinute refused tokens in the current minute is answered 429 RATE_LIMITED with Retry-After instead, without a signature check, until the minute ends (a token verified before still passes).
+            /// UNAUTHORIZED, a missing or refused session JWT (header WWW-Authenticate Bearer); details.reason says why: TOKEN_MISSING, TOKEN_MALFORMED, TOKEN_ALGORITHM, TOKEN_UNKNOWN_KEY, TOKEN_SIGNATURE, TOKEN_EXPIRED, TOKEN_NOT_YET_VALID, TOKEN_ISSUER, TOKEN_AUDIENCE or TOKEN_SUBJECT (the request's log line carries the same reason, never the token). A client address that presented jwt.maxInvalidPerMinute refused tokens in the current minute is answered 429 RATE_LIMITED with Retry-After instead, without a signature check, until the minute ends (a token verified before still passes).
             ///
             /// - Remark: Generated from `#/paths//walker/ledger/get(listLedgerEntries)/responses/401`.
             ///
@@ -2172,7 +2172,7 @@ internal enum Operations {
                     }
                 }
             }
-            /// SERVICE_UNAVAILABLE, the database cannot be reached (or SQLite cannot write, e.g. a full or read-only disk); retry after Retry-After seconds.
+            /// SERVICE_UNAVAILABLE, the database cannot be reached (or SQLite cannot write, e.g. a full or read-only disk), or the key of the session token's or App Check token's kid cannot be fetched now (its key host failing); retry after Retry-After seconds.
             ///
             /// - Remark: Generated from `#/paths//walker/ledger/get(listLedgerEntries)/responses/503`.
             ///
@@ -2352,7 +2352,7 @@ internal enum Operations {
                     }
                 }
             }
-            /// UNAUTHORIZED, a missing or refused session JWT (header WWW-Authenticate Bearer); details.reason says why: TOKEN_MISSING, TOKEN_MALFORMED, TOKEN_ALGORITHM, TOKEN_UNKNOWN_KEY, TOKEN_SIGNATURE, TOKEN_EXPIRED, TOKEN_NOT_YET_VALID, TOKEN_ISSUER, TOKEN_AUDIENCE, TOKEN_SUBJECT or TOKEN_KEYS_UNAVAILABLE (the request's log line carries the same reason, never the token). A client address that presented jwt.maxInvalidPerMinute refused tokens in the current minute is answered 429 RATE_LIMITED with Retry-After instead, without a signature check, until the minute ends (a token verified before still passes).
+            /// UNAUTHORIZED, a missing or refused session JWT (header WWW-Authenticate Bearer); details.reason says why: TOKEN_MISSING, TOKEN_MALFORMED, TOKEN_ALGORITHM, TOKEN_UNKNOWN_KEY, TOKEN_SIGNATURE, TOKEN_EXPIRED, TOKEN_NOT_YET_VALID, TOKEN_ISSUER, TOKEN_AUDIENCE or TOKEN_SUBJECT (the request's log line carries the same reason, never the token). A client address that presented jwt.maxInvalidPerMinute refused tokens in the current minute is answered 429 RATE_LIMITED with Retry-After instead, without a signature check, until the minute ends (a token verified before still passes).
             ///
             /// - Remark: Generated from `#/paths//walker/allocations/get(listAllocations)/responses/401`.
             ///
@@ -2421,7 +2421,7 @@ internal enum Operations {
                     }
                 }
             }
-            /// SERVICE_UNAVAILABLE, the database cannot be reached (or SQLite cannot write, e.g. a full or read-only disk); retry after Retry-After seconds.
+            /// SERVICE_UNAVAILABLE, the database cannot be reached (or SQLite cannot write, e.g. a full or read-only disk), or the key of the session token's or App Check token's kid cannot be fetched now (its key host failing); retry after Retry-After seconds.
             ///
             /// - Remark: Generated from `#/paths//walker/allocations/get(listAllocations)/responses/503`.
             ///
@@ -2633,7 +2633,7 @@ internal enum Operations {
                     }
                 }
             }
-            /// UNAUTHORIZED, a missing or refused session JWT (header WWW-Authenticate Bearer); details.reason says why: TOKEN_MISSING, TOKEN_MALFORMED, TOKEN_ALGORITHM, TOKEN_UNKNOWN_KEY, TOKEN_SIGNATURE, TOKEN_EXPIRED, TOKEN_NOT_YET_VALID, TOKEN_ISSUER, TOKEN_AUDIENCE, TOKEN_SUBJECT or TOKEN_KEYS_UNAVAILABLE (the request's log line carries the same reason, never the token). A client address that presented jwt.maxInvalidPerMinute refused tokens in the current minute is answered 429 RATE_LIMITED with Retry-After instead, without a signature check, until the minute ends (a token verified before still passes).
+            /// UNAUTHORIZED, a missing or refused session JWT (header WWW-Authenticate Bearer); details.reason says why: TOKEN_MISSING, TOKEN_MALFORMED, TOKEN_ALGORITHM, TOKEN_UNKNOWN_KEY, TOKEN_SIGNATURE, TOKEN_EXPIRED, TOKEN_NOT_YET_VALID, TOKEN_ISSUER, TOKEN_AUDIENCE or TOKEN_SUBJECT (the request's log line carries the same reason, never the token). A client address that presented jwt.maxInvalidPerMinute refused tokens in the current minute is answered 429 RATE_LIMITED with Retry-After instead, without a signature check, until the minute ends (a token verified before still passes).
             ///
             /// - Remark: Generated from `#/paths//walker/allocations/post(createAllocation)/responses/401`.
             ///
@@ -2906,7 +2906,7 @@ internal enum Operations {
                     }
                 }
             }
-            /// SERVICE_UNAVAILABLE, the database cannot be reached (or SQLite cannot write, e.g. a full or read-only disk); retry after Retry-After seconds.
+            /// SERVICE_UNAVAILABLE, the database cannot be reached (or SQLite cannot write, e.g. a full or read-only disk), or the key of the session token's or App Check token's kid cannot be fetched now (its key host failing); retry after Retry-After seconds.
             ///
             /// - Remark: Generated from `#/paths//walker/allocations/post(createAllocation)/responses/503`.
             ///
@@ -3128,7 +3128,7 @@ internal enum Operations {
                     }
                 }
             }
-            /// UNAUTHORIZED, a missing or refused session JWT (header WWW-Authenticate Bearer); details.reason says why: TOKEN_MISSING, TOKEN_MALFORMED, TOKEN_ALGORITHM, TOKEN_UNKNOWN_KEY, TOKEN_SIGNATURE, TOKEN_EXPIRED, TOKEN_NOT_YET_VALID, TOKEN_ISSUER, TOKEN_AUDIENCE, TOKEN_SUBJECT or TOKEN_KEYS_UNAVAILABLE (the request's log line carries the same reason, never the token). A client address that presented jwt.maxInvalidPerMinute refused tokens in the current minute is answered 429 RATE_LIMITED with Retry-After instead, without a signature check, until the minute ends (a token verified before still passes).
+            /// UNAUTHORIZED, a missing or refused session JWT (header WWW-Authenticate Bearer); details.reason says why: TOKEN_MISSING, TOKEN_MALFORMED, TOKEN_ALGORITHM, TOKEN_UNKNOWN_KEY, TOKEN_SIGNATURE, TOKEN_EXPIRED, TOKEN_NOT_YET_VALID, TOKEN_ISSUER, TOKEN_AUDIENCE or TOKEN_SUBJECT (the request's log line carries the same reason, never the token). A client address that presented jwt.maxInvalidPerMinute refused tokens in the current minute is answered 429 RATE_LIMITED with Retry-After instead, without a signature check, until the minute ends (a token verified before still passes).
             ///
             /// - Remark: Generated from `#/paths//walker/events/get(listWalkerEvents)/responses/401`.
             ///
@@ -3197,7 +3197,7 @@ internal enum Operations {
                     }
                 }
             }
-            /// SERVICE_UNAVAILABLE, the database cannot be reached (or SQLite cannot write, e.g. a full or read-only disk); retry after Retry-After seconds.
+            /// SERVICE_UNAVAILABLE, the database cannot be reached (or SQLite cannot write, e.g. a full or read-only disk), or the key of the session token's or App Check token's kid cannot be fetched now (its key host failing); retry after Retry-After seconds.
             ///
             /// - Remark: Generated from `#/paths//walker/events/get(listWalkerEvents)/responses/503`.
             ///
@@ -3389,7 +3389,7 @@ internal enum Operations {
                     }
                 }
             }
-            /// UNAUTHORIZED, a missing or refused session JWT (header WWW-Authenticate Bearer); details.reason says why: TOKEN_MISSING, TOKEN_MALFORMED, TOKEN_ALGORITHM, TOKEN_UNKNOWN_KEY, TOKEN_SIGNATURE, TOKEN_EXPIRED, TOKEN_NOT_YET_VALID, TOKEN_ISSUER, TOKEN_AUDIENCE, TOKEN_SUBJECT or TOKEN_KEYS_UNAVAILABLE (the request's log line carries the same reason, never the token). A client address that presented jwt.maxInvalidPerMinute refused tokens in the current minute is answered 429 RATE_LIMITED with Retry-After instead, without a signature check, until the minute ends (a token verified before still passes).
+            /// UNAUTHORIZED, a missing or refused session JWT (header WWW-Authenticate Bearer); details.reason says why: TOKEN_MISSING, TOKEN_MALFORMED, TOKEN_ALGORITHM, TOKEN_UNKNOWN_KEY, TOKEN_SIGNATURE, TOKEN_EXPIRED, TOKEN_NOT_YET_VALID, TOKEN_ISSUER, TOKEN_AUDIENCE or TOKEN_SUBJECT (the request's log line carries the same reason, never the token). A client address that presented jwt.maxInvalidPerMinute refused tokens in the current minute is answered 429 RATE_LIMITED with Retry-After instead, without a signature check, until the minute ends (a token verified before still passes).
             ///
             /// - Remark: Generated from `#/paths//walker/events/stream/get(streamWalkerEvents)/responses/401`.
             ///
@@ -3458,7 +3458,7 @@ internal enum Operations {
                     }
                 }
             }
-            /// SERVICE_UNAVAILABLE, the database cannot be reached (or SQLite cannot write, e.g. a full or read-only disk); retry after Retry-After seconds.
+            /// SERVICE_UNAVAILABLE, the database cannot be reached (or SQLite cannot write, e.g. a full or read-only disk), or the key of the session token's or App Check token's kid cannot be fetched now (its key host failing); retry after Retry-After seconds.
             ///
             /// - Remark: Generated from `#/paths//walker/events/stream/get(streamWalkerEvents)/responses/503`.
             ///
@@ -3702,7 +3702,7 @@ internal enum Operations {
                     }
                 }
             }
-            /// The database cannot be reached; retry after Retry-After seconds.
+            /// The database cannot be reached, or the key of the session token's kid cannot be fetched now (its key host failing); retry after Retry-After seconds.
             ///
             /// - Remark: Generated from `#/paths//health/attestation-nonce/get(getHealthNonce)/responses/503`.
             ///
@@ -4087,7 +4087,7 @@ internal enum Operations {
                     }
                 }
             }
-            /// The database cannot be reached; retry after Retry-After seconds.
+            /// The database cannot be reached, or the key of the session token's kid cannot be fetched now (its key host failing); retry after Retry-After seconds.
             ///
             /// - Remark: Generated from `#/paths//health/post(submitHealth)/responses/503`.
             ///
@@ -4389,7 +4389,7 @@ internal enum Operations {
                     }
                 }
             }
-            /// The database cannot be reached; retry after Retry-After seconds.
+            /// The database cannot be reached, or the key of the session token's kid cannot be fetched now (its key host failing); retry after Retry-After seconds.
             ///
             /// - Remark: Generated from `#/paths//health/statistics/get(getHealthStatistics)/responses/503`.
             ///
@@ -4668,7 +4668,7 @@ internal enum Operations {
                     }
                 }
             }
-            /// The database cannot be reached; retry after Retry-After seconds.
+            /// The database cannot be reached, or the key of the session token's kid cannot be fetched now (its key host failing); retry after Retry-After seconds.
             ///
             /// - Remark: Generated from `#/paths//health/today/get(getHealthToday)/responses/503`.
             ///
