@@ -33,11 +33,7 @@ struct JWKSURLTests {
         let keyServer = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)))
         try await keyServer.test(.live) { keyClient in
             let port = try #require(keyClient.port)
-            let harness = try await TestHarness.make(kind: kind) {
-                $0.jwt.jwks = .url("http://127.0.0.1:\(port)/jwks.json")
-                $0.jwt.issuer = "https://auth.example"
-                $0.jwt.audience = "stepledger-api"
-            }
+            let harness = try await Self.harness(kind: kind, keysAt: "http://127.0.0.1:\(port)/jwks.json")
             #expect(fetches.withLock { $0 } == 1)
             let claims = AuthTests.validClaims(harness.clock.now)
             let token = try await keys.collection().sign(claims, kid: "ec-test")
@@ -99,6 +95,15 @@ struct JWKSURLTests {
         }
     }
 
+    /// A test-phase server whose session keys come from `url`, for tokens of `AuthTests`' issuer and audience.
+    static func harness(kind: DatabaseKind, keysAt url: String) async throws -> TestHarness {
+        try await TestHarness.make(kind: kind) {
+            $0.jwt.jwks = .url(url)
+            $0.jwt.issuer = "https://auth.example"
+            $0.jwt.audience = "stepledger-api"
+        }
+    }
+
     static func ecJWKS(_ key: P256.Signing.PrivateKey, kid: String) -> String {
         let raw = key.publicKey.rawRepresentation
         return
@@ -117,11 +122,7 @@ struct JWKSURLTests {
         let state = KeyServerState(serving: keys.jwks)
         // Every fetch takes a while, so the requests pile up behind the one in flight.
         try await Self.withKeyServer(state, delay: .milliseconds(300)) { url in
-            let harness = try await TestHarness.make(kind: kind) {
-                $0.jwt.jwks = .url(url)
-                $0.jwt.issuer = "https://auth.example"
-                $0.jwt.audience = "stepledger-api"
-            }
+            let harness = try await Self.harness(kind: kind, keysAt: url)
             #expect(state.fetchCount == 1)
             state.serve(Self.ecJWKS(rotated, kid: "ec-rotated"))
             var tokens: [String] = []
@@ -157,11 +158,7 @@ struct JWKSURLTests {
         await signer.add(ecdsa: try ES256PrivateKey(backing: rotated), kid: "ec-rotated")
         let state = KeyServerState(serving: keys.jwks)
         try await Self.withKeyServer(state) { url in
-            let harness = try await TestHarness.make(kind: kind) {
-                $0.jwt.jwks = .url(url)
-                $0.jwt.issuer = "https://auth.example"
-                $0.jwt.audience = "stepledger-api"
-            }
+            let harness = try await Self.harness(kind: kind, keysAt: url)
             var claims = AuthTests.validClaims(harness.clock.now)
             claims.exp = Int(harness.clock.now.timeIntervalSince1970) + 86_400
             let known = try await keys.collection().sign(claims, kid: "ec-test")
@@ -182,6 +179,7 @@ struct JWKSURLTests {
                     uri: "/walker", method: .get, headers: [.authorization: "Bearer \(rotatedToken)"])
                 #expect(first.status == .serviceUnavailable)
                 #expect(first.headers[.retryAfter] != nil)
+                #expect(harness.logs.lines.contains { $0.contains(#""authReason":"TOKEN_KEYS_UNAVAILABLE""#) })
                 #expect(state.fetchCount == 2)
                 // During the back-off the keys held still verify, and nothing is fetched however many requests come.
                 for _ in 0..<5 {
@@ -232,11 +230,7 @@ struct JWKSURLTests {
             + "]}"
         let state = KeyServerState(serving: twoKeys)
         try await Self.withKeyServer(state) { url in
-            let harness = try await TestHarness.make(kind: kind) {
-                $0.jwt.jwks = .url(url)
-                $0.jwt.issuer = "https://auth.example"
-                $0.jwt.audience = "stepledger-api"
-            }
+            let harness = try await Self.harness(kind: kind, keysAt: url)
             let signer = JWTKeyCollection()
             await signer.add(ecdsa: try ES256PrivateKey(backing: first), kid: "ec-a")
             let claims = AuthTests.validClaims(harness.clock.now)

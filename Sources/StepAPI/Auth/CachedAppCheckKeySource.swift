@@ -26,15 +26,16 @@ actor CachedAppCheckKeySource: AppCheckKeySource {
         }
         if let key = keySet(of: document)?[keyID] { return key }
         // Google rotates its keys: an unknown kid asks for a newer document (the cache decides whether to fetch).
-        if let newer = await cache.refresh(url, after: document.generation), let key = keySet(of: newer)?[keyID] {
-            return key
+        switch await cache.refresh(url, after: document.generation) {
+        case .newer(let newer):
+            if let key = keySet(of: newer)?[keyID] { return key }
+        case .current:
+            break
+        case .hostFailing:
+            throw AppCheckError(.keySetUnavailable, detail: "unknown kid while the key host fails")
         }
         guard keySet(of: document) != nil else {
             throw AppCheckError(.keySetUnavailable, detail: "no usable App Check key set")
-        }
-        // While Google's key host fails, an unknown kid may be a rotation this server cannot see yet.
-        if await cache.isFailing(url) {
-            throw AppCheckError(.keySetUnavailable, detail: "unknown kid while the key host fails")
         }
         throw AppCheckError(.unknownKeyID, detail: keyID)
     }

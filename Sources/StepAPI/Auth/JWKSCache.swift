@@ -88,11 +88,21 @@ package actor JWKSCache {
         return document
     }
 
-    /// A document newer than `generation`, in which a `kid` was not found: one that already arrived, or the result
-    /// of a refetch (joined if in flight). Nil when nothing newer can be had now: an unknown `kid` started a fetch
-    /// less than `minimumRefetchInterval` ago, a back-off is running, or the refetch brought the same keys.
-    package func refresh(_ url: String, after generation: Int) async -> JWKSDocument? {
-        if let document = entries[url]?.document, document.generation > generation { return document }
+    /// What a `kid` that document `generation` lacks may still find.
+    package enum Refresh: Sendable {
+        /// A newer document: one that already arrived, or the result of a refetch (joined if in flight).
+        case newer(JWKSDocument)
+        /// Nothing newer can be had now (an unknown `kid` started a fetch less than `minimumRefetchInterval` ago,
+        /// or the refetch brought the same keys), and the host answered its latest fetch: the keys are current.
+        case current
+        /// Nothing newer, and the URL's latest fetch failed (a back-off may be running): the `kid` may be a
+        /// rotation the server cannot see yet, not a forgery.
+        case hostFailing
+    }
+
+    /// A document newer than `generation`, in which a `kid` was not found, or why there is none.
+    package func refresh(_ url: String, after generation: Int) async -> Refresh {
+        if let document = entries[url]?.document, document.generation > generation { return .newer(document) }
         var fetch = entries[url]?.inFlight
         if fetch == nil {
             let now = clock()
@@ -104,16 +114,9 @@ package actor JWKSCache {
                 fetch = started
             }
         }
-        guard let fetch else { return nil }
-        await fetch.value
-        guard let document = entries[url]?.document, document.generation > generation else { return nil }
-        return document
-    }
-
-    /// Whether the URL's latest fetch failed (its back-off may be over, but no fetch has succeeded since). A `kid`
-    /// the document lacks may then be a rotation the server cannot see yet, not a forgery.
-    package func isFailing(_ url: String) -> Bool {
-        (entries[url]?.consecutiveFailures ?? 0) > 0
+        if let fetch { await fetch.value }
+        if let document = entries[url]?.document, document.generation > generation { return .newer(document) }
+        return (entries[url]?.consecutiveFailures ?? 0) > 0 ? .hostFailing : .current
     }
 
     /// Starts a fetch unless one is in flight or a back-off is running; returns the fetch in flight either way.

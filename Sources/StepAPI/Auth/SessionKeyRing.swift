@@ -79,15 +79,15 @@ package actor SessionKeyRing {
         }
         guard let document = try? await cache.document(url) else { return .unavailable }
         if let found = Self.match(kid: kid, algorithm: algorithm, in: await keys(of: document)) { return .found(found) }
-        // An unknown kid may be a rotation: ask for a newer document (the cache decides whether to fetch).
-        if kid != nil, let newer = await cache.refresh(url, after: document.generation),
-            let found = Self.match(kid: kid, algorithm: algorithm, in: await keys(of: newer))
-        {
-            return .found(found)
-        }
         // Without a kid nothing names a key to wait for: no refetch could change the answer.
         guard kid != nil else { return .unknown }
-        return await cache.isFailing(url) ? .unavailable : .unknown
+        // An unknown kid may be a rotation: ask for a newer document (the cache decides whether to fetch).
+        switch await cache.refresh(url, after: document.generation) {
+        case .newer(let newer):
+            return Self.match(kid: kid, algorithm: algorithm, in: await keys(of: newer)).map { .found($0) } ?? .unknown
+        case .current: return .unknown
+        case .hostFailing: return .unavailable
+        }
     }
 
     /// The keys of `document`, parsed once per generation; a document that does not parse keeps the previous keys.
