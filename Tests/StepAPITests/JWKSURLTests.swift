@@ -219,6 +219,53 @@ struct JWKSURLTests {
     }
 
     @Test(
+        "after a short outage of the key host, a rotated kid is picked up once the back-off ends, not a minute later",
+        arguments: TestDatabases.kinds)
+    func rotationAfterBlip(kind: DatabaseKind) async throws {
+        let keys = try AuthTests.KeySet()
+        let rotated = P256.Signing.PrivateKey()
+        let signer = JWTKeyCollection()
+        await signer.add(ecdsa: try ES256PrivateKey(backing: rotated), kid: "ec-rotated")
+        let state = KeyServerState(serving: keys.jwks)
+        try await Self.withKeyServer(state) { url in
+            let harness = try await Self.harness(kind: kind, keysAt: url)
+            var claims = AuthTests.validClaims(harness.clock.now)
+            claims.exp = Int(harness.clock.now.timeIntervalSince1970) + 3600
+            let rotatedToken = try await signer.sign(claims, kid: "ec-rotated")
+            let stranger = JWTKeyCollection()
+            await stranger.add(ecdsa: try ES256PrivateKey(backing: P256.Signing.PrivateKey()), kid: "ec-stranger")
+            let forged = try await stranger.sign(claims, kid: "ec-stranger")
+            try await harness.run { client async throws in
+                func status(_ token: String) async throws -> HTTPResponse.Status {
+                    try await client.execute(uri: "/walker", method: .get, headers: [.authorization: "Bearer \(token)"])
+                        .status
+                }
+                // The keys are fresh (no time-to-live refetch is due); the host fails the one fetch the new kid asks for.
+                state.serve(nil)
+                #expect(try await status(rotatedToken) == .serviceUnavailable)
+                #expect(state.fetchCount == 2)
+                harness.clock.advance(seconds: 0.5)
+                #expect(try await status(rotatedToken) == .serviceUnavailable)
+                #expect(state.fetchCount == 2)
+                // The host is back 1.5 s later, well inside the minute between refetches for unknown kids: the back-off
+                // (1 s) is over, so the next request refetches and the rotated key verifies.
+                state.serve(Self.ecJWKS(rotated, kid: "ec-rotated"))
+                harness.clock.advance(seconds: 1)
+                #expect(try await status(rotatedToken) == .ok)
+                #expect(state.fetchCount == 3)
+                // With the host answering again, the minute between refetches holds for unknown kids once more.
+                for _ in 0..<3 {
+                    let refused = try await client.execute(
+                        uri: "/walker", method: .get, headers: [.authorization: "Bearer \(forged)"])
+                    #expect(refused.status == .unauthorized)
+                    #expect(try refused.json["details"]?["reason"] == .string("TOKEN_UNKNOWN_KEY"))
+                }
+                #expect(state.fetchCount == 3)
+            }
+        }
+    }
+
+    @Test(
         "while the key host is down, a token without a kid that no single key fits is a 401: no fetch could help",
         arguments: TestDatabases.kinds)
     func kidlessWhileDown(kind: DatabaseKind) async throws {

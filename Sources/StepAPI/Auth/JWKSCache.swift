@@ -25,7 +25,8 @@ package struct JWKSUnavailableError: Error, Sendable, CustomStringConvertible {
 /// - a document past `timeToLive` keeps serving while its refetch runs in the background;
 /// - an unknown `kid` refetches at most once per `minimumRefetchInterval`, so forged `kid`s cannot drive fetches;
 /// - after a failed fetch nothing is fetched for a back-off (doubling from `initialBackoff` up to
-///   `maximumBackoff`): requests use the document they have, or fail at once when there is none.
+///   `maximumBackoff`): requests use the document they have, or fail at once when there is none. Once a back-off
+///   is over, an unknown `kid` may retry at once (the back-off, not the refetch interval, paces a failing host).
 package actor JWKSCache {
     package struct Policy: Sendable {
         package var timeToLive: Double = 6 * 3600
@@ -106,10 +107,13 @@ package actor JWKSCache {
         var fetch = entries[url]?.inFlight
         if fetch == nil {
             let now = clock()
+            // While the host is failing, the back-off alone paces the retries (it bounds forged kids as well), so
+            // a rotated kid is seen as soon as the host is back, not up to a minute later.
+            let hostFailing = (entries[url]?.consecutiveFailures ?? 0) > 0
             let allowed = entries[url]?.lastKeyIDFetch.map {
                 now.timeIntervalSince($0) >= policy.minimumRefetchInterval
             }
-            if allowed ?? true, let started = startFetchIfAllowed(url) {
+            if hostFailing || (allowed ?? true), let started = startFetchIfAllowed(url) {
                 entries[url]?.lastKeyIDFetch = now
                 fetch = started
             }
