@@ -246,6 +246,18 @@ struct JWKSURLTests {
                 #expect(state.fetchCount == 2)
                 harness.clock.advance(seconds: 0.5)
                 #expect(try await status(rotatedToken) == .serviceUnavailable)
+                // Every surface behind the session token answers the same 503 in its own shape, and nothing is
+                // fetched during the back-off.
+                let ingest = try await client.ingest(IngestBody(), token: rotatedToken)
+                #expect(ingest.status == .serviceUnavailable)
+                #expect(ingest.headers[.retryAfter] != nil)
+                #expect(try ingest.json["error"] == .string("SERVICE_UNAVAILABLE"))
+                let health = try await client.execute(
+                    uri: "/health/today?tz=UTC", method: .get, headers: [.authorization: "Bearer \(rotatedToken)"])
+                #expect(health.status == .serviceUnavailable)
+                #expect(health.headers[.retryAfter] != nil)
+                #expect(try health.json["statusCode"] == .int(503))
+                #expect(health.headers[.wwwAuthenticate] == nil)
                 #expect(state.fetchCount == 2)
                 // The host is back 1.5 s later, well inside the minute between refetches for unknown kids: the back-off
                 // (1 s) is over, so the next request refetches and the rotated key verifies.
@@ -327,9 +339,10 @@ struct JWKSURLTests {
                 #expect(try down.json["error"] == .string("SERVICE_UNAVAILABLE"))
                 #expect(down.headers[.retryAfter] != nil)
                 #expect(state.fetchCount == 2)
-                // Back with the rotated key: after the back-off and the minute between kid refetches, it verifies.
+                #expect(harness.logs.lines.contains { $0.contains(#""authReason":"APP_CHECK_UNAVAILABLE""#) })
+                // Back with the rotated key: once the back-off (1 s) is over, the next request refetches and verifies.
                 state.serve(rotated.jwks)
-                harness.clock.advance(seconds: 61)
+                harness.clock.advance(seconds: 1.5)
                 let fresh = try rotated.token(now: harness.clock.now)
                 #expect(
                     try await client.ingest(IngestBody(), token: session, headers: [AppCheckTestKey.header: fresh])

@@ -39,6 +39,7 @@ struct AppCheckMiddleware: RouterMiddleware {
         _ rejection: AppCheckRejection, walkerId: String, route: String, context: AppRequestContext
     ) async -> IngestAPIError {
         if rejection.reason == .unavailable {
+            context.trace.update { $0.authReason = rejection.reason.rawValue }
             telemetry.logger.warning(
                 "App Check keys unavailable",
                 metadata: ["requestId": .string(context.id), "error": .string(rejection.detail)])

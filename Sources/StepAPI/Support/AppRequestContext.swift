@@ -10,7 +10,8 @@ package final class RequestTrace: Sendable {
         package var walkerId: String?
         package var verdict: String?
         package var reasonCount: Int?
-        /// Why the session token was refused (`TOKEN_EXPIRED`, …), for the log line.
+        /// Why the session token was refused (`TOKEN_EXPIRED`, …), or why no token could be judged
+        /// (`TOKEN_KEYS_UNAVAILABLE`, `APP_CHECK_UNAVAILABLE`), for the log line.
         package var authReason: String?
     }
 
