@@ -6,32 +6,38 @@ import StepDatabase
 package struct OperatorSession: Sendable, Hashable {
     package var actor: AdminActor
     package var expiresAt: Date
+    /// For a bootstrap session, which `admin.token` opened it (`AdminCredential.sessionBinding`); nil otherwise,
+    /// and for a bootstrap session opened before sessions were bound.
+    package var credentialBinding: String? = nil
 }
 
 extension StoreTransaction {
     /// Stores a console session under the digest of its cookie value, for `actor` (a named operator, or the
     /// bootstrap `admin`) until `expiresAt`. Sessions that ended before `now` are removed on the way.
-    package func createSession(digest: String, actor: AdminActor, at now: Date, expiresAt: Date) async throws {
+    /// `credentialBinding` names the `admin.token` a bootstrap session signed in with.
+    package func createSession(
+        digest: String, actor: AdminActor, credentialBinding: String? = nil, at now: Date, expiresAt: Date
+    ) async throws {
         try await sql.raw(
             "DELETE FROM operator_sessions WHERE expires_at <= \(bind: now.millisecondsSince1970)"
         ).run()
         try await sql.raw(
             """
-            INSERT INTO operator_sessions (session_digest, operator_id, created_at, expires_at)
+            INSERT INTO operator_sessions (session_digest, operator_id, created_at, expires_at, credential_binding)
             VALUES (\(bind: digest), \(bind: actor.id), \(bind: now.millisecondsSince1970),
-                \(bind: expiresAt.millisecondsSince1970))
+                \(bind: expiresAt.millisecondsSince1970), \(bind: credentialBinding))
             """
         ).run()
     }
 
     /// The session whose cookie value has this digest, when it has neither expired nor been ended and its
-    /// operator is still active. A bootstrap session answers as `AdminActor.bootstrap`; whether the bootstrap
-    /// secret is still configured is the caller's to check.
+    /// operator is still active. A bootstrap session answers as `AdminActor.bootstrap` with the binding of the token
+    /// it signed in with; whether that token is still the configured one is the caller's to check.
     package func activeSession(digest: String, now: Date) async throws -> OperatorSession? {
         guard
             let row = try await sql.raw(
                 """
-                SELECT s.operator_id, s.expires_at, o.name, o.role FROM operator_sessions s
+                SELECT s.operator_id, s.expires_at, s.credential_binding, o.name, o.role FROM operator_sessions s
                 LEFT JOIN operators o ON o.operator_id = s.operator_id AND o.revoked_at IS NULL
                 WHERE s.session_digest = \(bind: digest) AND s.revoked_at IS NULL
                     AND s.expires_at > \(bind: now.millisecondsSince1970)
@@ -41,7 +47,9 @@ extension StoreTransaction {
         let expiresAt = Date(millisecondsSince1970: try row.decode(column: "expires_at", as: Int.self))
         let operatorId = try row.decode(column: "operator_id", as: String.self)
         if operatorId == AdminActor.bootstrap.id {
-            return OperatorSession(actor: .bootstrap, expiresAt: expiresAt)
+            return OperatorSession(
+                actor: .bootstrap, expiresAt: expiresAt,
+                credentialBinding: try row.decode(column: "credential_binding", as: String?.self))
         }
         guard let name = try row.decode(column: "name", as: String?.self),
             let roleText = try row.decode(column: "role", as: String?.self)

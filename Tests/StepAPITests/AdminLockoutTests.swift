@@ -56,6 +56,28 @@ struct AdminLockoutTests {
         }
     }
 
+    @Test(
+        "a request with no credential is a 401 that counts nothing; a cookie naming no session counts",
+        arguments: TestDatabases.kinds)
+    func missingCredential(kind: DatabaseKind) async throws {
+        let harness = try await Self.setUp(kind)
+        try await harness.run(.live) { client in
+            for uri in ["/admin/jobs", "/admin/reviews", "/admin/reviews/some-id", "/admin/metrics"] {
+                for _ in 1...3 {
+                    let bare = try await client.execute(uri: uri, method: .get)
+                    #expect(bare.status == .unauthorized, "\(uri)")
+                }
+            }
+            #expect(try await client.admin("/admin/jobs").status == .ok)
+            for attempt in 1...3 {
+                let stale = try await client.execute(
+                    uri: "/admin/jobs", method: .get, headers: [.cookie: "stepledger_admin=no-such-session"])
+                #expect(stale.status == .unauthorized, "attempt \(attempt)")
+            }
+            #expect(try await client.admin("/admin/jobs").status == .tooManyRequests)
+        }
+    }
+
     @Test("fewer failures than the limit never lock the right token out", arguments: TestDatabases.kinds)
     func belowLimit(kind: DatabaseKind) async throws {
         let harness = try await Self.setUp(kind)

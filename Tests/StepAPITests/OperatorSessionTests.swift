@@ -225,15 +225,20 @@ struct OperatorSessionTests {
     }
 
     @Test(
-        "the bootstrap token signs in as admin; admin.secureCookie adds Secure; its session ends without the token",
+        "the bootstrap token signs in as admin; admin.secureCookie adds Secure; its session ends without the token or when the token is changed",
         arguments: TestDatabases.kinds)
     func bootstrapSession(kind: DatabaseKind) async throws {
         let (harness, _) = try await AdminTests.setUp(kind) { $0.admin.secureCookie = true }
-        // Another instance on the same database without admin.token (named operators only).
+        // Other instances on the same database: without admin.token (named operators only), with another token (the
+        // old one changed after a leak), and with the same token.
         let later = try await TestHarness.make(kind: kind, sharing: harness) {
             $0.adminToken = nil
             $0.admin.enabled = true
         }
+        let changed = try await TestHarness.make(kind: kind, sharing: harness) {
+            $0.adminToken = String(repeating: "c", count: 40)
+        }
+        let same = try await TestHarness.make(kind: kind, sharing: harness) { $0.adminToken = AdminTests.adminToken }
         do {
             try await harness.app.application.test(.router) { client in
                 let signedIn = try await Self.signIn(client, credential: AdminTests.adminToken)
@@ -250,13 +255,42 @@ struct OperatorSessionTests {
                         uri: "/admin/session", method: .get, headers: Self.withCookie(value))
                     #expect(who.status == .unauthorized, "the bootstrap session ends where admin.token is not set")
                 }
+                try await changed.app.application.test(.router) { other in
+                    let who = try await other.execute(
+                        uri: "/admin/session", method: .get, headers: Self.withCookie(value))
+                    #expect(who.status == .unauthorized, "the bootstrap session ends where admin.token is another")
+                    // The new token signs in and its session works there.
+                    let fresh = try await Self.signIn(other, credential: String(repeating: "c", count: 40))
+                    let jobs = try await other.execute(
+                        uri: "/admin/jobs", method: .get, headers: Self.withCookie(try Self.cookieValue(fresh)))
+                    #expect(jobs.status == .ok)
+                }
+                try await same.app.application.test(.router) { other in
+                    let who = try await other.execute(
+                        uri: "/admin/session", method: .get, headers: Self.withCookie(value))
+                    #expect(who.status == .ok, "the same token on another instance keeps the session")
+                }
+                // No binding is the token's digest as stored anywhere: the binding is its own digest.
+                let stored = try await harness.store.withoutTransaction { tx in
+                    try await tx.sql.raw("SELECT credential_binding FROM operator_sessions").all()
+                        .compactMap { try $0.decode(column: "credential_binding", as: String?.self) }
+                }
+                #expect(!stored.isEmpty)
+                #expect(!stored.contains(OperatorSecret.digest(AdminTests.adminToken)))
+                // A bootstrap session stored without a binding (opened before sessions were bound) has ended.
+                try await harness.store.withoutTransaction { tx in
+                    try await tx.sql.raw("UPDATE operator_sessions SET credential_binding = NULL").run()
+                }
+                let unbound = try await client.execute(
+                    uri: "/admin/session", method: .get, headers: Self.withCookie(value))
+                #expect(unbound.status == .unauthorized)
             }
         } catch {
-            try? await later.store.database.close()
+            for other in [later, changed, same] { try? await other.store.database.close() }
             try? await harness.testStore.close()
             throw error
         }
-        try await later.store.database.close()
+        for other in [later, changed, same] { try await other.store.database.close() }
         try await harness.testStore.close()
     }
 

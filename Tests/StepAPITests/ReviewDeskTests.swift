@@ -304,7 +304,20 @@ struct ReviewDeskTests {
             #expect(try await client.admin("/admin/reviews/\(id)", token: vic).json["entry"]?["claim"] == .null)
             #expect(
                 try await client.admin("/admin/reviews/\(id)?claim=false", token: ana).json["entry"]?["claim"] == .null)
-            let opened = try await client.admin("/admin/reviews/\(id)", token: ana).json
+            // A GET a browser sends for a page of another site (an image on a sibling subdomain, say) only looks.
+            for foreign: HTTPFields in [
+                [.authorization: "Bearer \(ana)", HTTPField.Name("Sec-Fetch-Site")!: "same-site"],
+                [.authorization: "Bearer \(ana)", HTTPField.Name("Sec-Fetch-Site")!: "cross-site"],
+                [.authorization: "Bearer \(ana)", .origin: "https://elsewhere.example"],
+            ] {
+                let looked = try await client.execute(uri: "/admin/reviews/\(id)", method: .get, headers: foreign)
+                #expect(looked.status == .ok)
+                #expect(try looked.json["entry"]?["claim"] == .null)
+            }
+            let opened = try await client.execute(
+                uri: "/admin/reviews/\(id)", method: .get,
+                headers: [.authorization: "Bearer \(ana)", HTTPField.Name("Sec-Fetch-Site")!: "same-origin"]
+            ).json
             #expect(opened["entry"]?["claim"]?["operator"] == .string("ana"))
             let until = InstantParser.format(harness.clock.now.addingTimeInterval(900))
 

@@ -7,7 +7,7 @@ import StepStore
 /// in constant time, or a named operator's secret, looked up by its digest among the active operators) or the
 /// console's session cookie. A walker's session token never works here. A client address with
 /// `admin.maxFailuresPerMinute` failed attempts in the current minute is refused (429) until the minute ends, even
-/// with the right secret; a wrong or missing credential is 401 and counts against the address.
+/// with the right secret; a wrong credential is 401 and counts against the address, a missing one is 401 only.
 struct AdminAuthenticator: Sendable {
     /// The configured bootstrap secret; nil when only named operators get in.
     let bootstrap: AdminCredential?
@@ -52,13 +52,23 @@ struct AdminAuthenticator: Sendable {
         return try await store.withoutTransaction { try await $0.activeOperator(secretDigest: digest) }?.actor
     }
 
-    /// The live session a cookie value names. A bootstrap session ends when `admin.token` is no longer set.
+    /// The live session a cookie value names. A bootstrap session ends when `admin.token` is no longer set or is
+    /// another token than the one it signed in with.
     func session(value: String, now: Date) async throws -> OperatorSession? {
         let digest = OperatorSecret.digest(value)
         guard let session = try await store.withoutTransaction({ try await $0.activeSession(digest: digest, now: now) })
         else { return nil }
-        if session.actor.id == AdminActor.bootstrap.id, bootstrap == nil { return nil }
+        if session.actor.id == AdminActor.bootstrap.id {
+            guard let bootstrap, let binding = session.credentialBinding, binding == bootstrap.sessionBinding else {
+                return nil
+            }
+        }
         return session
+    }
+
+    /// What a session opened by `actor` records of its credential: the bootstrap token's binding, else nothing.
+    func credentialBinding(of actor: AdminActor) -> String? {
+        actor.id == AdminActor.bootstrap.id ? bootstrap?.sessionBinding : nil
     }
 
     static func bearer(_ request: Request) -> String? {
@@ -85,6 +95,12 @@ struct AdminAuthMiddleware: RouterMiddleware {
         let address = AdminAuthenticator.address(context)
         let now = authenticator.clock()
         try await authenticator.refuseLockedOut(address: address, now: now)
+        // A request that presents no credential guessed nothing: a plain 401 that counts nothing, so a page that
+        // makes an operator's browser request admin URLs without the (SameSite=Strict) cookie cannot lock the
+        // operator's address out.
+        guard AdminAuthenticator.bearer(request) != nil || AdminSessionCookie.value(in: request) != nil else {
+            throw AdminAPIError.unauthorized
+        }
         guard let actor = try await authenticator.actor(request, now: now) else {
             try await authenticator.refuse(address: address, now: now)
         }

@@ -62,9 +62,10 @@ struct AdminController: Sendable {
     }
 
     /// The entry with its evidence and walker; opening an open entry claims it for a caller who may decide,
-    /// unless `claim=false` or someone else holds it.
+    /// unless `claim=false`, someone else holds it, or a browser marks the request as coming from another site (a
+    /// GET passes the same-origin rule, so a page elsewhere on the site must not be able to claim through it).
     private func detail(_ request: Request, id: String, actor: AdminActor) async throws -> Response {
-        var claiming = actor.role.permits(.decide)
+        var claiming = actor.role.permits(.decide) && !SameOriginMiddleware.isCrossSite(request)
         if let text = request.uri.queryParameters.get("claim") {
             guard text == "true" || text == "false" else {
                 throw AdminAPIError.badRequest("claim must be true or false.")

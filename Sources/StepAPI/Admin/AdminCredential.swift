@@ -1,4 +1,5 @@
 import Crypto
+import Foundation
 import StepAttestation
 
 /// The admin API's secret, kept as its SHA-256 digest. A presented token is hashed and the two digests are
@@ -10,6 +11,14 @@ package struct AdminCredential: Sendable {
 
     package init(token: String) {
         digest = Array(SHA256.hash(data: Array(token.utf8)))
+    }
+
+    /// What a console session opened with this token records, so the session ends when the token is changed: a
+    /// digest of the token's digest under a label of its own, never the digest `matches` compares, so a database
+    /// reader learns nothing that helps present the token.
+    package var sessionBinding: String {
+        let bound = SHA256.hash(data: Array("stepledger admin session binding\u{0}".utf8) + digest)
+        return bound.map { String(format: "%02x", $0) }.joined()
     }
 
     package func matches(_ presented: String) -> Bool {

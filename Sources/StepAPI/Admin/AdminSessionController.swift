@@ -51,7 +51,9 @@ struct AdminSessionController: Sendable {
         let digest = OperatorSecret.digest(value)
         let expiresAt = now.addingTimeInterval(sessionSeconds)
         try await authenticator.store.transaction { tx in
-            try await tx.createSession(digest: digest, actor: actor, at: now, expiresAt: expiresAt)
+            try await tx.createSession(
+                digest: digest, actor: actor, credentialBinding: authenticator.credentialBinding(of: actor), at: now,
+                expiresAt: expiresAt)
             try await tx.recordAudit(
                 actor: actor, action: "operator.signin", target: actor.name, outcome: "signed_in", note: nil, at: now)
         }
