@@ -128,10 +128,19 @@ package final class PostgreSQLDatabase: Database {
     /// Connections open lazily, so an unreachable server shows up as `StoreError.unavailable` on first use. With
     /// `threads`, the pools live on those threads (one pool each, as far as the connections go) instead of
     /// the shared threads (as many as `sharedPools` allows).
+    /// The logger PostgresNIO gets: never below `info`. At `trace` the driver writes every row it receives (step
+    /// counts, health totals, stored answers, secrets in the database), which must never reach a log.
+    static func driverLogger(_ logger: Logger) -> Logger {
+        var clamped = logger
+        clamped.logLevel = max(logger.logLevel, .info)
+        return clamped
+    }
+
     package static func open(
         url: String, settings: PostgresSettings, logger: Logger, runner: PostgresPoolRunner = .ownTask,
         threads: [ThreadExecutor]? = nil
     ) throws -> PostgreSQLDatabase {
+        let logger = driverLogger(logger)
         let parsed: PostgresURL
         do {
             parsed = try PostgresURL(parsing: url)
