@@ -7,6 +7,16 @@ package enum DatabaseOpener {
         url.hasPrefix("postgres://") || url.hasPrefix("postgresql://")
     }
 
+    /// Why `url` names no database this server can open, or nil when it does: text with `://` must start with
+    /// `postgres://`, `postgresql://` or `sqlite://` as written (lower case). Anything else would be taken for a
+    /// SQLite file name, and a mistyped PostgreSQL URL (`Postgres://user:password@…`) would then be shown, password
+    /// and all, in the error that the file cannot be opened. The text says nothing of the URL itself.
+    package static func problem(_ url: String) -> String? {
+        guard url.contains("://") else { return nil }
+        if isPostgres(url) || url.hasPrefix("sqlite://") { return nil }
+        return "the URL's scheme must be postgres://, postgresql:// or sqlite:// in lower case (or give a file path)"
+    }
+
     /// The SQLite file a URL names (`sqlite://` stripped), or nil for a PostgreSQL URL.
     package static func sqlitePath(_ url: String) -> String? {
         guard !isPostgres(url) else { return nil }
@@ -17,6 +27,7 @@ package enum DatabaseOpener {
         url: String, postgres: PostgresSettings = PostgresSettings(), sqliteSynchronous: SQLiteSynchronous = .full,
         logger: Logger, postgresPool: PostgresPoolRunner = .ownTask
     ) async throws -> any Database {
+        if let problem = problem(url) { throw StoreError.invalidConfiguration("database.url: \(problem)") }
         guard let path = sqlitePath(url) else {
             return try PostgreSQLDatabase.open(url: url, settings: postgres, logger: logger, runner: postgresPool)
         }

@@ -29,6 +29,7 @@ extension AppConfiguration {
         package init(reader config: ConfigReader) throws {
             let reader = SettingsReader<Key>(config)
             url = try reader.string(.url) ?? url
+            if let problem = DatabaseOpener.problem(url) { throw reader.error(.url, problem) }
             postgres.maximumConnections = try reader.int(.maxConnections, in: 1...512) ?? postgres.maximumConnections
             postgres.connectTimeoutSeconds =
                 try reader.int(.connectTimeoutSeconds, in: 1...300) ?? postgres.connectTimeoutSeconds

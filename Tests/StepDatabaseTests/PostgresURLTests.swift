@@ -78,4 +78,21 @@ struct PostgresURLTests {
             try await database.close()
         }
     }
+
+    @Test("the opener refuses a URL of another scheme without repeating it")
+    func unknownScheme() async throws {
+        for url in ["Postgres://ledger:hunter2@db.example/ledger", "mysql://ledger:hunter2@db.example/ledger"] {
+            do {
+                let database = try await DatabaseOpener.open(url: url, logger: Logger(label: "test"))
+                try await database.close()
+                Issue.record("\(url) was opened")
+            } catch let error as StoreError {
+                #expect(error.description.hasPrefix("database.url: the URL's scheme must be"))
+                #expect(!error.description.contains("hunter2"))
+            }
+        }
+        #expect(DatabaseOpener.problem("./ledger.sqlite") == nil)
+        #expect(DatabaseOpener.problem("sqlite:///tmp/ledger.sqlite") == nil)
+        #expect(DatabaseOpener.problem("postgresql://db.example/ledger") == nil)
+    }
 }

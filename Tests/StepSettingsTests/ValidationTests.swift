@@ -125,6 +125,33 @@ struct ValidationTests {
         }
     }
 
+    @Test(
+        "a database.url with another scheme than postgres://, postgresql:// or sqlite:// is refused without its text",
+        arguments: [
+            "Postgres://ledger:hunter2-db@db.example/ledger", "postgress://ledger:hunter2-db@db.example/ledger",
+            "POSTGRESQL://ledger:hunter2-db@db.example/ledger", "mysql://ledger:hunter2-db@db.example/ledger",
+            "SQLite:///var/lib/hunter2-db.sqlite",
+        ])
+    func databaseScheme(url: String) {
+        #expect {
+            _ = try AppConfiguration(reader: reader(["database.url": url]))
+        } throws: { error in
+            guard let error = error as? ConfigurationError else { return false }
+            return error.key == "database.url" && !error.description.contains("hunter2")
+                && error.description.contains("postgres://, postgresql:// or sqlite://")
+        }
+    }
+
+    @Test(
+        "file paths and the three schemes are database URLs",
+        arguments: [
+            "./stepledger.sqlite", "/var/lib/stepledger/ledger.sqlite", "sqlite:///var/lib/ledger.sqlite",
+            "postgres://ledger@db.example/ledger", "postgresql://ledger:pw@db.example:5433/ledger",
+        ])
+    func databaseURLsAccepted(url: String) throws {
+        #expect(try AppConfiguration(reader: reader(["database.url": url])).databaseURL == url)
+    }
+
     @Test("every key refuses an empty value", arguments: ConfigurationCatalog.app.entries.map(\.name))
     func empty(key: String) {
         #expect {
