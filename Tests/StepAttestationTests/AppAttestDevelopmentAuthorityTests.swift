@@ -131,6 +131,13 @@ struct AppAttestDevelopmentAuthorityTests {
             await appAttestFailure { try await attested.verify(now: Self.now + 31 * day) } == .certificateChainInvalid)
         #expect(
             await appAttestFailure { try await attested.verify(now: Self.now - 2 * day) } == .certificateChainInvalid)
+        // The detail, which reaches the anti-cheat log, names the fault in fixed words: the certificates (the device
+        // attestation's leaf with its nonce among them) never appear in it.
+        for (offset, words) in [(31 * day, "a certificate has expired"), (-2 * day, "a certificate is not yet valid")] {
+            let error = await #expect(throws: AppAttestError.self) { try await attested.verify(now: Self.now + offset) }
+            #expect(error?.detail?.hasPrefix(words) == true, "\(error?.detail ?? "")")
+            #expect(error?.detail?.contains("Certificate") == false)
+        }
         let root = attested.authority.rootCertificate
         #expect(root.notValidBefore == Self.now - day)
         #expect(root.notValidAfter > Self.now + 19 * 365 * day)

@@ -99,8 +99,8 @@ package struct AppAttestAttestationVerifier: Sendable {
         case .validCertificate:
             return
         case .couldNotValidate(let failures):
-            let reasons = failures.map { String(describing: $0.policyFailureReason) }.joined(separator: "; ")
-            throw AppAttestError(.certificateChainInvalid, detail: reasons.isEmpty ? "no path to the root" : reasons)
+            let reasons = failures.map { String(describing: $0.policyFailureReason) }
+            throw AppAttestError(.certificateChainInvalid, detail: ChainFailureText.text(reasons))
         }
     }
 }

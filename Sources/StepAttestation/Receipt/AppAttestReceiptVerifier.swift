@@ -68,7 +68,7 @@ package struct AppAttestReceiptVerifier: Sendable {
         case .failure(.unableToValidateSigner(let failure)):
             throw AppAttestReceiptError(
                 .certificateChainInvalid,
-                detail: failure.policyFailures.map { String(describing: $0) }.joined(separator: "; ")
+                detail: ChainFailureText.text(failure.policyFailures.map { String(describing: $0.policyFailureReason) })
             )
         case .failure(.invalidCMSBlock(let block)):
             throw Self.error(forInvalidCMSBlock: block.reason)
