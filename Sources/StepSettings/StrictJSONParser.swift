@@ -301,7 +301,8 @@ struct StrictJSONParser {
         let lexeme = String(decoding: bytes[first..<index], as: UTF8.self)
         if integral, let value = Int(lexeme) { return .int(value) }
         guard let value = Double(lexeme), value.isFinite else {
-            throw Failure(reason: "the number \(lexeme) is out of range", position: start)
+            // The number itself is not repeated: an error may be logged, and a mistyped secret must not be.
+            throw Failure(reason: "a number is out of range", position: start)
         }
         return .double(value)
     }
@@ -310,14 +311,9 @@ struct StrictJSONParser {
         let start = position
         let expected = Array(word.utf8)
         guard bytes.count - index >= expected.count, Array(bytes[index..<(index + expected.count)]) == expected else {
-            var end = index
-            while end < bytes.count, end - index < 16,
-                (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(bytes[end])
-                    || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(bytes[end])
-            {
-                end += 1
-            }
-            let found = String(decoding: bytes[index..<max(end, index + 1)], as: UTF8.self)
+            // Only the first character, as every other error here: an unquoted word may be a secret written
+            // without its quotes, and the error may reach a log (a configuration reload).
+            let found = index < bytes.count ? String(decoding: bytes[index..<(index + 1)], as: UTF8.self) : ""
             throw Failure(reason: "expected a value, found '\(found)'", position: start)
         }
         for _ in expected { advance() }

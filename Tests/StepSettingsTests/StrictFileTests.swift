@@ -73,7 +73,9 @@ struct StrictFileTests {
                 "expected ',' or '}' after the value of \"http\", found end of file"
             ),
             ("{\"http\": {\"port\": 90 01}}", 1, 22, "expected ',' or '}' after the value of \"port\", found '0'"),
-            ("{\"mode\": test-phase}", 1, 10, "expected a value, found 'test'"),
+            ("{\"mode\": test-phase}", 1, 10, "expected a value, found 't'"),
+            ("{\"admin\": {\"token\": trustno1-secret}}", 1, 21, "expected a value, found 't'"),
+            ("{\"http\": {\"port\": 1e99999}}", 1, 19, "a number is out of range"),
             ("{\"mode\": 'production'}", 1, 10, "expected a value, found '''"),
             ("{mode: \"production\"}", 1, 2, "expected a key in double quotes, found 'm'"),
             ("{\"mode\" \"production\"}", 1, 9, "expected ':' after the key \"mode\", found '\"'"),
