@@ -181,6 +181,13 @@ package func buildApplication(
     if configuration.appAttest.apps(mode: configuration.mode).isEmpty {
         logger.warning("appAttest.teamId and appAttest.bundleIds are not set: POST /health refuses every iOS device")
     }
+    // Production is reached over https through a proxy: without Secure a browser would also send the console's
+    // session cookie over plain http (say, to an address typed without https).
+    if configuration.mode == .production, configuration.admin.isEnabled, !configuration.admin.secureCookie {
+        logger.warning(
+            "admin.secureCookie is off: browsers send the console's session cookie over plain http too; set it when the console is reached over https"
+        )
+    }
     // Test-phase runs without Android keys as a matter of course: only production is warned.
     if configuration.mode == .production, configuration.playIntegrity.configuration == nil {
         logger.warning("playIntegrity.* is not set: POST /health refuses every Android device")

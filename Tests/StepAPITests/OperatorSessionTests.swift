@@ -295,6 +295,24 @@ struct OperatorSessionTests {
     }
 
     @Test(
+        "production with the console on and admin.secureCookie off warns at start; on, or in test-phase, it does not",
+        arguments: TestDatabases.kinds)
+    func secureCookieWarning(kind: DatabaseKind) async throws {
+        let warning = "admin.secureCookie is off"
+        let keys = try AuthTests.KeySet()
+        for (production, secure, warned) in [(true, false, true), (true, true, false), (false, false, false)] {
+            let harness = try await AuthTests.harness(kind: kind, keys: keys, production: production) {
+                $0.adminToken = AdminTests.adminToken
+                $0.admin.secureCookie = secure
+            }
+            #expect(
+                harness.logs.lines.contains { $0.contains(warning) } == warned,
+                "production \(production), secureCookie \(secure)")
+            try await harness.testStore.close()
+        }
+    }
+
+    @Test(
         "admin.enabled: on without admin.token only named operators get in; off hides every admin route",
         arguments: TestDatabases.kinds)
     func enabledSetting(kind: DatabaseKind) async throws {
