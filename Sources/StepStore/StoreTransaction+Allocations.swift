@@ -294,7 +294,8 @@ extension StoreTransaction {
     /// oldest allocation first, as `settleAllocations` spent it when the day was accepted. What it covered is now
     /// unbacked and joins each allocation's refund (provisional again, due time cleared for `RefundJob.schedule`),
     /// never more than the allocation still has spent. Allocations made before draws were recorded, which name
-    /// the day, give back what they still have spent. Under the walker's lock.
+    /// the day, give back what they still have spent. Then what the ledger is still short is taken back from the
+    /// newest allocations (`refundUnbackedSpends`). Under the walker's lock.
     package func revertAllocations(walkerId: String, day: LocalDate, credited: Int, now: Date) async throws {
         var cover = max(0, credited)
         let rows = try await sql.raw(
@@ -304,7 +305,7 @@ extension StoreTransaction {
             ORDER BY created_at, allocation_id
             """
         ).all()
-        for var allocation in try rows.map({ try Self.allocationRecord($0, walkerId: walkerId) })
+        for allocation in try rows.map({ try Self.allocationRecord($0, walkerId: walkerId) })
         where allocation.dependsOn.contains(day) {
             let stillSpent = allocation.points - allocation.refundPoints - allocation.refundedPoints
             let refund: Int
@@ -317,19 +318,53 @@ extension StoreTransaction {
                 refund = min(covered, stillSpent)
             }
             guard refund > 0 else { continue }
-            allocation.refundPoints += refund
-            allocation.refundDays = Array(Set(allocation.refundDays + [day])).sorted()
-            allocation.refundDueAt = nil
-            allocation.status = .provisional
-            try await sql.raw(
-                """
-                UPDATE allocations SET status = \(bind: allocation.status.rawValue),
-                    refund_points = \(bind: allocation.refundPoints), refund_days = \(bind: Self.dayList(allocation.refundDays)),
-                    refund_due_at = NULL, updated_at = \(bind: now.millisecondsSince1970)
-                WHERE walker_id = \(bind: walkerId) AND allocation_id = \(bind: allocation.id)
-                """
-            ).run()
+            try await addRefund(refund, to: allocation, day: day, now: now)
         }
+        try await refundUnbackedSpends(walkerId: walkerId, day: day, now: now)
+    }
+
+    /// Spends of confirmed credit record no draw (unspent confirmed Energy is used first, and test-phase confirms
+    /// every allocation at once), so a reversed day's credit may have paid for allocations that do not name it.
+    /// What the ledger is then short, counting the spends that pending days back and the refunds already waiting,
+    /// is refunded from the newest allocations that still have points spent beyond their draws on pending days:
+    /// once every day is decided and every refund paid, the confirmed balance is not negative. Under the walker's
+    /// lock, after the reversal's ledger entry.
+    private func refundUnbackedSpends(walkerId: String, day: LocalDate, now: Date) async throws {
+        let position = try await energyPosition(walkerId: walkerId)
+        let rows = try await sql.raw(
+            """
+            SELECT \(unsafeRaw: Self.allocationColumns) FROM allocations
+            WHERE walker_id = \(bind: walkerId) AND status <> \(bind: AllocationStatus.refunded.rawValue)
+            ORDER BY created_at DESC, allocation_id DESC
+            """
+        ).all()
+        let allocations = try rows.map { try Self.allocationRecord($0, walkerId: walkerId) }
+        var short = -(position.unspentConfirmed + allocations.reduce(0) { $0 + $1.refundPoints })
+        for allocation in allocations where short > 0 {
+            let backedByPendingDays = allocation.draws.filter { allocation.pendingDays.contains($0.day) }
+                .reduce(0) { $0 + $1.points }
+            let free = allocation.points - allocation.refundPoints - allocation.refundedPoints - backedByPendingDays
+            let take = min(short, free)
+            guard take > 0 else { continue }
+            short -= take
+            try await addRefund(take, to: allocation, day: day, now: now)
+        }
+    }
+
+    /// Adds `points` taken back by `day`'s reversal to the allocation's waiting refund: provisional again, due time
+    /// cleared for `RefundJob.schedule`.
+    private func addRefund(_ points: Int, to allocation: AllocationRecord, day: LocalDate, now: Date) async throws {
+        var allocation = allocation
+        allocation.refundPoints += points
+        allocation.refundDays = Array(Set(allocation.refundDays + [day])).sorted()
+        try await sql.raw(
+            """
+            UPDATE allocations SET status = \(bind: AllocationStatus.provisional.rawValue),
+                refund_points = \(bind: allocation.refundPoints), refund_days = \(bind: Self.dayList(allocation.refundDays)),
+                refund_due_at = NULL, updated_at = \(bind: now.millisecondsSince1970)
+            WHERE walker_id = \(bind: allocation.walkerId) AND allocation_id = \(bind: allocation.id)
+            """
+        ).run()
     }
 
     /// Sets `dueAt` (the grace period's end) on every allocation whose uncovered points wait for a refund

@@ -127,6 +127,64 @@ struct AdminActionsTests {
     }
 
     @Test(
+        "reversing a day whose credit paid confirmed allocations refunds the newest of them after grace: the balance is not left negative",
+        arguments: TestDatabases.kinds)
+    func reverseSpentConfirmedCredit(kind: DatabaseKind) async throws {
+        let (harness, token) = try await AdminTests.setUp(kind) { $0.refundGraceSeconds = 60 }
+        try await harness.run { client in
+            _ = try await client.ingest(IngestBody(day: "2026-05-17", count: 3000), token: token)
+            _ = try await client.ingest(IngestBody(count: 6000), token: token)
+            harness.clock.advance(seconds: 61)
+            #expect(try await harness.app.worker.drain() == 2)
+            #expect(try await AllocationTests.balance(harness, AdminTests.walker) == 9000)
+            // Both spends are of confirmed credit: confirmed at once, drawing on no day.
+            var ids: [String] = []
+            for (points, key) in [(2000, "c-1"), (7000, "c-2")] {
+                let spent = try await client.allocate(
+                    AllocationTests.allocationBody(points: points, key: key), token: token)
+                #expect(try spent.json["status"] == .string("confirmed"))
+                guard case .string(let id)? = try spent.json["id"] else { throw JSONShapeError() }
+                ids.append(id)
+                harness.clock.advance(seconds: 1)
+            }
+            #expect(try await AllocationTests.balance(harness, AdminTests.walker) == 0)
+
+            let reversed = try await client.admin(
+                "/admin/walkers/\(AdminTests.walker)/days/2026-05-18/reverse", method: .post,
+                body: Self.note("bot walk"))
+            #expect(try reversed.json["reversedEnergy"] == .int(6000))
+            // The ledger is 6 000 short until the refund is paid; the newest allocation waits for it.
+            #expect(try await AllocationTests.balance(harness, AdminTests.walker) == -6000)
+            guard case .array(let waiting)? = try await client.read("/walker/allocations", token: token).json["items"]
+            else { throw JSONShapeError() }
+            #expect(waiting.first { $0["id"] == .string(ids[1]) }?["status"] == .string("provisional"))
+            #expect(waiting.first { $0["id"] == .string(ids[0]) }?["status"] == .string("confirmed"))
+            harness.clock.advance(seconds: 30)
+            #expect(try await harness.app.worker.drain() == 0)
+            harness.clock.advance(seconds: 31)
+            #expect(try await harness.app.worker.drain() == 1)
+            #expect(try await AllocationTests.balance(harness, AdminTests.walker) == 0)
+            guard case .array(let settled)? = try await client.read("/walker/allocations", token: token).json["items"]
+            else { throw JSONShapeError() }
+            let newest = settled.first { $0["id"] == .string(ids[1]) }
+            #expect(newest?["status"] == .string("confirmed") && newest?["refundedPoints"] == .int(6000))
+            let oldest = settled.first { $0["id"] == .string(ids[0]) }
+            #expect(oldest?["status"] == .string("confirmed") && oldest?["refundedPoints"] == .int(0))
+            let events = try await client.read("/walker/events", token: token).json["events"]
+            #expect(
+                events?[0]?["data"]
+                    == .object([
+                        "allocationId": .string(ids[1]), "points": .int(6000),
+                        "days": .array([.string("2026-05-18")]),
+                    ]))
+            // Nothing more is refunded later.
+            harness.clock.advance(seconds: 3600)
+            #expect(try await harness.app.worker.drain() == 0)
+            #expect(try await AllocationTests.balance(harness, AdminTests.walker) == 0)
+        }
+    }
+
+    @Test(
         "a suspended walker's ingest, batch and re-read are 403 WALKER_SUSPENDED with only a REFUSED row; reads work; reinstating restores",
         arguments: TestDatabases.kinds)
     func suspension(kind: DatabaseKind) async throws {
