@@ -176,7 +176,9 @@ package struct DayDecision: Sendable, Hashable {
         limits: IngestLimits, at now: Date
     ) -> (verdict: ReconcileVerdict, decision: DayDecision)? {
         guard let log, log.status == .pending else { return nil }
-        let verdict = DayReread.verdict(evidence, answer: answer, limits: limits)
+        let verdict = DayReread.verdict(
+            evidence, answer: answer, limits: limits, day: log.day,
+            timeZone: TimeZoneCatalog.zone(named: log.timeZone) ?? .gmt, at: now)
         switch verdict {
         case .accept(let count):
             var read = log

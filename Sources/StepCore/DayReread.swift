@@ -38,6 +38,9 @@ package enum RereadFinding: String, Sendable, Hashable, CaseIterable {
     case sourceOverlap = "REREAD_SOURCE_OVERLAP"
     /// The re-read's count is over the daily cap.
     case countExceedsCap = "REREAD_COUNT_EXCEEDS_CAP"
+    /// A bundle's re-read count is faster than the burst guard allows over the part of its span inside the day
+    /// (and not after the answer's arrival plus the clock-skew allowance), as an ingest of it would be.
+    case burstRateExceeded = "REREAD_BURST_RATE_EXCEEDED"
     /// No answer came by the request's deadline.
     case notAnswered = "REREAD_NOT_ANSWERED"
 }
@@ -66,11 +69,13 @@ package enum DayReread {
     /// first: a reason a re-read cannot clear still quarantines. Then the re-read must be consistent with what
     /// was submitted: no source bundle below its highest submission of the day (a bundle it leaves out read
     /// zero), no overlap between different bundles' spans, and the count within the daily cap; then the day is
-    /// accepted at the re-read's count. Otherwise it is quarantined with the findings that asked for the re-read
-    /// and what the re-read showed.
-    package static func verdict(_ evidence: DayEvidence, answer: RereadAnswer, limits: IngestLimits)
-        -> ReconcileVerdict
-    {
+    /// accepted at the re-read's count. Every re-read count also passes the burst guard as an ingest of `day` in
+    /// `timeZone` at `now` would: only the part of its span inside the day and not after `now` counts. Otherwise
+    /// the day is quarantined with the findings that asked for the re-read and what the re-read showed.
+    package static func verdict(
+        _ evidence: DayEvidence, answer: RereadAnswer, limits: IngestLimits, day: LocalDate, timeZone: TimeZone,
+        at now: Date
+    ) -> ReconcileVerdict {
         let again = DayReconciliation.verdict(evidence, limits: limits)
         var reasons: [String] = []
         if case .quarantine(let found) = again {
@@ -95,6 +100,12 @@ package enum DayReread {
         }
         if DayReconciliation.hasCrossSourceOverlap(spans) { findings.append(.sourceOverlap) }
         if answer.highestCount > limits.maxStepsPerDay { findings.append(.countExceedsCap) }
+        let tooFast = answer.counts.contains {
+            limits.exceedsBurstRate(
+                count: $0.count, span: $0.spanStart...max($0.spanStart, $0.spanEnd), day: day, timeZone: timeZone,
+                now: now)
+        }
+        if tooFast { findings.append(.burstRateExceeded) }
         guard !findings.isEmpty else { return .accept(acceptedCount: answer.highestCount) }
         return .quarantine(reasons: reasons + findings.map(\.rawValue))
     }

@@ -34,9 +34,18 @@ struct DayRereadTests {
     func judge(_ submissions: [SubmittedCount], _ counts: [RereadCount], limits: IngestLimits? = nil)
         -> ReconcileVerdict
     {
+        judge(submissions, counts, limits: limits, at: Self.endOfDay)
+    }
+
+    /// The day's end (2026-05-19T00:00Z): the whole day has happened.
+    static let endOfDay = t0.addingTimeInterval(16 * 3600)
+
+    func judge(_ submissions: [SubmittedCount], _ counts: [RereadCount], limits: IngestLimits? = nil, at now: Date)
+        -> ReconcileVerdict
+    {
         DayReread.verdict(
             evidence(submissions), answer: RereadAnswer(counts: counts, sampleDigest: "digest"),
-            limits: limits ?? self.limits)
+            limits: limits ?? self.limits, day: Self.day, timeZone: .gmt, at: now)
     }
 
     /// 6 000 then 5 000 from one bundle: the count went backwards.
@@ -107,12 +116,44 @@ struct DayRereadTests {
                 == .quarantine(reasons: ["COUNT_WENT_BACKWARDS", "REREAD_COUNT_EXCEEDS_CAP"]))
     }
 
+    @Test(
+        "a re-read count faster than the burst guard allows over the part of its span inside the day, and not after its arrival, is inconsistent"
+    )
+    func burst() {
+        let backwardsQuarantine: (String) -> ReconcileVerdict = {
+            .quarantine(reasons: ["COUNT_WENT_BACKWARDS", $0])
+        }
+        // 9 steps a second (3 × 3.0) is the limit: 32 400 in an hour passes, 32 401 does not.
+        #expect(judge(backwards, [read("a", 32_400, from: 0, to: 1)]) == .accept(acceptedCount: 32_400))
+        #expect(
+            judge(backwards, [read("a", 32_401, from: 0, to: 1)]) == backwardsQuarantine("REREAD_BURST_RATE_EXCEEDED"))
+        // A span outside the day buys nothing, however long: 1999, or the day after.
+        let longAgo = RereadCount(
+            sourceBundleId: "a", count: 7_000, spanStart: Date(timeIntervalSince1970: 915_148_800),
+            spanEnd: Date(timeIntervalSince1970: 915_235_200))
+        #expect(judge(backwards, [longAgo]) == backwardsQuarantine("REREAD_BURST_RATE_EXCEEDED"))
+        #expect(
+            judge(backwards, [read("a", 7_000, from: 16, to: 40)]) == backwardsQuarantine("REREAD_BURST_RATE_EXCEEDED"))
+        // Only the part of the span up to the answer's arrival plus 5 minutes counts: answered at 09:00Z, a span
+        // from 08:00Z to 20:00Z counts 65 minutes (35 100 steps at most).
+        let early = Self.t0.addingTimeInterval(3600)
+        #expect(judge(backwards, [read("a", 35_100, from: 0, to: 12)], at: early) == .accept(acceptedCount: 35_100))
+        #expect(
+            judge(backwards, [read("a", 35_101, from: 0, to: 12)], at: early)
+                == backwardsQuarantine("REREAD_BURST_RATE_EXCEEDED"))
+        // Every bundle is checked, not only the highest.
+        #expect(
+            judge(backwards, [read("a", 7_000, from: 0, to: 6), read("b", 1_000, from: 6, to: 6.01)])
+                == backwardsQuarantine("REREAD_BURST_RATE_EXCEEDED"))
+    }
+
     @Test("a reason a re-read cannot clear still quarantines, whatever the re-read says")
     func otherReasonsStay() {
         // A source off the whitelist now (it was removed after the submissions).
         let verdict = DayReread.verdict(
             DayEvidence(submissions: backwards, whitelist: ["b"]),
-            answer: RereadAnswer(counts: [read("a", 7_000, from: 0, to: 6)], sampleDigest: "d"), limits: limits)
+            answer: RereadAnswer(counts: [read("a", 7_000, from: 0, to: 6)], sampleDigest: "d"), limits: limits,
+            day: Self.day, timeZone: .gmt, at: Self.endOfDay)
         #expect(verdict == .quarantine(reasons: ["SOURCE_NOT_WHITELISTED", "COUNT_WENT_BACKWARDS"]))
     }
 
