@@ -314,6 +314,27 @@ struct ReconcileTests {
     }
 
     @Test(
+        "at an instant with milliseconds, the job runs at the announced whole second, not before",
+        arguments: TestDatabases.kinds)
+    func etaInWholeSeconds(kind: DatabaseKind) async throws {
+        let (harness, token) = try await ProductionModeTests.setUp(kind)
+        try await harness.run { client in
+            harness.clock.advance(seconds: 0.7)
+            let started = harness.clock.now
+            let answer = try await client.ingest(IngestBody(count: 6000), token: token)
+            let due = Date(timeIntervalSince1970: started.addingTimeInterval(60).timeIntervalSince1970.rounded(.up))
+            #expect(due.timeIntervalSince(started) > 60)
+            #expect(try answer.json["reconcileEta"] == .string(InstantParser.format(due)))
+            #expect(try await harness.app.worker.queue.list(state: .pending).map(\.runAt) == [due])
+            // 60 s after the ingest the whole second has not come yet: nothing runs; at it, the job does.
+            harness.clock.advance(seconds: 60)
+            #expect(try await harness.app.worker.drain() == 0)
+            harness.clock.advance(seconds: due.timeIntervalSince(harness.clock.now))
+            #expect(try await harness.app.worker.drain() == 1)
+        }
+    }
+
+    @Test(
         "a PENDING answer for a day accepted before shows acceptedCount null and a new job's time",
         arguments: TestDatabases.kinds)
     func reopenedDay(kind: DatabaseKind) async throws {
