@@ -39,6 +39,20 @@ public struct CalendarDay: Hashable, Comparable, Codable, Sendable, CustomString
         self.day = parts.day ?? 1
     }
 
+    /// The day's instants in `timeZone`: from its first moment (local midnight, or the moment after a clock change
+    /// that skips midnight) to the next day's. 23 or 25 hours long on a day the clocks change.
+    public func interval(in timeZone: TimeZone) -> DateInterval {
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = timeZone
+        func start(of day: CalendarDay) -> Date {
+            let midnight = DateComponents(year: day.year, month: day.month, day: day.day)
+            return calendar.date(from: midnight).map { calendar.startOfDay(for: $0) }
+                ?? Date(timeIntervalSince1970: Double(day.daysSinceEpoch) * 86_400)
+        }
+        let first = start(of: self)
+        return DateInterval(start: first, end: max(first, start(of: adding(days: 1))))
+    }
+
     public var description: String {
         String(format: "%04d-%02d-%02d", year, month, day)
     }

@@ -89,13 +89,10 @@ struct Record: AsyncParsableCommand {
         guard let stepSource = StepSource(rawValue: source) else {
             throw ValidationError("--source must be HealthKit, HealthConnect or WatchNative")
         }
-        // The samples span the whole day in its zone, up to now for today.
-        var calendar = Calendar(identifier: .gregorian)
-        calendar.timeZone = zone
-        let start =
-            calendar.date(
-                from: DateComponents(year: calendarDay.year, month: calendarDay.month, day: calendarDay.day)) ?? Date()
-        let end = min(start.addingTimeInterval(86_399), max(start, Date()))
+        // The samples span the whole day in its zone (23 or 25 hours when the clocks change), up to now for today.
+        let interval = calendarDay.interval(in: zone)
+        let start = interval.start
+        let end = min(interval.end.addingTimeInterval(-1), max(start, Date()))
         let client = try options.open()
         let bucket = try await client.record(
             day: calendarDay, count: count, source: stepSource, timeZone: zone, sampleStart: start, sampleEnd: end,
