@@ -90,9 +90,13 @@ package struct DayDecision: Sendable, Hashable {
     /// by a negative ledger entry, the steps it added to lifetime steps taken off, out of the streak, and what its
     /// credit covered of the allocations' draws on it refunded after the grace period. The day then stays
     /// decided like any rejected day: a later submission is recorded as evidence and never credits it again.
-    /// Nil when the day is not ACCEPTED.
+    /// A REJECTED day that still holds credit (accepted once, then a later submission quarantined and rejected by
+    /// review, which keeps what was credited before) can be reversed the same way, taking that credit back.
+    /// Nil when the day is neither ACCEPTED nor such a REJECTED day.
     package static func reverse(_ log: StepLogRecord?, streak: StreakNeighbourhood, at now: Date) -> DayDecision? {
-        guard let log, log.status == .accepted else { return nil }
+        guard let log, log.status == .accepted || (log.status == .rejected && log.energyCredited > 0) else {
+            return nil
+        }
         var reversed = log
         reversed.status = .rejected
         reversed.attested = false

@@ -185,6 +185,42 @@ struct AdminActionsTests {
     }
 
     @Test(
+        "a day accepted, then quarantined and rejected by review keeps its first credit, which reverse takes back once",
+        arguments: TestDatabases.kinds)
+    func reverseRejectedWithCredit(kind: DatabaseKind) async throws {
+        let (harness, token) = try await AdminTests.setUp(kind)
+        try await harness.run { client in
+            _ = try await client.ingest(IngestBody(count: 5000), token: token)
+            harness.clock.advance(seconds: 61)
+            #expect(try await harness.app.worker.drain() == 1)
+            #expect(try await AllocationTests.balance(harness, AdminTests.walker) == 5000)
+            // A later, higher submission without gyroscope samples: quarantined, then rejected by review.
+            var noGyro = IngestBody(count: 6000)
+            noGyro["gyroSamplesObserved"] = .bool(false)
+            _ = try await client.ingest(noGyro, token: token)
+            let listed = try await client.admin("/admin/reviews?status=open")
+            guard case .string(let id)? = try listed.json["items"]?[0]?["id"] else { throw JSONShapeError() }
+            #expect(try await client.resolve(id, decision: "reject", note: "no gyro").status == .ok)
+            #expect(try await AdminTests.days(client, token: token)?["reconciliationStatus"] == .string("REJECTED"))
+            #expect(try await AllocationTests.balance(harness, AdminTests.walker) == 5000)
+            #expect(try await Self.lifetime(harness) == 5000)
+
+            let uri = "/admin/walkers/\(AdminTests.walker)/days/2026-05-18/reverse"
+            let reversed = try await client.admin(uri, method: .post, body: Self.note("whole day false"))
+            #expect(reversed.status == .ok)
+            #expect(try reversed.json["reversedEnergy"] == .int(5000))
+            #expect(try reversed.json["status"] == .string("REJECTED"))
+            #expect(try await AllocationTests.balance(harness, AdminTests.walker) == 0)
+            #expect(try await Self.lifetime(harness) == 0)
+            // Nothing is left to take back: a second reversal is refused.
+            let again = try await client.admin(uri, method: .post, body: Self.note("again"))
+            #expect(again.status == .conflict)
+            #expect(try again.json["error"] == .string("NOT_ACCEPTED"))
+            #expect(try again.json["details"]?["status"] == .string("REJECTED"))
+        }
+    }
+
+    @Test(
         "a suspended walker's ingest, batch and re-read are 403 WALKER_SUSPENDED with only a REFUSED row; reads work; reinstating restores",
         arguments: TestDatabases.kinds)
     func suspension(kind: DatabaseKind) async throws {

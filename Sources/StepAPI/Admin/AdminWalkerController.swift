@@ -76,7 +76,8 @@ struct AdminWalkerController: Sendable {
             throw AdminAPIError.notFound("The walker has no such day.")
         case .notAccepted(let status):
             throw AdminAPIError.conflict(
-                code: "NOT_ACCEPTED", message: "Only an ACCEPTED day can be reversed.",
+                code: "NOT_ACCEPTED",
+                message: "Only an ACCEPTED day, or a REJECTED one that still holds credit, can be reversed.",
                 details: ["status": .string(status.rawValue)])
         }
     }
