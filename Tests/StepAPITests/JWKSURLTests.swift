@@ -104,6 +104,40 @@ struct JWKSURLTests {
         }
     }
 
+    /// A rotation's keys: the host's first key set (`ec-test`), the key it rotates to (`ec-rotated`) and a
+    /// stranger's that no document holds (`ec-stranger`).
+    struct RotationKeys: Sendable {
+        let keys: AuthTests.KeySet
+        let rotated: P256.Signing.PrivateKey
+        let rotatedSigner: JWTKeyCollection
+        let strangerSigner: JWTKeyCollection
+
+        static func make() async throws -> RotationKeys {
+            let rotated = P256.Signing.PrivateKey()
+            let rotatedSigner = JWTKeyCollection()
+            await rotatedSigner.add(ecdsa: try ES256PrivateKey(backing: rotated), kid: "ec-rotated")
+            let strangerSigner = JWTKeyCollection()
+            await strangerSigner.add(
+                ecdsa: try ES256PrivateKey(backing: P256.Signing.PrivateKey()), kid: "ec-stranger")
+            return RotationKeys(
+                keys: try AuthTests.KeySet(), rotated: rotated, rotatedSigner: rotatedSigner,
+                strangerSigner: strangerSigner)
+        }
+
+        /// Tokens of the three keys for one walker, valid for `seconds` from the harness's now.
+        func tokens(_ harness: TestHarness, validFor seconds: Int) async throws -> (
+            known: String, rotated: String, forged: String
+        ) {
+            var claims = AuthTests.validClaims(harness.clock.now)
+            claims.exp = Int(harness.clock.now.timeIntervalSince1970) + seconds
+            return (
+                try await keys.collection().sign(claims, kid: "ec-test"),
+                try await rotatedSigner.sign(claims, kid: "ec-rotated"),
+                try await strangerSigner.sign(claims, kid: "ec-stranger")
+            )
+        }
+    }
+
     static func ecJWKS(_ key: P256.Signing.PrivateKey, kid: String) -> String {
         let raw = key.publicKey.rawRepresentation
         return
@@ -152,20 +186,12 @@ struct JWKSURLTests {
         "while the key host is down, requests use the keys they have, a rotated key gets a 503, refetches back off",
         arguments: TestDatabases.kinds)
     func backoffWhileDown(kind: DatabaseKind) async throws {
-        let keys = try AuthTests.KeySet()
-        let rotated = P256.Signing.PrivateKey()
-        let signer = JWTKeyCollection()
-        await signer.add(ecdsa: try ES256PrivateKey(backing: rotated), kid: "ec-rotated")
-        let state = KeyServerState(serving: keys.jwks)
+        let rotation = try await RotationKeys.make()
+        let state = KeyServerState(serving: rotation.keys.jwks)
+        let rotated = rotation.rotated
         try await Self.withKeyServer(state) { url in
             let harness = try await Self.harness(kind: kind, keysAt: url)
-            var claims = AuthTests.validClaims(harness.clock.now)
-            claims.exp = Int(harness.clock.now.timeIntervalSince1970) + 86_400
-            let known = try await keys.collection().sign(claims, kid: "ec-test")
-            let rotatedToken = try await signer.sign(claims, kid: "ec-rotated")
-            let stranger = JWTKeyCollection()
-            await stranger.add(ecdsa: try ES256PrivateKey(backing: P256.Signing.PrivateKey()), kid: "ec-stranger")
-            let forged = try await stranger.sign(claims, kid: "ec-stranger")
+            let (known, rotatedToken, forged) = try await rotation.tokens(harness, validFor: 86_400)
             state.serve(nil)
             harness.clock.advance(seconds: 6 * 3600 + 1)
             try await harness.run { client async throws in
@@ -222,19 +248,12 @@ struct JWKSURLTests {
         "after a short outage of the key host, a rotated kid is picked up once the back-off ends, not a minute later",
         arguments: TestDatabases.kinds)
     func rotationAfterBlip(kind: DatabaseKind) async throws {
-        let keys = try AuthTests.KeySet()
-        let rotated = P256.Signing.PrivateKey()
-        let signer = JWTKeyCollection()
-        await signer.add(ecdsa: try ES256PrivateKey(backing: rotated), kid: "ec-rotated")
-        let state = KeyServerState(serving: keys.jwks)
+        let rotation = try await RotationKeys.make()
+        let state = KeyServerState(serving: rotation.keys.jwks)
+        let rotated = rotation.rotated
         try await Self.withKeyServer(state) { url in
             let harness = try await Self.harness(kind: kind, keysAt: url)
-            var claims = AuthTests.validClaims(harness.clock.now)
-            claims.exp = Int(harness.clock.now.timeIntervalSince1970) + 3600
-            let rotatedToken = try await signer.sign(claims, kid: "ec-rotated")
-            let stranger = JWTKeyCollection()
-            await stranger.add(ecdsa: try ES256PrivateKey(backing: P256.Signing.PrivateKey()), kid: "ec-stranger")
-            let forged = try await stranger.sign(claims, kid: "ec-stranger")
+            let (_, rotatedToken, forged) = try await rotation.tokens(harness, validFor: 3600)
             try await harness.run { client async throws in
                 func status(_ token: String) async throws -> HTTPResponse.Status {
                     try await client.execute(uri: "/walker", method: .get, headers: [.authorization: "Bearer \(token)"])

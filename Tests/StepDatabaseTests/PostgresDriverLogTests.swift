@@ -2,7 +2,6 @@ import Foundation
 import Logging
 import SQLKit
 import StepTestSupport
-import Synchronization
 import Testing
 
 @testable import StepDatabase
@@ -11,31 +10,6 @@ import Testing
 /// receives, rows included, so the database hands it a logger that never goes below `info`.
 @Suite("PostgreSQL driver logging")
 struct PostgresDriverLogTests {
-    /// Every line a logger writes, with its metadata, as text.
-    final class Lines: Sendable {
-        private let lines = Mutex<[String]>([])
-
-        func append(_ line: String) { lines.withLock { $0.append(line) } }
-
-        var all: [String] { lines.withLock { $0 } }
-    }
-
-    struct Handler: LogHandler {
-        let lines: Lines
-        var metadata: Logger.Metadata = [:]
-        var logLevel: Logger.Level = .trace
-
-        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-            get { metadata[key] }
-            set { metadata[key] = newValue }
-        }
-
-        func log(event: LogEvent) {
-            let merged = metadata.merging(event.metadata ?? [:]) { $1 }
-            lines.append("\(event.level) \(event.message) \(merged)")
-        }
-    }
-
     @Test("the driver's logger is never below info, whatever the service's level")
     func clamped() {
         for level in Logger.Level.allCases {
@@ -50,10 +24,8 @@ struct PostgresDriverLogTests {
         .enabled(if: TestDatabases.postgresURL != nil))
     func rowsStayOutOfTheLog() async throws {
         let url = try #require(TestDatabases.postgresURL)
-        let lines = Lines()
-        var logger = Logger(label: "test") { _ in Handler(lines: lines) }
-        logger.logLevel = .trace
-        let database = try PostgreSQLDatabase.open(url: url, settings: PostgresSettings(), logger: logger)
+        let lines = LogCapture()
+        let database = try PostgreSQLDatabase.open(url: url, settings: PostgresSettings(), logger: lines.logger())
         let canary = "canary-\(UUID().uuidString)"
         let read = try await database.transaction { sql in
             try await sql.raw("SELECT \(bind: canary) AS value, 31337 AS count").first()?

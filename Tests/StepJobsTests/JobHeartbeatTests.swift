@@ -42,7 +42,7 @@ struct JobHeartbeatTests {
                 ]),
                 settings: WorkerSettings(concurrency: 1, pollIntervalSeconds: 0.05, heartbeatSeconds: 0.01),
                 clock: { clock.now },
-                logger: Logger(label: "test") { _ in CapturingLogHandler(capture: logs) })
+                logger: logs.logger())
         }
     }
 
@@ -134,29 +134,5 @@ final class TestClock: Sendable {
     var now: Date {
         get { value.withLock { $0 } }
         set { value.withLock { $0 = newValue } }
-    }
-}
-
-/// Keeps the messages a logger writes.
-final class LogCapture: Sendable {
-    private let messages = Mutex<[String]>([])
-
-    func append(_ message: String) { messages.withLock { $0.append(message) } }
-
-    func contains(_ text: String) -> Bool { messages.withLock { $0.contains { $0.contains(text) } } }
-}
-
-struct CapturingLogHandler: LogHandler {
-    let capture: LogCapture
-    var metadata: Logger.Metadata = [:]
-    var logLevel: Logger.Level = .trace
-
-    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-        get { metadata[key] }
-        set { metadata[key] = newValue }
-    }
-
-    func log(event: LogEvent) {
-        capture.append(event.message.description)
     }
 }
