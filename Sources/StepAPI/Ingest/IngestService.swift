@@ -33,12 +33,6 @@ extension IngestOutcome {
 /// lock. The day itself is decided by `DayDecision`; this renders the answers the store keeps for replays and
 /// queues the day's reconcile job.
 struct IngestService: Sendable {
-    /// When a new reconcile job of a day runs: `delay` after `now`, rounded up to a whole second, so that the
-    /// `reconcileEta` an answer announces (whole seconds) is the time the job really runs.
-    static func reconcileTime(_ now: Date, delay: Double) -> Date {
-        Date(timeIntervalSince1970: now.addingTimeInterval(delay).timeIntervalSince1970.rounded(.up))
-    }
-
     struct Settings: Sendable {
         var mode: ServiceMode
         var limits: IngestLimits
@@ -136,7 +130,7 @@ struct IngestService: Sendable {
                         // Reconciliation, no earlier than the delay; later ingests of the day coalesce into the job.
                         let job = ReconcileJob.newJob(
                             walkerId: walkerId, day: log.day,
-                            runAt: IngestService.reconcileTime(now, delay: settings.reconcileDelaySeconds),
+                            runAt: now.addingTimeInterval(settings.reconcileDelaySeconds),
                             maxAttempts: settings.reconcileMaxAttempts)
                         write.followUps.append { JobQueue.enqueueStatement(job, now: now, when: $0) }
                     }
@@ -171,8 +165,7 @@ struct IngestService: Sendable {
             let streakAfter = decision.streakChange?.after ?? streak
             // The day's job runs when it was queued to: this ingest coalesces into a pending job and does not
             // move it (no debounce, so a walker who syncs every few seconds is still reconciled).
-            let reconcileAt =
-                state.pendingReconcileAt ?? IngestService.reconcileTime(now, delay: settings.reconcileDelaySeconds)
+            let reconcileAt = state.pendingReconcileAt ?? now.addingTimeInterval(settings.reconcileDelaySeconds)
             let body = render(
                 log: log, streak: streakAfter.state(today: today),
                 lifetimeSteps: walker.lifetimeSteps + decision.lifetimeStepsDelta, tierBeforeDay: streak.tierBeforeDay,
@@ -210,8 +203,9 @@ struct IngestService: Sendable {
                     reasons: quarantine.map(\.rawValue))
             }
             if log.status == .pending, let reconcileAt {
-                // Whole seconds, rounded up: an app that reads the day at the announced time finds it decided
-                // (a job queued before run times were whole seconds runs at most a second before it).
+                // The job's time in whole seconds, rounded up (never truncated): an app that reads the day at the
+                // announced time finds the job has run. The job itself keeps its exact time, so jobs fall due
+                // evenly rather than in clumps on the second.
                 response.reconcileEta = InstantParser.format(
                     Date(timeIntervalSince1970: reconcileAt.timeIntervalSince1970.rounded(.up)))
             }
