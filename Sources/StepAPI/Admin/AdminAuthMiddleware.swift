@@ -71,6 +71,12 @@ struct AdminAuthenticator: Sendable {
         actor.id == AdminActor.bootstrap.id ? bootstrap?.sessionBinding : nil
     }
 
+    /// Whether the request presents a credential at all (a bearer secret or the session cookie). One that presents
+    /// none guessed nothing: it is a plain 401 that counts nothing against the address.
+    static func presentsCredential(_ request: Request) -> Bool {
+        bearer(request) != nil || AdminSessionCookie.value(in: request) != nil
+    }
+
     static func bearer(_ request: Request) -> String? {
         guard let value = request.headers[.authorization] else { return nil }
         let trimmed = value[...].trimmingHTTPWhitespace
@@ -95,12 +101,9 @@ struct AdminAuthMiddleware: RouterMiddleware {
         let address = AdminAuthenticator.address(context)
         let now = authenticator.clock()
         try await authenticator.refuseLockedOut(address: address, now: now)
-        // A request that presents no credential guessed nothing: a plain 401 that counts nothing, so a page that
-        // makes an operator's browser request admin URLs without the (SameSite=Strict) cookie cannot lock the
-        // operator's address out.
-        guard AdminAuthenticator.bearer(request) != nil || AdminSessionCookie.value(in: request) != nil else {
-            throw AdminAPIError.unauthorized
-        }
+        // Not counted, so a page that makes an operator's browser request admin URLs without the (SameSite=Strict)
+        // cookie cannot lock the operator's address out.
+        guard AdminAuthenticator.presentsCredential(request) else { throw AdminAPIError.unauthorized }
         guard let actor = try await authenticator.actor(request, now: now) else {
             try await authenticator.refuse(address: address, now: now)
         }

@@ -67,9 +67,7 @@ struct AdminSessionController: Sendable {
     private func current(_ request: Request, address: String) async throws -> Response {
         let now = authenticator.clock()
         try await authenticator.refuseLockedOut(address: address, now: now)
-        guard AdminAuthenticator.bearer(request) != nil || AdminSessionCookie.value(in: request) != nil else {
-            throw AdminAPIError.unauthorized
-        }
+        guard AdminAuthenticator.presentsCredential(request) else { throw AdminAPIError.unauthorized }
         guard let actor = try await authenticator.actor(request, now: now) else {
             try await authenticator.refuse(address: address, now: now)
         }
