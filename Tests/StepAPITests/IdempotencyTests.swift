@@ -135,4 +135,44 @@ struct IdempotencyTests {
             #expect(balance == 6000)
         }
     }
+
+    @Test(
+        "an ingest key shaped like another route's stored key never shares its row: each route answers for its own",
+        arguments: TestDatabases.kinds)
+    func keysApartFromOtherRoutes(kind: DatabaseKind) async throws {
+        let harness = try await TestHarness.make(kind: kind)
+        let token = try await harness.token(for: "walker-keys")
+        try await harness.run { client in
+            #expect(try await client.ingest(IngestBody(count: 8000, key: "day-1"), token: token).status == .ok)
+            harness.clock.advance(seconds: 1)
+            let spent = try await client.allocate(
+                AllocationTests.allocationBody(points: 1000, key: "k"), token: token)
+            #expect(spent.status == .created)
+
+            // The allocation is held as `allocation:k`; an ingest may use that very string as its own key.
+            harness.clock.advance(seconds: 1)
+            let ingest = IngestBody(count: 9000, key: "allocation:k")
+            let first = try await client.ingest(ingest, token: token)
+            #expect(first.status == .ok)
+            #expect(try first.json["stepLog"]?["reportedCount"] == .int(9000))
+            let replayed = try await client.ingest(ingest, token: token)
+            #expect(replayed.status == .ok)
+            #expect(replayed.body == first.body)
+            #expect(replayed.headers[HTTPField.Name("Idempotent-Replayed")!] == "true")
+            let allocationAgain = try await client.allocate(
+                AllocationTests.allocationBody(points: 1000, key: "k"), token: token)
+            #expect(allocationAgain.status == .created)
+            #expect(allocationAgain.text == spent.text)
+
+            // The other way round: the ingest's key first, then an allocation whose stored key would be the same.
+            harness.clock.advance(seconds: 1)
+            #expect(
+                try await client.ingest(IngestBody(count: 9500, key: "allocation:z"), token: token).status == .ok)
+            let second = try await client.allocate(
+                AllocationTests.allocationBody(points: 500, key: "z"), token: token)
+            #expect(second.status == .created)
+            #expect(try await harness.count("allocations") == 2)
+            #expect(try await harness.count("step_submissions", walker: "walker-keys") == 3)
+        }
+    }
 }

@@ -21,7 +21,9 @@ struct AllocationRequest: IdempotentBody, Hashable {
 
     /// The key as the idempotency table holds it: apart from the walker's ingest keys, so one key string
     /// used for an ingest and for an allocation never collides.
-    var storedKey: String { "allocation:" + idempotencyKey }
+    var storedKey: String { Self.keyPrefix + idempotencyKey }
+
+    static let keyPrefix = "allocation:"
 
     static func decode(_ bytes: some Collection<UInt8>) throws(RequestValidationError) -> AllocationRequest {
         var reader = FieldReader(object: try FieldReader.members(of: FieldReader.json(bytes)))

@@ -86,7 +86,7 @@ struct IngestController: Sendable {
             (decision, outcome) = try await store.ingest(
                 admission, day: ingest.bucket.day,
                 idempotency: IdempotencyRequest(
-                    key: ingest.idempotencyKey, requestHash: ingest.payloadHash,
+                    key: ingest.storedKey, requestHash: ingest.payloadHash,
                     leaseSeconds: limits.idempotencyLeaseSeconds),
                 audit: audit.store,
                 planner: service.planner(for: ingest, now: now, requestId: context.id))

@@ -18,6 +18,18 @@ package struct IngestRequest: Sendable, Hashable {
     /// evidence for review.
     package var appCheckPresent: Bool?
 
+    /// The key as the idempotency table holds it. That table is shared by the walker's ingests, allocations
+    /// (`allocation:KEY`) and re-read answers (`reread:KEY`), so an ingest key that itself begins with one of
+    /// those prefixes is held behind a DEL character (0x7F), which no client key may contain
+    /// (`isValidKey`): an ingest keyed `allocation:k` and an allocation keyed `k` never share a row. Every
+    /// other ingest key is held as sent, as before.
+    package var storedKey: String {
+        Self.reservedKeyPrefixes.contains(where: idempotencyKey.hasPrefix) ? "\u{7F}" + idempotencyKey : idempotencyKey
+    }
+
+    /// The prefixes the other routes put before their keys in the shared idempotency table.
+    static let reservedKeyPrefixes = [AllocationRequest.keyPrefix, RereadRequest.keyPrefix]
+
     /// Identifies the payload for idempotency: the fields that decide the outcome, not the diagnostics
     /// (`clientSubmittedAt`, `deviceModel`, `appVersion`), which a client may refresh when it retries.
     package var payloadHash: String {

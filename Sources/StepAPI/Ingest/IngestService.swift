@@ -80,7 +80,7 @@ struct IngestService: Sendable {
                 attestationLog: AttestationLogRecord(
                     walkerId: walker.walkerId, createdAt: now, route: IngestController.route, verdict: .rejected,
                     reasons: reasons.map(\.rawValue), tokenId: request.auditTokenId, requestId: requestId),
-                idempotencyKey: request.idempotencyKey, status: Int(error.status.code), body: error.bodyString,
+                idempotencyKey: request.storedKey, status: Int(error.status.code), body: error.bodyString,
                 replayable: !whitelistMiss, reviewThreshold: settings.repeatedRejections)
         }
 
@@ -92,7 +92,7 @@ struct IngestService: Sendable {
                 attestationLog: AttestationLogRecord(
                     walkerId: walker.walkerId, createdAt: now, route: IngestController.route, verdict: .refused,
                     reasons: ["WALKER_SUSPENDED"], tokenId: request.auditTokenId, requestId: requestId),
-                idempotencyKey: request.idempotencyKey, status: Int(error.status.code), body: error.bodyString,
+                idempotencyKey: request.storedKey, status: Int(error.status.code), body: error.bodyString,
                 replayable: false, reviewThreshold: settings.repeatedRejections)
         }
 
@@ -123,7 +123,7 @@ struct IngestService: Sendable {
                     attestationLog: AttestationLogRecord(
                         walkerId: walkerId, createdAt: now, route: IngestController.route, verdict: verdict,
                         reasons: quarantine.map(\.rawValue), tokenId: request.auditTokenId, requestId: requestId),
-                    idempotencyKey: request.idempotencyKey, responseStatus: 200, responseBody: body, at: now)
+                    idempotencyKey: request.storedKey, responseStatus: 200, responseBody: body, at: now)
                 if let log {
                     if log.status == .quarantined { write.reviewReasons = quarantine.map(\.rawValue) }
                     if log.status == .pending {

@@ -28,7 +28,9 @@ struct RereadRequest: IdempotentBody, Hashable {
     }
 
     /// The key as the idempotency table holds it: apart from the walker's ingest and allocation keys.
-    var storedKey: String { "reread:" + idempotencyKey }
+    var storedKey: String { Self.keyPrefix + idempotencyKey }
+
+    static let keyPrefix = "reread:"
 
     static func decode(body: some Collection<UInt8>, headerKey: String?) throws(RequestValidationError)
         -> RereadRequest
