@@ -32,7 +32,8 @@ package struct RefundJob: TransactionalJob {
 
     /// After a decision on one of the walker's days (`recordDayDecision`), in the caller's transaction (which
     /// holds the walker's lock): the points the decision left uncovered fall due at the grace period's end, and
-    /// their refund jobs are queued. A refund already waiting is joined by them and waits the full period again.
+    /// their refund jobs are queued. A part already waiting on the same allocation keeps its own due time, and the
+    /// job queued for it (whose dedupe key this one shares) pays it then and queues itself for the next part.
     package static func schedule(
         _ tx: StoreTransaction, walkerId: String, graceSeconds: Double, maxAttempts: Int, now: Date
     ) async throws {
@@ -45,7 +46,7 @@ package struct RefundJob: TransactionalJob {
 
     /// Under the walker's lock, pays the allocation's refund if it is due (a job that runs twice pays once) and
     /// queues the walker's `allocation-reverted` event in the same transaction, so every refund has exactly one
-    /// event. A refund that a later shortfall pushed back is queued again for its new due time.
+    /// event. Parts that are not due yet wait for a job queued again for the next due time.
     package func run(_ payload: Payload, job: ClaimedJob, in tx: StoreTransaction) async throws {
         let now = clock()
         _ = try await tx.lockWalker(job.walkerId, now: now)
@@ -57,6 +58,9 @@ package struct RefundJob: TransactionalJob {
                 _ = try await JobQueue.enqueue(Self.newJob(waiting, maxAttempts: maxAttempts), in: tx, now: now)
             }
             return
+        }
+        if refund.allocation.refundPoints > 0, refund.allocation.refundDueAt != nil {
+            _ = try await JobQueue.enqueue(Self.newJob(refund.allocation, maxAttempts: maxAttempts), in: tx, now: now)
         }
         // Refunds waiting since before draws were recorded do not name their days: the rejected ones are theirs.
         let days =

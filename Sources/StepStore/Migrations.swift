@@ -640,6 +640,13 @@ package enum Migrations {
             // token must end the sessions opened with it. Bootstrap sessions from before have none and end too.
             ["ALTER TABLE operator_sessions ADD COLUMN credential_binding TEXT"]
         },
+        Migration(version: 21, name: "each shortfall of an allocation refunded on its own grace period") { _ in
+            // The refund waiting on an allocation, one part per decision that left points uncovered, each with
+            // its own due time (`RefundPart`): a second shortfall no longer pushes back the first one's refund.
+            // `refund_points`, `refund_days` and `refund_due_at` stay their sum, their days and the earliest due
+            // time; a row from before has one part, those three.
+            ["ALTER TABLE allocations ADD COLUMN refund_parts TEXT NOT NULL DEFAULT ''"]
+        },
     ]
 }
 

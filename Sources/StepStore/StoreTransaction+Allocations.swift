@@ -28,6 +28,23 @@ package struct AllocationDraw: Sendable, Hashable {
     }
 }
 
+/// Points one decision left uncovered (a day rejected, reversed or accepted short of its draw), waiting for
+/// their refund: due a grace period after that decision, whatever other decisions add to the allocation's
+/// refund later.
+package struct RefundPart: Sendable, Hashable {
+    package var points: Int
+    /// The days whose shortfall makes up `points`, ascending.
+    package var days: [LocalDate]
+    /// The grace period's end; nil until `RefundJob.schedule` sets it, in the deciding transaction.
+    package var dueAt: Date?
+
+    package init(points: Int, days: [LocalDate], dueAt: Date?) {
+        self.points = points
+        self.days = days
+        self.dueAt = dueAt
+    }
+}
+
 package struct AllocationRecord: Sendable, Hashable {
     package var walkerId: String
     package var id: String
@@ -39,23 +56,20 @@ package struct AllocationRecord: Sendable, Hashable {
     package var dependsOn: [LocalDate]
     /// Those of `dependsOn` not decided yet.
     package var pendingDays: [LocalDate]
-    /// When `refundPoints` fall due; nil while nothing waits, or until `RefundJob.schedule` sets it.
-    package var refundDueAt: Date?
     package var createdAt: Date
     package var updatedAt: Date
     /// How much it drew from each of `dependsOn`; empty for an allocation made before draws were recorded.
     package var draws: [AllocationDraw]
-    /// Points the days' accepted credit did not cover, waiting for their refund.
-    package var refundPoints: Int
-    /// The days whose shortfall makes up `refundPoints`, ascending.
-    package var refundDays: [LocalDate]
+    /// Points the days' accepted credit did not cover, waiting for their refund: one part per decision, oldest
+    /// first, each due at its own time.
+    package var refundParts: [RefundPart]
     /// Points given back so far (never more than `points`).
     package var refundedPoints: Int
 
     package init(
         walkerId: String, id: String, kind: AllocationKind, nodeId: String, points: Int, status: AllocationStatus,
-        dependsOn: [LocalDate], pendingDays: [LocalDate], refundDueAt: Date?, createdAt: Date, updatedAt: Date,
-        draws: [AllocationDraw] = [], refundPoints: Int = 0, refundDays: [LocalDate] = [], refundedPoints: Int = 0
+        dependsOn: [LocalDate], pendingDays: [LocalDate], createdAt: Date, updatedAt: Date,
+        draws: [AllocationDraw] = [], refundParts: [RefundPart] = [], refundedPoints: Int = 0
     ) {
         self.walkerId = walkerId
         self.id = id
@@ -65,13 +79,33 @@ package struct AllocationRecord: Sendable, Hashable {
         self.status = status
         self.dependsOn = dependsOn
         self.pendingDays = pendingDays
-        self.refundDueAt = refundDueAt
         self.createdAt = createdAt
         self.updatedAt = updatedAt
         self.draws = draws
-        self.refundPoints = refundPoints
-        self.refundDays = refundDays
+        self.refundParts = refundParts
         self.refundedPoints = refundedPoints
+    }
+
+    /// Points waiting for their refund, in all parts.
+    package var refundPoints: Int { refundParts.reduce(0) { $0 + $1.points } }
+
+    /// The days whose shortfall makes up `refundPoints`, ascending.
+    package var refundDays: [LocalDate] { Array(Set(refundParts.flatMap(\.days))).sorted() }
+
+    /// When the next part falls due; nil while nothing waits, or while a part waits for `RefundJob.schedule`.
+    package var refundDueAt: Date? {
+        refundParts.contains { $0.dueAt == nil } ? nil : refundParts.compactMap(\.dueAt).min()
+    }
+
+    /// Adds `points` that `day`'s decision left uncovered: to the part this decision (or another in the same
+    /// transaction) opened and `RefundJob.schedule` has not dated yet, else as a new part.
+    mutating func addRefund(_ points: Int, day: LocalDate) {
+        if let open = refundParts.firstIndex(where: { $0.dueAt == nil }) {
+            refundParts[open].points += points
+            refundParts[open].days = Array(Set(refundParts[open].days + [day])).sorted()
+        } else {
+            refundParts.append(RefundPart(points: points, days: [day], dueAt: nil))
+        }
     }
 
     /// The status once nothing is pending: confirmed while some points stay spent, refunded when all came back.
@@ -155,7 +189,7 @@ package enum SpendOutcome: Sendable, Hashable {
 
 extension StoreTransaction {
     static let allocationColumns =
-        "allocation_id, kind, node_id, points, status, depends_on, pending_days, refund_due_at, created_at, updated_at, draws, refund_points, refund_days, refunded_points"
+        "allocation_id, kind, node_id, points, status, depends_on, pending_days, refund_due_at, created_at, updated_at, draws, refund_points, refund_days, refunded_points, refund_parts"
 
     /// The ledger's sum, the undecided days' provisional Energy and what provisional allocations drew from it,
     /// for a spend decided under the walker's lock.
@@ -199,8 +233,8 @@ extension StoreTransaction {
         let days = draws.map(\.day)
         let allocation = AllocationRecord(
             walkerId: walkerId, id: id, kind: kind, nodeId: nodeId, points: points,
-            status: draws.isEmpty ? .confirmed : .provisional, dependsOn: days, pendingDays: days, refundDueAt: nil,
-            createdAt: now, updatedAt: now, draws: draws)
+            status: draws.isEmpty ? .confirmed : .provisional, dependsOn: days, pendingDays: days, createdAt: now,
+            updatedAt: now, draws: draws)
         try await insertAllocation(allocation)
         return .spent(allocation)
     }
@@ -211,14 +245,15 @@ extension StoreTransaction {
             """
             INSERT INTO allocations (walker_id, allocation_id, kind, node_id, points, status, depends_on,
                 pending_days, refund_due_at, created_at, updated_at, draws, refund_points, refund_days,
-                refunded_points)
+                refunded_points, refund_parts)
             VALUES (\(bind: allocation.walkerId), \(bind: allocation.id), \(bind: allocation.kind.rawValue),
                 \(bind: allocation.nodeId), \(bind: allocation.points), \(bind: allocation.status.rawValue),
                 \(bind: Self.dayList(allocation.dependsOn)), \(bind: Self.dayList(allocation.pendingDays)),
                 \(bind: allocation.refundDueAt?.millisecondsSince1970),
                 \(bind: allocation.createdAt.millisecondsSince1970), \(bind: allocation.updatedAt.millisecondsSince1970),
                 \(bind: Self.drawList(allocation.draws)), \(bind: allocation.refundPoints),
-                \(bind: Self.dayList(allocation.refundDays)), \(bind: allocation.refundedPoints))
+                \(bind: Self.dayList(allocation.refundDays)), \(bind: allocation.refundedPoints),
+                \(bind: Self.partList(allocation.refundParts)))
             """
         ).run()
         try await appendLedgerEntry(
@@ -270,18 +305,12 @@ extension StoreTransaction {
                 shortfall = drawn - covered
             }
             allocation.pendingDays.removeAll { $0 == day }
-            if shortfall > 0 {
-                allocation.refundPoints += shortfall
-                allocation.refundDays = Array(Set(allocation.refundDays + [day])).sorted()
-                allocation.refundDueAt = nil
-            }
+            if shortfall > 0 { allocation.addRefund(shortfall, day: day) }
             allocation.status = allocation.settledStatus
             try await sql.raw(
                 """
                 UPDATE allocations SET pending_days = \(bind: Self.dayList(allocation.pendingDays)),
-                    status = \(bind: allocation.status.rawValue), refund_points = \(bind: allocation.refundPoints),
-                    refund_days = \(bind: Self.dayList(allocation.refundDays)),
-                    refund_due_at = \(bind: allocation.refundDueAt?.millisecondsSince1970),
+                    status = \(bind: allocation.status.rawValue), \(Self.refundAssignments(allocation)),
                     updated_at = \(bind: now.millisecondsSince1970)
                 WHERE walker_id = \(bind: walkerId) AND allocation_id = \(bind: allocation.id)
                 """
@@ -351,66 +380,67 @@ extension StoreTransaction {
         }
     }
 
-    /// Adds `points` taken back by `day`'s reversal to the allocation's waiting refund: provisional again, due time
-    /// cleared for `RefundJob.schedule`.
+    /// Adds `points` taken back by `day`'s reversal to the allocation's waiting refund, as a part of its own for
+    /// `RefundJob.schedule` to date: provisional again.
     private func addRefund(_ points: Int, to allocation: AllocationRecord, day: LocalDate, now: Date) async throws {
         var allocation = allocation
-        allocation.refundPoints += points
-        allocation.refundDays = Array(Set(allocation.refundDays + [day])).sorted()
+        allocation.addRefund(points, day: day)
         try await sql.raw(
             """
             UPDATE allocations SET status = \(bind: AllocationStatus.provisional.rawValue),
-                refund_points = \(bind: allocation.refundPoints), refund_days = \(bind: Self.dayList(allocation.refundDays)),
-                refund_due_at = NULL, updated_at = \(bind: now.millisecondsSince1970)
+                \(Self.refundAssignments(allocation)), updated_at = \(bind: now.millisecondsSince1970)
             WHERE walker_id = \(bind: allocation.walkerId) AND allocation_id = \(bind: allocation.id)
             """
         ).run()
     }
 
-    /// Sets `dueAt` (the grace period's end) on every allocation whose uncovered points wait for a refund
-    /// without a due time yet, and returns them, for the caller to queue their refunds. Under the walker's lock.
+    /// Sets `dueAt` (the grace period's end) on every part of a waiting refund that has no due time yet (the
+    /// parts this transaction's decision added), and returns those allocations, for the caller to queue their
+    /// refunds. Parts dated by earlier decisions keep their due times. Under the walker's lock.
     package func scheduleAllocationRefunds(walkerId: String, dueAt: Date, now: Date) async throws
         -> [AllocationRecord]
     {
         var marked: [AllocationRecord] = []
         for var allocation in try await provisionalAllocations(walkerId: walkerId)
-        where allocation.refundPoints > 0 && allocation.refundDueAt == nil {
+        where allocation.refundParts.contains(where: { $0.dueAt == nil }) {
+            for index in allocation.refundParts.indices where allocation.refundParts[index].dueAt == nil {
+                allocation.refundParts[index].dueAt = dueAt
+            }
             try await sql.raw(
                 """
-                UPDATE allocations SET refund_due_at = \(bind: dueAt.millisecondsSince1970),
+                UPDATE allocations SET \(Self.refundAssignments(allocation)),
                     updated_at = \(bind: now.millisecondsSince1970)
                 WHERE walker_id = \(bind: walkerId) AND allocation_id = \(bind: allocation.id)
                 """
             ).run()
-            allocation.refundDueAt = dueAt
             marked.append(allocation)
         }
         return marked
     }
 
-    /// Pays the allocation's waiting refund if it is due: returns its uncovered points by a ledger entry and
-    /// marks it confirmed (some points stay spent), refunded (none do) or still provisional (a day is pending).
-    /// Nil when there was nothing to do (paid already, nothing uncovered, not due), so a refund that runs twice
-    /// pays once. Under the walker's lock.
+    /// Pays the parts of the allocation's waiting refund that are due: returns their points by one ledger entry
+    /// and marks it confirmed (some points stay spent), refunded (none do) or still provisional (a day is pending,
+    /// or a later part waits). Nil when there was nothing to do (paid already, nothing uncovered, not due), so a
+    /// refund that runs twice pays once. Under the walker's lock.
     package func refundAllocation(walkerId: String, id: String, now: Date) async throws -> AllocationRefund? {
-        guard var allocation = try await allocation(walkerId: walkerId, id: id), allocation.status == .provisional,
-            allocation.refundPoints > 0, let due = allocation.refundDueAt, due <= now
+        guard var allocation = try await allocation(walkerId: walkerId, id: id), allocation.status == .provisional
         else { return nil }
-        let points = allocation.refundPoints
-        let days = allocation.refundDays
+        let isDue = { (part: RefundPart) in part.dueAt.map { $0 <= now } ?? false }
+        let due = allocation.refundParts.filter(isDue)
+        guard !due.isEmpty else { return nil }
+        let waiting = allocation.refundPoints
+        let points = due.reduce(0) { $0 + $1.points }
+        let days = Array(Set(due.flatMap(\.days))).sorted()
+        allocation.refundParts.removeAll(where: isDue)
         allocation.refundedPoints += points
-        allocation.refundPoints = 0
-        allocation.refundDays = []
-        allocation.refundDueAt = nil
         allocation.status = allocation.settledStatus
         allocation.updatedAt = now
         let updated = try await sql.raw(
             """
-            UPDATE allocations SET status = \(bind: allocation.status.rawValue), refund_points = 0, refund_days = '',
-                refund_due_at = NULL, refunded_points = \(bind: allocation.refundedPoints),
-                updated_at = \(bind: now.millisecondsSince1970)
+            UPDATE allocations SET status = \(bind: allocation.status.rawValue), \(Self.refundAssignments(allocation)),
+                refunded_points = \(bind: allocation.refundedPoints), updated_at = \(bind: now.millisecondsSince1970)
             WHERE walker_id = \(bind: walkerId) AND allocation_id = \(bind: id)
-                AND status = \(bind: AllocationStatus.provisional.rawValue) AND refund_points = \(bind: points)
+                AND status = \(bind: AllocationStatus.provisional.rawValue) AND refund_points = \(bind: waiting)
             RETURNING allocation_id
             """
         ).first()
@@ -505,11 +535,56 @@ extension StoreTransaction {
         }
     }
 
+    /// The waiting refund's columns: its parts, and their sum, days and earliest due time beside them.
+    static func refundAssignments(_ allocation: AllocationRecord) -> SQLText {
+        """
+        refund_parts = \(bind: partList(allocation.refundParts)), refund_points = \(bind: allocation.refundPoints),
+            refund_days = \(bind: dayList(allocation.refundDays)),
+            refund_due_at = \(bind: allocation.refundDueAt?.millisecondsSince1970)
+        """
+    }
+
+    /// `points/due/days` per part (`due` in milliseconds, empty until dated; days as in `dayList` with `+`),
+    /// parts separated by `;`.
+    static func partList(_ parts: [RefundPart]) -> String {
+        parts.map { part in
+            let days = part.days.map { String($0.dayNumber) }.joined(separator: "+")
+            return "\(part.points)/\(part.dueAt.map { String($0.millisecondsSince1970) } ?? "")/\(days)"
+        }.joined(separator: ";")
+    }
+
+    static func parts(_ text: String) throws -> [RefundPart] {
+        guard !text.isEmpty else { return [] }
+        return try text.split(separator: ";").map { entry in
+            let fields = entry.split(separator: "/", omittingEmptySubsequences: false)
+            guard fields.count == 3, let points = Int(fields[0]), fields[1].isEmpty || Int(fields[1]) != nil else {
+                throw StoreError.corrupt("allocation refund parts '\(text)'")
+            }
+            let days = try fields[2].split(separator: "+").map { day in
+                guard let number = Int(day) else { throw StoreError.corrupt("allocation refund parts '\(text)'") }
+                return LocalDate(dayNumber: number)
+            }
+            return RefundPart(
+                points: points, days: days, dueAt: Int(fields[1]).map(Date.init(millisecondsSince1970:)))
+        }
+    }
+
     static func allocationRecord(_ row: any SQLRow, walkerId: String) throws -> AllocationRecord {
         let kindText = try row.decode(column: "kind", as: String.self)
         let statusText = try row.decode(column: "status", as: String.self)
         guard let kind = AllocationKind(rawValue: kindText), let status = AllocationStatus(rawValue: statusText) else {
             throw StoreError.corrupt("allocation kind \(kindText) or status \(statusText)")
+        }
+        var refundParts = try Self.parts(try row.decode(column: "refund_parts", as: String.self))
+        let waiting = try row.decode(column: "refund_points", as: Int.self)
+        if refundParts.isEmpty && waiting > 0 {
+            // Written before migration 21: the whole refund is one part.
+            refundParts = [
+                RefundPart(
+                    points: waiting, days: try days(try row.decode(column: "refund_days", as: String.self)),
+                    dueAt: try row.decode(column: "refund_due_at", as: Int?.self).map(Date.init(millisecondsSince1970:))
+                )
+            ]
         }
         return AllocationRecord(
             walkerId: walkerId, id: try row.decode(column: "allocation_id", as: String.self), kind: kind,
@@ -517,12 +592,9 @@ extension StoreTransaction {
             points: try row.decode(column: "points", as: Int.self), status: status,
             dependsOn: try days(try row.decode(column: "depends_on", as: String.self)),
             pendingDays: try days(try row.decode(column: "pending_days", as: String.self)),
-            refundDueAt: try row.decode(column: "refund_due_at", as: Int?.self).map(Date.init(millisecondsSince1970:)),
             createdAt: Date(millisecondsSince1970: try row.decode(column: "created_at", as: Int.self)),
             updatedAt: Date(millisecondsSince1970: try row.decode(column: "updated_at", as: Int.self)),
             draws: try draws(try row.decode(column: "draws", as: String.self)),
-            refundPoints: try row.decode(column: "refund_points", as: Int.self),
-            refundDays: try days(try row.decode(column: "refund_days", as: String.self)),
-            refundedPoints: try row.decode(column: "refunded_points", as: Int.self))
+            refundParts: refundParts, refundedPoints: try row.decode(column: "refunded_points", as: Int.self))
     }
 }

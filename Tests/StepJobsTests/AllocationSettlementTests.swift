@@ -171,9 +171,9 @@ struct AllocationSettlementTests {
     }
 
     @Test(
-        "a refund pushed back by a later shortfall is paid once, at the later due time, with one event",
+        "each shortfall keeps its own grace period: a later one neither delays nor hastens the first's refund",
         arguments: TestDatabases.kinds)
-    func pushedBackRefund(kind: DatabaseKind) async throws {
+    func shortfallsOnTheirOwnGrace(kind: DatabaseKind) async throws {
         let bench = try await SettlementBench.make(kind)
         try await bench.ingest(Self.yesterday, count: 2000)
         try await bench.ingest(Self.today, count: 2000)
@@ -181,17 +181,41 @@ struct AllocationSettlementTests {
         #expect(try await bench.decide(Self.yesterday, .reject))
         try await bench.advance(seconds: 300)
         #expect(try await bench.decide(Self.today, .accept(count: 1000)))
-        // The job queued for the first due time finds the refund not due, and queues itself for the new one.
-        #expect(try await bench.advance(seconds: Self.grace - 300) == 1)
-        #expect(try await bench.allocation(spent.id)?.refundedPoints == 0)
+        var allocation = try #require(try await bench.allocation(spent.id))
+        #expect(
+            allocation.refundParts == [
+                RefundPart(
+                    points: 2000, days: [Self.yesterday], dueAt: SettlementBench.t0.addingTimeInterval(Self.grace)),
+                RefundPart(
+                    points: 1000, days: [Self.today], dueAt: SettlementBench.t0.addingTimeInterval(300 + Self.grace)),
+            ])
+        #expect(allocation.refundPoints == 3000 && allocation.refundDays == [Self.yesterday, Self.today])
+        #expect(allocation.refundDueAt == SettlementBench.t0.addingTimeInterval(Self.grace))
+
+        // The rejected day's 2 000 fall due a grace period after its rejection, not after the later decision.
+        #expect(try await bench.advance(seconds: Self.grace - 301) == 0)
+        #expect(try await bench.advance(seconds: 1) == 1)
+        allocation = try #require(try await bench.allocation(spent.id))
+        #expect(allocation.status == .provisional && allocation.refundedPoints == 2000)
+        #expect(allocation.refundParts.map(\.points) == [1000])
+        #expect(try await bench.balance() == -1000)
+        // The shortfall of today's lower acceptance waits its own full period.
         #expect(try await bench.advance(seconds: 299) == 0)
+        #expect(try await bench.allocation(spent.id)?.refundedPoints == 2000)
         #expect(try await bench.advance(seconds: 1) == 1)
         let paid = try #require(try await bench.allocation(spent.id))
-        #expect(paid.status == .confirmed && paid.refundedPoints == 3000)
+        #expect(paid.status == .confirmed && paid.refundedPoints == 3000 && paid.refundParts.isEmpty)
         let events = try await bench.reverted()
-        #expect(events.count == 1)
-        #expect(events.first?.days == ["2026-05-17", "2026-05-18"] && events.first?.points == 3000)
+        #expect(events.map(\.points) == [2000, 1000])
+        #expect(events.map(\.days) == [["2026-05-17"], ["2026-05-18"]])
         #expect(try await bench.balance() == 0)
+        // Nothing is paid twice: no job is left, and paying again finds nothing due.
+        #expect(try await bench.advance(seconds: Self.grace * 2) == 0)
+        let now = bench.clock.now
+        #expect(
+            try await bench.store.transaction {
+                try await $0.refundAllocation(walkerId: "walker-settle", id: spent.id, now: now)
+            } == nil)
         try await bench.close()
     }
 }
