@@ -15,7 +15,7 @@ struct JSONReaderTests {
     static let cases: [String] = [
         #"{"day":"2026-05-18","count":8421,"gyroSamplesObserved":true,"deviceModel":null}"#,
         #"  {"a" : [1, -2, 3.5, -0.25e2, 1E3, 2.0, -0, 0, 12345678901234567890]}  "#,
-        #"{"s":"tab\there \"quoted\" back\\slash \/ \u00e9 \ud83d\udeb6 \u0000"}"#,
+        #"{"s":"tab\there \"quoted\" back\\slash \/ \u00e9 \ud83d\udeb6 \u0001"}"#,
         #"{"nested":{"deeper":{"deepest":[[],{}]}}}"#,
         #"[true,false,null]"#, #""bare string""#, "42", "-7", "1.5", "9223372036854775807", "-9223372036854775808",
         "9223372036854775808", "zażółć", #"{"k":"zażółć 🚶"}"#,
@@ -41,6 +41,10 @@ struct JSONReaderTests {
         }
         #expect(
             JSONReader.read(Array(#"{"a":{"b":1},"b":{"a":2}}"#.utf8)) != nil, "the same key in two objects is fine")
+        // U+0000: JSONDecoder takes it; no value of this service may hold it (PostgreSQL cannot store it in text).
+        for text in [#""\u0000""#, #"{"s":"a\u0000b"}"#, #"["\u0000"]"#] {
+            #expect(JSONReader.read(Array(text.utf8)) == nil && Self.foundation(Array(text.utf8)) != nil, "\(text)")
+        }
         // Invalid UTF-8 inside a string.
         let broken: [UInt8] = [0x22, 0xC3, 0x28, 0x22]
         #expect(JSONReader.read(broken) == nil && Self.foundation(broken) == nil)
@@ -71,14 +75,20 @@ struct JSONReaderTests {
             default: mutated[position] = Self.noise[Int(random.next() % UInt64(Self.noise.count))]
             }
             let text = String(decoding: mutated, as: UTF8.self)
-            if Self.hasTrailingComma(mutated) || Self.hasRepeatedKey(mutated) {
-                // JSONDecoder lets a trailing comma or a repeated key through; the reader refuses both (checked
-                // above). A one-byte mutation can make two keys of an object equal ("ab" and "a").
+            if Self.hasTrailingComma(mutated) || Self.hasRepeatedKey(mutated) || Self.hasEscapedNUL(mutated) {
+                // JSONDecoder lets a trailing comma, a repeated key or an escaped NUL through; the reader refuses
+                // them (checked above). A one-byte mutation can make two keys of an object equal ("ab" and "a"),
+                // or an escape `\u0000`.
                 #expect(JSONReader.read(mutated) == nil, "\(text)")
             } else {
                 #expect(JSONReader.read(mutated) == Self.foundation(mutated), "\(text)")
             }
         }
+    }
+
+    /// Whether the text holds the escape `\u0000`.
+    static func hasEscapedNUL(_ bytes: [UInt8]) -> Bool {
+        String(decoding: bytes, as: UTF8.self).contains("\\u0000")
     }
 
     /// A `,` followed, after whitespace, by `]` or `}` outside any string.

@@ -72,7 +72,7 @@ enum ReviewListRequest {
 
     static func decodeCursor(_ text: String, for query: ReviewQuery) -> ReviewPageKey? {
         guard text.utf8.count <= 512, let data = Base64URL.decode(text),
-            let decoded = String(bytes: data, encoding: .utf8)
+            let decoded = String(bytes: data, encoding: .utf8), !decoded.hasControlCharacters
         else { return nil }
         let fields = decoded.split(separator: "|", maxSplits: 5, omittingEmptySubsequences: false).map(String.init)
         guard fields.count == 6, fields[0] == "r1", fields[1] == query.status.rawValue,

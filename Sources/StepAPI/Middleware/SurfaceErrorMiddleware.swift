@@ -4,6 +4,10 @@ import Logging
 /// The error handling of one surface's route group: the surface's own errors render themselves, a store
 /// outage becomes the surface's 503 and anything else a logged 500 in the surface's envelope. Errors the
 /// framework answers (the router's `HTTPError`) pass through untouched.
+///
+/// A URL that carries an encoded NUL (`%00`, in the path or the query) is a 400 before anything else runs: no
+/// parameter of this service may hold one, and PostgreSQL cannot store it in text (the same request would
+/// otherwise be answered differently on each engine).
 struct SurfaceErrorMiddleware<Failure: SurfaceError>: RouterMiddleware {
     typealias Context = AppRequestContext
 
@@ -12,6 +16,14 @@ struct SurfaceErrorMiddleware<Failure: SurfaceError>: RouterMiddleware {
     func handle(
         _ request: Request, context: Context, next: (Request, Context) async throws -> Response
     ) async throws -> Response {
+        if Self.carriesNUL(request.uri.description) {
+            return Failure.bodyRefused(
+                .invalid(
+                    RequestValidationError(
+                        message: "The URL must not contain an encoded NUL character (%00).",
+                        fields: ["url": "contains %00"]))
+            ).response
+        }
         do {
             return try await next(request, context)
         } catch let error as Failure {
@@ -21,5 +33,18 @@ struct SurfaceErrorMiddleware<Failure: SurfaceError>: RouterMiddleware {
         } catch {
             return Failure.failure(error, requestId: context.id, logger: logger).response
         }
+    }
+
+    /// Whether `uri` holds `%00`.
+    static func carriesNUL(_ uri: String) -> Bool {
+        let bytes = Array(uri.utf8)
+        guard bytes.count >= 3 else { return false }
+        for index in 0..<(bytes.count - 2)
+        where bytes[index] == UInt8(ascii: "%") && bytes[index + 1] == UInt8(ascii: "0")
+            && bytes[index + 2] == UInt8(ascii: "0")
+        {
+            return true
+        }
+        return false
     }
 }

@@ -13,11 +13,13 @@ struct KeysetCursor: Sendable, Hashable {
         self.id = id
     }
 
-    /// Nil for any text the lists did not hand out: not base64url, no separator or a negative time.
+    /// Nil for any text the lists did not hand out: not base64url, no separator, a negative time or a control
+    /// character (a NUL would reach PostgreSQL, which refuses it in text).
     init?(text: String) {
         guard text.utf8.count <= 512,
             let decoded = Base64URL.decode(text).flatMap({ String(data: $0, encoding: .utf8) }),
-            let separator = decoded.firstIndex(of: ":"), let milliseconds = Int(decoded[..<separator]),
+            !decoded.hasControlCharacters, let separator = decoded.firstIndex(of: ":"),
+            let milliseconds = Int(decoded[..<separator]),
             milliseconds >= 0
         else { return nil }
         self.milliseconds = milliseconds
@@ -27,4 +29,9 @@ struct KeysetCursor: Sendable, Hashable {
     var instant: Date { Date(millisecondsSince1970: milliseconds) }
 
     var text: String { Base64URL.encode(Data("\(milliseconds):\(id)".utf8)) }
+}
+
+extension StringProtocol {
+    /// Whether the text holds a C0 control character or DEL: never part of an id this service hands out.
+    var hasControlCharacters: Bool { utf8.contains { $0 < 0x20 || $0 == 0x7F } }
 }

@@ -176,6 +176,9 @@ private struct JSONCursor {
         }
         guard byte == UInt8(ascii: "u") else { throw JSONSyntaxError() }
         let code = UInt32(try hex4())
+        // U+0000 is valid JSON, but no value of this service may hold it: PostgreSQL cannot store it in text, so
+        // taking it would answer the same body differently on each engine.
+        guard code != 0 else { throw JSONSyntaxError() }
         let scalar: Unicode.Scalar?
         if JSONEscape.isHighSurrogate(code) {
             // A high surrogate must be followed by an escaped low one.
