@@ -204,6 +204,9 @@ package func buildApplication(
     // log line and its database units belong to it. Off without a collector: no cost.
     if tracing { router.add(middleware: TracingMiddleware()) }
     router.add(middleware: RequestLogMiddleware(logger: logger, metrics: metrics))
+    if !configuration.http.trustedProxies.isEmpty {
+        router.add(middleware: ClientAddressMiddleware(trustedProxies: configuration.http.trustedProxies))
+    }
     var catalog = RouteCatalog()
 
     // The surfaces: each a route group with its error envelope and its authentication.

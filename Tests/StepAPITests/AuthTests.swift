@@ -206,7 +206,7 @@ struct AuthTests {
     }
 
     @Test(
-        "a client address past jwt.maxInvalidPerMinute refused tokens gets 429 without a signature check until the minute ends; a token verified before still passes",
+        "a client address past jwt.maxInvalidPerMinute forged tokens gets 429 without a signature check until the minute ends; missing and expired tokens count nothing; a token verified before still passes",
         arguments: TestDatabases.kinds)
     func invalidTokenLimit(kind: DatabaseKind) async throws {
         let keys = try KeySet()
@@ -215,18 +215,28 @@ struct AuthTests {
         let good = try await signer.sign(Self.validClaims(harness.clock.now), kid: JWKIdentifier(string: "ec-test"))
         var expired = Self.validClaims(harness.clock.now)
         expired.exp = Int(harness.clock.now.timeIntervalSince1970) - 60
-        let bad = try await signer.sign(expired, kid: JWKIdentifier(string: "ec-test"))
+        let stale = try await signer.sign(expired, kid: JWKIdentifier(string: "ec-test"))
+        // Signed by another key under the server's kid: a forgery, whose refusal cost a signature check.
+        let forged = try await KeySet().collection().sign(
+            Self.validClaims(harness.clock.now), kid: JWKIdentifier(string: "ec-test"))
         var other = Self.validClaims(harness.clock.now, sub: "walker-other")
         other.exp = Int(harness.clock.now.timeIntervalSince1970) + 3600
         let unseen = try await signer.sign(other, kid: JWKIdentifier(string: "ec-test"))
         try await harness.run { client in
             #expect(try await client.read("/walker", token: good).status == .ok)
-            for _ in 0..<3 {
-                let refused = try await client.read("/walker", token: bad)
-                #expect(refused.status == .unauthorized)
+            // Requests that cost no signature check, however many, lock nobody out.
+            for _ in 0..<5 {
+                let refused = try await client.read("/walker", token: stale)
                 #expect(try refused.json["details"] == .object(["reason": .string("TOKEN_EXPIRED")]))
+                let missing = try await client.read("/walker", token: nil)
+                #expect(try missing.json["details"] == .object(["reason": .string("TOKEN_MISSING")]))
             }
-            let limited = try await client.read("/walker", token: bad)
+            for _ in 0..<3 {
+                let refused = try await client.read("/walker", token: forged)
+                #expect(refused.status == .unauthorized)
+                #expect(try refused.json["details"] == .object(["reason": .string("TOKEN_SIGNATURE")]))
+            }
+            let limited = try await client.read("/walker", token: forged)
             #expect(limited.status == .tooManyRequests)
             #expect(try limited.json["error"] == .string("RATE_LIMITED"))
             let retryAfter = try #require(limited.headers[.retryAfter].flatMap { Int($0) })
@@ -239,6 +249,62 @@ struct AuthTests {
             #expect(try await client.read("/walker", token: unseen).status == .ok)
         }
         #expect(harness.logs.lines.contains { $0.contains(#""authReason":"TOKEN_RATE_LIMITED""#) })
+    }
+
+    @Test(
+        "behind a trusted proxy the forged-token limit counts the client X-Forwarded-For names; from any other peer the header is ignored",
+        arguments: [true, false])
+    func trustedProxies(trusted: Bool) async throws {
+        let keys = try KeySet()
+        let harness = try await Self.harness(kind: .sqlite, keys: keys) {
+            $0.jwt.maxInvalidPerMinute = 2
+            if trusted { $0.http.trustedProxies = ["127.0.0.1", "::1"] }
+        }
+        let forged = try await KeySet().collection().sign(
+            Self.validClaims(harness.clock.now), kid: JWKIdentifier(string: "ec-test"))
+        let good = try await keys.collection().sign(
+            Self.validClaims(harness.clock.now), kid: JWKIdentifier(string: "ec-test"))
+        @Sendable func headers(_ token: String, forwardedFor: String) -> HTTPFields {
+            var fields: HTTPFields = [.authorization: "Bearer \(token)"]
+            fields[HTTPField.Name("X-Forwarded-For")!] = forwardedFor
+            return fields
+        }
+        try await harness.run(.live) { client in
+            // The client at 198.51.100.7 forges, through the proxy; the entry on its left is its own claim.
+            for _ in 0..<2 {
+                let refused = try await client.execute(
+                    uri: "/walker", method: .get, headers: headers(forged, forwardedFor: "10.9.9.9, 198.51.100.7"))
+                #expect(refused.status == .unauthorized)
+            }
+            let locked = try await client.execute(
+                uri: "/walker", method: .get, headers: headers(forged, forwardedFor: "198.51.100.7"))
+            #expect(locked.status == .tooManyRequests)
+            // Another client behind the same proxy, with a valid token never seen before.
+            let other = try await client.execute(
+                uri: "/walker", method: .get, headers: headers(good, forwardedFor: "203.0.113.5"))
+            #expect(other.status == (trusted ? .ok : .tooManyRequests))
+            // A forger cannot escape its lockout by naming itself a new address on the left.
+            let spoofed = try await client.execute(
+                uri: "/walker", method: .get, headers: headers(forged, forwardedFor: "192.0.2.1, 198.51.100.7"))
+            #expect(spoofed.status == .tooManyRequests)
+        }
+    }
+
+    @Test("X-Forwarded-For: the rightmost entry that is no trusted proxy, in canonical form; nil for garbage")
+    func forwardedFor() {
+        let trusted: Set<String> = ["10.0.0.2", "fd00::2"]
+        #expect(ClientAddressMiddleware.client(forwardedFor: ["198.51.100.7"], trusted: trusted) == "198.51.100.7")
+        #expect(
+            ClientAddressMiddleware.client(forwardedFor: ["1.2.3.4, 198.51.100.7", "10.0.0.2"], trusted: trusted)
+                == "198.51.100.7")
+        #expect(
+            ClientAddressMiddleware.client(forwardedFor: ["2001:DB8::0:1 , fd00::2"], trusted: trusted)
+                == "2001:db8::1")
+        #expect(ClientAddressMiddleware.client(forwardedFor: ["10.0.0.2"], trusted: trusted) == nil)
+        #expect(ClientAddressMiddleware.client(forwardedFor: [], trusted: trusted) == nil)
+        #expect(ClientAddressMiddleware.client(forwardedFor: ["unknown, 10.0.0.2"], trusted: trusted) == nil)
+        #expect(AppConfiguration.HTTP.canonicalAddress("::ffff:192.0.2.1") == "::ffff:192.0.2.1")
+        #expect(AppConfiguration.HTTP.canonicalAddress("192.0.2.300") == nil)
     }
 
     @Test(

@@ -33,6 +33,8 @@ struct ValidationTests {
         (["http.maxHeaderBytes": "1048577"], "http.maxHeaderBytes"),
         (["http.requestHeadTimeoutSeconds": "0.05"], "http.requestHeadTimeoutSeconds"),
         (["http.requestBodyTimeoutSeconds": "nan"], "http.requestBodyTimeoutSeconds"),
+        (["http.trustedProxies": "10.0.0.2, proxy.internal"], "http.trustedProxies"),
+        (["http.trustedProxies": "10.0.0.0/8"], "http.trustedProxies"),
         (["jwt.jwksUrl": "ftp://keys.example"], "jwt.jwksUrl"),
         (["jwt.jwksUrl": "https://keys.example", "jwt.jwksFile": "/k.json"], "jwt.jwksUrl"),
         (["jwt.leewaySeconds": "601"], "jwt.leewaySeconds"),
@@ -223,6 +225,13 @@ struct ValidationTests {
             let text = "\(error)"
             return text.contains("entry 1") && !text.contains("hunter2")
         }
+    }
+
+    @Test("trusted proxies: none by default; IPv4 and IPv6 addresses, kept in the form a socket prints them")
+    func trustedProxies() throws {
+        #expect(AppConfiguration.HTTP().trustedProxies.isEmpty)
+        let http = try AppConfiguration.HTTP(reader: reader(["trustedProxies": "10.0.0.2, 2001:DB8:0::7 ,::1"]))
+        #expect(http.trustedProxies == ["10.0.0.2", "2001:db8::7", "::1"])
     }
 
     @Test("a section reads from its own scope")

@@ -17,7 +17,7 @@ struct AdminAuthenticator: Sendable {
     let logger: Logger
 
     static func address(_ context: AppRequestContext) -> String {
-        context.remoteAddress?.ipAddress ?? AdminFailureLimiter.unknownAddress
+        context.clientAddress
     }
 
     /// 429 while the address is locked out.

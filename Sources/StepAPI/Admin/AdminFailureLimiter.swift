@@ -9,8 +9,6 @@ import StepStore
 /// shares the database and are pruned with the other windows.
 package struct AdminFailureLimiter: Sendable {
     package static let bucket = "admin-auth-failures"
-    /// Requests without a known peer address (router tests; a Unix socket) share this one key.
-    package static let unknownAddress = "unknown"
 
     let maxFailures: Int
     let windowSeconds: Int

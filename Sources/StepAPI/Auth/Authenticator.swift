@@ -3,7 +3,12 @@ import Hummingbird
 import StepStore
 
 /// Turns `Authorization: Bearer …` into a walker, or a typed refusal. A client address that presented
-/// `limiter`'s maximum of refused tokens this minute gets no further signature checks until the minute ends.
+/// `limiter`'s maximum of forged tokens this minute gets no further signature checks until the minute ends.
+///
+/// Only a refusal that cost a signature check or a key lookup counts (a signature that does not verify, a key the
+/// server does not hold): what the limiter saves is that work. A missing, malformed or expired token is refused
+/// before any such work (an expired one only after its signature held, so it is no forgery), and counting those
+/// would let anyone lock out every walker sharing an address (a carrier's NAT) with requests that cost nothing.
 package struct Authenticator: Sendable {
     let verifier: SessionTokenVerifier
     let limiter: InvalidTokenLimiter
@@ -24,8 +29,8 @@ package struct Authenticator: Sendable {
             }
         } catch {
             switch error {
-            case .tooManyInvalid, .keysUnavailable: break
-            default: limiter.recordFailure(address: address, now: now)
+            case .badSignature, .unknownKey: limiter.recordFailure(address: address, now: now)
+            default: break
             }
             throw error
         }

@@ -1,12 +1,12 @@
 import Foundation
 import Synchronization
 
-/// Counts refused session tokens per client address in one-minute windows, in memory: what it protects is this
-/// instance's CPU (signature checks), so it need not be shared. A missing token counts too. At most
-/// `maxAddresses` addresses are kept; past that, windows that ended are forgotten first, then any one.
+/// Counts forged session tokens (a signature that does not verify, a key the server does not hold) per client
+/// address in one-minute windows, in memory: what it protects is this instance's CPU (signature checks), so it
+/// need not be shared. The address is the peer's, or the client's that a trusted proxy names
+/// (`http.trustedProxies`). At most `maxAddresses` addresses are kept; past that, windows that ended are forgotten
+/// first, then any one.
 package final class InvalidTokenLimiter: Sendable {
-    /// Requests without a known peer address (router tests; a Unix socket) share this one key.
-    package static let unknownAddress = "unknown"
 
     private struct Window {
         var minute: Int

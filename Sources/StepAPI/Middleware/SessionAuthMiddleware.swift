@@ -14,8 +14,7 @@ struct SessionAuthMiddleware<Failure: WalkerReadError>: RouterMiddleware {
     ) async throws -> Response {
         let principal: SessionPrincipal
         do {
-            let address = context.remoteAddress?.ipAddress ?? InvalidTokenLimiter.unknownAddress
-            principal = try await authenticator.authenticate(request, address: address)
+            principal = try await authenticator.authenticate(request, address: context.clientAddress)
         } catch {
             let reason = error.reason
             context.trace.update { $0.authReason = reason }

@@ -31,6 +31,9 @@ package struct AppRequestContext: RequestContext, RemoteAddressRequestContext {
     package let trace: RequestTrace
     /// The peer of the connection; nil without a socket (router tests).
     package let remoteAddress: SocketAddress?
+    /// Whom the limits kept per client address count this request against: the peer's address, or the client's
+    /// that a trusted proxy names (`ClientAddressMiddleware`); `unknown` without a socket.
+    package var clientAddress: String
     /// The walker the session token names, set by `SessionAuthMiddleware` for the routes behind it.
     package var principal: SessionPrincipal?
     /// Production's App Check pass, set by `AppCheckMiddleware` for the ingest routes.
@@ -42,7 +45,11 @@ package struct AppRequestContext: RequestContext, RemoteAddressRequestContext {
         self.coreContext = .init(source: source)
         self.trace = RequestTrace()
         self.remoteAddress = source.channel.remoteAddress
+        self.clientAddress = source.channel.remoteAddress?.ipAddress ?? Self.unknownAddress
     }
+
+    /// The client address of a request without a known peer (router tests; a Unix socket).
+    package static let unknownAddress = "unknown"
 
     /// The authenticated walker; a route behind `SessionAuthMiddleware` always has one.
     func walker() throws(MissingPrincipal) -> SessionPrincipal {

@@ -1468,7 +1468,7 @@ internal enum Operations {
                     }
                 }
             }
-            /// UNAUTHORIZED, a missing or refused session JWT (header WWW-Authenticate Bearer); details.reason says why: TOKEN_MISSING, TOKEN_MALFORMED, TOKEN_ALGORITHM, TOKEN_UNKNOWN_KEY, TOKEN_SIGNATURE, TOKEN_EXPIRED, TOKEN_NOT_YET_VALID, TOKEN_ISSUER, TOKEN_AUDIENCE or TOKEN_SUBJECT (the request's log line carries the same reason, never the token). A client address that presented jwt.maxInvalidPerMinute refused tokens in the current minute is answered 429 RATE_LIMITED with Retry-After instead, without a signature check, until the minute ends (a token verified before still passes).
+            /// UNAUTHORIZED, a missing or refused session JWT (header WWW-Authenticate Bearer); details.reason says why: TOKEN_MISSING, TOKEN_MALFORMED, TOKEN_ALGORITHM, TOKEN_UNKNOWN_KEY, TOKEN_SIGNATURE, TOKEN_EXPIRED, TOKEN_NOT_YET_VALID, TOKEN_ISSUER, TOKEN_AUDIENCE or TOKEN_SUBJECT (the request's log line carries the same reason, never the token). A client address that presented jwt.maxInvalidPerMinute forged tokens (TOKEN_SIGNATURE, TOKEN_UNKNOWN_KEY) in the current minute is answered 429 RATE_LIMITED with Retry-After instead, without a signature check, until the minute ends (a token verified before still passes).
             ///
             /// - Remark: Generated from `#/paths//walker/get(getWalker)/responses/401`.
             ///
@@ -1814,7 +1814,7 @@ internal enum Operations {
                     }
                 }
             }
-            /// UNAUTHORIZED, a missing or refused session JWT (header WWW-Authenticate Bearer); details.reason says why: TOKEN_MISSING, TOKEN_MALFORMED, TOKEN_ALGORITHM, TOKEN_UNKNOWN_KEY, TOKEN_SIGNATURE, TOKEN_EXPIRED, TOKEN_NOT_YET_VALID, TOKEN_ISSUER, TOKEN_AUDIENCE or TOKEN_SUBJECT (the request's log line carries the same reason, never the token). A client address that presented jwt.maxInvalidPerMinute refused tokens in the current minute is answered 429 RATE_LIMITED with Retry-After instead, without a signature check, until the minute ends (a token verified before still passes).
+            /// UNAUTHORIZED, a missing or refused session JWT (header WWW-Authenticate Bearer); details.reason says why: TOKEN_MISSING, TOKEN_MALFORMED, TOKEN_ALGORITHM, TOKEN_UNKNOWN_KEY, TOKEN_SIGNATURE, TOKEN_EXPIRED, TOKEN_NOT_YET_VALID, TOKEN_ISSUER, TOKEN_AUDIENCE or TOKEN_SUBJECT (the request's log line carries the same reason, never the token). A client address that presented jwt.maxInvalidPerMinute forged tokens (TOKEN_SIGNATURE, TOKEN_UNKNOWN_KEY) in the current minute is answered 429 RATE_LIMITED with Retry-After instead, without a signature check, until the minute ends (a token verified before still passes).
             ///
             /// - Remark: Generated from `#/paths//step/days/get(listStepDays)/responses/401`.
             ///
@@ -2103,7 +2103,7 @@ internal enum Operations {
                     }
                 }
             }
-            /// UNAUTHORIZED, a missing or refused session JWT (header WWW-Authenticate Bearer); details.reason says why: TOKEN_MISSING, TOKEN_MALFORMED, TOKEN_ALGORITHM, TOKEN_UNKNOWN_KEY, TOKEN_SIGNATURE, TOKEN_EXPIRED, TOKEN_NOT_YET_VALID, TOKEN_ISSUER, TOKEN_AUDIENCE or TOKEN_SUBJECT (the request's log line carries the same reason, never the token). A client address that presented jwt.maxInvalidPerMinute refused tokens in the current minute is answered 429 RATE_LIMITED with Retry-After instead, without a signature check, until the minute ends (a token verified before still passes).
+            /// UNAUTHORIZED, a missing or refused session JWT (header WWW-Authenticate Bearer); details.reason says why: TOKEN_MISSING, TOKEN_MALFORMED, TOKEN_ALGORITHM, TOKEN_UNKNOWN_KEY, TOKEN_SIGNATURE, TOKEN_EXPIRED, TOKEN_NOT_YET_VALID, TOKEN_ISSUER, TOKEN_AUDIENCE or TOKEN_SUBJECT (the request's log line carries the same reason, never the token). A client address that presented jwt.maxInvalidPerMinute forged tokens (TOKEN_SIGNATURE, TOKEN_UNKNOWN_KEY) in the current minute is answered 429 RATE_LIMITED with Retry-After instead, without a signature check, until the minute ends (a token verified before still passes).
             ///
             /// - Remark: Generated from `#/paths//walker/ledger/get(listLedgerEntries)/responses/401`.
             ///
@@ -2352,7 +2352,7 @@ internal enum Operations {
                     }
                 }
             }
-            /// UNAUTHORIZED, a missing or refused session JWT (header WWW-Authenticate Bearer); details.reason says why: TOKEN_MISSING, TOKEN_MALFORMED, TOKEN_ALGORITHM, TOKEN_UNKNOWN_KEY, TOKEN_SIGNATURE, TOKEN_EXPIRED, TOKEN_NOT_YET_VALID, TOKEN_ISSUER, TOKEN_AUDIENCE or TOKEN_SUBJECT (the request's log line carries the same reason, never the token). A client address that presented jwt.maxInvalidPerMinute refused tokens in the current minute is answered 429 RATE_LIMITED with Retry-After instead, without a signature check, until the minute ends (a token verified before still passes).
+            /// UNAUTHORIZED, a missing or refused session JWT (header WWW-Authenticate Bearer); details.reason says why: TOKEN_MISSING, TOKEN_MALFORMED, TOKEN_ALGORITHM, TOKEN_UNKNOWN_KEY, TOKEN_SIGNATURE, TOKEN_EXPIRED, TOKEN_NOT_YET_VALID, TOKEN_ISSUER, TOKEN_AUDIENCE or TOKEN_SUBJECT (the request's log line carries the same reason, never the token). A client address that presented jwt.maxInvalidPerMinute forged tokens (TOKEN_SIGNATURE, TOKEN_UNKNOWN_KEY) in the current minute is answered 429 RATE_LIMITED with Retry-After instead, without a signature check, until the minute ends (a token verified before still passes).
             ///
             /// - Remark: Generated from `#/paths//walker/allocations/get(listAllocations)/responses/401`.
             ///
@@ -2633,7 +2633,7 @@ internal enum Operations {
                     }
                 }
             }
-            /// UNAUTHORIZED, a missing or refused session JWT (header WWW-Authenticate Bearer); details.reason says why: TOKEN_MISSING, TOKEN_MALFORMED, TOKEN_ALGORITHM, TOKEN_UNKNOWN_KEY, TOKEN_SIGNATURE, TOKEN_EXPIRED, TOKEN_NOT_YET_VALID, TOKEN_ISSUER, TOKEN_AUDIENCE or TOKEN_SUBJECT (the request's log line carries the same reason, never the token). A client address that presented jwt.maxInvalidPerMinute refused tokens in the current minute is answered 429 RATE_LIMITED with Retry-After instead, without a signature check, until the minute ends (a token verified before still passes).
+            /// UNAUTHORIZED, a missing or refused session JWT (header WWW-Authenticate Bearer); details.reason says why: TOKEN_MISSING, TOKEN_MALFORMED, TOKEN_ALGORITHM, TOKEN_UNKNOWN_KEY, TOKEN_SIGNATURE, TOKEN_EXPIRED, TOKEN_NOT_YET_VALID, TOKEN_ISSUER, TOKEN_AUDIENCE or TOKEN_SUBJECT (the request's log line carries the same reason, never the token). A client address that presented jwt.maxInvalidPerMinute forged tokens (TOKEN_SIGNATURE, TOKEN_UNKNOWN_KEY) in the current minute is answered 429 RATE_LIMITED with Retry-After instead, without a signature check, until the minute ends (a token verified before still passes).
             ///
             /// - Remark: Generated from `#/paths//walker/allocations/post(createAllocation)/responses/401`.
             ///
@@ -3128,7 +3128,7 @@ internal enum Operations {
                     }
                 }
             }
-            /// UNAUTHORIZED, a missing or refused session JWT (header WWW-Authenticate Bearer); details.reason says why: TOKEN_MISSING, TOKEN_MALFORMED, TOKEN_ALGORITHM, TOKEN_UNKNOWN_KEY, TOKEN_SIGNATURE, TOKEN_EXPIRED, TOKEN_NOT_YET_VALID, TOKEN_ISSUER, TOKEN_AUDIENCE or TOKEN_SUBJECT (the request's log line carries the same reason, never the token). A client address that presented jwt.maxInvalidPerMinute refused tokens in the current minute is answered 429 RATE_LIMITED with Retry-After instead, without a signature check, until the minute ends (a token verified before still passes).
+            /// UNAUTHORIZED, a missing or refused session JWT (header WWW-Authenticate Bearer); details.reason says why: TOKEN_MISSING, TOKEN_MALFORMED, TOKEN_ALGORITHM, TOKEN_UNKNOWN_KEY, TOKEN_SIGNATURE, TOKEN_EXPIRED, TOKEN_NOT_YET_VALID, TOKEN_ISSUER, TOKEN_AUDIENCE or TOKEN_SUBJECT (the request's log line carries the same reason, never the token). A client address that presented jwt.maxInvalidPerMinute forged tokens (TOKEN_SIGNATURE, TOKEN_UNKNOWN_KEY) in the current minute is answered 429 RATE_LIMITED with Retry-After instead, without a signature check, until the minute ends (a token verified before still passes).
             ///
             /// - Remark: Generated from `#/paths//walker/events/get(listWalkerEvents)/responses/401`.
             ///
@@ -3389,7 +3389,7 @@ internal enum Operations {
                     }
                 }
             }
-            /// UNAUTHORIZED, a missing or refused session JWT (header WWW-Authenticate Bearer); details.reason says why: TOKEN_MISSING, TOKEN_MALFORMED, TOKEN_ALGORITHM, TOKEN_UNKNOWN_KEY, TOKEN_SIGNATURE, TOKEN_EXPIRED, TOKEN_NOT_YET_VALID, TOKEN_ISSUER, TOKEN_AUDIENCE or TOKEN_SUBJECT (the request's log line carries the same reason, never the token). A client address that presented jwt.maxInvalidPerMinute refused tokens in the current minute is answered 429 RATE_LIMITED with Retry-After instead, without a signature check, until the minute ends (a token verified before still passes).
+            /// UNAUTHORIZED, a missing or refused session JWT (header WWW-Authenticate Bearer); details.reason says why: TOKEN_MISSING, TOKEN_MALFORMED, TOKEN_ALGORITHM, TOKEN_UNKNOWN_KEY, TOKEN_SIGNATURE, TOKEN_EXPIRED, TOKEN_NOT_YET_VALID, TOKEN_ISSUER, TOKEN_AUDIENCE or TOKEN_SUBJECT (the request's log line carries the same reason, never the token). A client address that presented jwt.maxInvalidPerMinute forged tokens (TOKEN_SIGNATURE, TOKEN_UNKNOWN_KEY) in the current minute is answered 429 RATE_LIMITED with Retry-After instead, without a signature check, until the minute ends (a token verified before still passes).
             ///
             /// - Remark: Generated from `#/paths//walker/events/stream/get(streamWalkerEvents)/responses/401`.
             ///
