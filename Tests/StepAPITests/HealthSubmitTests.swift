@@ -357,7 +357,6 @@ struct HealthSubmitTests {
                 ("Source must be at most 64 characters", { $0["source"] = .string(String(repeating: "s", count: 65)) }),
                 ("Date must be a valid date in YYYY-MM-DD format", { $0["date"] = .string("2026-02-30") }),
                 ("Date must be a valid date in YYYY-MM-DD format", { $0["date"] = .int(20_260_518) }),
-                ("Date must not be in the future", { $0["date"] = .string("2026-05-20") }),
                 ("keyId must be the base64 App Attest key id", { $0["keyId"] = .int(1) }),
             ]
             for (message, change) in cases {
@@ -421,6 +420,31 @@ struct HealthSubmitTests {
                     ["HEALTH_STEPS_IMPLAUSIBLE"], ["HEALTH_CALORIES_IMPLAUSIBLE"], ["HEALTH_DISTANCE_IMPLAUSIBLE"],
                     ["HEALTH_DURATION_IMPLAUSIBLE"], ["HEALTH_STEPS_IMPLAUSIBLE"],
                 ])
+        }
+    }
+
+    @Test(
+        "a date in the future is 400 only after the nonce and the attestation: the nonce is spent, nothing stored",
+        arguments: TestDatabases.kinds)
+    func futureDate(kind: DatabaseKind) async throws {
+        let harness = try await Self.make(kind)
+        let token = try await harness.token(for: "walker-future")
+        try await harness.run { client in
+            let nonce = try await client.fetchNonce(token: token)
+            var body = HealthBody(nonce: nonce, token: try Self.token(harness, nonce: nonce))
+            body.fields["date"] = .string("2026-05-20")
+            let response = try await client.submitHealth(body, token: token)
+            #expect(response.text == healthError(400, "Bad Request", "Date must not be in the future"))
+            // The nonce was verified first (SPEC), so it is spent: the same body without the date is refused by it.
+            body.fields["date"] = nil
+            let again = try await client.submitHealth(body, token: token)
+            #expect(again.text == healthError(400, "Bad Request", "Nonce has already been used"))
+            #expect(try await harness.count("health_records") == 0)
+            // A wrong nonce with a future date names the nonce, not the date.
+            var unknown = HealthBody(nonce: "unknown-nonce", token: try Self.token(harness, nonce: "unknown-nonce"))
+            unknown.fields["date"] = .string("2026-05-20")
+            let wrong = try await client.submitHealth(unknown, token: token)
+            #expect(wrong.text == healthError(400, "Bad Request", "Invalid nonce"))
         }
     }
 

@@ -94,14 +94,12 @@ struct HealthWriteController: Sendable {
         return response
     }
 
-    /// Seed 002's order after the form: the nonce, the platform, the attestation, plausibility, then the write.
+    /// Seed 002's order after the form: the nonce, the platform, the attestation, plausibility (a date in the
+    /// future included), then the write. The nonce comes first (SPEC), so any later refusal has spent it.
     private func process(
         _ submission: HealthSubmission, walker: WalkerRecord, now: Date, context: AppRequestContext
     ) async -> Response {
         let walkerId = walker.walkerId
-        if let date = submission.date, date > LocalDate(instant: now, in: Self.latestZone) {
-            return HealthAPIError.badRequest("Date must not be in the future").response
-        }
         do {
             let use = try await store.transaction { tx in
                 try await tx.consumeHealthNonce(walkerId: walkerId, nonce: submission.nonce, now: now)
@@ -129,6 +127,9 @@ struct HealthWriteController: Sendable {
             case .failure(let failure):
                 await refuse(walkerId: walkerId, code: failure.code, detail: failure.detail, now: now, context: context)
                 return HealthAPIError.attestationFailed.response
+            }
+            if let date = submission.date, date > LocalDate(instant: now, in: Self.latestZone) {
+                return HealthAPIError.badRequest("Date must not be in the future").response
             }
             if let (code, message) = submission.implausibility(settings.limits) {
                 await refuse(walkerId: walkerId, code: code, detail: message, now: now, context: context)
