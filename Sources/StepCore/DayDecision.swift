@@ -65,12 +65,17 @@ package struct DayDecision: Sendable, Hashable {
         return decision
     }
 
-    /// Sends the day to review; only a reviewer decides it from here.
-    package static func quarantine(_ log: StepLogRecord, at now: Date) -> DayDecision {
+    /// Sends the day to review; only a reviewer decides it from here. A day is attested only while ACCEPTED
+    /// (SPEC), so one that was leaves the streak until review accepts it again: no later day's tier rests on a day
+    /// under review. What it was credited stays (review decides what happens to it).
+    package static func quarantine(_ log: StepLogRecord, streak: StreakNeighbourhood, at now: Date) -> DayDecision {
         var quarantined = log
         quarantined.status = .quarantined
+        quarantined.attested = false
         quarantined.updatedAt = now
-        return DayDecision(log: quarantined)
+        var decision = DayDecision(log: quarantined)
+        decision.streakChange = streak.setting(attested: false).nonEmpty
+        return decision
     }
 
     /// Rejects the day: it credits nothing more, leaves the streak, and what leaned on its credit is refunded.
@@ -141,6 +146,7 @@ package struct DayDecision: Sendable, Hashable {
         } else if !quarantine.isEmpty {
             decision = DayDecision(log: log)
             decision.log.status = .quarantined
+            decision.log.attested = false
         } else if mode == .testPhase {
             decision = accept(
                 log, acceptedCount: reported, streak: streak, minDailyThreshold: limits.minDailyThreshold, at: now)
@@ -168,7 +174,7 @@ package struct DayDecision: Sendable, Hashable {
                 at: now)
             return (verdict, decision)
         case .quarantine:
-            return (verdict, quarantine(log, at: now))
+            return (verdict, quarantine(log, streak: streak, at: now))
         }
     }
 
@@ -191,7 +197,7 @@ package struct DayDecision: Sendable, Hashable {
                 read, acceptedCount: count, streak: streak, minDailyThreshold: limits.minDailyThreshold, at: now)
             return (verdict, decision)
         case .quarantine:
-            return (verdict, quarantine(log, at: now))
+            return (verdict, quarantine(log, streak: streak, at: now))
         }
     }
 

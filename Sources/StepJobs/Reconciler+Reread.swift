@@ -123,7 +123,7 @@ extension Reconciler {
         var expired = request
         expired.state = .expired
         try await write(
-            tx, DayDecision.quarantine(log, at: now), verdict: .quarantine(reasons: reasons),
+            tx, DayDecision.quarantine(log, streak: state.streak, at: now), verdict: .quarantine(reasons: reasons),
             route: Self.deadlineRoute, runId: runId, reread: RereadJSON.reviewEvidence(expired, answer: nil), now: now)
         return true
     }

@@ -105,6 +105,10 @@ extension StoreTransaction {
             statements += openDayReviewStatements(
                 walkerId: write.walkerId, day: log.day, reasons: write.reviewReasons, stake: energyAtStake(log),
                 at: write.at, when: condition)
+            if log.status == .quarantined, !write.reviewReasons.isEmpty {
+                // Only review decides the day now: a re-read asked of it can no longer be answered.
+                statements.append(expireOpenRereadsStatement(walkerId: write.walkerId, day: log.day, when: condition))
+            }
         }
         statements += write.followUps.map { $0(condition) }
         statements.append(insertAttestationLogStatement(write.attestationLog, when: condition))

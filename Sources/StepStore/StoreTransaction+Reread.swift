@@ -92,6 +92,15 @@ extension StoreTransaction {
         ).all().map(Self.rereadRecord)
     }
 
+    /// Expires the day's open re-read request, if any, when `condition` holds: the day was quarantined by an ingest,
+    /// so no answer could decide it any more (`GET /walker` stops listing it).
+    static func expireOpenRereadsStatement(walkerId: String, day: LocalDate, when condition: SQLText) -> SQLText {
+        """
+        UPDATE step_rereads SET state = \(bind: RereadState.expired.rawValue)
+        WHERE walker_id = \(bind: walkerId) AND day = \(bind: day.dayNumber) AND state = 'open' AND \(condition)
+        """
+    }
+
     /// Closes an open request (answered, with the answer and its outcome, or expired); false when it was not open.
     package func closeReread(
         walkerId: String, id: String, state: RereadState, answer: String? = nil, outcome: String? = nil, at now: Date

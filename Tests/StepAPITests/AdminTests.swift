@@ -156,6 +156,8 @@ struct AdminTests {
 
             let resent = try await client.ingest(IngestBody(count: 9000), token: token)
             #expect(try resent.json["stepLog"]?["reconciliationStatus"] == .string("REJECTED"))
+            // Recorded as evidence, never credited: the answer announces no Energy for it.
+            #expect(try resent.json["provisionalEnergy"] == .int(0))
             harness.clock.advance(seconds: 3600)
             #expect(try await harness.app.worker.drain() == 0)
             #expect(try await harness.count("energy_ledger") == 0)

@@ -156,6 +156,8 @@ struct IngestAcceptTests {
             let json = try response.json
             #expect(json["stepLog"]?["reportedCount"] == .int(5500))
             #expect(json["energyCredited"] == .int(5500))
+            // It announces the day as it stands, not Energy for the 9 000 that will never be credited.
+            #expect(json["provisionalEnergy"] == .int(5500))
             #expect(try await harness.count("step_submissions", walker: "walker-final") == 2)
             let logs = try await harness.store.transaction { try await $0.attestationLogs(walkerId: "walker-final") }
             #expect(logs.last?.verdict == .unchanged)

@@ -206,6 +206,27 @@ struct RereadTests {
     }
 
     @Test(
+        "an ingest that quarantines the day closes its open re-read: GET /walker stops listing what no answer could decide",
+        arguments: TestDatabases.kinds)
+    func ingestQuarantineClosesReread(kind: DatabaseKind) async throws {
+        let (harness, token) = try await ProductionModeTests.setUp(kind) { $0.reread.timeoutSeconds = 3600 }
+        try await harness.run { client in
+            let request = try await Self.backwards(harness, client, token: token)
+            var flagged = IngestBody(count: 7000)
+            flagged["gyroSamplesObserved"] = .bool(false)
+            let quarantined = try await client.ingest(flagged, token: token)
+            #expect(try quarantined.json["stepLog"]?["reconciliationStatus"] == .string("QUARANTINED"))
+            #expect(try await client.read("/walker", token: token).json["rereadRequests"] == .array([]))
+            let late = try await client.reread(try Self.answer(request), token: token)
+            #expect(late.status == .conflict)
+            // The deadline job finds nothing left to do.
+            harness.clock.advance(seconds: 3600)
+            _ = try await harness.app.worker.drain()
+            #expect(try await Self.reviews(harness).map(\.reasons) == [["GYRO_ABSENT"]])
+        }
+    }
+
+    @Test(
         "no answer by the deadline quarantines the day with REREAD_NOT_ANSWERED; a late answer is 409",
         arguments: TestDatabases.kinds)
     func deadlineQuarantines(kind: DatabaseKind) async throws {

@@ -70,6 +70,37 @@ struct DayDecisionTests {
         #expect(decision.allocations == .refund)
     }
 
+    @Test("an accepted day that is quarantined leaves the streak until review decides it; its credit stays")
+    func quarantineLeavesStreak() throws {
+        let day = LocalDate(iso: "2026-05-18")!
+        let run = StreakRun(start: day.adding(days: -2), end: day)
+        let accepted = Self.log(reported: 5_000, accepted: 5_000, status: .accepted, credited: 5_000, attested: true)
+        // By a later submission the ingest checks flag (production, inside the settle window).
+        guard
+            case .open(let flagged) = Self.ingest(
+                accepted, count: 9_000, quarantine: [.gyroAbsent], mode: .production, streak: Self.streak(runs: [run]))
+        else { throw DayDecisionTestError.notOpen }
+        #expect(flagged.log.status == .quarantined && !flagged.log.attested)
+        #expect(flagged.log.energyCredited == 5_000 && flagged.credit == 0)
+        #expect(flagged.streakChange?.removed == [run])
+        #expect(flagged.streakChange?.inserted == [StreakRun(start: day.adding(days: -2), end: day.adding(days: -1))])
+
+        // By reconciliation or an unanswered re-read.
+        let pending = Self.log(reported: 9_000, accepted: 5_000, status: .pending, credited: 5_000, attested: true)
+        let quarantined = DayDecision.quarantine(pending, streak: Self.streak(runs: [run]), at: Self.now)
+        #expect(!quarantined.log.attested && quarantined.streakChange?.removed == [run])
+        // A day never attested changes no run.
+        let fresh = DayDecision.quarantine(Self.log(reported: 9_000), streak: Self.streak(), at: Self.now)
+        #expect(fresh.streakChange == nil)
+
+        // Review accepting it puts it back.
+        let back = try #require(
+            DayDecision.review(
+                quarantined.log, decision: .accept, streak: Self.streak(runs: [quarantined.streakChange!.inserted[0]]),
+                minDailyThreshold: 2_000, at: Self.now))
+        #expect(back.log.attested && back.streakChange?.inserted == [run])
+    }
+
     @Test("test-phase ingest accepts at once; production leaves the day pending; a quarantine reason quarantines")
     func ingestByMode() throws {
         guard case .open(let testPhase) = Self.ingest(nil, count: 5_000, mode: .testPhase) else {
@@ -221,4 +252,8 @@ struct DayDecisionTests {
             #expect(credited == 0 && lifetime == 0)
         }
     }
+}
+
+enum DayDecisionTestError: Error {
+    case notOpen
 }

@@ -88,7 +88,7 @@ struct SettlementBench {
                 decided = DayDecision.reject(log, streak: state.streak, at: now)
             case .quarantine:
                 guard log.status == .pending else { return false }
-                decided = DayDecision.quarantine(log, at: now)
+                decided = DayDecision.quarantine(log, streak: state.streak, at: now)
             }
             try await tx.recordDayDecision(DayDecisionWrite(decided, at: now))
             try await RefundJob.schedule(

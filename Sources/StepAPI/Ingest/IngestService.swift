@@ -146,9 +146,11 @@ struct IngestService: Sendable {
                 at: now)
             {
             case .final(let existing):
+                // Nothing changes: the answer announces the day as it stands, not the new count's Energy.
                 let body = render(
                     log: existing, streak: streak.state(today: today), lifetimeSteps: walker.lifetimeSteps,
-                    tierBeforeDay: streak.tierBeforeDay, reconcileAt: nil, quarantine: [])
+                    tierBeforeDay: streak.tierBeforeDay, reconcileAt: nil, quarantine: [],
+                    provisionalSteps: existing.status == .rejected ? 0 : existing.reportedCount)
                 return write(
                     log: nil, submission: nil, streakChange: nil, credit: 0, lifetimeDelta: 0, verdict: .unchanged,
                     body: body)
@@ -166,21 +168,25 @@ struct IngestService: Sendable {
             // The day's job runs when it was queued to: this ingest coalesces into a pending job and does not
             // move it (no debounce, so a walker who syncs every few seconds is still reconciled).
             let reconcileAt = state.pendingReconcileAt ?? now.addingTimeInterval(settings.reconcileDelaySeconds)
+            // A REJECTED day records the submission as evidence and never credits it: it announces no Energy.
             let body = render(
                 log: log, streak: streakAfter.state(today: today),
                 lifetimeSteps: walker.lifetimeSteps + decision.lifetimeStepsDelta, tierBeforeDay: streak.tierBeforeDay,
-                reconcileAt: reconcileAt, quarantine: quarantine)
+                reconcileAt: reconcileAt, quarantine: quarantine,
+                provisionalSteps: log.status == .rejected ? 0 : bucket.count)
             return write(
                 log: log, submission: submission, streakChange: decision.streakChange, credit: decision.credit,
                 lifetimeDelta: decision.lifetimeStepsDelta, verdict: verdict, body: body)
         }
 
-        /// The 200 body. `provisionalEnergy` is this submission's own count at the day's multiplier (seed 000:
-        /// `floor(count × tierMult)`); `acceptedCount` is null unless the day is ACCEPTED; a PENDING day announces
-        /// `reconcileAt` (its job's real time), and no other status announces one (seed 000's quarantine shape).
+        /// The 200 body. `provisionalEnergy` is `provisionalSteps` at the day's multiplier: this submission's own
+        /// count (seed 000: `floor(count × tierMult)`), or the day's count when the submission changes nothing (a
+        /// final day), or none for a REJECTED day; `acceptedCount` is null unless the day is ACCEPTED; a PENDING day
+        /// announces `reconcileAt` (its job's real time), and no other status announces one (seed 000's quarantine
+        /// shape).
         private func render(
             log: StepLogRecord, streak: StreakState, lifetimeSteps: Int, tierBeforeDay: BonusTier, reconcileAt: Date?,
-            quarantine: [ReasonCode]
+            quarantine: [ReasonCode], provisionalSteps: Int
         ) -> String {
             let reconciled = log.status == .accepted || log.status == .rejected
             let multiplier = log.multiplierPermille ?? tierBeforeDay.multiplierPermille
@@ -190,7 +196,7 @@ struct IngestService: Sendable {
                     day: log.day.description, reportedCount: log.reportedCount,
                     acceptedCount: log.status == .accepted ? log.acceptedCount : nil,
                     reconciliationStatus: log.status.rawValue),
-                provisionalEnergy: EnergyMath.energy(steps: request.bucket.count, multiplierPermille: multiplier),
+                provisionalEnergy: EnergyMath.energy(steps: provisionalSteps, multiplierPermille: multiplier),
                 energyCredited: reconciled ? log.energyCredited : nil,
                 streakState: .init(streak),
                 walker: .init(totalLifetimeSteps: lifetimeSteps, currentRegionId: settings.defaultRegionId))
