@@ -13,8 +13,7 @@ public struct FlushReport: Sendable, Hashable {
     public struct Refused: Sendable, Hashable {
         public var bucket: QueuedBucket
         /// ``StepLedgerError/rejected(reasons:)``, ``StepLedgerError/sourceNotWhitelisted(sourceBundleId:)``,
-        /// ``StepLedgerError/walkerSuspended``, ``StepLedgerError/invalidRequest(_:)`` or
-        /// ``StepLedgerError/idempotencyKeyReused``.
+        /// ``StepLedgerError/invalidRequest(_:)`` or ``StepLedgerError/idempotencyKeyReused``.
         public var error: StepLedgerError
     }
 
@@ -28,9 +27,10 @@ public struct FlushReport: Sendable, Hashable {
     public var remaining = 0
     /// When the next queued bucket may be sent (nil when the queue is empty).
     public var nextAttemptAt: Date?
-    /// Set while a 429 or 503 pauses the whole queue.
+    /// Set while a 429, a 503 or the walker's suspension pauses the whole queue.
     public var pausedUntil: Date?
-    /// Why the flush stopped early with buckets due, if it did (no network, a server failure).
+    /// Why the flush stopped early with buckets due, if it did (no network, a server failure, a 429, the walker's
+    /// suspension: ``StepLedgerError/walkerSuspended``, with every bucket still queued).
     public var interruption: StepLedgerError?
 
     public init() {}

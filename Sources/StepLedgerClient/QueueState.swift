@@ -10,7 +10,7 @@ struct QueueState: Codable, Sendable, Equatable {
 
     var version = QueueState.currentVersion
     var buckets: [QueuedBucket] = []
-    /// A 429 or 503 stops the whole queue until this instant, across restarts.
+    /// A 429, a 503 or a suspension stops the whole queue until this instant, across restarts.
     var pausedUntil: Date?
     var days: [String: DayState] = [:]
     var expired: [ExpiredBucket] = []
@@ -21,20 +21,35 @@ struct QueueState: Codable, Sendable, Equatable {
     /// Allocations made on provisional credit that no event has settled yet, by id.
     var provisionalAllocations: [String: Allocation] = [:]
 
-    /// Stores `bucket`, replacing every bucket of its slot that was never sent (its key was never used, so it can
-    /// go); a bucket already attempted stays, to be retried with its own key, since the server may hold it.
-    mutating func enqueue(_ bucket: QueuedBucket) {
-        buckets.removeAll { $0.slot == bucket.slot && $0.attempts == 0 }
+    /// The longest the queue waits on a pause or a bucket's backoff. A wait that reaches further ahead than this
+    /// was set before the device's clock went back, and no longer holds.
+    static let maximumWait: TimeInterval = 86_400
+
+    /// Stores `bucket`, replacing every bucket of its slot except those in `sending` (a request carrying them is on
+    /// its way). A day's count is a running total, so the newest one says all the older ones did: an older bucket
+    /// that was sent before may have reached the server, and the newer count supersedes it there (the server keeps
+    /// the day's highest count and credits the difference), so nothing is credited twice and no count reaches the
+    /// server after a newer one of its slot.
+    mutating func enqueue(_ bucket: QueuedBucket, sending: Set<String> = []) {
+        buckets.removeAll { $0.slot == bucket.slot && !sending.contains($0.idempotencyKey) }
         buckets.append(bucket)
         noteQueued(bucket)
+    }
+
+    /// Drops every bucket a newer one of its slot supersedes (recorded while it was being sent): one that came back
+    /// unanswered must not follow its successor to the server.
+    mutating func dropSuperseded() {
+        var newest: [String: Int64] = [:]
+        for bucket in buckets { newest[bucket.slot] = max(newest[bucket.slot] ?? bucket.sequence, bucket.sequence) }
+        buckets.removeAll { $0.sequence < newest[$0.slot]! }
     }
 
     /// Buckets that may be sent at `now`, newest day first (final counts of open days land inside the server's
     /// settle window), and in order of recording within a slot, so a slot's counts reach the server in the order
     /// they were read.
     func due(at now: Date) -> [QueuedBucket] {
-        if let pausedUntil, pausedUntil > now { return [] }
-        return buckets.filter { ($0.notBefore ?? .distantPast) <= now }.sorted { a, b in
+        if holding(pausedUntil, at: now) != nil { return [] }
+        return buckets.filter { holding($0.notBefore, at: now) == nil }.sorted { a, b in
             a.day != b.day ? a.day > b.day : a.sequence < b.sequence
         }
     }
@@ -42,8 +57,15 @@ struct QueueState: Codable, Sendable, Equatable {
     /// The earliest instant a bucket may be sent, if any is queued.
     func nextAttempt(after now: Date) -> Date? {
         guard !buckets.isEmpty else { return nil }
-        let earliest = buckets.map { $0.notBefore ?? now }.min() ?? now
-        return max(earliest, pausedUntil ?? earliest)
+        let earliest = buckets.map { holding($0.notBefore, at: now) ?? now }.min() ?? now
+        return max(earliest, holding(pausedUntil, at: now) ?? earliest)
+    }
+
+    /// `until` when it still holds at `now`: in the future, but not further than `maximumWait` (beyond that the
+    /// clock has gone back since it was set).
+    func holding(_ until: Date?, at now: Date) -> Date? {
+        guard let until, until > now, until <= now.addingTimeInterval(Self.maximumWait) else { return nil }
+        return until
     }
 
     /// Drops every bucket whose day is more than `capDays` before today in its own zone, and returns them.

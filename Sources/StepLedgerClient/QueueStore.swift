@@ -20,6 +20,8 @@ final class QueueStore: @unchecked Sendable {
     private let decoder = JSONDecoder()
     /// What the file holds now, as far as this process knows.
     private var onDisk: QueueState?
+    /// Where `load` moved a `queue.json` it could not decode, if it did.
+    private(set) var setAside: URL?
 
     /// Opens (creating it if needed) the folder and takes its lock, or throws
     /// ``StepLedgerError/storeUnavailable(_:)``.
@@ -53,11 +55,20 @@ final class QueueStore: @unchecked Sendable {
 
     private var file: URL { directory.appendingPathComponent("queue.json") }
 
-    /// The stored state, or an empty one when nothing was ever stored.
+    /// The stored state, or an empty one when nothing was ever stored. A file that is not a queue at all (its bytes
+    /// damaged outside the client, which never leaves half a file) is renamed `queue.json.unreadable-<ms>` and the
+    /// client starts with an empty queue rather than refusing to open for good; a queue of another version, or a
+    /// file that cannot be read, still throws.
     func load() throws -> QueueState {
         guard FileManager.default.fileExists(atPath: file.path) else { return QueueState() }
+        let bytes: Data
         do {
-            let state = try decoder.decode(QueueState.self, from: Data(contentsOf: file))
+            bytes = try Data(contentsOf: file)
+        } catch {
+            throw StepLedgerError.storeUnavailable("cannot read \(file.path): \(error.localizedDescription)")
+        }
+        do {
+            let state = try decoder.decode(QueueState.self, from: bytes)
             guard state.version == QueueState.currentVersion else {
                 throw StepLedgerError.storeUnavailable("\(file.path) has version \(state.version)")
             }
@@ -66,7 +77,11 @@ final class QueueStore: @unchecked Sendable {
         } catch let error as StepLedgerError {
             throw error
         } catch {
-            throw StepLedgerError.storeUnavailable("cannot read \(file.path): \(error.localizedDescription)")
+            let milliseconds = Int64((Date().timeIntervalSince1970 * 1000).rounded(.down))
+            let aside = directory.appendingPathComponent("queue.json.unreadable-\(milliseconds)")
+            guard rename(file.path, aside.path) == 0 else { throw failure("rename \(file.path)") }
+            setAside = aside
+            return QueueState()
         }
     }
 

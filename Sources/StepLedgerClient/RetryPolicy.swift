@@ -14,15 +14,21 @@ public struct RetryPolicy: Sendable, Hashable {
     public var jitter: Double
     /// Seconds the queue pauses after a 429 or 503 that carries no `Retry-After`.
     public var defaultPause: TimeInterval
+    /// Seconds the queue pauses after a 403 `WALKER_SUSPENDED`, before it asks again.
+    public var suspendedPause: TimeInterval
 
+    /// Every wait is at most a day (a longer one would have outlasted the offline cap's purpose, and one that
+    /// reaches further ahead can only come from a clock that went back since).
     public init(
         initialDelay: TimeInterval = 2, maximumDelay: TimeInterval = 15 * 60, jitter: Double = 0.5,
-        defaultPause: TimeInterval = 60
+        defaultPause: TimeInterval = 60, suspendedPause: TimeInterval = 3_600
     ) {
-        self.initialDelay = max(0.001, initialDelay)
-        self.maximumDelay = max(self.initialDelay, maximumDelay)
+        let day: TimeInterval = 86_400
+        self.initialDelay = min(day, max(0.001, initialDelay))
+        self.maximumDelay = min(day, max(self.initialDelay, maximumDelay))
         self.jitter = min(1, max(0, jitter))
-        self.defaultPause = max(1, defaultPause)
+        self.defaultPause = min(day, max(1, defaultPause))
+        self.suspendedPause = min(day, max(1, suspendedPause))
     }
 
     public static let `default` = RetryPolicy()

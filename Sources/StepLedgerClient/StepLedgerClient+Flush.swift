@@ -6,13 +6,18 @@ extension StepLedgerClient {
     /// Sends every queued bucket that is due through `POST /step/ingest:batch`, newest day first, and returns
     /// what happened to each.
     ///
-    /// Nothing is sent while a 429 or 503 pauses the queue, nor a bucket before its backoff has passed. A bucket
-    /// the server answers for good leaves the queue (``FlushReport/delivered`` or ``FlushReport/refused``); one
-    /// that meets a 5xx, a 409 `IDEMPOTENCY_IN_FLIGHT` or no network stays, to be retried later with the same key
-    /// and bytes. Only one flush runs at a time: a second call waits for the first, then flushes again.
+    /// Nothing is sent while a 429, a 503 or the walker's suspension pauses the queue, nor a bucket before its
+    /// backoff has passed. A bucket the server answers for good leaves the queue (``FlushReport/delivered`` or
+    /// ``FlushReport/refused``); one that meets a 5xx, a 409 `IDEMPOTENCY_IN_FLIGHT` or no network stays, to be
+    /// retried later with the same key and bytes (unless a newer count of its day and source bundle was recorded
+    /// meanwhile, which replaces it). A 403 `WALKER_SUSPENDED` keeps every bucket and pauses the queue for
+    /// ``RetryPolicy/suspendedPause`` (an operator may reinstate the walker). Only one flush runs at a time: a
+    /// second call waits for the first, then flushes again.
     ///
     /// - Throws: ``StepLedgerError/unauthorized(reason:)`` when the server refuses a freshly asked session token
-    ///   too, ``StepLedgerError/storeUnavailable(_:)`` when the queue cannot be written.
+    ///   too, or a freshly asked App Check token (its `reason` then starts with `APP_CHECK_`: the walker's session is
+    ///   fine, the App Check provider must hand out tokens minted within five minutes);
+    ///   ``StepLedgerError/storeUnavailable(_:)`` when the queue cannot be written.
     @discardableResult
     public func flush() async throws -> FlushReport {
         while let running = flushTask {
@@ -38,6 +43,7 @@ extension StepLedgerClient {
         var report = FlushReport()
         report.expired = state.dropExpired(now: now(), capDays: configuration.offlineCapDays)
         var refreshed = false
+        var appCheckAskedAgain = false
         var batchSize = configuration.batchSize
         flushing: while true {
             let due = state.due(at: now())
@@ -49,12 +55,23 @@ extension StepLedgerClient {
             for bucket in batch { state.update(key: bucket.idempotencyKey) { $0.attempts += 1 } }
             try save()
             report.requests += 1
-            switch await send(batch) {
+            sending = Set(batch.map(\.idempotencyKey))
+            let answer = await send(batch)
+            sending = []
+            defer { state.dropSuperseded() }
+            switch answer {
             case .results(let results):
                 for (bucket, result) in zip(batch, results) {
                     apply(result, to: bucket, report: &report)
                 }
                 refreshed = false
+            case .unauthorized(let reason) where reason?.hasPrefix("APP_CHECK_") == true:
+                // The App Check token, not the session: ask the provider again (its next token may be fresh), once.
+                guard !appCheckAskedAgain else {
+                    try save()
+                    throw StepLedgerError.unauthorized(reason: reason)
+                }
+                appCheckAskedAgain = true
             case .unauthorized(let reason):
                 guard !refreshed else {
                     try save()
@@ -96,7 +113,7 @@ extension StepLedgerClient {
         let current = now()
         report.remaining = state.buckets.count
         report.nextAttemptAt = state.nextAttempt(after: current)
-        report.pausedUntil = state.pausedUntil.flatMap { $0 > current ? $0 : nil }
+        report.pausedUntil = state.holding(state.pausedUntil, at: current)
         return report
     }
 
@@ -156,12 +173,12 @@ extension StepLedgerClient {
             report.delivered.append(.init(bucket: bucket, day: day))
         case (400, .IngestError(let error)):
             refuse(bucket, .invalidRequest(error.message), report: &report)
-        case (403, .IngestError(let error)):
-            refuse(
-                bucket,
-                error.error == "WALKER_SUSPENDED"
-                    ? .walkerSuspended : .sourceNotWhitelisted(sourceBundleId: bucket.sourceBundleId),
-                report: &report)
+        case (403, .IngestError(let error)) where error.error == "WALKER_SUSPENDED":
+            // An operator may reinstate the walker: the bucket stays, under its key (the server gave it back).
+            pause(for: configuration.retry.suspendedPause)
+            report.interruption = .walkerSuspended
+        case (403, .IngestError):
+            refuse(bucket, .sourceNotWhitelisted(sourceBundleId: bucket.sourceBundleId), report: &report)
         case (422, .IngestError(let error)):
             if error.error == "IDEMPOTENCY_KEY_REUSED" {
                 refuse(bucket, .idempotencyKeyReused, report: &report)
@@ -215,8 +232,10 @@ extension StepLedgerClient {
     }
 
     private func pause(for seconds: TimeInterval?) {
-        let until = now().addingTimeInterval(max(1, seconds ?? configuration.retry.defaultPause))
-        state.pausedUntil = max(state.pausedUntil ?? until, until)
+        let current = now()
+        let wait = min(QueueState.maximumWait, max(1, seconds ?? configuration.retry.defaultPause))
+        let until = current.addingTimeInterval(wait)
+        state.pausedUntil = max(state.holding(state.pausedUntil, at: current) ?? until, until)
     }
 
     private func backOff(_ buckets: [QueuedBucket]) {

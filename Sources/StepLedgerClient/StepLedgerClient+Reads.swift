@@ -83,8 +83,22 @@ extension StepLedgerClient {
     }
 
     /// The walker's allocations, newest first; those made on credit still being checked are
-    /// ``Allocation/Status-swift.enum/provisional``.
+    /// ``Allocation/Status-swift.enum/provisional``. The read also settles ``provisionalAllocations()``: one it
+    /// shows confirmed or refunded is no longer pending validation.
     public func allocations() async throws -> [Allocation] {
+        let allocations = try await readAllocations()
+        var pending = state.provisionalAllocations
+        for allocation in allocations where pending[allocation.id] != nil {
+            pending[allocation.id] = allocation.status == .provisional ? allocation : nil
+        }
+        if pending != state.provisionalAllocations {
+            state.provisionalAllocations = pending
+            try save()
+        }
+        return allocations
+    }
+
+    private func readAllocations() async throws -> [Allocation] {
         try await authorized {
             switch try await client.listAllocations(.init()) {
             case .ok(let ok):
@@ -104,23 +118,33 @@ extension StepLedgerClient {
 
     /// Spends `points` of Energy on a node, under one idempotency key for every try (up to `attempts`): a try
     /// that met a 5xx, a 409 or no network is sent again with the same key and body, so the walker is charged once.
+    /// The key is minted here unless `idempotencyKey` gives one: an app that keeps the key of a spend it has not
+    /// seen answered (the app was killed, every try failed) and calls again with it is charged once too.
     ///
     /// An allocation paid from credit still being checked comes back ``Allocation/Status-swift.enum/provisional``
     /// with the days it depends on; the client keeps it until an `allocation-reverted` event or a later read
     /// settles it (``provisionalAllocations()``).
-    /// - Throws: ``StepLedgerError/insufficientEnergy(required:spendable:)``, and the errors of a read.
-    public func allocate(kind: Allocation.Kind, nodeId: String, points: Int, attempts: Int = 3) async throws
-        -> Allocation
-    {
+    /// - Throws: ``StepLedgerError/insufficientEnergy(required:spendable:)``,
+    ///   ``StepLedgerError/invalidRequest(_:)`` for a bad node id, number of points or key, and the errors of a read.
+    public func allocate(
+        kind: Allocation.Kind, nodeId: String, points: Int, attempts: Int = 3, idempotencyKey: String? = nil
+    ) async throws -> Allocation {
         guard (1...128).contains(nodeId.utf8.count) else {
             throw StepLedgerError.invalidRequest("nodeId must be 1 to 128 bytes")
         }
         guard (1...1_000_000_000).contains(points) else {
             throw StepLedgerError.invalidRequest("points must be 1 to 1000000000")
         }
+        if let idempotencyKey {
+            guard (1...255).contains(idempotencyKey.utf8.count),
+                idempotencyKey.utf8.allSatisfy({ (0x20..<0x7F).contains($0) })
+            else {
+                throw StepLedgerError.invalidRequest("idempotencyKey must be 1 to 255 printable ASCII characters")
+            }
+        }
         let body = Components.Schemas.AllocationRequest(
             kind: kind == .tree ? .tree : .keystone, nodeId: nodeId, points: points,
-            idempotencyKey: IdempotencyKey.mint(at: now(), using: &random))
+            idempotencyKey: idempotencyKey ?? IdempotencyKey.mint(at: now(), using: &random))
         var failures = 0
         while true {
             do {

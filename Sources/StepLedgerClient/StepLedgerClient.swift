@@ -68,6 +68,8 @@ public actor StepLedgerClient {
     let now: @Sendable () -> Date
     var random: ClientRandom
     var flushTask: Task<FlushReport, any Error>?
+    /// The keys of the buckets a flush's request carries right now; `record` leaves them queued.
+    var sending: Set<String> = []
 
     /// Opens the queue in `configuration.storeDirectory` (creating it) and connects to the server.
     ///
@@ -90,6 +92,7 @@ public actor StepLedgerClient {
         self.credentials = credentials
         self.store = try QueueStore(directory: configuration.storeDirectory)
         self.state = try store.load()
+        self.unreadableQueueFile = store.setAside
         self.now = now
         self.random = ClientRandom(base: random)
         self.client = Client(
@@ -113,8 +116,9 @@ public actor StepLedgerClient {
 
     /// Stores a day's step count in the offline queue, with a new idempotency key, before returning.
     ///
-    /// A newer count for the same day and source bundle replaces a queued one that was never sent; one that was
-    /// sent stays queued until the server answers it, under its own key.
+    /// A newer count for the same day and source bundle replaces the queued ones: it is the day's running total, so
+    /// it says all they did (one a request is carrying at that moment stays until its answer, and is then dropped
+    /// if it must be sent again, so a day's counts never reach the server out of order).
     ///
     /// - Parameters:
     ///   - day: the day in `timeZone` the steps were walked on.
@@ -122,6 +126,8 @@ public actor StepLedgerClient {
     ///   - sampleStart: the start of the samples behind `count`; `sampleEnd` is their end (not before the start).
     ///   - sourceBundleId: the operating system's source of the samples, e.g. `com.apple.health`.
     ///   - gyroSamplesObserved: whether the system saw gyroscope samples with the steps.
+    ///   - timeZone: the zone the day is in; an IANA name (`Europe/Warsaw`, `UTC`), as the server requires, not a
+    ///     fixed offset (`TimeZone(secondsFromGMT:)`) or an abbreviation.
     /// - Throws: ``StepLedgerError/invalidBucket(_:)``, ``StepLedgerError/queueFull(limit:)`` or
     ///   ``StepLedgerError/storeUnavailable(_:)``; in each case nothing was stored.
     @discardableResult
@@ -141,6 +147,12 @@ public actor StepLedgerClient {
         guard (1...255).contains(configuration.appVersion.utf8.count) else {
             throw StepLedgerError.invalidBucket("appVersion must be 1 to 255 bytes")
         }
+        if let model = configuration.deviceModel, !(1...255).contains(model.utf8.count) {
+            throw StepLedgerError.invalidBucket("deviceModel must be 1 to 255 bytes when set")
+        }
+        guard Self.isZoneName(timeZone.identifier) else {
+            throw StepLedgerError.invalidBucket("timeZone must have an IANA name, not \(timeZone.identifier)")
+        }
         let recordedAt = now()
         var next = state
         let bucket = QueuedBucket(
@@ -153,7 +165,7 @@ public actor StepLedgerClient {
             appVersion: configuration.appVersion, deviceModel: configuration.deviceModel, recordedAt: recordedAt,
             attempts: 0, failures: 0, notBefore: nil, sequence: next.nextSequence)
         next.nextSequence += 1
-        next.enqueue(bucket)
+        next.enqueue(bucket, sending: sending)
         guard next.buckets.count <= configuration.maxQueuedBuckets else {
             throw StepLedgerError.queueFull(limit: configuration.maxQueuedBuckets)
         }
@@ -178,10 +190,29 @@ public actor StepLedgerClient {
         state.days.values.sorted { $0.day > $1.day }
     }
 
-    /// Until when a 429 or 503 pauses the queue, if it does.
+    /// The queue file this client found damaged when it opened (not a queue at all) and set aside, starting with an
+    /// empty queue; nil when it found none. The app may report it; its buckets are not in the queue.
+    public nonisolated let unreadableQueueFile: URL?
+
+    /// Until when a 429, a 503 or the walker's suspension pauses the queue, if it does.
     public func pausedUntil() -> Date? {
-        guard let paused = state.pausedUntil, paused > now() else { return nil }
-        return paused
+        state.holding(state.pausedUntil, at: now())
+    }
+
+    private static let knownZoneNames = Set(TimeZone.knownTimeZoneIdentifiers)
+
+    /// Whether the server takes `identifier` as a walker's zone (its `TimeZoneCatalog`, written again here because
+    /// the client links no server module): a name of the IANA database (`Area/Location`, or
+    /// `UTC`), not an offset (`GMT+0200`) or an abbreviation (`EST`) that Foundation also makes zones of.
+    static func isZoneName(_ identifier: String) -> Bool {
+        if identifier == "UTC" || identifier == "Etc/UTC" || knownZoneNames.contains(identifier) { return true }
+        let areas: Set<Substring> = [
+            "Africa", "America", "Antarctica", "Arctic", "Asia", "Atlantic", "Australia", "Europe", "Indian", "Pacific",
+        ]
+        guard let area = identifier.split(separator: "/").first, areas.contains(area), identifier.contains("/"),
+            identifier.utf8.count <= 64
+        else { return false }
+        return TimeZone(identifier: identifier)?.identifier == identifier
     }
 
     func save() throws {

@@ -15,7 +15,8 @@ public enum StepLedgerError: Error, Sendable, Hashable {
     case rejected(reasons: [String])
     /// 403 `STEP_SOURCE_NOT_WHITELISTED`: the server does not take steps from this source bundle.
     case sourceNotWhitelisted(sourceBundleId: String)
-    /// 403 `WALKER_SUSPENDED`: an operator suspended the walker.
+    /// 403 `WALKER_SUSPENDED`: an operator suspended the walker. A flush keeps the buckets and pauses the queue
+    /// (``RetryPolicy/suspendedPause``); they go once the walker is reinstated.
     case walkerSuspended
     /// 422 `IDEMPOTENCY_KEY_REUSED`: a key came back with another body (the client never does this itself).
     case idempotencyKeyReused
@@ -25,7 +26,9 @@ public enum StepLedgerError: Error, Sendable, Hashable {
     case invalidRequest(String)
     /// 429: the walker's rate limit is used up; the queue sends nothing before `retryAfter` seconds have passed.
     case rateLimited(retryAfter: TimeInterval)
-    /// 401 after a refreshed session token too; `reason` is the server's `details.reason` when it gave one.
+    /// 401 after a refreshed session token too; `reason` is the server's `details.reason` when it gave one. A reason
+    /// that starts with `APP_CHECK_` is about the App Check token, asked for again once: the session is fine, and
+    /// the App Check provider must hand out tokens minted within five minutes (a limited-use token).
     case unauthorized(reason: String?)
     /// 401 "Attestation verification failed" for a health submission, after one fresh attestation.
     case attestationFailed

@@ -125,4 +125,43 @@ struct ClientEventsTests {
         for try await _ in client.events() { break }
         #expect(await client.provisionalAllocations().isEmpty)
     }
+
+    @Test(
+        "an allocations read that shows an allocation confirmed settles its badge; a key the app gives must be printable ASCII"
+    )
+    func readSettlesBadge() async throws {
+        let store = temporaryStore()
+        defer { try? FileManager.default.removeItem(at: store) }
+        let clock = ManualClock(seedInstant)
+        let server = FakeServer(clock: clock)
+        let status = Mutex("provisional")
+        @Sendable func allocation(_ id: String, _ state: String) -> String {
+            #"{"id":"\#(id)","kind":"tree","nodeId":"oak","points":500,"refundedPoints":0,"status":"\#(state)","dependsOn":["2026-05-18"],"createdAt":"2026-05-18T20:42:30.123Z"}"#
+        }
+        server.route("createAllocation") { _ in
+            var response = HTTPResponse(status: .created)
+            response.headerFields[.contentType] = "application/json"
+            return (response, HTTPBody(allocation("a-9", "provisional")))
+        }
+        server.route("listAllocations") { _ in
+            var response = HTTPResponse(status: .ok)
+            response.headerFields[.contentType] = "application/json"
+            let items = [allocation("a-9", status.withLock { $0 }), allocation("a-1", "confirmed")]
+            return (response, HTTPBody(#"{"items":["# + items.joined(separator: ",") + "]}"))
+        }
+        let client = try makeClient(store: store, server: server, clock: clock, retry: Self.fast)
+        _ = try await client.allocate(kind: .tree, nodeId: "oak", points: 500, idempotencyKey: "spend-oak-1")
+        #expect(await client.provisionalAllocations().map(\.id) == ["a-9"])
+        _ = try await client.allocations()
+        #expect(await client.provisionalAllocations().map(\.id) == ["a-9"])
+        status.withLock { $0 = "confirmed" }
+        let read = try await client.allocations()
+        #expect(read.map(\.status) == [.confirmed, .confirmed])
+        #expect(await client.provisionalAllocations().isEmpty)
+        await #expect(
+            throws: StepLedgerError.invalidRequest("idempotencyKey must be 1 to 255 printable ASCII characters")
+        ) {
+            try await client.allocate(kind: .tree, nodeId: "oak", points: 1, idempotencyKey: "caf\u{E9}")
+        }
+    }
 }

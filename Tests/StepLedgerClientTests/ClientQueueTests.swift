@@ -35,7 +35,7 @@ struct ClientQueueTests {
         _ = first
     }
 
-    @Test("a newer count replaces an unsent one of its day and bundle; a sent one stays under its own key")
+    @Test("a newer count replaces every queued one of its day and bundle, sent before or not; other bundles stay")
     func supersede() async throws {
         let store = temporaryStore()
         defer { try? FileManager.default.removeItem(at: store) }
@@ -50,14 +50,17 @@ struct ClientQueueTests {
                 == [second.idempotencyKey, watch.idempotencyKey].sorted())
         #expect(first.idempotencyKey != second.idempotencyKey)
 
-        // The server commits the 2 000 but the answer is lost: that bucket was attempted, so a newer count for the
-        // day does not replace it.
+        // The server commits the 2 000 but the answer is lost. A newer count for the day still replaces it: the
+        // server keeps the day's highest count, so the 3 000 says everything the 2 000 did.
         server.script { key, _ in key == second.idempotencyKey ? .commitThenDrop : .accept }
         _ = try await client.flush()
+        #expect(
+            await client.queuedBuckets().map(\.idempotencyKey).sorted()
+                == [second.idempotencyKey, watch.idempotencyKey].sorted())
         let third = try await client.record(today, 3_000)
-        let keys = await client.queuedBuckets().map(\.idempotencyKey)
-        #expect(keys.contains(second.idempotencyKey))
-        #expect(keys.contains(third.idempotencyKey))
+        #expect(
+            await client.queuedBuckets().map(\.idempotencyKey).sorted()
+                == [third.idempotencyKey, watch.idempotencyKey].sorted())
 
         clock.advance(3_600)
         server.script { _, _ in .accept }
@@ -65,6 +68,53 @@ struct ClientQueueTests {
         #expect(report.remaining == 0)
         #expect(server.dayCounts[today.description] == 3_000)
         #expect(server.violations.isEmpty, "\(server.violations)")
+        #expect(server.sent.flatMap(\.keys).filter { $0 == second.idempotencyKey }.count == 1)
+    }
+
+    @Test("an offline phone that records every reading keeps one bucket per day and bundle, never a full queue")
+    func offlineReadings() async throws {
+        let store = temporaryStore()
+        defer { try? FileManager.default.removeItem(at: store) }
+        let clock = ManualClock(seedInstant)
+        let server = FakeServer(clock: clock)
+        server.script { _, _ in .offline }
+        let client = try StepLedgerClient(
+            configuration: .init(
+                serverURL: URL(string: "http://127.0.0.1:1")!, storeDirectory: store, appVersion: "1",
+                maxQueuedBuckets: 4),
+            credentials: CountingCredentials(), transport: server, now: { clock.now },
+            random: SplitMix64(seed: 5))
+        for reading in 1...20 {
+            try await client.record(today, reading * 100)
+            _ = try await client.flush()
+            clock.advance(3_600)
+        }
+        let queued = await client.queuedBuckets()
+        #expect(queued.map(\.count) == [2_000])
+        server.script { _, _ in .accept }
+        _ = try await client.flush()
+        #expect(server.dayCounts[today.description] == 2_000)
+    }
+
+    @Test("the queue keeps a bucket a request carries when a newer one is recorded, and drops it once answered unsent")
+    func supersededWhileSending() {
+        func bucket(_ count: Int, sequence: Int64, bundle: String = "b") -> QueuedBucket {
+            QueuedBucket(
+                idempotencyKey: "k\(sequence)", day: today, count: count, source: .healthKit,
+                timeZoneIdentifier: "UTC", sampleStartSeconds: 0, sampleEndSeconds: 1, sourceBundleId: bundle,
+                gyroSamplesObserved: true, clientSubmittedAtSeconds: 0, appVersion: "1", deviceModel: nil,
+                recordedAt: seedInstant, attempts: 1, failures: 0, notBefore: nil, sequence: sequence)
+        }
+        var state = QueueState()
+        state.enqueue(bucket(1_000, sequence: 1))
+        state.enqueue(bucket(300, sequence: 2, bundle: "watch"))
+        state.enqueue(bucket(2_000, sequence: 3), sending: ["k1"])
+        #expect(state.buckets.map(\.idempotencyKey) == ["k1", "k2", "k3"])
+        // The request carrying k1 came back unanswered: k1 must not follow k3 to the server.
+        state.dropSuperseded()
+        #expect(state.buckets.map(\.idempotencyKey) == ["k2", "k3"])
+        state.enqueue(bucket(2_500, sequence: 4))
+        #expect(state.buckets.map(\.idempotencyKey) == ["k2", "k4"])
     }
 
     @Test("buckets go newest day first, at most batchSize a request")
@@ -129,10 +179,68 @@ struct ClientQueueTests {
                 day: today, count: 1, source: .healthKit, timeZone: .current, sampleStart: seedInstant,
                 sampleEnd: seedInstant.addingTimeInterval(-1), sourceBundleId: "b", gyroSamplesObserved: true)
         }
+        for zone in [TimeZone(secondsFromGMT: 7_200)!, TimeZone(secondsFromGMT: -18_000)!] {
+            await #expect(
+                throws: StepLedgerError.invalidBucket("timeZone must have an IANA name, not \(zone.identifier)")
+            ) {
+                try await client.record(
+                    day: today, count: 1, source: .healthKit, timeZone: zone, sampleStart: seedInstant,
+                    sampleEnd: seedInstant, sourceBundleId: "b", gyroSamplesObserved: true)
+            }
+        }
+        for zone in ["UTC", "Europe/Warsaw", "Asia/Kolkata", "America/Argentina/Buenos_Aires"] {
+            #expect(StepLedgerClient.isZoneName(zone), "\(zone)")
+        }
         try await client.record(today, 1, bundle: "a")
         try await client.record(today, 1, bundle: "b")
         await #expect(throws: StepLedgerError.queueFull(limit: 2)) { try await client.record(today, 1, bundle: "c") }
         #expect(await client.queuedBuckets().count == 2)
+
+        // A device model the server would refuse (empty, or over 255 bytes) refuses every record at once.
+        for model in ["", String(repeating: "m", count: 256)] {
+            let other = temporaryStore()
+            defer { try? FileManager.default.removeItem(at: other) }
+            let modelled = try StepLedgerClient(
+                configuration: .init(
+                    serverURL: URL(string: "http://127.0.0.1:1")!, storeDirectory: other, appVersion: "1",
+                    deviceModel: model),
+                credentials: CountingCredentials(), transport: server, now: { clock.now },
+                random: SplitMix64(seed: 4))
+            await #expect(throws: StepLedgerError.invalidBucket("deviceModel must be 1 to 255 bytes when set")) {
+                try await modelled.record(today, 1)
+            }
+            #expect(await modelled.queuedBuckets().isEmpty)
+        }
+    }
+
+    @Test("a queue file damaged outside the client is set aside, and the client opens with an empty queue")
+    func damagedFile() async throws {
+        let store = temporaryStore()
+        defer { try? FileManager.default.removeItem(at: store) }
+        try FileManager.default.createDirectory(at: store, withIntermediateDirectories: true)
+        let damaged = Data("{\"version\":1,\"buckets\":[{\"idem".utf8)
+        try damaged.write(to: store.appendingPathComponent("queue.json"))
+        let clock = ManualClock(seedInstant)
+        let server = FakeServer(clock: clock)
+        let client = try makeClient(store: store, server: server, clock: clock)
+        let aside = try #require(client.unreadableQueueFile)
+        #expect(aside.lastPathComponent.hasPrefix("queue.json.unreadable-"))
+        #expect(try Data(contentsOf: aside) == damaged)
+        #expect(await client.queuedBuckets().isEmpty)
+        try await client.record(today, 8_421)
+        #expect(await client.queuedBuckets().count == 1)
+
+        // A queue of a version this client does not know is not damaged: it is refused, and left alone.
+        let newer = temporaryStore()
+        defer { try? FileManager.default.removeItem(at: newer) }
+        try FileManager.default.createDirectory(at: newer, withIntermediateDirectories: true)
+        var state = QueueState()
+        state.version = 2
+        let encoder = JSONEncoder()
+        encoder.dateEncodingStrategy = .millisecondsSince1970
+        try encoder.encode(state).write(to: newer.appendingPathComponent("queue.json"))
+        #expect(throws: StepLedgerError.self) { _ = try makeClient(store: newer, server: server, clock: clock) }
+        #expect(FileManager.default.fileExists(atPath: newer.appendingPathComponent("queue.json").path))
     }
 }
 
@@ -208,6 +316,78 @@ struct ClientAnswerTests {
         server.script { key, _ in key == nil ? .unauthorized : .accept }
         await #expect(throws: StepLedgerError.unauthorized(reason: nil)) { try await client.flush() }
         #expect(await client.queuedBuckets().count == 1)
+    }
+
+    @Test(
+        "a 401 for the App Check token asks the provider again, not for a new session; a second one is thrown with its reason"
+    )
+    func appCheckRefused() async throws {
+        let store = temporaryStore()
+        defer { try? FileManager.default.removeItem(at: store) }
+        let clock = ManualClock(seedInstant)
+        let server = FakeServer(clock: clock)
+        let credentials = CountingCredentials(freshAppCheck: true)
+        let client = try makeClient(store: store, server: server, clock: clock, credentials: credentials)
+        try await client.record(today, 1_000)
+        server.script { key, attempt in key == nil && attempt == 1 ? .unauthorizedFor("APP_CHECK_STALE") : .accept }
+        let report = try await client.flush()
+        #expect(report.delivered.count == 1)
+        #expect(server.state.withLock { $0.appChecks } == ["ac-1", "ac-2"])
+        #expect(server.state.withLock { $0.tokens } == ["Bearer token-0", "Bearer token-0"])
+        #expect(credentials.refreshes.withLock { $0 } == 0)
+
+        try await client.record(today, 2_000)
+        server.script { key, _ in key == nil ? .unauthorizedFor("APP_CHECK_STALE") : .accept }
+        await #expect(throws: StepLedgerError.unauthorized(reason: "APP_CHECK_STALE")) { try await client.flush() }
+        #expect(server.state.withLock { $0.appChecks }.suffix(2) == ["ac-3", "ac-4"])
+        #expect(credentials.refreshes.withLock { $0 } == 0)
+        #expect(await client.queuedBuckets().map(\.count) == [2_000])
+    }
+
+    @Test("a 403 WALKER_SUSPENDED keeps every bucket and pauses the queue; after the pause they go")
+    func suspended() async throws {
+        let store = temporaryStore()
+        defer { try? FileManager.default.removeItem(at: store) }
+        let clock = ManualClock(seedInstant)
+        let server = FakeServer(clock: clock)
+        let client = try makeClient(store: store, server: server, clock: clock)
+        try await client.record(today, 1_000)
+        try await client.record(today.adding(days: -1), 6_000)
+        server.script { key, _ in key == nil ? .accept : .suspended }
+        let report = try await client.flush()
+        #expect(report.interruption == .walkerSuspended)
+        #expect(report.refused.isEmpty)
+        #expect(report.remaining == 2)
+        #expect(report.pausedUntil == clock.now.addingTimeInterval(RetryPolicy.default.suspendedPause))
+        clock.advance(RetryPolicy.default.suspendedPause - 1)
+        #expect(try await client.flush().requests == 0)
+        // The walker was reinstated meanwhile.
+        server.script { _, _ in .accept }
+        clock.advance(1)
+        let resumed = try await client.flush()
+        #expect(resumed.delivered.count == 2)
+        #expect(server.dayCounts[today.description] == 1_000)
+        #expect(server.dayCounts[today.adding(days: -1).description] == 6_000)
+        #expect(server.violations.isEmpty, "\(server.violations)")
+    }
+
+    @Test("a pause set before the device's clock went back by a year does not hold the queue")
+    func clockWentBack() async throws {
+        let store = temporaryStore()
+        defer { try? FileManager.default.removeItem(at: store) }
+        let clock = ManualClock(seedInstant.addingTimeInterval(365 * 86_400))
+        let server = FakeServer(clock: clock)
+        let client = try makeClient(store: store, server: server, clock: clock)
+        try await client.record(CalendarDay(containing: clock.now, in: TimeZone(identifier: "UTC")!), 1_000)
+        server.script { key, _ in key == nil ? .rateLimited(retryAfter: 600) : .accept }
+        let paused = try await client.flush()
+        #expect(paused.pausedUntil == clock.now.addingTimeInterval(600))
+        #expect(try await client.flush().requests == 0)
+        // The clock is corrected: the pause now ends a year and ten minutes ahead, which no pause may.
+        clock.advance(-365 * 86_400)
+        #expect(await client.pausedUntil() == nil)
+        server.script { _, _ in .accept }
+        #expect(try await client.flush().delivered.count == 1)
     }
 
     @Test("409 and 5xx retry later with the same key; a whole-request 503 with Retry-After pauses the queue")

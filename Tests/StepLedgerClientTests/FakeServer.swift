@@ -37,6 +37,10 @@ enum Script: Sendable, Equatable {
     case notWhitelisted
     /// The whole request is answered 401.
     case unauthorized
+    /// The whole request is answered 401 with this `details.reason` (an App Check refusal).
+    case unauthorizedFor(String)
+    /// This bucket's result is 403 WALKER_SUSPENDED.
+    case suspended
     /// The whole request is 413 while it carries more than one bucket (one alone goes on to the bucket scripts).
     case tooLargeUnlessAlone
     /// The whole request is 400, as a malformed body is.
@@ -142,6 +146,8 @@ final class FakeServer: ClientTransport, Sendable {
             mark(failed: Set(keys))
             throw URLError(.notConnectedToInternet)
         case .unauthorized: return try Self.json(401, ["error": "UNAUTHORIZED", "message": "no", "details": [:]])
+        case .unauthorizedFor(let reason):
+            return try Self.json(401, ["error": "UNAUTHORIZED", "message": "no", "details": ["reason": reason]])
         case .tooLargeUnlessAlone where keys.count > 1:
             return try Self.json(413, ["error": "PAYLOAD_TOO_LARGE", "message": "big", "details": [:]])
         case .malformed:
@@ -195,6 +201,8 @@ final class FakeServer: ClientTransport, Sendable {
                 results.append(Self.error(key, 422, "STEP_REJECTED", ["reasons": reasons, "day": day]))
             case .notWhitelisted:
                 results.append(Self.error(key, 403, "STEP_SOURCE_NOT_WHITELISTED", ["sourceBundleId": "x"]))
+            case .suspended:
+                results.append(Self.error(key, 403, "WALKER_SUSPENDED", [:]))
             case .bucketRateLimited(let retryAfter):
                 results.append(Self.error(key, 429, "RATE_LIMITED", ["retryAfterSeconds": retryAfter]))
             default:
@@ -262,12 +270,18 @@ final class FakeServer: ClientTransport, Sendable {
     }
 }
 
-/// Credentials that count their calls and hand out a new token after each refresh.
+/// Credentials that count their calls and hand out a new token after each refresh; with `freshAppCheck`, a new App
+/// Check token on every call (`ac-1`, `ac-2`, …), as a limited-use provider does.
 final class CountingCredentials: StepLedgerCredentials {
     let refreshes = Mutex(0)
+    let appCheckCalls = Mutex(0)
     let appCheck: String?
+    let freshAppCheck: Bool
 
-    init(appCheck: String? = nil) { self.appCheck = appCheck }
+    init(appCheck: String? = nil, freshAppCheck: Bool = false) {
+        self.appCheck = appCheck
+        self.freshAppCheck = freshAppCheck
+    }
 
     func sessionToken(refresh: Bool) async throws -> String {
         let generation = refreshes.withLock { count -> Int in
@@ -277,5 +291,11 @@ final class CountingCredentials: StepLedgerCredentials {
         return "token-\(generation)"
     }
 
-    func appCheckToken() async throws -> String? { appCheck }
+    func appCheckToken() async throws -> String? {
+        let call = appCheckCalls.withLock { count -> Int in
+            count += 1
+            return count
+        }
+        return freshAppCheck ? "ac-\(call)" : appCheck
+    }
 }
