@@ -70,14 +70,17 @@ package struct JobQueue: Sendable {
     ///   `OR`: 20 ms a claim with 15 000 jobs waiting.)
     /// - First it parks as dead the jobs whose lease ran out on their last allowed attempt (`rescue`), so a job
     ///   that kills its worker is not claimed after every lease forever.
-    package func claim(limit: Int, now: Date) async throws -> [ClaimedJob] {
+    /// - With `kinds`, only jobs of those kinds: a worker never takes a job it has no handler for (a `stepd worker`
+    ///   without `events.webhookUrl` beside servers with it, or an older binary during a rolling upgrade), which
+    ///   would fail it attempt after attempt until it was dead while a worker that can run it exists.
+    package func claim(limit: Int, now: Date, kinds: Set<String>? = nil) async throws -> [ClaimedJob] {
         let lease = now.addingTimeInterval(leaseSeconds).millisecondsSince1970
         let nowMs = now.millisecondsSince1970
         let rescue = turns.claimRescue(at: now, every: rescueIntervalSeconds)
         return try await store.withoutTransaction { tx in
             if rescue { _ = try await Self.rescue(tx, now: now) }
             let rows = try await tx.sql.raw(
-                Self.claimStatement(tx, limit: limit, lease: lease, now: nowMs)
+                Self.claimStatement(tx, limit: limit, lease: lease, now: nowMs, kinds: kinds)
             ).all()
             turns.claimed.add(rows.count, ordering: .relaxed)
             return try rows.map { row in
@@ -109,19 +112,22 @@ package struct JobQueue: Sendable {
     /// The claim's statement: marks up to `limit` due or lapsed jobs running with their lease until `lease`
     /// (milliseconds), and returns them. Its own function so a test can read the plan each engine makes of it.
     /// The update finds the chosen ids through the primary key (`oneOf(_:selectedBy:)`).
-    static func claimStatement(_ tx: StoreTransaction, limit: Int, lease: Int, now nowMs: Int) -> SQLText {
+    static func claimStatement(
+        _ tx: StoreTransaction, limit: Int, lease: Int, now nowMs: Int, kinds: Set<String>? = nil
+    ) -> SQLText {
+        let ofKinds: SQLText = kinds.map { " AND kind IN (\(binds: $0.sorted()))" } ?? ""
         let chosen: SQLText = """
             SELECT job_id FROM (
                 SELECT job_id, run_at FROM (
                     SELECT job_id, run_at FROM jobs
-                    WHERE state = 'pending' AND run_at <= \(bind: nowMs) AND NOT EXISTS (
+                    WHERE state = 'pending' AND run_at <= \(bind: nowMs)\(ofKinds) AND NOT EXISTS (
                         SELECT 1 FROM jobs AS held
                         WHERE held.state = 'running' AND held.walker_id = jobs.walker_id AND held.kind = jobs.kind)
                     ORDER BY run_at, job_id LIMIT \(bind: limit)\(tx.forUpdateSkipLocked)) AS due
                 UNION ALL
                 SELECT job_id, run_at FROM (
                     SELECT job_id, run_at FROM jobs
-                    WHERE state = 'running' AND lease_until <= \(bind: nowMs) AND attempts < max_attempts
+                    WHERE state = 'running' AND lease_until <= \(bind: nowMs) AND attempts < max_attempts\(ofKinds)
                     ORDER BY run_at, job_id LIMIT \(bind: limit)\(tx.forUpdateSkipLocked)) AS lapsed
             ) AS claimable
             ORDER BY run_at, job_id LIMIT \(bind: limit)

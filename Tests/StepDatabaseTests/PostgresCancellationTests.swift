@@ -30,4 +30,23 @@ struct PostgresCancellationTests {
         #expect(one == 1)
         try await test.close()
     }
+
+    @Test(
+        "a write that reaches a read-only server (a standby during a switchover) is unavailable, a 503, not a failure",
+        .enabled(if: TestDatabases.kinds.contains(.postgres)))
+    func readOnlyServer() async throws {
+        let test = try await TestDatabases.make(.postgres)
+        let refusal: StoreError?
+        do {
+            try await test.store.transaction { tx in
+                try await tx.sql.raw("SET TRANSACTION READ ONLY").run()
+                try await tx.sql.raw("CREATE TABLE read_only_probe (n INT)").run()
+            }
+            refusal = nil
+        } catch let error as StoreError {
+            refusal = error
+        }
+        #expect(refusal?.isUnavailable == true)
+        try await test.close()
+    }
 }

@@ -305,9 +305,10 @@ package final class PostgreSQLDatabase: Database {
         case .server:
             let state = error.serverInfo?[.sqlState] ?? ""
             // 08: connection exception, 57: operator intervention (shutdown, statement timeout),
-            // 53: insufficient resources, 40001/40P01: serialisation failure and deadlock.
+            // 53: insufficient resources, 40001/40P01: serialisation failure and deadlock, 25006: a write reached a
+            // read-only server (a standby during a switchover, `default_transaction_read_only`).
             if state.hasPrefix("08") || state.hasPrefix("57") || state.hasPrefix("53") || state == "40001"
-                || state == "40P01"
+                || state == "40P01" || state == "25006"
             {
                 return "PostgreSQL SQLSTATE \(state)"
             }
