@@ -263,8 +263,10 @@ def known_zone(value):
 
 
 def ledger_cursor(value):
-    """A cursor of the server's form: base64url of "<milliseconds since 1970>:<entry id>"."""
-    text = f"{int(time.time() * 1000)}:{value}"
+    """A cursor of the server's form: base64url of "<milliseconds since 1970>:<entry id>". The server's ids hold no
+    control character, and it refuses a cursor whose id does (a NUL would reach PostgreSQL), so none is kept."""
+    entry = "".join(ch for ch in str(value) if ord(ch) >= 0x20 and ord(ch) != 0x7F)
+    text = f"{int(time.time() * 1000)}:{entry}"
     return b64url(text.encode())
 
 
