@@ -106,4 +106,8 @@ package struct JobRegistry: Sendable {
 
     /// The kinds with a handler.
     package var kinds: Set<String> { Set(handlers.keys) }
+
+    /// The kinds a worker may be configured without: the webhook's, registered only with `events.webhookUrl`. A
+    /// worker that lacks one leaves its jobs to the workers that have it (`JobQueue.claim`).
+    package static let optionalKinds: Set<String> = [WebhookJob.kind]
 }

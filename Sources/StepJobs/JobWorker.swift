@@ -141,7 +141,9 @@ package struct JobWorker: Service {
     /// when there are several (`runTogether`), one by one when that fails, and the standalone ones one by one.
     /// Returns how many were claimed.
     private func runBatch() async throws -> Int {
-        let jobs = try await queue.claim(limit: max(1, settings.batchSize), now: clock(), kinds: handlers.kinds)
+        let jobs = try await queue.claim(
+            limit: max(1, settings.batchSize), now: clock(),
+            excludingKinds: JobRegistry.optionalKinds.subtracting(handlers.kinds))
         var together: [TransactionalRun] = []
         var alone: [ClaimedJob] = []
         for job in jobs {
