@@ -78,12 +78,7 @@ struct ClientQueueTests {
         let clock = ManualClock(seedInstant)
         let server = FakeServer(clock: clock)
         server.script { _, _ in .offline }
-        let client = try StepLedgerClient(
-            configuration: .init(
-                serverURL: URL(string: "http://127.0.0.1:1")!, storeDirectory: store, appVersion: "1",
-                maxQueuedBuckets: 4),
-            credentials: CountingCredentials(), transport: server, now: { clock.now },
-            random: SplitMix64(seed: 5))
+        let client = try makeClient(store: store, server: server, clock: clock, seed: 5, maxQueuedBuckets: 4)
         for reading in 1...20 {
             try await client.record(today, reading * 100)
             _ = try await client.flush()
@@ -165,12 +160,7 @@ struct ClientQueueTests {
         defer { try? FileManager.default.removeItem(at: store) }
         let clock = ManualClock(seedInstant)
         let server = FakeServer(clock: clock)
-        let client = try StepLedgerClient(
-            configuration: .init(
-                serverURL: URL(string: "http://127.0.0.1:1")!, storeDirectory: store, appVersion: "1",
-                maxQueuedBuckets: 2),
-            credentials: CountingCredentials(), transport: server, now: { clock.now },
-            random: SplitMix64(seed: 3))
+        let client = try makeClient(store: store, server: server, clock: clock, seed: 3, maxQueuedBuckets: 2)
         await #expect(throws: StepLedgerError.invalidBucket("count must be 0 to 2147483648")) {
             try await client.record(today, -1)
         }
@@ -200,12 +190,7 @@ struct ClientQueueTests {
         for model in ["", String(repeating: "m", count: 256)] {
             let other = temporaryStore()
             defer { try? FileManager.default.removeItem(at: other) }
-            let modelled = try StepLedgerClient(
-                configuration: .init(
-                    serverURL: URL(string: "http://127.0.0.1:1")!, storeDirectory: other, appVersion: "1",
-                    deviceModel: model),
-                credentials: CountingCredentials(), transport: server, now: { clock.now },
-                random: SplitMix64(seed: 4))
+            let modelled = try makeClient(store: other, server: server, clock: clock, seed: 4, deviceModel: model)
             await #expect(throws: StepLedgerError.invalidBucket("deviceModel must be 1 to 255 bytes when set")) {
                 try await modelled.record(today, 1)
             }

@@ -15,12 +15,12 @@ let seedInstant = Date(timeIntervalSince1970: 1_779_137_550)
 func makeClient(
     store: URL, server: FakeServer, clock: ManualClock, seed: UInt64 = 1,
     credentials: some StepLedgerCredentials = CountingCredentials(), retry: RetryPolicy = .default,
-    batchSize: Int = 14
+    batchSize: Int = 14, maxQueuedBuckets: Int = 256, deviceModel: String? = nil
 ) throws -> StepLedgerClient {
     try StepLedgerClient(
         configuration: .init(
             serverURL: URL(string: "http://127.0.0.1:1")!, storeDirectory: store, appVersion: "1.0.0+1",
-            batchSize: batchSize, retry: retry),
+            deviceModel: deviceModel, batchSize: batchSize, maxQueuedBuckets: maxQueuedBuckets, retry: retry),
         credentials: credentials, transport: server, now: { clock.now }, random: SplitMix64(seed: seed))
 }
 
