@@ -50,6 +50,8 @@ package struct JobWorker: Service {
     /// Where the slots run (and every task they start): the worker's own thread inside `stepd serve` on
     /// PostgreSQL; nil, the shared pool of threads.
     package var executor: (any TaskExecutor)?
+    /// The optional kinds this worker has no handler for, left out of every claim (`JobQueue.claim`).
+    private let excludedKinds: Set<String>
 
     package init(
         queue: JobQueue, handlers: JobRegistry, settings: WorkerSettings, clock: @escaping @Sendable () -> Date,
@@ -57,6 +59,7 @@ package struct JobWorker: Service {
     ) {
         self.queue = queue
         self.handlers = handlers
+        self.excludedKinds = JobRegistry.optionalKinds.subtracting(handlers.kinds)
         self.settings = settings
         self.clock = clock
         self.logger = logger
@@ -141,9 +144,7 @@ package struct JobWorker: Service {
     /// when there are several (`runTogether`), one by one when that fails, and the standalone ones one by one.
     /// Returns how many were claimed.
     private func runBatch() async throws -> Int {
-        let jobs = try await queue.claim(
-            limit: max(1, settings.batchSize), now: clock(),
-            excludingKinds: JobRegistry.optionalKinds.subtracting(handlers.kinds))
+        let jobs = try await queue.claim(limit: max(1, settings.batchSize), now: clock(), excludingKinds: excludedKinds)
         var together: [TransactionalRun] = []
         var alone: [ClaimedJob] = []
         for job in jobs {

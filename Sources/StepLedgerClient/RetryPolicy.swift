@@ -23,7 +23,7 @@ public struct RetryPolicy: Sendable, Hashable {
         initialDelay: TimeInterval = 2, maximumDelay: TimeInterval = 15 * 60, jitter: Double = 0.5,
         defaultPause: TimeInterval = 60, suspendedPause: TimeInterval = 3_600
     ) {
-        let day: TimeInterval = 86_400
+        let day = QueueState.maximumWait
         self.initialDelay = min(day, max(0.001, initialDelay))
         self.maximumDelay = min(day, max(self.initialDelay, maximumDelay))
         self.jitter = min(1, max(0, jitter))

@@ -16,7 +16,7 @@ struct SurfaceErrorMiddleware<Failure: SurfaceError>: RouterMiddleware {
     func handle(
         _ request: Request, context: Context, next: (Request, Context) async throws -> Response
     ) async throws -> Response {
-        if Self.carriesNUL(request.uri.description) {
+        if request.uri.description.contains("%00") {
             return Failure.bodyRefused(
                 .invalid(
                     RequestValidationError(
@@ -33,18 +33,5 @@ struct SurfaceErrorMiddleware<Failure: SurfaceError>: RouterMiddleware {
         } catch {
             return Failure.failure(error, requestId: context.id, logger: logger).response
         }
-    }
-
-    /// Whether `uri` holds `%00`.
-    static func carriesNUL(_ uri: String) -> Bool {
-        let bytes = Array(uri.utf8)
-        guard bytes.count >= 3 else { return false }
-        for index in 0..<(bytes.count - 2)
-        where bytes[index] == UInt8(ascii: "%") && bytes[index + 1] == UInt8(ascii: "0")
-            && bytes[index + 2] == UInt8(ascii: "0")
-        {
-            return true
-        }
-        return false
     }
 }
