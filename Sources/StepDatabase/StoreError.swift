@@ -5,6 +5,7 @@ package struct StoreError: Error, Hashable, Sendable, CustomStringConvertible {
         case schemaBehind
         case invalidConfiguration
         case corrupt
+        case conflict
     }
 
     private let code: Code
@@ -22,7 +23,13 @@ package struct StoreError: Error, Hashable, Sendable, CustomStringConvertible {
     /// A stored value could not be read back as written.
     package static func corrupt(_ detail: String) -> StoreError { .init(.corrupt, detail) }
 
+    /// A concurrent transaction committed a row with the same unique key first (PostgreSQL's SQLSTATE 23505,
+    /// which READ COMMITTED allows between a check and the write). Nothing was written; a unit that checks for
+    /// that row before it writes finds it when run again (`Store.transactionRerunOnConflict`).
+    package static func conflict(_ detail: String) -> StoreError { .init(.conflict, detail) }
+
     package var isUnavailable: Bool { code == .unavailable }
+    package var isConflict: Bool { code == .conflict }
     package var isSchemaBehind: Bool { code == .schemaBehind }
 
     package var description: String { detail }

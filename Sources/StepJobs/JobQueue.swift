@@ -222,7 +222,9 @@ package struct JobQueue: Sendable {
     package func fail(_ job: ClaimedJob, error: String, now: Date) async throws -> JobState? {
         let retryAt = now.addingTimeInterval(backoff.delay(afterAttempt: job.attempt)).millisecondsSince1970
         let message = String(error.prefix(500))
-        return try await store.transaction { tx in
+        // An enqueue of the key that commits between the check and the update makes the update conflict; run
+        // again, the check finds the pending job.
+        return try await store.transactionRerunOnConflict { tx in
             let fence = Self.fence(job)
             if job.attempt < job.maxAttempts, let key = job.dedupeKey {
                 let removed = try await tx.sql.raw(
@@ -293,10 +295,13 @@ package struct JobQueue: Sendable {
 
     /// Makes a dead job pending again, to run now with a fresh count of attempts.
     package func retry(id: String, now: Date) async throws -> JobRetryOutcome {
-        try await store.transaction { tx in try await Self.retry(id: id, in: tx, now: now) }
+        try await store.transactionRerunOnConflict { tx in try await Self.retry(id: id, in: tx, now: now) }
     }
 
-    /// `retry` in the caller's transaction (an operator's action and its audit row commit together).
+    /// `retry` in the caller's transaction (an operator's action and its audit row commit together). An enqueue
+    /// of the job's dedupe key may commit between the check for a pending job and the update (on PostgreSQL),
+    /// which then fails with `StoreError.isConflict`: run the transaction with `Store.transactionRerunOnConflict`,
+    /// whose second run coalesces into that job.
     package static func retry(id: String, in tx: StoreTransaction, now: Date) async throws -> JobRetryOutcome {
         guard let job = try await job(id: id, in: tx, locking: true) else { return .notFound }
         guard job.state == .dead else { return .notDead(job.state) }

@@ -26,6 +26,20 @@ package struct Store: Sendable {
         try await unit(inTransaction: true, recording: true, body)
     }
 
+    /// `transaction`, run once more when it failed on a unique key a concurrent transaction had just taken
+    /// (`StoreError.isConflict`, PostgreSQL only). For a body that checks for such a row before it writes (a
+    /// dead job retried while an enqueue of its dedupe key commits): the second run sees the row and takes its
+    /// other branch. Everything the first run did was rolled back; the body must have no other effects.
+    package func transactionRerunOnConflict<T: Sendable>(
+        _ body: @escaping @Sendable (StoreTransaction) async throws -> T
+    ) async throws -> T {
+        do {
+            return try await transaction(body)
+        } catch let error as StoreError where error.isConflict {
+            return try await transaction(body)
+        }
+    }
+
     /// Runs `body` on one connection outside a transaction: each statement commits by itself (on SQLite the
     /// unit runs alone, outside any group commit).
     package func withoutTransaction<T: Sendable>(

@@ -120,7 +120,7 @@ struct AdminJobsController: Sendable {
     /// name (`retried`, `coalesced`, `discarded`, `not_dead`, `not_found`).
     private func apply(_ action: Action, id: String, actor: AdminActor) async throws -> String {
         let now = clock()
-        let outcome: String = try await jobs.store.transaction { tx in
+        let outcome: String = try await jobs.store.transactionRerunOnConflict { tx in
             let outcome: String
             switch action {
             case .retry:

@@ -291,6 +291,10 @@ package final class PostgreSQLDatabase: Database {
             return try result.get()
         } catch let error as PSQLError {
             if let transient = Self.transient(error) { throw StoreError.unavailable(transient) }
+            if error.code == .server, error.serverInfo?[.sqlState] == "23505" {
+                let constraint = error.serverInfo?[.constraintName].map { " on \($0)" } ?? ""
+                throw StoreError.conflict("PostgreSQL SQLSTATE 23505\(constraint)")
+            }
             throw error
         } catch is CancellationError {
             throw StoreError.unavailable("PostgreSQL work was cancelled")
