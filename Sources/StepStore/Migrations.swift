@@ -727,7 +727,16 @@ package struct Migrator: Sendable {
 }
 
 extension Date {
-    package var millisecondsSince1970: Int { Int((timeIntervalSince1970 * 1000).rounded()) }
+    /// Milliseconds since 1970, held to `Int`'s range: a date no clock or validated input gives (beyond about
+    /// 292 million years) comes out as `Int.max` or `Int.min` rather than trapping the process.
+    package var millisecondsSince1970: Int {
+        let milliseconds = (timeIntervalSince1970 * 1000).rounded()
+        if milliseconds.isNaN { return 0 }
+        // Double(Int.max) is 2^63, one past Int.max; Double(Int.min) is -2^63 exactly.
+        if milliseconds >= Double(Int.max) { return .max }
+        if milliseconds < Double(Int.min) { return .min }
+        return Int(milliseconds)
+    }
 
     package init(millisecondsSince1970 ms: Int) {
         self.init(timeIntervalSince1970: Double(ms) / 1000)

@@ -108,7 +108,10 @@ struct AllocationTests {
                 uri = "/walker/ledger?limit=2&cursor=\(next)"
             }
             #expect(seen == [.int(-104), .int(-103), .int(-102), .int(-101), .int(-100), .int(9000)])
-            for bad in ["limit=0", "limit=201", "limit=x", "cursor=%%%", "cursor=bm90LWEtY3Vyc29y"] {
+            for bad in [
+                "limit=0", "limit=201", "limit=x", "cursor=%%%", "cursor=bm90LWEtY3Vyc29y",
+                "cursor=OTIyMzM3MjAzNjg1NDc3NTgwNzph",
+            ] {
                 let response = try await client.read("/walker/ledger?\(bad)", token: token)
                 #expect(response.status == .badRequest, "\(bad)")
                 #expect(try response.json["error"] == .string("INVALID_REQUEST"))

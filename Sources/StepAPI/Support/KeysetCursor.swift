@@ -13,14 +13,18 @@ struct KeysetCursor: Sendable, Hashable {
         self.id = id
     }
 
-    /// Nil for any text the lists did not hand out: not base64url, no separator, a negative time or a control
-    /// character (a NUL would reach PostgreSQL, which refuses it in text).
+    /// The latest time a cursor may name: 9999-12-31T23:59:59.999Z, the last instant the service writes.
+    static let maximumMilliseconds = 253_402_300_799_999
+
+    /// Nil for any text the lists did not hand out: not base64url, no separator, a time before 1970 or after
+    /// `maximumMilliseconds` (the job list turns it into a `Date` and back), or a control character (a NUL would
+    /// reach PostgreSQL, which refuses it in text).
     init?(text: String) {
         guard text.utf8.count <= 512,
             let decoded = Base64URL.decode(text).flatMap({ String(data: $0, encoding: .utf8) }),
             !decoded.hasControlCharacters, let separator = decoded.firstIndex(of: ":"),
             let milliseconds = Int(decoded[..<separator]),
-            milliseconds >= 0
+            (0...Self.maximumMilliseconds).contains(milliseconds)
         else { return nil }
         self.milliseconds = milliseconds
         self.id = String(decoded[decoded.index(after: separator)...])
