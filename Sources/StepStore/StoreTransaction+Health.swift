@@ -51,11 +51,13 @@ extension StoreTransaction {
 
     /// Writes the walker's record for `date`: a new one, or the existing one's values replaced (HealthKit and
     /// Health Connect report a de-duplicated day total, so the latest submission is the day's truth). The
-    /// record keeps its id and creation time across replacements.
+    /// record keeps its id and creation time across replacements. The commit counts as the walker's write for
+    /// read replicas (the health reads may go to one), though no walker row is locked.
     @discardableResult
     package func upsertHealthRecord(
         walkerId: String, date: LocalDate, totals: HealthTotals, source: String, now: Date
     ) async throws -> HealthRecord {
+        noteWrite(of: walkerId)
         let at = now.millisecondsSince1970
         let row = try await sql.raw(
             """

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import SQLKit
+import StepCore
 import StepDatabase
 import StepStore
 import StepTestSupport
@@ -61,6 +62,16 @@ struct ReadReplicaRecordingTests {
             }
             #expect(replicas.routingSnapshot.latest > second)
             #expect(replicas.routingSnapshot.walkers["writer"] == second)
+
+            // POST /health's write locks no walker, yet /health/today and /health/statistics may read from a
+            // replica: its commit is the walker's too.
+            _ = try await store.transaction { tx in
+                try await tx.upsertHealthRecord(
+                    walkerId: "health-writer", date: LocalDate(instant: now, in: .gmt),
+                    totals: HealthTotals(steps: 1, durationMilli: 0, caloriesMilli: 0, distanceMilli: 0),
+                    source: "ios_health", now: now)
+            }
+            #expect(try #require(replicas.routingSnapshot.walkers["health-writer"]) > second)
         }
     }
 
