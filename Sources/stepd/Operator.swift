@@ -57,6 +57,9 @@ struct Operator: AsyncParsableCommand {
                 print(secret)
             case .invalidName:
                 throw ValidationError("--name must be 1 to 64 of A-Z a-z 0-9 . _ -")
+            case .nameReserved:
+                throw ValidationError(
+                    "\(name) is reserved: the audit names the admin.token's actions admin and this command's stepd")
             case .nameTaken:
                 throw ValidationError("an active operator is already named \(name); revoke it first")
             }

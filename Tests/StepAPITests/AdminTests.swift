@@ -175,6 +175,9 @@ struct AdminTests {
                 #"{"decision":"maybe","note":"x"}"#, #"{"decision":"accept"}"#, #"{"decision":"accept","note":""}"#,
                 #"{"decision":"accept","note":7}"#, "not json", "[]",
                 #"{"decision":"accept","note":"\#(String(repeating: "n", count: 2001))"}"#,
+                // A letter and 1 000 flags: 1 001 characters to Swift, but 2 001 code points, which is what the
+                // contract's maxLength counts.
+                #"{"decision":"accept","note":"n\#(String(repeating: "🇫🇷", count: 1000))"}"#,
             ] {
                 let response = try await client.admin(
                     "/admin/reviews/\(id)/resolve", method: .post, body: ByteBuffer(string: body))
@@ -184,6 +187,10 @@ struct AdminTests {
             #expect(try await client.resolve("no-such-entry", decision: "accept", note: "x").status == .notFound)
             #expect(try await client.admin("/admin/reviews?status=closed").status == .badRequest)
             #expect(try await client.admin("/admin/jobs?state=finished").status == .badRequest)
+            // The filters count code points too: 51 flags are 51 characters but 102 code points.
+            let flags = String(repeating: "🇫🇷", count: 51).addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
+            #expect(try await client.admin("/admin/jobs?kind=\(flags)").status == .badRequest)
+            #expect(try await client.admin("/admin/audit?action=\(flags)").status == .badRequest)
             #expect(try await Self.days(client, token: token)?["reconciliationStatus"] == .string("QUARANTINED"))
             #expect(try await harness.store.transaction { try await $0.reviews(open: true) }.count == 1)
         }

@@ -89,6 +89,16 @@ struct OperatorSessionTests {
             Issue.record("a bad name was accepted")
             return
         }
+        // The bootstrap token acts as admin and the command line as stepd: no named operator may share their names.
+        for reserved in ["admin", "stepd"] {
+            guard
+                case .nameReserved = try await OperatorAccounts.create(
+                    store: harness.store, name: reserved, role: .reviewer, now: harness.clock.now)
+            else {
+                Issue.record("an operator named \(reserved) was made")
+                return
+            }
+        }
         try await harness.run { client in
             #expect(try await client.admin("/admin/reviews", token: secret).status == .ok)
             let revoked = try await OperatorAccounts.revoke(store: harness.store, name: "vera", now: harness.clock.now)

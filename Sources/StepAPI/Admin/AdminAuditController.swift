@@ -60,7 +60,7 @@ struct AuditQuery: Sendable {
             query.operatorName = name
         }
         if let action = parameters.get("action") {
-            guard (1...64).contains(action.count) else {
+            guard (1...64).contains(action.unicodeScalars.count) else {
                 throw AdminAPIError.badRequest("action must be an action's name, such as review.accept.")
             }
             query.action = action

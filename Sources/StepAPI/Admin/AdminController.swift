@@ -201,7 +201,8 @@ struct AdminController: Sendable {
         else {
             throw AdminAPIError.badRequest("decision must be accept or reject.")
         }
-        guard case .string(let note) = fields["note"], !note.isEmpty, note.count <= Self.maxNoteLength else {
+        guard case .string(let note) = fields["note"], !note.isEmpty, note.unicodeScalars.count <= Self.maxNoteLength
+        else {
             throw AdminAPIError.badRequest(
                 "note must be a non-empty string of at most \(Self.maxNoteLength) characters.")
         }

@@ -57,7 +57,7 @@ struct AdminJobsController: Sendable {
             state = parsed
         }
         let kind = query.get("kind")
-        if let kind, kind.isEmpty || kind.count > 100 {
+        if let kind, kind.isEmpty || kind.unicodeScalars.count > 100 {
             throw AdminAPIError.badRequest("kind must be a job kind of 1 to 100 characters.")
         }
         var limit = Self.defaultLimit

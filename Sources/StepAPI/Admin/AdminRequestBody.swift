@@ -21,7 +21,8 @@ struct AdminRequestBody: Sendable {
 
     /// The required `note`.
     func note() throws -> String {
-        guard case .string(let note) = fields["note"], !note.isEmpty, note.count <= Self.maxNoteLength else {
+        guard case .string(let note) = fields["note"], !note.isEmpty, note.unicodeScalars.count <= Self.maxNoteLength
+        else {
             throw AdminAPIError.badRequest(
                 "note must be a non-empty string of at most \(Self.maxNoteLength) characters.")
         }

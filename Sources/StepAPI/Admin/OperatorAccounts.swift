@@ -10,6 +10,9 @@ package enum OperatorAccounts {
         /// The operator and its secret, which exists only in this value: the store keeps its digest.
         case created(OperatorRecord, secret: String)
         case invalidName
+        /// The name of an actor that is no named operator (`admin`, the bootstrap token's; `stepd`, the command
+        /// line's): the audit, the metrics and the console's claims tell operators apart by name.
+        case nameReserved
         case nameTaken
     }
 
@@ -27,6 +30,7 @@ package enum OperatorAccounts {
 
     package static func create(store: Store, name: String, role: OperatorRole, now: Date) async throws -> Creation {
         guard OperatorName.isValid(name) else { return .invalidName }
+        guard ![AdminActor.bootstrap.name, AdminActor.commandLine.name].contains(name) else { return .nameReserved }
         let secret = newSecret()
         let made = try await store.transaction { tx -> OperatorRecord? in
             guard

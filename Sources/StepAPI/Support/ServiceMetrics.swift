@@ -53,7 +53,9 @@ package final class ServiceMetrics: Sendable {
             help: "Reads a read replica failed, answered by the primary instead.")
     }
     static var reconcileVerdicts: MetricNameDescriptor {
-        descriptor("reconcile", "verdicts", unit: "total", help: "Reconcile job verdicts (accepted, quarantined).")
+        descriptor(
+            "reconcile", "verdicts", unit: "total",
+            help: "Reconcile job verdicts (accepted, quarantined, unchanged, reread_requested).")
     }
 
     /// Every metric is named `stepledger_<subsystem>_<name>_<unit>`.

@@ -2650,11 +2650,14 @@ internal struct Client: APIProtocol {
     ///    assertion (proves a registered key, whose counter must rise; `keyId` picks the key, else the walker's
     ///    keys are tried); `android` — a Play Integrity token whose request nonce is the nonce.
     ///    Any failure is 401 "Attestation verification failed";
-    /// 5. plausibility (400): "Step count is implausibly high" (> 100 000), "Calorie count is implausibly high"
+    /// 5. the date: "Date must not be in the future" (400) when it is after today in UTC+14;
+    /// 6. plausibility (400): "Step count is implausibly high" (> 100 000), "Calorie count is implausibly high"
     ///    (> 10 000 kcal), "Distance is implausibly high" (> 150 000 m), "Duration is implausibly high"
     ///    (> 86 400 s).
     /// Then the walker's record for the date is created or replaced (one per walker and date) and returned with
-    /// 201. A refused submission stores nothing but its audit row. Rate-limited with the walker routes.
+    /// 201. A submission refused by its attestation (4) or its plausibility (6) stores nothing but a REJECTED
+    /// audit row; one refused at 1, 2, 3 or 5 stores nothing (the nonce spent from 2 on). Rate-limited with the
+    /// walker routes.
     ///
     ///
     /// - Remark: HTTP `POST /health`.

@@ -714,7 +714,7 @@ extension Components {
             }
             /// - Remark: Generated from `#/components/schemas/LedgerEntry/kind`.
             internal var kind: Components.Schemas.LedgerEntry.KindPayload
-            /// Positive for credits and refunds, negative for allocations.
+            /// Positive for credits and refunds, negative for allocations and for the `step_credit` entry that takes back a reversed day's credit.
             ///
             /// - Remark: Generated from `#/components/schemas/LedgerEntry/amount`.
             internal var amount: Swift.Int
@@ -733,7 +733,7 @@ extension Components {
             /// - Parameters:
             ///   - id:
             ///   - kind:
-            ///   - amount: Positive for credits and refunds, negative for allocations.
+            ///   - amount: Positive for credits and refunds, negative for allocations and for the `step_credit` entry that takes back a reversed day's credit.
             ///   - day: The day a step credit is for.
             ///   - allocationId: The allocation an allocation or refund entry belongs to.
             ///   - createdAt:
