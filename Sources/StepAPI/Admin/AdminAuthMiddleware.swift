@@ -35,12 +35,13 @@ struct AdminAuthenticator: Sendable {
     }
 
     /// The operator a request's bearer secret or session cookie names, nil when it names none (nothing counted).
+    /// Of several values of the cookie, the first that names a live session.
     func actor(_ request: Request, now: Date) async throws -> AdminActor? {
         if let presented = Self.bearer(request) {
             return try await actor(secret: presented)
         }
-        if let value = AdminSessionCookie.value(in: request) {
-            return try await session(value: value, now: now)?.actor
+        for value in AdminSessionCookie.values(in: request) {
+            if let session = try await session(value: value, now: now) { return session.actor }
         }
         return nil
     }
@@ -74,7 +75,7 @@ struct AdminAuthenticator: Sendable {
     /// Whether the request presents a credential at all (a bearer secret or the session cookie). One that presents
     /// none guessed nothing: it is a plain 401 that counts nothing against the address.
     static func presentsCredential(_ request: Request) -> Bool {
-        bearer(request) != nil || AdminSessionCookie.value(in: request) != nil
+        bearer(request) != nil || !AdminSessionCookie.values(in: request).isEmpty
     }
 
     static func bearer(_ request: Request) -> String? {

@@ -77,9 +77,9 @@ struct AdminSessionController: Sendable {
     /// Ends the cookie's session, if it names one, and clears the cookie: 204 either way, so signing out twice is
     /// harmless.
     private func signOut(_ request: Request) async throws -> Response {
-        if let value = AdminSessionCookie.value(in: request) {
+        let now = authenticator.clock()
+        for value in AdminSessionCookie.values(in: request) {
             let digest = OperatorSecret.digest(value)
-            let now = authenticator.clock()
             _ = try await authenticator.store.transaction { try await $0.endSession(digest: digest, at: now) }
         }
         return Response(status: .noContent, headers: [.setCookie: cookie.clearing])

@@ -22,16 +22,23 @@ struct AdminSessionCookie: Sendable {
         head + "; Path=/admin; HttpOnly; SameSite=Strict" + (secure ? "; Secure" : "")
     }
 
-    /// The cookie's value in a request's `Cookie` headers; nil when absent or empty.
-    static func value(in request: Request) -> String? {
+    /// The most values of the cookie a request is searched for.
+    static let maximumValues = 4
+
+    /// The cookie's non-empty values in a request's `Cookie` headers, in order, at most `maximumValues`. A browser
+    /// sends every cookie of the name whose domain and path match, so a cookie another site under the same parent
+    /// domain set (`Domain=` the parent, a longer path) may come before the console's own: each is tried.
+    static func values(in request: Request) -> [String] {
+        var values: [String] = []
         for header in request.headers[values: .cookie] {
             for pair in header.split(separator: ";") {
                 let trimmed = pair[...].trimmingHTTPWhitespace
                 guard let equals = trimmed.firstIndex(of: "="), trimmed[..<equals] == name else { continue }
                 let value = trimmed[trimmed.index(after: equals)...]
-                return value.isEmpty ? nil : String(value)
+                if !value.isEmpty { values.append(String(value)) }
+                if values.count == maximumValues { return values }
             }
         }
-        return nil
+        return values
     }
 }
