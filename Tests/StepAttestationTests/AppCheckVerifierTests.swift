@@ -171,6 +171,24 @@ struct AppCheckVerifierTests {
         _ = try await verifier().verify(token: token, now: now)
     }
 
+    @Test("A signed token with an exp or iat beyond any clock (±1e19 s) is refused, not a trap of the process")
+    func absurdTimes() async throws {
+        let fresh = try AppCheckVerifier(
+            configuration: AppCheckConfiguration(
+                projectNumber: AppCheckTokenFactory.projectNumber, maximumTokenAge: 300),
+            keySource: StaticAppCheckKeySource(keySet: AppCheckJWKS(json: AppCheckTokenFactory.fixtureJWKS())))
+        var expired = AppCheckTokenFactory.claims()
+        expired["exp"] = -1e19
+        let expiredToken = try AppCheckTokenFactory.fixture().token(claims: expired)
+        await #expect(throws: AppCheckError(.expired)) { try await fresh.verify(token: expiredToken, now: now) }
+        for issuedAt in [1e19, -1e19] {
+            var claims = AppCheckTokenFactory.claims()
+            claims["iat"] = issuedAt
+            let token = try AppCheckTokenFactory.fixture().token(claims: claims)
+            await #expect(throws: AppCheckError(.stale)) { try await fresh.verify(token: token, now: now) }
+        }
+    }
+
     @Test("A token without iat is stale when a maximum age is configured; a non-positive age is refused")
     func freshnessNeedsIssuedAt() async throws {
         var claims = AppCheckTokenFactory.claims()

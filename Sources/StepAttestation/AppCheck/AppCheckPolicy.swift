@@ -71,7 +71,8 @@ package struct AppCheckExpiryPolicy: AttestationPolicy {
         }
         let expiry = Date(timeIntervalSince1970: exp)
         guard evidence.now.timeIntervalSince(expiry) <= leeway else {
-            return .failsToMeetPolicy(.expired, detail: "expired \(Int(evidence.now.timeIntervalSince(expiry))) s ago")
+            return .failsToMeetPolicy(
+                .expired, detail: "expired \(wholeSeconds(evidence.now.timeIntervalSince(expiry))) s ago")
         }
         return .meetsPolicy
     }
@@ -89,13 +90,19 @@ package struct AppCheckFreshnessPolicy: AttestationPolicy {
         }
         let age = evidence.now.timeIntervalSince(Date(timeIntervalSince1970: iat))
         if age < -leeway {
-            return .failsToMeetPolicy(.stale, detail: "issued \(Int(-age)) s in the future")
+            return .failsToMeetPolicy(.stale, detail: "issued \(wholeSeconds(-age)) s in the future")
         }
         if age > maximumAge {
-            return .failsToMeetPolicy(.stale, detail: "issued \(Int(age)) s ago")
+            return .failsToMeetPolicy(.stale, detail: "issued \(wholeSeconds(age)) s ago")
         }
         return .meetsPolicy
     }
+}
+
+/// Seconds for a refusal's detail. A signed token may still carry an absurd `exp` or `iat` (±1e19): `Int(_:)`
+/// of such a difference would trap the process, so one beyond `Int`'s range is written as the number it is.
+private func wholeSeconds(_ seconds: Double) -> String {
+    Int(exactly: seconds.rounded(.towardZero)).map(String.init) ?? "\(seconds)"
 }
 
 /// `sub` (the Firebase app id) is present and not blank.
