@@ -23,6 +23,18 @@ extension StoreTransaction {
         )
     }
 
+    /// Takes back one hit counted in the window that began at `windowStart` (nothing when that window has ended
+    /// or holds none): for a hit counted before the outcome it stands for was known.
+    package func releaseRateLimitHit(walkerId: String, bucket: String, windowStart: Date) async throws {
+        try await sql.raw(
+            """
+            UPDATE rate_limits SET hits = hits - 1
+            WHERE walker_id = \(bind: walkerId) AND bucket = \(bind: bucket)
+                AND window_start = \(bind: windowStart.millisecondsSince1970) AND hits > 0
+            """
+        ).run()
+    }
+
     /// The stored window of `bucket` for `walkerId` without counting a hit; nil when there is none.
     package func rateLimitWindow(walkerId: String, bucket: String) async throws -> RateLimitWindow? {
         guard

@@ -7,7 +7,8 @@ import StepStore
 /// in constant time, or a named operator's secret, looked up by its digest among the active operators) or the
 /// console's session cookie. A walker's session token never works here. A client address with
 /// `admin.maxFailuresPerMinute` failed attempts in the current minute is refused (429) until the minute ends, even
-/// with the right secret; a wrong credential is 401 and counts against the address, a missing one is 401 only.
+/// with the right secret; a wrong credential is 401 and counts against the address (counted before it is checked,
+/// given back when right: `attempt`), a missing one is 401 only.
 struct AdminAuthenticator: Sendable {
     /// The configured bootstrap secret; nil when only named operators get in.
     let bootstrap: AdminCredential?
@@ -27,11 +28,30 @@ struct AdminAuthenticator: Sendable {
         }
     }
 
-    /// Counts a failed attempt of the address and answers 401.
-    func refuse(address: String, now: Date) async throws -> Never {
-        try await failures.recordFailure(address: address, now: now)
-        logger.warning("admin authentication failed", metadata: ["client": .string(address)])
-        throw AdminAPIError.unauthorized
+    /// The operator (or whatever `verify` finds) for a presented credential, its check counted against the
+    /// address first: 429 when that count passes `admin.maxFailuresPerMinute`, so no more guesses are checked in a
+    /// window than it allows however many arrive at once; 401 when `verify` finds nothing, the count kept as the
+    /// failure; the count given back when it finds one.
+    func attempt<Found: Sendable>(
+        address: String, now: Date, _ verify: () async throws -> Found?
+    ) async throws -> Found {
+        if let retryAfter = try await failures.reserve(address: address, now: now) {
+            throw AdminAPIError.lockedOut(retryAfterSeconds: retryAfter)
+        }
+        let found: Found?
+        do {
+            found = try await verify()
+        } catch {
+            // Not a wrong credential: the check itself failed (the database, say).
+            try? await failures.release(address: address, now: now)
+            throw error
+        }
+        guard let found else {
+            logger.warning("admin authentication failed", metadata: ["client": .string(address)])
+            throw AdminAPIError.unauthorized
+        }
+        try await failures.release(address: address, now: now)
+        return found
     }
 
     /// The operator a request's bearer secret or session cookie names, nil when it names none (nothing counted).
@@ -105,8 +125,8 @@ struct AdminAuthMiddleware: RouterMiddleware {
         // Not counted, so a page that makes an operator's browser request admin URLs without the (SameSite=Strict)
         // cookie cannot lock the operator's address out.
         guard AdminAuthenticator.presentsCredential(request) else { throw AdminAPIError.unauthorized }
-        guard let actor = try await authenticator.actor(request, now: now) else {
-            try await authenticator.refuse(address: address, now: now)
+        let actor = try await authenticator.attempt(address: address, now: now) {
+            try await authenticator.actor(request, now: now)
         }
         var context = context
         context.adminActor = actor

@@ -33,12 +33,24 @@ package struct AdminFailureLimiter: Sendable {
         return retryAfter(windowStart: window.windowStart, now: now)
     }
 
-    /// Counts one failure of the address in the current window.
-    package func recordFailure(address: String, now: Date) async throws {
+    /// Counts an attempt of the address as a failure before its credential is checked, so concurrent guesses
+    /// cannot all pass a lockout check made before any of them is counted: nil when the address may go on (the
+    /// attempt stays counted until `release` gives it back), else the seconds until it may try again.
+    package func reserve(address: String, now: Date) async throws -> Int? {
+        let bucket = Self.bucket
+        let window = try await store.withoutTransaction {
+            try await $0.hitRateLimit(walkerId: address, bucket: bucket, windowStart: windowStart(now))
+        }
+        guard window.hits > maxFailures else { return nil }
+        return retryAfter(windowStart: window.windowStart, now: now)
+    }
+
+    /// Gives back an attempt `reserve` counted whose credential was right.
+    package func release(address: String, now: Date) async throws {
         let bucket = Self.bucket
         let start = windowStart(now)
-        _ = try await store.withoutTransaction {
-            try await $0.hitRateLimit(walkerId: address, bucket: bucket, windowStart: start)
+        try await store.withoutTransaction {
+            try await $0.releaseRateLimitHit(walkerId: address, bucket: bucket, windowStart: start)
         }
     }
 

@@ -44,8 +44,8 @@ struct AdminSessionController: Sendable {
         guard case .string(let credential) = fields["credential"], !credential.isEmpty else {
             throw AdminAPIError.badRequest("credential must be a non-empty string.")
         }
-        guard let actor = try await authenticator.actor(secret: credential) else {
-            try await authenticator.refuse(address: address, now: now)
+        let actor = try await authenticator.attempt(address: address, now: now) {
+            try await authenticator.actor(secret: credential)
         }
         let value = OperatorAccounts.randomToken()
         let digest = OperatorSecret.digest(value)
@@ -68,8 +68,8 @@ struct AdminSessionController: Sendable {
         let now = authenticator.clock()
         try await authenticator.refuseLockedOut(address: address, now: now)
         guard AdminAuthenticator.presentsCredential(request) else { throw AdminAPIError.unauthorized }
-        guard let actor = try await authenticator.actor(request, now: now) else {
-            try await authenticator.refuse(address: address, now: now)
+        let actor = try await authenticator.attempt(address: address, now: now) {
+            try await authenticator.actor(request, now: now)
         }
         return Self.answer(actor)
     }
