@@ -1,15 +1,23 @@
 import Foundation
+import StepCore
 
 /// Writes log lines to a file descriptor off the caller's thread, so a request never waits for a terminal, a
 /// pipe or a disk. Lines are appended to a buffer under a lock; the first append to an idle buffer schedules
 /// a drain on a serial dispatch queue, which writes until the buffer is empty. No thread of its own is kept,
 /// so the process can always exit. `flush()` waits until everything appended so far is written, so nothing
-/// is lost at shutdown. The buffer is bounded: past `limit` bytes an appender waits (back-pressure, no loss).
+/// is lost at a normal shutdown.
+///
+/// The buffer is bounded: past `limit` bytes a line is dropped and counted, never waited for. A reader that keeps
+/// the pipe open and stops reading (a log collector that is down under Docker's blocking mode, a paused terminal,
+/// a stuck `tee`) would otherwise stop every request at its log line, `/livez` included. When the buffer has
+/// room again, one line says how many were dropped.
 final class BufferedLogWriter: @unchecked Sendable {
     // Every mutable field below is guarded by `condition`.
     private let condition = NSCondition()
     private var pending: [UInt8] = []
     private var draining = false
+    /// Lines dropped since the last note of it.
+    private var dropped = 0
     private let descriptor: Int32
     private let limit: Int
     private let queue = DispatchQueue(label: "stepledger.log-writer")
@@ -19,9 +27,25 @@ final class BufferedLogWriter: @unchecked Sendable {
         self.limit = limit
     }
 
+    /// Lines dropped so far because the buffer was full (and not yet reported in the output).
+    var droppedLines: Int {
+        condition.lock()
+        defer { condition.unlock() }
+        return dropped
+    }
+
     func append(_ line: String) {
         condition.lock()
-        while pending.count > limit { condition.wait() }
+        guard pending.count <= limit else {
+            dropped += 1
+            condition.unlock()
+            return
+        }
+        if dropped > 0 {
+            pending.append(contentsOf: Self.droppedNote(dropped).utf8)
+            pending.append(UInt8(ascii: "\n"))
+            dropped = 0
+        }
         pending.append(contentsOf: line.utf8)
         pending.append(UInt8(ascii: "\n"))
         let schedules = !draining
@@ -30,11 +54,24 @@ final class BufferedLogWriter: @unchecked Sendable {
         if schedules { queue.async { self.drain() } }
     }
 
-    /// Returns once every line appended before the call has been handed to the kernel.
-    func flush() {
+    /// The line that reports dropped lines, in the JSON form of the service's other lines.
+    static func droppedNote(_ count: Int) -> String {
+        let now = InstantParser.format(Date(), fractional: true)
+        return #"{"ts":"\#(now)","level":"warning","label":"stepledger.log","#
+            + #""msg":"log output was not read: lines dropped","dropped":\#(count)}"#
+    }
+
+    /// Returns once every line appended before the call has been handed to the kernel, or when `timeout` has
+    /// passed (a reader that stopped reading must not hold the process at its exit); whether all was written.
+    @discardableResult
+    func flush(timeout: TimeInterval = 10) -> Bool {
+        let deadline = Date().addingTimeInterval(timeout)
         condition.lock()
-        while draining { condition.wait() }
-        condition.unlock()
+        defer { condition.unlock() }
+        while draining {
+            if !condition.wait(until: deadline) { return false }
+        }
+        return true
     }
 
     private func drain() {

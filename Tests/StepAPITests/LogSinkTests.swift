@@ -1,5 +1,6 @@
 import Foundation
 import StepCore
+import Synchronization
 import Testing
 
 @testable import StepAPI
@@ -43,5 +44,49 @@ struct LogSinkTests {
         }
         #expect(total == 1_024 * 1_024)
         writer.flush()
+    }
+
+    @Test("a reader that stops reading never stops the caller: lines past the buffer are dropped, counted and reported")
+    func stalledReaderDropsLines() throws {
+        var descriptors: [Int32] = [0, 0]
+        #expect(pipe(&descriptors) == 0)
+        defer { close(descriptors[0]) }
+        let writer = BufferedLogWriter(descriptor: descriptors[1], limit: 256 << 10)
+        // 4 MiB against a 64 KiB pipe and a 256 KiB buffer, nobody reading: before, the 300-odd-th line waited.
+        let line = String(repeating: "x", count: 1023)
+        let done = DispatchSemaphore(value: 0)
+        Thread {
+            for _ in 0..<4_096 { writer.append(line) }
+            done.signal()
+        }.start()
+        #expect(done.wait(timeout: .now() + 10) == .success, "append waited for a reader that stopped reading")
+        let dropped = writer.droppedLines
+        #expect(dropped > 3_000 && dropped < 4_096)
+        #expect(!writer.flush(timeout: 0.2), "flush gives up on a reader that stopped reading")
+
+        // The reader comes back: what the buffer held arrives, then the next line says how many were dropped.
+        let received = Mutex<[UInt8]>([])
+        let finished = DispatchSemaphore(value: 0)
+        let readEnd = descriptors[0]
+        Thread {
+            var buffer = [UInt8](repeating: 0, count: 1 << 16)
+            while true {
+                let count = buffer.withUnsafeMutableBytes { read(readEnd, $0.baseAddress, $0.count) }
+                guard count > 0 else { break }
+                received.withLock { $0 += buffer[..<count] }
+            }
+            finished.signal()
+        }.start()
+        #expect(writer.flush(timeout: 10))
+        writer.append("after")
+        #expect(writer.flush(timeout: 10))
+        close(descriptors[1])
+        #expect(finished.wait(timeout: .now() + 10) == .success)
+        let lines = String(decoding: received.withLock { $0 }, as: UTF8.self).split(separator: "\n")
+        #expect(lines.count == 4_096 - dropped + 2)
+        #expect(lines.last == "after")
+        let note = try #require(lines.dropLast().last)
+        #expect(note.contains(#""level":"warning""#) && note.contains(#""dropped":\#(dropped)}"#))
+        #expect(writer.droppedLines == 0)
     }
 }
