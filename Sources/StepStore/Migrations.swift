@@ -647,6 +647,15 @@ package enum Migrations {
             // time; a row from before has one part, those three.
             ["ALTER TABLE allocations ADD COLUMN refund_parts TEXT NOT NULL DEFAULT ''"]
         },
+        Migration(version: 22, name: "retention reads old submissions and events by age") { _ in
+            // The hourly prune of `step_submissions` and `walker_events` looks for rows older than their
+            // retention; their only indexes began with `walker_id`, so each batch read the whole table (past the
+            // statement timeout once it grew, on PostgreSQL; holding SQLite's one writer meanwhile).
+            [
+                "CREATE INDEX step_submissions_by_age ON step_submissions (received_at)",
+                "CREATE INDEX walker_events_by_age ON walker_events (created_at)",
+            ]
+        },
     ]
 }
 

@@ -144,15 +144,19 @@ extension Store {
 extension StoreTransaction {
     /// Deletes at most `limit` rows of `table` older than `cutoff` (milliseconds) and says how many went.
     package func pruneBatch(_ table: PrunedTable, before cutoff: Int, limit: Int) async throws -> Int {
-        try await sql.raw(
-            """
-            DELETE FROM \(unsafeRaw: table.rawValue) WHERE (\(unsafeRaw: table.key)) IN (
-                SELECT \(unsafeRaw: table.key) FROM \(unsafeRaw: table.rawValue)
-                WHERE \(unsafeRaw: table.ageColumn) < \(bind: cutoff) AND NOT (\(table.stillNeeded))
-                LIMIT \(bind: limit)
-            )
-            RETURNING 1 AS removed
-            """
-        ).all().count
+        try await sql.raw(Self.pruneBatchStatement(table, before: cutoff, limit: limit)).all().count
+    }
+
+    /// The batch's statement; the rows past retention are found through an index on the age column
+    /// (`PrunePlanTests` reads each engine's plan).
+    package static func pruneBatchStatement(_ table: PrunedTable, before cutoff: Int, limit: Int) -> SQLText {
+        """
+        DELETE FROM \(unsafeRaw: table.rawValue) WHERE (\(unsafeRaw: table.key)) IN (
+            SELECT \(unsafeRaw: table.key) FROM \(unsafeRaw: table.rawValue)
+            WHERE \(unsafeRaw: table.ageColumn) < \(bind: cutoff) AND NOT (\(table.stillNeeded))
+            LIMIT \(bind: limit)
+        )
+        RETURNING 1 AS removed
+        """
     }
 }

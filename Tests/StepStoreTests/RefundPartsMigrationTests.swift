@@ -30,7 +30,7 @@ struct RefundPartsMigrationTests {
             ).run()
         }
         let report = try await Migrator(database: store.database).migrate()
-        #expect(report.applied == [21])
+        #expect(report.applied.first == 21, "migration 21 and any after it")
 
         let read = try await store.transaction { try await $0.allocation(walkerId: "walker-old", id: "allocation-old") }
         let allocation = try #require(read)

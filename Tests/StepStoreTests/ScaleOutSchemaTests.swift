@@ -22,7 +22,7 @@ struct ScaleOutSchemaTests {
 
     /// Statements the scan finds touching more than one walker, by file and function, with why they may.
     static let crossWalkerStatements: [String: String] = [
-        "StoreTransaction+Prune.swift pruneBatch":
+        "StoreTransaction+Prune.swift pruneBatchStatement":
             "retention deletes old rows of every walker in bounded batches, each its own short transaction, off the "
             + "request path and under no walker's lock; on Citus each batch is a multi-shard delete",
         "StoreTransaction+Erase.swift eraseWalker":

@@ -1,0 +1,45 @@
+import Foundation
+import SQLKit
+import StepDatabase
+import StepStore
+import StepTestSupport
+import Testing
+
+/// Retention finds the rows past their age through an index on the age column, on both engines: a table read
+/// whole by every hourly batch grows past PostgreSQL's statement timeout and holds SQLite's one writer meanwhile.
+@Suite("Retention's plans")
+struct PrunePlanTests {
+    static let indexes: [(PrunedTable, String)] = [
+        (.attestationLogs, "attestation_logs_by_age"), (.idempotencyKeys, "idempotency_keys_by_age"),
+        (.healthNonces, "health_nonces_by_expiry"), (.walkerEvents, "walker_events_by_age"),
+        (.stepSubmissions, "step_submissions_by_age"),
+    ]
+
+    @Test("each pruned table but the rate-limit windows is read through its age index", arguments: TestDatabases.kinds)
+    func byAge(kind: DatabaseKind) async throws {
+        let test = try await TestDatabases.make(kind)
+        for (table, index) in Self.indexes {
+            let statement = StoreTransaction.pruneBatchStatement(table, before: 1_700_000_000_000, limit: 1_000)
+            let plan = try await test.store.transaction { tx in
+                // An empty table costs nothing to read whole, so PostgreSQL is told to avoid that where it can.
+                if tx.kind == .postgres { try await tx.sql.raw("SET LOCAL enable_seqscan = off").run() }
+                var explain: SQLText = tx.kind == .sqlite ? "EXPLAIN QUERY PLAN " : "EXPLAIN "
+                explain += statement
+                return try await tx.sql.raw(explain).all().map {
+                    try tx.kind == .sqlite
+                        ? $0.decode(column: "detail", as: String.self)
+                        : $0.decode(column: "QUERY PLAN", as: String.self)
+                }.joined(separator: " | ")
+            }
+            #expect(plan.contains(index), "\(table): \(plan)")
+            switch kind {
+            case .sqlite:
+                #expect(
+                    !plan.contains("SCAN \(table.rawValue) |") && !plan.hasPrefix("SCAN \(table.rawValue)"),
+                    "\(table): \(plan)")
+            case .postgres: #expect(!plan.contains("Seq Scan on \(table.rawValue) "), "\(table): \(plan)")
+            }
+        }
+        try await test.close()
+    }
+}
