@@ -93,12 +93,15 @@ package struct WhitelistReloader: Service {
         }
     }
 
-    /// Modification time and size, so an edit that keeps the size or the time still counts as a change.
+    /// The file's device, inode, modification time and size, so an edit that keeps the size or the time still
+    /// counts as a change. Read through symbolic links (`stat`, not `lstat`): a configuration mounted from a
+    /// Kubernetes ConfigMap, or deployed with `ln -sfn`, changes by swapping the link's target, which leaves the
+    /// link itself as it was.
     private static func stamp(_ path: String) -> [String]? {
-        guard let attributes = try? FileManager.default.attributesOfItem(atPath: path) else { return nil }
+        var info = stat()
+        guard stat(path, &info) == 0 else { return nil }
         return [
-            (attributes[.modificationDate] as? Date).map { "\($0.timeIntervalSince1970)" } ?? "",
-            (attributes[.size] as? NSNumber).map { "\($0)" } ?? "",
+            "\(info.st_dev)", "\(info.st_ino)", "\(info.st_mtim.tv_sec).\(info.st_mtim.tv_nsec)", "\(info.st_size)",
         ]
     }
 }

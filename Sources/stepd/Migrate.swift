@@ -10,12 +10,33 @@ struct Migrate: AsyncParsableCommand {
 
     @OptionGroup var common: CommonOptions
 
-    func run() async throws {
-        let configuration = try await common.load()
-        let report = try await configuration.withStore(label: "stepd.migrate") { store in
-            try await Migrator(database: store.database).migrate()
+    @Option(
+        help: """
+            PostgreSQL: how long one statement of a migration may run, in seconds (1 to 86400). A migration that \
+            rebuilds a key or an index reads the whole table; database.statementTimeoutMs is sized for requests.
+            """)
+    var statementTimeout = 3_600
+
+    func validate() throws {
+        guard (1...86_400).contains(statementTimeout) else {
+            throw ValidationError("--statement-timeout must be 1 to 86400 seconds")
         }
-        if report.applied.isEmpty {
+    }
+
+    func run() async throws {
+        var configuration = try await common.load()
+        configuration.postgres = configuration.postgres.forMigrations(statementTimeoutSeconds: statementTimeout)
+        let (report, newest) = try await configuration.withStore(label: "stepd.migrate") { store in
+            let migrator = Migrator(database: store.database)
+            let report = try await migrator.migrate()
+            return (report, try await migrator.appliedVersions().max() ?? 0)
+        }
+        if newest > report.current {
+            // A database migrated by a newer build (a restore, a rollback): this binary knows nothing past its own.
+            printWarning(
+                "the database's schema is at version \(newest), newer than this build's \(report.current): nothing to do"
+            )
+        } else if report.applied.isEmpty {
             print("schema is up to date (version \(report.current))")
         } else {
             print(

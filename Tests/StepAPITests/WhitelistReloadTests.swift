@@ -47,4 +47,31 @@ struct WhitelistReloadTests {
         await reloader.reloadNow(because: "test")
         #expect(whitelist.current == ["com.example.only"])
     }
+
+    @Test("a config file reached through a symbolic link is watched through it: swapping the link's target counts")
+    func symlinkSwap() async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("wl-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        // As a Kubernetes ConfigMap volume does it: config.json is a link to data/config.json, and data a link to
+        // the current version's folder, which an update swaps; config.json itself never changes.
+        for (version, whitelist) in [("v1", "com.apple.health"), ("v2", "com.apple.health, com.example.newwatch")] {
+            try FileManager.default.createDirectory(atPath: "\(folder)/\(version)", withIntermediateDirectories: true)
+            try Self.write(whitelist, to: "\(folder)/\(version)/config.json")
+        }
+        let path = "\(folder)/config.json"
+        try FileManager.default.createSymbolicLink(atPath: "\(folder)/data", withDestinationPath: "\(folder)/v1")
+        try FileManager.default.createSymbolicLink(atPath: path, withDestinationPath: "\(folder)/data/config.json")
+        let whitelist = SourceWhitelist(["com.apple.health"])
+        let reloader = WhitelistReloader(
+            whitelist: whitelist, reload: Self.reader(path), watchedFile: path, pollIntervalSeconds: 3600,
+            logger: Logger(label: "test") { JSONLogHandler(label: $0, sink: .discard(), level: .info) })
+        #expect(await !reloader.reloadIfFileChanged())
+
+        // The update: a new data link renamed over the old one.
+        try FileManager.default.createSymbolicLink(atPath: "\(folder)/next", withDestinationPath: "\(folder)/v2")
+        #expect(rename("\(folder)/next", "\(folder)/data") == 0)
+        #expect(await reloader.reloadIfFileChanged())
+        #expect(whitelist.current == ["com.apple.health", "com.example.newwatch"])
+    }
 }

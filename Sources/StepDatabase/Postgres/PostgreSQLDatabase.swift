@@ -19,6 +19,15 @@ package struct PostgresSettings: Sendable, Hashable {
     package var connectionWaitLimit: Duration?
 
     package init() {}
+
+    /// These settings with room for schema migrations: `statement_timeout` (and with it each unit's deadline,
+    /// twice that) raised to `seconds`. A migration that rebuilds a key or an index reads the whole table, minutes
+    /// on a large one, where `database.statementTimeoutMs` (5 s by default) is sized for requests.
+    package func forMigrations(statementTimeoutSeconds seconds: Int) -> PostgresSettings {
+        var settings = self
+        settings.statementTimeoutMilliseconds = max(settings.statementTimeoutMilliseconds, seconds * 1000)
+        return settings
+    }
 }
 
 /// How a PostgreSQL pool is run.

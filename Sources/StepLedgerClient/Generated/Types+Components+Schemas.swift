@@ -408,7 +408,7 @@ extension Components {
             }
             /// - Remark: Generated from `#/components/schemas/IngestResponse/stepLog`.
             internal var stepLog: Components.Schemas.IngestResponse.StepLogPayload
-            /// floor(count × multiplier) of this submission's own count, at the day's multiplier (the streak tier before the day, or the multiplier fixed at its first acceptance).
+            /// floor(count × multiplier) of this submission's own count, at the day's multiplier (the streak tier before the day, or the multiplier fixed at its first acceptance). A submission that changes nothing announces none for its count - on a final day it is that of the day's reported count, on a REJECTED day 0.
             ///
             /// - Remark: Generated from `#/components/schemas/IngestResponse/provisionalEnergy`.
             internal var provisionalEnergy: Swift.Int
@@ -452,7 +452,7 @@ extension Components {
             ///   - provisional:
             ///   - warning:
             ///   - stepLog:
-            ///   - provisionalEnergy: floor(count × multiplier) of this submission's own count, at the day's multiplier (the streak tier before the day, or the multiplier fixed at its first acceptance).
+            ///   - provisionalEnergy: floor(count × multiplier) of this submission's own count, at the day's multiplier (the streak tier before the day, or the multiplier fixed at its first acceptance). A submission that changes nothing announces none for its count - on a final day it is that of the day's reported count, on a REJECTED day 0.
             ///   - energyCredited:
             ///   - streakState:
             ///   - walker:
@@ -856,7 +856,7 @@ extension Components {
                 internal var day: Swift.String
                 /// - Remark: Generated from `#/components/schemas/StepDaysResponse/DaysPayload/reportedCount`.
                 internal var reportedCount: Swift.Int
-                /// Null until the day is accepted.
+                /// The count accepted so far - null until the day was first accepted, and kept while a later, higher count reopens it (PENDING or QUARANTINED); the ingest answer's stepLog shows null then.
                 ///
                 /// - Remark: Generated from `#/components/schemas/StepDaysResponse/DaysPayload/acceptedCount`.
                 internal var acceptedCount: Swift.Int?
@@ -878,7 +878,7 @@ extension Components {
                 /// - Parameters:
                 ///   - day:
                 ///   - reportedCount:
-                ///   - acceptedCount: Null until the day is accepted.
+                ///   - acceptedCount: The count accepted so far - null until the day was first accepted, and kept while a later, higher count reopens it (PENDING or QUARANTINED); the ingest answer's stepLog shows null then.
                 ///   - reconciliationStatus:
                 ///   - energyCredited: What the ledger has credited for the day so far (0 while nothing was).
                 internal init(
