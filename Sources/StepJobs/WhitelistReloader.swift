@@ -93,15 +93,17 @@ package struct WhitelistReloader: Service {
         }
     }
 
-    /// The file's device, inode, modification time and size, so an edit that keeps the size or the time still
-    /// counts as a change. Read through symbolic links (`stat`, not `lstat`): a configuration mounted from a
-    /// Kubernetes ConfigMap, or deployed with `ln -sfn`, changes by swapping the link's target, which leaves the
-    /// link itself as it was.
+    /// The file's resolved path, inode, modification time and size, so an edit that keeps the size or the time
+    /// still counts as a change. Read through symbolic links: a configuration mounted from a Kubernetes ConfigMap,
+    /// or deployed with `ln -sfn`, changes by swapping a link's target, which leaves the named link as it was.
     private static func stamp(_ path: String) -> [String]? {
-        var info = stat()
-        guard stat(path, &info) == 0 else { return nil }
+        let resolved = URL(fileURLWithPath: path).resolvingSymlinksInPath().path
+        guard let attributes = try? FileManager.default.attributesOfItem(atPath: resolved) else { return nil }
         return [
-            "\(info.st_dev)", "\(info.st_ino)", "\(info.st_mtim.tv_sec).\(info.st_mtim.tv_nsec)", "\(info.st_size)",
+            resolved,
+            (attributes[.systemFileNumber] as? NSNumber).map { "\($0)" } ?? "",
+            (attributes[.modificationDate] as? Date).map { "\($0.timeIntervalSince1970)" } ?? "",
+            (attributes[.size] as? NSNumber).map { "\($0)" } ?? "",
         ]
     }
 }
