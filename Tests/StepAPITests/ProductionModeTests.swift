@@ -118,6 +118,18 @@ struct ProductionModeTests {
                     spanEnd: "2026-05-18T21:00:00Z"), token: token)
             #expect(jump.status == .unprocessableContent)
             #expect(try jump.json["details"]?["reasons"] == .array([.string("TZ_JUMP_DETECTED")]))
+            // Seed 000's 422 example: a burst in the jumped zone reports both reasons, in the seed's order.
+            let both = try await client.ingest(
+                IngestBody(
+                    day: "2026-05-19", count: 30_000, tz: "Pacific/Kiritimati", spanStart: "2026-05-18T20:00:00Z",
+                    spanEnd: "2026-05-18T20:10:00Z"), token: token)
+            #expect(both.status == .unprocessableContent)
+            #expect(try both.json["error"] == .string("STEP_REJECTED"))
+            #expect(try both.json["message"] == .string("Submitted step bucket failed anti-cheat validation."))
+            #expect(
+                try both.json["details"]?["reasons"]
+                    == .array([.string("BURST_RATE_EXCEEDED"), .string("TZ_JUMP_DETECTED")]))
+            #expect(try both.json["details"]?["day"] == .string("2026-05-19"))
             harness.clock.advance(seconds: 86_400)
             let later = try await client.ingest(
                 IngestBody(

@@ -121,6 +121,8 @@ struct AdminAuthMiddleware: RouterMiddleware {
         guard enabled else { throw AdminAPIError.absent }
         let address = AdminAuthenticator.address(context)
         let now = authenticator.clock()
+        // A read first, though a credential's attempt counts it again (`attempt`): an address that is locked out,
+        // a guesser's flood, then costs one read a request rather than a count and its release.
         try await authenticator.refuseLockedOut(address: address, now: now)
         // Not counted, so a page that makes an operator's browser request admin URLs without the (SameSite=Strict)
         // cookie cannot lock the operator's address out.
