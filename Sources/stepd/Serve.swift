@@ -24,6 +24,7 @@ struct Serve: AsyncParsableCommand {
     @OptionGroup var common: CommonOptions
 
     func run() async throws {
+        ProcessSignals.ignoreUntilHandled()
         var overrides: [String: String] = [:]
         if let host { overrides["http.host"] = host }
         if let port { overrides["http.port"] = String(port) }

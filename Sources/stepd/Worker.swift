@@ -26,6 +26,7 @@ struct Worker: AsyncParsableCommand {
     @OptionGroup var common: CommonOptions
 
     func run() async throws {
+        ProcessSignals.ignoreUntilHandled()
         var overrides: [String: String] = [:]
         if let concurrency { overrides["worker.concurrency"] = String(concurrency) }
         let configuration = try await common.load(overrides: overrides)
