@@ -213,8 +213,13 @@ package func buildApplication(
     let ingest = router.group()
         .add(middleware: SurfaceErrorMiddleware<IngestAPIError>(logger: logger))
         .add(middleware: SessionAuthMiddleware<IngestAPIError>(authenticator: authenticator))
+    // The ingest, the batch and the re-read share one per-walker window, which App Check refusals count against.
+    let ingestPolicy = RateLimitPolicy(
+        bucket: "ingest", limit: configuration.rateLimits.ingestPerWindow,
+        windowSeconds: configuration.rateLimits.windowSeconds)
     if let appCheck {
-        ingest.add(middleware: AppCheckMiddleware(gate: appCheck, store: store, telemetry: telemetry))
+        ingest.add(
+            middleware: AppCheckMiddleware(gate: appCheck, store: store, policy: ingestPolicy, telemetry: telemetry))
     }
     IngestController(
         service: IngestService(
@@ -224,9 +229,7 @@ package func buildApplication(
                 reconcileMaxAttempts: configuration.jobs.maxAttempts),
             whitelist: { whitelist.current }),
         store: store,
-        policy: RateLimitPolicy(
-            bucket: "ingest", limit: configuration.rateLimits.ingestPerWindow,
-            windowSeconds: configuration.rateLimits.windowSeconds),
+        policy: ingestPolicy,
         limits: .init(
             maxBodyBytes: configuration.http.maxBodyBytes, batchMaxBuckets: configuration.ingestBatchMaxBuckets,
             idempotencyLeaseSeconds: configuration.idempotencyLeaseSeconds),
@@ -237,9 +240,7 @@ package func buildApplication(
             limits: configuration.limits, whitelist: { whitelist.current },
             refundGraceSeconds: configuration.refundGraceSeconds, jobMaxAttempts: configuration.jobs.maxAttempts),
         store: store,
-        policy: RateLimitPolicy(
-            bucket: "ingest", limit: configuration.rateLimits.ingestPerWindow,
-            windowSeconds: configuration.rateLimits.windowSeconds),
+        policy: ingestPolicy,
         maxBodyBytes: configuration.http.maxBodyBytes, idempotencyLeaseSeconds: configuration.idempotencyLeaseSeconds,
         clock: dependencies.clock
     ).register(in: ingest, catalog: &catalog)

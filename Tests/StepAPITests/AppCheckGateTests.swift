@@ -89,7 +89,7 @@ struct AppCheckGateTests {
     }
 
     @Test(
-        "a missing or refused App Check token is 401 with its reason, one REJECTED audit row, and nothing else stored",
+        "a missing or refused App Check token is 401 with its reason, one REJECTED audit row and a hit on the limit, and nothing else stored",
         arguments: TestDatabases.kinds, Refusal.allCases)
     func refused(kind: DatabaseKind, _ refusal: Refusal) async throws {
         let (harness, token) = try await Self.setUp(kind)
@@ -103,7 +103,9 @@ struct AppCheckGateTests {
                 response.text
                     == #"{"details":{"reason":"\#(refusal.reason)"},"error":"UNAUTHORIZED","#
                     + #""message":"A fresh, valid App Check token is required."}"#)
-            #expect(response.headers[.init("RateLimit")!] == nil, "the rate limit was not consulted")
+            #expect(
+                response.headers[.init("RateLimit")!] == "\"walker\";r=49;t=30",
+                "the refusal counted (the window ends on the minute)")
 
             let logs = try await harness.store.transaction { try await $0.attestationLogs(walkerId: "walker-jwt") }
             #expect(logs.count == 1)
@@ -112,17 +114,60 @@ struct AppCheckGateTests {
             #expect(logs.first?.reasons == [refusal.reason])
             #expect(logs.first?.tokenId == (refusal.recordsTokenID ? "refused-token-id" : nil))
             for table in [
-                "walkers", "step_logs", "step_submissions", "energy_ledger", "idempotency_keys", "rate_limits",
-                "streak_runs", "review_queue",
+                "step_logs", "step_submissions", "energy_ledger", "idempotency_keys", "streak_runs", "review_queue",
             ] {
                 #expect(try await harness.count(table) == 0, "\(table) was written")
             }
+            #expect(try await harness.count("rate_limits") == 1, "the refusal's hit against the ingest limit")
 
             // The key was not kept: the same request with a good token goes through.
             let retried = try await client.ingest(
                 IngestBody(key: "k-refused"), token: token,
                 headers: [AppCheckTestKey.header: try AppCheckTestKey.shared().token(now: harness.clock.now)])
             #expect(retried.status == .ok, "\(retried.text)")
+        }
+    }
+
+    @Test(
+        """
+        App Check refusals count against the walker's ingest limit: past it they are 429 with Retry-After, the \
+        window's first 429 writes the one row, and a good token waits for the window like any call
+        """,
+        arguments: TestDatabases.kinds)
+    func refusalsAreRateLimited(kind: DatabaseKind) async throws {
+        let keys = try AuthTests.KeySet()
+        let harness = try await AuthTests.harness(kind: kind, keys: keys, production: true) {
+            $0.rateLimits.ingestPerWindow = 3
+        }
+        let token = try await keys.collection().sign(AuthTests.validClaims(harness.clock.now), kid: "ec-test")
+        try await harness.run(sendingAppCheck: false) { client in
+            let garbage: HTTPFields = [AppCheckTestKey.header: "not-an-app-check-token"]
+            for remaining in [2, 1, 0] {
+                let refused = try await client.ingest(IngestBody(), token: token, headers: garbage)
+                #expect(refused.status == .unauthorized)
+                #expect(refused.headers[.init("RateLimit")!] == "\"walker\";r=\(remaining);t=30")
+            }
+            for _ in 0..<3 {
+                let limited = try await client.ingest(IngestBody(), token: token, headers: garbage)
+                #expect(limited.status == .tooManyRequests)
+                #expect(try limited.json["error"] == .string("RATE_LIMITED"))
+                #expect(limited.headers[.retryAfter] == "30")
+                #expect(limited.headers[.init("RateLimit")!] == "\"walker\";r=0;t=30")
+            }
+            let logs = try await harness.store.transaction { try await $0.attestationLogs(walkerId: "walker-jwt") }
+            #expect(
+                logs.filter { $0.verdict == .rejected }.map(\.reasons)
+                    == Array(repeating: ["APP_CHECK_MALFORMED"], count: 3))
+            #expect(
+                logs.filter { $0.verdict == .refused }.map(\.reasons) == [["RATE_LIMITED"]], "one 429 row per window")
+            #expect(logs.count == 4)
+            // The window is the walker's, whatever its calls carried: a good token waits too, then goes through.
+            let good: HTTPFields = [AppCheckTestKey.header: try AppCheckTestKey.shared().token(now: harness.clock.now)]
+            #expect(try await client.ingest(IngestBody(), token: token, headers: good).status == .tooManyRequests)
+            harness.clock.advance(seconds: 60)
+            let fresh: HTTPFields = [AppCheckTestKey.header: try AppCheckTestKey.shared().token(now: harness.clock.now)]
+            let accepted = try await client.ingest(IngestBody(), token: token, headers: fresh)
+            #expect(accepted.status == .ok, "\(accepted.text)")
         }
     }
 

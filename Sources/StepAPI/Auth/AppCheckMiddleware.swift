@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTypes
 import Hummingbird
 import Logging
 import StepAttestation
@@ -6,14 +7,17 @@ import StepCore
 import StepStore
 
 /// Production's App Check check for the ingest routes, after the session token (so a refusal's audit row names
-/// the walker) and before any other database work (so a refused request writes that row and nothing else). A
-/// pass goes into the request context; a refusal is the ingest surface's 401, or its 503 when the keys cannot
-/// be had.
+/// the walker) and before any other database work. A pass goes into the request context. A refusal counts against
+/// the walker's ingest limit like any other call of the routes, so a walker's refused calls cannot write audit rows
+/// without bound: within the limit it is the ingest surface's 401 and its audit row, over it the window's 429 (its
+/// one row); either way nothing else is written. When the keys cannot be had it is 503 and nothing is written.
 struct AppCheckMiddleware: RouterMiddleware {
     typealias Context = AppRequestContext
 
     let gate: AppCheckGate
     let store: Store
+    /// The ingest routes' per-walker limit, which refusals count against.
+    let policy: RateLimitPolicy
     let telemetry: Telemetry
 
     func handle(
@@ -27,47 +31,62 @@ struct AppCheckMiddleware: RouterMiddleware {
             return try await next(request, context)
         case .failure(let rejection):
             let route = context.endpointPath ?? request.uri.path
-            throw await refuse(rejection, walkerId: walkerId, route: route, context: context)
+            return try await refuse(rejection, walkerId: walkerId, route: route, context: context)
         }
     }
 
-    /// A refused App Check token: one REJECTED audit row with the reason and, when Google signed the token, its id;
-    /// then 401. Nothing else is written: no walker row, no idempotency key, no rate-limit hit (the audit row is
-    /// the record of the attempt). When the keys cannot be had no verdict was reached: 503 and no row, as for a
-    /// database outage.
+    /// A refused App Check token: one hit against the walker's ingest limit and one REJECTED audit row with the
+    /// reason and, when Google signed the token, its id; then 401. Over the limit: 429, and the window's first
+    /// writes its REFUSED row. No walker state, no idempotency key (a retry with a good token succeeds). When the
+    /// keys cannot be had no verdict was reached: 503 and no row, as for a database outage.
     private func refuse(
         _ rejection: AppCheckRejection, walkerId: String, route: String, context: AppRequestContext
-    ) async -> IngestAPIError {
+    ) async throws -> Response {
         if rejection.reason == .unavailable {
             context.trace.update { $0.authReason = rejection.reason.rawValue }
             telemetry.logger.warning(
                 "App Check keys unavailable",
                 metadata: ["requestId": .string(context.id), "error": .string(rejection.detail)])
-            return .unavailable
+            throw IngestAPIError.unavailable
         }
-        let verdict = AttestationVerdict.rejected.rawValue
-        context.trace.update {
-            $0.verdict = verdict
-            $0.reasonCount = 1
+        let refusal = IngestAPIError.appCheckRefused(rejection.reason)
+        let now = gate.clock()
+        let record = { (verdict: AttestationVerdict, reason: String, status: HTTPResponse.Status) in
+            AttestationLogRecord(
+                walkerId: walkerId, createdAt: now, route: route, verdict: verdict, reasons: [reason],
+                tokenId: rejection.tokenId, requestId: context.id, status: Int(status.code))
         }
-        telemetry.metrics.recordVerdict(verdict, reasons: [rejection.reason.rawValue])
-        telemetry.antiCheat.info(
-            "app check refused",
-            metadata: [
-                "requestId": .string(context.id), "walker": .string(walkerId), "verdict": .string(verdict),
-                "reasons": .array([.string(rejection.reason.rawValue)]), "detail": .string(rejection.detail),
-            ])
-        let record = AttestationLogRecord(
-            walkerId: walkerId, createdAt: gate.clock(), route: route, verdict: .rejected,
-            reasons: [rejection.reason.rawValue], tokenId: rejection.tokenId, requestId: context.id,
-            status: Int(IngestAPIError.appCheckRefused(rejection.reason).status.code))
+        let limited = IngestAPIError.rateLimited(retryAfterSeconds: 0)
+        let decision: RateLimitDecision
         do {
-            try await store.transaction { tx in try await tx.insertAttestationLog(record) }
+            decision = try await store.refuseIngest(
+                AdmissionRequest(walkerId: walkerId, policy: policy, now: now),
+                refused: record(.rejected, rejection.reason.rawValue, refusal.status),
+                rateLimited: record(.refused, limited.body.error, limited.status))
         } catch {
-            // The client's answer does not depend on the audit row.
-            telemetry.logger.warning(
-                "could not log an App Check refusal", metadata: ["requestId": .string(context.id)])
+            // No verdict can be recorded, nor the limit consulted: the database's trouble, answered as such.
+            return IngestAnswer(.failure(error, requestId: context.id, logger: telemetry.logger)).response
         }
-        return .appCheckRefused(rejection.reason)
+        var answer: IngestAnswer
+        if decision.allowed {
+            let verdict = AttestationVerdict.rejected.rawValue
+            context.trace.update {
+                $0.verdict = verdict
+                $0.reasonCount = 1
+            }
+            telemetry.metrics.recordVerdict(verdict, reasons: [rejection.reason.rawValue])
+            telemetry.antiCheat.info(
+                "app check refused",
+                metadata: [
+                    "requestId": .string(context.id), "walker": .string(walkerId), "verdict": .string(verdict),
+                    "reasons": .array([.string(rejection.reason.rawValue)]), "detail": .string(rejection.detail),
+                ])
+            answer = IngestAnswer(refusal)
+        } else {
+            context.trace.update { $0.authReason = rejection.reason.rawValue }
+            answer = IngestAnswer(.rateLimited(retryAfterSeconds: decision.resetSeconds))
+        }
+        answer.decision = decision
+        return answer.response
     }
 }

@@ -48,7 +48,7 @@ internal struct Client: APIProtocol {
     /// One bad bucket fails only itself. The session token and, in
     /// production, the App Check token are checked once for the whole request. The RateLimit fields describe the
     /// limit after the last bucket run (with Retry-After when that bucket was over the limit). A request refused as
-    /// a whole (400, 413, 415) counts as one hit, like a bad single body, and runs no bucket.
+    /// a whole (400, 413, 415, or App Check's 401) counts as one hit, like a bad single body, and runs no bucket.
     ///
     ///
     /// - Remark: HTTP `POST /step/ingest:batch`.
