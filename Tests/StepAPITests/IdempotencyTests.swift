@@ -33,7 +33,7 @@ struct IdempotencyTests {
         }
     }
 
-    @Test("a deterministic 422 is replayed with its status", arguments: TestDatabases.kinds)
+    @Test("a deterministic 422 is replayed with its status, marked Idempotent-Replayed", arguments: TestDatabases.kinds)
     func replayRejected(kind: DatabaseKind) async throws {
         let harness = try await TestHarness.make(kind: kind)
         let token = try await harness.token(for: "walker-idem422")
@@ -45,6 +45,11 @@ struct IdempotencyTests {
             #expect(first.status == .unprocessableContent)
             #expect(second.status == .unprocessableContent)
             #expect(second.body == first.body)
+            // The headers openapi.yaml declares on the 422: the replay marker on the second only, and the limit on both.
+            #expect(first.headers[HTTPField.Name("Idempotent-Replayed")!] == nil)
+            #expect(second.headers[HTTPField.Name("Idempotent-Replayed")!] == "true")
+            #expect(first.headers[HTTPField.Name("RateLimit")!] == "\"walker\";r=49;t=30")
+            #expect(second.headers[HTTPField.Name("RateLimit")!] == "\"walker\";r=48;t=29")
             let logs = try await harness.store.transaction { try await $0.attestationLogs(walkerId: "walker-idem422") }
             #expect(logs.map(\.verdict) == [.rejected, .replayed])
         }

@@ -378,6 +378,11 @@ internal struct Client: APIProtocol {
                             in: response.headerFields,
                             name: "RateLimit",
                             as: Components.Headers.RateLimit.self
+                        ),
+                        idempotentReplayed: try converter.getOptionalHeaderFieldAsURI(
+                            in: response.headerFields,
+                            name: "Idempotent-Replayed",
+                            as: Components.Headers.IdempotentReplayed.self
                         )
                     )
                     let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)

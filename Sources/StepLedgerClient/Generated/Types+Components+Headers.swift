@@ -15,5 +15,9 @@ extension Components {
         ///
         /// - Remark: Generated from `#/components/headers/RateLimit`.
         internal typealias RateLimit = Swift.String
+        /// true on a stored answer replayed for the same idempotency key and payload (draft-ietf-httpapi-idempotency-key-header); absent otherwise.
+        ///
+        /// - Remark: Generated from `#/components/headers/IdempotentReplayed`.
+        internal typealias IdempotentReplayed = Swift.String
     }
 }

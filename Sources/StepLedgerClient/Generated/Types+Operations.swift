@@ -654,17 +654,24 @@ internal enum Operations {
                     ///
                     /// - Remark: Generated from `#/paths/step/reread/POST/responses/200/headers/RateLimit`.
                     internal var rateLimit: Components.Headers.RateLimit?
+                    /// true on a stored answer replayed for the same idempotency key and payload (draft-ietf-httpapi-idempotency-key-header); absent otherwise.
+                    ///
+                    /// - Remark: Generated from `#/paths/step/reread/POST/responses/200/headers/Idempotent-Replayed`.
+                    internal var idempotentReplayed: Components.Headers.IdempotentReplayed?
                     /// Creates a new `Headers`.
                     ///
                     /// - Parameters:
                     ///   - rateLimitPolicy: "walker";q=<limit>;w=<window seconds>
                     ///   - rateLimit: "walker";r=<remaining>;t=<seconds to reset>
+                    ///   - idempotentReplayed: true on a stored answer replayed for the same idempotency key and payload (draft-ietf-httpapi-idempotency-key-header); absent otherwise.
                     internal init(
                         rateLimitPolicy: Components.Headers.RateLimitPolicy? = nil,
-                        rateLimit: Components.Headers.RateLimit? = nil
+                        rateLimit: Components.Headers.RateLimit? = nil,
+                        idempotentReplayed: Components.Headers.IdempotentReplayed? = nil
                     ) {
                         self.rateLimitPolicy = rateLimitPolicy
                         self.rateLimit = rateLimit
+                        self.idempotentReplayed = idempotentReplayed
                     }
                 }
                 /// Received HTTP response headers
