@@ -54,11 +54,14 @@ final class BufferedLogWriter: @unchecked Sendable {
         if schedules { queue.async { self.drain() } }
     }
 
-    /// The line that reports dropped lines, in the JSON form of the service's other lines.
+    /// The line that reports dropped lines, in the JSON form of the service's other lines (`JSONLogHandler`).
     static func droppedNote(_ count: Int) -> String {
-        let now = InstantParser.format(Date(), fractional: true)
-        return #"{"ts":"\#(now)","level":"warning","label":"stepledger.log","#
-            + #""msg":"log output was not read: lines dropped","dropped":\#(count)}"#
+        let fields: [String: JSONValue] = [
+            "ts": .string(InstantParser.format(Date(), fractional: true)), "level": .string("warning"),
+            "label": .string("stepledger.log"), "msg": .string("log output was not read: lines dropped"),
+            "dropped": .int(count),
+        ]
+        return (try? JSONCoding.encode(JSONValue.object(fields))) ?? #"{"msg":"log lines dropped"}"#
     }
 
     /// Returns once every line appended before the call has been handed to the kernel, or when `timeout` has

@@ -172,6 +172,22 @@ struct AppCheckGateTests {
     }
 
     @Test(
+        "a refusal the database cannot count is 503 with Retry-After, not a 401 the app would act on")
+    func refusalWithoutDatabase() async throws {
+        // SQLite's closed store answers as an outage does. On PostgreSQL a closed pool is no outage (it happens
+        // only at shutdown); a stopped server maps through the same `failure` as the ingest's (`OutageTests`).
+        let (harness, token) = try await Self.setUp(.sqlite)
+        try await harness.run(sendingAppCheck: false) { client in
+            try await harness.store.database.close()
+            let response = try await client.ingest(
+                IngestBody(), token: token, headers: [AppCheckTestKey.header: "not-an-app-check-token"])
+            #expect(response.status == .serviceUnavailable, "\(response.text)")
+            #expect(try response.json["error"] == .string("SERVICE_UNAVAILABLE"))
+            #expect(response.headers[.retryAfter] == "2")
+        }
+    }
+
+    @Test(
         "an accepted token's id is recorded in the ingest's row, a rejection's and a replay's",
         arguments: TestDatabases.kinds)
     func acceptedTokenID(kind: DatabaseKind) async throws {

@@ -15,7 +15,6 @@ struct AdminController: Sendable {
     static let releaseRoute = "/admin/reviews/{id}/release"
     static let resolveRoute = "/admin/reviews/{id}/resolve"
     static let bulkRoute = "/admin/reviews/bulk"
-    static let maxNoteLength = 2_000
     static let maxBulkIds = 100
 
     let resolver: ReviewResolver
@@ -201,12 +200,7 @@ struct AdminController: Sendable {
         else {
             throw AdminAPIError.badRequest("decision must be accept or reject.")
         }
-        guard case .string(let note) = fields["note"], !note.isEmpty, note.unicodeScalars.count <= Self.maxNoteLength
-        else {
-            throw AdminAPIError.badRequest(
-                "note must be a non-empty string of at most \(Self.maxNoteLength) characters.")
-        }
-        return (decision, note)
+        return (decision, try AdminRequestBody(fields: fields).note())
     }
 
     /// 409 `CLAIMED`, naming who holds the entry and until when.

@@ -20,7 +20,7 @@ struct AdminRequestBody: Sendable {
     }
 
     /// The required `note`.
-    func note() throws -> String {
+    func note() throws(AdminAPIError) -> String {
         guard case .string(let note) = fields["note"], !note.isEmpty, note.unicodeScalars.count <= Self.maxNoteLength
         else {
             throw AdminAPIError.badRequest(

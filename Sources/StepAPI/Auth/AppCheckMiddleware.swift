@@ -1,5 +1,4 @@
 import Foundation
-import HTTPTypes
 import Hummingbird
 import Logging
 import StepAttestation
@@ -23,7 +22,7 @@ struct AppCheckMiddleware: RouterMiddleware {
     func handle(
         _ request: Request, context: Context, next: (Request, Context) async throws -> Response
     ) async throws -> Response {
-        let walkerId = try context.walker().walkerId
+        let principal = try context.walker()
         switch await gate.check(request) {
         case .success(let verdict):
             var context = context
@@ -31,7 +30,7 @@ struct AppCheckMiddleware: RouterMiddleware {
             return try await next(request, context)
         case .failure(let rejection):
             let route = context.endpointPath ?? request.uri.path
-            return try await refuse(rejection, walkerId: walkerId, route: route, context: context)
+            return try await refuse(rejection, principal: principal, route: route, context: context)
         }
     }
 
@@ -40,7 +39,7 @@ struct AppCheckMiddleware: RouterMiddleware {
     /// writes its REFUSED row. No walker state, no idempotency key (a retry with a good token succeeds). When the
     /// keys cannot be had no verdict was reached: 503 and no row, as for a database outage.
     private func refuse(
-        _ rejection: AppCheckRejection, walkerId: String, route: String, context: AppRequestContext
+        _ rejection: AppCheckRejection, principal: SessionPrincipal, route: String, context: AppRequestContext
     ) async throws -> Response {
         if rejection.reason == .unavailable {
             context.trace.update { $0.authReason = rejection.reason.rawValue }
@@ -49,20 +48,15 @@ struct AppCheckMiddleware: RouterMiddleware {
                 metadata: ["requestId": .string(context.id), "error": .string(rejection.detail)])
             throw IngestAPIError.unavailable
         }
-        let refusal = IngestAPIError.appCheckRefused(rejection.reason)
-        let now = gate.clock()
-        let record = { (verdict: AttestationVerdict, reason: String, status: HTTPResponse.Status) in
-            AttestationLogRecord(
-                walkerId: walkerId, createdAt: now, route: route, verdict: verdict, reasons: [reason],
-                tokenId: rejection.tokenId, requestId: context.id, status: Int(status.code))
-        }
-        let limited = IngestAPIError.rateLimited(retryAfterSeconds: 0)
+        let walkerId = principal.walkerId
+        var audit = IngestAuditTrail(principal: principal, route: route, context: context, now: gate.clock())
+        // The rows name the refused token only when Google signed it, never the session token.
+        audit.tokenId = rejection.tokenId
         let decision: RateLimitDecision
         do {
             decision = try await store.refuseIngest(
-                AdmissionRequest(walkerId: walkerId, policy: policy, now: now),
-                refused: record(.rejected, rejection.reason.rawValue, refusal.status),
-                rateLimited: record(.refused, limited.body.error, limited.status))
+                AdmissionRequest(walkerId: walkerId, policy: policy, now: audit.now),
+                refused: audit.appCheckRefused(rejection.reason), rateLimited: audit.rateLimited)
         } catch {
             // No verdict can be recorded, nor the limit consulted: the database's trouble, answered as such.
             return IngestAnswer(.failure(error, requestId: context.id, logger: telemetry.logger)).response
@@ -81,7 +75,7 @@ struct AppCheckMiddleware: RouterMiddleware {
                     "requestId": .string(context.id), "walker": .string(walkerId), "verdict": .string(verdict),
                     "reasons": .array([.string(rejection.reason.rawValue)]), "detail": .string(rejection.detail),
                 ])
-            answer = IngestAnswer(refusal)
+            answer = IngestAnswer(.appCheckRefused(rejection.reason))
         } else {
             context.trace.update { $0.authReason = rejection.reason.rawValue }
             answer = IngestAnswer(.rateLimited(retryAfterSeconds: decision.resetSeconds))

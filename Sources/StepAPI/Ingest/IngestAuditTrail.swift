@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTypes
 import Hummingbird
+import StepAttestation
 import StepStore
 
 /// What an ingest call's AttestationLog rows name: the walker, the token id, the route, the request and the time;
@@ -31,6 +32,14 @@ struct IngestAuditTrail: Sendable {
     /// The row of a call refused before its checks.
     func refused(_ error: IngestAPIError) -> AttestationLogRecord {
         row(verdict: .refused, reasons: [error.body.error], status: Int(error.status.code))
+    }
+
+    /// The row of a refused App Check token: REJECTED with its reason code (not an anti-cheat reason: it never
+    /// counts toward the review rule).
+    func appCheckRefused(_ reason: AppCheckReasonCode) -> AttestationLogRecord {
+        row(
+            verdict: .rejected, reasons: [reason.rawValue],
+            status: Int(IngestAPIError.appCheckRefused(reason).status.code))
     }
 
     /// The window's one 429 row.
