@@ -4,10 +4,15 @@ import StepCore
 import StepDatabase
 
 /// The SQL one accepted test-phase `POST /step/ingest` sends to PostgreSQL, rendered as a `pgbench` script
-/// from the very statement definitions the server executes, so the comparison cannot drift from the code:
-/// the admission with the day's state, whose walker version pgbench keeps (`\aset`), then the write batch
-/// guarded by that version. Each pgbench client is one walker (`:client_id`), as each load-generator walker
-/// is one connection.
+/// from the very statement definitions the server executes, so the comparison cannot drift from the code. Each
+/// pgbench client is one walker (`:client_id`) posting its day again and again, as each load-generator walker does,
+/// and follows the server's two paths:
+/// - the one statement of an ingest planned from the instance's last write (`cachedIngestStatement`), with the
+///   walker version pgbench keeps in `:version` (start it with `-D version=0`), an update of the day that is
+///   already attested;
+/// - when that applied nothing (a client's first transaction), the admission with the day's state, whose walker
+///   version pgbench keeps (`\aset admitted_`), then the write batch guarded by that version, the day's first
+///   acceptance (a streak change).
 package enum PostgresIngestScript {
     // Sample values the renderer swaps for pgbench expressions.
     private static let walker = "pgbench-walker-placeholder"
@@ -16,8 +21,11 @@ package enum PostgresIngestScript {
     private static let runStart = 899_999_001
     private static let steps = 700_000_001
     private static let version = 700_000_003
+    private static let cachedVersion = 700_000_005
     /// The prefix of the variables `\aset` stores the admission's columns in.
     private static let admissionPrefix = "admitted_"
+    /// The prefix of the variables `\gset` stores the one statement's columns in.
+    private static let cachedPrefix = "cached_"
 
     /// The script, serialised with `sql`'s dialect (a PostgreSQL connection) and pgbench variables in place
     /// of the walker, key, day and count.
@@ -28,35 +36,56 @@ package enum PostgresIngestScript {
         let log = StepLogRecord(
             walkerId: walker, day: sampleDay, timeZone: "UTC", reportedCount: steps, acceptedCount: steps,
             status: .accepted, multiplierPermille: 1000, energyCredited: steps, attested: true, updatedAt: now)
-        let write = IngestWrite(
-            walkerId: walker, walkerVersion: version, stepLog: log,
-            submission: StepSubmissionRecord(
-                walkerId: walker, submissionId: StoreTransactionID.make(),
-                bucket: StepBucket(
-                    day: sampleDay, count: steps, source: .healthKit, timeZone: .gmt,
-                    spanStart: now.addingTimeInterval(-3600), spanEnd: now, sourceBundleId: "com.apple.health",
-                    gyroSamplesObserved: true),
-                receivedAt: now),
-            streakChange: change, credit: steps, timeZone: "UTC", lifetimeStepsDelta: steps,
-            attestationLog: AttestationLogRecord(
-                walkerId: walker, createdAt: now, route: "/step/ingest", verdict: .accepted, reasons: [], tokenId: nil,
-                requestId: "pgbench"),
-            idempotencyKey: key, responseStatus: 200, responseBody: sampleResponse, at: now)
-        // Each statement with what ends it: the admission's columns go into variables (the last row's, all
-        // rows carry the same walker version).
+        func write(version: Int, streakChange: StreakRunChange?) -> IngestWrite {
+            IngestWrite(
+                walkerId: walker, walkerVersion: version, stepLog: log,
+                submission: StepSubmissionRecord(
+                    walkerId: walker, submissionId: StoreTransactionID.make(),
+                    bucket: StepBucket(
+                        day: sampleDay, count: steps, source: .healthKit, timeZone: .gmt,
+                        spanStart: now.addingTimeInterval(-3600), spanEnd: now, sourceBundleId: "com.apple.health",
+                        gyroSamplesObserved: true),
+                    receivedAt: now),
+                streakChange: streakChange, credit: steps, timeZone: "UTC", lifetimeStepsDelta: steps,
+                attestationLog: AttestationLogRecord(
+                    walkerId: walker, createdAt: now, route: "/step/ingest", verdict: .accepted, reasons: [],
+                    tokenId: nil, requestId: "pgbench"),
+                idempotencyKey: key, responseStatus: 200, responseBody: sampleResponse, at: now)
+        }
+        let idempotency = IdempotencyRequest(key: key, requestHash: "hash", leaseSeconds: 30)
+        let request = AdmissionRequest(
+            walkerId: walker, policy: RateLimitPolicy(bucket: "ingest", limit: 100_000, windowSeconds: 60),
+            idempotency: idempotency, now: now)
+        let cached = CachedDay(
+            walker: WalkerRecord(
+                walkerId: walker, lastTimeZone: "UTC", lastSubmissionAt: now, lifetimeSteps: steps,
+                version: cachedVersion),
+            day: sampleDay,
+            state: DayState(log: log, streak: change.after))
+        // Each statement with what ends it: the one statement's columns go into `cached_`, the admission's into
+        // `admitted_` (the last row's; all rows carry the same walker version).
         let statements: [(SQLText, String)] = [
             (
+                StoreTransaction.cachedIngestStatement(
+                    request, idempotency: idempotency, write: write(version: cachedVersion, streakChange: nil),
+                    expected: cached),
+                " \\gset \(cachedPrefix)\n\\if :\(cachedPrefix)applied\n\\set version :version + 1\n\\else\n"
+            ),
+            (
                 StoreTransaction.admissionStatement(
-                    walkerId: walker, bucket: "ingest", windowStart: now, limit: 100_000,
-                    idempotency: IdempotencyRequest(key: key, requestHash: "hash", leaseSeconds: 30), day: sampleDay,
-                    now: now),
+                    walkerId: walker, bucket: "ingest", windowStart: now, limit: 100_000, idempotency: idempotency,
+                    day: sampleDay, now: now),
                 " \\aset \(admissionPrefix)\n"
             ),
-            (StoreTransaction.guardedBatch(write), ";\n"),
+            (
+                StoreTransaction.guardedBatch(write(version: version, streakChange: change)),
+                ";\n\\set version :\(admissionPrefix)version + 1\n\\endif\n"
+            ),
         ]
         var script = """
             -- Generated by `stepbench pgbench-script` from the statements StepStore executes for one accepted
-            -- test-phase ingest on PostgreSQL (StoreTransaction+*.swift, Store+Admission.swift); do not edit.
+            -- test-phase ingest on PostgreSQL (StoreTransaction+*.swift, Store+Admission.swift,
+            -- Store+CachedIngest.swift); do not edit. Run with -D version=0.
             \\set key random(1, 9000000000000000)
             \\set steps random(2000, 45000)
             \\set day \(day.dayNumber)
@@ -101,6 +130,7 @@ package enum PostgresIngestScript {
             case runStart: return "CAST(:day - 1000 AS BIGINT)"
             case steps: return "CAST(:steps AS BIGINT)"
             case version: return "CAST(:\(admissionPrefix)version AS BIGINT)"
+            case cachedVersion: return "CAST(:version AS BIGINT)"
             default: return "CAST(\(number) AS BIGINT)"
             }
         }

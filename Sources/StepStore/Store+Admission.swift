@@ -126,11 +126,7 @@ extension StoreTransaction {
         let admission = try await admit(
             walkerId: request.walkerId, bucket: policy.bucket, windowStart: policy.windowStart(at: request.now),
             limit: policy.limit, idempotency: request.idempotency, day: day, now: request.now)
-        let reset = admission.window.windowStart.addingTimeInterval(Double(policy.windowSeconds))
-            .timeIntervalSince(request.now)
-        let decision = RateLimitDecision(
-            policy: policy, hits: admission.window.hits, resetSeconds: max(1, Int(reset.rounded(.up))))
-        return (decision, admission)
+        return (RateLimitDecision(policy: policy, window: admission.window, now: request.now), admission)
     }
 }
 

@@ -124,6 +124,20 @@ extension Store {
                 return (decision, try await Self.plan(planner, walker: admission.walker, day: nil, day, tx: tx))
             }
         case .postgres:
+            if let cache = ingestCache, let cached = cache.entry(walkerId: request.walkerId, day: day),
+                case .write(let planned) = planner.plan(walker: cached.walker)
+            {
+                let result = try await cachedIngest(
+                    request, idempotency: idempotency, write: planned(cached.state), from: cached, audit: audit,
+                    cache: cache)
+                switch result {
+                case .answered(let decision, let outcome): return (decision, outcome)
+                case .claimedAfterLease(let decision):
+                    return (decision, try await lockedIngest(request, day: day, planner: planner))
+                case .overtaken: break
+                }
+            }
+            let cache = ingestCache
             let admitted = try await withoutTransaction { tx in
                 let (decision, admission) = try await tx.admit(request, day: day)
                 guard decision.allowed else {
@@ -139,7 +153,15 @@ extension Store {
                 else { return (decision, nil) }
                 let write = planned(state)
                 do {
-                    return (decision, try await tx.recordIngest(write) ? .written(write) : nil)
+                    guard try await tx.recordIngest(write) else { return (decision, nil) }
+                    if let cache {
+                        if let after = CachedDay(after: write, walker: admission.walker, day: day, state: state) {
+                            cache.store(after)
+                        } else {
+                            cache.forget(walkerId: request.walkerId)
+                        }
+                    }
+                    return (decision, .written(write))
                 } catch {
                     // Nothing was written (one statement); the key is ours to give back.
                     try? await tx.releaseIdempotencyKey(walkerId: request.walkerId, key: idempotency.key)
@@ -147,20 +169,28 @@ extension Store {
                 }
             }
             if let outcome = admitted.1 { return (admitted.0, outcome) }
-            do {
-                let outcome = try await transaction { tx in
-                    let (walker, state) = try await tx.lockWalkerReadingDay(
-                        request.walkerId, day: day, now: request.now)
-                    return try await Self.plan(planner, walker: walker, day: state, day, tx: tx)
-                }
-                return (admitted.0, outcome)
-            } catch {
-                // Nothing was written; give the key back so a retry can succeed.
-                try? await withoutTransaction { tx in
-                    try await tx.releaseIdempotencyKey(walkerId: request.walkerId, key: idempotency.key)
-                }
-                throw error
+            return (admitted.0, try await lockedIngest(request, day: day, planner: planner))
+        }
+    }
+
+    /// PostgreSQL: an admitted ingest whose key this request holds, planned and written in a transaction that
+    /// locks the walker first. When it fails, nothing was written and the key is given back, so a retry can succeed.
+    private func lockedIngest(_ request: AdmissionRequest, day: LocalDate, planner: some IngestPlanner)
+        async throws -> IngestUnitOutcome
+    {
+        ingestCache?.forget(walkerId: request.walkerId)
+        do {
+            return try await transaction { tx in
+                let (walker, state) = try await tx.lockWalkerReadingDay(request.walkerId, day: day, now: request.now)
+                return try await Self.plan(planner, walker: walker, day: state, day, tx: tx)
             }
+        } catch {
+            if let key = request.idempotency?.key {
+                try? await withoutTransaction { tx in
+                    try await tx.releaseIdempotencyKey(walkerId: request.walkerId, key: key)
+                }
+            }
+            throw error
         }
     }
 
@@ -187,7 +217,7 @@ extension Store {
     }
 
     /// A 429; the window's first writes its audit row. The client's answer does not depend on the row.
-    private static func rateLimited(_ decision: RateLimitDecision, tx: StoreTransaction, row: AttestationLogRecord)
+    static func rateLimited(_ decision: RateLimitDecision, tx: StoreTransaction, row: AttestationLogRecord)
         async -> IngestUnitOutcome
     {
         if decision.isFirstRefusal { try? await tx.insertAttestationLog(row) }
@@ -196,7 +226,7 @@ extension Store {
 
     /// The answer for a key that was not this request's, with its audit row, which the client's answer does
     /// not depend on.
-    private static func notClaimed(_ claim: IdempotencyClaim?, tx: StoreTransaction, audit: IngestAudit)
+    static func notClaimed(_ claim: IdempotencyClaim?, tx: StoreTransaction, audit: IngestAudit)
         async throws -> IngestUnitOutcome
     {
         let corrupt = StoreError.corrupt("an admitted request within its limit claimed nothing")

@@ -11,10 +11,15 @@ package struct Store: Sendable {
     /// PostgreSQL streaming replicas for reads; nil (the default) sends every read to `database` and records
     /// nothing.
     package let replicas: ReadReplicas?
+    /// On PostgreSQL, what this instance last wrote for each walker it served, so a walker's next ingest of the
+    /// day can be written in one round trip (`cachedIngest`); nil on SQLite, whose ingest is one in-process unit.
+    package let ingestCache: IngestStateCache?
 
-    package init(database: any Database, replicas: ReadReplicas? = nil) {
+    /// `cachingIngests` false plans every ingest from a read (for comparisons; the cache changes no outcome).
+    package init(database: any Database, replicas: ReadReplicas? = nil, cachingIngests: Bool = true) {
         self.database = database
         self.replicas = replicas
+        self.ingestCache = database.kind == .postgres && cachingIngests ? IngestStateCache() : nil
     }
 
     package var kind: DatabaseKind { database.kind }

@@ -31,15 +31,19 @@ extension StoreTransaction {
 
     /// Inserts the key as in flight unless it exists; returns a row when it was inserted. `when` adds a
     /// condition (the admission claims only within the rate limit).
+    /// With `answer`, the key is inserted done with that answer instead: for a statement whose other writes
+    /// apply exactly when the key is inserted (`cachedIngestStatement`).
     static func claimIdempotencyKeyStatement(
         walkerId: String, key: String, requestHash: String, now: Date, leaseSeconds: Double,
-        when condition: SQLText = "true"
+        when condition: SQLText = "true", answer: (status: Int, body: String)? = nil
     ) -> SQLText {
         let nowMs = now.millisecondsSince1970
         let leaseUntil = nowMs + Int(leaseSeconds * 1000)
         var query: SQLText = """
-            INSERT INTO idempotency_keys (walker_id, idem_key, request_hash, state, created_at, lease_until)
-            SELECT \(bind: walkerId), \(bind: key), \(bind: requestHash), 'in_flight', \(bind: nowMs), \(bind: leaseUntil)
+            INSERT INTO idempotency_keys (walker_id, idem_key, request_hash, state, status, response_body, created_at,
+                lease_until)
+            SELECT \(bind: walkerId), \(bind: key), \(bind: requestHash), \(bind: answer == nil ? "in_flight" : "done"),
+                \(bind: answer?.status), \(bind: answer?.body), \(bind: nowMs), \(bind: leaseUntil)
             WHERE 
             """
         query += condition

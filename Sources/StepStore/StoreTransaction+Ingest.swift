@@ -28,6 +28,10 @@ package struct IngestWrite: Sendable {
     /// Further writes of the same unit that other modules define (the reconcile job's enqueue), each built
     /// for the condition the batch applies under.
     package var followUps: [@Sendable (_ condition: SQLText) -> SQLText] = []
+    /// When a follow-up queues the day's reconcile job: when the day's pending job runs afterwards (the one that
+    /// was pending, if any, which the enqueue leaves as it is). What the day's state says after the write
+    /// (`CachedDay`).
+    package var reconcileQueuedAt: Date? = nil
 
     package init(
         walkerId: String, walkerVersion: Int, stepLog: StepLogRecord?, submission: StepSubmissionRecord?,
@@ -76,15 +80,18 @@ extension StoreTransaction {
     }
 
     /// The walker's update that checks and bumps its version; one row when the version was as planned.
-    static func walkerGuardStatement(_ write: IngestWrite) -> SQLText {
+    /// With `condition`, only when it holds as well.
+    static func walkerGuardStatement(_ write: IngestWrite, when condition: SQLText? = nil) -> SQLText {
         recordSubmissionStatement(
             walkerId: write.walkerId, timeZone: write.timeZone, at: write.at,
-            lifetimeStepsDelta: write.lifetimeStepsDelta, expectedVersion: write.walkerVersion)
+            lifetimeStepsDelta: write.lifetimeStepsDelta, expectedVersion: write.walkerVersion, when: condition)
     }
 
     /// Every write of an ingest after the walker's, in order, each applied only when `condition` holds; the
     /// last one completes the idempotency key.
-    static func ingestStatements(_ write: IngestWrite, when condition: SQLText) -> [SQLText] {
+    static func ingestStatements(_ write: IngestWrite, when condition: SQLText, completingKey: Bool = true)
+        -> [SQLText]
+    {
         var statements: [SQLText] = []
         if let log = write.stepLog {
             statements.append(upsertStepLogStatement(log, when: condition))
@@ -112,6 +119,7 @@ extension StoreTransaction {
         }
         statements += write.followUps.map { $0(condition) }
         statements.append(insertAttestationLogStatement(write.attestationLog, when: condition))
+        guard completingKey else { return statements }
         statements.append(
             completeIdempotencyKeyStatement(
                 walkerId: write.walkerId, key: write.idempotencyKey, status: write.responseStatus,

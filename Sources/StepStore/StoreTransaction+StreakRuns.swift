@@ -4,7 +4,7 @@ import StepCore
 import StepDatabase
 
 /// What an ingest reads about its day: the day's log, if any, and the streak runs around it.
-package struct DayState: Sendable {
+package struct DayState: Sendable, Hashable {
     package var log: StepLogRecord?
     package var streak: StreakNeighbourhood
     /// When the day's pending reconcile job runs, if one is pending: what a PENDING answer announces as its

@@ -131,7 +131,8 @@ extension StoreTransaction {
     /// The walker's update of an ingest, which bumps its version; with `expectedVersion` only while the
     /// version is that, returning a row when it was (the guard of `recordIngest`).
     static func recordSubmissionStatement(
-        walkerId: String, timeZone: String, at now: Date, lifetimeStepsDelta: Int, expectedVersion: Int? = nil
+        walkerId: String, timeZone: String, at now: Date, lifetimeStepsDelta: Int, expectedVersion: Int? = nil,
+        when condition: SQLText? = nil
     ) -> SQLText {
         var query: SQLText = """
             UPDATE walkers SET last_tz = \(bind: timeZone), last_submission_at = \(bind: now.millisecondsSince1970),
@@ -139,7 +140,9 @@ extension StoreTransaction {
             WHERE walker_id = \(bind: walkerId)
             """
         if let expectedVersion {
-            query += " AND version = \(bind: expectedVersion)\nRETURNING walker_id"
+            query += " AND version = \(bind: expectedVersion)"
+            if let condition { query += " AND " + condition }
+            query += "\nRETURNING walker_id"
         }
         return query
     }

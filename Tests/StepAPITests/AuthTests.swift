@@ -65,13 +65,13 @@ struct AuthTests {
     }
 
     static func harness(
-        kind: DatabaseKind, keys: KeySet, production: Bool = false,
-        configure: (inout AppConfiguration) -> Void = { _ in }
+        kind: DatabaseKind, keys: KeySet, production: Bool = false, sharing other: TestHarness? = nil,
+        cachingIngests: Bool = true, configure: (inout AppConfiguration) -> Void = { _ in }
     ) async throws -> TestHarness {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("jwks-\(UUID().uuidString).json")
         try keys.jwks.write(to: directory, atomically: true, encoding: .utf8)
         defer { try? FileManager.default.removeItem(at: directory) }  // keys are loaded at start-up
-        return try await TestHarness.make(kind: kind) {
+        return try await TestHarness.make(kind: kind, sharing: other, cachingIngests: cachingIngests) {
             $0.jwt.jwks = .file(directory.path)
             $0.jwt.issuer = "https://auth.example"
             $0.jwt.audience = "stepledger-api"

@@ -55,10 +55,11 @@ struct TestHarness: Sendable {
     /// same database as an existing harness (its own pool, its own clock).
     static func make(
         kind: DatabaseKind = .sqlite, at start: Date = seedInstant, sharing other: TestHarness? = nil,
-        store provided: Store? = nil, configure: (inout AppConfiguration) -> Void = { _ in }
+        store provided: Store? = nil, cachingIngests: Bool = true,
+        configure: (inout AppConfiguration) -> Void = { _ in }
     ) async throws -> TestHarness {
         let testStore: TestStore
-        let store: Store
+        var store: Store
         if let provided {
             testStore = TestStore(store: provided, url: "", cleanup: {})
             store = provided
@@ -68,6 +69,9 @@ struct TestHarness: Sendable {
         } else {
             testStore = try await TestDatabases.make(kind)
             store = testStore.store
+        }
+        if !cachingIngests {
+            store = Store(database: store.database, replicas: store.replicas, cachingIngests: false)
         }
         var configuration = AppConfiguration()
         configuration.databaseURL = testStore.url

@@ -22,18 +22,33 @@ struct PostgresIngestScriptTests {
         #expect(!script.contains("placeholder"))
         #expect(script.contains("INSERT INTO streak_runs"))
         #expect(script.contains("FROM streak_runs"))
-        // The admission with the day's state, whose columns pgbench stores (`\aset admitted_`), then the write
-        // batch guarded by the walker version it read.
-        let body = script.split(separator: "\n").filter { !$0.hasPrefix("--") && !$0.hasPrefix("\\set") }
-            .joined(separator: "\n")
-        let parts = body.components(separatedBy: " \\aset admitted_\n")
-        #expect(parts.count == 2)
-        let admission = parts[0]
-        let batch = try #require(parts.last).trimmingCharacters(in: .whitespacesAndNewlines)
+        // The one statement, whose columns pgbench stores (`\gset cached_`); when it applied nothing, the
+        // admission with the day's state (`\aset admitted_`) and the write batch guarded by the walker version it
+        // read. pgbench keeps the walker's version in `:version` from one transaction to the next.
+        let lines = script.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+        #expect(
+            lines.filter { $0.hasPrefix("\\") && !$0.hasPrefix("\\set ") } == [
+                "\\if :cached_applied", "\\else", "\\endif",
+            ])
+        let cached = lines.filter { !$0.hasPrefix("--") }.prefix { !$0.hasPrefix("\\if") }
+            .filter { !$0.hasPrefix("\\set") }.joined(separator: "\n")
+            .replacingOccurrences(of: " \\gset cached_", with: "")
+        #expect(script.contains("\\if :cached_applied\n\\set version :version + 1\n\\else\n"))
+        #expect(script.contains(";\n\\set version :admitted_version + 1\n\\endif\n"))
+        let slow = try #require(
+            script.components(separatedBy: "\\else\n").last?.components(separatedBy: "\\set version").first)
+        let slowParts = slow.components(separatedBy: " \\aset admitted_\n")
+        #expect(slowParts.count == 2)
+        let admission = slowParts[0]
+        let batch = slowParts[1].trimmingCharacters(in: .whitespacesAndNewlines)
         #expect(batch.hasSuffix(";") && !batch.dropLast().contains(";"))
         #expect(batch.contains(":admitted_version"))
-        // What pgbench would do for client 7 with key 42 and 5 000 steps, then key 43 and 6 000 (an update).
-        for (key, steps) in [(42, 5_000), (43, 6_000)] {
+        #expect(cached.contains(":version") && !cached.contains(";"))
+        // What pgbench does for client 7 with keys 42, 43 and 44: the first transaction finds no walker at
+        // version 0 and takes the admission and the batch; the next two apply the one statement.
+        var version = 0
+        var paths: [String] = []
+        for (key, steps) in [(42, 5_000), (43, 6_000), (44, 6_500)] {
             @Sendable func concrete(_ statement: String) -> SQLQueryString {
                 SQLQueryString(
                     statement
@@ -42,14 +57,27 @@ struct PostgresIngestScriptTests {
                         .replacingOccurrences(of: ":day", with: String(day.dayNumber))
                         .replacingOccurrences(of: ":steps", with: String(steps)))
             }
+            let expected = version
             let applied = try await store.database.withConnection { sql in
-                let rows = try await sql.raw(concrete(admission)).all()
-                let version = try #require(rows.last).decode(column: "version", as: Int.self)
-                let guarded = batch.dropLast().replacingOccurrences(of: ":admitted_version", with: String(version))
-                return try await sql.raw(concrete(guarded)).first()?.decode(column: "applied", as: Int.self)
+                try await sql.raw(concrete(cached.replacingOccurrences(of: ":version", with: String(expected))))
+                    .first()?.decode(column: "applied", as: Int.self)
             }
-            #expect(applied == 1)
+            if applied == 1 {
+                paths.append("one statement")
+                version += 1
+                continue
+            }
+            paths.append("admission and batch")
+            version = try await store.database.withConnection { sql in
+                let rows = try await sql.raw(concrete(admission)).all()
+                let read = try #require(rows.last).decode(column: "version", as: Int.self)
+                let guarded = batch.dropLast().replacingOccurrences(of: ":admitted_version", with: String(read))
+                #expect(try await sql.raw(concrete(guarded)).first()?.decode(column: "applied", as: Int.self) == 1)
+                return read + 1
+            }
         }
+        #expect(paths == ["admission and batch", "one statement", "one statement"])
+        #expect(version == 3)
         let state = try await store.transaction { tx in
             (
                 log: try await tx.stepLog(walkerId: "pgbench-7", day: day),
@@ -59,9 +87,11 @@ struct PostgresIngestScriptTests {
                 ).first()?.decode(column: "n", as: Int.self)
             )
         }
-        #expect(state.log?.reportedCount == 6_000)
+        #expect(state.log?.reportedCount == 6_500)
         #expect(state.runs.last?.end == day)
-        #expect(state.done == 2)
+        #expect(state.done == 3)
+        let walker = try await store.transaction { try await $0.walker("pgbench-7") }
+        #expect(walker?.version == 3)
         try await test.close()
     }
 }

@@ -133,6 +133,7 @@ struct IngestService: Sendable {
                             runAt: now.addingTimeInterval(settings.reconcileDelaySeconds),
                             maxAttempts: settings.reconcileMaxAttempts)
                         write.followUps.append { JobQueue.enqueueStatement(job, now: now, when: $0) }
+                        write.reconcileQueuedAt = state.pendingReconcileAt ?? job.runAt
                     }
                 }
                 return write

@@ -1,0 +1,108 @@
+import Foundation
+import StepCore
+import Synchronization
+
+/// A walker's row and one day's state as this instance's last write of that day left them: what the next ingest
+/// of the day can be planned from without reading (`Store.ingest` on PostgreSQL). Nothing here is trusted: the
+/// write planned from it applies only when the database still holds exactly this state (`cachedIngestStatement`).
+package struct CachedDay: Sendable, Hashable {
+    package var walker: WalkerRecord
+    package var day: LocalDate
+    package var state: DayState
+
+    /// The state `write`, planned from `walker` and `state`, leaves once applied; nil when that cannot be told
+    /// without reading. A write that changes the walker's streak runs gives nil: which runs the day's
+    /// neighbourhood holds afterwards is read again, not derived. Times are kept as the database keeps them (whole
+    /// milliseconds), so a plan from the cache and one from a read are the same plan.
+    init?(after write: IngestWrite, walker: WalkerRecord, day: LocalDate, state: DayState) {
+        guard write.streakChange == nil, walker.suspendedAt == nil else { return nil }
+        var walker = walker
+        walker.version += 1
+        walker.lastTimeZone = write.timeZone
+        walker.lastSubmissionAt = write.at.storedInstant
+        walker.lifetimeSteps += write.lifetimeStepsDelta
+        var state = state
+        if var log = write.stepLog {
+            log.updatedAt = log.updatedAt.storedInstant
+            state.log = log
+        }
+        if let queued = write.reconcileQueuedAt { state.pendingReconcileAt = queued.storedInstant }
+        self.init(walker: walker, day: day, state: state)
+    }
+
+    init(walker: WalkerRecord, day: LocalDate, state: DayState) {
+        self.walker = walker
+        self.day = day
+        self.state = state
+    }
+}
+
+/// What this instance last wrote for each walker it served (`CachedDay`), up to `capacity` walkers in each of
+/// two generations: when the current one is full it becomes the previous one and the one before is dropped, so a
+/// walker that keeps writing stays and one that stopped falls out, at O(1) a call. A walker's entry is for one day;
+/// a write of another day replaces it.
+package final class IngestStateCache: Sendable {
+    private struct Generations {
+        var current: [String: CachedDay] = [:]
+        var previous: [String: CachedDay] = [:]
+    }
+
+    private let generations = Mutex(Generations())
+    private let capacity: Int
+    private let appliedCount = Atomic<Int>(0)
+    private let overtakenCount = Atomic<Int>(0)
+
+    /// Walkers per generation: about 300 bytes an entry, so 16 384 keep at most about 10 MB.
+    package init(capacity: Int = 16_384) {
+        self.capacity = max(1, capacity)
+    }
+
+    /// The walker's entry when it is for `day`.
+    func entry(walkerId: String, day: LocalDate) -> CachedDay? {
+        generations.withLock { generations in
+            if let entry = generations.current[walkerId] { return entry.day == day ? entry : nil }
+            guard let entry = generations.previous.removeValue(forKey: walkerId) else { return nil }
+            Self.insert(entry, into: &generations, capacity: capacity)
+            return entry.day == day ? entry : nil
+        }
+    }
+
+    func store(_ entry: CachedDay) {
+        generations.withLock { Self.insert(entry, into: &$0, capacity: capacity) }
+    }
+
+    func forget(walkerId: String) {
+        generations.withLock { generations in
+            generations.current[walkerId] = nil
+            generations.previous[walkerId] = nil
+        }
+    }
+
+    private static func insert(_ entry: CachedDay, into generations: inout Generations, capacity: Int) {
+        let walkerId = entry.walker.walkerId
+        if generations.current.count >= capacity, generations.current[walkerId] == nil {
+            generations.previous = generations.current
+            generations.current = [:]
+        }
+        generations.previous[walkerId] = nil
+        generations.current[walkerId] = entry
+    }
+
+    /// Ingests written from an entry in one round trip, and those whose entry the database had overtaken (planned
+    /// again from a read).
+    package var applied: Int { appliedCount.load(ordering: .relaxed) }
+    package var overtaken: Int { overtakenCount.load(ordering: .relaxed) }
+
+    func count(applied: Bool) {
+        if applied {
+            appliedCount.add(1, ordering: .relaxed)
+        } else {
+            overtakenCount.add(1, ordering: .relaxed)
+        }
+    }
+}
+
+extension Date {
+    /// The instant as the database keeps it: whole milliseconds.
+    var storedInstant: Date { Date(millisecondsSince1970: millisecondsSince1970) }
+}

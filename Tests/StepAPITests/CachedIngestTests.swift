@@ -1,0 +1,261 @@
+import Foundation
+import HTTPTypes
+import HummingbirdTesting
+import JWTKit
+import SQLKit
+import StepAPI
+import StepCore
+import StepDatabase
+import StepSettings
+import StepStore
+import StepTestSupport
+import Testing
+
+/// PostgreSQL's one-round-trip ingest: a walker's next ingest of a day is planned from what this instance last
+/// wrote for it (`IngestStateCache`) and written in one statement that applies only while the database still
+/// holds that state. It must change no outcome: every answer and every row is the same as when each ingest is
+/// planned from a read, and whatever else changed the walker (another instance, the worker, an operator, the
+/// job queue) sends the ingest back to a read.
+@Suite("One-round-trip ingest from the instance's last write (PostgreSQL)")
+struct CachedIngestTests {
+    static let enabled = TestDatabases.postgresURL != nil
+
+    /// Two instances on one database: `cached` with the cache, `plain` without. Each test sends the same requests
+    /// for its own walker to each, so their answers and rows can be compared one to one.
+    struct Pair {
+        let cached: TestHarness
+        let plain: TestHarness
+        let cachedClient: any TestClientProtocol
+        let plainClient: any TestClientProtocol
+
+        func advance(seconds: Double) {
+            cached.clock.advance(seconds: seconds)
+            plain.clock.advance(seconds: seconds)
+        }
+
+        /// The same body to both, each with the token of its own walker.
+        func ingest(_ body: IngestBody, tokens: (String, String)) async throws -> (TestResponse, TestResponse) {
+            (
+                try await cachedClient.ingest(body, token: tokens.0),
+                try await plainClient.ingest(body, token: tokens.1)
+            )
+        }
+    }
+
+    static func withPair(
+        production: Bool = false, configure: @escaping (inout AppConfiguration) -> Void = { _ in },
+        _ body: @Sendable (Pair, AuthTests.KeySet) async throws -> Void
+    ) async throws {
+        let keys = try AuthTests.KeySet()
+        let cached = try await AuthTests.harness(
+            kind: .postgres, keys: keys, production: production, configure: configure)
+        let plain = try await AuthTests.harness(
+            kind: .postgres, keys: keys, production: production, sharing: cached, cachingIngests: false,
+            configure: configure)
+        #expect(cached.store.ingestCache != nil && plain.store.ingestCache == nil)
+        @Sendable func sending(_ client: any TestClientProtocol, _ harness: TestHarness) -> any TestClientProtocol {
+            harness.appCheckKey.map { AppCheckSendingClient(base: client, key: $0, clock: harness.clock) } ?? client
+        }
+        do {
+            try await cached.app.application.test(.router) { one in
+                try await plain.app.application.test(.router) { two in
+                    try await body(
+                        Pair(
+                            cached: cached, plain: plain, cachedClient: sending(one, cached),
+                            plainClient: sending(two, plain)), keys)
+                }
+            }
+        } catch {
+            try? await plain.store.database.close()
+            try? await cached.testStore.close()
+            throw error
+        }
+        try await plain.store.database.close()
+        try await cached.testStore.close()
+    }
+
+    static func token(_ keys: AuthTests.KeySet, _ harness: TestHarness, walker: String) async throws -> String {
+        var claims = AuthTests.validClaims(harness.clock.now, sub: walker)
+        claims.exp = Int(harness.clock.now.timeIntervalSince1970) + 3 * 86_400
+        return try await keys.collection().sign(claims, kid: "ec-test")
+    }
+
+    /// A walker's rows, without its id, in a stable order: what both instances must have written alike.
+    static func rows(_ harness: TestHarness, walker: String) async throws -> [String] {
+        let queries = [
+            "SELECT day, tz, reported_count, accepted_count, status, multiplier_permille, energy_credited, attested,"
+                + " updated_at, provisional_energy FROM step_logs WHERE walker_id = $1 ORDER BY day",
+            "SELECT lifetime_steps, version, last_tz, last_submission_at, suspended_at FROM walkers WHERE walker_id = $1",
+            "SELECT day, kind, amount FROM energy_ledger WHERE walker_id = $1 ORDER BY created_at, day, kind, amount",
+            "SELECT day, step_count, received_at FROM step_submissions WHERE walker_id = $1 ORDER BY received_at",
+            "SELECT kind, state, run_at, attempts FROM jobs WHERE walker_id = $1 ORDER BY run_at, state",
+            "SELECT state, status, response_body FROM idempotency_keys WHERE walker_id = $1 ORDER BY created_at, status",
+            "SELECT verdict, status, reasons FROM attestation_logs WHERE walker_id = $1 ORDER BY created_at, status",
+            "SELECT kind, subject, resolved_at FROM review_queue WHERE walker_id = $1 ORDER BY created_at",
+            "SELECT bucket, hits FROM rate_limits WHERE walker_id = $1 ORDER BY bucket",
+        ]
+        var lines: [String] = []
+        for query in queries {
+            // The walker ids are the tests' own literals.
+            let text = query.replacingOccurrences(of: "$1", with: "'\(walker)'")
+            let json = try await harness.store.transaction { tx in
+                try await tx.sql.raw("SELECT row_to_json(r)::text AS j FROM (\(unsafeRaw: text)) r").all().map {
+                    try $0.decode(column: "j", as: String.self)
+                }
+            }
+            lines += json
+        }
+        return lines
+    }
+
+    @Test(
+        "production: every answer and row is the same as when each ingest is planned from a read",
+        .enabled(if: enabled))
+    func sameOutcomes() async throws {
+        try await Self.withPair(production: true) { pair, keys in
+            let tokens = (
+                try await Self.token(keys, pair.cached, walker: "walker-cached"),
+                try await Self.token(keys, pair.plain, walker: "walker-plain")
+            )
+            var answers: [(TestResponse, TestResponse)] = []
+            // A new walker (planned from a read), then the day again: PENDING, coalescing into the day's job.
+            answers.append(try await pair.ingest(IngestBody(count: 5000, key: "k1"), tokens: tokens))
+            pair.advance(seconds: 10)
+            answers.append(try await pair.ingest(IngestBody(count: 6000, key: "k2"), tokens: tokens))
+            pair.advance(seconds: 10)
+            // A replay, and the key with another payload: the key exists, so the one statement writes nothing.
+            answers.append(try await pair.ingest(IngestBody(count: 6000, key: "k2"), tokens: tokens))
+            answers.append(try await pair.ingest(IngestBody(count: 6100, key: "k2"), tokens: tokens))
+            // The day's job claimed by a worker and still running: its time is no longer the pending one, so the
+            // next ingest queues a job of its own and announces that job's time; the one after coalesces into it.
+            try await pair.cached.store.transaction { tx in
+                try await tx.sql.raw("UPDATE jobs SET state = 'running' WHERE state = 'pending'").run()
+            }
+            pair.advance(seconds: 5)
+            answers.append(try await pair.ingest(IngestBody(count: 6200, key: "k3"), tokens: tokens))
+            pair.advance(seconds: 5)
+            answers.append(try await pair.ingest(IngestBody(count: 6300, key: "k4"), tokens: tokens))
+            // Quarantined now: a review entry opens, and no job time is announced.
+            var noGyro = IngestBody(count: 6400, key: "k5")
+            noGyro["gyroSamplesObserved"] = .bool(false)
+            answers.append(try await pair.ingest(noGyro, tokens: tokens))
+            pair.advance(seconds: 5)
+            answers.append(try await pair.ingest(IngestBody(count: 6500, key: "k6"), tokens: tokens))
+            // The day before, late: another day of the walker replaces the instance's entry.
+            let yesterday = IngestBody(
+                day: "2026-05-17", count: 9000, tz: "Europe/Warsaw", key: "k7", spanStart: "2026-05-17T05:00:00Z",
+                spanEnd: "2026-05-17T21:00:00Z")
+            answers.append(try await pair.ingest(yesterday, tokens: tokens))
+            answers.append(try await pair.ingest(IngestBody(count: 6600, key: "k8"), tokens: tokens))
+            for (index, (cached, plain)) in answers.enumerated() {
+                #expect(cached.status == plain.status, "answer \(index)")
+                #expect(cached.text == plain.text, "answer \(index)")
+            }
+            #expect(answers.map(\.0.status.code) == [200, 200, 200, 422, 200, 200, 200, 200, 200, 200])
+            let cache = try #require(pair.cached.store.ingestCache)
+            #expect(cache.applied >= 4, "k2, k4, k5 and k6 are planned from the instance's own last write")
+            #expect(cache.overtaken >= 1, "k3 found the job queue changed")
+            let etas = answers.compactMap { try? $0.0.json["reconcileEta"] }
+            #expect(
+                etas
+                    == ["20:43:30", "20:43:30", "20:43:30", "20:43:55", "20:43:55", "20:44:05"].map {
+                        JSONValue.string("2026-05-18T\($0)Z")
+                    },
+                "k1 and k2 (and k2's replay) share the first job, k3 and k4 the second, yesterday has its own")
+            #expect(try await Self.rows(pair.cached, walker: "walker-cached").count > 20)
+            #expect(
+                try await Self.rows(pair.cached, walker: "walker-cached")
+                    == Self.rows(pair.plain, walker: "walker-plain"))
+        }
+    }
+
+    @Test(
+        "test phase: another instance's write of the walker sends the next ingest back to a read",
+        .enabled(if: enabled))
+    func overtakenByAnotherInstance() async throws {
+        try await Self.withPair { pair, keys in
+            // Both instances serve one walker here; the plain one stands in for any other instance. The first
+            // ingest attests the day (a streak change: the next is planned from a read), the second leaves the
+            // instance's entry, which the third is planned from.
+            let token = try await Self.token(keys, pair.cached, walker: "walker-shared")
+            for (index, count) in [3000, 4000, 4500].enumerated() {
+                let response = try await pair.cachedClient.ingest(
+                    IngestBody(count: count, key: "a\(index)"), token: token)
+                #expect(response.status == .ok)
+            }
+            let cache = try #require(pair.cached.store.ingestCache)
+            #expect(cache.applied == 1 && cache.overtaken == 0, "\(cache.applied) \(cache.overtaken)")
+            let other = try await pair.plainClient.ingest(IngestBody(count: 5000, key: "b1"), token: token)
+            #expect(other.status == .ok)
+            let next = try await pair.cachedClient.ingest(IngestBody(count: 6000, key: "a3"), token: token)
+            #expect(next.status == .ok)
+            #expect(cache.applied == 1 && cache.overtaken == 1, "\(cache.applied) \(cache.overtaken)")
+            let json = try next.json
+            #expect(json["stepLog"]?["reportedCount"] == .int(6000))
+            #expect(json["walker"]?["totalLifetimeSteps"] == .int(6000))
+            #expect(try await pair.cached.count("step_submissions", walker: "walker-shared") == 5)
+            // The read left an entry again, which the next ingest is planned from.
+            let last = try await pair.cachedClient.ingest(IngestBody(count: 7000, key: "a4"), token: token)
+            #expect(last.status == .ok)
+            #expect(try last.json["walker"]?["totalLifetimeSteps"] == .int(7000))
+            #expect(cache.applied == 2 && cache.overtaken == 1, "\(cache.applied) \(cache.overtaken)")
+            let walker = try await pair.cached.store.transaction { try await $0.walker("walker-shared") }
+            #expect(walker?.lifetimeSteps == 7000)
+            #expect(walker?.version == 6, "one version per write, none for the overtaken attempt")
+        }
+    }
+
+    @Test(
+        "a walker suspended since the instance's last write is refused, and nothing is written", .enabled(if: enabled))
+    func suspendedSinceLastWrite() async throws {
+        try await Self.withPair { pair, keys in
+            let token = try await Self.token(keys, pair.cached, walker: "walker-s")
+            #expect(try await pair.cachedClient.ingest(IngestBody(count: 1000, key: "s1"), token: token).status == .ok)
+            let now = pair.cached.clock.now
+            #expect(
+                try await pair.plain.store.transaction {
+                    try await $0.setSuspension(walkerId: "walker-s", suspended: true, note: "test", at: now)
+                })
+            let before = try await Self.rows(pair.cached, walker: "walker-s")
+            let refused = try await pair.cachedClient.ingest(IngestBody(count: 2000, key: "s2"), token: token)
+            #expect(refused.status == .forbidden)
+            #expect(refused.text.contains("WALKER_SUSPENDED"))
+            let cache = try #require(pair.cached.store.ingestCache)
+            #expect(cache.applied == 0 && cache.overtaken == 1)
+            let after = try await Self.rows(pair.cached, walker: "walker-s")
+            #expect(
+                after.filter { $0.contains("\"reported_count\"") }
+                    == before.filter { $0.contains("\"reported_count\"") })
+            #expect(try await pair.cached.count("step_submissions", walker: "walker-s") == 1)
+        }
+    }
+
+    @Test(
+        "the one statement counts each request once against the limit, and answers 429 past it",
+        .enabled(if: enabled))
+    func rateLimited() async throws {
+        try await Self.withPair(configure: { $0.rateLimits.ingestPerWindow = 3 }) { pair, keys in
+            let token = try await Self.token(keys, pair.cached, walker: "walker-r")
+            var remaining: [String] = []
+            for index in 1...4 {
+                let response = try await pair.cachedClient.ingest(
+                    IngestBody(count: 3000 + 1000 * index, key: "r\(index)"), token: token)
+                remaining.append("\(response.status.code) \(response.headers[HTTPField.Name("RateLimit")!] ?? "")")
+            }
+            #expect(remaining.map { String($0.prefix(3)) } == ["200", "200", "200", "429"])
+            #expect(remaining[0].contains("r=2") && remaining[1].contains("r=1") && remaining[2].contains("r=0"))
+            // The first attests the day, the second leaves an entry: the third is written from it and the fourth
+            // refused by the same statement (not sent back to a read, which would count it again).
+            let cache = try #require(pair.cached.store.ingestCache)
+            #expect(cache.applied == 1 && cache.overtaken == 0, "\(cache.applied) \(cache.overtaken)")
+            let hits = try await pair.cached.store.transaction { tx in
+                try await tx.sql.raw("SELECT hits FROM rate_limits WHERE walker_id = 'walker-r'").first()?.decode(
+                    column: "hits", as: Int.self)
+            }
+            #expect(hits == 4)
+            #expect(try await pair.cached.count("step_submissions", walker: "walker-r") == 3)
+            let keysLeft = try await pair.cached.count("idempotency_keys", walker: "walker-r")
+            #expect(keysLeft == 3, "the refused request claimed nothing")
+        }
+    }
+}
