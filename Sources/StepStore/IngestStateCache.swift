@@ -14,7 +14,7 @@ package struct CachedDay: Sendable, Hashable {
     /// without reading. A write that changes the walker's streak runs gives nil: which runs the day's
     /// neighbourhood holds afterwards is read again, not derived. Times are kept as the database keeps them (whole
     /// milliseconds), so a plan from the cache and one from a read are the same plan.
-    init?(after write: IngestWrite, walker: WalkerRecord, day: LocalDate, state: DayState) {
+    package init?(after write: IngestWrite, walker: WalkerRecord, day: LocalDate, state: DayState) {
         guard write.streakChange == nil, walker.suspendedAt == nil else { return nil }
         var walker = walker
         walker.version += 1
@@ -30,7 +30,7 @@ package struct CachedDay: Sendable, Hashable {
         self.init(walker: walker, day: day, state: state)
     }
 
-    init(walker: WalkerRecord, day: LocalDate, state: DayState) {
+    package init(walker: WalkerRecord, day: LocalDate, state: DayState) {
         self.walker = walker
         self.day = day
         self.state = state
@@ -52,13 +52,15 @@ package final class IngestStateCache: Sendable {
     private let appliedCount = Atomic<Int>(0)
     private let overtakenCount = Atomic<Int>(0)
 
-    /// Walkers per generation: about 300 bytes an entry, so 16 384 keep at most about 10 MB.
+    /// Walkers per generation. An entry is about 600 bytes (estimated from its layout: two strings of the walker
+    /// id, the log and the streak runs on the heap, the dictionary slot), so two generations of 16 384 hold at most
+    /// about 20 MB.
     package init(capacity: Int = 16_384) {
         self.capacity = max(1, capacity)
     }
 
     /// The walker's entry when it is for `day`.
-    func entry(walkerId: String, day: LocalDate) -> CachedDay? {
+    package func entry(walkerId: String, day: LocalDate) -> CachedDay? {
         generations.withLock { generations in
             if let entry = generations.current[walkerId] { return entry.day == day ? entry : nil }
             guard let entry = generations.previous.removeValue(forKey: walkerId) else { return nil }
@@ -67,11 +69,11 @@ package final class IngestStateCache: Sendable {
         }
     }
 
-    func store(_ entry: CachedDay) {
+    package func store(_ entry: CachedDay) {
         generations.withLock { Self.insert(entry, into: &$0, capacity: capacity) }
     }
 
-    func forget(walkerId: String) {
+    package func forget(walkerId: String) {
         generations.withLock { generations in
             generations.current[walkerId] = nil
             generations.previous[walkerId] = nil

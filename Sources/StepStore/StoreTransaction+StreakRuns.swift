@@ -11,6 +11,12 @@ package struct DayState: Sendable, Hashable {
     /// `reconcileEta` (a later ingest coalesces into that job and does not move it).
     package var pendingReconcileAt: Date? = nil
 
+    package init(log: StepLogRecord?, streak: StreakNeighbourhood, pendingReconcileAt: Date? = nil) {
+        self.log = log
+        self.streak = streak
+        self.pendingReconcileAt = pendingReconcileAt
+    }
+
     /// The dedupe key of a walker's reconcile job for `day` (one pending job per walker × day).
     package static func reconcileJobKey(_ day: LocalDate) -> String { "reconcile:\(day)" }
 }

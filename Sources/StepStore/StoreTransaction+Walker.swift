@@ -14,6 +14,18 @@ package struct WalkerRecord: Sendable, Hashable {
     /// When an operator suspended the walker; nil while the walker is active. A suspended walker's ingests are
     /// refused, read by the admission itself so the check costs no round trip.
     package var suspendedAt: Date? = nil
+
+    package init(
+        walkerId: String, lastTimeZone: String?, lastSubmissionAt: Date?, lifetimeSteps: Int, version: Int,
+        suspendedAt: Date? = nil
+    ) {
+        self.walkerId = walkerId
+        self.lastTimeZone = lastTimeZone
+        self.lastSubmissionAt = lastSubmissionAt
+        self.lifetimeSteps = lifetimeSteps
+        self.version = version
+        self.suspendedAt = suspendedAt
+    }
 }
 
 extension StoreTransaction {

@@ -1,0 +1,82 @@
+import Foundation
+import StepCore
+import StepStore
+import Testing
+
+/// What an instance keeps of its last write per walker (`IngestStateCache`) and how it derives it (`CachedDay`).
+@Suite("The ingest's per-walker cache")
+struct IngestStateCacheTests {
+    static let day = LocalDate(iso: "2026-05-18")!
+
+    static func entry(_ walkerId: String, day: LocalDate = day, version: Int = 1) -> CachedDay {
+        CachedDay(
+            walker: WalkerRecord(
+                walkerId: walkerId, lastTimeZone: "UTC", lastSubmissionAt: nil, lifetimeSteps: 0, version: version),
+            day: day, state: DayState(log: nil, streak: StreakNeighbourhood(day: day, runs: [])))
+    }
+
+    @Test("an entry is for one day; two generations keep the walkers that keep writing")
+    func generations() {
+        let cache = IngestStateCache(capacity: 2)
+        cache.store(Self.entry("a"))
+        cache.store(Self.entry("b"))
+        #expect(cache.entry(walkerId: "a", day: Self.day)?.walker.walkerId == "a")
+        #expect(cache.entry(walkerId: "a", day: Self.day.adding(days: -1)) == nil, "another day of the walker")
+        // The current generation is full: c starts a new one, a and b move to the previous one.
+        cache.store(Self.entry("c"))
+        #expect(cache.entry(walkerId: "b", day: Self.day) != nil, "read back from the previous generation")
+        // b was brought forward, so the current generation (c, b) is full again: d moves it back and drops a.
+        cache.store(Self.entry("d"))
+        #expect(cache.entry(walkerId: "a", day: Self.day) == nil)
+        #expect(cache.entry(walkerId: "b", day: Self.day) != nil)
+        #expect(cache.entry(walkerId: "c", day: Self.day) != nil)
+        #expect(cache.entry(walkerId: "d", day: Self.day) != nil)
+        // A newer entry replaces the walker's older one wherever it is; forgetting removes it from both.
+        cache.store(Self.entry("c", version: 5))
+        #expect(cache.entry(walkerId: "c", day: Self.day)?.walker.version == 5)
+        cache.forget(walkerId: "c")
+        #expect(cache.entry(walkerId: "c", day: Self.day) == nil)
+    }
+
+    @Test(
+        "the state a write leaves: the walker's next version, the day's log and queued job, as the database keeps them")
+    func derivedState() throws {
+        let at = Date(timeIntervalSince1970: 1_779_136_950.123_4)
+        let walker = WalkerRecord(
+            walkerId: "w", lastTimeZone: "UTC", lastSubmissionAt: nil, lifetimeSteps: 1000, version: 4)
+        let runs = [StreakRun(start: Self.day.adding(days: -3), end: Self.day)]
+        let before = DayState(log: nil, streak: StreakNeighbourhood(day: Self.day, runs: runs))
+        var write = IngestWriteTests.acceptedWrite(version: 4, key: "k", steps: 2500)
+        write.at = at
+        write.timeZone = "Europe/Warsaw"
+        write.stepLog?.updatedAt = at
+        write.reconcileQueuedAt = at.addingTimeInterval(60)
+        let after = try #require(CachedDay(after: write, walker: walker, day: Self.day, state: before))
+        #expect(after.walker.version == 5)
+        #expect(after.walker.lifetimeSteps == 3500)
+        #expect(after.walker.lastTimeZone == "Europe/Warsaw")
+        #expect(after.walker.lastSubmissionAt == Date(millisecondsSince1970: at.millisecondsSince1970))
+        #expect(after.state.log?.reportedCount == 2500)
+        #expect(after.state.log?.updatedAt == Date(millisecondsSince1970: at.millisecondsSince1970))
+        #expect(after.state.streak == before.streak)
+        #expect(
+            after.state.pendingReconcileAt
+                == Date(millisecondsSince1970: at.addingTimeInterval(60).millisecondsSince1970))
+        // Nothing queued: the pending job, if any, stays; a final day's write (no log) keeps the log it read.
+        var unchanged = write
+        unchanged.reconcileQueuedAt = nil
+        unchanged.stepLog = nil
+        let pending = DayState(
+            log: write.stepLog, streak: before.streak, pendingReconcileAt: Date(timeIntervalSince1970: 1_779_137_000))
+        let kept = try #require(CachedDay(after: unchanged, walker: walker, day: Self.day, state: pending))
+        #expect(kept.state.log == pending.log)
+        #expect(kept.state.pendingReconcileAt == pending.pendingReconcileAt)
+        // A streak change, or a suspended walker, leaves nothing to plan from.
+        var attesting = write
+        attesting.streakChange = StreakNeighbourhood(day: Self.day, runs: []).setting(attested: true)
+        #expect(CachedDay(after: attesting, walker: walker, day: Self.day, state: before) == nil)
+        var suspended = walker
+        suspended.suspendedAt = at
+        #expect(CachedDay(after: write, walker: suspended, day: Self.day, state: before) == nil)
+    }
+}
