@@ -180,10 +180,14 @@ extension Store {
     {
         ingestCache?.forget(walkerId: request.walkerId)
         do {
-            return try await transaction { tx in
+            let (outcome, after) = try await transaction { tx in
                 let (walker, state) = try await tx.lockWalkerReadingDay(request.walkerId, day: day, now: request.now)
-                return try await Self.plan(planner, walker: walker, day: state, day, tx: tx)
+                let outcome = try await Self.plan(planner, walker: walker, day: state, day, tx: tx)
+                guard case .written(let write) = outcome else { return (outcome, CachedDay?.none) }
+                return (outcome, CachedDay(after: write, walker: walker, day: day, state: state))
             }
+            if let after { ingestCache?.store(after) }
+            return outcome
         } catch {
             if let key = request.idempotency?.key {
                 try? await withoutTransaction { tx in

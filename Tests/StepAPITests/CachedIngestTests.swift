@@ -258,4 +258,45 @@ struct CachedIngestTests {
             #expect(keysLeft == 3, "the refused request claimed nothing")
         }
     }
+
+    @Test(
+        "concurrent ingests of one day over two caching instances keep the maximum and credit it once",
+        .enabled(if: enabled))
+    func concurrentWaves() async throws {
+        try await MultiInstanceTests.withTwoInstances(kind: .postgres) { harness, one, two in
+            let token = try await harness.token(for: "walker-waves")
+            // Waves of concurrent requests to both instances: from the second wave on, each instance holds an entry
+            // for the walker that the other instance's writes (and its own concurrent ones) keep overtaking.
+            var counts: [Int] = []
+            for wave in 0..<6 {
+                let waveCounts = (0..<8).map { 3000 + wave * 800 + $0 * 97 }
+                counts += waveCounts
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    for (index, count) in waveCounts.enumerated() {
+                        let client = index.isMultiple(of: 2) ? one : two
+                        group.addTask {
+                            let response = try await client.ingest(IngestBody(count: count), token: token)
+                            #expect(response.status == .ok, "\(response.text)")
+                        }
+                    }
+                    try await group.waitForAll()
+                }
+            }
+            let attempts = try #require(harness.store.ingestCache).applied + harness.store.ingestCache!.overtaken
+            #expect(attempts > 0, "the first instance planned some ingests from its entry")
+            let log = try await harness.store.transaction {
+                try await $0.stepLog(walkerId: "walker-waves", day: LocalDate(iso: "2026-05-18")!)
+            }
+            #expect(log?.reportedCount == counts.max())
+            #expect(log?.energyCredited == counts.max())
+            #expect(
+                try await harness.store.transaction { try await $0.energyBalance(walkerId: "walker-waves") }
+                    == counts.max())
+            let walker = try await harness.store.transaction { try await $0.walker("walker-waves") }
+            #expect(walker?.lifetimeSteps == counts.max())
+            #expect(walker?.version == counts.count, "one version per write")
+            #expect(try await harness.count("step_submissions", walker: "walker-waves") == counts.count)
+            #expect(try await harness.count("idempotency_keys", walker: "walker-waves") == counts.count)
+        }
+    }
 }
