@@ -202,6 +202,11 @@ struct CachedIngestTests {
             let walker = try await pair.cached.store.transaction { try await $0.walker("walker-shared") }
             #expect(walker?.lifetimeSteps == 7000)
             #expect(walker?.version == 6, "one version per write, none for the overtaken attempt")
+            let metrics = try await pair.cachedClient.execute(uri: "/metrics", method: .get, headers: [:], body: nil)
+            #expect(metrics.text.contains("stepledger_ingest_cached_total{outcome=\"applied\"} 2\n"))
+            #expect(metrics.text.contains("stepledger_ingest_cached_total{outcome=\"overtaken\"} 1\n"))
+            let plain = try await pair.plainClient.execute(uri: "/metrics", method: .get, headers: [:], body: nil)
+            #expect(!plain.text.contains("stepledger_ingest_cached_total"), "an instance without the cache")
         }
     }
 

@@ -49,6 +49,9 @@ struct OpsController: Sendable {
                 metrics.raiseReadCounters(
                     primary: counts.primary, replica: counts.replica, replicaFailures: counts.replicaFailures)
             }
+            if let cache = store.ingestCache {
+                metrics.raiseCachedIngestCounters(applied: cache.applied, overtaken: cache.overtaken)
+            }
             return Self.text(metrics.render(), contentType: "text/plain; version=0.0.4; charset=utf-8")
         }
         group.on(.get, "/openapi.yaml", catalog: &catalog) { _, _ in

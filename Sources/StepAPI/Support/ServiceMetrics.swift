@@ -13,8 +13,9 @@ package final class ServiceMetrics: Sendable {
     private let adminGauges = Mutex<[AdminGaugeKey: Gauge]>([:])
     /// Each operator × outcome counter with the audit count it was last raised to.
     private let decisionCounters = Mutex<[AdminGaugeKey: (counter: Counter, count: Int)]>([:])
-    /// The database read counters with the counts they were last raised to.
-    private let readCounters = Mutex<[String: (counter: Counter, count: Int)]>([:])
+    /// The counters raised to counts the store keeps (database reads, the ingest cache), by name, with the counts
+    /// they were last raised to.
+    private let raisedCounters = Mutex<[String: (counter: Counter, count: Int)]>([:])
     static let latencyBuckets: [Duration] = [
         .milliseconds(1), .milliseconds(2), .milliseconds(5), .milliseconds(10), .milliseconds(25),
         .milliseconds(50), .milliseconds(100), .milliseconds(250), .milliseconds(500), .seconds(1), .seconds(2.5),
@@ -51,6 +52,13 @@ package final class ServiceMetrics: Sendable {
         descriptor(
             "db", "replica_read_failures", unit: "total",
             help: "Reads a read replica failed, answered by the primary instead.")
+    }
+    static var cachedIngests: MetricNameDescriptor {
+        descriptor(
+            "ingest", "cached", unit: "total",
+            help:
+                "PostgreSQL ingests planned from this instance's last write of the walker's day: applied in one round trip, or overtaken (planned again from a read)."
+        )
     }
     static var reconcileVerdicts: MetricNameDescriptor {
         descriptor(
@@ -140,19 +148,30 @@ package final class ServiceMetrics: Sendable {
 
     /// Raises the read counters to the store's counts (read at scrape time; they only grow).
     func raiseReadCounters(primary: Int, replica: Int, replicaFailures: Int) {
-        readCounters.withLock { counters in
-            for (key, count) in [("primary", primary), ("replica", replica), ("failures", replicaFailures)] {
-                let entry =
-                    counters[key]
-                    ?? (
-                        key == "failures"
-                            ? registry.makeCounter(descriptor: Self.replicaReadFailures)
-                            : registry.makeCounter(descriptor: Self.databaseReads, labels: [("target", key)]),
-                        0
-                    )
-                if count > entry.count { entry.counter.increment(by: Int64(count - entry.count)) }
-                counters[key] = (entry.counter, max(entry.count, count))
+        raise("reads.primary", to: primary) {
+            $0.makeCounter(descriptor: Self.databaseReads, labels: [("target", "primary")])
+        }
+        raise("reads.replica", to: replica) {
+            $0.makeCounter(descriptor: Self.databaseReads, labels: [("target", "replica")])
+        }
+        raise("reads.failures", to: replicaFailures) { $0.makeCounter(descriptor: Self.replicaReadFailures) }
+    }
+
+    /// Raises the ingest cache's counters to the store's counts (read at scrape time; they only grow).
+    func raiseCachedIngestCounters(applied: Int, overtaken: Int) {
+        for (outcome, count) in [("applied", applied), ("overtaken", overtaken)] {
+            raise("cached.\(outcome)", to: count) {
+                $0.makeCounter(descriptor: Self.cachedIngests, labels: [("outcome", outcome)])
             }
+        }
+    }
+
+    /// Raises the counter kept as `key` (made by `make` the first time) to `count`.
+    private func raise(_ key: String, to count: Int, make: (PrometheusCollectorRegistry) -> Counter) {
+        raisedCounters.withLock { counters in
+            let entry = counters[key] ?? (make(registry), 0)
+            if count > entry.count { entry.counter.increment(by: Int64(count - entry.count)) }
+            counters[key] = (entry.counter, max(entry.count, count))
         }
     }
 
