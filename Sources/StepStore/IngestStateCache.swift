@@ -3,8 +3,9 @@ import StepCore
 import Synchronization
 
 /// A walker's row and one day's state as this instance's last write of that day left them: what the next ingest
-/// of the day can be planned from without reading (`Store.ingest` on PostgreSQL). Nothing here is trusted: the
-/// write planned from it applies only when the database still holds exactly this state (`cachedIngestStatement`).
+/// of the day can be planned from without reading (`Store.ingest` on PostgreSQL). The write planned from it applies
+/// only when the database still holds this state (`cachedIngestStatement` compares the walker's columns, the day's
+/// log by its `updated_at` and the pending reconcile job; the streak runs change only with the version).
 package struct CachedDay: Sendable, Hashable {
     package var walker: WalkerRecord
     package var day: LocalDate
@@ -52,10 +53,9 @@ package final class IngestStateCache: Sendable {
     private let appliedCount = Atomic<Int>(0)
     private let overtakenCount = Atomic<Int>(0)
 
-    /// Walkers per generation. An entry is about 600 bytes (estimated from its layout: two strings of the walker
-    /// id, the log and the streak runs on the heap, the dictionary slot), so two generations of 16 384 hold at most
-    /// about 20 MB.
-    package init(capacity: Int = 16_384) {
+    /// Walkers per generation. An entry takes up to about 1 KB (the walker id twice, the log and the streak runs on
+    /// the heap, the dictionaries' spare room), so two generations of 8 192 hold at most about 16 MB.
+    package init(capacity: Int = 8_192) {
         self.capacity = max(1, capacity)
     }
 

@@ -23,6 +23,20 @@ extension Store {
         _ request: AdmissionRequest, idempotency: IdempotencyRequest, write: IngestWrite, from cached: CachedDay,
         audit: IngestAudit, cache: IngestStateCache
     ) async throws -> CachedIngestResult {
+        // A failed statement changed nothing; the entry goes too, so a retry plans from a read.
+        do {
+            return try await cachedIngestUnit(
+                request, idempotency: idempotency, write: write, from: cached, audit: audit, cache: cache)
+        } catch {
+            cache.forget(walkerId: request.walkerId)
+            throw error
+        }
+    }
+
+    private func cachedIngestUnit(
+        _ request: AdmissionRequest, idempotency: IdempotencyRequest, write: IngestWrite, from cached: CachedDay,
+        audit: IngestAudit, cache: IngestStateCache
+    ) async throws -> CachedIngestResult {
         try await withoutTransaction { tx in
             let result = try await tx.recordCachedIngest(
                 request, idempotency: idempotency, write: write, expected: cached)
@@ -46,7 +60,7 @@ extension Store {
                 // The walker's row was locked at the cached version, so its update cannot miss; should it, the
                 // stored answer must not outlive the write it describes.
                 cache.forget(walkerId: request.walkerId)
-                try await tx.sql.raw(
+                try? await tx.sql.raw(
                     """
                     DELETE FROM idempotency_keys
                     WHERE walker_id = \(bind: request.walkerId) AND idem_key = \(bind: idempotency.key)
@@ -93,10 +107,12 @@ extension StoreTransaction {
     }
 
     /// One PostgreSQL statement of data-modifying CTEs, each reading the one before it:
-    /// - `walker` locks the walker's row only if it still has the cached version, is not suspended, and the day's
-    ///   pending reconcile job is the cached one (every write of the walker's days bumps the version; the
-    ///   suspension and the job queue's claims do not, so those are compared themselves). Under that lock the
-    ///   walker's days cannot change until the statement commits, so the plan is current;
+    /// - `walker` locks the walker's row only if it still holds what the plan read: the cached version, no
+    ///   suspension, the same lifetime steps, zone and last submission, the day's log as cached (its `updated_at`,
+    ///   which every write of the log sets) and the day's pending reconcile job. Every write of a walker's days
+    ///   bumps the version; the suspension and the job queue's claims do not, and an erased walker's id may
+    ///   start again from version 0, so those are compared themselves. Under that lock the walker's days cannot
+    ///   change until the statement commits, so the plan is current;
     /// - `hit` counts the request, only with that lock (else the caller's admission counts it);
     /// - `claim` inserts the key already done with the write's answer, only within the limit;
     /// - `guard` updates the walker (the version bump), only when the key was inserted; the writes follow it,
@@ -107,11 +123,17 @@ extension StoreTransaction {
     ) -> SQLText {
         let walkerId = request.walkerId
         let policy = request.policy
+        let walker = expected.walker
         var query: SQLText = """
             WITH walker AS (
             SELECT walker_id FROM walkers
-            WHERE walker_id = \(bind: walkerId) AND version = \(bind: expected.walker.version)
-                AND suspended_at IS NULL
+            WHERE walker_id = \(bind: walkerId) AND version = \(bind: walker.version) AND suspended_at IS NULL
+                AND lifetime_steps = \(bind: walker.lifetimeSteps)
+                AND last_tz IS NOT DISTINCT FROM \(bind: walker.lastTimeZone)
+                AND last_submission_at IS NOT DISTINCT FROM \(bind: walker.lastSubmissionAt?.millisecondsSince1970)
+                AND (SELECT updated_at FROM step_logs WHERE walker_id = \(bind: walkerId)
+                    AND day = \(bind: expected.day.dayNumber))
+                    IS NOT DISTINCT FROM \(bind: expected.state.log?.updatedAt.millisecondsSince1970)
                 AND (SELECT MIN(run_at) FROM jobs
                     WHERE walker_id = \(bind: walkerId)
                         AND dedupe_key = \(bind: DayState.reconcileJobKey(expected.day)) AND state = 'pending')

@@ -97,11 +97,14 @@ extension Store {
     ///
     /// - SQLite: all of it in one transaction, so a request is one unit of a group commit; a failure rolls
     ///   everything back, the claim included, so a retry can succeed.
-    /// - PostgreSQL: the admission commits by itself (a request whose key is in flight gets its answer at once
-    ///   and never waits for another's lock) and reads the walker and the day under one snapshot; the write
-    ///   follows as one guarded statement that applies only if no other ingest of the walker wrote since that
-    ///   read (two round trips in all). When it does not apply, or the ingest is refused, it runs again in a
-    ///   transaction that locks the walker first. When a write fails the key is given back.
+    /// - PostgreSQL: when this instance wrote the walker's last ingest of the day, the ingest is planned from
+    ///   what that write left (`ingestCache`) and sent as one statement that applies only while the database still
+    ///   holds it (`cachedIngest`, one round trip). Otherwise, or when that statement finds the walker changed: the
+    ///   admission commits by itself (a request whose key is in flight gets its answer at once and never waits for
+    ///   another's lock) and reads the walker and the day under one snapshot; the write follows as one guarded
+    ///   statement that applies only if no other ingest of the walker wrote since that read (two round trips in
+    ///   all). When it does not apply, or the ingest is refused, it runs again in a transaction that locks the
+    ///   walker first. When a write fails the key is given back.
     package func ingest(
         _ request: AdmissionRequest, day: LocalDate, idempotency: IdempotencyRequest, audit: IngestAudit,
         planner: some IngestPlanner

@@ -46,7 +46,10 @@ extension Store {
     /// appends an `walker.erase` audit row naming the pseudonym. Refuses (`WalkerErasureRefusal`) while a job of
     /// the walker runs; its pending and dead jobs are deleted. Erasing an id nothing holds does nothing.
     package func eraseWalker(_ walkerId: String, actor: AdminActor, at now: Date) async throws -> WalkerErasure {
-        try await transaction { tx in
+        // This instance's copy of the walker's last write goes as well (another instance's no longer matches
+        // the walker's row: `cachedIngestStatement`).
+        defer { ingestCache?.forget(walkerId: walkerId) }
+        return try await transaction { tx in
             try await tx.eraseWalker(walkerId, actor: actor, at: now)
         }
     }

@@ -14,7 +14,7 @@ struct PgbenchScript: AsyncParsableCommand {
         discussion: """
             Connects to the PostgreSQL database only to serialise the statements in its dialect; nothing is \
             written. Each pgbench client is one walker (pgbench-<client_id>), each transaction a new idempotency \
-            key for today (UTC). Use with: pgbench -n -M prepared -D version=0 -c N -j 2 -T S -f <script> <url>
+            key for today (UTC). Use with: pgbench -n -M prepared -D version=0 -D lifetime=0 -c N -j 2 -T S -f <script> <url>
             """)
 
     @Option(help: "postgres:// URL of the database the script will run against.")

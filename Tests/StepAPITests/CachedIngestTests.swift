@@ -236,6 +236,35 @@ struct CachedIngestTests {
     }
 
     @Test(
+        "an erased walker's id starts again: an entry of the old walker does not match the new one",
+        .enabled(if: enabled))
+    func erasedAndStartedAgain() async throws {
+        try await Self.withPair { pair, keys in
+            let token = try await Self.token(keys, pair.cached, walker: "walker-e")
+            // Below the daily threshold: no streak change, so the instance keeps an entry at version 1.
+            #expect(try await pair.cachedClient.ingest(IngestBody(count: 1000, key: "e1"), token: token).status == .ok)
+            let erased = try await pair.plain.store.eraseWalker(
+                "walker-e", actor: .commandLine, at: pair.plain.clock.now)
+            #expect(erased.pseudonym != nil)
+            // The same id again through the other instance: a new walker, at version 1 as well.
+            pair.plain.clock.advance(seconds: 30)
+            #expect(try await pair.plainClient.ingest(IngestBody(count: 1500, key: "n1"), token: token).status == .ok)
+            #expect(try await pair.plain.store.transaction { try await $0.walker("walker-e") }?.version == 1)
+            pair.cached.clock.advance(seconds: 60)
+            let next = try await pair.cachedClient.ingest(IngestBody(count: 1800, key: "n2"), token: token)
+            #expect(next.status == .ok)
+            let cache = try #require(pair.cached.store.ingestCache)
+            #expect(cache.applied == 0 && cache.overtaken == 1, "\(cache.applied) \(cache.overtaken)")
+            #expect(try next.json["walker"]?["totalLifetimeSteps"] == .int(1800), "the new walker's own steps")
+            let walker = try await pair.cached.store.transaction { try await $0.walker("walker-e") }
+            #expect(walker?.lifetimeSteps == 1800)
+            // Erasing through an instance drops its own entry.
+            _ = try await pair.cached.store.eraseWalker("walker-e", actor: .commandLine, at: pair.cached.clock.now)
+            #expect(cache.entry(walkerId: "walker-e", day: LocalDate(iso: "2026-05-18")!) == nil)
+        }
+    }
+
+    @Test(
         "the one statement counts each request once against the limit, and answers 429 past it",
         .enabled(if: enabled))
     func rateLimited() async throws {

@@ -33,8 +33,13 @@ struct PostgresIngestScriptTests {
         let cached = lines.filter { !$0.hasPrefix("--") }.prefix { !$0.hasPrefix("\\if") }
             .filter { !$0.hasPrefix("\\set") }.joined(separator: "\n")
             .replacingOccurrences(of: " \\gset cached_", with: "")
-        #expect(script.contains("\\if :cached_applied\n\\set version :version + 1\n\\else\n"))
-        #expect(script.contains(";\n\\set version :admitted_version + 1\n\\endif\n"))
+        #expect(
+            script.contains(
+                "\\if :cached_applied\n\\set version :version + 1\n\\set lifetime :lifetime + :steps\n\\else\n"))
+        #expect(
+            script.contains(
+                ";\n\\set version :admitted_version + 1\n\\set lifetime :admitted_lifetime_steps + :steps\n\\endif\n"
+            ))
         let slow = try #require(
             script.components(separatedBy: "\\else\n").last?.components(separatedBy: "\\set version").first)
         let slowParts = slow.components(separatedBy: " \\aset admitted_\n")
@@ -43,12 +48,15 @@ struct PostgresIngestScriptTests {
         let batch = slowParts[1].trimmingCharacters(in: .whitespacesAndNewlines)
         #expect(batch.hasSuffix(";") && !batch.dropLast().contains(";"))
         #expect(batch.contains(":admitted_version"))
-        #expect(cached.contains(":version") && !cached.contains(";"))
+        #expect(cached.contains(":version") && cached.contains(":lifetime") && !cached.contains(";"))
         // What pgbench does for client 7 with keys 42, 43 and 44: the first transaction finds no walker at
         // version 0 and takes the admission and the batch; the next two apply the one statement.
         var version = 0
+        var lifetime = 0
         var paths: [String] = []
-        for (key, steps) in [(42, 5_000), (43, 6_000), (44, 6_500)] {
+        let sent = [(42, 5_000), (43, 6_000), (44, 6_500)]
+        func stepsOf(_ key: Int) -> Int { sent.first { $0.0 == key }?.1 ?? 0 }
+        for (key, steps) in sent {
             @Sendable func concrete(_ statement: String) -> SQLQueryString {
                 SQLQueryString(
                     statement
@@ -57,24 +65,27 @@ struct PostgresIngestScriptTests {
                         .replacingOccurrences(of: ":day", with: String(day.dayNumber))
                         .replacingOccurrences(of: ":steps", with: String(steps)))
             }
-            let expected = version
+            let (expected, steps) = (version, lifetime)
             let applied = try await store.database.withConnection { sql in
-                try await sql.raw(concrete(cached.replacingOccurrences(of: ":version", with: String(expected))))
-                    .first()?.decode(column: "applied", as: Int.self)
+                let statement = cached.replacingOccurrences(of: ":version", with: String(expected))
+                    .replacingOccurrences(of: ":lifetime", with: String(steps))
+                return try await sql.raw(concrete(statement)).first()?.decode(column: "applied", as: Int.self)
             }
             if applied == 1 {
                 paths.append("one statement")
-                version += 1
+                (version, lifetime) = (version + 1, lifetime + stepsOf(key))
                 continue
             }
             paths.append("admission and batch")
-            version = try await store.database.withConnection { sql in
+            let read = try await store.database.withConnection { sql in
                 let rows = try await sql.raw(concrete(admission)).all()
-                let read = try #require(rows.last).decode(column: "version", as: Int.self)
-                let guarded = batch.dropLast().replacingOccurrences(of: ":admitted_version", with: String(read))
+                let row = try #require(rows.last)
+                let version = try row.decode(column: "version", as: Int.self)
+                let guarded = batch.dropLast().replacingOccurrences(of: ":admitted_version", with: String(version))
                 #expect(try await sql.raw(concrete(guarded)).first()?.decode(column: "applied", as: Int.self) == 1)
-                return read + 1
+                return (version, try row.decode(column: "lifetime_steps", as: Int.self))
             }
+            (version, lifetime) = (read.0 + 1, read.1 + stepsOf(key))
         }
         #expect(paths == ["admission and batch", "one statement", "one statement"])
         #expect(version == 3)
@@ -92,6 +103,7 @@ struct PostgresIngestScriptTests {
         #expect(state.done == 3)
         let walker = try await store.transaction { try await $0.walker("pgbench-7") }
         #expect(walker?.version == 3)
+        #expect(walker?.lifetimeSteps == lifetime && lifetime == 17_500, "the script's :lifetime follows the walker's")
         try await test.close()
     }
 }
