@@ -69,6 +69,16 @@ package final class IngestStateCache: Sendable {
         }
     }
 
+    /// Keeps what `write`, planned from `walker` and `state` and applied, left for the walker (`CachedDay`), or
+    /// drops the walker's entry when that cannot be told without reading.
+    func record(_ write: IngestWrite, walker: WalkerRecord, day: LocalDate, state: DayState) {
+        if let after = CachedDay(after: write, walker: walker, day: day, state: state) {
+            store(after)
+        } else {
+            forget(walkerId: walker.walkerId)
+        }
+    }
+
     package func store(_ entry: CachedDay) {
         generations.withLock { Self.insert(entry, into: &$0, capacity: capacity) }
     }

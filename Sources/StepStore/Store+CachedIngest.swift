@@ -25,56 +25,43 @@ extension Store {
     ) async throws -> CachedIngestResult {
         // A failed statement changed nothing; the entry goes too, so a retry plans from a read.
         do {
-            return try await cachedIngestUnit(
-                request, idempotency: idempotency, write: write, from: cached, audit: audit, cache: cache)
+            return try await withoutTransaction { tx in
+                let result = try await tx.recordCachedIngest(
+                    request, idempotency: idempotency, write: write, expected: cached)
+                guard let window = result.window else {
+                    cache.forget(walkerId: request.walkerId)
+                    cache.count(applied: false)
+                    return .overtaken
+                }
+                let decision = RateLimitDecision(policy: request.policy, window: window, now: request.now)
+                guard decision.allowed else {
+                    return .answered(decision, await Self.rateLimited(decision, tx: tx, row: audit.rateLimited))
+                }
+                guard result.claimed else {
+                    let claim = try await tx.existingIdempotencyKey(
+                        walkerId: request.walkerId, key: idempotency.key, requestHash: idempotency.requestHash,
+                        now: request.now, leaseSeconds: idempotency.leaseSeconds)
+                    if case .claimed = claim { return .claimedAfterLease(decision) }
+                    return .answered(decision, try await Self.notClaimed(claim, tx: tx, audit: audit))
+                }
+                guard result.applied else {
+                    // The walker's row was locked at the cached version, so its update cannot miss; should it, the
+                    // stored answer must not outlive the write it describes (the entry goes below).
+                    try? await tx.sql.raw(
+                        """
+                        DELETE FROM idempotency_keys
+                        WHERE walker_id = \(bind: request.walkerId) AND idem_key = \(bind: idempotency.key)
+                        """
+                    ).run()
+                    throw StoreError.corrupt("the walker's version changed while its row was locked")
+                }
+                cache.record(write, walker: cached.walker, day: cached.day, state: cached.state)
+                cache.count(applied: true)
+                return .answered(decision, .written(write))
+            }
         } catch {
             cache.forget(walkerId: request.walkerId)
             throw error
-        }
-    }
-
-    private func cachedIngestUnit(
-        _ request: AdmissionRequest, idempotency: IdempotencyRequest, write: IngestWrite, from cached: CachedDay,
-        audit: IngestAudit, cache: IngestStateCache
-    ) async throws -> CachedIngestResult {
-        try await withoutTransaction { tx in
-            let result = try await tx.recordCachedIngest(
-                request, idempotency: idempotency, write: write, expected: cached)
-            guard let window = result.window else {
-                cache.forget(walkerId: request.walkerId)
-                cache.count(applied: false)
-                return .overtaken
-            }
-            let decision = RateLimitDecision(policy: request.policy, window: window, now: request.now)
-            guard decision.allowed else {
-                return .answered(decision, await Self.rateLimited(decision, tx: tx, row: audit.rateLimited))
-            }
-            guard result.claimed else {
-                let claim = try await tx.existingIdempotencyKey(
-                    walkerId: request.walkerId, key: idempotency.key, requestHash: idempotency.requestHash,
-                    now: request.now, leaseSeconds: idempotency.leaseSeconds)
-                if case .claimed = claim { return .claimedAfterLease(decision) }
-                return .answered(decision, try await Self.notClaimed(claim, tx: tx, audit: audit))
-            }
-            guard result.applied else {
-                // The walker's row was locked at the cached version, so its update cannot miss; should it, the
-                // stored answer must not outlive the write it describes.
-                cache.forget(walkerId: request.walkerId)
-                try? await tx.sql.raw(
-                    """
-                    DELETE FROM idempotency_keys
-                    WHERE walker_id = \(bind: request.walkerId) AND idem_key = \(bind: idempotency.key)
-                    """
-                ).run()
-                throw StoreError.corrupt("the walker's version changed while its row was locked")
-            }
-            if let after = CachedDay(after: write, walker: cached.walker, day: cached.day, state: cached.state) {
-                cache.store(after)
-            } else {
-                cache.forget(walkerId: request.walkerId)
-            }
-            cache.count(applied: true)
-            return .answered(decision, .written(write))
         }
     }
 }
@@ -134,9 +121,7 @@ extension StoreTransaction {
                 AND (SELECT updated_at FROM step_logs WHERE walker_id = \(bind: walkerId)
                     AND day = \(bind: expected.day.dayNumber))
                     IS NOT DISTINCT FROM \(bind: expected.state.log?.updatedAt.millisecondsSince1970)
-                AND (SELECT MIN(run_at) FROM jobs
-                    WHERE walker_id = \(bind: walkerId)
-                        AND dedupe_key = \(bind: DayState.reconcileJobKey(expected.day)) AND state = 'pending')
+                AND (\(pendingReconcileStatement(walkerId: walkerId, day: expected.day)))
                     IS NOT DISTINCT FROM \(bind: expected.state.pendingReconcileAt?.millisecondsSince1970)
             FOR UPDATE
             ),

@@ -157,13 +157,7 @@ extension Store {
                 let write = planned(state)
                 do {
                     guard try await tx.recordIngest(write) else { return (decision, nil) }
-                    if let cache {
-                        if let after = CachedDay(after: write, walker: admission.walker, day: day, state: state) {
-                            cache.store(after)
-                        } else {
-                            cache.forget(walkerId: request.walkerId)
-                        }
-                    }
+                    cache?.record(write, walker: admission.walker, day: day, state: state)
                     return (decision, .written(write))
                 } catch {
                     // Nothing was written (one statement); the key is ours to give back.
@@ -183,13 +177,14 @@ extension Store {
     {
         ingestCache?.forget(walkerId: request.walkerId)
         do {
-            let (outcome, after) = try await transaction { tx in
+            let (outcome, walker, state) = try await transaction { tx in
                 let (walker, state) = try await tx.lockWalkerReadingDay(request.walkerId, day: day, now: request.now)
-                let outcome = try await Self.plan(planner, walker: walker, day: state, day, tx: tx)
-                guard case .written(let write) = outcome else { return (outcome, CachedDay?.none) }
-                return (outcome, CachedDay(after: write, walker: walker, day: day, state: state))
+                return (try await Self.plan(planner, walker: walker, day: state, day, tx: tx), walker, state)
             }
-            if let after { ingestCache?.store(after) }
+            // Kept once the transaction has committed.
+            if case .written(let write) = outcome {
+                ingestCache?.record(write, walker: walker, day: day, state: state)
+            }
             return outcome
         } catch {
             if let key = request.idempotency?.key {

@@ -57,9 +57,7 @@ extension StoreTransaction {
     static func dayStateStatement(walkerId: String, day: LocalDate) -> SQLText {
         """
         SELECT \(unsafeRaw: Self.joinedStepLogColumns), r.start_day AS start_day, r.end_day AS end_day,
-            (SELECT MIN(run_at) FROM jobs
-            WHERE walker_id = \(bind: walkerId) AND dedupe_key = \(bind: DayState.reconcileJobKey(day))
-                AND state = 'pending') AS pending_reconcile_at
+            (\(pendingReconcileStatement(walkerId: walkerId, day: day))) AS pending_reconcile_at
         FROM (SELECT 1 AS one) anchor
         LEFT JOIN step_logs l ON l.walker_id = \(bind: walkerId) AND l.day = \(bind: day.dayNumber)
         LEFT JOIN (
@@ -74,6 +72,15 @@ extension StoreTransaction {
                 ORDER BY end_day DESC LIMIT 2
             ) latest
         ) r ON 1 = 1
+        """
+    }
+
+    /// When the day's pending reconcile job runs (NULL when none is pending), as a scalar subquery's text.
+    static func pendingReconcileStatement(walkerId: String, day: LocalDate) -> SQLText {
+        """
+        SELECT MIN(run_at) FROM jobs
+        WHERE walker_id = \(bind: walkerId) AND dedupe_key = \(bind: DayState.reconcileJobKey(day))
+            AND state = 'pending'
         """
     }
 
