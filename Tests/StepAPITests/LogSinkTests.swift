@@ -60,8 +60,10 @@ struct LogSinkTests {
             done.signal()
         }.start()
         #expect(done.wait(timeout: .now() + 10) == .success, "append waited for a reader that stopped reading")
+        // Lines dropped since the last note of them: on a slow machine the drain may take the buffer while lines
+        // are being dropped, and the next line appended then carries a note of those first.
         let dropped = writer.droppedLines
-        #expect(dropped > 3_000 && dropped < 4_096)
+        #expect(dropped > 0)
         #expect(!writer.flush(timeout: 0.2), "flush gives up on a reader that stopped reading")
 
         // The reader comes back: what the buffer held arrives, then the next line says how many were dropped.
@@ -83,12 +85,21 @@ struct LogSinkTests {
         close(descriptors[1])
         #expect(finished.wait(timeout: .now() + 10) == .success)
         let lines = String(decoding: received.withLock { $0 }, as: UTF8.self).split(separator: "\n")
-        #expect(lines.count == 4_096 - dropped + 2)
         #expect(lines.last == "after")
         let note = try #require(lines.dropLast().last)
         let fields = try JSONDecoder().decode(JSONValue.self, from: Data(note.utf8))
         #expect(fields["level"] == .string("warning"))
         #expect(fields["dropped"] == .int(dropped))
         #expect(writer.droppedLines == 0)
+        // Every line is either received or counted in a note: nothing is lost without a word.
+        let notes = try lines.filter { $0.hasPrefix("{") }.map {
+            try JSONDecoder().decode(JSONValue.self, from: Data($0.utf8))
+        }
+        let reported = notes.reduce(0) { total, note in
+            guard case .int(let count)? = note["dropped"] else { return total }
+            return total + count
+        }
+        #expect(lines.filter { $0 == line }.count + reported == 4_096)
+        #expect(reported > 3_000, "the buffer and the pipe hold a few hundred lines; the rest are dropped")
     }
 }
