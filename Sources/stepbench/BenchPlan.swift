@@ -70,7 +70,7 @@ struct BenchPlan: Sendable {
             if let begun = cpuStart?.server, let ended = cpuEnd.server {
                 serverCPU = ended - begun
             } else {
-                cpuNote = "could not read the CPU time of process \(cpu.pid) around the measured phase"
+                cpuNote = "could not read the CPU time of \(cpu.processes) around the measured phase"
             }
         }
         var loadCPU: Double?
@@ -100,7 +100,7 @@ struct BenchPlan: Sendable {
         _ walker: Int, phase: BenchPhase, client: HTTPClient, clock: ContinuousClock, window: BenchWindow
     ) async -> BenchTally {
         var tally = BenchTally()
-        let maker = BenchRequestMaker(phase: phase, walker: walker)
+        var maker = BenchRequestMaker(phase: phase, walker: walker)
         let span = window.stopAt - window.start
         var sequence = 0
         while !Task.isCancelled {

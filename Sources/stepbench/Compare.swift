@@ -17,20 +17,29 @@ struct Compare: AsyncParsableCommand {
             CPU per request needs the servers' process ids (--ingest-pid, --echo-pid), read from /proc. \
             With --names, two builds or settings of stepd itself can be compared: --echo-url is then the baseline \
             server, and the names replace "echo" and "ingest" in every line (e.g. --names tcp,socket prints \
-            "ratio cpu/req socket/tcp").
+            "ratio cpu/req socket/tcp"). Each of --ingest-url and --echo-url may be given more than once, for \
+            instances of one deployment sharing the load (their pids summed); --ingest-routing and --echo-routing \
+            say how each walker's requests are shared: pinned (walker i to URL i mod n) or spread (each request to \
+            one at random, as a load balancer without affinity), e.g. --names pinned,spread over the same URLs.
             """)
 
-    @Option(help: "Base URL of stepd serve (loopback only).")
-    var ingestUrl: String
+    @Option(help: "Base URL of stepd serve (loopback only); repeat it for instances sharing the load.")
+    var ingestUrl: [String] = []
 
-    @Option(help: "Process id of stepd serve, for its CPU time per request.")
-    var ingestPid: Int32?
+    @Option(help: "Process id of stepd serve, for its CPU time per request; repeat it for every instance.")
+    var ingestPid: [Int32] = []
 
-    @Option(help: "Base URL of stepbench echo (loopback only).")
-    var echoUrl: String
+    @Option(help: "How each walker's requests are shared among several --ingest-url: pinned or spread.")
+    var ingestRouting: BenchRouting = .pinned
 
-    @Option(help: "Process id of stepbench echo, for its CPU time per request.")
-    var echoPid: Int32?
+    @Option(help: "Base URL of stepbench echo (loopback only); repeat it for instances sharing the load.")
+    var echoUrl: [String] = []
+
+    @Option(help: "Process id of stepbench echo, for its CPU time per request; repeat it for every instance.")
+    var echoPid: [Int32] = []
+
+    @Option(help: "How each walker's requests are shared among several --echo-url: pinned or spread.")
+    var echoRouting: BenchRouting = .pinned
 
     @Option(help: "Rounds of echo phase then ingest phase.")
     var rounds: Int = 3
@@ -46,32 +55,38 @@ struct Compare: AsyncParsableCommand {
     @OptionGroup var tokenOptions: TokenOptions
 
     func validate() throws {
-        _ = try BenchTarget(parsing: ingestUrl, option: "--ingest-url")
-        _ = try BenchTarget(parsing: echoUrl, option: "--echo-url")
+        _ = try Self.targets(ingestUrl, option: "--ingest-url")
+        _ = try Self.targets(echoUrl, option: "--echo-url")
         try ValidationError.check("--rounds", rounds, in: 1...100)
         let parts = names.split(separator: ",", omittingEmptySubsequences: false)
         guard parts.count == 2, parts.allSatisfy({ !$0.isEmpty && !$0.contains(" ") }), parts[0] != parts[1] else {
             throw ValidationError("--names must be two different names without spaces, BASELINE,SUBJECT")
         }
-        for (option, pid) in [("--ingest-pid", ingestPid), ("--echo-pid", echoPid)] {
-            if let pid, pid <= 0 { throw ValidationError("\(option) must be a process id") }
+        for (option, pids) in [("--ingest-pid", ingestPid), ("--echo-pid", echoPid)] {
+            if pids.contains(where: { $0 <= 0 }) { throw ValidationError("\(option) must be a process id") }
         }
     }
 
+    /// The servers `urls` name (at least one).
+    private static func targets(_ urls: [String], option: String) throws -> [BenchTarget] {
+        guard !urls.isEmpty else { throw ValidationError("\(option) is required") }
+        return try urls.map { try BenchTarget(parsing: $0, option: option) }
+    }
+
     func run() async throws {
-        let ingest = try BenchTarget(parsing: ingestUrl, option: "--ingest-url")
-        let echo = try BenchTarget(parsing: echoUrl, option: "--echo-url")
+        let ingest = try Self.targets(ingestUrl, option: "--ingest-url")
+        let echo = try Self.targets(echoUrl, option: "--echo-url")
         let signer = try tokenOptions.signer()
-        let ingestCPU = try ingestPid.map { try ProcessCPUProbe(pid: $0) }
-        let echoCPU = try echoPid.map { try ProcessCPUProbe(pid: $0) }
+        let ingestCPU = try ingestPid.isEmpty ? nil : ProcessCPUProbe(pids: ingestPid)
+        let echoCPU = try echoPid.isEmpty ? nil : ProcessCPUProbe(pids: echoPid)
         let runId = BenchRunID.make()
         let plan = load.plan
 
         try await HTTPClient.withHTTPClient(configuration: load.clientConfiguration) { client in
-            try await client.checkLivez(echo, timeout: LoadOptions.requestTimeout)
-            try await client.checkLivez(ingest, timeout: LoadOptions.requestTimeout)
+            for target in echo + ingest { try await client.checkLivez(target, timeout: LoadOptions.requestTimeout) }
             print(
-                "stepbench compare: \(baselineName) \(echo)\(pidText(echoPid)), \(subjectName) \(ingest)\(pidText(ingestPid)), "
+                "stepbench compare: \(baselineName) \(serversText(echo, echoPid, echoRouting)), "
+                    + "\(subjectName) \(serversText(ingest, ingestPid, ingestRouting)), "
                     + "\(load.walkers) walkers, \(load.connections ?? load.walkers) connections per server, "
                     + (load.rate.map { "paced at \(BenchFormat.fixed($0, digits: 0)) req/s, " } ?? "")
                     + "\(BenchFormat.fixed(load.warmup, digits: 1)) s warm-up + "
@@ -84,12 +99,14 @@ struct Compare: AsyncParsableCommand {
                 let tokens = try await signer.tokens(for: walkerIds, ttlSeconds: load.tokenLifetime(phases: 2))
                 let echoReport = await plan.run(
                     BenchPhase(
-                        title: baselineName, target: echo, tokens: tokens, keyPrefix: "\(runId)-r\(round)-echo"),
+                        title: baselineName, target: echo[0], others: Array(echo.dropFirst()), routing: echoRouting,
+                        tokens: tokens, keyPrefix: "\(runId)-r\(round)-echo"),
                     client: client, cpu: echoCPU)
                 print(echoReport.summaryLine(label: "round \(round) \(baselineName)"))
                 let ingestReport = await plan.run(
                     BenchPhase(
-                        title: subjectName, target: ingest, tokens: tokens, keyPrefix: "\(runId)-r\(round)-ingest"),
+                        title: subjectName, target: ingest[0], others: Array(ingest.dropFirst()),
+                        routing: ingestRouting, tokens: tokens, keyPrefix: "\(runId)-r\(round)-ingest"),
                     client: client, cpu: ingestCPU)
                 print(ingestReport.summaryLine(label: "round \(round) \(subjectName)"))
                 for hint in echoReport.hints { print("note: round \(round) \(baselineName): \(hint)") }
@@ -124,8 +141,15 @@ struct Compare: AsyncParsableCommand {
                 + BenchFormat.fixed(bound.p99Ratio, digits: 2))
     }
 
-    private func pidText(_ pid: Int32?) -> String {
-        pid.map { " (pid \($0))" } ?? ""
+    /// "http://127.0.0.1:8080 (pid 42)", or for several servers "http://…, http://… (pids 42, 43; spread)".
+    private func serversText(_ targets: [BenchTarget], _ pids: [Int32], _ routing: BenchRouting) -> String {
+        let urls = targets.map(\.description).joined(separator: ", ")
+        var notes: [String] = []
+        if !pids.isEmpty {
+            notes.append((pids.count == 1 ? "pid " : "pids ") + pids.map(String.init).joined(separator: ", "))
+        }
+        if targets.count > 1 { notes.append(routing.rawValue) }
+        return notes.isEmpty ? urls : "\(urls) (\(notes.joined(separator: "; ")))"
     }
 
     /// The ratios ingest/echo of the medians over `echo` and `ingest` (one report each for a single round).

@@ -154,4 +154,64 @@ struct BenchFiguresTests {
         #expect(after > before)
         #expect(throws: BenchError.self) { try ProcessCPUProbe(pid: Int32.max) }
     }
+
+    @Test("several processes' CPU is their sum; an empty list or one missing process is refused")
+    func processesReading() throws {
+        let one = try ProcessCPUProbe(pid: getpid())
+        let twice = try ProcessCPUProbe(pids: [getpid(), getpid()])
+        // CPU time only grows, so the sum read between two single readings lies between their doubles.
+        let before = try one.microseconds()
+        let sum = try twice.microseconds()
+        let after = try one.microseconds()
+        #expect(sum >= 2 * before)
+        #expect(sum <= 2 * after)
+        #expect(twice.processes == "processes \(getpid()), \(getpid())")
+        #expect(one.processes == "process \(getpid())")
+        #expect(throws: BenchError.self) { try ProcessCPUProbe(pids: []) }
+        #expect(throws: BenchError.self) { try ProcessCPUProbe(pids: [getpid(), Int32.max]) }
+    }
+}
+
+/// How a phase with several servers shares its walkers' requests among them.
+@Suite("stepbench's routing")
+struct BenchRoutingTests {
+    let servers = [1, 2, 3].compactMap { try? BenchTarget(parsing: "http://127.0.0.1:\($0)") }
+
+    func makePhase(_ routing: BenchRouting, servers: [BenchTarget]? = nil) -> BenchPhase {
+        let servers = servers ?? self.servers
+        return BenchPhase(
+            title: "t", target: servers[0], others: Array(servers.dropFirst()), routing: routing, tokens: [],
+            keyPrefix: "k")
+    }
+
+    @Test("pinned: walker i always goes to server i mod n")
+    func pinned() {
+        #expect(servers.count == 3)
+        var generator = SystemRandomNumberGenerator()
+        let phase = makePhase(.pinned)
+        for walker in 0..<9 {
+            let first = phase.target(walker: walker, using: &generator)
+            #expect(first.base == servers[walker % 3].base)
+            for _ in 0..<20 { #expect(phase.target(walker: walker, using: &generator).base == first.base) }
+        }
+    }
+
+    @Test("spread: one walker's requests reach every server, and only those")
+    func spread() {
+        var generator = SystemRandomNumberGenerator()
+        let phase = makePhase(.spread)
+        let reached = Set((0..<300).map { _ in phase.target(walker: 4, using: &generator).base })
+        #expect(reached == Set(servers.map(\.base)))
+    }
+
+    @Test("one server takes every request whatever the routing")
+    func single() {
+        var generator = SystemRandomNumberGenerator()
+        for routing in BenchRouting.allCases {
+            let phase = makePhase(routing, servers: [servers[1]])
+            for walker in 0..<5 {
+                #expect(phase.target(walker: walker, using: &generator).base == servers[1].base)
+            }
+        }
+    }
 }
