@@ -7,9 +7,21 @@ import Synchronization
 /// only when the database still holds this state (`cachedIngestStatement` compares the walker's columns, the day's
 /// log by its `updated_at` and the pending reconcile job; the streak runs change only with the version).
 package struct CachedDay: Sendable, Hashable {
+    /// Entries of a walker that another writer overtook are used with the statement that is also the admission
+    /// until this many ingests in a row applied from them.
+    package static let trustedAfter = 16
+
     package var walker: WalkerRecord
     package var day: LocalDate
     package var state: DayState
+    /// Nil while this instance's entries for the walker held: the next ingest is sent as the statement that applies
+    /// only from the entry. A count once an entry was found overtaken (the walker's requests reach other instances
+    /// too): how many ingests applied from an entry since; the next ingest is then sent as the statement that is
+    /// also the admission when the entry is stale (`cachedIngestStatement`, `admitting`), until `trustedAfter`.
+    package var appliedSinceOvertaken: Int? = nil
+
+    /// Whether the next ingest from this entry is sent as the statement that is also the admission.
+    package var admitting: Bool { appliedSinceOvertaken != nil }
 
     /// The state `write`, planned from `walker` and `state`, leaves once applied; nil when that cannot be told
     /// without reading. A write that changes the walker's streak runs gives nil: which runs the day's
@@ -69,10 +81,13 @@ package final class IngestStateCache: Sendable {
         }
     }
 
-    /// Keeps what `write`, planned from `walker` and `state` and applied, left for the walker (`CachedDay`), or
-    /// drops the walker's entry when that cannot be told without reading.
-    func record(_ write: IngestWrite, walker: WalkerRecord, day: LocalDate, state: DayState) {
-        if let after = CachedDay(after: write, walker: walker, day: day, state: state) {
+    /// Keeps what `write`, planned from `walker` and `state` and applied, left for the walker (`CachedDay`), with
+    /// `appliedSinceOvertaken`, or drops the walker's entry when that cannot be told without reading.
+    package func record(
+        _ write: IngestWrite, walker: WalkerRecord, day: LocalDate, state: DayState, appliedSinceOvertaken: Int? = nil
+    ) {
+        if var after = CachedDay(after: write, walker: walker, day: day, state: state) {
+            after.appliedSinceOvertaken = appliedSinceOvertaken.flatMap { $0 < CachedDay.trustedAfter ? $0 : nil }
             store(after)
         } else {
             forget(walkerId: walker.walkerId)

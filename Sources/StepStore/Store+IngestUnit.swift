@@ -99,11 +99,11 @@ extension Store {
     ///   everything back, the claim included, so a retry can succeed.
     /// - PostgreSQL: when this instance wrote the walker's last ingest of the day, the ingest is planned from
     ///   what that write left (`ingestCache`) and sent as one statement that applies only while the database still
-    ///   holds it (`cachedIngest`, one round trip). Otherwise, or when that statement finds the walker changed: the
-    ///   admission commits by itself (a request whose key is in flight gets its answer at once and never waits for
-    ///   another's lock) and reads the walker and the day under one snapshot; the write follows as one guarded
-    ///   statement that applies only if no other ingest of the walker wrote since that read (two round trips in
-    ///   all). When it does not apply, or the ingest is refused, it runs again in a transaction that locks the
+    ///   holds it (`cachedIngest`, one round trip); when it no longer does, that statement is the admission below.
+    ///   Otherwise the admission commits by itself (a request whose key is in flight gets its answer at once and
+    ///   never waits for another's lock) and reads the walker and the day under one snapshot; the write follows as
+    ///   one guarded statement that applies only if no other ingest of the walker wrote since that read (two round
+    ///   trips in all). When it does not apply, or the ingest is refused, it runs again in a transaction that locks the
     ///   walker first. When a write fails the key is given back.
     package func ingest(
         _ request: AdmissionRequest, day: LocalDate, idempotency: IdempotencyRequest, audit: IngestAudit,
@@ -127,54 +127,77 @@ extension Store {
                 return (decision, try await Self.plan(planner, walker: admission.walker, day: nil, day, tx: tx))
             }
         case .postgres:
+            // Whether this instance's entry for the walker was stale: its next entry is then `admitting`.
+            var overtaken = false
             if let cache = ingestCache, let cached = cache.entry(walkerId: request.walkerId, day: day),
                 case .write(let planned) = planner.plan(walker: cached.walker)
             {
                 let result = try await cachedIngest(
-                    request, idempotency: idempotency, write: planned(cached.state), from: cached, audit: audit,
-                    cache: cache)
+                    request, day: day, idempotency: idempotency, write: planned(cached.state), from: cached,
+                    audit: audit, planner: planner, cache: cache)
                 switch result {
                 case .answered(let decision, let outcome): return (decision, outcome)
-                case .claimedAfterLease(let decision):
-                    return (decision, try await lockedIngest(request, day: day, planner: planner))
-                case .overtaken: break
+                case .locked(let decision):
+                    let outcome = try await lockedIngest(
+                        request, day: day, planner: planner, overtaken: cached.admitting)
+                    return (decision, outcome)
+                case .overtaken: overtaken = true
                 }
             }
-            let cache = ingestCache
-            let admitted = try await withoutTransaction { tx in
+            let (cache, wasOvertaken) = (ingestCache, overtaken)
+            let (decision, outcome) = try await withoutTransaction { tx in
                 let (decision, admission) = try await tx.admit(request, day: day)
-                guard decision.allowed else {
-                    return (
-                        decision,
-                        IngestUnitOutcome?.some(await Self.rateLimited(decision, tx: tx, row: audit.rateLimited))
-                    )
-                }
-                guard case .claimed = admission.claim else {
-                    return (decision, try await Self.notClaimed(admission.claim, tx: tx, audit: audit))
-                }
-                guard let state = admission.day, case .write(let planned) = planner.plan(walker: admission.walker)
-                else { return (decision, nil) }
-                let write = planned(state)
-                do {
-                    guard try await tx.recordIngest(write) else { return (decision, nil) }
-                    cache?.record(write, walker: admission.walker, day: day, state: state)
-                    return (decision, .written(write))
-                } catch {
-                    // Nothing was written (one statement); the key is ours to give back.
-                    try? await tx.releaseIdempotencyKey(walkerId: request.walkerId, key: idempotency.key)
-                    throw error
-                }
+                return (
+                    decision,
+                    try await Self.admitted(
+                        decision, admission, request: request, day: day, audit: audit, planner: planner, cache: cache,
+                        overtaken: wasOvertaken, tx: tx)
+                )
             }
-            if let outcome = admitted.1 { return (admitted.0, outcome) }
-            return (admitted.0, try await lockedIngest(request, day: day, planner: planner))
+            if let outcome { return (decision, outcome) }
+            return (decision, try await lockedIngest(request, day: day, planner: planner, overtaken: overtaken))
+        }
+    }
+
+    /// PostgreSQL: an ingest from its admission on (the admission's own statement, or `cachedIngestStatement` when
+    /// the entry was stale), on the admission's connection: the 429, the answer for a key that is not this
+    /// request's, or the plan from the admission's read written as one guarded statement. Nil when the ingest must
+    /// be planned under the walker's lock: the read was overtaken, the guarded write did not apply, or the checks
+    /// refused it. When the write fails the key is given back. `overtaken`: this instance's entry for the walker
+    /// was stale, so the entry the write leaves is `admitting`.
+    static func admitted(
+        _ decision: RateLimitDecision, _ admission: Admission, request: AdmissionRequest, day: LocalDate,
+        audit: IngestAudit, planner: some IngestPlanner, cache: IngestStateCache?, overtaken: Bool,
+        tx: StoreTransaction
+    ) async throws -> IngestUnitOutcome? {
+        guard decision.allowed else { return await Self.rateLimited(decision, tx: tx, row: audit.rateLimited) }
+        guard case .claimed = admission.claim else {
+            return try await Self.notClaimed(admission.claim, tx: tx, audit: audit)
+        }
+        guard let state = admission.day, case .write(let planned) = planner.plan(walker: admission.walker) else {
+            return nil
+        }
+        let write = planned(state)
+        do {
+            guard try await tx.recordIngest(write) else { return nil }
+            cache?.record(
+                write, walker: admission.walker, day: day, state: state, appliedSinceOvertaken: overtaken ? 0 : nil)
+            return .written(write)
+        } catch {
+            // Nothing was written (one statement); the key is ours to give back.
+            if let key = request.idempotency?.key {
+                try? await tx.releaseIdempotencyKey(walkerId: request.walkerId, key: key)
+            }
+            throw error
         }
     }
 
     /// PostgreSQL: an admitted ingest whose key this request holds, planned and written in a transaction that
     /// locks the walker first. When it fails, nothing was written and the key is given back, so a retry can succeed.
-    private func lockedIngest(_ request: AdmissionRequest, day: LocalDate, planner: some IngestPlanner)
-        async throws -> IngestUnitOutcome
-    {
+    /// `overtaken`: as in `admitted`.
+    private func lockedIngest(
+        _ request: AdmissionRequest, day: LocalDate, planner: some IngestPlanner, overtaken: Bool
+    ) async throws -> IngestUnitOutcome {
         ingestCache?.forget(walkerId: request.walkerId)
         do {
             let (outcome, walker, state) = try await transaction { tx in
@@ -183,7 +206,8 @@ extension Store {
             }
             // Kept once the transaction has committed.
             if case .written(let write) = outcome {
-                ingestCache?.record(write, walker: walker, day: day, state: state)
+                ingestCache?.record(
+                    write, walker: walker, day: day, state: state, appliedSinceOvertaken: overtaken ? 0 : nil)
             }
             return outcome
         } catch {

@@ -31,19 +31,30 @@ extension StoreTransaction {
 
     /// Inserts the key as in flight unless it exists; returns a row when it was inserted. `when` adds a
     /// condition (the admission claims only within the rate limit).
-    /// With `answer`, the key is inserted done with that answer instead: for a statement whose other writes
-    /// apply exactly when the key is inserted (`cachedIngestStatement`).
+    /// With `answer`, the key is inserted done with that answer instead, for a statement whose other writes
+    /// apply exactly when the key is inserted with it (`cachedIngestStatement`); with `answered` too, only when that
+    /// condition holds, else in flight.
     static func claimIdempotencyKeyStatement(
         walkerId: String, key: String, requestHash: String, now: Date, leaseSeconds: Double,
-        when condition: SQLText = "true", answer: (status: Int, body: String)? = nil
+        when condition: SQLText = "true", answer: (status: Int, body: String)? = nil, answered: SQLText? = nil
     ) -> SQLText {
         let nowMs = now.millisecondsSince1970
         let leaseUntil = nowMs + Int(leaseSeconds * 1000)
         var query: SQLText = """
             INSERT INTO idempotency_keys (walker_id, idem_key, request_hash, state, status, response_body, created_at,
                 lease_until)
-            SELECT \(bind: walkerId), \(bind: key), \(bind: requestHash), \(bind: answer == nil ? "in_flight" : "done"),
-                \(bind: answer?.status), \(bind: answer?.body), \(bind: nowMs), \(bind: leaseUntil)
+            SELECT \(bind: walkerId), \(bind: key), \(bind: requestHash),
+            """
+        if let answer, let answered {
+            query += " CASE WHEN " + answered + " THEN 'done' ELSE 'in_flight' END,\n    CASE WHEN " + answered
+            query += " THEN \(bind: answer.status) END, CASE WHEN " + answered + " THEN \(bind: answer.body) END,"
+        } else if let answer {
+            query += " 'done', \(bind: answer.status), \(bind: answer.body),"
+        } else {
+            query += " 'in_flight', NULL, NULL,"
+        }
+        query += """
+             \(bind: nowMs), \(bind: leaseUntil)
             WHERE 
             """
         query += condition

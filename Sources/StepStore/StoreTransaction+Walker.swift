@@ -77,13 +77,25 @@ extension StoreTransaction {
 
     /// The rest of a select list and its `FROM`, for a statement whose `from` gives one row (the walker it
     /// locks): the walker's version as the statement's snapshot saw it (`seen_version`) and `day`'s state,
-    /// one row per streak run as `dayStateStatement` gives them.
-    static func snapshotDayColumns(walkerId: String, day: LocalDate, from source: SQLText) -> SQLText {
-        var query: SQLText =
-            ",\n    (SELECT version FROM walkers WHERE walker_id = \(bind: walkerId)) AS seen_version, d.*\nFROM "
+    /// one row per streak run as `dayStateStatement` gives them. With `when`, they are read only when that holds
+    /// (a condition on the statement's CTEs, which PostgreSQL evaluates once, before the reads it gates); else
+    /// one row with `seen_version` and the day's columns NULL.
+    static func snapshotDayColumns(
+        walkerId: String, day: LocalDate, from source: SQLText, when condition: SQLText? = nil
+    ) -> SQLText {
+        let seenVersion: SQLText = "(SELECT version FROM walkers WHERE walker_id = \(bind: walkerId))"
+        var query: SQLText = ",\n    "
+        if let condition {
+            query += "CASE WHEN " + condition + " THEN " + seenVersion + " END"
+        } else {
+            query += seenVersion
+        }
+        query += " AS seen_version, d.*\nFROM "
         query += source
         query += " LEFT JOIN (\n"
+        if condition != nil { query += "SELECT * FROM (\n" }
         query += dayStateStatement(walkerId: walkerId, day: day)
+        if let condition { query += "\n) day_state WHERE " + condition }
         query += "\n) d ON true"
         return query
     }

@@ -187,16 +187,23 @@ struct CachedIngestTests {
             #expect(cache.applied == 1 && cache.overtaken == 0, "\(cache.applied) \(cache.overtaken)")
             let other = try await pair.plainClient.ingest(IngestBody(count: 5000, key: "b1"), token: token)
             #expect(other.status == .ok)
+            // The stale entry's statement applied nothing, then the ingest was planned from a read: three round
+            // trips (the statement, the admission, the guarded write).
+            let sent = try #require((pair.cached.store.database as? PostgreSQLDatabase)?.statementsSent)
+            let before = sent.value
             let next = try await pair.cachedClient.ingest(IngestBody(count: 6000, key: "a3"), token: token)
             #expect(next.status == .ok)
+            #expect(sent.value - before == 3, "\(sent.value - before) round trips")
             #expect(cache.applied == 1 && cache.overtaken == 1, "\(cache.applied) \(cache.overtaken)")
             let json = try next.json
             #expect(json["stepLog"]?["reportedCount"] == .int(6000))
             #expect(json["walker"]?["totalLifetimeSteps"] == .int(6000))
             #expect(try await pair.cached.count("step_submissions", walker: "walker-shared") == 5)
             // The read left an entry again, which the next ingest is planned from.
+            let beforeLast = sent.value
             let last = try await pair.cachedClient.ingest(IngestBody(count: 7000, key: "a4"), token: token)
             #expect(last.status == .ok)
+            #expect(sent.value - beforeLast == 1, "one round trip from the entry")
             #expect(try last.json["walker"]?["totalLifetimeSteps"] == .int(7000))
             #expect(cache.applied == 2 && cache.overtaken == 1, "\(cache.applied) \(cache.overtaken)")
             let walker = try await pair.cached.store.transaction { try await $0.walker("walker-shared") }
@@ -207,6 +214,26 @@ struct CachedIngestTests {
             #expect(metrics.text.contains("stepledger_ingest_cached_total{outcome=\"overtaken\"} 1\n"))
             let plain = try await pair.plainClient.execute(uri: "/metrics", method: .get, headers: [:], body: nil)
             #expect(!plain.text.contains("stepledger_ingest_cached_total"), "an instance without the cache")
+
+            // Since an entry of this walker was overtaken, its entries are sent as the statement that is also the
+            // admission: stale again, that statement counts, claims and reads, and the guarded write follows (two
+            // round trips, as without an entry, not three); current, it applies in one.
+            #expect(try await pair.plainClient.ingest(IngestBody(count: 7500, key: "b2"), token: token).status == .ok)
+            let beforeStale = sent.value
+            let stale = try await pair.cachedClient.ingest(IngestBody(count: 8000, key: "a5"), token: token)
+            #expect(stale.status == .ok)
+            #expect(sent.value - beforeStale == 2, "\(sent.value - beforeStale) round trips")
+            #expect(try stale.json["walker"]?["totalLifetimeSteps"] == .int(8000), "planned from b2's write")
+            #expect(cache.applied == 2 && cache.overtaken == 2, "\(cache.applied) \(cache.overtaken)")
+            let beforeCurrent = sent.value
+            let current = try await pair.cachedClient.ingest(IngestBody(count: 8200, key: "a6"), token: token)
+            #expect(current.status == .ok)
+            #expect(sent.value - beforeCurrent == 1, "one round trip from the entry")
+            #expect(try current.json["walker"]?["totalLifetimeSteps"] == .int(8200))
+            #expect(cache.applied == 3 && cache.overtaken == 2, "\(cache.applied) \(cache.overtaken)")
+            let final = try await pair.cached.store.transaction { try await $0.walker("walker-shared") }
+            #expect(final?.version == 9 && final?.lifetimeSteps == 8200, "one version per write")
+            #expect(try await pair.cached.count("step_submissions", walker: "walker-shared") == 9)
         }
     }
 

@@ -79,4 +79,23 @@ struct IngestStateCacheTests {
         suspended.suspendedAt = at
         #expect(CachedDay(after: write, walker: suspended, day: Self.day, state: before) == nil)
     }
+
+    @Test("a walker overtaken lately is sent as the admitting statement until enough ingests in a row applied")
+    func admittingAfterOvertaken() throws {
+        let cache = IngestStateCache()
+        let walker = WalkerRecord(
+            walkerId: "w", lastTimeZone: "UTC", lastSubmissionAt: nil, lifetimeSteps: 0, version: 4)
+        let state = DayState(log: nil, streak: StreakNeighbourhood(day: Self.day, runs: []))
+        let write = IngestWriteTests.acceptedWrite(version: 4, key: "k", steps: 2500)
+        cache.record(write, walker: walker, day: Self.day, state: state)
+        #expect(cache.entry(walkerId: "w", day: Self.day)?.admitting == false, "never overtaken")
+        for count in [0, 1, CachedDay.trustedAfter - 1] {
+            cache.record(write, walker: walker, day: Self.day, state: state, appliedSinceOvertaken: count)
+            let entry = try #require(cache.entry(walkerId: "w", day: Self.day))
+            #expect(entry.admitting && entry.appliedSinceOvertaken == count)
+        }
+        cache.record(
+            write, walker: walker, day: Self.day, state: state, appliedSinceOvertaken: CachedDay.trustedAfter)
+        #expect(cache.entry(walkerId: "w", day: Self.day)?.admitting == false, "trusted again")
+    }
 }

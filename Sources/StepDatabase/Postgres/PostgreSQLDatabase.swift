@@ -50,6 +50,9 @@ package final class PostgreSQLDatabase: Database {
     package let kind = DatabaseKind.postgres
     private let pools: [Pool]
     private let nextPool = Atomic<Int>(0)
+    /// Statements sent through this database's units of work (each one round trip), for tests and benchmarks
+    /// that count them; a transaction's `BEGIN` and `COMMIT` are not among them.
+    package let statementsSent = StatementCounter()
     /// One task per pool, running it, for a database that runs its pools itself (`.ownTask`); empty otherwise.
     private let runners: [Task<Void, Never>]
     private let runsAsService: Bool
@@ -204,8 +207,10 @@ package final class PostgreSQLDatabase: Database {
         try await translatingErrors { client, leased in
             try await client.withConnection { connection in
                 leased()
-                return try await PostgresUnitDatabase(connection: connection, logger: self.logger)
-                    .runTransaction(begin: "BEGIN", body)
+                return try await PostgresUnitDatabase(
+                    connection: connection, logger: self.logger, sent: self.statementsSent
+                )
+                .runTransaction(begin: "BEGIN", body)
             }
         }
     }
@@ -216,7 +221,8 @@ package final class PostgreSQLDatabase: Database {
         try await translatingErrors { client, leased in
             try await client.withConnection { connection in
                 leased()
-                return try await body(PostgresUnitDatabase(connection: connection, logger: self.logger))
+                return try await body(
+                    PostgresUnitDatabase(connection: connection, logger: self.logger, sent: self.statementsSent))
             }
         }
     }
@@ -403,4 +409,13 @@ private final class DeadlineRace<T: Sendable>: Sendable {
         action?()
         return true
     }
+}
+
+/// A count of statements sent, raised from any connection's thread.
+package final class StatementCounter: Sendable {
+    private let count = Atomic<Int>(0)
+
+    package var value: Int { count.load(ordering: .relaxed) }
+
+    func add() { count.add(1, ordering: .relaxed) }
 }

@@ -10,6 +10,7 @@ import SQLKit
 struct PostgresUnitDatabase: SQLDatabase {
     let connection: PostgresConnection
     let logger: Logger
+    let sent: StatementCounter
 
     var eventLoop: any EventLoop { connection.eventLoop }
     var dialect: any SQLDialect { PostgresDialect() }
@@ -27,6 +28,7 @@ struct PostgresUnitDatabase: SQLDatabase {
         var types: [PostgresDataType] = []
         types.reserveCapacity(binds.count)
         for bind in binds { types.append(try Self.append(bind, to: &bindings)) }
+        sent.add()
         if let slot = PostgresPreparedSlots.shared.slot(for: sql, types: types) {
             try await slot.run(on: connection, bindings: bindings, logger: logger) { onRow(PostgresFastRow($0)) }
         } else {
