@@ -14,10 +14,11 @@ package struct CachedDay: Sendable, Hashable {
     package var walker: WalkerRecord
     package var day: LocalDate
     package var state: DayState
-    /// Nil while this instance's entries for the walker held: the next ingest is sent as the statement that applies
-    /// only from the entry. A count once an entry was found overtaken (the walker's requests reach other instances
-    /// too): how many ingests applied from an entry since; the next ingest is then sent as the statement that is
-    /// also the admission when the entry is stale (`cachedIngestStatement`, `admitting`), until `trustedAfter`.
+    /// The walker's standing, kept by the cache beside the entry (`IngestStateCache.record`). Nil while this
+    /// instance's entries for the walker held: the next ingest is sent as the statement that applies only from the
+    /// entry. A count once an entry was found overtaken (the walker's requests reach other instances too): how many
+    /// ingests in a row applied from an entry since; the next ingest is then sent as the statement that is also the
+    /// admission when the entry is stale (`cachedIngestStatement`, `admitting`), until `trustedAfter`.
     package var appliedSinceOvertaken: Int? = nil
 
     /// Whether the next ingest from this entry is sent as the statement that is also the admission.
@@ -50,14 +51,32 @@ package struct CachedDay: Sendable, Hashable {
     }
 }
 
+/// Where the write an entry is recorded from was planned from, which decides whether the walker's next ingests
+/// are sent as the admitting statement (`CachedDay.appliedSinceOvertaken`).
+package enum IngestPlanSource: Sendable {
+    /// From a read, with no stale entry found on the way: the walker's standing is unchanged.
+    case read
+    /// From a read after this instance's entry was found stale: the walker is admitting, from 0.
+    case overtakenEntry
+    /// From the entry itself: one more applied in a row (an admitting walker is trusted again at `trustedAfter`).
+    case entry
+}
+
 /// What this instance last wrote for each walker it served (`CachedDay`), up to `capacity` walkers in each of
 /// two generations: when the current one is full it becomes the previous one and the one before is dropped, so a
 /// walker that keeps writing stays and one that stopped falls out, at O(1) a call. A walker's entry is for one day;
-/// a write of another day replaces it.
+/// a write of another day replaces it. Whether a walker is admitting outlives its entry (a streak change, a new day,
+/// a stale entry dropped), as long as the walker stays in the generations.
 package final class IngestStateCache: Sendable {
+    /// A walker's entry, if any, and its standing.
+    private struct Slot {
+        var entry: CachedDay?
+        var appliedSinceOvertaken: Int?
+    }
+
     private struct Generations {
-        var current: [String: CachedDay] = [:]
-        var previous: [String: CachedDay] = [:]
+        var current: [String: Slot] = [:]
+        var previous: [String: Slot] = [:]
     }
 
     private let generations = Mutex(Generations())
@@ -71,48 +90,80 @@ package final class IngestStateCache: Sendable {
         self.capacity = max(1, capacity)
     }
 
-    /// The walker's entry when it is for `day`.
+    /// The walker's entry when it is for `day`, with the walker's standing.
     package func entry(walkerId: String, day: LocalDate) -> CachedDay? {
         generations.withLock { generations in
-            if let entry = generations.current[walkerId] { return entry.day == day ? entry : nil }
-            guard let entry = generations.previous.removeValue(forKey: walkerId) else { return nil }
-            Self.insert(entry, into: &generations, capacity: capacity)
-            return entry.day == day ? entry : nil
+            guard let slot = Self.slot(walkerId, in: &generations, capacity: capacity), var entry = slot.entry,
+                entry.day == day
+            else { return nil }
+            entry.appliedSinceOvertaken = slot.appliedSinceOvertaken
+            return entry
         }
     }
 
-    /// Keeps what `write`, planned from `walker` and `state` and applied, left for the walker (`CachedDay`), with
-    /// `appliedSinceOvertaken`, or drops the walker's entry when that cannot be told without reading.
+    /// Keeps what `write`, planned from `walker` and `state` (from `source`) and applied, left for the walker
+    /// (`CachedDay`), or drops the walker's entry when that cannot be told without reading; either way the walker's
+    /// standing follows `source`.
     package func record(
-        _ write: IngestWrite, walker: WalkerRecord, day: LocalDate, state: DayState, appliedSinceOvertaken: Int? = nil
+        _ write: IngestWrite, walker: WalkerRecord, day: LocalDate, state: DayState, from source: IngestPlanSource
     ) {
-        if var after = CachedDay(after: write, walker: walker, day: day, state: state) {
-            after.appliedSinceOvertaken = appliedSinceOvertaken.flatMap { $0 < CachedDay.trustedAfter ? $0 : nil }
-            store(after)
-        } else {
-            forget(walkerId: walker.walkerId)
+        let after = CachedDay(after: write, walker: walker, day: day, state: state)
+        update(walker.walkerId) { slot in
+            slot.entry = after
+            switch source {
+            case .read: break
+            case .overtakenEntry: slot.appliedSinceOvertaken = 0
+            case .entry:
+                slot.appliedSinceOvertaken = slot.appliedSinceOvertaken.flatMap {
+                    $0 + 1 < CachedDay.trustedAfter ? $0 + 1 : nil
+                }
+            }
         }
     }
 
+    /// Keeps `entry` as the walker's (its `appliedSinceOvertaken` as the walker's standing).
     package func store(_ entry: CachedDay) {
-        generations.withLock { Self.insert(entry, into: &$0, capacity: capacity) }
-    }
-
-    package func forget(walkerId: String) {
-        generations.withLock { generations in
-            generations.current[walkerId] = nil
-            generations.previous[walkerId] = nil
+        update(entry.walker.walkerId) { slot in
+            slot.entry = entry
+            slot.appliedSinceOvertaken = entry.appliedSinceOvertaken
         }
     }
 
-    private static func insert(_ entry: CachedDay, into generations: inout Generations, capacity: Int) {
-        let walkerId = entry.walker.walkerId
+    /// Drops the walker's entry; with `standing`, what is known of the walker too.
+    package func forget(walkerId: String, standing: Bool = false) {
+        update(walkerId) { slot in
+            slot.entry = nil
+            if standing { slot.appliedSinceOvertaken = nil }
+        }
+    }
+
+    private func update(_ walkerId: String, _ change: (inout Slot) -> Void) {
+        generations.withLock { generations in
+            var slot = Self.slot(walkerId, in: &generations, capacity: capacity) ?? Slot()
+            change(&slot)
+            if slot.entry == nil, slot.appliedSinceOvertaken == nil {
+                generations.current[walkerId] = nil
+            } else {
+                Self.insert(slot, for: walkerId, into: &generations, capacity: capacity)
+            }
+        }
+    }
+
+    /// The walker's slot, brought into the current generation when it was in the previous one.
+    private static func slot(_ walkerId: String, in generations: inout Generations, capacity: Int) -> Slot? {
+        if let slot = generations.current[walkerId] { return slot }
+        guard let slot = generations.previous.removeValue(forKey: walkerId) else { return nil }
+        insert(slot, for: walkerId, into: &generations, capacity: capacity)
+        return slot
+    }
+
+    private static func insert(_ slot: Slot, for walkerId: String, into generations: inout Generations, capacity: Int) {
         if generations.current.count >= capacity, generations.current[walkerId] == nil {
             generations.previous = generations.current
             generations.current = [:]
         }
         generations.previous[walkerId] = nil
-        generations.current[walkerId] = entry
+        generations.current[walkerId] = slot
     }
 
     /// Ingests written from an entry in one round trip, and those whose entry the database had overtaken (planned

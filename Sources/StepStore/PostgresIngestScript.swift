@@ -9,7 +9,9 @@ import StepDatabase
 /// and follows the server's two paths:
 /// - the one statement of an ingest planned from the instance's last write (`cachedIngestStatement`), with the
 ///   walker version and lifetime steps pgbench keeps in `:version` and `:lifetime` (start them with
-///   `-D version=0 -D lifetime=0`), an update of the day that is already attested;
+///   `-D version=0 -D lifetime=0`), an update of the day that is already attested; its plain form, as a walker
+///   that one instance serves gets it (a walker whose requests reach several instances gets the admitting form,
+///   which the script does not model);
 /// - when that applied nothing (a client's first transaction), the admission with the day's state, whose walker
 ///   version pgbench keeps (`\aset admitted_`), then the write batch guarded by that version, the day's first
 ///   acceptance (a streak change).

@@ -12,8 +12,8 @@ enum CachedIngestResult: Sendable {
     /// the walker's row is gone (erased since the entry was kept).
     case overtaken
     /// Counted, and the key is this request's, but the ingest must be planned under the walker's lock: a lease
-    /// taken over, or a read that another write overtook.
-    case locked(RateLimitDecision)
+    /// taken over, or (`overtaken`: the entry was stale) a read that another write overtook or a refusal.
+    case locked(RateLimitDecision, overtaken: Bool)
 }
 
 extension Store {
@@ -61,18 +61,26 @@ extension Store {
                     let claim = try await tx.existingIdempotencyKey(
                         walkerId: request.walkerId, key: idempotency.key, requestHash: idempotency.requestHash,
                         now: request.now, leaseSeconds: idempotency.leaseSeconds)
-                    if case .claimed = claim { return .locked(decision) }
+                    if case .claimed = claim { return .locked(decision, overtaken: !matched) }
                     return .answered(decision, try await Self.notClaimed(claim, tx: tx, audit: audit))
                 }
                 guard matched else {
                     // The statement was the admission: go on from its read.
-                    let walker = try StoreTransaction.walkerRecord(row, walkerId: request.walkerId)
-                    var admission = Admission(window: window, claim: .claimed, walker: walker)
-                    admission.day = try StoreTransaction.snapshotDayState(rows, walker: walker, day: day)
+                    let admission: Admission
+                    do {
+                        let walker = try StoreTransaction.walkerRecord(row, walkerId: request.walkerId)
+                        admission = Admission(
+                            window: window, claim: .claimed, walker: walker,
+                            day: try StoreTransaction.snapshotDayState(rows, walker: walker, day: day))
+                    } catch {
+                        // The key was claimed in flight; give it back so a retry can succeed.
+                        try? await tx.releaseIdempotencyKey(walkerId: request.walkerId, key: idempotency.key)
+                        throw error
+                    }
                     let outcome = try await Self.admitted(
                         decision, admission, request: request, day: day, audit: audit, planner: planner,
                         cache: cache, overtaken: true, tx: tx)
-                    return outcome.map { .answered(decision, $0) } ?? .locked(decision)
+                    return outcome.map { .answered(decision, $0) } ?? .locked(decision, overtaken: true)
                 }
                 guard try row.decode(column: "applied", as: Int.self) > 0 else {
                     // The walker's row was locked at the cached version, so its update cannot miss; should it, the
@@ -85,9 +93,7 @@ extension Store {
                     ).run()
                     throw StoreError.corrupt("the walker's version changed while its row was locked")
                 }
-                cache.record(
-                    write, walker: cached.walker, day: cached.day, state: cached.state,
-                    appliedSinceOvertaken: cached.appliedSinceOvertaken.map { $0 + 1 })
+                cache.record(write, walker: cached.walker, day: cached.day, state: cached.state, from: .entry)
                 cache.count(applied: true)
                 return .answered(decision, .written(write))
             }
@@ -103,7 +109,8 @@ extension StoreTransaction {
     /// - `walker` locks the walker's row (`FOR UPDATE`, which does not make a new version of it, so `guard` below
     ///   can update it in the same statement); no row when it is gone, and without `admitting` none either when it
     ///   does not match (below);
-    /// - `matched` (with `admitting`; else `walker` itself) is that row when it still holds what the plan read: the cached version, no suspension, the same
+    /// - `matched` (with `admitting`; else `walker` itself) is that row when it still holds what the plan read: the
+    ///   cached version, no suspension, the same
     ///   lifetime steps, zone and last submission, the day's log as cached (its `updated_at`, which every write of
     ///   the log sets) and the day's pending reconcile job. Every write of a walker's days bumps the version; the
     ///   suspension and the job queue's claims do not, and an erased walker's id may start again from version 0,

@@ -99,7 +99,8 @@ extension Store {
     ///   everything back, the claim included, so a retry can succeed.
     /// - PostgreSQL: when this instance wrote the walker's last ingest of the day, the ingest is planned from
     ///   what that write left (`ingestCache`) and sent as one statement that applies only while the database still
-    ///   holds it (`cachedIngest`, one round trip); when it no longer does, that statement is the admission below.
+    ///   holds it (`cachedIngest`, one round trip); when it no longer does, that statement did nothing, or for a
+    ///   walker whose entry was stale before (`CachedDay.admitting`) it was the admission below.
     ///   Otherwise the admission commits by itself (a request whose key is in flight gets its answer at once and
     ///   never waits for another's lock) and reads the walker and the day under one snapshot; the write follows as
     ///   one guarded statement that applies only if no other ingest of the walker wrote since that read (two round
@@ -137,10 +138,8 @@ extension Store {
                     audit: audit, planner: planner, cache: cache)
                 switch result {
                 case .answered(let decision, let outcome): return (decision, outcome)
-                case .locked(let decision):
-                    let outcome = try await lockedIngest(
-                        request, day: day, planner: planner, overtaken: cached.admitting)
-                    return (decision, outcome)
+                case .locked(let decision, let stale):
+                    return (decision, try await lockedIngest(request, day: day, planner: planner, overtaken: stale))
                 case .overtaken: overtaken = true
                 }
             }
@@ -181,7 +180,7 @@ extension Store {
         do {
             guard try await tx.recordIngest(write) else { return nil }
             cache?.record(
-                write, walker: admission.walker, day: day, state: state, appliedSinceOvertaken: overtaken ? 0 : nil)
+                write, walker: admission.walker, day: day, state: state, from: overtaken ? .overtakenEntry : .read)
             return .written(write)
         } catch {
             // Nothing was written (one statement); the key is ours to give back.
@@ -207,7 +206,7 @@ extension Store {
             // Kept once the transaction has committed.
             if case .written(let write) = outcome {
                 ingestCache?.record(
-                    write, walker: walker, day: day, state: state, appliedSinceOvertaken: overtaken ? 0 : nil)
+                    write, walker: walker, day: day, state: state, from: overtaken ? .overtakenEntry : .read)
             }
             return outcome
         } catch {

@@ -48,7 +48,7 @@ extension Store {
     package func eraseWalker(_ walkerId: String, actor: AdminActor, at now: Date) async throws -> WalkerErasure {
         // This instance's copy of the walker's last write goes as well (another instance's no longer matches
         // the walker's row: `cachedIngestStatement`).
-        defer { ingestCache?.forget(walkerId: walkerId) }
+        defer { ingestCache?.forget(walkerId: walkerId, standing: true) }
         return try await transaction { tx in
             try await tx.eraseWalker(walkerId, actor: actor, at: now)
         }

@@ -217,23 +217,48 @@ struct CachedIngestTests {
 
             // Since an entry of this walker was overtaken, its entries are sent as the statement that is also the
             // admission: stale again, that statement counts, claims and reads, and the guarded write follows (two
-            // round trips, as without an entry, not three); current, it applies in one.
-            #expect(try await pair.plainClient.ingest(IngestBody(count: 7500, key: "b2"), token: token).status == .ok)
-            let beforeStale = sent.value
-            let stale = try await pair.cachedClient.ingest(IngestBody(count: 8000, key: "a5"), token: token)
-            #expect(stale.status == .ok)
-            #expect(sent.value - beforeStale == 2, "\(sent.value - beforeStale) round trips")
-            #expect(try stale.json["walker"]?["totalLifetimeSteps"] == .int(8000), "planned from b2's write")
-            #expect(cache.applied == 2 && cache.overtaken == 2, "\(cache.applied) \(cache.overtaken)")
-            let beforeCurrent = sent.value
-            let current = try await pair.cachedClient.ingest(IngestBody(count: 8200, key: "a6"), token: token)
-            #expect(current.status == .ok)
-            #expect(sent.value - beforeCurrent == 1, "one round trip from the entry")
-            #expect(try current.json["walker"]?["totalLifetimeSteps"] == .int(8200))
-            #expect(cache.applied == 3 && cache.overtaken == 2, "\(cache.applied) \(cache.overtaken)")
+            // round trips, as without an entry, not three); current, it applies in one. A stale one leaves the
+            // walker admitting.
+            var steps = 7000
+            func ingest(_ client: some TestClientProtocol, key: String) async throws -> (TestResponse, Int) {
+                steps += 100
+                let before = sent.value
+                let response = try await client.ingest(IngestBody(count: steps, key: key), token: token)
+                #expect(response.status == .ok, "\(key)")
+                #expect(try response.json["walker"]?["totalLifetimeSteps"] == .int(steps), "\(key)")
+                return (response, sent.value - before)
+            }
+            var answers: [String: (response: TestResponse, count: Int)] = [:]
+            for (other, key) in [("b2", "a5"), ("b3", "a6")] {
+                _ = try await ingest(pair.plainClient, key: other)
+                let (stale, trips) = try await ingest(pair.cachedClient, key: key)
+                #expect(trips == 2, "\(key): \(trips) round trips")
+                answers[key] = (stale, steps)
+            }
+            #expect(cache.applied == 2 && cache.overtaken == 3, "\(cache.applied) \(cache.overtaken)")
+            // Trusted again after CachedDay.trustedAfter ingests in a row from its entry, each one round trip.
+            for index in 0..<CachedDay.trustedAfter {
+                let (current, trips) = try await ingest(pair.cachedClient, key: "c\(index)")
+                #expect(trips == 1, "c\(index): \(trips) round trips")
+                answers["c\(index)"] = (current, steps)
+            }
+            #expect(cache.applied == 2 + CachedDay.trustedAfter && cache.overtaken == 3)
+            // Answers stored by either form of the statement replay as they were given.
+            for key in ["a5", "a6", "c0", "c\(CachedDay.trustedAfter - 1)"] {
+                let stored = try #require(answers[key])
+                let replay = try await pair.cachedClient.ingest(IngestBody(count: stored.count, key: key), token: token)
+                #expect(replay.status == .ok)
+                #expect(replay.body == stored.response.body, "\(key)")
+            }
+            // Plain again: a stale entry costs the third round trip once more.
+            _ = try await ingest(pair.plainClient, key: "b4")
+            let (_, trips) = try await ingest(pair.cachedClient, key: "a7")
+            #expect(trips == 3, "a7: \(trips) round trips")
             let final = try await pair.cached.store.transaction { try await $0.walker("walker-shared") }
-            #expect(final?.version == 9 && final?.lifetimeSteps == 8200, "one version per write")
-            #expect(try await pair.cached.count("step_submissions", walker: "walker-shared") == 9)
+            #expect(final?.version == 6 + 6 + CachedDay.trustedAfter && final?.lifetimeSteps == steps)
+            #expect(
+                try await pair.cached.count("step_submissions", walker: "walker-shared") == 6 + 6
+                    + CachedDay.trustedAfter)
         }
     }
 

@@ -80,22 +80,53 @@ struct IngestStateCacheTests {
         #expect(CachedDay(after: write, walker: suspended, day: Self.day, state: before) == nil)
     }
 
-    @Test("a walker overtaken lately is sent as the admitting statement until enough ingests in a row applied")
+    @Test("a walker overtaken lately is admitting until enough ingests in a row applied from its entry")
     func admittingAfterOvertaken() throws {
         let cache = IngestStateCache()
         let walker = WalkerRecord(
             walkerId: "w", lastTimeZone: "UTC", lastSubmissionAt: nil, lifetimeSteps: 0, version: 4)
         let state = DayState(log: nil, streak: StreakNeighbourhood(day: Self.day, runs: []))
         let write = IngestWriteTests.acceptedWrite(version: 4, key: "k", steps: 2500)
-        cache.record(write, walker: walker, day: Self.day, state: state)
-        #expect(cache.entry(walkerId: "w", day: Self.day)?.admitting == false, "never overtaken")
-        for count in [0, 1, CachedDay.trustedAfter - 1] {
-            cache.record(write, walker: walker, day: Self.day, state: state, appliedSinceOvertaken: count)
-            let entry = try #require(cache.entry(walkerId: "w", day: Self.day))
-            #expect(entry.admitting && entry.appliedSinceOvertaken == count)
+        func standing(_ day: LocalDate = Self.day) -> Int?? {
+            cache.entry(walkerId: "w", day: day).map(\.appliedSinceOvertaken)
         }
+        cache.record(write, walker: walker, day: Self.day, state: state, from: .read)
+        #expect(standing() == .some(nil), "never overtaken")
+        cache.record(write, walker: walker, day: Self.day, state: state, from: .entry)
+        #expect(standing() == .some(nil), "applied from a plain entry")
+        cache.record(write, walker: walker, day: Self.day, state: state, from: .overtakenEntry)
+        #expect(standing() == 0)
+        cache.record(write, walker: walker, day: Self.day, state: state, from: .entry)
+        #expect(standing() == 1)
+        cache.record(write, walker: walker, day: Self.day, state: state, from: .read)
+        #expect(standing() == 1, "a read that found no stale entry changes nothing")
+
+        // The standing outlives the entry: a dropped entry, a write that leaves none (a streak change), a new day.
+        cache.forget(walkerId: "w")
+        #expect(standing() == nil, "no entry")
+        cache.record(write, walker: walker, day: Self.day, state: state, from: .read)
+        #expect(standing() == 1)
+        var attesting = write
+        attesting.streakChange = StreakNeighbourhood(day: Self.day, runs: []).setting(attested: true)
+        cache.record(attesting, walker: walker, day: Self.day, state: state, from: .read)
+        #expect(standing() == nil, "no entry after a streak change")
+        let next = Self.day.adding(days: 1)
         cache.record(
-            write, walker: walker, day: Self.day, state: state, appliedSinceOvertaken: CachedDay.trustedAfter)
-        #expect(cache.entry(walkerId: "w", day: Self.day)?.admitting == false, "trusted again")
+            write, walker: walker, day: next,
+            state: DayState(log: nil, streak: StreakNeighbourhood(day: next, runs: [])),
+            from: .read)
+        #expect(standing(next) == 1, "the next day's entry keeps the walker's standing")
+
+        // Trusted again after `trustedAfter` in a row from its entry.
+        for _ in 2..<CachedDay.trustedAfter {
+            cache.record(write, walker: walker, day: next, state: state, from: .entry)
+            #expect(standing(next) != .some(nil))
+        }
+        cache.record(write, walker: walker, day: next, state: state, from: .entry)
+        #expect(standing(next) == .some(nil), "trusted again")
+        cache.record(write, walker: walker, day: next, state: state, from: .overtakenEntry)
+        cache.forget(walkerId: "w", standing: true)
+        cache.record(write, walker: walker, day: next, state: state, from: .read)
+        #expect(standing(next) == .some(nil), "forgotten with its standing (an erasure)")
     }
 }
