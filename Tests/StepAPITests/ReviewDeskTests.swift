@@ -11,6 +11,8 @@ import StepStore
 import StepTestSupport
 import Testing
 
+@testable import StepAPI
+
 /// The review desk's queue: filters, keyset pages in both orders, the entry's evidence, claims and bulk decisions.
 @Suite("Admin API: the review desk")
 struct ReviewDeskTests {
@@ -498,6 +500,27 @@ struct ReviewDeskTests {
                 #expect(response.status == .badRequest, "\(bad.prefix(60))")
                 #expect(try response.json["error"] == .string("INVALID_REQUEST"))
             }
+
+            // Every admin body is read up to AdminRequestBody.maxBytes: the largest legal bulk body (100 ids, a
+            // note of 2 000 four-byte characters) fits; a body past the limit is refused whatever it holds.
+            let largest = try JSONCoding.encode(
+                JSONValue.object([
+                    "ids": .array((0..<AdminController.maxBulkIds).map { _ in .string(UUID().uuidString) }),
+                    "decision": .string("accept"), "note": .string(String(repeating: "🇫🇷", count: 1000)),
+                ]))
+            #expect(largest.utf8.count > 11_000 && largest.utf8.count <= AdminRequestBody.maxBytes)
+            let fits = try await client.admin("/admin/reviews/bulk", method: .post, body: ByteBuffer(string: largest))
+            #expect(fits.status == .ok)
+            #expect(try Self.field(fits, "outcome").allSatisfy { $0 == .string("not_found") })
+            let padded = try JSONCoding.encode(
+                JSONValue.object([
+                    "ids": .array([.string("no-such-entry")]), "decision": .string("accept"), "note": .string("x"),
+                    "padding": .string(String(repeating: "p", count: AdminRequestBody.maxBytes)),
+                ]))
+            let tooLarge = try await client.admin(
+                "/admin/reviews/bulk", method: .post, body: ByteBuffer(string: padded))
+            #expect(tooLarge.status == .badRequest)
+            #expect(try tooLarge.json["error"] == .string("INVALID_REQUEST"))
         }
     }
 

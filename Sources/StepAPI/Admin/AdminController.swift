@@ -127,7 +127,7 @@ struct AdminController: Sendable {
     }
 
     private func resolve(_ request: Request, id: String, actor: AdminActor) async throws -> Response {
-        let fields = try await Self.body(request)
+        let fields = try await AdminRequestBody.read(request).fields
         let (decision, note) = try Self.decisionAndNote(fields)
         let now = clock()
         switch try await resolver.resolve(id: id, decision: decision, note: note, by: actor, now: now) {
@@ -148,7 +148,7 @@ struct AdminController: Sendable {
     /// Decides each id in its own transaction through the one resolver, in the order given; an id decided
     /// before (by this request sent again, or anyone) answers `already_resolved`.
     private func bulk(_ request: Request, actor: AdminActor) async throws -> Response {
-        let fields = try await Self.body(request)
+        let fields = try await AdminRequestBody.read(request).fields
         guard case .array(let values) = fields["ids"], (1...Self.maxBulkIds).contains(values.count) else {
             throw AdminAPIError.badRequest("ids must be an array of 1 to \(Self.maxBulkIds) entry ids.")
         }
@@ -182,16 +182,6 @@ struct AdminController: Sendable {
             items.append(.object(["id": .string(id), "outcome": .string(outcome), "entry": entry]))
         }
         return Self.json(.ok, .object(["items": .array(items)]))
-    }
-
-    private static func body(_ request: Request) async throws -> [String: JSONValue] {
-        var request = request
-        guard let body = try? await request.collectBody(upTo: 64 * 1024),
-            case .object(let fields) = JSONReader.read(body.readableBytesView)
-        else {
-            throw AdminAPIError.bodyRefused(.unsupportedMediaType)
-        }
-        return fields
     }
 
     private static func decisionAndNote(_ fields: [String: JSONValue]) throws(AdminAPIError) -> (ReviewDecision, String)

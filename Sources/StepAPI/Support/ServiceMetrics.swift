@@ -11,11 +11,9 @@ package final class ServiceMetrics: Sendable {
     private let labelCounters = Mutex<[CounterLabel: Counter]>([:])
     private let gauges = Mutex<[String: Gauge]>([:])
     private let adminGauges = Mutex<[AdminGaugeKey: Gauge]>([:])
-    /// Each operator × outcome counter with the audit count it was last raised to.
-    private let decisionCounters = Mutex<[AdminGaugeKey: (counter: Counter, count: Int)]>([:])
-    /// The counters raised to counts the store keeps (database reads, the ingest cache), by name, with the counts
-    /// they were last raised to.
-    private let raisedCounters = Mutex<[String: (counter: Counter, count: Int)]>([:])
+    /// The counters raised to counts kept elsewhere (the store's database reads and ingest cache, the audit's
+    /// decisions per operator and outcome), by name and labels, with the counts they were last raised to.
+    private let raisedCounters = Mutex<[[String]: (counter: Counter, count: Int)]>([:])
     static let latencyBuckets: [Duration] = [
         .milliseconds(1), .milliseconds(2), .milliseconds(5), .milliseconds(10), .milliseconds(25),
         .milliseconds(50), .milliseconds(100), .milliseconds(250), .milliseconds(500), .seconds(1), .seconds(2.5),
@@ -148,26 +146,26 @@ package final class ServiceMetrics: Sendable {
 
     /// Raises the read counters to the store's counts (read at scrape time; they only grow).
     func raiseReadCounters(primary: Int, replica: Int, replicaFailures: Int) {
-        raise("reads.primary", to: primary) {
+        raise(["reads", "primary"], to: primary) {
             $0.makeCounter(descriptor: Self.databaseReads, labels: [("target", "primary")])
         }
-        raise("reads.replica", to: replica) {
+        raise(["reads", "replica"], to: replica) {
             $0.makeCounter(descriptor: Self.databaseReads, labels: [("target", "replica")])
         }
-        raise("reads.failures", to: replicaFailures) { $0.makeCounter(descriptor: Self.replicaReadFailures) }
+        raise(["reads", "failures"], to: replicaFailures) { $0.makeCounter(descriptor: Self.replicaReadFailures) }
     }
 
     /// Raises the ingest cache's counters to the store's counts (read at scrape time; they only grow).
     func raiseCachedIngestCounters(applied: Int, overtaken: Int) {
         for (outcome, count) in [("applied", applied), ("overtaken", overtaken)] {
-            raise("cached.\(outcome)", to: count) {
+            raise(["cached", outcome], to: count) {
                 $0.makeCounter(descriptor: Self.cachedIngests, labels: [("outcome", outcome)])
             }
         }
     }
 
     /// Raises the counter kept as `key` (made by `make` the first time) to `count`.
-    private func raise(_ key: String, to count: Int, make: (PrometheusCollectorRegistry) -> Counter) {
+    private func raise(_ key: [String], to count: Int, make: (PrometheusCollectorRegistry) -> Counter) {
         raisedCounters.withLock { counters in
             let entry = counters[key] ?? (make(registry), 0)
             if count > entry.count { entry.counter.increment(by: Int64(count - entry.count)) }
@@ -177,17 +175,8 @@ package final class ServiceMetrics: Sendable {
 
     /// Raises the operator × outcome decision counter to `count` (a count read from the append-only audit).
     func raiseDecisionCounter(operatorName: String, outcome: String, to count: Int) {
-        let key = AdminGaugeKey(name: operatorName, label: outcome)
-        decisionCounters.withLock { counters in
-            let entry =
-                counters[key]
-                ?? (
-                    registry.makeCounter(
-                        descriptor: Self.adminDecisions, labels: [("operator", operatorName), ("outcome", outcome)]),
-                    0
-                )
-            if count > entry.count { entry.counter.increment(by: Int64(count - entry.count)) }
-            counters[key] = (entry.counter, max(entry.count, count))
+        raise(["decisions", operatorName, outcome], to: count) {
+            $0.makeCounter(descriptor: Self.adminDecisions, labels: [("operator", operatorName), ("outcome", outcome)])
         }
     }
 }
