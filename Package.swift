@@ -297,7 +297,7 @@ let package = Package(
         // The benchmark's arithmetic (percentiles, medians, CPU readings, the CPU bound), against the executable.
         .testTarget(
             name: "StepBenchTests",
-            dependencies: ["stepbench"],
+            dependencies: ["stepbench", "StepCore", "StepStore"],
             swiftSettings: strict
         ),
         .testTarget(

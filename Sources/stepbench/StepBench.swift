@@ -13,7 +13,7 @@ struct StepBench: AsyncParsableCommand {
         subcommands: [
             Echo.self, Load.self, Compare.self, History.self, PgbenchScript.self, DecodeBench.self, ReconcileBench.self,
             ReviewsBench.self, WorkerLoad.self,
-            Keys.self, HealthStatsBench.self,
+            Keys.self, HealthStatsBench.self, CacheMemory.self,
         ]
     )
 }

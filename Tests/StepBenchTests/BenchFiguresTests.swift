@@ -1,4 +1,6 @@
 import Foundation
+import StepCore
+import StepStore
 import Testing
 
 @testable import stepbench
@@ -213,5 +215,24 @@ struct BenchRoutingTests {
                 #expect(phase.target(walker: walker, using: &generator).base == servers[1].base)
             }
         }
+    }
+}
+
+/// The entries `stepbench cache-memory` measures.
+@Suite("stepbench cache-memory's entries")
+struct CacheMemoryEntryTests {
+    @Test("each entry is a walker of its own, shaped as an accepted ingest of an attested day leaves it")
+    func entries() {
+        let day = LocalDate(iso: "2026-05-18")!
+        let now = Date()
+        let entries = (0..<64).map { CacheMemory.entry($0, day: day, now: now) }
+        #expect(Set(entries.map(\.walker.walkerId)).count == 64)
+        for entry in entries {
+            #expect(entry.walker.walkerId.utf8.count == 36)
+            #expect(entry.state.log?.walkerId == entry.walker.walkerId)
+            #expect(entry.day == day && entry.state.log?.day == day)
+            #expect(entry.state.pendingReconcileAt != nil)
+        }
+        #expect(entries.filter(\.admitting).count == 32, "half of them admitting")
     }
 }
