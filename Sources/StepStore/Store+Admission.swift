@@ -157,24 +157,41 @@ extension StoreTransaction {
                     walkerId: walkerId, bucket: bucket, windowStart: windowStart, limit: limit,
                     idempotency: idempotency, day: day, now: now)
             ).all()
-            guard let row = rows.first else { throw StoreError.corrupt("admission returned no row") }
-            let window = RateLimitWindow(
-                hits: try row.decode(column: "hits", as: Int.self),
-                windowStart: Date(millisecondsSince1970: try row.decode(column: "window_start", as: Int.self)))
-            let walker = try Self.walkerRecord(row, walkerId: walkerId)
-            guard window.hits <= limit, let idempotency else {
-                return Admission(window: window, claim: nil, walker: walker)
-            }
-            if try row.decode(column: "claimed", as: Int.self) > 0 {
-                var admission = Admission(window: window, claim: .claimed, walker: walker)
-                if let day { admission.day = try Self.snapshotDayState(rows, walker: walker, day: day) }
-                return admission
-            }
+            return try await admission(
+                from: rows, walkerId: walkerId, limit: limit, idempotency: idempotency, day: day, now: now)
+        }
+    }
+
+    /// The admission from the rows of a PostgreSQL statement that counted the request and claimed its key as the
+    /// admission does (`admissionStatement`, or `cachedIngestStatement` when it was the admission): the window,
+    /// the walker, and the claim, looked up when the key existed already. When the key was claimed but the rows
+    /// cannot be read, the key is given back so a retry can succeed.
+    func admission(
+        from rows: [any SQLRow], walkerId: String, limit: Int, idempotency: IdempotencyRequest?, day: LocalDate?,
+        now: Date
+    ) async throws -> Admission {
+        guard let row = rows.first else { throw StoreError.corrupt("admission returned no row") }
+        let window = RateLimitWindow(
+            hits: try row.decode(column: "hits", as: Int.self),
+            windowStart: Date(millisecondsSince1970: try row.decode(column: "window_start", as: Int.self)))
+        guard window.hits <= limit, let idempotency else {
+            return Admission(window: window, claim: nil, walker: try Self.walkerRecord(row, walkerId: walkerId))
+        }
+        guard try row.decode(column: "claimed", as: Int.self) > 0 else {
             // The key exists already: find out whose it is (replay, mismatch, in flight or an expired lease).
             let claim = try await existingIdempotencyKey(
                 walkerId: walkerId, key: idempotency.key, requestHash: idempotency.requestHash, now: now,
                 leaseSeconds: idempotency.leaseSeconds)
-            return Admission(window: window, claim: claim, walker: walker)
+            return Admission(window: window, claim: claim, walker: try Self.walkerRecord(row, walkerId: walkerId))
+        }
+        do {
+            let walker = try Self.walkerRecord(row, walkerId: walkerId)
+            var admission = Admission(window: window, claim: .claimed, walker: walker)
+            if let day { admission.day = try Self.snapshotDayState(rows, walker: walker, day: day) }
+            return admission
+        } catch {
+            try? await releaseIdempotencyKey(walkerId: walkerId, key: idempotency.key)
+            throw error
         }
     }
 

@@ -40,20 +40,25 @@ extension Store {
                         request, idempotency: idempotency, write: write, expected: cached, admitting: cached.admitting)
                 ).all()
                 guard let row = rows.first else { throw StoreError.corrupt("the cached ingest returned no row") }
-                guard let hits = try row.decode(column: "hits", as: Int?.self),
-                    let windowStart = try row.decode(column: "window_start", as: Int?.self)
-                else {
+                // Not matched: the entry was stale, or the walker's row is gone.
+                guard try row.decode(column: "matched", as: Int.self) > 0 else {
                     cache.forget(walkerId: request.walkerId)
                     cache.count(applied: false)
-                    return .overtaken
+                    // Nothing counted: the plain statement, or no walker. Else the statement was the admission.
+                    guard try row.decode(column: "hits", as: Int?.self) != nil else { return .overtaken }
+                    let admission = try await tx.admission(
+                        from: rows, walkerId: request.walkerId, limit: request.policy.limit, idempotency: idempotency,
+                        day: day, now: request.now)
+                    let decision = RateLimitDecision(policy: request.policy, window: admission.window, now: request.now)
+                    let outcome = try await Self.admitted(
+                        decision, admission, request: request, day: day, audit: audit, planner: planner,
+                        cache: cache, overtaken: true, tx: tx)
+                    return outcome.map { .answered(decision, $0) } ?? .locked(decision, overtaken: true)
                 }
-                let window = RateLimitWindow(hits: hits, windowStart: Date(millisecondsSince1970: windowStart))
+                let window = RateLimitWindow(
+                    hits: try row.decode(column: "hits", as: Int.self),
+                    windowStart: Date(millisecondsSince1970: try row.decode(column: "window_start", as: Int.self)))
                 let decision = RateLimitDecision(policy: request.policy, window: window, now: request.now)
-                let matched = try row.decode(column: "matched", as: Int.self) > 0
-                if !matched {
-                    cache.forget(walkerId: request.walkerId)
-                    cache.count(applied: false)
-                }
                 guard decision.allowed else {
                     return .answered(decision, await Self.rateLimited(decision, tx: tx, row: audit.rateLimited))
                 }
@@ -61,26 +66,8 @@ extension Store {
                     let claim = try await tx.existingIdempotencyKey(
                         walkerId: request.walkerId, key: idempotency.key, requestHash: idempotency.requestHash,
                         now: request.now, leaseSeconds: idempotency.leaseSeconds)
-                    if case .claimed = claim { return .locked(decision, overtaken: !matched) }
+                    if case .claimed = claim { return .locked(decision, overtaken: false) }
                     return .answered(decision, try await Self.notClaimed(claim, tx: tx, audit: audit))
-                }
-                guard matched else {
-                    // The statement was the admission: go on from its read.
-                    let admission: Admission
-                    do {
-                        let walker = try StoreTransaction.walkerRecord(row, walkerId: request.walkerId)
-                        admission = Admission(
-                            window: window, claim: .claimed, walker: walker,
-                            day: try StoreTransaction.snapshotDayState(rows, walker: walker, day: day))
-                    } catch {
-                        // The key was claimed in flight; give it back so a retry can succeed.
-                        try? await tx.releaseIdempotencyKey(walkerId: request.walkerId, key: idempotency.key)
-                        throw error
-                    }
-                    let outcome = try await Self.admitted(
-                        decision, admission, request: request, day: day, audit: audit, planner: planner,
-                        cache: cache, overtaken: true, tx: tx)
-                    return outcome.map { .answered(decision, $0) } ?? .locked(decision, overtaken: true)
                 }
                 guard try row.decode(column: "applied", as: Int.self) > 0 else {
                     // The walker's row was locked at the cached version, so its update cannot miss; should it, the
@@ -110,11 +97,10 @@ extension StoreTransaction {
     ///   can update it in the same statement); no row when it is gone, and without `admitting` none either when it
     ///   does not match (below);
     /// - `matched` (with `admitting`; else `walker` itself) is that row when it still holds what the plan read: the
-    ///   cached version, no suspension, the same
-    ///   lifetime steps, zone and last submission, the day's log as cached (its `updated_at`, which every write of
-    ///   the log sets) and the day's pending reconcile job. Every write of a walker's days bumps the version; the
-    ///   suspension and the job queue's claims do not, and an erased walker's id may start again from version 0,
-    ///   so those are compared themselves. Under the lock the walker's days cannot change until the statement
+    ///   cached version, no suspension, the same lifetime steps, zone and last submission, the day's log as cached
+    ///   (its `updated_at`, which every write of the log sets) and the day's pending reconcile job. Every write of a
+    ///   walker's days bumps the version; the suspension and the job queue's claims do not, and an erased walker's
+    ///   id may start again from version 0, so those are compared themselves. Under the lock the walker's days cannot change until the statement
     ///   commits, so a matched plan is current;
     /// - `hit` counts the request, after `walker`: without `admitting` only when matched;
     /// - `claim` inserts the key within the limit: done with the write's answer when matched, else (`admitting`)

@@ -104,8 +104,8 @@ extension Store {
     ///   Otherwise the admission commits by itself (a request whose key is in flight gets its answer at once and
     ///   never waits for another's lock) and reads the walker and the day under one snapshot; the write follows as
     ///   one guarded statement that applies only if no other ingest of the walker wrote since that read (two round
-    ///   trips in all). When it does not apply, or the ingest is refused, it runs again in a transaction that locks the
-    ///   walker first. When a write fails the key is given back.
+    ///   trips in all). When it does not apply, or the ingest is refused, it runs again in a transaction that locks
+    ///   the walker first. When a write fails the key is given back.
     package func ingest(
         _ request: AdmissionRequest, day: LocalDate, idempotency: IdempotencyRequest, audit: IngestAudit,
         planner: some IngestPlanner

@@ -370,18 +370,9 @@ struct CachedIngestTests {
             }
             let attempts = try #require(harness.store.ingestCache).applied + harness.store.ingestCache!.overtaken
             #expect(attempts > 0, "the first instance planned some ingests from its entry")
-            let log = try await harness.store.transaction {
-                try await $0.stepLog(walkerId: "walker-waves", day: LocalDate(iso: "2026-05-18")!)
-            }
-            #expect(log?.reportedCount == counts.max())
-            #expect(log?.energyCredited == counts.max())
-            #expect(
-                try await harness.store.transaction { try await $0.energyBalance(walkerId: "walker-waves") }
-                    == counts.max())
+            try await harness.expectMaximumKept(walker: "walker-waves", counts: counts)
             let walker = try await harness.store.transaction { try await $0.walker("walker-waves") }
-            #expect(walker?.lifetimeSteps == counts.max())
             #expect(walker?.version == counts.count, "one version per write")
-            #expect(try await harness.count("step_submissions", walker: "walker-waves") == counts.count)
             #expect(try await harness.count("idempotency_keys", walker: "walker-waves") == counts.count)
         }
     }

@@ -77,18 +77,7 @@ struct MultiInstanceTests {
                 }
                 try await group.waitForAll()
             }
-            let log = try await harness.store.transaction {
-                try await $0.stepLog(walkerId: "walker-day", day: LocalDate(iso: "2026-05-18")!)
-            }
-            #expect(log?.reportedCount == counts.max())
-            #expect(log?.energyCredited == counts.max())
-            #expect(
-                try await harness.store.transaction { try await $0.energyBalance(walkerId: "walker-day") }
-                    == counts.max())
-            #expect(
-                try await harness.store.transaction { try await $0.walker("walker-day") }?.lifetimeSteps == counts.max()
-            )
-            #expect(try await harness.count("step_submissions", walker: "walker-day") == 30)
+            try await harness.expectMaximumKept(walker: "walker-day", counts: counts)
         }
     }
 

@@ -139,6 +139,23 @@ struct TestHarness: Sendable {
             return try await tx.sql.raw(SQLText(query)).first()?.decode(column: "n", as: Int.self) ?? 0
         }
     }
+
+    /// After concurrent ingests of `counts` for one day (2026-05-18) of `walker`: the day keeps the maximum, it is
+    /// credited once, and every request left one submission.
+    func expectMaximumKept(walker: String, counts: [Int], sourceLocation: SourceLocation = #_sourceLocation)
+        async throws
+    {
+        let log = try await store.transaction {
+            try await $0.stepLog(walkerId: walker, day: LocalDate(iso: "2026-05-18")!)
+        }
+        #expect(log?.reportedCount == counts.max(), sourceLocation: sourceLocation)
+        #expect(log?.energyCredited == counts.max(), sourceLocation: sourceLocation)
+        let balance = try await store.transaction { try await $0.energyBalance(walkerId: walker) }
+        #expect(balance == counts.max(), sourceLocation: sourceLocation)
+        let record = try await store.transaction { try await $0.walker(walker) }
+        #expect(record?.lifetimeSteps == counts.max(), sourceLocation: sourceLocation)
+        #expect(try await count("step_submissions", walker: walker) == counts.count, sourceLocation: sourceLocation)
+    }
 }
 
 /// A seed-000-shaped ingest body that tests adjust field by field.
