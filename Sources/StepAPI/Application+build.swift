@@ -315,7 +315,8 @@ package func buildApplication(
             catalog: &catalog)
 
     OpsController(
-        store: store, metrics: metrics, jobs: jobs, drain: dependencies.drain, clock: dependencies.clock
+        store: store, metrics: metrics, jobs: jobs, drain: dependencies.drain,
+        metricsCredential: configuration.http.metricsToken.map(AdminCredential.init(token:)), clock: dependencies.clock
     )
     .register(in: router.group(), catalog: &catalog)
 

@@ -26,13 +26,17 @@ extension AppConfiguration {
         /// request from one of them is taken to come from the address its `X-Forwarded-For` names (the rightmost
         /// one that is not itself a trusted proxy), for the limits kept per client address.
         package var trustedProxies: Set<String> = []
+        /// The bearer secret `GET /metrics` requires (`Authorization: Bearer …`); unset, the metrics are open to
+        /// whoever reaches the port.
+        package var metricsToken: String?
 
         package enum Key: String, ConfigurationKeys {
             case host, port, maxBodyBytes, maxHeaderBytes, requestHeadTimeoutSeconds, requestBodyTimeoutSeconds,
-                drainSeconds, trustedProxies
+                drainSeconds, trustedProxies, metricsToken
             package static let section = "http"
             package var isSecret: Bool {
                 switch self {
+                case .metricsToken: true
                 case .host, .port, .maxBodyBytes, .maxHeaderBytes, .requestHeadTimeoutSeconds,
                     .requestBodyTimeoutSeconds, .drainSeconds, .trustedProxies:
                     false
@@ -53,6 +57,12 @@ extension AppConfiguration {
             requestBodyTimeoutSeconds =
                 try reader.double(.requestBodyTimeoutSeconds, in: 0.1...3600) ?? requestBodyTimeoutSeconds
             drainSeconds = try reader.double(.drainSeconds, in: 0...300) ?? drainSeconds
+            if let token = try reader.string(.metricsToken) {
+                guard token.utf8.count >= 32 else {
+                    throw reader.error(.metricsToken, "must be at least 32 characters")
+                }
+                metricsToken = token
+            }
             if let proxies = try reader.list(.trustedProxies, of: "IP address") {
                 trustedProxies = Set(
                     try proxies.map { entry in

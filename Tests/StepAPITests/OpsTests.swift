@@ -65,6 +65,34 @@ struct OpsTests {
         }
     }
 
+    @Test("with http.metricsToken, /metrics answers only a scrape that presents it as its bearer secret")
+    func metricsToken() async throws {
+        let secret = "metrics-token-" + String(repeating: "k", count: 32)
+        let harness = try await TestHarness.make(kind: .sqlite) { $0.http.metricsToken = secret }
+        try await harness.run(.live) { client in
+            let bare = try await client.execute(uri: "/metrics", method: .get)
+            #expect(bare.status == .unauthorized)
+            #expect(bare.headers[.wwwAuthenticate] == "Bearer")
+            #expect(try bare.json["error"] == .string("UNAUTHORIZED"))
+            #expect(!bare.text.contains("stepledger_"))
+            for presented in ["Bearer \(secret)x", "Bearer \(secret.dropLast())", "Basic \(secret)", "Bearer", secret] {
+                let refused = try await client.execute(
+                    uri: "/metrics", method: .get, headers: [.authorization: presented], body: nil)
+                #expect(refused.status == .unauthorized, "\(presented.prefix(8))")
+                #expect(!refused.text.contains("stepledger_"))
+            }
+            let scraped = try await client.execute(
+                uri: "/metrics", method: .get, headers: [.authorization: "bearer  \(secret) "], body: nil)
+            #expect(scraped.status == .ok)
+            // The refused scrapes are requests like any other.
+            #expect(
+                scraped.text.contains(#"stepledger_http_requests_total{route="/metrics",method="GET",status="401"} 6"#))
+            // Only the metrics need the token.
+            #expect(try await client.execute(uri: "/livez", method: .get).status == .ok)
+            #expect(try await client.execute(uri: "/readyz", method: .get).status == .ok)
+        }
+    }
+
     @Test(
         "openapi.yaml documents exactly the registered routes, and each documented route answers",
         arguments: TestDatabases.kinds)

@@ -16,7 +16,7 @@ struct SecretTests {
         #expect(
             secrets == [
                 "database.url", "database.readReplicas", "jwt.devSecret", "admin.token", "events.webhookSecret",
-                "playIntegrity.decryptionKey", "playIntegrity.verificationKey",
+                "playIntegrity.decryptionKey", "playIntegrity.verificationKey", "http.metricsToken",
             ])
     }
 
@@ -27,6 +27,7 @@ struct SecretTests {
             "database.readReplicas": "postgres://ledger:hunter2-replica@127.0.0.2:5432/ledger",
             "jwt.devSecret": "development-secret-0123456789-abcdef",
             "admin.token": "admin-token-0123456789-0123456789-abcdef",
+            "http.metricsToken": "metrics-token-0123456789-0123456789-abcdef",
             "events.webhookSecret": "webhook-secret-0123456789-0123456789",
             "playIntegrity.decryptionKey": Data((0..<32).map { UInt8($0 + 100) }).base64EncodedString(),
             "playIntegrity.verificationKey": P256.Signing.PrivateKey().publicKey.derRepresentation
@@ -35,6 +36,7 @@ struct SecretTests {
         let file = try TemporaryConfigFile(
             """
             {"database": {"url": "\(secrets["database.url"]!)", "readReplicas": ["\(secrets["database.readReplicas"]!)"]},
+             "http": {"metricsToken": "\(secrets["http.metricsToken"]!)"},
              "jwt": {"devSecret": "\(secrets["jwt.devSecret"]!)", "issuer": "visible-issuer"},
              "events": {"webhookUrl": "https://push.example/hook", "webhookSecret": "\(secrets["events.webhookSecret"]!)"},
              "playIntegrity": {"packageName": "dev.example", "decryptionKey": "\(secrets["playIntegrity.decryptionKey"]!)",
@@ -48,6 +50,7 @@ struct SecretTests {
             environment: ["STEPLEDGER_ADMIN_TOKEN": secrets["admin.token"]!], file: file.path
         ).load(accessReporter: BroadcastingAccessReporter(upstreams: [recorder, accessLog]))
         #expect(configuration.adminToken == secrets["admin.token"])
+        #expect(configuration.http.metricsToken == secrets["http.metricsToken"])
         #expect(configuration.databaseURL == secrets["database.url"])
         #expect(configuration.database.readReplicas == [secrets["database.readReplicas"]!])
 

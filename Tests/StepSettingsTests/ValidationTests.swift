@@ -81,6 +81,7 @@ struct ValidationTests {
         (["worker.batchSize": "0"], "worker.batchSize"),
         (["worker.pollIntervalSeconds": "0.01"], "worker.pollIntervalSeconds"),
         (["admin.token": "short"], "admin.token"),
+        (["http.metricsToken": String(repeating: "m", count: 31)], "http.metricsToken"),
         (["admin.maxFailuresPerMinute": "1001"], "admin.maxFailuresPerMinute"),
         (["admin.claimSeconds": "9"], "admin.claimSeconds"),
         (["admin.claimSeconds": "86401"], "admin.claimSeconds"),

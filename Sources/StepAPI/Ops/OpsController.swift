@@ -10,6 +10,8 @@ struct OpsController: Sendable {
     let metrics: ServiceMetrics
     let jobs: JobQueue
     let drain: DrainState
+    /// `http.metricsToken`: when set, `/metrics` answers only a request that presents it as its bearer secret.
+    var metricsCredential: AdminCredential? = nil
     var clock: @Sendable () -> Date = { Date() }
 
     static let openAPIDocument: String = {
@@ -37,7 +39,12 @@ struct OpsController: Sendable {
             response.status = ready ? .ok : .serviceUnavailable
             return response
         }
-        group.on(.get, "/metrics", catalog: &catalog) { _, _ in
+        group.on(.get, "/metrics", catalog: &catalog) { request, _ in
+            if let metricsCredential {
+                guard let presented = AdminAuthenticator.bearer(request), metricsCredential.matches(presented) else {
+                    return Self.metricsRefused
+                }
+            }
             // The queue's depth is read at scrape time; a database that is away leaves the last values.
             if let depth = try? await jobs.depth() {
                 metrics.setQueueDepth(Dictionary(uniqueKeysWithValues: depth.map { ($0.key.rawValue, $0.value) }))
@@ -57,6 +64,16 @@ struct OpsController: Sendable {
         group.on(.get, "/openapi.yaml", catalog: &catalog) { _, _ in
             Self.text(Self.openAPIDocument, contentType: "application/yaml")
         }
+    }
+
+    /// The answer to a scrape that does not present `http.metricsToken`: 401, nothing read from the database.
+    static var metricsRefused: Response {
+        var response = text(
+            #"{"error":"UNAUTHORIZED","message":"A valid metrics token is required.","details":{}}"#,
+            contentType: "application/json")
+        response.status = .unauthorized
+        response.headers[.wwwAuthenticate] = "Bearer"
+        return response
     }
 
     static func text(_ body: String, contentType: String) -> Response {
