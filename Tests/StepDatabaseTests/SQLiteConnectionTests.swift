@@ -106,6 +106,23 @@ struct SQLiteConnectionTests {
         try await database.close()
     }
 
+    @Test("a row's columns are found by name; a name given twice is read at its first place")
+    func columnsByName() async throws {
+        let (database, path) = try await Self.open()
+        defer { Self.remove(path) }
+        let rows = try await database.withConnection {
+            try await $0.raw("SELECT 1 AS a, 'two' AS b, 3 AS a, NULL AS c UNION ALL SELECT 4, 'five', 6, 7").all()
+        }
+        #expect(rows.count == 2)
+        #expect(try rows.map { try $0.decode(column: "a", as: Int.self) } == [1, 4])
+        #expect(try rows.map { try $0.decode(column: "b", as: String.self) } == ["two", "five"])
+        #expect(try rows.map { try $0.decode(column: "c", as: Int?.self) } == [nil, 7])
+        #expect(rows[0].allColumns == ["a", "b", "a", "c"])
+        #expect(rows[0].contains(column: "c") && !rows[0].contains(column: "d"))
+        #expect(throws: SQLiteDecodingError.self) { try rows[0].decode(column: "d", as: Int.self) }
+        try await database.close()
+    }
+
     @Test("a constraint violation fails its own transaction only; two statements in one call are refused")
     func errors() async throws {
         let (database, path) = try await Self.open()

@@ -53,7 +53,7 @@ final class SQLiteHandle: @unchecked Sendable {
             var values: [SQLiteValue] = []
             values.reserveCapacity(prepared.columns.count)
             for column in prepared.columns.indices { values.append(Self.value(handle, Int32(column))) }
-            onRow(SQLiteRow(columns: prepared.columns, values: values))
+            onRow(SQLiteRow(columns: prepared.columns, indexes: prepared.indexes, values: values))
         }
     }
 
@@ -95,7 +95,8 @@ final class SQLiteHandle: @unchecked Sendable {
         let count = sqlite_nio_sqlite3_column_count(handle)
         let columns = (0..<count).map { String(cString: sqlite_nio_sqlite3_column_name(handle, $0)) }
         let prepared = SQLitePreparedStatement(
-            handle: handle, columns: columns, parameterCount: Int(sqlite_nio_sqlite3_bind_parameter_count(handle)))
+            handle: handle, columns: columns, indexes: SQLiteRow.indexes(of: columns),
+            parameterCount: Int(sqlite_nio_sqlite3_bind_parameter_count(handle)))
         preparations.add(1, ordering: .relaxed)
         if statements.count >= Self.maximumCachedStatements {
             for statement in statements.values { sqlite_nio_sqlite3_finalize(statement.handle) }
@@ -171,6 +172,8 @@ private let sqliteTransient = unsafeBitCast(-1, to: sqlite3_destructor_type.self
 private struct SQLitePreparedStatement {
     let handle: OpaquePointer
     let columns: [String]
+    /// Each column's position by name, made once with the statement and shared by its rows.
+    let indexes: [String: Int]
     let parameterCount: Int
 }
 

@@ -13,11 +13,30 @@ enum SQLiteValue: Sendable, Hashable {
 /// intermediate `Decoder`.
 struct SQLiteRow: SQLRow {
     let columns: [String]
+    /// Each column's position by name (`indexes(of:)`), made once per prepared statement: rows are read column by
+    /// column by name (the day's state, fourteen of them), and a search of `columns` for each compared names
+    /// about a hundred times a row.
+    let indexes: [String: Int]
     let values: [SQLiteValue]
+
+    init(columns: [String], indexes: [String: Int], values: [SQLiteValue]) {
+        self.columns = columns
+        self.indexes = indexes
+        self.values = values
+    }
+
+    /// The position of each name in `columns`; a name that occurs twice is found at its first place, as a search
+    /// from the start would find it.
+    static func indexes(of columns: [String]) -> [String: Int] {
+        var indexes: [String: Int] = [:]
+        indexes.reserveCapacity(columns.count)
+        for (index, column) in columns.enumerated() where indexes[column] == nil { indexes[column] = index }
+        return indexes
+    }
 
     var allColumns: [String] { columns }
 
-    func contains(column: String) -> Bool { columns.contains(column) }
+    func contains(column: String) -> Bool { indexes[column] != nil }
 
     func decodeNil(column: String) throws -> Bool { try value(column) == .null }
 
@@ -55,7 +74,7 @@ struct SQLiteRow: SQLRow {
     }
 
     private func value(_ column: String) throws -> SQLiteValue {
-        guard let index = columns.firstIndex(of: column) else {
+        guard let index = indexes[column] else {
             throw SQLiteDecodingError(column: column, type: "any", found: "no such column")
         }
         return values[index]
