@@ -46,10 +46,7 @@ extension AppConfiguration {
                 }
                 webhookURL = url
             }
-            if let secret = try reader.string(.webhookSecret) {
-                guard secret.utf8.count >= 32 else { throw reader.error(.webhookSecret, "must be at least 32 bytes") }
-                webhookSecret = Array(secret.utf8)
-            }
+            webhookSecret = try reader.secret(.webhookSecret).map { Array($0.utf8) }
             if (webhookURL == nil) != (webhookSecret == nil) {
                 throw reader.error(
                     webhookURL == nil ? .webhookUrl : .webhookSecret,

@@ -57,12 +57,7 @@ extension AppConfiguration {
             requestBodyTimeoutSeconds =
                 try reader.double(.requestBodyTimeoutSeconds, in: 0.1...3600) ?? requestBodyTimeoutSeconds
             drainSeconds = try reader.double(.drainSeconds, in: 0...300) ?? drainSeconds
-            if let token = try reader.string(.metricsToken) {
-                guard token.utf8.count >= 32 else {
-                    throw reader.error(.metricsToken, "must be at least 32 characters")
-                }
-                metricsToken = token
-            }
+            metricsToken = try reader.secret(.metricsToken)
             if let proxies = try reader.list(.trustedProxies, of: "IP address") {
                 trustedProxies = Set(
                     try proxies.map { entry in

@@ -33,10 +33,7 @@ extension AppConfiguration {
             audience = try reader.string(.audience) ?? audience
             leewaySeconds = try reader.double(.leewaySeconds, in: 0...600) ?? leewaySeconds
             maxInvalidPerMinute = try reader.int(.maxInvalidPerMinute, in: 1...100_000) ?? maxInvalidPerMinute
-            if let secret = try reader.string(.devSecret) {
-                guard secret.utf8.count >= 32 else { throw reader.error(.devSecret, "must be at least 32 bytes") }
-                developmentSecret = Array(secret.utf8)
-            }
+            if let secret = try reader.secret(.devSecret) { developmentSecret = Array(secret.utf8) }
         }
     }
 }

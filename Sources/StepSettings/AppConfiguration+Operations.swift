@@ -67,10 +67,7 @@ extension AppConfiguration {
 
         package init(reader config: ConfigReader) throws {
             let reader = SettingsReader<Key>(config)
-            if let token = try reader.string(.token) {
-                guard token.utf8.count >= 32 else { throw reader.error(.token, "must be at least 32 characters") }
-                self.token = token
-            }
+            token = try reader.secret(.token)
             enabled = try reader.bool(.enabled)
             maxFailuresPerMinute = try reader.int(.maxFailuresPerMinute, in: 1...1_000) ?? maxFailuresPerMinute
             claimSeconds = try reader.int(.claimSeconds, in: 10...86_400) ?? claimSeconds

@@ -57,6 +57,18 @@ package struct SettingsReader<Key: ConfigurationKeys> {
         }
     }
 
+    /// The shortest secret a key accepts, in UTF-8 bytes: a bearer token, an HMAC or signing key.
+    package static var minimumSecretBytes: Int { 32 }
+
+    /// A secret (`string`), refused when shorter than `minimumSecretBytes`.
+    package func secret(_ key: Key) throws -> String? {
+        guard let text = try string(key) else { return nil }
+        guard text.utf8.count >= Self.minimumSecretBytes else {
+            throw error(key, "must be at least \(Self.minimumSecretBytes) bytes")
+        }
+        return text
+    }
+
     package func bool(_ key: Key) throws -> Bool? {
         switch raw(key) {
         case nil: return nil

@@ -19,12 +19,6 @@ struct SQLiteRow: SQLRow {
     let indexes: [String: Int]
     let values: [SQLiteValue]
 
-    init(columns: [String], indexes: [String: Int], values: [SQLiteValue]) {
-        self.columns = columns
-        self.indexes = indexes
-        self.values = values
-    }
-
     /// The position of each name in `columns`; a name that occurs twice is found at its first place, as a search
     /// from the start would find it.
     static func indexes(of columns: [String]) -> [String: Int] {
