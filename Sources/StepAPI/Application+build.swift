@@ -274,7 +274,7 @@ package func buildApplication(
 
     let adminEnabled = configuration.admin.isEnabled
     let adminAuthenticator = AdminAuthenticator(
-        bootstrap: configuration.adminToken.map(AdminCredential.init(token:)),
+        bootstrap: configuration.adminToken.map(BearerSecret.init(token:)),
         failures: AdminFailureLimiter(
             maxFailures: configuration.adminMaxFailuresPerMinute, windowSeconds: 60, store: store),
         store: store, clock: dependencies.clock, logger: logger)
@@ -316,7 +316,7 @@ package func buildApplication(
 
     OpsController(
         store: store, metrics: metrics, jobs: jobs, drain: dependencies.drain,
-        metricsCredential: configuration.http.metricsToken.map(AdminCredential.init(token:)), clock: dependencies.clock
+        metricsCredential: configuration.http.metricsToken.map(BearerSecret.init(token:)), clock: dependencies.clock
     )
     .register(in: router.group(), catalog: &catalog)
 

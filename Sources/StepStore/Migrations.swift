@@ -636,7 +636,7 @@ package enum Migrations {
         },
         Migration(version: 20, name: "console sessions bound to the admin.token that opened them") { _ in
             // A bootstrap session holds a digest derived from the admin.token it signed in with
-            // (`AdminCredential.sessionBinding`) and ends when the configured token is another: changing a leaked
+            // (`BearerSecret.sessionBinding`) and ends when the configured token is another: changing a leaked
             // token must end the sessions opened with it. Bootstrap sessions from before have none and end too.
             ["ALTER TABLE operator_sessions ADD COLUMN credential_binding TEXT"]
         },

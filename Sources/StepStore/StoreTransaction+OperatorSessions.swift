@@ -6,7 +6,7 @@ import StepDatabase
 package struct OperatorSession: Sendable, Hashable {
     package var actor: AdminActor
     package var expiresAt: Date
-    /// For a bootstrap session, which `admin.token` opened it (`AdminCredential.sessionBinding`); nil otherwise,
+    /// For a bootstrap session, which `admin.token` opened it (`BearerSecret.sessionBinding`); nil otherwise,
     /// and for a bootstrap session opened before sessions were bound.
     package var credentialBinding: String? = nil
 }

@@ -11,7 +11,7 @@ import StepStore
 /// given back when right: `attempt`), a missing one is 401 only.
 struct AdminAuthenticator: Sendable {
     /// The configured bootstrap secret; nil when only named operators get in.
-    let bootstrap: AdminCredential?
+    let bootstrap: BearerSecret?
     let failures: AdminFailureLimiter
     let store: Store
     let clock: @Sendable () -> Date

@@ -11,7 +11,7 @@ struct OpsController: Sendable {
     let jobs: JobQueue
     let drain: DrainState
     /// `http.metricsToken`: when set, `/metrics` answers only a request that presents it as its bearer secret.
-    var metricsCredential: AdminCredential? = nil
+    var metricsCredential: BearerSecret? = nil
     var clock: @Sendable () -> Date = { Date() }
 
     static let openAPIDocument: String = {

@@ -3,12 +3,12 @@ import StepAttestation
 import Synchronization
 import Testing
 
-/// The admin secret cannot be timed: it is compared as a digest, in constant time.
-@Suite("Admin API: the secret's comparison")
-struct AdminCredentialTests {
+/// A bearer secret (the admin token, the metrics token) cannot be timed: it is compared as a digest, in constant time.
+@Suite("Bearer secrets: the comparison")
+struct BearerSecretTests {
     @Test("the admin secret matches only itself")
     func credentialMatches() {
-        let credential = AdminCredential(token: AdminTests.adminToken)
+        let credential = BearerSecret(token: AdminTests.adminToken)
         #expect(credential.matches(AdminTests.adminToken))
         for other in [
             "", AdminTests.adminToken + "x", String(AdminTests.adminToken.dropLast()),
