@@ -273,8 +273,9 @@ package func buildApplication(
     ).register(in: health, catalog: &catalog)
 
     let adminEnabled = configuration.admin.isEnabled
+    let adminCookie = AdminSessionCookie(secure: configuration.admin.secureCookie)
     let adminAuthenticator = AdminAuthenticator(
-        bootstrap: configuration.adminToken.map(BearerSecret.init(token:)),
+        bootstrap: configuration.adminToken.map(BearerSecret.init(token:)), cookie: adminCookie,
         failures: AdminFailureLimiter(
             maxFailures: configuration.adminMaxFailuresPerMinute, windowSeconds: 60, store: store),
         store: store, clock: dependencies.clock, logger: logger)
@@ -284,7 +285,7 @@ package func buildApplication(
         .add(middleware: SameOriginMiddleware())
         .add(middleware: AdminEnabledMiddleware(enabled: adminEnabled))
     AdminSessionController(
-        authenticator: adminAuthenticator, cookie: AdminSessionCookie(secure: configuration.admin.secureCookie),
+        authenticator: adminAuthenticator, cookie: adminCookie,
         sessionSeconds: configuration.admin.sessionSeconds, logger: logger
     ).register(in: adminSession, catalog: &catalog)
     let admin = router.group()

@@ -37,15 +37,18 @@ struct OperatorSessionTests {
             uri: "/admin/session", method: .post, headers: headers, body: body(["credential": .string(credential)]))
     }
 
-    /// The cookie's value from a sign-in's Set-Cookie.
-    static func cookieValue(_ response: TestResponse) throws -> String {
+    /// The cookie's value from a sign-in's Set-Cookie, which must name it `name` (`__Secure-stepledger_admin` with
+    /// admin.secureCookie).
+    static func cookieValue(_ response: TestResponse, name: String = "stepledger_admin") throws -> String {
         let header = try #require(response.headers[.setCookie])
         let pair = try #require(header.split(separator: ";").first)
-        #expect(pair.hasPrefix("stepledger_admin="))
-        return String(pair.dropFirst("stepledger_admin=".count))
+        #expect(pair.hasPrefix("\(name)="), "\(pair)")
+        return String(pair.dropFirst("\(name)=".count))
     }
 
-    static func withCookie(_ value: String) -> HTTPFields { [.cookie: "theme=dark; stepledger_admin=\(value)"] }
+    static func withCookie(_ value: String, name: String = "stepledger_admin") -> HTTPFields {
+        [.cookie: "theme=dark; \(name)=\(value)"]
+    }
 
     @Test("operator names: 1 to 64 of A-Z a-z 0-9 . _ -; secrets are slo_ and 32 random bytes in base64url")
     func namesAndSecrets() {
@@ -240,49 +243,65 @@ struct OperatorSessionTests {
     }
 
     @Test(
-        "the bootstrap token signs in as admin; admin.secureCookie adds Secure; its session ends without the token or when the token is changed",
+        "the bootstrap token signs in as admin; admin.secureCookie adds Secure and the __Secure- name; its session ends without the token or when the token is changed",
         arguments: TestDatabases.kinds)
     func bootstrapSession(kind: DatabaseKind) async throws {
         let (harness, _) = try await AdminTests.setUp(kind) { $0.admin.secureCookie = true }
-        // Other instances on the same database: without admin.token (named operators only), with another token (the
-        // old one changed after a leak), and with the same token.
+        // With admin.secureCookie the cookie has the name only an https page can set.
+        let name = "__Secure-stepledger_admin"
+        // Other instances on the same database (of the same deployment, so with the same admin.secureCookie): without
+        // admin.token (named operators only), with another token (the old one changed after a leak), and with the same
+        // token.
         let later = try await TestHarness.make(kind: kind, sharing: harness) {
             $0.adminToken = nil
             $0.admin.enabled = true
+            $0.admin.secureCookie = true
         }
         let changed = try await TestHarness.make(kind: kind, sharing: harness) {
             $0.adminToken = String(repeating: "c", count: 40)
+            $0.admin.secureCookie = true
         }
-        let same = try await TestHarness.make(kind: kind, sharing: harness) { $0.adminToken = AdminTests.adminToken }
+        let same = try await TestHarness.make(kind: kind, sharing: harness) {
+            $0.adminToken = AdminTests.adminToken
+            $0.admin.secureCookie = true
+        }
         do {
             try await harness.app.application.test(.router) { client in
                 let signedIn = try await Self.signIn(client, credential: AdminTests.adminToken)
                 #expect(signedIn.status == .ok)
                 #expect(try signedIn.json["operator"]?["name"] == .string("admin"))
                 #expect(signedIn.headers[.setCookie]?.hasSuffix("; Secure") == true)
-                let value = try Self.cookieValue(signedIn)
-                let jobs = try await client.execute(uri: "/admin/jobs", method: .get, headers: Self.withCookie(value))
+                let value = try Self.cookieValue(signedIn, name: name)
+                let jobs = try await client.execute(
+                    uri: "/admin/jobs", method: .get, headers: Self.withCookie(value, name: name))
                 #expect(jobs.status == .ok)
+                // The plain name is not read with admin.secureCookie: a page over http could have planted it.
+                let plain = try await client.execute(uri: "/admin/jobs", method: .get, headers: Self.withCookie(value))
+                #expect(plain.status == .unauthorized)
+                let plainWho = try await client.execute(
+                    uri: "/admin/session", method: .get, headers: Self.withCookie(value))
+                #expect(plainWho.status == .unauthorized)
                 let audit = try await harness.store.withoutTransaction { try await $0.auditRecords(limit: 1) }
                 #expect(audit.first?.actor == AdminActor.bootstrap && audit.first?.action == "operator.signin")
                 try await later.app.application.test(.router) { other in
                     let who = try await other.execute(
-                        uri: "/admin/session", method: .get, headers: Self.withCookie(value))
+                        uri: "/admin/session", method: .get, headers: Self.withCookie(value, name: name))
                     #expect(who.status == .unauthorized, "the bootstrap session ends where admin.token is not set")
                 }
                 try await changed.app.application.test(.router) { other in
                     let who = try await other.execute(
-                        uri: "/admin/session", method: .get, headers: Self.withCookie(value))
+                        uri: "/admin/session", method: .get, headers: Self.withCookie(value, name: name))
                     #expect(who.status == .unauthorized, "the bootstrap session ends where admin.token is another")
                     // The new token signs in and its session works there.
                     let fresh = try await Self.signIn(other, credential: String(repeating: "c", count: 40))
                     let jobs = try await other.execute(
-                        uri: "/admin/jobs", method: .get, headers: Self.withCookie(try Self.cookieValue(fresh)))
+                        uri: "/admin/jobs", method: .get,
+                        headers: Self.withCookie(try Self.cookieValue(fresh, name: name), name: name))
                     #expect(jobs.status == .ok)
                 }
                 try await same.app.application.test(.router) { other in
                     let who = try await other.execute(
-                        uri: "/admin/session", method: .get, headers: Self.withCookie(value))
+                        uri: "/admin/session", method: .get, headers: Self.withCookie(value, name: name))
                     #expect(who.status == .ok, "the same token on another instance keeps the session")
                 }
                 // No binding is the token's digest as stored anywhere: the binding is its own digest.
@@ -297,8 +316,15 @@ struct OperatorSessionTests {
                     try await tx.sql.raw("UPDATE operator_sessions SET credential_binding = NULL").run()
                 }
                 let unbound = try await client.execute(
-                    uri: "/admin/session", method: .get, headers: Self.withCookie(value))
+                    uri: "/admin/session", method: .get, headers: Self.withCookie(value, name: name))
                 #expect(unbound.status == .unauthorized)
+                // Signing out clears the cookie by its secure name.
+                let out = try await client.execute(
+                    uri: "/admin/session", method: .delete, headers: Self.withCookie(value, name: name))
+                #expect(out.status == .noContent)
+                #expect(
+                    out.headers[.setCookie]
+                        == "__Secure-stepledger_admin=; Max-Age=0; Path=/admin; HttpOnly; SameSite=Strict; Secure")
             }
         } catch {
             for other in [later, changed, same] { try? await other.store.database.close() }

@@ -12,6 +12,8 @@ import StepStore
 struct AdminAuthenticator: Sendable {
     /// The configured bootstrap secret; nil when only named operators get in.
     let bootstrap: BearerSecret?
+    /// The console's session cookie, whose name depends on `admin.secureCookie`.
+    let cookie: AdminSessionCookie
     let failures: AdminFailureLimiter
     let store: Store
     let clock: @Sendable () -> Date
@@ -60,7 +62,7 @@ struct AdminAuthenticator: Sendable {
         if let presented = Self.bearer(request) {
             return try await actor(secret: presented)
         }
-        for value in AdminSessionCookie.values(in: request) {
+        for value in cookie.values(in: request) {
             if let session = try await session(value: value, now: now) { return session.actor }
         }
         return nil
@@ -94,8 +96,8 @@ struct AdminAuthenticator: Sendable {
 
     /// Whether the request presents a credential at all (a bearer secret or the session cookie). One that presents
     /// none guessed nothing: it is a plain 401 that counts nothing against the address.
-    static func presentsCredential(_ request: Request) -> Bool {
-        bearer(request) != nil || !AdminSessionCookie.values(in: request).isEmpty
+    func presentsCredential(_ request: Request) -> Bool {
+        Self.bearer(request) != nil || !cookie.values(in: request).isEmpty
     }
 
     static func bearer(_ request: Request) -> String? {
@@ -126,7 +128,7 @@ struct AdminAuthMiddleware: RouterMiddleware {
         try await authenticator.refuseLockedOut(address: address, now: now)
         // Not counted, so a page that makes an operator's browser request admin URLs without the (SameSite=Strict)
         // cookie cannot lock the operator's address out.
-        guard AdminAuthenticator.presentsCredential(request) else { throw AdminAPIError.unauthorized }
+        guard authenticator.presentsCredential(request) else { throw AdminAPIError.unauthorized }
         let actor = try await authenticator.attempt(address: address, now: now) {
             try await authenticator.actor(request, now: now)
         }

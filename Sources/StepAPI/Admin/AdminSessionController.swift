@@ -67,7 +67,7 @@ struct AdminSessionController: Sendable {
     private func current(_ request: Request, address: String) async throws -> Response {
         let now = authenticator.clock()
         try await authenticator.refuseLockedOut(address: address, now: now)
-        guard AdminAuthenticator.presentsCredential(request) else { throw AdminAPIError.unauthorized }
+        guard authenticator.presentsCredential(request) else { throw AdminAPIError.unauthorized }
         let actor = try await authenticator.attempt(address: address, now: now) {
             try await authenticator.actor(request, now: now)
         }
@@ -78,7 +78,7 @@ struct AdminSessionController: Sendable {
     /// harmless.
     private func signOut(_ request: Request) async throws -> Response {
         let now = authenticator.clock()
-        for value in AdminSessionCookie.values(in: request) {
+        for value in cookie.values(in: request) {
             let digest = OperatorSecret.digest(value)
             _ = try await authenticator.store.transaction { try await $0.endSession(digest: digest, at: now) }
         }
