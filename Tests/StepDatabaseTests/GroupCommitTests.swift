@@ -87,4 +87,89 @@ struct GroupCommitTests {
         #expect(try await Self.requestIds(store) == expected)
         try await test.close()
     }
+
+    /// A row too large for the pages the file may still take: SQLite fails it with SQLITE_FULL and, since one row's
+    /// insert keeps no statement journal, rolls the whole transaction back by itself.
+    static func insertTooLarge(_ tx: StoreTransaction) async throws {
+        try await tx.sql.raw(
+            "INSERT INTO filler (data) VALUES (\(bind: String(repeating: "x", count: 200_000)))"
+        ).run()
+    }
+
+    static func isRetryable(_ result: Result<Void, any Error>) -> Bool {
+        guard case .failure(let error) = result else { return false }
+        return (error as? StoreError)?.isUnavailable == true
+    }
+
+    @Test(
+        "when SQLite rolls a batch's transaction back by itself (a full database), every unit fails as retryable, nothing is kept, and a unit that caught the error cannot write after it"
+    )
+    func transactionEndedBySQLite() async throws {
+        let test = try await TestDatabases.make(.sqlite)
+        let store = test.store
+        let database = try #require(store.database as? SQLiteDatabase)
+        try await store.withoutTransaction { tx in
+            try await tx.sql.raw("CREATE TABLE filler (id INTEGER PRIMARY KEY, data BLOB)").run()
+            // The file may not grow past its size now (the connection's own limit).
+            _ = try await tx.sql.raw("PRAGMA max_page_count = 1").all()
+        }
+
+        // A batch of three: the writer is held by a unit that waits, while the three queue behind it.
+        let (gate, open) = AsyncStream<Void>.makeStream()
+        let (entered, enter) = AsyncStream<Void>.makeStream()
+        let blocker = Task {
+            try await store.transaction { _ in
+                enter.yield()
+                for await _ in gate { break }
+            }
+        }
+        for await _ in entered { break }
+        let units = [1, 2, 3].map { index in
+            Task { () -> Result<Void, any Error> in
+                do {
+                    try await store.transaction { tx in
+                        if index == 2 { try await Self.insertTooLarge(tx) } else { try await Self.insert(tx, index) }
+                    }
+                    return .success(())
+                } catch {
+                    return .failure(error)
+                }
+            }
+        }
+        let deadline = ContinuousClock.now + .seconds(30)
+        while database.queuedUnits < 3, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
+        #expect(database.queuedUnits == 3)
+        let before = database.groupCommitStatistics
+        open.yield()
+        try await blocker.value
+        for (index, unit) in units.enumerated() {
+            let result = await unit.value
+            #expect(Self.isRetryable(result), "unit \(index + 1): \(result)")
+        }
+        // The batch was not counted as a commit, and neither small row was kept.
+        #expect(database.groupCommitStatistics.transactions - before.transactions == 1, "the blocker's alone")
+        #expect(try await Self.requestIds(store).isEmpty)
+
+        // One unit alone, which catches the failure and writes again: refused, and nothing written on its own.
+        let caught: Result<Void, any Error>
+        do {
+            try await store.transaction { tx in
+                try? await Self.insertTooLarge(tx)
+                try await Self.insert(tx, 4)
+            }
+            caught = .success(())
+        } catch {
+            caught = .failure(error)
+        }
+        #expect(Self.isRetryable(caught), "\(caught)")
+        #expect(try await Self.requestIds(store).isEmpty)
+
+        // With room again the same connection writes as before.
+        try await store.withoutTransaction { tx in
+            _ = try await tx.sql.raw("PRAGMA max_page_count = 1073741823").all()
+        }
+        try await store.transaction { tx in try await Self.insert(tx, 5) }
+        #expect(try await Self.requestIds(store) == ["unit-5"])
+        try await test.close()
+    }
 }

@@ -52,6 +52,9 @@ package final class SQLiteDatabase: Database {
     /// Batches and transactions so far (tests and operators: transactions ÷ batches is the sharing of commits).
     package var groupCommitStatistics: GroupCommitStatistics { statistics.withLock { $0 } }
 
+    /// Units waiting for the connection (tests: to know that the next batch will carry them together).
+    package var queuedUnits: Int { queue.withLock { $0.units.count } }
+
     /// How many statements the connection has parsed: each distinct SQL text once, while it stays cached.
     package var statementPreparations: Int { handle.preparations.load(ordering: .relaxed) }
 
@@ -157,9 +160,18 @@ package final class SQLiteDatabase: Database {
         return typed
     }
 
+    /// What every unit of a batch gets when SQLite ended the batch's transaction by itself (a full disk, an I/O error,
+    /// no memory): nothing of the batch was kept, and each unit may be run again.
+    static let transactionEnded = StoreError.unavailable(
+        "SQLite rolled the transaction back after an error (full disk, I/O or memory); nothing of it was kept")
+
     /// Runs batches until nothing waits. At most one drain runs at a time, on the connection's thread.
     private func drain() async {
+        // `database` runs the batch's own statements (BEGIN, savepoints, COMMIT) and the units that run alone;
+        // `units` is what a unit of a batch sees.
         let database = SQLiteUnitDatabase(handle: handle, logger: logger, eventLoop: executor.eventLoop)
+        var units = database
+        units.transactional = true
         while true {
             let batch = queue.withLock { queue in
                 let taken = queue.nextBatch(maximum: Self.maximumBatch)
@@ -171,13 +183,17 @@ package final class SQLiteDatabase: Database {
                 first.continuation.resume(with: await Self.outcome(first, database))
                 continue
             }
-            let outcomes = await commit(batch, database)
+            let outcomes = await commit(batch, database, units: units)
             for (unit, outcome) in zip(batch, outcomes) { unit.continuation.resume(with: outcome) }
         }
     }
 
-    /// One transaction for the whole batch; each unit in a savepoint when there are several.
-    private func commit(_ batch: [WorkUnit], _ sql: SQLiteUnitDatabase) async -> [Result<any Sendable, any Error>] {
+    /// One transaction for the whole batch; each unit in a savepoint when there are several. When SQLite ends the
+    /// transaction by itself, every unit of the batch fails with `transactionEnded` (retryable), whichever
+    /// statement then failed.
+    private func commit(_ batch: [WorkUnit], _ sql: SQLiteUnitDatabase, units: SQLiteUnitDatabase) async -> [Result<
+        any Sendable, any Error
+    >] {
         do {
             // IMMEDIATE takes the write lock up front, so two processes never deadlock upgrading a read lock.
             try await sql.raw("BEGIN IMMEDIATE").run()
@@ -188,9 +204,10 @@ package final class SQLiteDatabase: Database {
         do {
             if batch.count == 1 {
                 // A single unit needs no savepoint: its failure rolls back the whole (one-unit) transaction.
-                outcomes.append(await Self.outcome(batch[0], sql))
+                let outcome = await Self.outcome(batch[0], units)
+                outcomes.append(handle.isInTransaction ? outcome : .failure(Self.retryable(outcome)))
             } else {
-                for unit in batch { outcomes.append(try await Self.runInSavepoint(unit, sql)) }
+                for unit in batch { outcomes.append(try await runInSavepoint(unit, sql, units: units)) }
             }
             if outcomes.contains(where: { (try? $0.get()) != nil }) {
                 try await sql.raw("COMMIT").run()
@@ -201,14 +218,23 @@ package final class SQLiteDatabase: Database {
         } catch {
             // The transaction itself failed (SQLite may already have rolled it back): nothing of the batch is
             // kept, and every unit learns so.
+            let ended = !handle.isInTransaction
             try? await sql.raw("ROLLBACK").run()
-            return batch.map { _ in .failure(error) }
+            return batch.map { _ in .failure(ended ? Self.transactionEnded : error) }
         }
         statistics.withLock {
             $0.batches += 1
             $0.transactions += batch.count
         }
         return outcomes
+    }
+
+    /// A unit's outcome once SQLite has ended its transaction: its own error when that is retryable (the full disk
+    /// it met), else `transactionEnded` (it succeeded only by catching that error, or failed for another reason
+    /// after it).
+    private static func retryable(_ outcome: Result<any Sendable, any Error>) -> any Error {
+        if case .failure(let error) = outcome, (error as? StoreError)?.isUnavailable == true { return error }
+        return transactionEnded
     }
 
     private static func outcome(_ unit: WorkUnit, _ sql: SQLiteUnitDatabase) async -> Result<any Sendable, any Error> {
@@ -220,12 +246,14 @@ package final class SQLiteDatabase: Database {
     }
 
     /// Runs one unit of a batch in a savepoint. A unit that throws is rolled back to its savepoint and gets
-    /// its error; if even that fails the transaction is gone, and the batch fails as a whole.
-    private static func runInSavepoint(_ unit: WorkUnit, _ sql: SQLiteUnitDatabase) async throws -> Result<
-        any Sendable, any Error
-    > {
+    /// its error; if the transaction is gone (SQLite ended it, or the savepoint could not be undone), the batch fails
+    /// as a whole.
+    private func runInSavepoint(_ unit: WorkUnit, _ sql: SQLiteUnitDatabase, units: SQLiteUnitDatabase) async throws
+        -> Result<any Sendable, any Error>
+    {
         try await sql.raw("SAVEPOINT unit").run()
-        let outcome = await outcome(unit, sql)
+        let outcome = await Self.outcome(unit, units)
+        guard handle.isInTransaction else { throw Self.transactionEnded }
         if case .failure = outcome { try await sql.raw("ROLLBACK TO unit").run() }
         try await sql.raw("RELEASE unit").run()
         return outcome

@@ -57,6 +57,14 @@ final class SQLiteHandle: @unchecked Sendable {
         }
     }
 
+    /// Whether a transaction is open. SQLite ends one by itself when a statement fails with a full disk, an I/O
+    /// error or no memory (unless a statement journal lets it undo that statement alone): every change since `BEGIN`
+    /// is then gone, and the connection is back in autocommit mode.
+    var isInTransaction: Bool {
+        guard let connection else { return false }
+        return sqlite_nio_sqlite3_get_autocommit(connection) == 0
+    }
+
     /// The cached statements SQLite has re-prepared since they were first prepared, by text, with how often.
     /// A statement is re-prepared when a new bound value may change its plan; a server wants stable plans.
     func reprepares() -> [String: Int] {

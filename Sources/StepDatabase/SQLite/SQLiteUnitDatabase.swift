@@ -9,6 +9,10 @@ struct SQLiteUnitDatabase: SQLDatabase {
     let handle: SQLiteHandle
     let logger: Logger
     let eventLoop: any EventLoop
+    /// The unit runs inside the batch's transaction: a statement is refused once SQLite has ended that transaction
+    /// by itself (`SQLiteHandle.isInTransaction`), so a unit that caught the failure and went on cannot write
+    /// outside it, where each statement would commit on its own.
+    var transactional = false
 
     var dialect: any SQLDialect { SQLiteDialect() }
     var queryLogLevel: Logger.Level? { nil }
@@ -24,6 +28,7 @@ struct SQLiteUnitDatabase: SQLDatabase {
     }
 
     private func run(_ query: any SQLExpression, _ onRow: @Sendable (any SQLRow) -> Void) throws {
+        if transactional, !handle.isInTransaction { throw SQLiteDatabase.transactionEnded }
         let (sql, binds) = (query as? SQLText)?.rendered(.question) ?? serialize(query)
         try handle.run(sql, binds: binds) { onRow($0) }
     }
