@@ -153,7 +153,8 @@ extension StoreTransaction {
     }
 
     /// The walker's update of an ingest, which bumps its version; with `expectedVersion` only while the
-    /// version is that, returning a row when it was (the guard of `recordIngest`).
+    /// version is that and the walker is not suspended, returning a row when it was (the guard of `recordIngest`).
+    /// A suspension does not bump the version, so a plan read before one committed would otherwise still apply.
     static func recordSubmissionStatement(
         walkerId: String, timeZone: String, at now: Date, lifetimeStepsDelta: Int, expectedVersion: Int? = nil,
         when condition: SQLText? = nil
@@ -164,7 +165,7 @@ extension StoreTransaction {
             WHERE walker_id = \(bind: walkerId)
             """
         if let expectedVersion {
-            query += " AND version = \(bind: expectedVersion)"
+            query += " AND version = \(bind: expectedVersion) AND suspended_at IS NULL"
             if let condition { query += " AND " + condition }
             query += "\nRETURNING walker_id"
         }

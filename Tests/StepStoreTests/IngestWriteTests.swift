@@ -167,6 +167,28 @@ struct IngestWriteTests {
     }
 
     @Test(
+        "a write planned before the walker was suspended writes nothing, though a suspension keeps the version",
+        arguments: TestDatabases.kinds)
+    func suspendedSinceThePlanWritesNothing(kind: DatabaseKind) async throws {
+        let test = try await TestDatabases.make(kind)
+        let store = test.store
+        let admission = try await Self.admit(store, key: "k1", day: Self.day)
+        #expect(admission.walker.suspendedAt == nil)
+        // An operator suspends the walker between the admission's read and the write (PostgreSQL's two round trips).
+        let suspended = try await store.transaction {
+            try await $0.setSuspension(walkerId: "w", suspended: true, note: "test", at: Self.t0)
+        }
+        #expect(suspended)
+        let after = try await Self.admit(store, key: "k2", day: Self.day)
+        #expect(after.walker.version == admission.walker.version, "a suspension does not bump the version")
+        let before = try await Self.written(store)
+        let write = Self.acceptedWrite(version: admission.walker.version, key: "k1", steps: 5000)
+        #expect(try await store.withoutTransaction { try await $0.recordIngest(write) } == false)
+        #expect(try await Self.written(store) == before)
+        try await test.close()
+    }
+
+    @Test(
         "the PostgreSQL admission reads the day under its snapshot, with the walker's version",
         arguments: TestDatabases.kinds)
     func admissionReadsTheDay(kind: DatabaseKind) async throws {
