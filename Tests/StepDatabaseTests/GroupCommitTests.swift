@@ -3,6 +3,7 @@ import SQLKit
 import StepDatabase
 import StepStore
 import StepTestSupport
+import Synchronization
 import Testing
 
 @Suite("SQLite group commit")
@@ -170,6 +171,45 @@ struct GroupCommitTests {
         }
         try await store.transaction { tx in try await Self.insert(tx, 5) }
         #expect(try await Self.requestIds(store) == ["unit-5"])
+        try await test.close()
+    }
+
+    final class Flag: Sendable {
+        let value = Mutex(false)
+    }
+
+    @Test("a second close waits for the first one's end, and no work is accepted once either has returned")
+    func closeTwice() async throws {
+        let test = try await TestDatabases.make(.sqlite)
+        let store = test.store
+        let database = try #require(store.database as? SQLiteDatabase)
+        let (gate, open) = AsyncStream<Void>.makeStream()
+        let (entered, enter) = AsyncStream<Void>.makeStream()
+        let blocker = Task {
+            try await store.transaction { _ in
+                enter.yield()
+                for await _ in gate { break }
+            }
+        }
+        for await _ in entered { break }
+        let first = Task { try await database.close() }
+        // The first close's own unit waits behind the unit that holds the connection.
+        let deadline = ContinuousClock.now + .seconds(30)
+        while database.queuedUnits < 1, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
+        #expect(database.queuedUnits == 1)
+        let returned = Flag()
+        let second = Task {
+            try await database.close()
+            returned.value.withLock { $0 = true }
+        }
+        try await Task.sleep(for: .milliseconds(200))
+        #expect(!returned.value.withLock { $0 }, "the second close returned while the first still waited")
+        open.yield()
+        try await blocker.value
+        try await first.value
+        try await second.value
+        #expect(returned.value.withLock { $0 })
+        await #expect(throws: StoreError.self) { try await store.transaction { tx in try await Self.insert(tx, 1) } }
         try await test.close()
     }
 }

@@ -119,14 +119,19 @@ package final class SQLiteDatabase: Database {
         return try await submit(.alone) { _ in handle.reprepares() }
     }
 
-    /// Waits for the work already submitted, then closes the connection and stops its thread. Closing again
-    /// does nothing.
+    /// Waits for the work already submitted, then closes the connection and stops its thread. A second call,
+    /// at the same time or later, waits for the first one's end and gets its outcome.
     package func close() async throws {
-        let first = queue.withLock { queue in
-            defer { queue.closing = true }
-            return !queue.closing
+        let closing = queue.withLock { queue in
+            if let running = queue.closing { return running }
+            let running = Task { try await self.closeOnce() }
+            queue.closing = running
+            return running
         }
-        guard first else { return }
+        try await closing.value
+    }
+
+    private func closeOnce() async throws {
         await checkpointer.stop()
         let handle = self.handle
         _ = try await submit(.alone) { _ in
@@ -282,8 +287,8 @@ private struct WorkUnit: Sendable {
 private struct UnitQueue: Sendable {
     var units: [WorkUnit] = []
     var drain: Task<Void, Never>?
-    /// `close()` has begun: it alone runs the rest.
-    var closing = false
+    /// The first `close()`, which every later call waits for.
+    var closing: Task<Void, any Error>?
     /// No unit is accepted any more.
     var closed = false
 
