@@ -3,6 +3,7 @@ import Logging
 import ServiceLifecycle
 import StepDatabase
 import StepStore
+import Synchronization
 import Tracing
 
 /// How one attempt of a job ended, for metrics.
@@ -145,6 +146,7 @@ package struct JobWorker: Service {
     /// Returns how many were claimed.
     private func runBatch() async throws -> Int {
         let jobs = try await queue.claim(limit: max(1, settings.batchSize), now: clock(), excludingKinds: excludedKinds)
+        guard !jobs.isEmpty else { return 0 }
         var together: [TransactionalRun] = []
         var alone: [ClaimedJob] = []
         for job in jobs {
@@ -154,12 +156,35 @@ package struct JobWorker: Service {
                 alone.append(job)
             }
         }
-        if together.count > 1, await runTogether(together) {
-            together = []
+        let finished = FinishedJobs()
+        await withTaskGroup(of: Void.self) { group in
+            // One heartbeat for the whole batch from its claim on: a job that waits for those before it keeps its
+            // lease as well, so no other worker takes it over (and runs it a second time) meanwhile.
+            group.addTask { await heartbeat(jobs, finished: finished) }
+            if together.count > 1, await runTogether(together) {
+                finished.insert(together.map(\.job))
+                together = []
+            }
+            for run in together {
+                await execute(run.job)
+                finished.insert([run.job])
+            }
+            for job in alone {
+                await execute(job)
+                finished.insert([job])
+            }
+            group.cancelAll()
         }
-        for run in together { await execute(run.job) }
-        for job in alone { await execute(job) }
         return jobs.count
+    }
+
+    /// The jobs of a batch that have ended, whose leases its heartbeat no longer extends.
+    private final class FinishedJobs: Sendable {
+        private let ids = Mutex<Set<String>>([])
+
+        func insert(_ jobs: [ClaimedJob]) { ids.withLock { $0.formUnion(jobs.map(\.id)) } }
+
+        func contains(_ job: ClaimedJob) -> Bool { ids.withLock { $0.contains(job.id) } }
     }
 
     /// A claimed job of a transactional kind, with its handler.
@@ -189,30 +214,27 @@ package struct JobWorker: Service {
         let done = await withSpan("jobs \(kinds)", context: .topLevel, ofKind: .consumer) { span in
             span.attributes["stepledger.job.kind"] = kinds
             span.attributes["stepledger.job.batch"] = jobs.count
-            let done = await withTaskGroup(of: Void.self) { group in
-                group.addTask { await heartbeat(jobs) }
-                defer { group.cancelAll() }
-                do {
-                    let committed = try await queue.store.transaction { tx -> @Sendable () -> Void in
-                        var committed: @Sendable () -> Void = {}
-                        if let kind = jobs.first?.kind, jobs.allSatisfy({ $0.kind == kind }),
-                            let batch = handlers.batchHandler(for: kind)
-                        {
-                            committed = try await batch(jobs, tx)
-                        } else {
-                            for run in sorted { try await run.body(run.job, tx) }
-                        }
-                        guard try await JobQueue.complete(jobs, in: tx) else { throw JobError.leaseLost }
-                        return committed
+            let done: Bool
+            do {
+                let committed = try await queue.store.transaction { tx -> @Sendable () -> Void in
+                    var committed: @Sendable () -> Void = {}
+                    if let kind = jobs.first?.kind, jobs.allSatisfy({ $0.kind == kind }),
+                        let batch = handlers.batchHandler(for: kind)
+                    {
+                        committed = try await batch(jobs, tx)
+                    } else {
+                        for run in sorted { try await run.body(run.job, tx) }
                     }
-                    committed()
-                    return true
-                } catch {
-                    logger.debug(
-                        "job batch rolled back; its jobs run one by one",
-                        metadata: ["jobs": "\(jobs.count)", "error": .string(Self.describe(error))])
-                    return false
+                    guard try await JobQueue.complete(jobs, in: tx) else { throw JobError.leaseLost }
+                    return committed
                 }
+                committed()
+                done = true
+            } catch {
+                logger.debug(
+                    "job batch rolled back; its jobs run one by one",
+                    metadata: ["jobs": "\(jobs.count)", "error": .string(Self.describe(error))])
+                done = false
             }
             if !done { span.setStatus(SpanStatus(code: .error)) }
             return done
@@ -238,12 +260,7 @@ package struct JobWorker: Service {
         let outcome = await withSpan("job \(job.kind)", context: .topLevel, ofKind: .consumer) { span in
             span.attributes["stepledger.job.kind"] = job.kind
             span.attributes["stepledger.job.attempt"] = job.attempt
-            let outcome = await withTaskGroup(of: Void.self) { group in
-                group.addTask { await heartbeat([job]) }
-                let outcome = await attempt(job)
-                group.cancelAll()
-                return outcome
-            }
+            let outcome = await attempt(job)
             span.attributes["stepledger.job.outcome"] = outcome.rawValue
             if outcome != .completed { span.setStatus(SpanStatus(code: .error)) }
             return outcome
@@ -259,10 +276,10 @@ package struct JobWorker: Service {
         if outcome == .completed { completed(job.walkerId) }
     }
 
-    /// Extends the leases of the jobs an attempt runs every `heartbeatSeconds` until it ends (and cancels this).
-    /// A job whose lease is found lost (logged) or that is gone is no longer extended; the attempt runs on, and
-    /// the fence makes its end change nothing.
-    private func heartbeat(_ jobs: [ClaimedJob]) async {
+    /// Extends the leases of a batch's jobs every `heartbeatSeconds` until each has ended (`finished`) or the batch
+    /// ends (and cancels this). A job whose lease is found lost (logged) or that is gone is no longer extended; its
+    /// attempt runs on, and the fence makes its end change nothing.
+    private func heartbeat(_ jobs: [ClaimedJob], finished: FinishedJobs) async {
         var held = jobs
         while !held.isEmpty {
             do {
@@ -271,12 +288,14 @@ package struct JobWorker: Service {
                 return
             }
             var kept: [ClaimedJob] = []
-            for job in held {
+            for job in held where !finished.contains(job) {
                 do {
                     switch try await queue.extendLease(job, now: clock()) {
                     case .extended: kept.append(job)
                     case .gone: continue
                     case .lost:
+                        // A job that ended meanwhile (failed and queued again) lost nothing.
+                        if finished.contains(job) { continue }
                         logger.warning(
                             "job lease lost while it ran: another worker may run it",
                             metadata: [

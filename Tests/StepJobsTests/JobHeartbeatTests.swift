@@ -95,6 +95,43 @@ struct JobHeartbeatTests {
     }
 
     @Test(
+        "a job waiting its turn in a claimed batch keeps its lease while the one before it runs, so no other worker takes it",
+        arguments: TestDatabases.kinds)
+    func waitingJobKeepsItsLease(kind: DatabaseKind) async throws {
+        let test = try await TestDatabases.make(kind)
+        let other = try await TestDatabases.another(test)
+        let slow = SlowWorker(store: test.store)
+        try await Self.enqueueSlow(test.store)
+        try await Self.enqueueSlow(test.store)
+        // One claim takes both; the second waits while the first runs for three leases.
+        let running = Task { try await slow.worker.runNext() }
+        var starts = slow.started.makeAsyncIterator()
+        let first = try #require(await starts.next())
+        let rival = JobQueue(store: other, leaseSeconds: Self.lease)
+        let waiting = try #require(
+            try await rival.list(state: .running).first { $0.id != first.id },
+            "both jobs were claimed together")
+        for step in 1...4 {
+            let now = Self.t0.addingTimeInterval(Double(step) * 25)
+            slow.clock.now = now
+            #expect(
+                try await Self.eventually {
+                    try await rival.job(id: waiting.id)?.leaseUntil == now.addingTimeInterval(Self.lease)
+                })
+            #expect(try await rival.claim(limit: 2, now: now.addingTimeInterval(Self.lease - 0.01)).isEmpty)
+        }
+        slow.release.yield()
+        let second = try #require(await starts.next())
+        #expect(second.id == waiting.id && second.attempt == 1, "the waiting job runs under its first claim")
+        slow.release.yield()
+        #expect(try await running.value)
+        #expect(try await rival.job(id: waiting.id) == nil)
+        #expect(!slow.logs.contains("lease lost"))
+        try await other.database.close()
+        try await test.close()
+    }
+
+    @Test(
         "a heartbeat that finds the lease taken over logs it, stops, and the late attempt changes nothing",
         arguments: TestDatabases.kinds)
     func heartbeatFindsTheLeaseLost(kind: DatabaseKind) async throws {
