@@ -656,6 +656,12 @@ package enum Migrations {
                 "CREATE INDEX walker_events_by_age ON walker_events (created_at)",
             ]
         },
+        Migration(version: 23, name: "what each decision covered of an allocation's draws") { _ in
+            // `day:points` for each draw whose day has been decided since: what that decision's credit covered,
+            // which a reversal of the day takes back exactly (`AllocationRecord.covered`). A draw decided before
+            // has none, and a reversal works it out from the day's credit as before.
+            ["ALTER TABLE allocations ADD COLUMN draws_covered TEXT NOT NULL DEFAULT ''"]
+        },
     ]
 }
 

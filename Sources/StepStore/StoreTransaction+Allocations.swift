@@ -65,11 +65,16 @@ package struct AllocationRecord: Sendable, Hashable {
     package var refundParts: [RefundPart]
     /// Points given back so far (never more than `points`).
     package var refundedPoints: Int
+    /// For each drawn day decided since draws' coverage was recorded (migration 23): how many of its draws the
+    /// decision's credit covered (0 for a rejection). What a reversal of the day takes back; a decided day missing
+    /// here was decided before.
+    package var covered: [LocalDate: Int] = [:]
 
     package init(
         walkerId: String, id: String, kind: AllocationKind, nodeId: String, points: Int, status: AllocationStatus,
         dependsOn: [LocalDate], pendingDays: [LocalDate], createdAt: Date, updatedAt: Date,
-        draws: [AllocationDraw] = [], refundParts: [RefundPart] = [], refundedPoints: Int = 0
+        draws: [AllocationDraw] = [], refundParts: [RefundPart] = [], refundedPoints: Int = 0,
+        covered: [LocalDate: Int] = [:]
     ) {
         self.walkerId = walkerId
         self.id = id
@@ -84,6 +89,7 @@ package struct AllocationRecord: Sendable, Hashable {
         self.draws = draws
         self.refundParts = refundParts
         self.refundedPoints = refundedPoints
+        self.covered = covered
     }
 
     /// Points waiting for their refund, in all parts.
@@ -189,7 +195,7 @@ package enum SpendOutcome: Sendable, Hashable {
 
 extension StoreTransaction {
     static let allocationColumns =
-        "allocation_id, kind, node_id, points, status, depends_on, pending_days, refund_due_at, created_at, updated_at, draws, refund_points, refund_days, refunded_points, refund_parts"
+        "allocation_id, kind, node_id, points, status, depends_on, pending_days, refund_due_at, created_at, updated_at, draws, refund_points, refund_days, refunded_points, refund_parts, draws_covered"
 
     /// The ledger's sum, the undecided days' provisional Energy and what provisional allocations drew from it,
     /// for a spend decided under the walker's lock.
@@ -245,7 +251,7 @@ extension StoreTransaction {
             """
             INSERT INTO allocations (walker_id, allocation_id, kind, node_id, points, status, depends_on,
                 pending_days, refund_due_at, created_at, updated_at, draws, refund_points, refund_days,
-                refunded_points, refund_parts)
+                refunded_points, refund_parts, draws_covered)
             VALUES (\(bind: allocation.walkerId), \(bind: allocation.id), \(bind: allocation.kind.rawValue),
                 \(bind: allocation.nodeId), \(bind: allocation.points), \(bind: allocation.status.rawValue),
                 \(bind: Self.dayList(allocation.dependsOn)), \(bind: Self.dayList(allocation.pendingDays)),
@@ -253,7 +259,7 @@ extension StoreTransaction {
                 \(bind: allocation.createdAt.millisecondsSince1970), \(bind: allocation.updatedAt.millisecondsSince1970),
                 \(bind: Self.drawList(allocation.draws)), \(bind: allocation.refundPoints),
                 \(bind: Self.dayList(allocation.refundDays)), \(bind: allocation.refundedPoints),
-                \(bind: Self.partList(allocation.refundParts)))
+                \(bind: Self.partList(allocation.refundParts)), \(bind: Self.coveredList(allocation.covered)))
             """
         ).run()
         try await appendLedgerEntry(
@@ -295,14 +301,17 @@ extension StoreTransaction {
         var cover = rejected ? 0 : max(0, credit)
         let provisional = try await provisionalAllocations(walkerId: walkerId)
         for var allocation in provisional where allocation.pendingDays.contains(day) {
+            let stillSpent = allocation.points - allocation.refundPoints - allocation.refundedPoints
             let shortfall: Int
             if allocation.draws.isEmpty {
-                shortfall = rejected ? allocation.points - allocation.refundPoints - allocation.refundedPoints : 0
+                shortfall = rejected ? stillSpent : 0
             } else {
                 let drawn = allocation.draws.filter { $0.day == day }.reduce(0) { $0 + $1.points }
                 let covered = min(drawn, cover)
                 cover -= covered
-                shortfall = drawn - covered
+                allocation.covered[day] = covered
+                // Never more than the allocation still has spent.
+                shortfall = min(drawn - covered, stillSpent)
             }
             allocation.pendingDays.removeAll { $0 == day }
             if shortfall > 0 { allocation.addRefund(shortfall, day: day) }
@@ -311,6 +320,7 @@ extension StoreTransaction {
                 """
                 UPDATE allocations SET pending_days = \(bind: Self.dayList(allocation.pendingDays)),
                     status = \(bind: allocation.status.rawValue), \(Self.refundAssignments(allocation)),
+                    draws_covered = \(bind: Self.coveredList(allocation.covered)),
                     updated_at = \(bind: now.millisecondsSince1970)
                 WHERE walker_id = \(bind: walkerId) AND allocation_id = \(bind: allocation.id)
                 """
@@ -319,10 +329,12 @@ extension StoreTransaction {
         return !provisional.isEmpty
     }
 
-    /// After an accepted `day` is reversed: the `credited` Energy it had covered the allocations' draws on it,
-    /// oldest allocation first, as `settleAllocations` spent it when the day was accepted. What it covered is now
-    /// unbacked and joins each allocation's refund (provisional again, due time cleared for `RefundJob.schedule`),
-    /// never more than the allocation still has spent. Allocations made before draws were recorded, which name
+    /// After an accepted `day` is reversed: what the day's decision covered of each allocation's draws on it
+    /// (`AllocationRecord.covered`, recorded when the day was settled) is now unbacked and joins the allocation's
+    /// refund (provisional again, due time cleared for `RefundJob.schedule`), never more than the allocation still
+    /// has spent; a draw settled before coverage was recorded takes its part of the `credited` Energy, oldest
+    /// allocation first, as `settleAllocations` spent it. A draw the decision left uncovered had its shortfall
+    /// refunded then and gives nothing back again. Allocations made before draws were recorded, which name
     /// the day, give back what they still have spent. Then what the ledger is still short is taken back from the
     /// newest allocations (`refundUnbackedSpends`). Under the walker's lock.
     package func revertAllocations(walkerId: String, day: LocalDate, credited: Int, now: Date) async throws {
@@ -334,12 +346,16 @@ extension StoreTransaction {
             ORDER BY created_at, allocation_id
             """
         ).all()
-        for allocation in try rows.map({ try Self.allocationRecord($0, walkerId: walkerId) })
+        for var allocation in try rows.map({ try Self.allocationRecord($0, walkerId: walkerId) })
         where allocation.dependsOn.contains(day) {
             let stillSpent = allocation.points - allocation.refundPoints - allocation.refundedPoints
             let refund: Int
             if allocation.draws.isEmpty {
                 refund = stillSpent
+            } else if let covered = allocation.covered[day] {
+                refund = min(covered, stillSpent)
+                // Taken back once: a later reversal of the day finds nothing covered.
+                allocation.covered[day] = 0
             } else {
                 let drawn = allocation.draws.filter { $0.day == day }.reduce(0) { $0 + $1.points }
                 let covered = min(drawn, cover)
@@ -388,7 +404,8 @@ extension StoreTransaction {
         try await sql.raw(
             """
             UPDATE allocations SET status = \(bind: AllocationStatus.provisional.rawValue),
-                \(Self.refundAssignments(allocation)), updated_at = \(bind: now.millisecondsSince1970)
+                \(Self.refundAssignments(allocation)), draws_covered = \(bind: Self.coveredList(allocation.covered)),
+                updated_at = \(bind: now.millisecondsSince1970)
             WHERE walker_id = \(bind: allocation.walkerId) AND allocation_id = \(bind: allocation.id)
             """
         ).run()
@@ -524,6 +541,15 @@ extension StoreTransaction {
         draws.map { "\($0.day.dayNumber):\($0.points)" }.joined(separator: ",")
     }
 
+    /// `day:points` for each day of `covered`, ascending.
+    static func coveredList(_ covered: [LocalDate: Int]) -> String {
+        covered.sorted { $0.key < $1.key }.map { "\($0.key.dayNumber):\($0.value)" }.joined(separator: ",")
+    }
+
+    static func covered(_ text: String) throws -> [LocalDate: Int] {
+        try draws(text).reduce(into: [:]) { $0[$1.day] = $1.points }
+    }
+
     static func draws(_ text: String) throws -> [AllocationDraw] {
         guard !text.isEmpty else { return [] }
         return try text.split(separator: ",").map { entry in
@@ -595,6 +621,7 @@ extension StoreTransaction {
             createdAt: Date(millisecondsSince1970: try row.decode(column: "created_at", as: Int.self)),
             updatedAt: Date(millisecondsSince1970: try row.decode(column: "updated_at", as: Int.self)),
             draws: try draws(try row.decode(column: "draws", as: String.self)),
-            refundParts: refundParts, refundedPoints: try row.decode(column: "refunded_points", as: Int.self))
+            refundParts: refundParts, refundedPoints: try row.decode(column: "refunded_points", as: Int.self),
+            covered: try covered(try row.decode(column: "draws_covered", as: String.self)))
     }
 }
