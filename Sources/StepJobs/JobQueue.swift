@@ -250,6 +250,33 @@ package struct JobQueue: Sendable {
         }
     }
 
+    /// Gives back a claimed job that has not started (its worker is shutting down): pending again, due as it was,
+    /// with the attempt its claim counted given back. Removed instead when its dedupe key has a pending job (enqueued
+    /// since the claim), which does the same work. Does nothing when the job is no longer this claim's.
+    package func release(_ job: ClaimedJob, now: Date) async throws {
+        try await store.transactionRerunOnConflict { tx in
+            let fence = Self.fence(job)
+            if let key = job.dedupeKey {
+                let removed = try await tx.sql.raw(
+                    """
+                    DELETE FROM jobs WHERE \(fence) AND EXISTS (
+                        SELECT 1 FROM jobs pending WHERE pending.walker_id = \(bind: job.walkerId)
+                            AND pending.dedupe_key = \(bind: key) AND pending.state = 'pending')
+                    RETURNING job_id
+                    """
+                ).first()
+                if removed != nil { return }
+            }
+            try await tx.sql.raw(
+                """
+                UPDATE jobs SET state = 'pending', attempts = attempts - 1, lease_until = NULL,
+                    updated_at = \(bind: now.millisecondsSince1970)
+                WHERE \(fence)
+                """
+            ).run()
+        }
+    }
+
     // MARK: Operators
 
     /// Jobs in `state` (every state when nil), oldest `runAt` first.

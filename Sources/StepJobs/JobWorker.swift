@@ -161,21 +161,35 @@ package struct JobWorker: Service {
             // One heartbeat for the whole batch from its claim on: a job that waits for those before it keeps its
             // lease as well, so no other worker takes it over (and runs it a second time) meanwhile.
             group.addTask { await heartbeat(jobs, finished: finished) }
-            if together.count > 1, await runTogether(together) {
+            if together.count > 1, !Task.isShuttingDownGracefully, await runTogether(together) {
                 finished.insert(together.map(\.job))
                 together = []
             }
-            for run in together {
-                await execute(run.job)
-                finished.insert([run.job])
-            }
-            for job in alone {
-                await execute(job)
+            for job in together.map(\.job) + alone {
+                // Shutting down: what has not started goes back to the queue now, rather than keeping the worker
+                // running through the rest of the batch (or, killed meanwhile, waiting for its lease to run out).
+                if Task.isShuttingDownGracefully {
+                    await release(job)
+                } else {
+                    await execute(job)
+                }
                 finished.insert([job])
             }
             group.cancelAll()
         }
         return jobs.count
+    }
+
+    private func release(_ job: ClaimedJob) async {
+        do {
+            try await queue.release(job, now: clock())
+            logger.debug("job released at shutdown", metadata: ["job": .string(job.id), "kind": .string(job.kind)])
+        } catch {
+            // Its lease runs out and another worker claims it.
+            logger.warning(
+                "could not release a job at shutdown",
+                metadata: ["job": .string(job.id), "error": .string(Self.describe(error))])
+        }
     }
 
     /// The jobs of a batch that have ended, whose leases its heartbeat no longer extends.

@@ -585,4 +585,54 @@ struct JobWorkerShutdownTests {
         #expect(try await queue.depth() == [.pending: 1, .running: 0, .dead: 0], "the other job is left pending")
         try await test.close()
     }
+    @Test(
+        "on graceful shutdown the jobs a worker claimed but has not started go back to the queue with their attempt",
+        arguments: TestDatabases.kinds)
+    func shutdownReleasesUnstartedJobs(kind: DatabaseKind) async throws {
+        let test = try await TestDatabases.make(kind)
+        let store = test.store
+        let (started, startedSignal) = AsyncStream<String>.makeStream()
+        let (release, releaseSignal) = AsyncStream<Void>.makeStream()
+        let calls = Mutex(0)
+        // Standalone, so the claimed batch runs one job after another (webhook deliveries do).
+        let handlers: [String: JobHandler] = [
+            "slow": .standalone { job, _ in
+                calls.withLock { $0 += 1 }
+                startedSignal.yield(job.id)
+                for await _ in release { break }
+            }
+        ]
+        for index in 0..<3 {
+            try await #require(
+                JobQueueTests.enqueue(
+                    NewJob(
+                        kind: "slow", walkerId: "w", payload: "{}", dedupeKey: index == 2 ? "key" : nil,
+                        runAt: JobQueueTests.t0, maxAttempts: 3), store))
+        }
+        let worker = JobWorker(
+            queue: JobQueue(store: store, leaseSeconds: 60), handlers: JobRegistry(handlers),
+            settings: .init(concurrency: 1, pollIntervalSeconds: 0.05, batchSize: 3), clock: { JobQueueTests.t0 },
+            logger: Logger(label: "test"))
+        let held = try await testGracefulShutdown { trigger in
+            let running = Task { try await worker.run() }
+            var iterator = started.makeAsyncIterator()
+            let held = await iterator.next()
+            trigger.triggerGracefulShutdown()
+            // Enough for every job, so a worker that ran the rest of its batch would not hang the test but fail it.
+            for _ in 0..<3 { releaseSignal.yield() }
+            try await running.value
+            return held
+        }
+        #expect(held != nil)
+        #expect(calls.withLock { $0 } == 1, "only the job that had started ran")
+        let queue = JobQueue(store: store)
+        #expect(try await queue.depth() == [.pending: 2, .running: 0, .dead: 0])
+        let pending = try await queue.list(state: .pending)
+        #expect(pending.count == 2 && pending.allSatisfy { $0.attempts == 0 && $0.leaseUntil == nil }, "\(pending)")
+        #expect(!pending.contains { $0.id == held })
+        // Claimed again at once by the next worker, with a full count of attempts.
+        let again = try await queue.claim(limit: 5, now: JobQueueTests.t0)
+        #expect(again.count == 2 && again.allSatisfy { $0.attempt == 1 })
+        try await test.close()
+    }
 }
