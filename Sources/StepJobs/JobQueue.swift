@@ -226,17 +226,7 @@ package struct JobQueue: Sendable {
         // again, the check finds the pending job.
         return try await store.transactionRerunOnConflict { tx in
             let fence = Self.fence(job)
-            if job.attempt < job.maxAttempts, let key = job.dedupeKey {
-                let removed = try await tx.sql.raw(
-                    """
-                    DELETE FROM jobs WHERE \(fence) AND EXISTS (
-                        SELECT 1 FROM jobs pending WHERE pending.walker_id = \(bind: job.walkerId)
-                            AND pending.dedupe_key = \(bind: key) AND pending.state = 'pending')
-                    RETURNING job_id
-                    """
-                ).first()
-                if removed != nil { return nil }
-            }
+            if job.attempt < job.maxAttempts, try await Self.removeForPendingTwin(job, in: tx) { return nil }
             let row = try await tx.sql.raw(
                 """
                 UPDATE jobs SET state = CASE WHEN attempts >= max_attempts THEN 'dead' ELSE 'pending' END,
@@ -255,26 +245,30 @@ package struct JobQueue: Sendable {
     /// since the claim), which does the same work. Does nothing when the job is no longer this claim's.
     package func release(_ job: ClaimedJob, now: Date) async throws {
         try await store.transactionRerunOnConflict { tx in
-            let fence = Self.fence(job)
-            if let key = job.dedupeKey {
-                let removed = try await tx.sql.raw(
-                    """
-                    DELETE FROM jobs WHERE \(fence) AND EXISTS (
-                        SELECT 1 FROM jobs pending WHERE pending.walker_id = \(bind: job.walkerId)
-                            AND pending.dedupe_key = \(bind: key) AND pending.state = 'pending')
-                    RETURNING job_id
-                    """
-                ).first()
-                if removed != nil { return }
-            }
+            if try await Self.removeForPendingTwin(job, in: tx) { return }
             try await tx.sql.raw(
                 """
                 UPDATE jobs SET state = 'pending', attempts = attempts - 1, lease_until = NULL,
                     updated_at = \(bind: now.millisecondsSince1970)
-                WHERE \(fence)
+                WHERE \(Self.fence(job))
                 """
             ).run()
         }
+    }
+
+    /// Removes `job` (while it is still this claim's) when its dedupe key has a pending job, which does the same
+    /// work, and returns whether it did: a job going back to the queue must not become a second pending job of
+    /// its key.
+    private static func removeForPendingTwin(_ job: ClaimedJob, in tx: StoreTransaction) async throws -> Bool {
+        guard let key = job.dedupeKey else { return false }
+        return try await tx.sql.raw(
+            """
+            DELETE FROM jobs WHERE \(fence(job)) AND EXISTS (
+                SELECT 1 FROM jobs pending WHERE pending.walker_id = \(bind: job.walkerId)
+                    AND pending.dedupe_key = \(bind: key) AND pending.state = 'pending')
+            RETURNING job_id
+            """
+        ).first() != nil
     }
 
     // MARK: Operators

@@ -28,6 +28,23 @@ struct GroupCommitTests {
         }
     }
 
+    /// A unit that holds the connection until `open` is yielded, started and running when this returns: the units
+    /// submitted meanwhile queue behind it.
+    static func holdConnection(_ store: Store) async -> (
+        held: Task<Void, any Error>, open: AsyncStream<Void>.Continuation
+    ) {
+        let (gate, open) = AsyncStream<Void>.makeStream()
+        let (entered, enter) = AsyncStream<Void>.makeStream()
+        let held = Task {
+            try await store.transaction { _ in
+                enter.yield()
+                for await _ in gate { break }
+            }
+        }
+        for await _ in entered { break }
+        return (held, open)
+    }
+
     @Test("concurrent transactions share commits, and each gets its own result")
     func batches() async throws {
         let test = try await TestDatabases.make(.sqlite)
@@ -116,15 +133,7 @@ struct GroupCommitTests {
         }
 
         // A batch of three: the writer is held by a unit that waits, while the three queue behind it.
-        let (gate, open) = AsyncStream<Void>.makeStream()
-        let (entered, enter) = AsyncStream<Void>.makeStream()
-        let blocker = Task {
-            try await store.transaction { _ in
-                enter.yield()
-                for await _ in gate { break }
-            }
-        }
-        for await _ in entered { break }
+        let (blocker, open) = await Self.holdConnection(store)
         let units = [1, 2, 3].map { index in
             Task { () -> Result<Void, any Error> in
                 do {
@@ -183,15 +192,7 @@ struct GroupCommitTests {
         let test = try await TestDatabases.make(.sqlite)
         let store = test.store
         let database = try #require(store.database as? SQLiteDatabase)
-        let (gate, open) = AsyncStream<Void>.makeStream()
-        let (entered, enter) = AsyncStream<Void>.makeStream()
-        let blocker = Task {
-            try await store.transaction { _ in
-                enter.yield()
-                for await _ in gate { break }
-            }
-        }
-        for await _ in entered { break }
+        let (blocker, open) = await Self.holdConnection(store)
         let first = Task { try await database.close() }
         // The first close's own unit waits behind the unit that holds the connection.
         let deadline = ContinuousClock.now + .seconds(30)
