@@ -43,6 +43,8 @@ package enum RereadFinding: String, Sendable, Hashable, CaseIterable {
     case burstRateExceeded = "REREAD_BURST_RATE_EXCEEDED"
     /// No answer came by the request's deadline.
     case notAnswered = "REREAD_NOT_ANSWERED"
+    /// A bundle of the re-read is not on the source whitelist as it stands, as an ingest of it would be refused.
+    case sourceNotWhitelisted = "REREAD_SOURCE_NOT_WHITELISTED"
 }
 
 /// The challenge re-read handshake's rules (SPEC.md "Reconciliation"; seed 000's open follow-up, seed 001
@@ -70,7 +72,8 @@ package enum DayReread {
     /// was submitted: no source bundle below its highest submission of the day (a bundle it leaves out read
     /// zero), no overlap between different bundles' spans, and the count within the daily cap; then the day is
     /// accepted at the re-read's count. Every re-read count also passes the burst guard as an ingest of `day` in
-    /// `timeZone` at `now` would: only the part of its span inside the day and not after `now` counts. Otherwise
+    /// `timeZone` at `now` would: only the part of its span inside the day and not after `now` counts; and every
+    /// bundle it names must be on the whitelist as it stands (`evidence.whitelist`). Otherwise
     /// the day is quarantined with the findings that asked for the re-read and what the re-read showed.
     package static func verdict(
         _ evidence: DayEvidence, answer: RereadAnswer, limits: IngestLimits, day: LocalDate, timeZone: TimeZone,
@@ -106,6 +109,9 @@ package enum DayReread {
                 now: now)
         }
         if tooFast { findings.append(.burstRateExceeded) }
+        if answer.counts.contains(where: { !evidence.whitelist.contains($0.sourceBundleId) }) {
+            findings.append(.sourceNotWhitelisted)
+        }
         guard !findings.isEmpty else { return .accept(acceptedCount: answer.highestCount) }
         return .quarantine(reasons: reasons + findings.map(\.rawValue))
     }

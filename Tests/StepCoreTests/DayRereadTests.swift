@@ -147,6 +147,23 @@ struct DayRereadTests {
                 == backwardsQuarantine("REREAD_BURST_RATE_EXCEEDED"))
     }
 
+    @Test("a re-read that names a source bundle off the whitelist is inconsistent, whatever its counts")
+    func whitelist() {
+        // The submitted bundle "a" as submitted, and a bundle no ingest of it would be accepted from.
+        let answer = [read("a", 10_000, from: 0, to: 2), read("com.example.autostep", 40_000, from: 2.5, to: 14)]
+        #expect(
+            judge(backwards, answer)
+                == .quarantine(reasons: ["COUNT_WENT_BACKWARDS", "REREAD_SOURCE_NOT_WHITELISTED"]))
+        // The same answer with the bundle on the whitelist is accepted at its highest count.
+        let listed = DayReread.verdict(
+            DayEvidence(
+                submissions: backwards,
+                whitelist: limits.sourceBundleWhitelist.union(["a", "b", "com.example.autostep"])),
+            answer: RereadAnswer(counts: answer, sampleDigest: "digest"), limits: limits, day: Self.day, timeZone: .gmt,
+            at: Self.endOfDay)
+        #expect(listed == .accept(acceptedCount: 40_000))
+    }
+
     @Test("a reason a re-read cannot clear still quarantines, whatever the re-read says")
     func otherReasonsStay() {
         // A source off the whitelist now (it was removed after the submissions).
