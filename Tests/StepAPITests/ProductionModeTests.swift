@@ -69,6 +69,26 @@ struct ProductionModeTests {
     }
 
     @Test(
+        "a 422 reports every reason that applies, GYRO_ABSENT beside a hard reason included",
+        arguments: TestDatabases.kinds
+    )
+    func allReasonsReported(kind: DatabaseKind) async throws {
+        let (harness, token) = try await Self.setUp(kind)
+        try await harness.run { client in
+            var body = IngestBody(day: "2026-05-10", count: 3000)
+            body["gyroSamplesObserved"] = .bool(false)
+            let response = try await client.ingest(body, token: token)
+            #expect(response.status == .unprocessableContent)
+            #expect(
+                try response.json["details"]?["reasons"]
+                    == .array([.string("OFFLINE_CAP_EXCEEDED"), .string("GYRO_ABSENT")]))
+            let logs = try await harness.store.transaction { try await $0.attestationLogs(walkerId: "walker-jwt") }
+            #expect(logs.map(\.reasons) == [["OFFLINE_CAP_EXCEEDED", "GYRO_ABSENT"]])
+            #expect(logs.map(\.verdict) == [.rejected])
+        }
+    }
+
+    @Test(
         "a bundle outside the whitelist is 403 and not stored, so a corrected retry with the key succeeds",
         arguments: TestDatabases.kinds)
     func sourceNotWhitelisted(kind: DatabaseKind) async throws {

@@ -64,8 +64,11 @@ struct IngestService: Sendable {
             // The admission read the suspension with the walker's row: checking it costs no round trip.
             guard walker.suspendedAt == nil else { return .reject(suspended(walker: walker)) }
             let reasons = self.reasons(walker: walker)
-            let hard = reasons.filter { !$0.isQuarantine }
-            guard hard.isEmpty else { return .reject(rejection(walker: walker, reasons: hard)) }
+            // A hard reason refuses the bucket (422, or 403 for a whitelist miss); every reason that applies, the
+            // quarantine ones included, is reported with it (SPEC: all that apply are reported together).
+            guard reasons.allSatisfy(\.isQuarantine) else {
+                return .reject(rejection(walker: walker, reasons: reasons))
+            }
             return .write { day in plan(walker: walker, state: day, quarantine: reasons) }
         }
 
