@@ -259,7 +259,8 @@ extension StoreTransaction {
                 \(bind: allocation.createdAt.millisecondsSince1970), \(bind: allocation.updatedAt.millisecondsSince1970),
                 \(bind: Self.drawList(allocation.draws)), \(bind: allocation.refundPoints),
                 \(bind: Self.dayList(allocation.refundDays)), \(bind: allocation.refundedPoints),
-                \(bind: Self.partList(allocation.refundParts)), \(bind: Self.coveredList(allocation.covered)))
+                \(bind: Self.partList(allocation.refundParts)),
+                \(bind: Self.coveredList(allocation.covered)))
             """
         ).run()
         try await appendLedgerEntry(
@@ -541,9 +542,9 @@ extension StoreTransaction {
         draws.map { "\($0.day.dayNumber):\($0.points)" }.joined(separator: ",")
     }
 
-    /// `day:points` for each day of `covered`, ascending.
+    /// `covered` in the draw list's form (`day:points`), days ascending.
     static func coveredList(_ covered: [LocalDate: Int]) -> String {
-        covered.sorted { $0.key < $1.key }.map { "\($0.key.dayNumber):\($0.value)" }.joined(separator: ",")
+        drawList(covered.sorted { $0.key < $1.key }.map { AllocationDraw(day: $0.key, points: $0.value) })
     }
 
     static func covered(_ text: String) throws -> [LocalDate: Int] {

@@ -13,9 +13,9 @@ package struct BearerSecret: Sendable {
         digest = Array(SHA256.hash(data: Array(token.utf8)))
     }
 
-    /// For `admin.token`: what a console session opened with this token records, so the session ends when the token is changed: a
-    /// digest of the token's digest under a label of its own, never the digest `matches` compares, so a database
-    /// reader learns nothing that helps present the token.
+    /// For `admin.token`: what a console session opened with this token records, so the session ends when the token
+    /// is changed: a digest of the token's digest under a label of its own, never the digest `matches` compares, so a
+    /// database reader learns nothing that helps present the token.
     package var sessionBinding: String {
         let bound = SHA256.hash(data: Array("stepledger admin session binding\u{0}".utf8) + digest)
         return bound.map { String(format: "%02x", $0) }.joined()
