@@ -42,8 +42,9 @@ package struct DayDecision: Sendable, Hashable {
     // MARK: The three outcomes
 
     /// Accepts `log` at `acceptedCount`: the multiplier is fixed at the day's first acceptance (the tier of the
-    /// streak before the day), a later, higher count credits only the difference, and lifetime steps grow by
-    /// the steps not accepted before.
+    /// streak before the day), a later, higher count credits only the difference (a lower one credits nothing and
+    /// takes nothing back), and lifetime steps move by the difference from the count accepted before, down as well
+    /// as up, so they always hold each day's `acceptedCount` once (a reversal takes exactly that off).
     package static func accept(
         _ log: StepLogRecord, acceptedCount: Int, streak: StreakNeighbourhood, minDailyThreshold: Int, at now: Date
     ) -> DayDecision {
@@ -59,7 +60,7 @@ package struct DayDecision: Sendable, Hashable {
         accepted.energyCredited += credit
         var decision = DayDecision(log: accepted)
         decision.credit = credit
-        decision.lifetimeStepsDelta = max(0, acceptedCount - (log.acceptedCount ?? 0))
+        decision.lifetimeStepsDelta = acceptedCount - (log.acceptedCount ?? 0)
         decision.streakChange = streak.setting(attested: accepted.attested).nonEmpty
         decision.allocations = .settle
         return decision
@@ -159,7 +160,11 @@ package struct DayDecision: Sendable, Hashable {
 
     /// The reconcile job's decision on a PENDING day (seed 001 step [6]): the checks again over the whole day's
     /// submissions, then the comparison of their sequence. Nil when the day is not PENDING (already decided, or
-    /// under review), so a job that runs twice changes the day once.
+    /// under review), so a job that runs twice changes the day once. An accepted day takes the highest count of
+    /// the submissions judged (each bundle's counts only grew, so its latest is its highest), never below what the
+    /// day already accepted. Not the day's all-time `reportedCount`: submissions before a re-read's or a
+    /// reviewer's acceptance were judged by it and are not evidence now, and a re-read may have accepted below
+    /// them (`evidence` holds only the submissions since). A day with no submission judged keeps the old rule.
     package static func reconcile(
         _ log: StepLogRecord?, evidence: DayEvidence, streak: StreakNeighbourhood, limits: IngestLimits,
         at now: Date
@@ -167,11 +172,10 @@ package struct DayDecision: Sendable, Hashable {
         guard let log, log.status == .pending else { return nil }
         let verdict = DayReconciliation.verdict(evidence, limits: limits)
         switch verdict {
-        case .accept:
-            // The day's highest count: each bundle's counts only grew, so its latest is its highest.
+        case .accept(let highest):
+            let count = evidence.submissions.isEmpty ? log.reportedCount : max(log.acceptedCount ?? 0, highest)
             let decision = accept(
-                log, acceptedCount: log.reportedCount, streak: streak, minDailyThreshold: limits.minDailyThreshold,
-                at: now)
+                log, acceptedCount: count, streak: streak, minDailyThreshold: limits.minDailyThreshold, at: now)
             return (verdict, decision)
         case .quarantine:
             return (verdict, quarantine(log, streak: streak, at: now))

@@ -176,6 +176,50 @@ struct RereadTests {
     }
 
     @Test(
+        "lifetime steps hold the day's accepted count once: a second re-read below the first follows it down, and a later reconcile accepts what was submitted since, not the count the re-read set aside",
+        arguments: TestDatabases.kinds)
+    func lifetimeFollowsRereads(kind: DatabaseKind) async throws {
+        let (harness, token) = try await ProductionModeTests.setUp(kind)
+        try await harness.run { client in
+            func expectDay(accepted: Int, reported: Int, credited: Int) async throws {
+                let day = try await ReconcileTests.days(client, token: token).first
+                #expect(day?["reconciliationStatus"] == .string("ACCEPTED"))
+                #expect(day?["acceptedCount"] == .int(accepted))
+                #expect(day?["reportedCount"] == .int(reported))
+                #expect(day?["energyCredited"] == .int(credited))
+                let walker = try await client.read("/walker", token: token).json
+                #expect(walker["totalLifetimeSteps"] == .int(accepted), "lifetime steps hold the day once")
+                #expect(walker["energy"]?["confirmed"] == .int(credited))
+            }
+            let first = try await Self.backwards(harness, client, token: token)
+            #expect(try await client.reread(try Self.answer(first), token: token).status == .ok)
+            try await expectDay(accepted: 6200, reported: 6200, credited: 6200)
+
+            // Later submissions go backwards again; the second re-read reads 5 100, below the first acceptance.
+            harness.clock.advance(seconds: 10)
+            _ = try await client.ingest(IngestBody(count: 5000), token: token)
+            harness.clock.advance(seconds: 10)
+            _ = try await client.ingest(IngestBody(count: 4000), token: token)
+            harness.clock.advance(seconds: 61)
+            #expect(try await harness.app.worker.drain() == 1)
+            let walker = try await client.read("/walker", token: token).json
+            guard case .object(let second)? = walker["rereadRequests"]?[0] else { throw JSONShapeError() }
+            #expect(second["id"] != first["id"])
+            let answered = try await client.reread(
+                try Self.answer(second, counts: [("com.apple.health", 5100)]), token: token)
+            #expect(try answered.json["outcome"] == .string("ACCEPTED"), "\(answered.text)")
+            try await expectDay(accepted: 5100, reported: 6200, credited: 6200)
+
+            // One more submission, reconciled: accepted at what was submitted since the second re-read.
+            harness.clock.advance(seconds: 10)
+            _ = try await client.ingest(IngestBody(count: 5300), token: token)
+            harness.clock.advance(seconds: 61)
+            #expect(try await harness.app.worker.drain() == 1)
+            try await expectDay(accepted: 5300, reported: 6200, credited: 6200)
+        }
+    }
+
+    @Test(
         "an inconsistent re-read quarantines the day with its reasons, the re-read attached to the review entry",
         arguments: TestDatabases.kinds)
     func inconsistentQuarantines(kind: DatabaseKind) async throws {

@@ -257,4 +257,61 @@ struct DayRereadDecisionTests {
                 Self.log(reported: 6_000, status: .quarantined), evidence: evidence, answer: consistent,
                 streak: streak, limits: tests.limits, at: Self.now) == nil)
     }
+    /// A day re-read twice, the second time below its first acceptance, then reconciled from one later
+    /// submission: at every step lifetime steps hold the day's accepted count exactly once, and the reconcile
+    /// accepts the submissions judged since the second re-read, not the all-time reported count it set aside.
+    @Test("lifetime steps follow the accepted count down a re-read and back up a reconcile, never counted twice")
+    func lifetimeFollowsAcceptedCount() throws {
+        let tests = DayRereadTests()
+        let streak = StreakNeighbourhood(day: DayRereadTests.day, runs: [])
+        var lifetime = 0
+        var credited = 0
+        func take(_ decision: DayDecision) -> StepLogRecord {
+            lifetime += decision.lifetimeStepsDelta
+            credited += decision.credit
+            return decision.log
+        }
+        // The first re-read accepts 6 300 (the day's reported count becomes 6 300).
+        var log = take(
+            try #require(
+                DayDecision.reread(
+                    Self.log(reported: 6_000), evidence: tests.evidence(tests.backwards),
+                    answer: RereadAnswer(counts: [tests.read("a", 6_300, from: 0, to: 6)], sampleDigest: "d"),
+                    streak: streak, limits: tests.limits, at: Self.now)
+            ).decision)
+        #expect(lifetime == 6_300 && log.acceptedCount == 6_300)
+
+        // Two later submissions go backwards again; the second re-read reads 5 600, below the first acceptance.
+        let later = [
+            tests.submission("a", 5_500, from: 0, to: 6, at: 7), tests.submission("a", 5_400, from: 0, to: 7, at: 8),
+        ]
+        log.status = .pending
+        log = take(
+            try #require(
+                DayDecision.reread(
+                    log, evidence: tests.evidence(later),
+                    answer: RereadAnswer(counts: [tests.read("a", 5_600, from: 0, to: 8)], sampleDigest: "d"),
+                    streak: streak, limits: tests.limits, at: Self.now)
+            ).decision)
+        #expect(log.acceptedCount == 5_600 && log.reportedCount == 6_300)
+        #expect(lifetime == 5_600, "lifetime steps follow the accepted count down")
+        #expect(credited == 6_300, "a lower count takes no Energy back")
+
+        // One more submission of 5 800, reconciled: the evidence is what came after the second re-read.
+        log.status = .pending
+        let (verdict, reconciled) = try #require(
+            DayDecision.reconcile(
+                log, evidence: tests.evidence([tests.submission("a", 5_800, from: 0, to: 9, at: 9)]), streak: streak,
+                limits: tests.limits, at: Self.now))
+        #expect(verdict == .accept(acceptedCount: 5_800))
+        log = take(reconciled)
+        #expect(log.acceptedCount == 5_800, "not the reported count the second re-read set aside")
+        #expect(lifetime == 5_800)
+        #expect(credited == 6_300)
+
+        // A reversal takes off exactly what the day holds in lifetime steps.
+        let reversed = try #require(DayDecision.reverse(log, streak: streak, at: Self.now))
+        #expect(lifetime + reversed.lifetimeStepsDelta == 0)
+        #expect(credited + reversed.credit == 0)
+    }
 }
