@@ -662,6 +662,23 @@ package enum Migrations {
             // has none, and a reversal works it out from the day's credit as before.
             ["ALTER TABLE allocations ADD COLUMN draws_covered TEXT NOT NULL DEFAULT ''"]
         },
+        Migration(version: 24, name: "lifetime steps recomputed from the accepted counts") { _ in
+            // A walker's lifetime steps are the sum of its days' accepted counts (each decision moves them by the
+            // difference from the count accepted before; a reversal takes the day's off). Before this version a
+            // re-read accepting below a day's earlier acceptance, then a reconcile of the day, could count part of
+            // the day twice; this recomputes every walker whose total differs. The version moves with it, so an
+            // instance's cached walker state is read again.
+            [
+                """
+                UPDATE walkers SET
+                    lifetime_steps = (SELECT COALESCE(SUM(accepted_count), 0) FROM step_logs
+                        WHERE step_logs.walker_id = walkers.walker_id),
+                    version = version + 1
+                WHERE lifetime_steps <> (SELECT COALESCE(SUM(accepted_count), 0) FROM step_logs
+                    WHERE step_logs.walker_id = walkers.walker_id)
+                """
+            ]
+        },
     ]
 }
 
