@@ -151,6 +151,9 @@ struct Reconciler: Sendable {
         else { return .settled(.unchanged) }
         if reread.enabled, DayReread.asksForReread(verdict), case .quarantine(let reasons) = verdict {
             if open == nil { try await requestReread(tx, log: log, reasons: reasons, now: now) }
+            // The day stays PENDING and its job leaves the queue: an ingest planned before this commits must not
+            // announce that job's time, so the walker's version moves as with any decision.
+            try await tx.bumpWalkerVersion(log.walkerId)
             return .settled(.rereadRequested)
         }
         if let open { _ = try await tx.closeReread(walkerId: log.walkerId, id: open.id, state: .expired, at: now) }

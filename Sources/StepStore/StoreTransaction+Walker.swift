@@ -142,6 +142,14 @@ extension StoreTransaction {
         )
     }
 
+    /// Moves the walker's version without another change: for a write about the walker's days that changes none of
+    /// the rows an ingest's plan reads by version, such as a reconcile that leaves the day PENDING and takes its
+    /// job off the queue. An ingest planned from a read before it (PostgreSQL's admission) is then planned again,
+    /// so its answer does not announce the job that has gone as the day's `reconcileEta`.
+    package func bumpWalkerVersion(_ walkerId: String) async throws {
+        try await sql.raw("UPDATE walkers SET version = version + 1 WHERE walker_id = \(bind: walkerId)").run()
+    }
+
     /// Records the zone of the walker's latest submission (for the time-zone jump check) and adds accepted steps.
     package func recordSubmission(walkerId: String, timeZone: String, at now: Date, lifetimeStepsDelta: Int)
         async throws

@@ -131,6 +131,38 @@ struct RereadTests {
     }
 
     @Test(
+        "a reconcile that asks for a re-read, or finds one open, moves the walker's version: an ingest planned from a read before it is planned again and does not announce the job that has gone",
+        arguments: TestDatabases.kinds)
+    func rereadMovesTheVersion(kind: DatabaseKind) async throws {
+        let (harness, token) = try await ProductionModeTests.setUp(kind)
+        @Sendable func version() async throws -> Int {
+            try #require(try await harness.store.transaction { try await $0.walker(Self.walker) }).version
+        }
+        try await harness.run { client in
+            _ = try await client.ingest(IngestBody(count: 6000), token: token)
+            harness.clock.advance(seconds: 10)
+            _ = try await client.ingest(IngestBody(count: 5000), token: token)
+            let planned = try await version()
+            harness.clock.advance(seconds: 60)
+            #expect(try await harness.app.worker.drain() == 1)
+            #expect(try await harness.count("step_rereads") == 1)
+            #expect(try await version() > planned, "a re-read requested")
+
+            let answer = try await client.ingest(IngestBody(count: 5500), token: token)
+            let eta = harness.clock.now.addingTimeInterval(60)
+            #expect(
+                try answer.json["reconcileEta"]
+                    == .string(
+                        InstantParser.format(Date(timeIntervalSince1970: eta.timeIntervalSince1970.rounded(.up)))))
+            let again = try await version()
+            harness.clock.advance(seconds: 61)
+            #expect(try await harness.app.worker.drain() == 1)
+            #expect(try await harness.count("step_rereads") == 1)
+            #expect(try await version() > again, "a re-read found open")
+        }
+    }
+
+    @Test(
         "a consistent re-read accepts the day at its count and credits it; a replay answers the same, the nonce is spent, and the deadline then changes nothing",
         arguments: TestDatabases.kinds)
     func consistentAccepts(kind: DatabaseKind) async throws {
