@@ -18,16 +18,20 @@ package protocol JobDefinition: Sendable {
 /// A job whose work runs inside the transaction that also finishes it: its writes and its completion commit
 /// together, so a job that runs twice (its worker died after the work, before the commit) has its effect once.
 package protocol TransactionalJob: JobDefinition {
-    func run(_ payload: Payload, job: ClaimedJob, in tx: StoreTransaction) async throws
+    /// Does the job's work in `tx` and returns what to do once `tx` has committed (counting its outcome): a
+    /// transaction that rolls back runs the job again, which must not count it twice.
+    func run(_ payload: Payload, job: ClaimedJob, in tx: StoreTransaction) async throws -> JobCommitted
 }
+
+/// What a transactional job does once the transaction that ran and finished it has committed.
+package typealias JobCommitted = @Sendable () -> Void
 
 /// A transactional job whose claimed jobs run together: the jobs of this kind a worker slot claimed at once,
 /// in one call, inside the one transaction that also finishes them all (`JobWorker`). The effect must be what
 /// `run` would have on each job in turn, in the order given (sorted by walker). It returns what to do once that
 /// transaction has committed (counting outcomes): a batch that rolls back runs again job by job.
 package protocol BatchTransactionalJob: TransactionalJob {
-    func run(_ batch: [(payload: Payload, job: ClaimedJob)], in tx: StoreTransaction) async throws
-        -> @Sendable () -> Void
+    func run(_ batch: [(payload: Payload, job: ClaimedJob)], in tx: StoreTransaction) async throws -> JobCommitted
 }
 
 /// A job whose work runs outside the transaction that finishes it (a network call, bounded batches in
@@ -52,8 +56,9 @@ extension JobDefinition {
 
 /// How a kind of job runs, as the worker sees it.
 package enum JobHandler: Sendable {
-    /// Runs inside the transaction that also finishes the job (see `TransactionalJob`).
-    case transactional(@Sendable (ClaimedJob, StoreTransaction) async throws -> Void)
+    /// Runs inside the transaction that also finishes the job (see `TransactionalJob`); what it returns runs once
+    /// that transaction has committed.
+    case transactional(@Sendable (ClaimedJob, StoreTransaction) async throws -> JobCommitted)
     /// Runs on the store in transactions of its own, then the job is finished (see `StandaloneJob`).
     case standalone(@Sendable (ClaimedJob, Store) async throws -> Void)
 
@@ -68,11 +73,21 @@ package enum JobHandler: Sendable {
             try await definition.run(try Job.payload(of: job), job: job, on: store)
         }
     }
+
+    /// A transactional handler with nothing to do after its commit.
+    package static func inTransaction(_ body: @escaping @Sendable (ClaimedJob, StoreTransaction) async throws -> Void)
+        -> JobHandler
+    {
+        .transactional { job, tx in
+            try await body(job, tx)
+            return {}
+        }
+    }
 }
 
 /// How a worker runs several claimed jobs of one kind together (see `BatchTransactionalJob`).
 /// It returns what to do once the transaction has committed.
-package typealias JobBatchHandler = @Sendable ([ClaimedJob], StoreTransaction) async throws -> @Sendable () -> Void
+package typealias JobBatchHandler = @Sendable ([ClaimedJob], StoreTransaction) async throws -> JobCommitted
 
 /// The handlers a worker runs, by job kind.
 package struct JobRegistry: Sendable {

@@ -204,7 +204,7 @@ package struct JobWorker: Service {
     /// A claimed job of a transactional kind, with its handler.
     private struct TransactionalRun: Sendable {
         let job: ClaimedJob
-        let body: @Sendable (ClaimedJob, StoreTransaction) async throws -> Void
+        let body: @Sendable (ClaimedJob, StoreTransaction) async throws -> JobCommitted
     }
 
     /// Runs transactional jobs in one transaction that also completes them all: one commit and one completing
@@ -230,14 +230,16 @@ package struct JobWorker: Service {
             span.attributes["stepledger.job.batch"] = jobs.count
             let done: Bool
             do {
-                let committed = try await queue.store.transaction { tx -> @Sendable () -> Void in
-                    var committed: @Sendable () -> Void = {}
+                let committed = try await queue.store.transaction { tx -> JobCommitted in
+                    var committed: JobCommitted = {}
                     if let kind = jobs.first?.kind, jobs.allSatisfy({ $0.kind == kind }),
                         let batch = handlers.batchHandler(for: kind)
                     {
                         committed = try await batch(jobs, tx)
                     } else {
-                        for run in sorted { try await run.body(run.job, tx) }
+                        var each: [JobCommitted] = []
+                        for run in sorted { each.append(try await run.body(run.job, tx)) }
+                        committed = { [each] in for done in each { done() } }
                     }
                     guard try await JobQueue.complete(jobs, in: tx) else { throw JobError.leaseLost }
                     return committed
@@ -335,10 +337,12 @@ package struct JobWorker: Service {
             guard let handler = handlers.handler(for: job.kind) else { throw JobError.unknownKind(job.kind) }
             switch handler {
             case .transactional(let body):
-                try await queue.store.transaction { tx in
-                    try await body(job, tx)
+                let committed = try await queue.store.transaction { tx in
+                    let committed = try await body(job, tx)
                     guard try await JobQueue.complete(job, in: tx) else { throw JobError.leaseLost }
+                    return committed
                 }
+                committed()
             case .standalone(let body):
                 try await body(job, queue.store)
                 _ = try await queue.store.transaction { tx in try await JobQueue.complete(job, in: tx) }

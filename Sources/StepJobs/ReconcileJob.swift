@@ -61,15 +61,17 @@ package struct ReconcileJob: BatchTransactionalJob {
         self.refundMaxAttempts = refundMaxAttempts
     }
 
-    package func run(_ payload: Payload, job: ClaimedJob, in tx: StoreTransaction) async throws {
-        record(
-            try await reconciler.reconcile(tx, walkerId: job.walkerId, day: payload.day, now: clock(), runId: job.id))
+    /// The outcome is counted once the transaction has committed.
+    package func run(_ payload: Payload, job: ClaimedJob, in tx: StoreTransaction) async throws -> JobCommitted {
+        let outcome = try await reconciler.reconcile(
+            tx, walkerId: job.walkerId, day: payload.day, now: clock(), runId: job.id)
+        return { record(outcome) }
     }
 
     /// A slot's claimed reconcile jobs, read and written together (`Reconciler.reconcile(_:batch:now:)`).
     /// The outcomes are counted once the batch has committed.
     package func run(_ batch: [(payload: Payload, job: ClaimedJob)], in tx: StoreTransaction) async throws
-        -> @Sendable () -> Void
+        -> JobCommitted
     {
         let items = batch.map {
             Reconciler.BatchItem(day: WalkerDay(walkerId: $0.job.walkerId, day: $0.payload.day), runId: $0.job.id)

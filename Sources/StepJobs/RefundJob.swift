@@ -47,7 +47,7 @@ package struct RefundJob: TransactionalJob {
     /// Under the walker's lock, pays the allocation's refund if it is due (a job that runs twice pays once) and
     /// queues the walker's `allocation-reverted` event in the same transaction, so every refund has exactly one
     /// event. Parts that are not due yet wait for a job queued again for the next due time.
-    package func run(_ payload: Payload, job: ClaimedJob, in tx: StoreTransaction) async throws {
+    package func run(_ payload: Payload, job: ClaimedJob, in tx: StoreTransaction) async throws -> JobCommitted {
         let now = clock()
         _ = try await tx.lockWalker(job.walkerId, now: now)
         guard let refund = try await tx.refundAllocation(walkerId: job.walkerId, id: payload.allocationId, now: now)
@@ -57,7 +57,7 @@ package struct RefundJob: TransactionalJob {
             {
                 _ = try await JobQueue.enqueue(Self.newJob(waiting, maxAttempts: maxAttempts), in: tx, now: now)
             }
-            return
+            return {}
         }
         if refund.allocation.refundPoints > 0, refund.allocation.refundDueAt != nil {
             _ = try await JobQueue.enqueue(Self.newJob(refund.allocation, maxAttempts: maxAttempts), in: tx, now: now)
@@ -71,5 +71,6 @@ package struct RefundJob: TransactionalJob {
             data: EventAnnouncer.allocationRevertedData(
                 allocationId: payload.allocationId, days: days, points: refund.points),
             now: now)
+        return {}
     }
 }

@@ -33,9 +33,11 @@ package struct RereadDeadlineJob: TransactionalJob {
         self.metrics = metrics
     }
 
-    package func run(_ payload: Payload, job: ClaimedJob, in tx: StoreTransaction) async throws {
+    /// The outcome is counted once the transaction has committed.
+    package func run(_ payload: Payload, job: ClaimedJob, in tx: StoreTransaction) async throws -> JobCommitted {
         let quarantined = try await reconciler.expire(
             tx, walkerId: job.walkerId, id: payload.requestId, runId: job.id, now: clock())
-        metrics.recordReconcile(quarantined ? .quarantined : .unchanged)
+        let metrics = metrics
+        return { metrics.recordReconcile(quarantined ? .quarantined : .unchanged) }
     }
 }

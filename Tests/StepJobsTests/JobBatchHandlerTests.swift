@@ -11,7 +11,8 @@ import Testing
 
 /// How the worker runs a `BatchTransactionalJob`: a claim of its kind alone goes to its batch `run` in one call,
 /// whose committed work is counted once; a batch that throws rolls back and its jobs run alone; a claim of several
-/// kinds runs job by job.
+/// kinds runs job by job. What a run returns for after its commit runs once the transaction has committed, and
+/// never for a transaction that rolled back.
 @Suite("Batch handlers")
 struct JobBatchHandlerTests {
     /// Records what ran and writes one row per job run (a `service_secrets` name) inside the transaction.
@@ -32,14 +33,13 @@ struct JobBatchHandlerTests {
             var all: [String] { entries.withLock { $0 } }
         }
 
-        func run(_ payload: Payload, job: ClaimedJob, in tx: StoreTransaction) async throws {
+        func run(_ payload: Payload, job: ClaimedJob, in tx: StoreTransaction) async throws -> JobCommitted {
             log.append("alone \(job.walkerId)")
             try await Self.write(job, tx)
+            return { [log] in log.append("committed alone \(job.walkerId)") }
         }
 
-        func run(_ batch: [(payload: Payload, job: ClaimedJob)], in tx: StoreTransaction) async throws
-            -> @Sendable () -> Void
-        {
+        func run(_ batch: [(payload: Payload, job: ClaimedJob)], in tx: StoreTransaction) async throws -> JobCommitted {
             let walkers = batch.map(\.job.walkerId)
             log.append("batch \(walkers.joined(separator: ","))")
             for (_, job) in batch { try await Self.write(job, tx) }
@@ -57,14 +57,17 @@ struct JobBatchHandlerTests {
     static let t0 = Date(timeIntervalSince1970: 1_779_136_950)
 
     @Test(
-        "a claim of one batch kind runs in one call and counts once after its commit; a failed batch runs job by job; mixed kinds run alone",
+        "a claim of one batch kind runs in one call and counts once after its commit; a failed batch runs job by job; mixed kinds run alone; a rolled-back run is never counted",
         arguments: TestDatabases.kinds)
     func batchHandler(kind: DatabaseKind) async throws {
         let test = try await TestDatabases.make(kind)
         let store = test.store
         let log = RecordingJob.Log()
         let others = Mutex<[String]>([])
-        var registry = JobRegistry(["plain": .transactional { job, _ in others.withLock { $0.append(job.walkerId) } }])
+        var registry = JobRegistry([
+            "plain": .inTransaction { job, _ in others.withLock { $0.append(job.walkerId) } },
+            "broken": .inTransaction { _, _ in throw JobError.failed("broken on purpose") },
+        ])
         registry.register(RecordingJob(log: log))
         let worker = JobWorker(
             queue: JobQueue(store: store, leaseSeconds: 60), handlers: registry,
@@ -82,7 +85,11 @@ struct JobBatchHandlerTests {
             try await Self.enqueue(walker, failsBatch: fails, store)
         }
         #expect(try await worker.drain() == 3)
-        #expect(log.all == ["batch f1,f2,f3", "alone f1", "alone f2", "alone f3"])
+        #expect(
+            log.all == [
+                "batch f1,f2,f3", "alone f1", "committed alone f1", "alone f2", "committed alone f2", "alone f3",
+                "committed alone f3",
+            ])
         #expect(try await Self.rows(store) == 6, "only the lone runs' rows")
         #expect(try await JobQueue(store: store, leaseSeconds: 60).depth() == [.pending: 0, .running: 0, .dead: 0])
 
@@ -95,8 +102,21 @@ struct JobBatchHandlerTests {
                 in: tx, now: Self.t0)
         }
         #expect(try await worker.drain() == 2)
-        #expect(log.all == ["alone m1"])
+        #expect(log.all == ["alone m1", "committed alone m1"])
         #expect(others.withLock { $0 } == ["m2"])
+
+        // Two kinds in one claim, the second throwing: the first job's run rolls back uncounted, then runs alone
+        // and is counted once (the broken job fails on its own).
+        log.entries.withLock { $0 = [] }
+        try await Self.enqueue("b1", failsBatch: false, store)
+        _ = try await store.transaction { tx in
+            try await JobQueue.enqueue(
+                NewJob(kind: "broken", walkerId: "b2", payload: "{}", dedupeKey: nil, runAt: Self.t0, maxAttempts: 3),
+                in: tx, now: Self.t0)
+        }
+        _ = try await worker.drain()
+        #expect(log.all == ["alone b1", "alone b1", "committed alone b1"])
+        #expect(try await Self.rows(store) == 8, "b1 once: its rolled-back run left nothing")
         try await test.close()
     }
 

@@ -44,7 +44,7 @@ struct JobIdleWaitTests {
         let ranAt = Mutex<Date?>(nil)
         let worker = JobWorker(
             queue: JobQueue(store: test.store, leaseSeconds: 60),
-            handlers: JobRegistry(["test": .transactional { _, _ in ranAt.withLock { $0 = Date() } }]),
+            handlers: JobRegistry(["test": .inTransaction { _, _ in ranAt.withLock { $0 = Date() } }]),
             settings: WorkerSettings(concurrency: 1, pollIntervalSeconds: 30), clock: { Date() },
             logger: Logger(label: "test"))
         let due = Date().addingTimeInterval(0.3)

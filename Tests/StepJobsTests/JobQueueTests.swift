@@ -328,7 +328,7 @@ struct JobQueueTests {
         let queue = JobQueue(store: store, leaseSeconds: 60)
         let runs = Mutex(0)
         let handlers: [String: JobHandler] = [
-            "test": .transactional { job, tx in
+            "test": .inTransaction { job, tx in
                 runs.withLock { $0 += 1 }
                 try await tx.sql.raw(
                     "INSERT INTO service_secrets (name, secret, created_at) VALUES (\(bind: job.id), 'x', 0)"
@@ -340,7 +340,7 @@ struct JobQueueTests {
                     try await tx.sql.raw("UPDATE jobs SET attempts = attempts + 1 WHERE job_id = \(bind: job.id)").run()
                 }
             },
-            "broken": .transactional { _, _ in throw JobError.failed("broken on purpose") },
+            "broken": .inTransaction { _, _ in throw JobError.failed("broken on purpose") },
         ]
         let outcomes = Mutex<[JobOutcome]>([])
         let worker = JobWorker(
@@ -387,7 +387,7 @@ struct JobQueueTests {
         let queue = JobQueue(store: store, leaseSeconds: 60)
         let runs = Mutex<[String]>([])
         let handlers: [String: JobHandler] = [
-            "test": .transactional { job, tx in
+            "test": .inTransaction { job, tx in
                 let run = runs.withLock { runs in
                     runs.append(job.walkerId)
                     return runs.count
@@ -401,7 +401,7 @@ struct JobQueueTests {
                     try await tx.sql.raw("UPDATE jobs SET attempts = attempts + 1 WHERE job_id = \(bind: job.id)").run()
                 }
             },
-            "broken": .transactional { _, _ in throw JobError.failed("broken on purpose") },
+            "broken": .inTransaction { _, _ in throw JobError.failed("broken on purpose") },
         ]
         let outcomes = Mutex<[JobOutcome]>([])
         let worker = JobWorker(
@@ -537,7 +537,7 @@ struct JobWorkerShutdownTests {
         let (release, releaseSignal) = AsyncStream<Void>.makeStream()
         let calls = Mutex(0)
         let handlers: [String: JobHandler] = [
-            "slow": .transactional { job, tx in
+            "slow": .inTransaction { job, tx in
                 // The first job is held until the test lets it go; any later one (there must be none) would not
                 // wait, so a worker that claims after the shutdown fails the test instead of hanging it.
                 if calls.withLock({ calls in

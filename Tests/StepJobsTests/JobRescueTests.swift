@@ -99,7 +99,7 @@ struct JobRescueTests {
         let takeover = JobWorker(
             queue: JobQueue(store: other, leaseSeconds: Self.lease),
             handlers: JobRegistry([
-                "poison": .transactional { job, _ in runs.withLock { $0.append(job.attempt) } }
+                "poison": .inTransaction { job, _ in runs.withLock { $0.append(job.attempt) } }
             ]),
             settings: WorkerSettings(concurrency: 1, pollIntervalSeconds: 0.05, heartbeatSeconds: 10),
             clock: { clock.withLock { $0 } }, logger: Logger(label: "test"))
