@@ -51,8 +51,11 @@ extension StoreTransaction {
 
     /// Writes the walker's record for `date`: a new one, or the existing one's values replaced (HealthKit and
     /// Health Connect report a de-duplicated day total, so the latest submission is the day's truth). The
-    /// record keeps its id and creation time across replacements. The commit counts as the walker's write for
-    /// read replicas (the health reads may go to one), though no walker row is locked.
+    /// record keeps its id and creation time across replacements. "Latest" is by arrival (`now`, read when the
+    /// request came in), not by commit: a submission that arrived before the stored one's (two requests of the
+    /// walker overlapping, the earlier one slower through its attestation) leaves the record as it is and gets it
+    /// back. The commit counts as the walker's write for read replicas (the health reads may go to one), though
+    /// no walker row is locked.
     @discardableResult
     package func upsertHealthRecord(
         walkerId: String, date: LocalDate, totals: HealthTotals, source: String, now: Date
@@ -69,11 +72,16 @@ extension StoreTransaction {
             ON CONFLICT (walker_id, day) DO UPDATE SET steps = excluded.steps,
                 duration_milli = excluded.duration_milli, calories_milli = excluded.calories_milli,
                 distance_milli = excluded.distance_milli, source = excluded.source, updated_at = excluded.updated_at
+            WHERE health_records.updated_at <= excluded.updated_at
             RETURNING \(unsafeRaw: Self.healthRecordColumns)
             """
         ).first()
-        guard let row else { throw StoreError.corrupt("health record upsert returned no row") }
-        return try Self.healthRecord(row, walkerId: walkerId)
+        if let row { return try Self.healthRecord(row, walkerId: walkerId) }
+        // A newer submission's record stands.
+        guard let newer = try await healthRecord(walkerId: walkerId, date: date) else {
+            throw StoreError.corrupt("health record upsert returned no row")
+        }
+        return newer
     }
 
     /// The walker's record for `date`, or nil when nothing was submitted for it (a primary-key read).

@@ -42,6 +42,35 @@ struct HealthStoreTests {
     }
 
     @Test(
+        "a submission that arrived before the stored one's commits after it and changes nothing: it gets the newer record back",
+        arguments: TestDatabases.kinds)
+    func laterArrivalStands(kind: DatabaseKind) async throws {
+        let test = try await TestDatabases.make(kind)
+        let day = LocalDate(iso: "2025-07-24")!
+        let earlier = HealthTotals(steps: 5000, durationMilli: 1, caloriesMilli: 2, distanceMilli: 3)
+        let later = HealthTotals(steps: 6000, durationMilli: 4, caloriesMilli: 5, distanceMilli: 6)
+        // The later arrival (t0 + 5 s) commits first; the earlier one (t0) commits after it.
+        let (stored, answered, read) = try await test.store.transaction { tx in
+            let stored = try await tx.upsertHealthRecord(
+                walkerId: "w", date: day, totals: later, source: "android_health", now: Self.t0.addingTimeInterval(5))
+            let answered = try await tx.upsertHealthRecord(
+                walkerId: "w", date: day, totals: earlier, source: "ios_health", now: Self.t0)
+            return (stored, answered, try await tx.healthRecord(walkerId: "w", date: day))
+        }
+        #expect(answered == stored)
+        #expect(read == stored)
+        #expect(read?.totals == later && read?.source == "android_health")
+        #expect(read?.updatedAt == Self.t0.millisecondsSince1970 + 5_000)
+        // One that arrived in the same millisecond replaces it: the last to commit wins a tie.
+        let tie = try await test.store.transaction { tx in
+            try await tx.upsertHealthRecord(
+                walkerId: "w", date: day, totals: earlier, source: "ios_health", now: Self.t0.addingTimeInterval(5))
+        }
+        #expect(tie.totals == earlier && tie.id == stored.id)
+        try await test.close()
+    }
+
+    @Test(
         "sums per day, ISO week and month match a Foundation computation over random days, before 1970 too",
         arguments: TestDatabases.kinds)
     func statisticsMatchFoundation(kind: DatabaseKind) async throws {
