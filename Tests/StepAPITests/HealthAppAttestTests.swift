@@ -221,6 +221,36 @@ struct HealthAppAttestTests {
         for (code, _) in cases { #expect(harness.antiCheat.lines.joined().contains(code)) }
     }
 
+    @Test(
+        "a first use whose values are refused (400) still registers its attested key: the next submission's assertion is taken",
+        arguments: TestDatabases.kinds)
+    func refusedFirstUseKeepsKey(kind: DatabaseKind) async throws {
+        let authority = try AppAttestDevelopmentAuthority.generate(now: TestHarness.seedInstant)
+        let (harness, tokens) = try await Self.production(kind, authority: authority)
+        let token = tokens[0]
+        let phone = TestPhone()
+        let now = harness.clock.now
+        try await harness.run(.live) { client in
+            var nonce = try await client.fetchNonce(token: token)
+            let refused = try await client.submitHealth(
+                Self.body(
+                    nonce: nonce, token: try phone.attestation(authority, nonce: nonce, now: now), date: "2026-05-10",
+                    steps: 150_000), token: token)
+            #expect(refused.status == .badRequest, "\(refused.text)")
+            #expect(try await harness.count("health_records") == 0)
+            harness.clock.advance(seconds: 1)
+            nonce = try await client.fetchNonce(token: token)
+            let taken = try await client.submitHealth(
+                Self.body(nonce: nonce, token: try phone.assertion(nonce: nonce, counter: 1), date: "2026-05-10"),
+                token: token)
+            #expect(taken.status == .created, "\(taken.text)")
+            #expect(
+                try await Self.reasons(harness, walker: "walker-ios").flatMap { $0 }.allSatisfy {
+                    !$0.hasPrefix("APP_ATTEST")
+                }, "no attestation failure was logged for the genuine device")
+        }
+    }
+
     @Test("of two assertions with one counter, sent at once, exactly one is stored", arguments: TestDatabases.kinds)
     func concurrentCounter(kind: DatabaseKind) async throws {
         let authority = try AppAttestDevelopmentAuthority.generate(now: TestHarness.seedInstant)

@@ -129,9 +129,11 @@ struct HealthWriteController: Sendable {
                 return HealthAPIError.attestationFailed.response
             }
             if let date = submission.date, date > LocalDate(instant: now, in: Self.latestZone) {
+                try await keepAttestedKey(attestation, now: now)
                 return HealthAPIError.badRequest("Date must not be in the future").response
             }
             if let (code, message) = submission.implausibility(settings.limits) {
+                try await keepAttestedKey(attestation, now: now)
                 await refuse(walkerId: walkerId, code: code, detail: message, now: now, context: context)
                 return HealthAPIError.badRequest(message).response
             }
@@ -155,6 +157,14 @@ struct HealthWriteController: Sendable {
             // After the admission, so the answer still carries the RateLimit fields.
             return HealthAPIError.failure(error, requestId: context.id, logger: telemetry.logger).response
         }
+    }
+
+    /// A first use's attestation proved the key genuine even when the values it carried are refused: the key is
+    /// registered all the same, so the app's next submission, an assertion with it, is not refused as made with an
+    /// unknown key (the app keeps a key once Apple attested it). A key registered meanwhile changes nothing.
+    private func keepAttestedKey(_ attestation: HealthAttestation, now: Date) async throws {
+        guard case .registerKey(let key) = attestation else { return }
+        _ = try await store.transaction { tx in try await tx.registerAppAttestKey(key, now: now) }
     }
 
     /// The key registration or counter advance, the record and its audit row: all or nothing. A key already
