@@ -160,11 +160,8 @@ package struct DayDecision: Sendable, Hashable {
 
     /// The reconcile job's decision on a PENDING day (seed 001 step [6]): the checks again over the whole day's
     /// submissions, then the comparison of their sequence. Nil when the day is not PENDING (already decided, or
-    /// under review), so a job that runs twice changes the day once. An accepted day takes the highest count of
-    /// the submissions judged (each bundle's counts only grew, so its latest is its highest), never below what the
-    /// day already accepted. Not the day's all-time `reportedCount`: submissions before a re-read's or a
-    /// reviewer's acceptance were judged by it and are not evidence now, and a re-read may have accepted below
-    /// them (`evidence` holds only the submissions since). A day with no submission judged keeps the old rule.
+    /// under review), so a job that runs twice changes the day once. An accepted day takes `acceptanceCount` of
+    /// the evidence (which holds only the submissions since the day's last re-read or reviewer acceptance).
     package static func reconcile(
         _ log: StepLogRecord?, evidence: DayEvidence, streak: StreakNeighbourhood, limits: IngestLimits,
         at now: Date
@@ -172,8 +169,8 @@ package struct DayDecision: Sendable, Hashable {
         guard let log, log.status == .pending else { return nil }
         let verdict = DayReconciliation.verdict(evidence, limits: limits)
         switch verdict {
-        case .accept(let highest):
-            let count = evidence.submissions.isEmpty ? log.reportedCount : max(log.acceptedCount ?? 0, highest)
+        case .accept:
+            let count = acceptanceCount(log, judgedHighest: evidence.submissions.map(\.count).max())
             let decision = accept(
                 log, acceptedCount: count, streak: streak, minDailyThreshold: limits.minDailyThreshold, at: now)
             return (verdict, decision)
@@ -205,19 +202,32 @@ package struct DayDecision: Sendable, Hashable {
         }
     }
 
-    /// A reviewer's decision on a quarantined day; nil when the day is not quarantined (nothing to decide).
+    /// A reviewer's decision on a quarantined day; nil when the day is not quarantined (nothing to decide). An
+    /// acceptance counts as the reconcile job's would (`acceptanceCount`): `judgedHighest` is the highest count of
+    /// the day's submissions since its last re-read or reviewer acceptance.
     package static func review(
-        _ log: StepLogRecord?, decision: ReviewDecision, streak: StreakNeighbourhood, minDailyThreshold: Int,
-        at now: Date
+        _ log: StepLogRecord?, decision: ReviewDecision, judgedHighest: Int?, streak: StreakNeighbourhood,
+        minDailyThreshold: Int, at now: Date
     ) -> DayDecision? {
         guard let log, log.status == .quarantined else { return nil }
         switch decision {
         case .accept:
             return accept(
-                log, acceptedCount: log.reportedCount, streak: streak, minDailyThreshold: minDailyThreshold, at: now)
+                log, acceptedCount: acceptanceCount(log, judgedHighest: judgedHighest), streak: streak,
+                minDailyThreshold: minDailyThreshold, at: now)
         case .reject:
             return reject(log, streak: streak, at: now)
         }
+    }
+
+    /// The count an accepted day takes from the reconcile job or a reviewer: the highest count of the submissions
+    /// judged (`judgedHighest`: those since the day's last re-read or reviewer acceptance, which judged the ones
+    /// before; each bundle's counts only grew, so its latest is its highest), never below what the day already
+    /// accepted. Not the day's all-time `reportedCount`, which may hold a count a re-read set aside. With no
+    /// submission judged, the reported count.
+    package static func acceptanceCount(_ log: StepLogRecord, judgedHighest: Int?) -> Int {
+        guard let judgedHighest else { return log.reportedCount }
+        return max(log.acceptedCount ?? 0, judgedHighest)
     }
 
     /// A day is final once the settle window has passed since it ended in its zone and nothing about it is

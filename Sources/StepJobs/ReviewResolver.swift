@@ -48,10 +48,10 @@ package struct ReviewResolver: Sendable {
             guard let entry = try await tx.review(id: id, locking: true) else { return .notFound }
             guard entry.isOpen else { return .alreadyResolved(entry) }
             if let claim = entry.liveClaim(at: now), claim.operatorId != actor.id { return .claimed(claim) }
-            if entry.kind == .quarantinedDay, let state,
+            if entry.kind == .quarantinedDay, let state, let log = state.log,
                 let decided = DayDecision.review(
-                    state.log, decision: decision, streak: state.streak, minDailyThreshold: limits.minDailyThreshold,
-                    at: now)
+                    log, decision: decision, judgedHighest: try await Self.judgedHighest(tx, log: log),
+                    streak: state.streak, minDailyThreshold: limits.minDailyThreshold, at: now)
             {
                 var write = DayDecisionWrite(decided, at: now)
                 write.attestationLog = AttestationLogRecord(
@@ -74,6 +74,15 @@ package struct ReviewResolver: Sendable {
             )
             return .resolved(resolved)
         }
+    }
+
+    /// The highest count of the day's submissions since its last re-read or reviewer acceptance (what the reconcile
+    /// job would judge the day by); nil when there is none.
+    static func judgedHighest(_ tx: StoreTransaction, log: StepLogRecord) async throws -> Int? {
+        Reconciler.judged(
+            try await tx.submissions(walkerId: log.walkerId, day: log.day, fallbackZone: Reconciler.zone(of: log)),
+            by: try await tx.dayJudgements(walkerId: log.walkerId, day: log.day)
+        ).submissions.map(\.submitted.count).max()
     }
 
     /// Claims an open entry for `actor` for `seconds`, or renews the claim it holds; a claim newly taken writes

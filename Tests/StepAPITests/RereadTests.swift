@@ -208,10 +208,10 @@ struct RereadTests {
     }
 
     @Test(
-        "lifetime steps hold the day's accepted count once: a second re-read below the first follows it down, and a later reconcile accepts what was submitted since, not the count the re-read set aside",
+        "lifetime steps hold the day's accepted count once: a second re-read below the first follows it down, and a later reconcile or reviewer acceptance takes what was submitted since, not the count the re-read set aside",
         arguments: TestDatabases.kinds)
     func lifetimeFollowsRereads(kind: DatabaseKind) async throws {
-        let (harness, token) = try await ProductionModeTests.setUp(kind)
+        let (harness, token) = try await ProductionModeTests.setUp(kind) { $0.adminToken = AdminTests.adminToken }
         try await harness.run { client in
             func expectDay(accepted: Int, reported: Int, credited: Int) async throws {
                 let day = try await ReconcileTests.days(client, token: token).first
@@ -248,6 +248,16 @@ struct RereadTests {
             harness.clock.advance(seconds: 61)
             #expect(try await harness.app.worker.drain() == 1)
             try await expectDay(accepted: 5300, reported: 6200, credited: 6200)
+
+            // A submission without gyroscope samples quarantines the day; a reviewer's acceptance counts as the
+            // reconcile would (the highest count since the second re-read), not the reported count it set aside.
+            harness.clock.advance(seconds: 10)
+            var body = IngestBody(count: 5400)
+            body["gyroSamplesObserved"] = .bool(false)
+            _ = try await client.ingest(body, token: token)
+            let entry = try #require(try await Self.reviews(harness).first { $0.isOpen })
+            #expect(try await client.resolve(entry.id, decision: "accept", note: "watch checked").status == .ok)
+            try await expectDay(accepted: 5400, reported: 6200, credited: 6200)
         }
     }
 

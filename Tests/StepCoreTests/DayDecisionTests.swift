@@ -96,7 +96,8 @@ struct DayDecisionTests {
         // Review accepting it puts it back.
         let back = try #require(
             DayDecision.review(
-                quarantined.log, decision: .accept, streak: Self.streak(runs: [quarantined.streakChange!.inserted[0]]),
+                quarantined.log, decision: .accept, judgedHighest: nil,
+                streak: Self.streak(runs: [quarantined.streakChange!.inserted[0]]),
                 minDailyThreshold: 2_000, at: Self.now))
         #expect(back.log.attested && back.streakChange?.inserted == [run])
     }
@@ -181,12 +182,22 @@ struct DayDecisionTests {
         #expect(reconciled?.decision.log.status == .accepted)
         #expect(
             DayDecision.review(
-                Self.log(reported: 4_000), decision: .accept, streak: Self.streak(), minDailyThreshold: 2_000,
-                at: Self.now) == nil)
+                Self.log(reported: 4_000), decision: .accept, judgedHighest: nil, streak: Self.streak(),
+                minDailyThreshold: 2_000, at: Self.now) == nil)
         let reviewed = DayDecision.review(
-            Self.log(reported: 4_000, status: .quarantined), decision: .accept, streak: Self.streak(),
-            minDailyThreshold: 2_000, at: Self.now)
+            Self.log(reported: 4_000, status: .quarantined), decision: .accept, judgedHighest: nil,
+            streak: Self.streak(), minDailyThreshold: 2_000, at: Self.now)
         #expect(reviewed?.log.status == .accepted && reviewed?.credit == 4_000)
+        // A review accepts as the reconcile would: the highest count judged, never below the count accepted before,
+        // not a reported count a re-read set aside.
+        let judged = DayDecision.review(
+            Self.log(reported: 12_000, accepted: 9_000, status: .quarantined), decision: .accept,
+            judgedHighest: 9_100, streak: Self.streak(), minDailyThreshold: 2_000, at: Self.now)
+        #expect(judged?.log.acceptedCount == 9_100 && judged?.lifetimeStepsDelta == 100)
+        let below = DayDecision.review(
+            Self.log(reported: 12_000, accepted: 9_000, status: .quarantined), decision: .accept,
+            judgedHighest: 8_000, streak: Self.streak(), minDailyThreshold: 2_000, at: Self.now)
+        #expect(below?.log.acceptedCount == 9_000 && below?.lifetimeStepsDelta == 0)
     }
 
     /// Whatever sequence of submissions, reconciliations and review decisions a day goes through, the ledger
@@ -227,8 +238,8 @@ struct DayDecisionTests {
                     .decision
             default:
                 decision = DayDecision.review(
-                    log, decision: Bool.random(using: &random) ? .accept : .reject, streak: streak,
-                    minDailyThreshold: Self.limits.minDailyThreshold, at: at)
+                    log, decision: Bool.random(using: &random) ? .accept : .reject, judgedHighest: nil,
+                    streak: streak, minDailyThreshold: Self.limits.minDailyThreshold, at: at)
             }
             guard let decision else { continue }
             #expect(decision.credit >= 0 && decision.lifetimeStepsDelta >= 0)
