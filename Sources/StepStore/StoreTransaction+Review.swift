@@ -178,8 +178,14 @@ extension StoreTransaction {
         return try row?.decode(column: "at", as: Int?.self).map(Date.init(millisecondsSince1970:))
     }
 
-    static let reviewColumns =
-        "walker_id, entry_id, kind, day, reasons, subject, created_at, resolved_at, resolution, note, reread, energy_at_stake, claim_operator_id, claim_operator, claim_until, decided_by"
+    /// The entry's columns. A claim held by an operator revoked since reads as no claim (its `claim_until` as
+    /// NULL): revoking a credential must not leave its claims blocking everyone else until they expire.
+    static let reviewColumns = """
+        walker_id, entry_id, kind, day, reasons, subject, created_at, resolved_at, resolution, note, reread, \
+        energy_at_stake, claim_operator_id, claim_operator, \
+        CASE WHEN (SELECT revoked_at FROM operators WHERE operators.operator_id = review_queue.claim_operator_id) \
+        IS NULL THEN claim_until END AS claim_until, decided_by
+        """
 
     static func reviewEntry(_ row: any SQLRow) throws -> ReviewEntry {
         let kindText = try row.decode(column: "kind", as: String.self)

@@ -372,6 +372,35 @@ struct ReviewDeskTests {
         }
     }
 
+    @Test(
+        "a claim held by an operator revoked since no longer holds: others see no claim and may claim and decide",
+        arguments: TestDatabases.kinds)
+    func revokedClaim(kind: DatabaseKind) async throws {
+        let (harness, token) = try await AdminTests.setUp(kind)
+        let ana = try await AdminAccessTests.createOperator(harness, name: "ana", role: .reviewer)
+        let ben = try await AdminAccessTests.createOperator(harness, name: "ben", role: .reviewer)
+        try await harness.run { client in
+            let id = try await AdminTests.quarantinedDay(harness, client, token: token)
+            #expect(try await client.admin("/admin/reviews/\(id)/claim", method: .post, token: ana).status == .ok)
+            let held = try await client.admin("/admin/reviews/\(id)/claim", method: .post, token: ben)
+            #expect(held.status == .conflict)
+            let revoked = try await harness.store.transaction {
+                try await $0.revokeOperator(name: "ana", at: harness.clock.now)
+            }
+            #expect(revoked != nil)
+            #expect(
+                try await client.admin("/admin/reviews/\(id)?claim=false", token: ben).json["entry"]?["claim"] == .null)
+            #expect(try await client.admin("/admin/reviews").json["items"]?[0]?["claim"] == .null)
+            let claimed = try await client.admin("/admin/reviews/\(id)/claim", method: .post, token: ben)
+            #expect(claimed.status == .ok)
+            #expect(try claimed.json["claim"]?["operator"] == .string("ben"))
+            let decided = try await client.admin(
+                "/admin/reviews/\(id)/resolve", method: .post, token: ben, body: try Self.decision("reject", note: "x"))
+            #expect(decided.status == .ok)
+            #expect(try await Self.days(client, token: token) == .string("REJECTED"))
+        }
+    }
+
     @Test("admin.claimSeconds sets how long a claim holds", arguments: TestDatabases.kinds)
     func claimSeconds(kind: DatabaseKind) async throws {
         let (harness, token) = try await AdminTests.setUp(kind) { $0.admin.claimSeconds = 30 }
