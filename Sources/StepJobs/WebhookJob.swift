@@ -53,21 +53,46 @@ package struct WebhookJob: StandaloneJob {
         try await withSpan("webhook delivery", ofKind: .client) { span in
             span.attributes["http.request.method"] = "POST"
             request.injectTraceContext()
+            // One deadline for the whole answer, its body included: the client's own timeout ends once the head
+            // has come, and a receiver that then stalls must not hold the job (and its worker slot) any longer.
+            let milliseconds = Int64(webhook.timeoutSeconds * 1000)
+            let deadline = ContinuousClock.now + .milliseconds(milliseconds)
             let response: HTTPClientResponse
             do {
-                response = try await httpClient.execute(
-                    request, timeout: .milliseconds(Int64(webhook.timeoutSeconds * 1000)))
+                response = try await httpClient.execute(request, timeout: .milliseconds(milliseconds))
             } catch {
                 span.setStatus(SpanStatus(code: .error))
                 throw JobError.failed("webhook not reached: \(type(of: error))")
             }
             span.attributes["http.response.status_code"] = Int(response.status.code)
             // The answer's body is of no interest; read at most a little of it so the connection can be reused.
-            _ = try? await response.body.collect(upTo: 64 * 1024)
+            let read = await Self.drain(response.body, by: deadline)
             guard (200..<300).contains(Int(response.status.code)) else {
                 span.setStatus(SpanStatus(code: .error))
                 throw JobError.failed("webhook answered \(response.status.code)")
             }
+            guard read else {
+                span.setStatus(SpanStatus(code: .error))
+                throw JobError.failed("webhook answer not complete within \(webhook.timeoutSeconds) s")
+            }
+        }
+    }
+
+    /// Reads the answer's body (at most 64 KiB of it is wanted) until `deadline`: true when it ended in time,
+    /// false when the deadline came first, which cancels the read and so closes the connection.
+    static func drain(_ body: HTTPClientResponse.Body, by deadline: ContinuousClock.Instant) async -> Bool {
+        await withTaskGroup(of: Bool.self) { group in
+            group.addTask {
+                _ = try? await body.collect(upTo: 64 * 1024)
+                return true
+            }
+            group.addTask {
+                try? await Task.sleep(until: deadline, clock: .continuous)
+                return false
+            }
+            let first = await group.next() ?? false
+            group.cancelAll()
+            return first
         }
     }
 

@@ -139,6 +139,8 @@ struct EventsTests {
         }
         let deliveries = Mutex<[Delivery]>([])
         let status = Mutex<HTTPResponse.Status>(.ok)
+        /// Answer 200 with the first bytes of a body, then send nothing more for 15 s or until `stall` is unset.
+        let stall = Mutex(false)
 
         var application: some ApplicationProtocol {
             let router = Router()
@@ -149,6 +151,19 @@ struct EventsTests {
                         Delivery(
                             body: String(buffer: body),
                             signature: request.headers[HTTPField.Name("StepLedger-Signature")!]))
+                }
+                if stall.withLock({ $0 }) {
+                    return Response(
+                        status: .ok,
+                        body: ResponseBody { writer in
+                            try await writer.write(ByteBuffer(string: "{"))
+                            let until = ContinuousClock.now + .seconds(15)
+                            while self.stall.withLock({ $0 }), ContinuousClock.now < until {
+                                try await Task.sleep(for: .milliseconds(50))
+                            }
+                            try await writer.write(ByteBuffer(string: "}"))
+                            try await writer.finish(nil)
+                        })
                 }
                 return Response(status: status.withLock { $0 })
             }
@@ -206,6 +221,34 @@ struct EventsTests {
                 #expect(dead.first?.lastError == "webhook answered 500")
                 // The event itself is stored whatever the webhook did.
                 #expect(try await harness.count("walker_events") == 2)
+            }
+        }
+    }
+
+    @Test(
+        "a receiver that answers 200 and then stalls its body fails the delivery at events.webhookTimeoutSeconds, not when the connection idles out",
+        arguments: TestDatabases.kinds)
+    func stalledWebhook(kind: DatabaseKind) async throws {
+        let receiver = Receiver()
+        receiver.stall.withLock { $0 = true }
+        try await receiver.application.test(.live) { hook in
+            let port = try #require(hook.port)
+            let (harness, token) = try await AdminTests.setUp(kind) {
+                $0.events.webhookURL = "http://127.0.0.1:\(port)/hook"
+                $0.events.webhookSecret = Array(String(repeating: "k", count: 40).utf8)
+                $0.events.webhookTimeoutSeconds = 1
+                $0.refundGraceSeconds = 0
+            }
+            try await harness.run { client in
+                _ = try await Self.refund(harness, client, token: token, review: true)
+                let started = ContinuousClock.now
+                _ = try await harness.app.worker.drain()
+                #expect(ContinuousClock.now - started < .seconds(10), "bounded by the 1 s timeout")
+                #expect(receiver.deliveries.withLock { $0.count } == 1)
+                let retried = try await harness.app.worker.queue.list(state: .pending)
+                #expect(retried.map(\.kind) == ["deliver-webhook"])
+                #expect(retried.first?.lastError == "webhook answer not complete within 1.0 s")
+                receiver.stall.withLock { $0 = false }
             }
         }
     }
