@@ -13,6 +13,10 @@ struct QueueState: Codable, Sendable, Equatable {
     /// A 429, a 503 or a suspension stops the whole queue until this instant, across restarts.
     var pausedUntil: Date?
     var days: [String: DayState] = [:]
+    /// What the server last said of each day (an answer or a read), kept under a queued bucket's state: a bucket
+    /// the server refuses, or one that expires unsent, gives its day back the server's state. Optional, so a queue
+    /// file written before it reads as none.
+    var serverDays: [String: DayState]?
     var expired: [ExpiredBucket] = []
     var expiredTotal = 0
     /// The id of the last walker event delivered to the app.
@@ -85,7 +89,8 @@ struct QueueState: Codable, Sendable, Equatable {
         expiredTotal += dropped.count
         if expired.count > Self.expiredKept { expired.removeFirst(expired.count - Self.expiredKept) }
         for bucket in dropped where !buckets.contains(where: { $0.day == bucket.day }) {
-            if days[bucket.day.description]?.status == .queued { days[bucket.day.description] = nil }
+            let key = bucket.day.description
+            if days[key]?.status == .queued { days[key] = serverDays?[key] }
         }
         return dropped
     }
@@ -116,5 +121,13 @@ struct QueueState: Codable, Sendable, Equatable {
         guard let newest = days.values.map(\.day).max() else { return }
         let oldest = newest.adding(days: -Self.daysKept)
         days = days.filter { $0.value.day >= oldest }
+        serverDays = serverDays?.filter { $0.value.day >= oldest }
+    }
+
+    /// Keeps `state` as what the server last said of its day (`serverDays`); the caller records what to show.
+    mutating func noteServer(_ state: DayState) {
+        var known = serverDays ?? [:]
+        known[state.day.description] = state
+        serverDays = known
     }
 }

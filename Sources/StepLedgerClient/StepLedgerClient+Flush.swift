@@ -213,12 +213,19 @@ extension StepLedgerClient {
             known.reasons = reasons
             state.record(known)
         } else if !state.buckets.contains(where: { $0.day == bucket.day }) {
-            state.record(DayState(day: bucket.day, status: .rejected, reportedCount: bucket.count, reasons: reasons))
+            // The server refused the bucket, not the day: a day it already holds keeps the state it has there.
+            if let server = state.serverDays?[key] {
+                state.record(server)
+            } else {
+                state.record(
+                    DayState(day: bucket.day, status: .rejected, reportedCount: bucket.count, reasons: reasons))
+            }
         }
     }
 
-    /// Records the server's word on a day, unless a newer bucket of the day is still queued.
+    /// Records the server's word on a day, unless a newer bucket of the day is still queued (it is kept beneath).
     private func note(_ day: DayState) {
+        state.noteServer(day)
         if state.buckets.contains(where: { $0.day == day.day }) {
             var queued = day
             queued.status = .queued

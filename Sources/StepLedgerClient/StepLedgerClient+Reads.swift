@@ -75,8 +75,9 @@ extension StepLedgerClient {
             case .undocumented(let status, _): return .failure(.unexpectedResponse(status: status, code: nil))
             }
         }
-        for day in days where !state.buckets.contains(where: { $0.day == day.day }) {
-            state.record(day)
+        for day in days {
+            state.noteServer(day)
+            if !state.buckets.contains(where: { $0.day == day.day }) { state.record(day) }
         }
         try save()
         return days
@@ -125,7 +126,9 @@ extension StepLedgerClient {
     /// with the days it depends on; the client keeps it until an `allocation-reverted` event or a later read
     /// settles it (``provisionalAllocations()``).
     /// - Throws: ``StepLedgerError/insufficientEnergy(required:spendable:)``,
-    ///   ``StepLedgerError/invalidRequest(_:)`` for a bad node id, number of points or key, and the errors of a read.
+    ///   ``StepLedgerError/invalidRequest(_:)`` for a bad node id, number of points or key,
+    ///   ``StepLedgerError/allocationUnanswered(idempotencyKey:lastError:)`` with the key to call again with when
+    ///   no try was answered, and the errors of a read.
     public func allocate(
         kind: Allocation.Kind, nodeId: String, points: Int, attempts: Int = 3, idempotencyKey: String? = nil
     ) async throws -> Allocation {
@@ -159,7 +162,10 @@ extension StepLedgerClient {
                 switch error {
                 case .transport, .serverUnavailable, .unexpectedResponse(status: 409, _),
                     .unexpectedResponse(500..., _):
-                    guard failures < max(1, attempts) else { throw error }
+                    guard failures < max(1, attempts) else {
+                        throw StepLedgerError.allocationUnanswered(
+                            idempotencyKey: body.idempotencyKey, lastError: error)
+                    }
                     let wait = configuration.retry.delay(
                         afterFailures: failures, random: Double.random(in: 0...1, using: &random))
                     try await Task.sleep(nanoseconds: UInt64(min(wait, 30) * 1_000_000_000))

@@ -126,6 +126,51 @@ struct ClientEventsTests {
         #expect(await client.provisionalAllocations().isEmpty)
     }
 
+    @Test("an allocation no try of which was answered throws its key; called again with it, the spend is learned")
+    func unansweredAllocation() async throws {
+        let store = temporaryStore()
+        defer { try? FileManager.default.removeItem(at: store) }
+        let clock = ManualClock(seedInstant)
+        let server = FakeServer(clock: clock)
+        let tries = Mutex(0)
+        server.route("createAllocation") { _ in
+            tries.withLock { $0 += 1 }
+            var response = HTTPResponse(status: .serviceUnavailable)
+            response.headerFields[.contentType] = "application/json"
+            return (response, HTTPBody(#"{"error":"SERVICE_UNAVAILABLE","message":"later","details":{}}"#))
+        }
+        let client = try makeClient(store: store, server: server, clock: clock, retry: Self.fast)
+        var unanswered: (key: String, last: StepLedgerError)?
+        do {
+            _ = try await client.allocate(kind: .tree, nodeId: "oak", points: 500, attempts: 2)
+            Issue.record("an allocation no try of which was answered returned")
+        } catch StepLedgerError.allocationUnanswered(let key, let last) {
+            unanswered = (key, last)
+        }
+        #expect(tries.withLock { $0 } == 2)
+        let (key, last) = try #require(unanswered)
+        #expect(!key.isEmpty)
+        #expect(last == .serverUnavailable(retryAfter: nil))
+        server.route("createAllocation") { _ in
+            var response = HTTPResponse(status: .created)
+            response.headerFields[.contentType] = "application/json"
+            let body =
+                #"{"id":"a-9","kind":"tree","nodeId":"oak","points":500,"refundedPoints":0,"status":"confirmed","dependsOn":[],"createdAt":"2026-05-18T20:42:30.123Z"}"#
+            return (response, HTTPBody(body))
+        }
+        let allocation = try await client.allocate(kind: .tree, nodeId: "oak", points: 500, idempotencyKey: key)
+        #expect(allocation.id == "a-9")
+        // A refusal that is an answer is thrown as it is.
+        server.route("createAllocation") { _ in
+            var response = HTTPResponse(status: .badRequest)
+            response.headerFields[.contentType] = "application/json"
+            return (response, HTTPBody(#"{"error":"INVALID_REQUEST","message":"nodeId","details":{}}"#))
+        }
+        await #expect(throws: StepLedgerError.invalidRequest("nodeId")) {
+            try await client.allocate(kind: .tree, nodeId: "oak", points: 500)
+        }
+    }
+
     @Test(
         "an allocations read that shows an allocation confirmed settles its badge; a key the app gives must be printable ASCII"
     )

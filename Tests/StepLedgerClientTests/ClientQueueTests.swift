@@ -259,6 +259,44 @@ struct ClientAnswerTests {
         #expect(again.requests == 0)
     }
 
+    @Test(
+        "a refused bucket of a day the server holds leaves the day as the server has it; so does one that expires unsent"
+    )
+    func refusedKeepsServerState() async throws {
+        let store = temporaryStore()
+        defer { try? FileManager.default.removeItem(at: store) }
+        let clock = ManualClock(seedInstant)
+        let server = FakeServer(clock: clock)
+        var client: StepLedgerClient? = try makeClient(store: store, server: server, clock: clock)
+        let old = today.adding(days: -6)
+        try await client!.record(today, 8_000)
+        try await client!.record(old, 4_000)
+        _ = try await client!.flush()
+        #expect(await client!.dayStates().first { $0.day == today }?.status == .pending)
+
+        // A count the server refuses: the day is still PENDING at 8 000 there, not REJECTED.
+        let refused = try await client!.record(today, 60_000)
+        #expect(await client!.dayStates().first { $0.day == today }?.status == .queued)
+        server.script { key, _ in key == refused.idempotencyKey ? .reject(["COUNT_EXCEEDS_CAP"]) : .accept }
+        let report = try await client!.flush()
+        #expect(report.refused.map(\.bucket.idempotencyKey) == [refused.idempotencyKey])
+        let kept = await client!.dayStates().first { $0.day == today }
+        #expect(kept?.status == .pending && kept?.reportedCount == 8_000)
+
+        // A newer count of the old day that never gets through and expires: the day is back as the server has it,
+        // after a restart too (the server's state is kept on disk).
+        server.script { _, _ in .offline }
+        try await client!.record(old, 4_500)
+        _ = try await client!.flush()
+        clock.advance(2 * 86_400)
+        let expired = try await client!.flush()
+        #expect(expired.expired.count == 1)
+        client = nil
+        let reopened = try makeClient(store: store, server: server, clock: clock)
+        let back = await reopened.dayStates().first { $0.day == old }
+        #expect(back?.status == .pending && back?.reportedCount == 4_000)
+    }
+
     @Test("a 429 pauses the whole queue for Retry-After, and the pause survives a restart")
     func pause() async throws {
         let store = temporaryStore()
