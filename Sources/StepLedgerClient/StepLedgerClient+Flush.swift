@@ -65,6 +65,13 @@ extension StepLedgerClient {
                     apply(result, to: bucket, report: &report)
                 }
                 refreshed = false
+                // A bucket the server could not store for want of its database (it then answers the rest of the
+                // batch 503 at once) stops the flush as a whole-request 503 does: the next request would meet the
+                // same. Those buckets wait out their backoff.
+                if results.contains(where: { $0.status == 503 }) {
+                    report.interruption = .serverUnavailable(retryAfter: nil)
+                    break flushing
+                }
             case .unauthorized(let reason) where reason?.hasPrefix("APP_CHECK_") == true:
                 // The App Check token, not the session: ask the provider again (its next token may be fresh), once.
                 guard !appCheckAskedAgain else {

@@ -445,6 +445,22 @@ struct ClientAnswerTests {
         #expect(unavailable.interruption == .serverUnavailable(retryAfter: 30))
     }
 
+    @Test("a bucket answered 503 inside a batch stops the flush: the rest of the queue is not sent until later")
+    func unavailableInsideBatch() async throws {
+        let store = temporaryStore()
+        defer { try? FileManager.default.removeItem(at: store) }
+        let clock = ManualClock(seedInstant)
+        let server = FakeServer(clock: clock)
+        let client = try makeClient(store: store, server: server, clock: clock)
+        for index in 0..<30 { try await client.record(today, 1_000 + index, bundle: "com.example.b\(index)") }
+        server.script { key, _ in key == nil ? .accept : .bucketUnavailable }
+        let report = try await client.flush()
+        #expect(report.requests == 1)
+        #expect(report.interruption == .serverUnavailable(retryAfter: nil))
+        #expect(report.remaining == 30)
+        #expect(server.violations.isEmpty, "\(server.violations)")
+    }
+
     @Test("a bucket answered 429 inside a batch pauses the queue for its retryAfterSeconds and stays queued")
     func rateLimitedInsideBatch() async throws {
         let store = temporaryStore()

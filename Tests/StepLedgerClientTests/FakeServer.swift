@@ -31,6 +31,8 @@ enum Script: Sendable, Equatable {
     case inFlight
     /// This bucket's result is 500.
     case serverError
+    /// This bucket's result is 503 SERVICE_UNAVAILABLE (the server's database went away mid-batch).
+    case bucketUnavailable
     /// This bucket's result is 422 STEP_REJECTED with the reasons.
     case reject([String])
     /// This bucket's result is 403 STEP_SOURCE_NOT_WHITELISTED.
@@ -197,6 +199,9 @@ final class FakeServer: ClientTransport, Sendable {
             case .serverError:
                 failedKeys.insert(key)
                 results.append(Self.error(key, 500, "INTERNAL_ERROR", [:]))
+            case .bucketUnavailable:
+                failedKeys.insert(key)
+                results.append(Self.error(key, 503, "SERVICE_UNAVAILABLE", [:]))
             case .reject(let reasons):
                 results.append(Self.error(key, 422, "STEP_REJECTED", ["reasons": reasons, "day": day]))
             case .notWhitelisted:
