@@ -34,8 +34,10 @@ package struct DayReverser: Sendable {
         async throws -> Outcome
     {
         try await store.transaction { [refundGraceSeconds, jobMaxAttempts] tx in
-            guard try await tx.walker(walkerId) != nil else { return .notFound }
-            let state = try await tx.lockWalkerReadingDay(walkerId, day: day, now: now).day
+            // Locked only if it exists: a reversal racing the walker's erasure does not bring the erased id back.
+            guard let state = try await tx.lockExistingWalkerReadingDay(walkerId, day: day)?.day else {
+                return .notFound
+            }
             guard let log = state.log else { return .notFound }
             guard let decision = DayDecision.reverse(log, streak: state.streak, at: now) else {
                 return .notAccepted(log.status)

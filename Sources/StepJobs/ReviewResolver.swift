@@ -39,11 +39,16 @@ package struct ReviewResolver: Sendable {
     {
         guard let peek = try await store.withoutTransaction({ try await $0.review(id: id) }) else { return .notFound }
         return try await store.transaction { [limits, refundGraceSeconds, jobMaxAttempts] tx in
+            // An erasure that committed while this waited took the walker's entries with it: nothing to decide, and
+            // the erased id is not brought back.
             var state: DayState?
             if let day = peek.day {
-                state = try await tx.lockWalkerReadingDay(peek.walkerId, day: day, now: now).day
+                guard let locked = try await tx.lockExistingWalkerReadingDay(peek.walkerId, day: day) else {
+                    return .notFound
+                }
+                state = locked.day
             } else {
-                _ = try await tx.lockWalker(peek.walkerId, now: now)
+                guard try await tx.lockExistingWalker(peek.walkerId) != nil else { return .notFound }
             }
             guard let entry = try await tx.review(id: id, locking: true) else { return .notFound }
             guard entry.isOpen else { return .alreadyResolved(entry) }

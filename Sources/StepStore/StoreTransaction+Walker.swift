@@ -65,10 +65,43 @@ extension StoreTransaction {
         return (walker, try await dayState(walkerId: walkerId, day: day))
     }
 
+    /// As `lockWalkerReadingDay`, for an operator's decision about a walker that must already exist: nil when the
+    /// walker has no row (never had one, or was erased while this waited for its lock), and none is created, so a
+    /// decision racing an erasure cannot bring the erased id back.
+    package func lockExistingWalkerReadingDay(_ walkerId: String, day: LocalDate) async throws
+        -> (walker: WalkerRecord, day: DayState)?
+    {
+        noteWrite(of: walkerId)
+        guard kind == .postgres else {
+            guard let walker = try await lockExistingWalker(walkerId) else { return nil }
+            return (walker, try await dayState(walkerId: walkerId, day: day))
+        }
+        let rows = try await sql.raw(Self.lockWalkerAndDayStatement(walkerId, day: day, now: nil)).all()
+        guard let row = rows.first else { return nil }
+        let walker = try Self.walkerRecord(row, walkerId: walkerId)
+        if let snapshot = try Self.snapshotDayState(rows, walker: walker, day: day) { return (walker, snapshot) }
+        return (walker, try await dayState(walkerId: walkerId, day: day))
+    }
+
+    /// The walker's row, locked, when it exists; nil otherwise, and none is created (see above).
+    package func lockExistingWalker(_ walkerId: String) async throws -> WalkerRecord? {
+        noteWrite(of: walkerId)
+        return try await sql.raw(Self.lockExistingWalkerStatement(walkerId)).first().map { try Self.walkerRecord($0) }
+    }
+
+    /// The lock without the insert: a no-op update of the row, if there is one.
+    static func lockExistingWalkerStatement(_ walkerId: String) -> SQLText {
+        """
+        UPDATE walkers SET version = version WHERE walker_id = \(bind: walkerId)
+        RETURNING walker_id, last_tz, last_submission_at, lifetime_steps, version, suspended_at
+        """
+    }
+
     /// The walker lock with the day's state and the walker's version as the snapshot saw it (`seen_version`).
-    static func lockWalkerAndDayStatement(_ walkerId: String, day: LocalDate, now: Date) -> SQLText {
+    /// Without `now`, the lock of an existing row only (`lockExistingWalkerStatement`): no row when there is none.
+    static func lockWalkerAndDayStatement(_ walkerId: String, day: LocalDate, now: Date?) -> SQLText {
         var query: SQLText = "WITH walker AS (\n"
-        query += lockWalkerStatement(walkerId, now: now)
+        query += now.map { lockWalkerStatement(walkerId, now: $0) } ?? lockExistingWalkerStatement(walkerId)
         query += "\n)\nSELECT walker.last_tz, walker.last_submission_at, walker.lifetime_steps, walker.version,"
         query += " walker.suspended_at"
         query += snapshotDayColumns(walkerId: walkerId, day: day, from: "walker")

@@ -401,6 +401,27 @@ struct ReviewDeskTests {
         }
     }
 
+    @Test(
+        "a decision on an entry whose walker's row is gone (erased while it waited) finds nothing and creates no row",
+        arguments: TestDatabases.kinds)
+    func walkerGone(kind: DatabaseKind) async throws {
+        let (harness, token) = try await AdminTests.setUp(kind)
+        try await harness.run { client in
+            let id = try await AdminTests.quarantinedDay(harness, client, token: token)
+            // What an erasure leaves behind for a decision that read the entry before it: no row under the id.
+            try await harness.store.transaction { tx in
+                try await tx.sql.raw("DELETE FROM walkers WHERE walker_id = \(bind: AdminTests.walker)").run()
+            }
+            let decided = try await client.resolve(id, decision: "accept", note: "late")
+            #expect(decided.status == .notFound, "\(decided.text)")
+            let reversed = try await client.admin(
+                "/admin/walkers/\(AdminTests.walker)/days/2026-05-18/reverse", method: .post,
+                body: ByteBuffer(string: #"{"note":"late"}"#))
+            #expect(reversed.status == .notFound, "\(reversed.text)")
+            #expect(try await harness.store.transaction { try await $0.walker(AdminTests.walker) } == nil)
+        }
+    }
+
     @Test("admin.claimSeconds sets how long a claim holds", arguments: TestDatabases.kinds)
     func claimSeconds(kind: DatabaseKind) async throws {
         let (harness, token) = try await AdminTests.setUp(kind) { $0.admin.claimSeconds = 30 }
