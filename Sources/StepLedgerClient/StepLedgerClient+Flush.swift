@@ -206,6 +206,7 @@ extension StepLedgerClient {
     }
 
     private func refuse(_ bucket: QueuedBucket, _ error: StepLedgerError, report: inout FlushReport) {
+        noteAnswer(about: bucket.day)
         _ = state.remove(key: bucket.idempotencyKey)
         report.refused.append(.init(bucket: bucket, error: error))
         var reasons: [String]
@@ -232,6 +233,7 @@ extension StepLedgerClient {
 
     /// Records the server's word on a day, unless a newer bucket of the day is still queued (it is kept beneath).
     private func note(_ day: DayState) {
+        noteAnswer(about: day.day)
         state.noteServer(day)
         if state.buckets.contains(where: { $0.day == day.day }) {
             var queued = day
@@ -243,6 +245,11 @@ extension StepLedgerClient {
         } else {
             state.record(day)
         }
+    }
+
+    private func noteAnswer(about day: CalendarDay) {
+        answersNoted += 1
+        dayAnsweredAt[day] = answersNoted
     }
 
     private func pause(for seconds: TimeInterval?) {

@@ -57,6 +57,7 @@ extension StepLedgerClient {
         guard from <= to, to.days(since: from) <= 91 else {
             throw StepLedgerError.invalidRequest("from must not be after to, and the range at most 92 days")
         }
+        let asked = answersNoted
         let days: [DayState] = try await authorized {
             switch try await client.listStepDays(.init(query: .init(from: from.description, to: to.description))) {
             case .ok(let ok):
@@ -75,7 +76,8 @@ extension StepLedgerClient {
             case .undocumented(let status, _): return .failure(.unexpectedResponse(status: status, code: nil))
             }
         }
-        for day in days {
+        // A flush may have had an answer about a day while this read was on its way: that answer is newer.
+        for day in days where dayAnsweredAt[day.day, default: 0] <= asked {
             state.noteServer(day)
             if !state.buckets.contains(where: { $0.day == day.day }) { state.record(day) }
         }

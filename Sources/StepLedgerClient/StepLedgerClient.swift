@@ -70,6 +70,10 @@ public actor StepLedgerClient {
     var flushTask: Task<FlushReport, any Error>?
     /// The keys of the buckets a flush's request carries right now; `record` leaves them queued.
     var sending: Set<String> = []
+    /// How many flush answers have been noted, and the count at the last one about each day: a read of the days
+    /// that left before an answer about its day came back must not put its older state over that answer.
+    var answersNoted = 0
+    var dayAnsweredAt: [CalendarDay: Int] = [:]
 
     /// Opens the queue in `configuration.storeDirectory` (creating it) and connects to the server.
     ///

@@ -1,4 +1,6 @@
 import Foundation
+import HTTPTypes
+import OpenAPIRuntime
 import StepTestSupport
 import Synchronization
 import Testing
@@ -443,6 +445,46 @@ struct ClientAnswerTests {
         let unavailable = try await client.flush()
         #expect(unavailable.pausedUntil == clock.now.addingTimeInterval(30))
         #expect(unavailable.interruption == .serverUnavailable(retryAfter: 30))
+    }
+
+    @Test("a days read that left before a flush's answer about its day came back does not put its older state over it")
+    func staleRead() async throws {
+        let store = temporaryStore()
+        defer { try? FileManager.default.removeItem(at: store) }
+        let clock = ManualClock(seedInstant)
+        let server = FakeServer(clock: clock)
+        let client = try makeClient(store: store, server: server, clock: clock)
+        try await client.record(today, 5_000)
+        _ = try await client.flush()
+        try await client.record(today, 8_000)
+        // The read's answer (the day ACCEPTED at 5 000, as it stood when the read left) is held until the flush of
+        // 8 000 has been answered.
+        let (gate, open) = AsyncStream.makeStream(of: Void.self)
+        let asked = Mutex(false)
+        server.route("listStepDays") { _ in
+            asked.withLock { $0 = true }
+            var response = HTTPResponse(status: .ok)
+            response.headerFields[.contentType] = "application/json"
+            let json =
+                #"{"days":[{"day":"\#(today)","reportedCount":5000,"acceptedCount":5000,"reconciliationStatus":"ACCEPTED","energyCredited":5000}]}"#
+            let body = AsyncStream<ArraySlice<UInt8>> { continuation in
+                Task {
+                    for await _ in gate { break }
+                    continuation.yield(ArraySlice(json.utf8))
+                    continuation.finish()
+                }
+            }
+            return (response, HTTPBody(body, length: .unknown, iterationBehavior: .single))
+        }
+        async let read = client.days(from: today.adding(days: -1), to: today)
+        while !asked.withLock({ $0 }) { await Task.yield() }
+        let flushed = try await client.flush()
+        #expect(flushed.delivered.count == 1)
+        open.yield()
+        let answered = try await read
+        #expect(answered.first?.status == .accepted, "the read returns what the server said when it was asked")
+        let day = await client.dayStates().first { $0.day == today }
+        #expect(day?.status == .pending && day?.reportedCount == 8_000)
     }
 
     @Test("a bucket answered 503 inside a batch stops the flush: the rest of the queue is not sent until later")
