@@ -61,9 +61,9 @@ struct LogSinkTests {
         }.start()
         #expect(done.wait(timeout: .now() + 10) == .success, "append waited for a reader that stopped reading")
         // Lines dropped since the last note of them: on a slow machine the drain may take the buffer while lines
-        // are being dropped, and the next line appended then carries a note of those first.
+        // are being dropped, and the next line appended then carries a note of those first. When it took the
+        // buffer near the end, the last lines fit and none is counted since (the note is then in what it holds).
         let dropped = writer.droppedLines
-        #expect(dropped > 0)
         #expect(!writer.flush(timeout: 0.2), "flush gives up on a reader that stopped reading")
 
         // The reader comes back: what the buffer held arrives, then the next line says how many were dropped.
@@ -86,10 +86,13 @@ struct LogSinkTests {
         #expect(finished.wait(timeout: .now() + 10) == .success)
         let lines = String(decoding: received.withLock { $0 }, as: UTF8.self).split(separator: "\n")
         #expect(lines.last == "after")
-        let note = try #require(lines.dropLast().last)
-        let fields = try JSONDecoder().decode(JSONValue.self, from: Data(note.utf8))
-        #expect(fields["level"] == .string("warning"))
-        #expect(fields["dropped"] == .int(dropped))
+        if dropped > 0 {
+            // The lines dropped last are reported by the first line appended once the reader is back.
+            let note = try #require(lines.dropLast().last)
+            let fields = try JSONDecoder().decode(JSONValue.self, from: Data(note.utf8))
+            #expect(fields["level"] == .string("warning"))
+            #expect(fields["dropped"] == .int(dropped))
+        }
         #expect(writer.droppedLines == 0)
         // Every line is either received or counted in a note: nothing is lost without a word.
         let notes = try lines.filter { $0.hasPrefix("{") }.map {
