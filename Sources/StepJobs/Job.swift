@@ -74,6 +74,17 @@ package enum JobRetryOutcome: Sendable, Hashable {
     case notDead(JobState)
 }
 
+extension JobRetryOutcome {
+    /// The outcome as the audit and the admin API name a change (`retried`, `coalesced`); nil when nothing changed.
+    package var auditOutcome: String? {
+        switch self {
+        case .retried: "retried"
+        case .coalesced: "coalesced"
+        case .notFound, .notDead: nil
+        }
+    }
+}
+
 /// What discarding a job did (`JobQueue.discard`).
 package enum JobDiscardOutcome: Sendable, Hashable {
     /// The dead job was deleted.

@@ -314,9 +314,17 @@ package struct JobQueue: Sendable {
         }
     }
 
-    /// Makes a dead job pending again, to run now with a fresh count of attempts.
-    package func retry(id: String, now: Date) async throws -> JobRetryOutcome {
-        try await store.transactionRerunOnConflict { tx in try await Self.retry(id: id, in: tx, now: now) }
+    /// Makes a dead job pending again, to run now with a fresh count of attempts. With `actor` (an operator, the
+    /// admin API or `stepd jobs retry`), a change writes its audit row (`job.retry`) in the same transaction.
+    package func retry(id: String, by actor: AdminActor? = nil, now: Date) async throws -> JobRetryOutcome {
+        try await store.transactionRerunOnConflict { tx in
+            let outcome = try await Self.retry(id: id, in: tx, now: now)
+            if let actor, let name = outcome.auditOutcome {
+                try await tx.recordAudit(
+                    actor: actor, action: "job.retry", target: id, outcome: name, note: nil, at: now)
+            }
+            return outcome
+        }
     }
 
     /// `retry` in the caller's transaction (an operator's action and its audit row commit together). An enqueue
@@ -350,8 +358,18 @@ package struct JobQueue: Sendable {
     /// Deletes a dead job an operator gave up on. Deleted rather than kept in a state of its own: every claim,
     /// rescue, depth and dedupe query would have to step around such rows forever, while the operator's audit
     /// row (`job.discard`) already records who discarded which job and why.
-    package func discard(id: String) async throws -> JobDiscardOutcome {
-        try await store.transaction { tx in try await Self.discard(id: id, in: tx) }
+    /// With `actor`, a discard writes its audit row (`job.discard`) in the same transaction.
+    package func discard(id: String, by actor: AdminActor? = nil, now: Date = Date()) async throws
+        -> JobDiscardOutcome
+    {
+        try await store.transaction { tx in
+            let outcome = try await Self.discard(id: id, in: tx)
+            if let actor, outcome == .discarded {
+                try await tx.recordAudit(
+                    actor: actor, action: "job.discard", target: id, outcome: "discarded", note: nil, at: now)
+            }
+            return outcome
+        }
     }
 
     /// `discard` in the caller's transaction.

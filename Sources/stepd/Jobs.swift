@@ -55,7 +55,9 @@ struct Jobs: AsyncParsableCommand {
         @OptionGroup var common: CommonOptions
 
         func run() async throws {
-            let outcome = try await common.withQueue { queue in try await queue.retry(id: id, now: Date()) }
+            let outcome = try await common.withQueue { queue in
+                try await queue.retry(id: id, by: .commandLine, now: Date())
+            }
             switch outcome {
             case .retried:
                 print("job \(id) is pending again and runs at the next poll")
@@ -79,7 +81,9 @@ struct Jobs: AsyncParsableCommand {
         @OptionGroup var common: CommonOptions
 
         func run() async throws {
-            let outcome = try await common.withQueue { queue in try await queue.discard(id: id) }
+            let outcome = try await common.withQueue { queue in
+                try await queue.discard(id: id, by: .commandLine, now: Date())
+            }
             switch outcome {
             case .discarded:
                 print("job \(id) discarded")

@@ -287,11 +287,27 @@ struct JobQueueTests {
         }
         #expect(try await queue.claim(limit: 1, now: now.addingTimeInterval(86_400)).isEmpty)
         let dead = try #require(try await queue.list(state: .dead).first)
-        #expect(try await queue.retry(id: "no-such-job", now: now) == .notFound)
-        #expect(try await queue.retry(id: dead.id, now: now) == .retried)
-        #expect(try await queue.retry(id: dead.id, now: now) == .notDead(.pending))
+        #expect(try await queue.retry(id: "no-such-job", by: .commandLine, now: now) == .notFound)
+        #expect(try await queue.retry(id: dead.id, by: .commandLine, now: now) == .retried)
+        #expect(try await queue.retry(id: dead.id, by: .commandLine, now: now) == .notDead(.pending))
         let revived = try #require(try await queue.claim(limit: 1, now: now).first)
         #expect(revived.id == dead.id && revived.attempt == 1)
+        // Dead again, then discarded by the command line: the retry and the discard each left one audit row,
+        // the refusals none.
+        _ = try await queue.fail(revived, error: "boom", now: now)
+        for hours in 1...2 {
+            let at = now.addingTimeInterval(Double(hours) * 3_600)
+            _ = try await queue.fail(
+                try #require(try await queue.claim(limit: 1, now: at).first), error: "boom", now: at)
+        }
+        #expect(try await queue.job(id: dead.id)?.state == .dead)
+        #expect(try await queue.discard(id: dead.id, by: .commandLine, now: now) == .discarded)
+        #expect(try await queue.discard(id: dead.id, by: .commandLine, now: now) == .notFound)
+        let audit = try await test.store.transaction { try await $0.auditRecords(limit: 10) }
+        #expect(
+            audit.map { "\($0.actor.name) \($0.action) \($0.target) \($0.outcome)" }.sorted() == [
+                "stepd job.discard \(dead.id) discarded", "stepd job.retry \(dead.id) retried",
+            ])
         try await test.close()
     }
 

@@ -120,26 +120,21 @@ struct AdminJobsController: Sendable {
     /// name (`retried`, `coalesced`, `discarded`, `not_dead`, `not_found`).
     private func apply(_ action: Action, id: String, actor: AdminActor) async throws -> String {
         let now = clock()
-        let outcome: String = try await jobs.store.transactionRerunOnConflict { tx in
-            let outcome: String
-            switch action {
-            case .retry:
-                switch try await JobQueue.retry(id: id, in: tx, now: now) {
-                case .retried: outcome = "retried"
-                case .coalesced: outcome = "coalesced"
-                case .notFound: return "not_found"
-                case .notDead: return "not_dead"
-                }
-            case .discard:
-                switch try await JobQueue.discard(id: id, in: tx) {
-                case .discarded: outcome = "discarded"
-                case .notFound: return "not_found"
-                case .notDead: return "not_dead"
-                }
+        let outcome: String
+        switch action {
+        case .retry:
+            switch try await jobs.retry(id: id, by: actor, now: now) {
+            case .retried: outcome = "retried"
+            case .coalesced: outcome = "coalesced"
+            case .notFound: outcome = "not_found"
+            case .notDead: outcome = "not_dead"
             }
-            try await tx.recordAudit(
-                actor: actor, action: action.auditName, target: id, outcome: outcome, note: nil, at: now)
-            return outcome
+        case .discard:
+            switch try await jobs.discard(id: id, by: actor, now: now) {
+            case .discarded: outcome = "discarded"
+            case .notFound: outcome = "not_found"
+            case .notDead: outcome = "not_dead"
+            }
         }
         if outcome != "not_found" && outcome != "not_dead" {
             logger.adminAction(actor, action: action.auditName, target: id, outcome: outcome, note: nil)
