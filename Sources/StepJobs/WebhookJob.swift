@@ -16,6 +16,10 @@ package struct WebhookJob: StandaloneJob {
     package struct Payload: Codable, Sendable, Hashable {
         /// The event's sequence number in the walker's log.
         package var seq: Int
+
+        package init(seq: Int) {
+            self.seq = seq
+        }
     }
 
     package static let kind = "deliver-webhook"
@@ -34,12 +38,14 @@ package struct WebhookJob: StandaloneJob {
     }
 
     package func run(_ payload: Payload, job: ClaimedJob, on store: Store) async throws {
-        // An event is never deleted, so a missing one means nothing to deliver.
+        // Only retention deletes an event (an erasure deletes the walker's jobs with its events): a delivery that
+        // waited past `retention.walkerEventsDays` (a dead job retried late, say) cannot be made, which the job says
+        // rather than counting as delivered.
         guard
             let event = try await store.withoutTransaction({
                 try await $0.event(walkerId: job.walkerId, seq: payload.seq)
             })
-        else { return }
+        else { throw JobError.failed("event \(payload.seq) was pruned before it was delivered") }
         let body = Self.body(event)
         let timestamp = Int(clock().timeIntervalSince1970)
         var request = HTTPClientRequest(url: webhook.url)

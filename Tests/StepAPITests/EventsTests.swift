@@ -254,6 +254,35 @@ struct EventsTests {
     }
 
     @Test(
+        "a delivery whose event was pruned before it ran fails with the reason instead of counting as delivered",
+        arguments: TestDatabases.kinds)
+    func prunedEventWebhook(kind: DatabaseKind) async throws {
+        let receiver = Receiver()
+        try await receiver.application.test(.live) { hook in
+            let port = try #require(hook.port)
+            let (harness, _) = try await AdminTests.setUp(kind) {
+                $0.events.webhookURL = "http://127.0.0.1:\(port)/hook"
+                $0.events.webhookSecret = Array(String(repeating: "k", count: 40).utf8)
+            }
+            try await harness.run { _ in
+                let queued = try await harness.store.transaction { tx in
+                    try await JobQueue.enqueue(
+                        WebhookJob.newJob(
+                            WebhookJob.Payload(seq: 7), walkerId: AdminTests.walker, runAt: harness.clock.now,
+                            maxAttempts: 3),
+                        in: tx, now: harness.clock.now)
+                }
+                #expect(queued)
+                _ = try await harness.app.worker.drain()
+                #expect(receiver.deliveries.withLock { $0.isEmpty })
+                let retried = try await harness.app.worker.queue.list(state: .pending)
+                #expect(retried.map(\.kind) == ["deliver-webhook"])
+                #expect(retried.first?.lastError == "event 7 was pruned before it was delivered")
+            }
+        }
+    }
+
+    @Test(
         "a waiting poll is woken by the event's commit, not by polling: a job of the walker completing, or (PostgreSQL) NOTIFY from any connection",
         arguments: TestDatabases.kinds)
     func pushed(kind: DatabaseKind) async throws {
