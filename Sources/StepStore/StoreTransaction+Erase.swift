@@ -57,6 +57,8 @@ extension Store {
 
 extension StoreTransaction {
     package func eraseWalker(_ walkerId: String, actor: AdminActor, at now: Date) async throws -> WalkerErasure {
+        // The empty id is no walker's (maintenance jobs are queued under it): erasing it changes nothing.
+        guard !walkerId.isEmpty else { return WalkerErasure(pseudonym: nil) }
         // The walker's row first (no upsert: erasing must not create it), then its jobs, locked so no worker
         // claims one between the check and the delete; SQLite has one writer anyway.
         _ = try await sql.raw("SELECT walker_id FROM walkers WHERE walker_id = \(bind: walkerId)\(forUpdate)").all()
@@ -90,13 +92,16 @@ extension StoreTransaction {
         return erasure
     }
 
-    /// What a table's kept rows lose besides their walker id. The walker row says nothing of where or when the
-    /// walker was, and is suspended, so no ingest ever lands on the pseudonym; review entries lose their notes,
+    /// What a table's kept rows lose besides their walker id. The walker row and the day logs say nothing of where
+    /// the walker was (nor the walker row when), the walker is suspended, so no ingest ever lands on the pseudonym; review entries lose their notes,
     /// evidence and claims, and an open one is closed as `erased` (nobody is left to decide for).
     private static func erasedColumns(_ table: String, at ms: Int) -> SQLText {
         switch table {
         case "walkers":
             ", last_tz = NULL, last_submission_at = NULL, suspended_at = \(bind: ms), suspension_note = 'erased'"
+        case "step_logs":
+            // A day's zone says where the walker was that day; the kept logs only back the ledger's credits.
+            ", tz = 'UTC'"
         case "review_queue":
             """
             , note = NULL, reread = NULL, claim_operator_id = NULL, claim_operator = NULL, claim_until = NULL,

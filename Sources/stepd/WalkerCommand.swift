@@ -30,6 +30,13 @@ struct WalkerCommand: AsyncParsableCommand {
 
         @OptionGroup var common: CommonOptions
 
+        func validate() throws {
+            // As a session token's sub: an empty id (an unset shell variable) names no walker.
+            guard !walkerId.isEmpty, walkerId.utf8.count <= 128 else {
+                throw ValidationError("the walker id must be 1 to 128 bytes")
+            }
+        }
+
         func run() async throws {
             guard yes else {
                 throw CommandFailure(

@@ -64,6 +64,11 @@ struct EraseTests {
             let walker = try #require(try await harness.store.transaction { try await $0.walker(pseudonym) })
             #expect(walker.suspendedAt != nil)
             #expect(walker.lastTimeZone == nil && walker.lastSubmissionAt == nil)
+            let zones = try await harness.store.transaction { tx in
+                try await tx.sql.raw("SELECT DISTINCT tz FROM step_logs WHERE walker_id = \(bind: pseudonym)").all()
+                    .map { try $0.decode(column: "tz", as: String.self) }
+            }
+            #expect(zones == ["UTC"], "the days' zones (Europe/Warsaw) are not kept")
             #expect(try await harness.store.transaction { try await $0.openReviewCount(walkerId: pseudonym) } == 0)
             let audit = try await harness.store.transaction {
                 try await $0.auditRecords(action: "walker.erase", limit: 5)
@@ -96,6 +101,20 @@ struct EraseTests {
                 try await harness.store.eraseWalker(Self.erased, actor: .commandLine, at: harness.clock.now)
             }
             #expect(try await Self.rowCounts(harness, walker: Self.erased) == before)
+        }
+    }
+
+    @Test(
+        "erasing the empty id (the maintenance jobs' walker) changes nothing and writes no audit row",
+        arguments: TestDatabases.kinds)
+    func emptyId(kind: DatabaseKind) async throws {
+        let harness = try await TestHarness.make(kind: kind)
+        try await harness.run { _ in
+            try await Self.insertJob(harness, walker: "", id: "maintenance-job", state: "dead")
+            let erasure = try await harness.store.eraseWalker("", actor: .commandLine, at: harness.clock.now)
+            #expect(erasure.pseudonym == nil && erasure.deleted.isEmpty)
+            #expect(try await harness.count("jobs") == 1, "the maintenance job stays")
+            #expect(try await harness.store.transaction { try await $0.auditRecords(limit: 10) }.isEmpty)
         }
     }
 
