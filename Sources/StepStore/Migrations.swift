@@ -701,7 +701,11 @@ package struct Migrator: Sendable {
     package var latestVersion: Int { migrations.map(\.version).max() ?? 0 }
 
     package func appliedVersions() async throws -> Set<Int> {
-        try await database.transaction { sql in
+        let kind = database.kind
+        return try await database.transaction { sql in
+            // Under the migrations' lock: two `CREATE TABLE IF NOT EXISTS` at once (a server starting while
+            // `stepd migrate` runs on an empty database) can fail on PostgreSQL's catalog index.
+            try await Self.lock(sql, kind: kind)
             try await Self.ensureTable(sql)
             let rows = try await sql.raw("SELECT version FROM schema_migrations").all()
             return Set(try rows.map { try $0.decode(column: "version", as: Int.self) })
@@ -720,10 +724,8 @@ package struct Migrator: Sendable {
         let kind = database.kind
         for migration in migrations.sorted(by: { $0.version < $1.version }) {
             let didApply = try await database.transaction { sql in
-                if kind == .postgres {
-                    // Two instances starting together must not both apply a migration (one lock per schema).
-                    try await sql.raw("SELECT pg_advisory_xact_lock(7301957, hashtext(current_schema()))").run()
-                }
+                // Two instances starting together must not both apply a migration.
+                try await Self.lock(sql, kind: kind)
                 try await Self.ensureTable(sql)
                 let exists = try await sql.raw(
                     "SELECT version FROM schema_migrations WHERE version = \(bind: migration.version)"
@@ -743,6 +745,13 @@ package struct Migrator: Sendable {
             if didApply { applied.append(migration.version) }
         }
         return MigrationReport(applied: applied, current: latestVersion)
+    }
+
+    /// The migrations' lock, held to the end of the transaction: one per schema on PostgreSQL; SQLite has one
+    /// writer anyway.
+    private static func lock(_ sql: any SQLDatabase, kind: DatabaseKind) async throws {
+        guard kind == .postgres else { return }
+        try await sql.raw("SELECT pg_advisory_xact_lock(7301957, hashtext(current_schema()))").run()
     }
 
     private static func ensureTable(_ sql: any SQLDatabase) async throws {

@@ -38,6 +38,9 @@ struct Worker: AsyncParsableCommand {
         }
         logger.logLevel = level
         let exporter = configuration.bootstrapTracing(logger: logger)
+        // Log lines are written by a background thread: let it finish before the process exits, however it does
+        // (the line saying why a failed worker stopped included).
+        defer { logSink.flush() }
         try await runStandaloneWorker(
             databaseURL: configuration.databaseURL, postgres: configuration.postgres,
             sqliteSynchronous: configuration.sqliteSynchronous, settings: configuration.jobSettings,
@@ -45,6 +48,5 @@ struct Worker: AsyncParsableCommand {
                 try await common.load(overrides: overrides).limits.sourceBundleWhitelist
             },
             configFile: common.config, leadingServices: exporter.map { [$0] } ?? [], logger: logger)
-        logSink.flush()
     }
 }

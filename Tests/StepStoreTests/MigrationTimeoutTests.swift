@@ -34,4 +34,23 @@ struct MigrationTimeoutTests {
         try await migrating.close()
         try await test.close()
     }
+
+    @Test(
+        "on an empty schema, instances asking what is pending while another migrates all succeed",
+        arguments: TestDatabases.kinds)
+    func pendingWhileMigrating(kind: DatabaseKind) async throws {
+        for _ in 0..<3 {
+            let test = try await TestDatabases.make(kind, migrate: false)
+            let migrator = Migrator(database: test.store.database)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { _ = try await migrator.migrate() }
+                for _ in 0..<6 {
+                    group.addTask { _ = try await migrator.pending() }
+                }
+                try await group.waitForAll()
+            }
+            #expect(try await migrator.pending().isEmpty)
+            try await test.close()
+        }
+    }
 }
