@@ -49,10 +49,12 @@ package struct IngestChecks: Sendable {
     }
 
     /// `TZ_JUMP_DETECTED`: a submission in `zone` at `now` whose UTC offset differs by more than the allowed hours
-    /// from the offset of `previous`'s zone, when `previous` came less than the window before it.
+    /// from the offset of `previous`'s zone, when `previous` came less than the window before it. A `previous`
+    /// stamped after `now` (an overlapping request of the walker that took its lock first, or another instance's
+    /// clock slightly ahead) is as recent as can be, not exempt.
     package func isTimeZoneJump(to zone: TimeZone, at now: Date, from previous: PreviousSubmission) -> Bool {
-        let age = now.timeIntervalSince(previous.receivedAt)
-        guard age >= 0, age < limits.tzJumpWindowSeconds else { return false }
+        let age = max(0, now.timeIntervalSince(previous.receivedAt))
+        guard age < limits.tzJumpWindowSeconds else { return false }
         let before = previous.timeZone.secondsFromGMT(for: now)
         let after = zone.secondsFromGMT(for: now)
         return Double(abs(after - before)) > limits.tzJumpHours * 3600
