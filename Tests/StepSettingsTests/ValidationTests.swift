@@ -93,7 +93,7 @@ struct ValidationTests {
         (["jobs.backoffBaseSeconds": "0"], "jobs.backoffBaseSeconds"),
         (["jobs.backoffBaseSeconds": "10", "jobs.backoffCapSeconds": "5"], "jobs.backoffCapSeconds"),
         (["idempotency.leaseSeconds": "3601"], "idempotency.leaseSeconds"),
-        (["idempotency.leaseSeconds": "29"], "idempotency.leaseSeconds"),
+        (["idempotency.leaseSeconds": "0.5"], "idempotency.leaseSeconds"),
         (["idempotency.retentionDays": "7"], "idempotency.retentionDays"),
         (["retention.attestationLogDays": "366"], "retention.attestationLogDays"),
         (["retention.pruneIntervalSeconds": "0"], "retention.pruneIntervalSeconds"),
