@@ -78,6 +78,18 @@ package final class OTLPSpan: Tracing.Span {
 
     package func addLink(_ link: SpanLink) {}
 
+    /// The attributes as they leave the process. A request's query (`url.query`, set by the HTTP tracing
+    /// middleware) keeps its parameter names only: its values are whatever a client put there, a token included.
+    static func exported(_ attributes: SpanAttributes) -> SpanAttributes {
+        guard case .string(let query)? = attributes.get("url.query") else { return attributes }
+        var exported = attributes
+        let names = query.split(separator: "&", omittingEmptySubsequences: true).map {
+            $0.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? ""
+        }
+        exported.set("url.query", value: .string(names.joined(separator: "&")))
+        return exported
+    }
+
     package func end<Instant: TracerInstant>(at instant: @autoclosure () -> Instant) {
         let finished: FinishedSpan? = state.withLock { state in
             guard !state.ended else { return nil }
@@ -85,7 +97,7 @@ package final class OTLPSpan: Tracing.Span {
             return FinishedSpan(
                 name: state.name, kind: kind, identity: identity, parentSpanID: parentSpanID,
                 startNanoseconds: startNanoseconds, endNanoseconds: instant().nanosecondsSinceEpoch,
-                attributes: state.attributes, isError: state.status?.code == .error,
+                attributes: Self.exported(state.attributes), isError: state.status?.code == .error,
                 statusMessage: state.status?.message, events: state.events)
         }
         if let finished { finish(finished) }

@@ -2,6 +2,7 @@ import Foundation
 import Instrumentation
 import Logging
 import NIOHTTP1
+import Synchronization
 import Testing
 import Tracing
 
@@ -54,6 +55,22 @@ struct TracingTests {
         #expect(headers["traceparent"] == [child.context.traceIdentity?.traceparent ?? "missing"])
         let root = tracer.startSpan("job reconcile-day", context: .topLevel, ofKind: .consumer)
         #expect(root.context.traceIdentity?.traceID != serverIdentity?.traceID)
+    }
+
+    @Test("a request's query leaves the process with its parameter names only, never their values")
+    func queryValuesStayHome() throws {
+        let finished = Mutex<[FinishedSpan]>([])
+        let span = OTLPSpan(
+            name: "GET /walker", kind: .server, identity: .random(), parentSpanID: nil, context: .topLevel,
+            startNanoseconds: 1, finish: { span in finished.withLock { $0.append(span) } })
+        span.attributes["url.path"] = "/walker"
+        span.attributes["url.query"] = "access_token=eyJSECRET&from=2026-05-01&flag&=odd"
+        span.end()
+        let exported = try #require(finished.withLock { $0.first })
+        #expect(exported.attributes.get("url.query") == .string("access_token&from&flag&"))
+        #expect(exported.attributes.get("url.path") == .string("/walker"))
+        let json = String(decoding: OTLPJSON.encode([exported], settings: Self.exporter.settings), as: UTF8.self)
+        #expect(!json.contains("SECRET") && !json.contains("2026-05-01"))
     }
 
     @Test("a finished span is encoded as OTLP/JSON: hex ids, its parent, nanosecond strings, kind and attributes")
