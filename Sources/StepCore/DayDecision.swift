@@ -192,8 +192,10 @@ package struct DayDecision: Sendable, Hashable {
             timeZone: TimeZoneCatalog.zone(named: log.timeZone) ?? .gmt, at: now)
         switch verdict {
         case .accept(let count):
+            // The fresh read is the day's count now, below an earlier submission's too: those were set aside as
+            // inconsistent, and the day's provisional credit must not keep offering what they claimed.
             var read = log
-            read.reportedCount = max(log.reportedCount, count)
+            read.reportedCount = count
             let decision = accept(
                 read, acceptedCount: count, streak: streak, minDailyThreshold: limits.minDailyThreshold, at: now)
             return (verdict, decision)

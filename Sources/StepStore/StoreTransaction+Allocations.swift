@@ -293,6 +293,7 @@ extension StoreTransaction {
     /// the draws provisional allocations made on the day, oldest allocation first (seed 001 [6b]). What it does
     /// not cover joins the allocation's refund, whose due time is cleared for `RefundJob.schedule` to set (the
     /// grace period runs from this decision); an allocation with no pending day and no refund left is confirmed.
+    /// Credit left then covers the day's shortfalls an earlier decision left waiting for their refund.
     /// Allocations made before draws were recorded are covered by an acceptance and refunded whole by a
     /// rejection, as before. Under the walker's lock. Returns whether the walker had any provisional allocation.
     @discardableResult
@@ -321,6 +322,32 @@ extension StoreTransaction {
                 """
                 UPDATE allocations SET pending_days = \(bind: Self.dayList(allocation.pendingDays)),
                     status = \(bind: allocation.status.rawValue), \(Self.refundAssignments(allocation)),
+                    draws_covered = \(bind: Self.coveredList(allocation.covered)),
+                    updated_at = \(bind: now.millisecondsSince1970)
+                WHERE walker_id = \(bind: walkerId) AND allocation_id = \(bind: allocation.id)
+                """
+            ).run()
+        }
+        // Credit left over covers, oldest allocation first, what an earlier decision on the day left short and is
+        // still waiting out its grace period: a later, higher acceptance of the day backs those points after all,
+        // so they are not refunded (the walker would keep them and get them back). Only a part of this day alone
+        // is known to be this day's shortfall.
+        for var allocation in provisional where cover > 0 && !allocation.pendingDays.contains(day) {
+            var cancelled = 0
+            for index in allocation.refundParts.indices
+            where allocation.refundParts[index].days == [day] && allocation.refundParts[index].dueAt != nil {
+                let take = min(allocation.refundParts[index].points, cover)
+                allocation.refundParts[index].points -= take
+                cover -= take
+                cancelled += take
+            }
+            guard cancelled > 0 else { continue }
+            allocation.refundParts.removeAll { $0.points == 0 }
+            allocation.covered[day, default: 0] += cancelled
+            allocation.status = allocation.settledStatus
+            try await sql.raw(
+                """
+                UPDATE allocations SET status = \(bind: allocation.status.rawValue), \(Self.refundAssignments(allocation)),
                     draws_covered = \(bind: Self.coveredList(allocation.covered)),
                     updated_at = \(bind: now.millisecondsSince1970)
                 WHERE walker_id = \(bind: walkerId) AND allocation_id = \(bind: allocation.id)

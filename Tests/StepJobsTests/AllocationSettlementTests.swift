@@ -15,6 +15,35 @@ struct AllocationSettlementTests {
     static let grace = SettlementBench.graceSeconds
 
     @Test(
+        "a later, higher acceptance of the day covers the shortfall still waiting for its refund: nothing is refunded",
+        arguments: TestDatabases.kinds)
+    func higherAcceptanceCoversShortfall(kind: DatabaseKind) async throws {
+        let bench = try await SettlementBench.make(kind)
+        try await bench.ingest(Self.today, count: 6000)
+        let spent = try #require(try await bench.spend(5000))
+        #expect(try await bench.decide(Self.today, .accept(count: 4000)))
+        #expect(try #require(try await bench.allocation(spent.id)).refundPoints == 1000)
+
+        // Within the grace period the walker walks on and the day is accepted higher: 1 500 more credit.
+        #expect(try await bench.advance(seconds: Self.grace / 2) == 0)
+        try await bench.ingest(Self.today, count: 6000)
+        #expect(try await bench.decide(Self.today, .accept(count: 5500)))
+        var allocation = try #require(try await bench.allocation(spent.id))
+        #expect(allocation.status == .confirmed)
+        #expect(allocation.refundPoints == 0 && allocation.refundedPoints == 0)
+        #expect(allocation.covered[Self.today] == 5000)
+        #expect(try await bench.balance() == 500)
+
+        // The grace period ends: nothing is refunded, no event.
+        _ = try await bench.advance(seconds: Self.grace)
+        allocation = try #require(try await bench.allocation(spent.id))
+        #expect(allocation.refundedPoints == 0)
+        #expect(try await bench.reverted().isEmpty)
+        #expect(try await bench.balance() == 500)
+        try await bench.close()
+    }
+
+    @Test(
         "a day accepted lower than drawn: the shortfall alone is refunded after the grace, with the event",
         arguments: TestDatabases.kinds)
     func acceptedLower(kind: DatabaseKind) async throws {
