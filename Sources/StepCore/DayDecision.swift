@@ -226,9 +226,11 @@ package struct DayDecision: Sendable, Hashable {
     /// judged (`judgedHighest`: those since the day's last re-read or reviewer acceptance, which judged the ones
     /// before; each bundle's counts only grew, so its latest is its highest), never below what the day already
     /// accepted. Not the day's all-time `reportedCount`, which may hold a count a re-read set aside. With no
-    /// submission judged, the reported count.
+    /// submission judged, the count the day already accepted (the reported count if it never was): a submission
+    /// that arrived before a re-read's or reviewer's acceptance but committed after it was judged by neither, and
+    /// is not credited unchecked; the walker's next sync is.
     package static func acceptanceCount(_ log: StepLogRecord, judgedHighest: Int?) -> Int {
-        guard let judgedHighest else { return log.reportedCount }
+        guard let judgedHighest else { return log.acceptedCount ?? log.reportedCount }
         return max(log.acceptedCount ?? 0, judgedHighest)
     }
 

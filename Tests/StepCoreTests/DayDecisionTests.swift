@@ -188,6 +188,14 @@ struct DayDecisionTests {
             Self.log(reported: 4_000, status: .quarantined), decision: .accept, judgedHighest: nil,
             streak: Self.streak(), minDailyThreshold: 2_000, at: Self.now)
         #expect(reviewed?.log.status == .accepted && reviewed?.credit == 4_000)
+        // A day reopened by a submission no decision judged (it arrived before a re-read's acceptance and committed
+        // after it) keeps the count it accepted: nothing unchecked is credited.
+        let unjudged = DayDecision.reconcile(
+            Self.log(reported: 9_000, accepted: 5_000, multiplier: 1_000, credited: 5_000),
+            evidence: DayEvidence(submissions: [], whitelist: []),
+            streak: Self.streak(), limits: Self.limits, at: Self.now)
+        #expect(unjudged?.decision.log.acceptedCount == 5_000 && unjudged?.decision.credit == 0)
+        #expect(unjudged?.decision.lifetimeStepsDelta == 0)
         // A review accepts as the reconcile would: the highest count judged, never below the count accepted before,
         // not a reported count a re-read set aside.
         let judged = DayDecision.review(
