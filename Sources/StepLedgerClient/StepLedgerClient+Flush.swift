@@ -66,9 +66,10 @@ extension StepLedgerClient {
                 }
                 refreshed = false
                 // A bucket the server could not store for want of its database (it then answers the rest of the
-                // batch 503 at once) stops the flush as a whole-request 503 does: the next request would meet the
-                // same. Those buckets wait out their backoff.
+                // batch 503 at once) stops the flush and pauses the queue as a whole-request 503 does: the next
+                // request would meet the same.
                 if results.contains(where: { $0.status == 503 }) {
+                    pause(for: nil)
                     report.interruption = .serverUnavailable(retryAfter: nil)
                     break flushing
                 }
@@ -206,7 +207,7 @@ extension StepLedgerClient {
     }
 
     private func refuse(_ bucket: QueuedBucket, _ error: StepLedgerError, report: inout FlushReport) {
-        noteAnswer(about: bucket.day)
+        // A refusal says nothing of the day's state: a days read that left before it still tells the truth.
         _ = state.remove(key: bucket.idempotencyKey)
         report.refused.append(.init(bucket: bucket, error: error))
         var reasons: [String]

@@ -487,6 +487,41 @@ struct ClientAnswerTests {
         #expect(day?.status == .pending && day?.reportedCount == 8_000)
     }
 
+    @Test("a refusal while a days read is on its way does not hide what the read says of the day")
+    func refusalDuringRead() async throws {
+        let store = temporaryStore()
+        defer { try? FileManager.default.removeItem(at: store) }
+        let clock = ManualClock(seedInstant)
+        let server = FakeServer(clock: clock)
+        let client = try makeClient(store: store, server: server, clock: clock)
+        let refused = try await client.record(today, 60_000)
+        server.script { key, _ in key == refused.idempotencyKey ? .reject(["COUNT_EXCEEDS_CAP"]) : .accept }
+        let (gate, open) = AsyncStream.makeStream(of: Void.self)
+        let asked = Mutex(false)
+        server.route("listStepDays") { _ in
+            asked.withLock { $0 = true }
+            var response = HTTPResponse(status: .ok)
+            response.headerFields[.contentType] = "application/json"
+            let json =
+                #"{"days":[{"day":"\#(today)","reportedCount":8000,"acceptedCount":8000,"reconciliationStatus":"ACCEPTED","energyCredited":8000}]}"#
+            let body = AsyncStream<ArraySlice<UInt8>> { continuation in
+                Task {
+                    for await _ in gate { break }
+                    continuation.yield(ArraySlice(json.utf8))
+                    continuation.finish()
+                }
+            }
+            return (response, HTTPBody(body, length: .unknown, iterationBehavior: .single))
+        }
+        async let read = client.days(from: today.adding(days: -1), to: today)
+        while !asked.withLock({ $0 }) { await Task.yield() }
+        #expect(try await client.flush().refused.count == 1)
+        open.yield()
+        _ = try await read
+        let day = await client.dayStates().first { $0.day == today }
+        #expect(day?.status == .accepted && day?.acceptedCount == 8_000)
+    }
+
     @Test("a bucket answered 503 inside a batch stops the flush: the rest of the queue is not sent until later")
     func unavailableInsideBatch() async throws {
         let store = temporaryStore()
@@ -500,6 +535,9 @@ struct ClientAnswerTests {
         #expect(report.requests == 1)
         #expect(report.interruption == .serverUnavailable(retryAfter: nil))
         #expect(report.remaining == 30)
+        // The whole queue waits, the buckets never sent too, as after a whole-request 503.
+        #expect(report.pausedUntil == clock.now.addingTimeInterval(RetryPolicy.default.defaultPause))
+        #expect(try await client.flush().requests == 0)
         #expect(server.violations.isEmpty, "\(server.violations)")
     }
 
