@@ -79,12 +79,20 @@ package final class OTLPSpan: Tracing.Span {
     package func addLink(_ link: SpanLink) {}
 
     /// The attributes as they leave the process. A request's query (`url.query`, set by the HTTP tracing
-    /// middleware) keeps its parameter names only: its values are whatever a client put there, a token included.
+    /// middleware) keeps its parameter names only, and only names that look like one (up to 32 letters, digits,
+    /// `_`, `-`, `.`; anything else is `?`): its values, or a bare value, are whatever a client put there.
     static func exported(_ attributes: SpanAttributes) -> SpanAttributes {
         guard case .string(let query)? = attributes.get("url.query") else { return attributes }
         var exported = attributes
-        let names = query.split(separator: "&", omittingEmptySubsequences: true).map {
-            $0.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? ""
+        let names = query.split(separator: "&", omittingEmptySubsequences: true).map { parameter -> String in
+            let name = parameter.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
+            let plain =
+                name.utf8.count <= 32
+                && name.unicodeScalars.allSatisfy {
+                    ("a"..."z").contains($0) || ("A"..."Z").contains($0) || ("0"..."9").contains($0)
+                        || "_-.".unicodeScalars.contains($0)
+                }
+            return plain ? String(name) : "?"
         }
         exported.set("url.query", value: .string(names.joined(separator: "&")))
         return exported
