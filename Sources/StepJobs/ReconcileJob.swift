@@ -188,7 +188,9 @@ struct Reconciler: Sendable {
         -> (submissions: [StepSubmissionRecord], openReread: RereadRequestRecord?)
     {
         guard let judged = judgements.lastAcceptance else { return (submissions, judgements.openReread) }
-        return (submissions.filter { $0.receivedAt > judged }, judgements.openReread)
+        // From the acceptance's instant on: a submission stamped in the same millisecond may have committed after it
+        // (judging it again is harmless; leaving it out would leave it unjudged).
+        return (submissions.filter { $0.receivedAt >= judged }, judgements.openReread)
     }
 
     /// The window of the walker's submissions the zone-jump check reads for these: from the jump window before
