@@ -3,6 +3,7 @@ import Foundation
 import HTTPTypes
 import HummingbirdTesting
 import JWTKit
+import SQLKit
 import StepAPI
 import StepAttestation
 import StepCore
@@ -248,6 +249,37 @@ struct HealthAppAttestTests {
                 try await Self.reasons(harness, walker: "walker-ios").flatMap { $0 }.allSatisfy {
                     !$0.hasPrefix("APP_ATTEST")
                 }, "no attestation failure was logged for the genuine device")
+        }
+    }
+
+    @Test(
+        "a key registered in an environment the configuration no longer allows asserts nothing: 401, APP_ATTEST_UNKNOWN_KEY",
+        arguments: TestDatabases.kinds)
+    func environmentNoLongerAllowed(kind: DatabaseKind) async throws {
+        let authority = try AppAttestDevelopmentAuthority.generate(now: TestHarness.seedInstant)
+        let (harness, tokens) = try await Self.production(kind, authority: authority)
+        let token = tokens[0]
+        let phone = TestPhone()
+        let now = harness.clock.now
+        try await harness.run(.live) { client in
+            var nonce = try await client.fetchNonce(token: token)
+            let registered = try await client.submitHealth(
+                Self.body(
+                    nonce: nonce, token: try phone.attestation(authority, nonce: nonce, now: now), date: "2026-05-10"),
+                token: token)
+            #expect(registered.status == .created, "\(registered.text)")
+            // As if registered while `appAttest.environment` also allowed development, since narrowed to production.
+            try await harness.store.transaction { tx in
+                try await tx.sql.raw("UPDATE app_attest_keys SET environment = 'development'").run()
+            }
+            harness.clock.advance(seconds: 1)
+            nonce = try await client.fetchNonce(token: token)
+            let refused = try await client.submitHealth(
+                Self.body(nonce: nonce, token: try phone.assertion(nonce: nonce, counter: 1), date: "2026-05-11"),
+                token: token)
+            #expect(refused.status == .unauthorized)
+            #expect(try await Self.reasons(harness, walker: "walker-ios").last == ["APP_ATTEST_UNKNOWN_KEY"])
+            #expect(try await harness.count("health_records") == 1)
         }
     }
 

@@ -176,11 +176,14 @@ struct HealthAttestor: Sendable {
         var firstFailure: AppAttestError?
         for key in candidates {
             guard let app = attestationVerifiers.first(where: { $0.configuration.appIdentifier == key.appId }),
+                let environment = AppAttestEnvironment(rawValue: key.environment),
+                app.configuration.allowedEnvironments.contains(environment),
                 let publicKeyBytes = Data(base64Encoded: key.publicKey),
                 let publicKey = try? P256.Signing.PublicKey(x963Representation: publicKeyBytes),
                 let previous = UInt32(exactly: key.signCount)
             else {
-                // A key registered for an App ID no longer configured counts for nothing.
+                // A key registered for an App ID no longer configured, or in an environment no longer allowed
+                // (`appAttest.environment` narrowed to production since), counts for nothing.
                 continue
             }
             do {
@@ -192,7 +195,8 @@ struct HealthAttestor: Sendable {
             }
         }
         guard let firstFailure else {
-            return .failure(.init(code: "APP_ATTEST_UNKNOWN_KEY", detail: "no key of a configured App ID"))
+            return .failure(
+                .init(code: "APP_ATTEST_UNKNOWN_KEY", detail: "no key of a configured App ID and allowed environment"))
         }
         return .failure(.appAttest(firstFailure))
     }
