@@ -92,6 +92,9 @@ package struct AllocationRecord: Sendable, Hashable {
         self.covered = covered
     }
 
+    /// Points still spent: neither waiting for their refund nor given back.
+    package var stillSpent: Int { points - refundPoints - refundedPoints }
+
     /// Points waiting for their refund, in all parts.
     package var refundPoints: Int { refundParts.reduce(0) { $0 + $1.points } }
 
@@ -303,7 +306,7 @@ extension StoreTransaction {
         var cover = rejected ? 0 : max(0, credit)
         let provisional = try await provisionalAllocations(walkerId: walkerId)
         for var allocation in provisional where allocation.pendingDays.contains(day) {
-            let stillSpent = allocation.points - allocation.refundPoints - allocation.refundedPoints
+            let stillSpent = allocation.stillSpent
             let shortfall: Int
             if allocation.draws.isEmpty {
                 shortfall = rejected ? stillSpent : 0
@@ -318,15 +321,7 @@ extension StoreTransaction {
             allocation.pendingDays.removeAll { $0 == day }
             if shortfall > 0 { allocation.addRefund(shortfall, day: day) }
             allocation.status = allocation.settledStatus
-            try await sql.raw(
-                """
-                UPDATE allocations SET pending_days = \(bind: Self.dayList(allocation.pendingDays)),
-                    status = \(bind: allocation.status.rawValue), \(Self.refundAssignments(allocation)),
-                    draws_covered = \(bind: Self.coveredList(allocation.covered)),
-                    updated_at = \(bind: now.millisecondsSince1970)
-                WHERE walker_id = \(bind: walkerId) AND allocation_id = \(bind: allocation.id)
-                """
-            ).run()
+            try await writeSettlement(allocation, now: now)
         }
         // Credit left over covers, oldest allocation first, what an earlier decision on the day left short and is
         // still waiting out its grace period: a later, higher acceptance of the day backs those points after all,
@@ -345,16 +340,23 @@ extension StoreTransaction {
             allocation.refundParts.removeAll { $0.points == 0 }
             allocation.covered[day, default: 0] += cancelled
             allocation.status = allocation.settledStatus
-            try await sql.raw(
-                """
-                UPDATE allocations SET status = \(bind: allocation.status.rawValue), \(Self.refundAssignments(allocation)),
-                    draws_covered = \(bind: Self.coveredList(allocation.covered)),
-                    updated_at = \(bind: now.millisecondsSince1970)
-                WHERE walker_id = \(bind: walkerId) AND allocation_id = \(bind: allocation.id)
-                """
-            ).run()
+            try await writeSettlement(allocation, now: now)
         }
         return !provisional.isEmpty
+    }
+
+    /// Writes what settling, reverting or refunding a decision changes on an allocation: its pending days, status,
+    /// waiting refund and what each decision covered.
+    private func writeSettlement(_ allocation: AllocationRecord, now: Date) async throws {
+        try await sql.raw(
+            """
+            UPDATE allocations SET pending_days = \(bind: Self.dayList(allocation.pendingDays)),
+                status = \(bind: allocation.status.rawValue), \(Self.refundAssignments(allocation)),
+                draws_covered = \(bind: Self.coveredList(allocation.covered)),
+                updated_at = \(bind: now.millisecondsSince1970)
+            WHERE walker_id = \(bind: allocation.walkerId) AND allocation_id = \(bind: allocation.id)
+            """
+        ).run()
     }
 
     /// After an accepted `day` is reversed: what the day's decision covered of each allocation's draws on it
@@ -376,7 +378,7 @@ extension StoreTransaction {
         ).all()
         for var allocation in try rows.map({ try Self.allocationRecord($0, walkerId: walkerId) })
         where allocation.dependsOn.contains(day) {
-            let stillSpent = allocation.points - allocation.refundPoints - allocation.refundedPoints
+            let stillSpent = allocation.stillSpent
             let refund: Int
             if allocation.draws.isEmpty {
                 refund = stillSpent
@@ -416,7 +418,7 @@ extension StoreTransaction {
         for allocation in allocations where short > 0 {
             let backedByPendingDays = allocation.draws.filter { allocation.pendingDays.contains($0.day) }
                 .reduce(0) { $0 + $1.points }
-            let free = allocation.points - allocation.refundPoints - allocation.refundedPoints - backedByPendingDays
+            let free = allocation.stillSpent - backedByPendingDays
             let take = min(short, free)
             guard take > 0 else { continue }
             short -= take
@@ -429,14 +431,8 @@ extension StoreTransaction {
     private func addRefund(_ points: Int, to allocation: AllocationRecord, day: LocalDate, now: Date) async throws {
         var allocation = allocation
         allocation.addRefund(points, day: day)
-        try await sql.raw(
-            """
-            UPDATE allocations SET status = \(bind: AllocationStatus.provisional.rawValue),
-                \(Self.refundAssignments(allocation)), draws_covered = \(bind: Self.coveredList(allocation.covered)),
-                updated_at = \(bind: now.millisecondsSince1970)
-            WHERE walker_id = \(bind: allocation.walkerId) AND allocation_id = \(bind: allocation.id)
-            """
-        ).run()
+        allocation.status = .provisional
+        try await writeSettlement(allocation, now: now)
     }
 
     /// Sets `dueAt` (the grace period's end) on every part of a waiting refund that has no due time yet (the

@@ -46,10 +46,26 @@ extension StoreTransaction {
     /// so the version in the snapshot equals the locked row's exactly when the read is current; otherwise the
     /// day state is nil and the caller reads it again, now under the lock. SQLite, in process, returns nil.
     package func lockWalker(_ walkerId: String, day: LocalDate, now: Date) async throws -> (WalkerRecord, DayState?) {
-        guard kind == .postgres else { return (try await lockWalker(walkerId, now: now), nil) }
+        guard let locked = try await lockWalker(walkerId, day: day, creatingAt: now) else {
+            throw StoreError.corrupt("walker upsert returned no row")
+        }
+        return locked
+    }
+
+    /// `lockWalker(_:day:now:)`, creating the row at `now`; without `now` only an existing row is locked, and nil
+    /// means the walker has none.
+    private func lockWalker(_ walkerId: String, day: LocalDate, creatingAt now: Date?) async throws
+        -> (WalkerRecord, DayState?)?
+    {
         noteWrite(of: walkerId)
+        guard kind == .postgres else {
+            let statement =
+                now.map { Self.lockWalkerStatement(walkerId, now: $0) }
+                ?? Self.lockExistingWalkerStatement(walkerId)
+            return try await sql.raw(statement).first().map { (try Self.walkerRecord($0, walkerId: walkerId), nil) }
+        }
         let rows = try await sql.raw(Self.lockWalkerAndDayStatement(walkerId, day: day, now: now)).all()
-        guard let row = rows.first else { throw StoreError.corrupt("walker upsert returned no row") }
+        guard let row = rows.first else { return nil }
         let walker = try Self.walkerRecord(row, walkerId: walkerId)
         return (walker, try Self.snapshotDayState(rows, walker: walker, day: day))
     }
@@ -71,15 +87,8 @@ extension StoreTransaction {
     package func lockExistingWalkerReadingDay(_ walkerId: String, day: LocalDate) async throws
         -> (walker: WalkerRecord, day: DayState)?
     {
-        noteWrite(of: walkerId)
-        guard kind == .postgres else {
-            guard let walker = try await lockExistingWalker(walkerId) else { return nil }
-            return (walker, try await dayState(walkerId: walkerId, day: day))
-        }
-        let rows = try await sql.raw(Self.lockWalkerAndDayStatement(walkerId, day: day, now: nil)).all()
-        guard let row = rows.first else { return nil }
-        let walker = try Self.walkerRecord(row, walkerId: walkerId)
-        if let snapshot = try Self.snapshotDayState(rows, walker: walker, day: day) { return (walker, snapshot) }
+        guard let (walker, snapshot) = try await lockWalker(walkerId, day: day, creatingAt: nil) else { return nil }
+        if let snapshot { return (walker, snapshot) }
         return (walker, try await dayState(walkerId: walkerId, day: day))
     }
 

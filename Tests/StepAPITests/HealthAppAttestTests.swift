@@ -222,28 +222,43 @@ struct HealthAppAttestTests {
         for (code, _) in cases { #expect(harness.antiCheat.lines.joined().contains(code)) }
     }
 
+    /// A first use of `phone`'s key: a fresh nonce, attested by `authority`, submitted for `date`.
+    static func attest(
+        _ client: some TestClientProtocol, _ phone: TestPhone, by authority: AppAttestDevelopmentAuthority,
+        token: String, now: Date, date: String = "2026-05-10", steps: Int = 8500
+    ) async throws -> TestResponse {
+        let nonce = try await client.fetchNonce(token: token)
+        return try await client.submitHealth(
+            Self.body(
+                nonce: nonce, token: try phone.attestation(authority, nonce: nonce, now: now), date: date, steps: steps),
+            token: token)
+    }
+
+    /// A later use of `phone`'s key: a fresh nonce and an assertion with `counter`, submitted for `date`.
+    static func assert(
+        _ client: some TestClientProtocol, _ phone: TestPhone, counter: UInt32, token: String, date: String
+    ) async throws -> TestResponse {
+        let nonce = try await client.fetchNonce(token: token)
+        return try await client.submitHealth(
+            Self.body(nonce: nonce, token: try phone.assertion(nonce: nonce, counter: counter), date: date),
+            token: token)
+    }
+
     @Test(
         "a first use whose values are refused (400) still registers its attested key: the next submission's assertion is taken",
         arguments: TestDatabases.kinds)
     func refusedFirstUseKeepsKey(kind: DatabaseKind) async throws {
         let authority = try AppAttestDevelopmentAuthority.generate(now: TestHarness.seedInstant)
         let (harness, tokens) = try await Self.production(kind, authority: authority)
-        let token = tokens[0]
         let phone = TestPhone()
         let now = harness.clock.now
         try await harness.run(.live) { client in
-            var nonce = try await client.fetchNonce(token: token)
-            let refused = try await client.submitHealth(
-                Self.body(
-                    nonce: nonce, token: try phone.attestation(authority, nonce: nonce, now: now), date: "2026-05-10",
-                    steps: 150_000), token: token)
+            let refused = try await Self.attest(
+                client, phone, by: authority, token: tokens[0], now: now, steps: 150_000)
             #expect(refused.status == .badRequest, "\(refused.text)")
             #expect(try await harness.count("health_records") == 0)
             harness.clock.advance(seconds: 1)
-            nonce = try await client.fetchNonce(token: token)
-            let taken = try await client.submitHealth(
-                Self.body(nonce: nonce, token: try phone.assertion(nonce: nonce, counter: 1), date: "2026-05-10"),
-                token: token)
+            let taken = try await Self.assert(client, phone, counter: 1, token: tokens[0], date: "2026-05-10")
             #expect(taken.status == .created, "\(taken.text)")
             #expect(
                 try await Self.reasons(harness, walker: "walker-ios").flatMap { $0 }.allSatisfy {
@@ -258,25 +273,17 @@ struct HealthAppAttestTests {
     func environmentNoLongerAllowed(kind: DatabaseKind) async throws {
         let authority = try AppAttestDevelopmentAuthority.generate(now: TestHarness.seedInstant)
         let (harness, tokens) = try await Self.production(kind, authority: authority)
-        let token = tokens[0]
         let phone = TestPhone()
         let now = harness.clock.now
         try await harness.run(.live) { client in
-            var nonce = try await client.fetchNonce(token: token)
-            let registered = try await client.submitHealth(
-                Self.body(
-                    nonce: nonce, token: try phone.attestation(authority, nonce: nonce, now: now), date: "2026-05-10"),
-                token: token)
+            let registered = try await Self.attest(client, phone, by: authority, token: tokens[0], now: now)
             #expect(registered.status == .created, "\(registered.text)")
             // As if registered while `appAttest.environment` also allowed development, since narrowed to production.
             try await harness.store.transaction { tx in
                 try await tx.sql.raw("UPDATE app_attest_keys SET environment = 'development'").run()
             }
             harness.clock.advance(seconds: 1)
-            nonce = try await client.fetchNonce(token: token)
-            let refused = try await client.submitHealth(
-                Self.body(nonce: nonce, token: try phone.assertion(nonce: nonce, counter: 1), date: "2026-05-11"),
-                token: token)
+            let refused = try await Self.assert(client, phone, counter: 1, token: tokens[0], date: "2026-05-11")
             #expect(refused.status == .unauthorized)
             #expect(try await Self.reasons(harness, walker: "walker-ios").last == ["APP_ATTEST_UNKNOWN_KEY"])
             #expect(try await harness.count("health_records") == 1)

@@ -1,6 +1,4 @@
 import Foundation
-import HTTPTypes
-import OpenAPIRuntime
 import StepTestSupport
 import Synchronization
 import Testing
@@ -459,28 +457,12 @@ struct ClientAnswerTests {
         try await client.record(today, 8_000)
         // The read's answer (the day ACCEPTED at 5 000, as it stood when the read left) is held until the flush of
         // 8 000 has been answered.
-        let (gate, open) = AsyncStream.makeStream(of: Void.self)
-        let asked = Mutex(false)
-        server.route("listStepDays") { _ in
-            asked.withLock { $0 = true }
-            var response = HTTPResponse(status: .ok)
-            response.headerFields[.contentType] = "application/json"
-            let json =
-                #"{"days":[{"day":"\#(today)","reportedCount":5000,"acceptedCount":5000,"reconciliationStatus":"ACCEPTED","energyCredited":5000}]}"#
-            let body = AsyncStream<ArraySlice<UInt8>> { continuation in
-                Task {
-                    for await _ in gate { break }
-                    continuation.yield(ArraySlice(json.utf8))
-                    continuation.finish()
-                }
-            }
-            return (response, HTTPBody(body, length: .unknown, iterationBehavior: .single))
-        }
+        let held = server.holdDaysRead(day: today, accepted: 5_000)
         async let read = client.days(from: today.adding(days: -1), to: today)
-        while !asked.withLock({ $0 }) { await Task.yield() }
+        await held.waitUntilAsked()
         let flushed = try await client.flush()
         #expect(flushed.delivered.count == 1)
-        open.yield()
+        held.release()
         let answered = try await read
         #expect(answered.first?.status == .accepted, "the read returns what the server said when it was asked")
         let day = await client.dayStates().first { $0.day == today }
@@ -496,27 +478,11 @@ struct ClientAnswerTests {
         let client = try makeClient(store: store, server: server, clock: clock)
         let refused = try await client.record(today, 60_000)
         server.script { key, _ in key == refused.idempotencyKey ? .reject(["COUNT_EXCEEDS_CAP"]) : .accept }
-        let (gate, open) = AsyncStream.makeStream(of: Void.self)
-        let asked = Mutex(false)
-        server.route("listStepDays") { _ in
-            asked.withLock { $0 = true }
-            var response = HTTPResponse(status: .ok)
-            response.headerFields[.contentType] = "application/json"
-            let json =
-                #"{"days":[{"day":"\#(today)","reportedCount":8000,"acceptedCount":8000,"reconciliationStatus":"ACCEPTED","energyCredited":8000}]}"#
-            let body = AsyncStream<ArraySlice<UInt8>> { continuation in
-                Task {
-                    for await _ in gate { break }
-                    continuation.yield(ArraySlice(json.utf8))
-                    continuation.finish()
-                }
-            }
-            return (response, HTTPBody(body, length: .unknown, iterationBehavior: .single))
-        }
+        let held = server.holdDaysRead(day: today, accepted: 8_000)
         async let read = client.days(from: today.adding(days: -1), to: today)
-        while !asked.withLock({ $0 }) { await Task.yield() }
+        await held.waitUntilAsked()
         #expect(try await client.flush().refused.count == 1)
-        open.yield()
+        held.release()
         _ = try await read
         let day = await client.dayStates().first { $0.day == today }
         #expect(day?.status == .accepted && day?.acceptedCount == 8_000)

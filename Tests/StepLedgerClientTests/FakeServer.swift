@@ -94,6 +94,41 @@ final class FakeServer: ClientTransport, Sendable {
         state.withLock { $0.extraRoutes[operationID] = answer }
     }
 
+    /// Answers `GET /step/days` with `day` ACCEPTED at `count`, holding the answer's body until `release`: the read
+    /// has left (`waitUntilAsked`) and its answer comes back only when the test says, after what it does meanwhile.
+    func holdDaysRead(day: CalendarDay, accepted count: Int) -> HeldRead {
+        let held = HeldRead()
+        route("listStepDays") { _ in
+            held.asked.withLock { $0 = true }
+            var response = HTTPResponse(status: .ok)
+            response.headerFields[.contentType] = "application/json"
+            let json =
+                #"{"days":[{"day":"\#(day)","reportedCount":\#(count),"acceptedCount":\#(count),"reconciliationStatus":"ACCEPTED","energyCredited":\#(count)}]}"#
+            let body = AsyncStream<ArraySlice<UInt8>> { continuation in
+                Task {
+                    for await _ in held.gate { break }
+                    continuation.yield(ArraySlice(json.utf8))
+                    continuation.finish()
+                }
+            }
+            return (response, HTTPBody(body, length: .unknown, iterationBehavior: .single))
+        }
+        return held
+    }
+
+    /// A `GET /step/days` answer held back (`holdDaysRead`).
+    final class HeldRead: Sendable {
+        let asked = Mutex(false)
+        let gate: AsyncStream<Void>
+        private let opener: AsyncStream<Void>.Continuation
+
+        init() { (gate, opener) = AsyncStream.makeStream(of: Void.self) }
+
+        func waitUntilAsked() async { while !asked.withLock({ $0 }) { await Task.yield() } }
+
+        func release() { opener.yield() }
+    }
+
     var violations: [String] { state.withLock { $0.violations } }
     var committed: [String: Data] { state.withLock { $0.committed } }
     var dayCounts: [String: Int] { state.withLock { $0.dayCounts } }
