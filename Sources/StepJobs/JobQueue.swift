@@ -215,21 +215,22 @@ package struct JobQueue: Sendable {
         "job_id = \(bind: job.id) AND state = 'running' AND attempts = \(bind: job.attempt)"
     }
 
-    /// Records a failed attempt: pending again after the backoff, or dead after the last attempt. A job whose
-    /// dedupe key already has a pending job (enqueued while this one ran) is removed instead: that job does
-    /// the same work. Returns the state the job is left in, nil when it was removed or no longer this claim's.
+    /// Records a failed attempt: pending again after the backoff, or dead after the last attempt (or at once when
+    /// the failure is `final`: no attempt can succeed). A job whose dedupe key already has a pending job (enqueued
+    /// while this one ran) is removed instead of retried: that job does the same work. Returns the state the job is
+    /// left in, nil when it was removed or no longer this claim's.
     @discardableResult
-    package func fail(_ job: ClaimedJob, error: String, now: Date) async throws -> JobState? {
+    package func fail(_ job: ClaimedJob, error: String, final: Bool = false, now: Date) async throws -> JobState? {
         let retryAt = now.addingTimeInterval(backoff.delay(afterAttempt: job.attempt)).millisecondsSince1970
         let message = String(error.prefix(500))
         // An enqueue of the key that commits between the check and the update makes the update conflict; run
         // again, the check finds the pending job.
         return try await store.transactionRerunOnConflict { tx in
             let fence = Self.fence(job)
-            if job.attempt < job.maxAttempts, try await Self.removeForPendingTwin(job, in: tx) { return nil }
+            if !final, job.attempt < job.maxAttempts, try await Self.removeForPendingTwin(job, in: tx) { return nil }
             let row = try await tx.sql.raw(
                 """
-                UPDATE jobs SET state = CASE WHEN attempts >= max_attempts THEN 'dead' ELSE 'pending' END,
+                UPDATE jobs SET state = CASE WHEN attempts >= max_attempts OR \(bind: final) THEN 'dead' ELSE 'pending' END,
                     run_at = \(bind: retryAt), lease_until = NULL, last_error = \(bind: message),
                     updated_at = \(bind: now.millisecondsSince1970)
                 WHERE \(fence)

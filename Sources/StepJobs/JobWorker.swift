@@ -23,12 +23,14 @@ package enum JobError: Error, Sendable, Hashable, CustomStringConvertible {
     case leaseLost
     /// A handler's own failure, with a message safe to keep in the job row (no payload values).
     case failed(String)
+    /// A failure no later attempt can mend (what the job was to do is gone): the job is dead at once.
+    case unrecoverable(String)
 
     package var description: String {
         switch self {
         case .unknownKind(let kind): "no handler for job kind '\(kind)'"
         case .leaseLost: "the job's lease ran out and another worker claimed it"
-        case .failed(let message): message
+        case .failed(let message), .unrecoverable(let message): message
         }
     }
 }
@@ -360,7 +362,8 @@ package struct JobWorker: Service {
         logger.warning(
             "job failed", metadata: ["job": .string(job.id), "kind": .string(job.kind), "error": .string(message)])
         do {
-            switch try await queue.fail(job, error: message, now: clock()) {
+            let final = if case JobError.unrecoverable = error { true } else { false }
+            switch try await queue.fail(job, error: message, final: final, now: clock()) {
             case .dead: return .dead
             case .pending, .running: return .retried
             case nil: return .coalesced

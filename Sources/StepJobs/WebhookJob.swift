@@ -39,13 +39,13 @@ package struct WebhookJob: StandaloneJob {
 
     package func run(_ payload: Payload, job: ClaimedJob, on store: Store) async throws {
         // Only retention deletes an event (an erasure deletes the walker's jobs with its events): a delivery that
-        // waited past `retention.walkerEventsDays` (a dead job retried late, say) cannot be made, which the job says
-        // rather than counting as delivered.
+        // waited past `retention.walkerEventsDays` (a dead job retried late, say) cannot be made: the job dies at
+        // once with the reason rather than counting as delivered or being retried.
         guard
             let event = try await store.withoutTransaction({
                 try await $0.event(walkerId: job.walkerId, seq: payload.seq)
             })
-        else { throw JobError.failed("event \(payload.seq) was pruned before it was delivered") }
+        else { throw JobError.unrecoverable("event \(payload.seq) was pruned before it was delivered") }
         let body = Self.body(event)
         let timestamp = Int(clock().timeIntervalSince1970)
         var request = HTTPClientRequest(url: webhook.url)

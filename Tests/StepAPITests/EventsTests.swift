@@ -254,7 +254,7 @@ struct EventsTests {
     }
 
     @Test(
-        "a delivery whose event was pruned before it ran fails with the reason instead of counting as delivered",
+        "a delivery whose event was pruned before it ran is dead at once with the reason instead of counting as delivered or retried",
         arguments: TestDatabases.kinds)
     func prunedEventWebhook(kind: DatabaseKind) async throws {
         let receiver = Receiver()
@@ -275,9 +275,11 @@ struct EventsTests {
                 #expect(queued)
                 _ = try await harness.app.worker.drain()
                 #expect(receiver.deliveries.withLock { $0.isEmpty })
-                let retried = try await harness.app.worker.queue.list(state: .pending)
-                #expect(retried.map(\.kind) == ["deliver-webhook"])
-                #expect(retried.first?.lastError == "event 7 was pruned before it was delivered")
+                // Dead at once, with the reason: no later attempt can deliver it.
+                #expect(try await harness.app.worker.queue.list(state: .pending).isEmpty)
+                let dead = try await harness.app.worker.queue.list(state: .dead)
+                #expect(dead.map(\.kind) == ["deliver-webhook"])
+                #expect(dead.first?.lastError == "event 7 was pruned before it was delivered")
             }
         }
     }
