@@ -154,6 +154,31 @@ struct PlayIntegrityVerifierTests {
     }
 
     @Test(
+        "The issued nonce spelt with base64's standard alphabet or with padding is the same nonce; one byte off is not")
+    func nonceSpellings() throws {
+        let verifier = try factory.verifier()
+        // Bytes whose base64 uses both characters the two alphabets differ in, and needs padding.
+        let issued = Base64URL.encode(Data([0xfb, 0xff, 0xbf, 0xfe, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07]))
+        #expect(issued.contains("-") && issued.contains("_"))
+        let standard = Data(Base64URL.decode(issued) ?? Data()).base64EncodedString()
+        #expect(standard.contains("+") && standard.contains("/") && standard.hasSuffix("="))
+        for spelling in [issued, standard, issued + "=", String(standard.dropLast())] {
+            var verdict = VerdictJSON()
+            verdict.nonce = spelling
+            let token = try factory.token(verdict)
+            #expect(throws: Never.self, "\(spelling)") {
+                try verifier.verify(token: token, expectedNonce: issued, now: now)
+            }
+        }
+        var other = VerdictJSON()
+        other.nonce = Base64URL.encode(Data([0xfb, 0xff, 0xbf, 0xfe, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x08]))
+        let token = try factory.token(other)
+        #expect(throws: PlayIntegrityError(.nonceMismatch)) {
+            try verifier.verify(token: token, expectedNonce: issued, now: now)
+        }
+    }
+
+    @Test(
         "The timestamp must lie within the window around now",
         arguments: [
             (-300_000, true), (-300_001, false), (-86_400_000, false), (60_000, true), (60_001, false),

@@ -46,7 +46,9 @@ package struct PlayIntegrityPackageNamePolicy: AttestationPolicy {
     }
 }
 
-/// `requestDetails.nonce` is exactly the nonce this server issued for the request.
+/// `requestDetails.nonce` is the nonce this server issued for the request: the same text, or the same base64
+/// spelt with the standard alphabet or with padding (the app passes the nonce through its own encoding, and the
+/// verdict carries it as Google received it; the bytes it stands for are what was issued).
 package struct PlayIntegrityNoncePolicy: AttestationPolicy {
     package init() {}
 
@@ -54,10 +56,26 @@ package struct PlayIntegrityNoncePolicy: AttestationPolicy {
         guard let nonce = evidence.payload.requestDetails.nonce else {
             return .failsToMeetPolicy(.nonceMismatch, detail: "nonce absent")
         }
-        guard !evidence.expectedNonce.isEmpty, Array(nonce.utf8) == Array(evidence.expectedNonce.utf8) else {
+        guard !evidence.expectedNonce.isEmpty,
+            Self.canonical(nonce) == Self.canonical(evidence.expectedNonce)
+        else {
             return .failsToMeetPolicy(.nonceMismatch)
         }
         return .meetsPolicy
+    }
+
+    /// `text` in the URL-safe alphabet without trailing padding: two spellings of the same base64 agree, and text
+    /// that is not base64 stays as it was, so it matches only itself.
+    static func canonical(_ text: String) -> [UInt8] {
+        var bytes = Array(text.utf8)
+        while bytes.last == UInt8(ascii: "=") { bytes.removeLast() }
+        return bytes.map {
+            switch $0 {
+            case UInt8(ascii: "+"): UInt8(ascii: "-")
+            case UInt8(ascii: "/"): UInt8(ascii: "_")
+            default: $0
+            }
+        }
     }
 }
 
