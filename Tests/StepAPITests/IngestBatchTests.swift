@@ -372,7 +372,7 @@ struct IngestBatchTests {
     }
 
     @Test(
-        "a wrong media type is 415 and a body over http.maxBodyBytes × batchMaxBuckets is 413",
+        "a wrong media type is 415, a body over http.maxBodyBytes × batchMaxBuckets is 413, and so is a bucket over http.maxBodyBytes",
         arguments: TestDatabases.kinds)
     func mediaTypeAndSize(kind: DatabaseKind) async throws {
         let harness = try await TestHarness.make(kind: kind) {
@@ -401,6 +401,31 @@ struct IngestBatchTests {
                 raw: ByteBuffer(string: "{\"buckets\": [\"\(String(repeating: "x", count: 2100))\"]}"), token: token)
             #expect(tooLarge.status == .contentTooLarge)
             #expect(try tooLarge.json["details"]?["limitBytes"] == .int(2048))
+
+            // A bucket spelt in more than http.maxBodyBytes (spaces inside it) is answered as the single endpoint
+            // answers that body, 413, and writes nothing but its audit row; the batch's other bucket runs.
+            let small = try JSONCoding.encode(JSONValue.object(IngestBody(day: "2026-05-15", key: "size-3").fields))
+            let large = try JSONCoding.encode(JSONValue.object(IngestBody(day: "2026-05-16", key: "size-4").fields))
+            let spaced = "{" + String(repeating: " ", count: 1030) + large.dropFirst()
+            let logsBefore = try await harness.count("step_logs")
+            let mixed = try await client.ingestBatch(
+                raw: ByteBuffer(string: "{\"buckets\": [\(small), \(spaced)]}"), token: token)
+            #expect(mixed.status == .ok)
+            let entries = try Self.results(mixed)
+            #expect(entries.map(\.status) == [200, 413])
+            #expect(try await harness.count("step_logs") == logsBefore + 1, "only the small bucket wrote its day")
+            let single = try await client.ingest(raw: ByteBuffer(string: spaced), token: token)
+            #expect(entries.last == (try Self.single(single, key: "size-4")))
+            #expect(try single.json["details"]?["limitBytes"] == .int(1024))
+            let refused = try await harness.store.transaction { try await $0.attestationLogs(walkerId: "walker-size") }
+                .filter { $0.status == 413 }
+            #expect(
+                refused.map(\.route).sorted() == ["/step/ingest", "/step/ingest", "/step/ingest:batch"],
+                "the batch over its limit above, the bucket, the single call")
+            // Spelt without the spaces, the same bucket is within the limit and runs.
+            let compact = try await client.ingestBatch(
+                raw: ByteBuffer(string: "{\"buckets\": [\(large)]}"), token: token)
+            #expect(try Self.results(compact).map(\.status) == [200])
         }
     }
 

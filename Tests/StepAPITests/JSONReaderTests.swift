@@ -25,6 +25,17 @@ struct JSONReaderTests {
         #""\ud800""#, #""\udc00""#, #""\ud800\u0041""#, #""\u12""#, "[1 2]", #"{"a" 1}"#, "[", "[[]", #"{"a":}"#,
     ]
 
+    @Test("measures the elements of the top-level object's named array as the body spells them, and nothing else")
+    func elementSizes() throws {
+        let text = #"{"a":[1, "xy"], "buckets" : [ 1 , "\u00e9é" ,{"buckets":[12345]},[ ] ] , "z":{"buckets":[1]}}"#
+        let read = try #require(JSONReader.read(Array(text.utf8), elementSizesOf: "buckets"))
+        #expect(read.elementSizes == [1, 10, 19, 3])
+        #expect(read.value == JSONReader.read(Array(text.utf8)))
+        #expect(JSONReader.read(Array(#"{"buckets":{"a":1}}"#.utf8), elementSizesOf: "buckets")?.elementSizes == [])
+        #expect(JSONReader.read(Array(#"[{"buckets":[1]}]"#.utf8), elementSizesOf: "buckets")?.elementSizes == [])
+        #expect(JSONReader.read(Array(#"{"buckets":[1,]}"#.utf8), elementSizesOf: "buckets") == nil)
+    }
+
     @Test("reads exactly what JSONDecoder reads into JSONValue, and refuses what it refuses, and more")
     func agreesWithFoundation() {
         for text in Self.cases {

@@ -11,7 +11,9 @@ struct IngestBatchRequest: Sendable {
         var idempotencyKey: String?
         /// The bucket's `day` when it is a readable date, even if the rest of the bucket is not.
         var day: LocalDate?
-        var parsed: Result<IngestRequest, RequestValidationError>
+        /// The bucket read as the single endpoint reads a body: a 400 for a malformed one, a 413 for one longer than
+        /// the single endpoint's body limit.
+        var parsed: Result<IngestRequest, IngestAPIError>
     }
 
     var buckets: [Bucket]
@@ -30,11 +32,15 @@ struct IngestBatchRequest: Sendable {
     }
 
     /// Decodes `body`. A problem with the envelope (not JSON, not an object, `buckets` missing, not an array,
-    /// empty or longer than `maxBuckets`) fails the whole request; a problem inside a bucket fails that bucket.
-    static func decode(body: some Collection<UInt8>, maxBuckets: Int) throws(RequestValidationError)
-        -> IngestBatchRequest
+    /// empty or longer than `maxBuckets`) fails the whole request; a problem inside a bucket fails that bucket, and
+    /// so does a bucket spelt in more than `maxBucketBytes` (the single endpoint's body limit).
+    static func decode(body: some Collection<UInt8>, maxBuckets: Int, maxBucketBytes: Int)
+        throws(RequestValidationError) -> IngestBatchRequest
     {
-        let object = try FieldReader.members(of: FieldReader.json(body))
+        guard let (json, sizes) = JSONReader.read(body, elementSizesOf: "buckets") else {
+            throw RequestValidationError(message: "Request body is not valid JSON.", fields: [:])
+        }
+        let object = try FieldReader.members(of: json)
         let expected = "an array of 1 to \(maxBuckets) ingest bodies"
         guard let value = object["buckets"], value != .null else {
             throw RequestValidationError(
@@ -55,11 +61,16 @@ struct IngestBatchRequest: Sendable {
         }
         return IngestBatchRequest(
             buckets: elements.enumerated().map { index, element in
-                Bucket(
-                    index: index, idempotencyKey: readableKey(element), day: readableDay(element),
-                    parsed: Result { () throws(RequestValidationError) in
+                let parsed: Result<IngestRequest, IngestAPIError>
+                if sizes.indices.contains(index), sizes[index] > maxBucketBytes {
+                    parsed = .failure(.payloadTooLarge(limit: maxBucketBytes))
+                } else {
+                    parsed = Result { () throws(RequestValidationError) in
                         try IngestRequest.decode(json: element, headerKey: nil)
-                    })
+                    }.mapError { .invalidRequest($0) }
+                }
+                return Bucket(
+                    index: index, idempotencyKey: readableKey(element), day: readableDay(element), parsed: parsed)
             })
     }
 

@@ -40,8 +40,7 @@ extension IngestController {
             }
             // Each bucket is an ingest of its own and writes its own audit row under the single route, so the
             // review rule counts a batch's anti-cheat rejections as it counts single ones.
-            let parsed = bucket.parsed.mapError { IngestAPIError.invalidRequest($0) }
-            let result = await answer(parsed, principal: principal, route: Self.route, context: context)
+            let result = await answer(bucket.parsed, principal: principal, route: Self.route, context: context)
             answers[bucket.index] = result
             decision = result.decision ?? decision
             storeUnavailable = result.status == .serviceUnavailable
@@ -71,8 +70,9 @@ extension IngestController {
     /// Content type, the batch's size bound and the envelope's decoding, before any database work.
     private func readBatch(_ request: Request) async -> Result<IngestBatchRequest, IngestAPIError> {
         await JSONBody.read(request, maxBytes: batchMaxBodyBytes, as: IngestAPIError.self) {
-            [maxBuckets = limits.batchMaxBuckets] bytes throws(RequestValidationError) in
-            try IngestBatchRequest.decode(body: bytes, maxBuckets: maxBuckets)
+            [maxBuckets = limits.batchMaxBuckets, maxBucketBytes = limits.maxBodyBytes] bytes
+                throws(RequestValidationError) in
+            try IngestBatchRequest.decode(body: bytes, maxBuckets: maxBuckets, maxBucketBytes: maxBucketBytes)
         }
     }
 }

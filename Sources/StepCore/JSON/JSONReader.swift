@@ -14,16 +14,37 @@ package enum JSONReader {
         return Array(bytes).withUnsafeBytes { read(buffer: $0) }
     }
 
-    private static func read(buffer: UnsafeRawBufferPointer) -> JSONValue? {
+    /// As `read`, and the size in bytes of each element of the array that the top-level object's member `member`
+    /// holds, as the body spells it (from its first byte to its last, without the whitespace around it); empty
+    /// when there is no such array.
+    package static func read(_ bytes: some Collection<UInt8>, elementSizesOf member: String) -> (
+        value: JSONValue, elementSizes: [Int]
+    )? {
+        if let read = bytes.withContiguousStorageIfAvailable({
+            read(buffer: UnsafeRawBufferPointer($0), sizing: member)
+        }) {
+            return read
+        }
+        return Array(bytes).withUnsafeBytes { read(buffer: $0, sizing: member) }
+    }
+
+    private static func read(buffer: UnsafeRawBufferPointer, sizing member: String? = nil) -> (
+        value: JSONValue, elementSizes: [Int]
+    )? {
         var cursor = JSONCursor(bytes: buffer)
+        cursor.sizedMember = member
         do {
             cursor.skipWhitespace()
             let value = try cursor.value(depth: 0)
             cursor.skipWhitespace()
-            return cursor.atEnd ? value : nil
+            return cursor.atEnd ? (value, cursor.elementSizes) : nil
         } catch {
             return nil
         }
+    }
+
+    private static func read(buffer: UnsafeRawBufferPointer) -> JSONValue? {
+        read(buffer: buffer, sizing: nil)?.value
     }
 }
 
@@ -32,6 +53,9 @@ private struct JSONSyntaxError: Error {}
 private struct JSONCursor {
     let bytes: UnsafeRawBufferPointer
     var index = 0
+    /// The top-level object's member whose array elements are measured into `elementSizes`.
+    var sizedMember: String?
+    var elementSizes: [Int] = []
 
     var atEnd: Bool { index >= bytes.count }
 
@@ -89,7 +113,12 @@ private struct JSONCursor {
             skipWhitespace()
             try expect(UInt8(ascii: ":"))
             skipWhitespace()
-            let member = try value(depth: depth)
+            let member: JSONValue
+            if depth == 1, key == sizedMember, peek() == UInt8(ascii: "[") {
+                member = try array(depth: depth + 1, sizing: true)
+            } else {
+                member = try value(depth: depth)
+            }
             // A repeated key is refused: readers disagree on which value counts (JSONDecoder kept the first,
             // others keep the last), and a body that means two things to two readers is a way past a check.
             guard members.updateValue(member, forKey: key) == nil else { throw JSONSyntaxError() }
@@ -97,12 +126,14 @@ private struct JSONCursor {
         return .object(members)
     }
 
-    private mutating func array(depth: Int) throws(JSONSyntaxError) -> JSONValue {
+    private mutating func array(depth: Int, sizing: Bool = false) throws(JSONSyntaxError) -> JSONValue {
         var elements: [JSONValue] = []
         guard try enter(depth: depth, closing: UInt8(ascii: "]")) else { return .array(elements) }
         repeat {
             skipWhitespace()
+            let start = index
             elements.append(try value(depth: depth))
+            if sizing { elementSizes.append(index - start) }
         } while try another(closing: UInt8(ascii: "]"))
         return .array(elements)
     }
