@@ -48,6 +48,18 @@ final class RawConnection: @unchecked Sendable {
             == bytes.count
     }
 
+    /// What the server sends until it has sent `marker` (or closes the connection, or the receive timeout passes).
+    func read(through marker: String) -> String {
+        var received: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while !String(decoding: received, as: UTF8.self).contains(marker) {
+            let count = buffer.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, 0) }
+            if count <= 0 { break }
+            received += buffer[0..<count]
+        }
+        return String(decoding: received, as: UTF8.self)
+    }
+
     /// What the server sends until it closes the connection (or the receive timeout passes without a byte), and
     /// whether it closed it.
     func readUntilClosed() -> (text: String, closed: Bool) {
@@ -170,6 +182,30 @@ struct HostileClientTests {
             #expect(idle.closed)
             #expect(idle.after >= .seconds(15.5), "closed \(idle.after) after the request, before the head timeout")
             #expect(idle.after < .seconds(40))
+        }
+    }
+
+    @Test(
+        "a request answered before its body came (a 401) leaves the connection under a deadline once the body is in")
+    func earlyAnswer() async throws {
+        let harness = try await Self.make()
+        try await harness.run(.live) { client in
+            let port = try #require(client.port)
+            let (answer, text, closed) = try await RawConnection.offPool {
+                let connection = try RawConnection(port: port)
+                connection.send(
+                    "POST /step/ingest HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                        + "Content-Length: 1\r\n\r\n")
+                let answer = connection.read(through: "}")
+                connection.send("{")
+                // Idle from here: closed by the 1 s head timeout. A connection left open would hold the read for
+                // the 10 s receive timeout and read as not closed.
+                let (text, closed) = connection.readUntilClosed()
+                return (answer, text, closed)
+            }
+            #expect(answer.hasPrefix("HTTP/1.1 401"), "\(answer)")
+            #expect(closed, "the connection was closed")
+            #expect(text.isEmpty, "nothing more was answered")
         }
     }
 

@@ -5,7 +5,9 @@ import NIOHTTPTypes
 /// `headTimeout` of the connection being ready for it (when it opens, and after each response), and its body
 /// within `bodyTimeout` of the head. Idle keep-alive connections and slow-header or slow-body clients
 /// (slowloris) are closed, so they cannot hold the server's connections; a request that has been received is
-/// never cut short by this, however long its answer takes (a long-poll, an event stream).
+/// never cut short by this, however long its answer takes (a long-poll, an event stream). A request answered
+/// before its body has come (a 401, a 413 from its `Content-Length`) still has its body timeout, and once the body
+/// is in, the connection is idle again under the head timeout.
 final class RequestDeadlineHandler: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPRequestPart
     typealias InboundOut = HTTPRequestPart
@@ -16,6 +18,12 @@ final class RequestDeadlineHandler: ChannelDuplexHandler, RemovableChannelHandle
     private let bodyTimeout: TimeAmount
     /// When the connection must have made its next step; nil while a received request is being answered.
     private var due: NIODeadline?
+    /// Whether a request's head has been read and its end not yet.
+    private var readingBody = false
+    /// Requests read to their end, and answers written to theirs. An answer can come before its request's end (an
+    /// early refusal), so `answered` may run one ahead of `received`.
+    private var received = 0
+    private var answered = 0
     /// The one timer of the connection, and when it fires. Arming only moves `due` (a request arms twice and
     /// disarms once), so a request costs no timer of its own: a timer that fires before `due` schedules itself
     /// again for `due`, and one that finds no `due` ends. A new `due` earlier than the timer replaces it.
@@ -46,17 +54,35 @@ final class RequestDeadlineHandler: ChannelDuplexHandler, RemovableChannelHandle
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch unwrapInboundIn(data) {
-        case .head: arm(context, in: bodyTimeout)
+        case .head:
+            readingBody = true
+            arm(context, in: bodyTimeout)
         case .body: break
-        case .end: disarm()
+        case .end:
+            readingBody = false
+            received += 1
+            settle(context)
         }
         context.fireChannelRead(data)
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        // The answer is complete: the connection is ready for its next request.
-        if case .end = unwrapOutboundIn(data) { arm(context, in: headTimeout) }
+        if case .end = unwrapOutboundIn(data) {
+            answered += 1
+            // A body still on its way keeps the deadline its head set.
+            if !readingBody { settle(context) }
+        }
         context.write(data, promise: promise)
+    }
+
+    /// Between requests: no bound while a received request waits for its answer (a long-poll, or one behind it
+    /// when requests are pipelined), else the connection is ready for its next request.
+    private func settle(_ context: ChannelHandlerContext) {
+        if received > answered {
+            disarm()
+        } else {
+            arm(context, in: headTimeout)
+        }
     }
 
     private func arm(_ context: ChannelHandlerContext, in timeout: TimeAmount) {
