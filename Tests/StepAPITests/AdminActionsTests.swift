@@ -288,6 +288,33 @@ struct AdminActionsTests {
         }
     }
 
+    @Test(
+        "a walker id with characters a path must escape (auth0|…, an e-mail address) is found, suspended and reinstated by its percent-encoded path",
+        arguments: TestDatabases.kinds)
+    func escapedWalkerId(kind: DatabaseKind) async throws {
+        let harness = try await TestHarness.make(kind: kind) { $0.adminToken = AdminTests.adminToken }
+        let walker = "auth0|5f2c/rita+walks@example.org 100%"
+        let token = try await harness.token(for: walker)
+        try await harness.run { client in
+            #expect(try await client.ingest(IngestBody(day: "2026-05-17", count: 3000), token: token).status == .ok)
+            let escaped = try #require(walker.addingPercentEncoding(withAllowedCharacters: .alphanumerics))
+            let found = try await client.admin("/admin/walkers/\(escaped)")
+            #expect(found.status == .ok)
+            #expect(try found.json["id"] == .string(walker))
+            let suspended = try await client.admin(
+                "/admin/walkers/\(escaped)/suspend", method: .post, body: Self.note("escaped id"))
+            #expect(suspended.status == .ok)
+            #expect(try suspended.json["suspended"] == .bool(true))
+            #expect(try await client.ingest(IngestBody(count: 4000), token: token).status == .forbidden)
+            #expect(
+                try await client.admin("/admin/walkers/\(escaped)/reinstate", method: .post, body: Self.note("x"))
+                    .status == .ok)
+            let malformed = try await client.admin("/admin/walkers/auth0%7Zbad")
+            #expect(malformed.status == .badRequest)
+            #expect(try malformed.json["error"] == .string("INVALID_REQUEST"))
+        }
+    }
+
     /// Parks `count` jobs as dead and returns their ids.
     static func deadJobs(_ harness: TestHarness, count: Int) async throws -> [String] {
         try await harness.store.transaction { tx in

@@ -22,26 +22,32 @@ struct AdminWalkerController: Sendable {
     func register(in group: RouterGroup<AppRequestContext>, catalog: inout RouteCatalog) {
         group.on(.get, Self.walkerRoute, catalog: &catalog) { _, context in
             _ = try context.requireAdmin(.read)
-            return try await walker(Self.walkerId(context))
+            return try await walker(try Self.walkerId(context))
         }
         group.on(.post, Self.reverseRoute, catalog: &catalog) { request, context in
             let actor = try context.requireAdmin(.decide)
             return try await reverse(
-                request, walkerId: Self.walkerId(context), day: context.parameters.get("day"),
+                request, walkerId: try Self.walkerId(context), day: context.parameters.get("day"),
                 actor: actor)
         }
         group.on(.post, Self.suspendRoute, catalog: &catalog) { request, context in
             let actor = try context.requireAdmin(.decide)
-            return try await setSuspension(request, walkerId: Self.walkerId(context), suspended: true, actor: actor)
+            return try await setSuspension(request, walkerId: try Self.walkerId(context), suspended: true, actor: actor)
         }
         group.on(.post, Self.reinstateRoute, catalog: &catalog) { request, context in
             let actor = try context.requireAdmin(.decide)
-            return try await setSuspension(request, walkerId: Self.walkerId(context), suspended: false, actor: actor)
+            return try await setSuspension(
+                request, walkerId: try Self.walkerId(context), suspended: false, actor: actor)
         }
     }
 
-    private static func walkerId(_ context: AppRequestContext) -> String {
-        context.parameters.get("walkerId") ?? ""
+    /// The walker id of the path, percent-decoded: the router matches and hands back the path as sent, and a
+    /// walker's id is the session token's `sub`, which may hold any character (`auth0|…`, an e-mail address).
+    private static func walkerId(_ context: AppRequestContext) throws -> String {
+        guard let decoded = (context.parameters.get("walkerId") ?? "").removingPercentEncoding else {
+            throw AdminAPIError.badRequest("The walker id in the path is not valid percent-encoding.")
+        }
+        return decoded
     }
 
     // MARK: Routes
