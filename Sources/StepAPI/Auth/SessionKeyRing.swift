@@ -1,6 +1,7 @@
 import Foundation
 import JWTKit
 import Logging
+import StepCore
 import StepSettings
 
 /// Why the configured session keys could not be loaded.
@@ -46,7 +47,7 @@ package actor SessionKeyRing {
             guard let data = FileManager.default.contents(atPath: path) else {
                 throw KeyLoadingError(description: "jwt.jwksFile: cannot read \(path)")
             }
-            fileKeys = try await Self.parse(jwks: data, origin: "jwt.jwksFile")
+            fileKeys = try await Self.parse(jwks: data, origin: "jwt.jwksFile", logger: logger)
         case .url(let url):
             let document: JWKSDocument
             do {
@@ -54,7 +55,7 @@ package actor SessionKeyRing {
             } catch {
                 throw KeyLoadingError(description: "jwt.jwksUrl: \(error)")
             }
-            let keys = try await Self.parse(jwks: document.data, origin: "jwt.jwksUrl")
+            let keys = try await Self.parse(jwks: document.data, origin: "jwt.jwksUrl", logger: logger)
             urlKeys = (document.generation, Task { keys })
         }
     }
@@ -97,7 +98,7 @@ package actor SessionKeyRing {
         let logger = logger
         let parse = Task {
             do {
-                return try await Self.parse(jwks: document.data, origin: "jwt.jwksUrl")
+                return try await Self.parse(jwks: document.data, origin: "jwt.jwksUrl", logger: logger)
             } catch {
                 logger.warning("JWKS document refused; keeping the previous keys", metadata: ["error": "\(error)"])
                 return await previous?.value ?? []
@@ -116,31 +117,64 @@ package actor SessionKeyRing {
         return candidates.count == 1 ? candidates[0] : nil
     }
 
-    static func parse(jwks data: Data, origin: String) async throws -> [SessionKey] {
-        let set: JWKS
-        do {
-            set = try JSONDecoder().decode(JWKS.self, from: data)
-        } catch {
-            throw KeyLoadingError(description: "\(origin): not a JWKS document (\(error))")
+    /// The signing keys of a JWKS document. A key the server cannot verify with (another algorithm or curve, an
+    /// encryption key by its `use`, a type it does not know) is skipped, as RFC 7517 §5 asks, and named in the
+    /// log, so a key host that also publishes such keys does not lose its signing keys; a document with no usable
+    /// key at all is refused.
+    static func parse(jwks data: Data, origin: String, logger: Logger? = nil) async throws -> [SessionKey] {
+        guard case .object(let document)? = JSONReader.read(data), case .array(let elements)? = document["keys"]
+        else {
+            throw KeyLoadingError(description: "\(origin): not a JWKS document (an object with a keys array)")
         }
         var keys: [SessionKey] = []
-        for jwk in set.keys {
-            guard let algorithm = algorithm(of: jwk) else {
-                throw KeyLoadingError(
-                    description:
-                        "\(origin): key \(jwk.keyIdentifier?.string ?? "without kid") is not ES256, RS256 or EdDSA")
+        var skipped: [String] = []
+        for element in elements {
+            let named: String
+            if case .object(let members) = element, case .string(let kid)? = members["kid"] {
+                named = "key \(kid)"
+            } else {
+                named = "a key without kid"
             }
-            let collection = JWTKeyCollection()
-            do {
-                try await collection.add(jwk: jwk, isDefault: true)
-            } catch {
-                throw KeyLoadingError(
-                    description: "\(origin): unusable key \(jwk.keyIdentifier?.string ?? "without kid"): \(error)")
+            switch await key(element) {
+            case .success(let key): keys.append(key)
+            case .failure(let reason): skipped.append("\(named): \(reason)")
             }
-            keys.append(SessionKey(kid: jwk.keyIdentifier?.string, algorithm: algorithm, collection: collection))
         }
-        guard !keys.isEmpty else { throw KeyLoadingError(description: "\(origin): the JWKS holds no keys") }
+        guard !keys.isEmpty else {
+            let reasons = skipped.isEmpty ? "" : " (skipped \(skipped.joined(separator: "; ")))"
+            throw KeyLoadingError(description: "\(origin): the JWKS holds no usable signing key\(reasons)")
+        }
+        if !skipped.isEmpty {
+            logger?.warning(
+                "JWKS keys skipped", metadata: ["origin": "\(origin)", "skipped": "\(skipped.joined(separator: "; "))"])
+        }
         return keys
+    }
+
+    /// One key of a JWKS as the server can use it, or why it cannot.
+    private static func key(_ element: JSONValue) async -> Result<SessionKey, KeySkipped> {
+        guard case .object(let members) = element else { return .failure("not an object") }
+        if let use = members["use"], use != .string("sig") { return .failure("not a signing key (use)") }
+        let jwk: JWK
+        do {
+            jwk = try JSONDecoder().decode(JWK.self, from: Data(try JSONCoding.encode(element).utf8))
+        } catch {
+            return .failure("not a key of a type or algorithm the server knows")
+        }
+        guard let algorithm = algorithm(of: jwk) else { return .failure("not ES256, RS256 or EdDSA") }
+        let collection = JWTKeyCollection()
+        do {
+            try await collection.add(jwk: jwk, isDefault: true)
+        } catch {
+            return .failure(KeySkipped("unusable (\(error))"))
+        }
+        return .success(SessionKey(kid: jwk.keyIdentifier?.string, algorithm: algorithm, collection: collection))
+    }
+
+    private struct KeySkipped: Error, ExpressibleByStringLiteral, CustomStringConvertible {
+        var description: String
+        init(stringLiteral value: String) { description = value }
+        init(_ value: String) { description = value }
     }
 
     /// The algorithm a key is bound to: its `alg`, or the one its type implies.
