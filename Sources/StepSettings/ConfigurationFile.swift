@@ -1,6 +1,10 @@
 import Configuration
 import Foundation
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// A JSON configuration file read strictly: well-formed JSON, every section and key known to the catalog, no key
 /// twice. Its values keep the position they were written at, so a later validation error can point at them.
 struct ConfigurationFile {
@@ -16,13 +20,23 @@ struct ConfigurationFile {
     private let catalog: ConfigurationCatalog
 
     init(path: String, catalog: ConfigurationCatalog) throws {
-        var isDirectory: ObjCBool = false
-        guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
-            throw ConfigurationSourceError(source: path, problem: .unreadable(reason: "no such file"))
+        // `stat` tells a missing file from one the process may not reach (a directory it cannot search: the
+        // configuration directory's group not the service's), which `FileManager.fileExists` reports as missing.
+        var info = stat()
+        guard stat(path, &info) == 0 else {
+            let reason =
+                switch errno {
+                case ENOENT, ENOTDIR: "no such file"
+                case EACCES: "permission denied (on the file or a directory above it)"
+                default: String(cString: strerror(errno)).lowercased()
+                }
+            throw ConfigurationSourceError(source: path, problem: .unreadable(reason: reason))
         }
-        guard !isDirectory.boolValue, let data = FileManager.default.contents(atPath: path) else {
-            throw ConfigurationSourceError(
-                source: path, problem: .unreadable(reason: isDirectory.boolValue ? "a directory" : "permission denied"))
+        if info.st_mode & S_IFMT == S_IFDIR {
+            throw ConfigurationSourceError(source: path, problem: .unreadable(reason: "a directory"))
+        }
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw ConfigurationSourceError(source: path, problem: .unreadable(reason: "permission denied"))
         }
         try self.init(source: path, contents: Array(data), catalog: catalog)
     }

@@ -111,12 +111,23 @@ struct StrictFileTests {
                     "appCheck.appIds", reason: "takes a value or a list of strings, not a list of other things"))
     }
 
-    @Test("a missing file is refused naming it")
+    @Test("a missing file, a directory and a path through a file are refused naming them")
     func missingFile() throws {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("absent-\(UUID().uuidString).json")
             .path
         #expect(throws: ConfigurationSourceError(source: path, problem: .unreadable(reason: "no such file"))) {
             try ConfigurationSources(file: path).load()
+        }
+        let directory = FileManager.default.temporaryDirectory.path
+        #expect(throws: ConfigurationSourceError(source: directory, problem: .unreadable(reason: "a directory"))) {
+            try ConfigurationSources(file: directory).load()
+        }
+        // A path through a file is missing too, not a failure of some other kind.
+        let file = try TemporaryConfigFile("{}")
+        defer { file.remove() }
+        let through = file.path + "/stepledger.json"
+        #expect(throws: ConfigurationSourceError(source: through, problem: .unreadable(reason: "no such file"))) {
+            try ConfigurationSources(file: through).load()
         }
     }
 
