@@ -32,7 +32,7 @@ struct CommonOptions: ParsableArguments {
     func loadTestPhase(refusing what: String) async throws -> AppConfiguration {
         let configuration = try await load()
         guard configuration.mode == .testPhase else {
-            throw ValidationError("\(what) are refused in production mode")
+            throw CommandFailure("\(what) are refused in production mode")
         }
         return configuration
     }

@@ -64,9 +64,9 @@ struct Jobs: AsyncParsableCommand {
             case .coalesced(let pending):
                 print("job \(id) removed: pending job \(pending) for the same work runs instead")
             case .notFound:
-                throw ValidationError("no job has the id \(id)")
+                throw CommandFailure("no job has the id \(id)")
             case .notDead(let state):
-                throw ValidationError("job \(id) is \(state.rawValue), not dead; only dead jobs are retried")
+                throw CommandFailure("job \(id) is \(state.rawValue), not dead; only dead jobs are retried")
             }
         }
     }
@@ -88,9 +88,9 @@ struct Jobs: AsyncParsableCommand {
             case .discarded:
                 print("job \(id) discarded")
             case .notFound:
-                throw ValidationError("no job has the id \(id)")
+                throw CommandFailure("no job has the id \(id)")
             case .notDead(let state):
-                throw ValidationError("job \(id) is \(state.rawValue), not dead; only dead jobs are discarded")
+                throw CommandFailure("job \(id) is \(state.rawValue), not dead; only dead jobs are discarded")
             }
         }
     }

@@ -58,10 +58,10 @@ struct Operator: AsyncParsableCommand {
             case .invalidName:
                 throw ValidationError("--name must be 1 to 64 of A-Z a-z 0-9 . _ -")
             case .nameReserved:
-                throw ValidationError(
+                throw CommandFailure(
                     "\(name) is reserved: the audit names the admin.token's actions admin and this command's stepd")
             case .nameTaken:
-                throw ValidationError("an active operator is already named \(name); revoke it first")
+                throw CommandFailure("an active operator is already named \(name); revoke it first")
             }
         }
     }
@@ -80,7 +80,7 @@ struct Operator: AsyncParsableCommand {
             let revoked = try await configuration.withStore(label: "stepd.operator") { store in
                 try await OperatorAccounts.revoke(store: store, name: name, now: Date())
             }
-            guard revoked != nil else { throw ValidationError("no active operator is named \(name)") }
+            guard revoked != nil else { throw CommandFailure("no active operator is named \(name)") }
             print("operator \(name) revoked")
         }
     }

@@ -12,9 +12,11 @@ enum StepdVersion {
     }
 
     /// The BUILD file's first line (`commit <sha>, <configuration> build`), read from the release layout
-    /// `<prefix>/bin/stepd` → `<prefix>/share/stepledger/BUILD`.
+    /// `<prefix>/bin/stepd` → `<prefix>/share/stepledger/BUILD`. The executable is the running one
+    /// (`/proc/self/exe`), not `argv[0]`, which is only `stepd` when it was found through `PATH` or a symlink.
     private static var releaseBuild: String? {
-        let executable = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
+        let running = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
+        let executable = URL(fileURLWithPath: running ?? CommandLine.arguments[0]).resolvingSymlinksInPath()
         let prefix = executable.deletingLastPathComponent().deletingLastPathComponent()
         let file = prefix.appendingPathComponent("share/stepledger/BUILD")
         guard let text = try? String(contentsOf: file, encoding: .utf8),
