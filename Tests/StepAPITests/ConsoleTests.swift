@@ -85,7 +85,7 @@ struct ConsoleTests {
         }
     }
 
-    @Test("without the admin API the console is 404 like every /admin route, whatever the method")
+    @Test("without the admin API the console is 404 like every /admin route, whatever the method or the origin")
     func absentWhenAdminIsOff() async throws {
         try await Self.harness(adminToken: nil).run { client in
             for (uri, _) in Self.routes {
@@ -94,6 +94,14 @@ struct ConsoleTests {
                     #expect(response.status == .notFound, "\(method) \(uri)")
                     #expect(response.headers[.contentSecurityPolicy] == nil, "\(method) \(uri)")
                 }
+            }
+            // Sent from another site, an admin route is still absent, not refused as cross-site.
+            for uri in ["/admin/session", "/admin/reviews/some-id/claim", "/admin/walkers/w/suspend"] {
+                let response = try await client.execute(
+                    uri: uri, method: .post,
+                    headers: [.origin: "https://evil.example", .contentType: "application/json"],
+                    body: ByteBuffer(string: "{}"))
+                #expect(response.status == .notFound, "POST \(uri) from another site")
             }
         }
     }
