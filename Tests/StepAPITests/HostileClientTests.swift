@@ -5,6 +5,7 @@ import NIOCore
 import StepAPI
 import StepDatabase
 import StepSettings
+import StepStore
 import StepTestSupport
 import Testing
 
@@ -206,6 +207,32 @@ struct HostileClientTests {
             #expect(answer.hasPrefix("HTTP/1.1 401"), "\(answer)")
             #expect(closed, "the connection was closed")
             #expect(text.isEmpty, "nothing more was answered")
+        }
+    }
+
+    @Test("an ingest whose body never arrives in full is recorded as a 400, not as a body too large")
+    func truncatedBody() async throws {
+        let harness = try await Self.make()
+        let token = try await harness.token(for: "walker-truncated")
+        try await harness.run(.live) { client in
+            let port = try #require(client.port)
+            let closed = try await RawConnection.offPool {
+                let connection = try RawConnection(port: port)
+                connection.send(
+                    "POST /step/ingest HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(token)\r\n"
+                        + "Content-Type: application/json\r\nContent-Length: 400\r\n\r\n{")
+                // The 1 s body timeout closes the connection with the body 399 bytes short.
+                return connection.readUntilClosed().closed
+            }
+            #expect(closed)
+            var statuses: [Int?] = []
+            for _ in 0..<100 where statuses.isEmpty {
+                try await Task.sleep(for: .milliseconds(100))
+                statuses = try await harness.store.transaction {
+                    try await $0.attestationLogs(walkerId: "walker-truncated")
+                }.map(\.status)
+            }
+            #expect(statuses == [400], "the refusal's audit row")
         }
     }
 

@@ -58,8 +58,13 @@ enum JSONBody {
         }
         do {
             return .success(try await request.body.collect(upTo: maxBytes))
-        } catch {
+        } catch is NIOTooManyBytesError {
             return .failure(.tooLarge(limit: maxBytes))
+        } catch {
+            // The connection ended (or the body timeout closed it) before the body was complete: a body that did
+            // not arrive, not one too large.
+            return .failure(
+                .invalid(RequestValidationError(message: "Request body was not received in full.", fields: [:])))
         }
     }
 }
