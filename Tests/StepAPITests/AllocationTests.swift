@@ -110,7 +110,7 @@ struct AllocationTests {
             #expect(seen == [.int(-104), .int(-103), .int(-102), .int(-101), .int(-100), .int(9000)])
             for bad in [
                 "limit=0", "limit=201", "limit=x", "cursor=%%%", "cursor=bm90LWEtY3Vyc29y",
-                "cursor=OTIyMzM3MjAzNjg1NDc3NTgwNzph",
+                "cursor=OTIyMzM3MjAzNjg1NDc3NTgwNzph", "limit=5&limit=abc", "limit=5&limit=5",
             ] {
                 let response = try await client.read("/walker/ledger?\(bad)", token: token)
                 #expect(response.status == .badRequest, "\(bad)")

@@ -48,7 +48,7 @@ struct EventsTests {
             let foreign = try await client.read("/walker/events", token: other).json
             #expect(foreign["events"] == .array([]))
             #expect(foreign["next"] == .string("0"))
-            for bad in ["after=-1", "after=x", "wait=31", "wait=-1", "wait=1.5"] {
+            for bad in ["after=-1", "after=x", "wait=31", "wait=-1", "wait=1.5", "wait=0&wait=999", "after=1&after=1"] {
                 let response = try await client.read("/walker/events?\(bad)", token: token)
                 #expect(response.status == .badRequest, "\(bad)")
             }

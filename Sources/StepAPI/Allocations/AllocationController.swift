@@ -92,6 +92,9 @@ struct LedgerQuery: Sendable {
 
     static func decode(_ parameters: Parameters) throws(RequestValidationError) -> LedgerQuery {
         var query = LedgerQuery(cursor: nil, limit: defaultLimit)
+        for name in ["limit", "cursor"] where parameters.getAll(name).count > 1 {
+            throw RequestValidationError(fields: [name: "must be given once"])
+        }
         if let text = parameters.get("limit") {
             guard let limit = Int(text), (1...maxLimit).contains(limit) else {
                 throw RequestValidationError(fields: ["limit": "must be an integer from 1 to \(maxLimit)"])

@@ -157,10 +157,13 @@ struct EventsQuery: Sendable {
     static func decode(_ parameters: Parameters) throws(RequestValidationError) -> EventsQuery {
         var query = EventsQuery()
         var problems: [String: String] = [:]
-        if let text = parameters.get("after") {
+        for name in ["after", "wait"] where parameters.getAll(name).count > 1 {
+            problems[name] = "must be given once"
+        }
+        if let text = parameters.get("after"), problems["after"] == nil {
             if let after = cursor(text) { query.after = after } else { problems["after"] = cursorProblem }
         }
-        if let text = parameters.get("wait") {
+        if let text = parameters.get("wait"), problems["wait"] == nil {
             if let wait = Int(text), (0...EventsController.maxWaitSeconds).contains(wait) {
                 query.wait = wait
             } else {
