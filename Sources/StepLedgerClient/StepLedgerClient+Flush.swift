@@ -179,7 +179,8 @@ extension StepLedgerClient {
             let day = DayState(answer: answer, bucket: bucket)
             note(day)
             report.delivered.append(.init(bucket: bucket, day: day))
-        case (400, .IngestError(let error)):
+        case (400, .IngestError(let error)), (413, .IngestError(let error)):
+            // Malformed, or larger than the server takes for one ingest: refused for good, as it would be alone.
             refuse(bucket, .invalidRequest(error.message), report: &report)
         case (403, .IngestError(let error)) where error.error == "WALKER_SUSPENDED":
             // An operator may reinstate the walker: the bucket stays, under its key (the server gave it back).

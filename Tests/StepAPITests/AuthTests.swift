@@ -107,6 +107,7 @@ struct AuthTests {
     enum Forgery: String, CaseIterable, Sendable {
         case missingHeader, notBearer, garbage, algNone, unknownKid, expired, notYetValid, wrongAudience, wrongIssuer
         case missingSubject, longSubject, tamperedPayload, hs256WithRSAPublicKey, rs256HeaderOnECKey, missingExp
+        case emptySubject, multibyteLongSubject
 
         /// The `details.reason` the 401 names.
         var reason: String {
@@ -120,7 +121,7 @@ struct AuthTests {
             case .notYetValid: "TOKEN_NOT_YET_VALID"
             case .wrongAudience: "TOKEN_AUDIENCE"
             case .wrongIssuer: "TOKEN_ISSUER"
-            case .missingSubject, .longSubject: "TOKEN_SUBJECT"
+            case .missingSubject, .longSubject, .emptySubject, .multibyteLongSubject: "TOKEN_SUBJECT"
             case .tamperedPayload: "TOKEN_SIGNATURE"
             }
         }
@@ -166,6 +167,13 @@ struct AuthTests {
         case .longSubject:
             claims.sub = String(repeating: "w", count: 129)
             headers[.authorization] = "Bearer \(try await sign(claims))"
+        case .emptySubject:
+            claims.sub = ""
+            headers[.authorization] = "Bearer \(try await sign(claims))"
+        case .multibyteLongSubject:
+            // 65 characters but 130 bytes: the bound counts bytes.
+            claims.sub = String(repeating: "ł", count: 65)
+            headers[.authorization] = "Bearer \(try await sign(claims))"
         case .missingExp:
             claims.exp = nil
             headers[.authorization] = "Bearer \(try await sign(claims))"
@@ -193,6 +201,7 @@ struct AuthTests {
                 uri: "/step/ingest", method: .post, headers: finalHeaders, body: IngestBody().buffer)
             #expect(response.status == .unauthorized)
             #expect(response.headers[.wwwAuthenticate] == "Bearer")
+            #expect(response.headers[.cacheControl] == "no-store, private")
             #expect(try response.json["error"] == .string("UNAUTHORIZED"))
             #expect(try response.json["details"] == .object(["reason": .string(forgery.reason)]))
             #expect(try await harness.count("walkers") == 0)
@@ -344,6 +353,45 @@ struct AuthTests {
         try await production.run { client in
             let response = try await client.ingest(IngestBody(), token: devToken)
             #expect(response.status == .unauthorized)
+        }
+    }
+
+    @Test("a subject of 128 bytes is accepted, ASCII or not", arguments: TestDatabases.kinds)
+    func subjectBound(kind: DatabaseKind) async throws {
+        let keys = try KeySet()
+        let harness = try await Self.harness(kind: kind, keys: keys)
+        let signer = try await keys.collection()
+        let subjects = [String(repeating: "w", count: 128), String(repeating: "w", count: 126) + "ł"]
+        try await harness.run { client in
+            for subject in subjects {
+                #expect(subject.utf8.count == 128)
+                let token = try await signer.sign(
+                    Self.validClaims(harness.clock.now, sub: subject), kid: JWKIdentifier(string: "ec-test"))
+                let response = try await client.ingest(IngestBody(), token: token)
+                #expect(response.status == .ok, "\(response.text)")
+                #expect(try await harness.store.transaction { try await $0.walker(subject) } != nil)
+            }
+        }
+    }
+
+    @Test(
+        "with development tokens on beside a JWKS, an HS256 token keyed with the RSA public key is still refused",
+        arguments: TestDatabases.kinds, ["rsa-test", nil] as [String?])
+    func confusionWithDevelopmentTokens(kind: DatabaseKind, kid: String?) async throws {
+        let keys = try KeySet()
+        let harness = try await Self.harness(kind: kind, keys: keys) { $0.dev.sessionTokens = true }
+        let confused = JWTKeyCollection()
+        await confused.add(
+            hmac: HMACKey(from: Array(keys.rsaPublicPEM.utf8)), digestAlgorithm: .sha256,
+            kid: kid.map { JWKIdentifier(string: $0) })
+        let token = try await confused.sign(
+            Self.validClaims(harness.clock.now), kid: kid.map { JWKIdentifier(string: $0) })
+        try await harness.run { client in
+            let response = try await client.ingest(IngestBody(), token: token)
+            #expect(response.status == .unauthorized)
+            let reason = try response.json["details"]?["reason"]
+            #expect(reason == .string("TOKEN_UNKNOWN_KEY") || reason == .string("TOKEN_SIGNATURE"), "\(response.text)")
+            #expect(try await harness.count("walkers") == 0)
         }
     }
 

@@ -296,6 +296,73 @@ struct HealthSubmitTests {
         }
     }
 
+    @Test(
+        "without a date the record is today's in the walker's last zone, else UTC; health.maxSteps bounds the steps as configured",
+        arguments: TestDatabases.kinds)
+    func dateDefaultAndConfiguredLimit(kind: DatabaseKind) async throws {
+        // 2026-05-18T20:42:30Z is already 2026-05-19 in Kiritimati (UTC+14).
+        let harness = try await Self.make(kind) { $0.health.limits.maxSteps = 60_000 }
+        let kiri = try await harness.token(for: "walker-kiri")
+        let plain = try await harness.token(for: "walker-plain")
+        try await harness.run(.live) { client in
+            let ingest = try await client.ingest(
+                IngestBody(
+                    day: "2026-05-19", count: 5000, tz: "Pacific/Kiritimati", spanStart: "2026-05-18T11:00:00Z",
+                    spanEnd: "2026-05-18T20:00:00Z"), token: kiri)
+            #expect(ingest.status == .ok)
+            func submit(_ token: String, steps: Int) async throws -> TestResponse {
+                let nonce = try await client.fetchNonce(token: token)
+                return try await client.submitHealth(
+                    HealthBody(nonce: nonce, token: try Self.token(harness, nonce: nonce), steps: steps, date: nil),
+                    token: token)
+            }
+            let atLimit = try await submit(kiri, steps: 60_000)
+            #expect(atLimit.status == .created, "\(atLimit.text)")
+            #expect(try atLimit.json["date"] == .string("2026-05-19"))
+            #expect(try atLimit.json["steps"] == .int(60_000))
+            let over = try await submit(plain, steps: 60_001)
+            #expect(over.status == .badRequest)
+            #expect(over.text == healthError(400, "Bad Request", "Step count is implausibly high"))
+            let utc = try await submit(plain, steps: 100)
+            #expect(utc.status == .created)
+            #expect(try utc.json["date"] == .string("2026-05-18"))
+        }
+    }
+
+    @Test(
+        "the nonce, POST /health and POST /walker/allocations count against the walker routes' limit: past it 429, nothing written",
+        arguments: TestDatabases.kinds)
+    func walkerLimit(kind: DatabaseKind) async throws {
+        let harness = try await Self.make(kind) { $0.rateLimits.walkerPerWindow = 2 }
+        let token = try await harness.token(for: "walker-limited")
+        try await harness.run(.live) { client in
+            let nonce = try await client.fetchNonce(token: token)
+            #expect(try await client.read("/walker", token: token).status == .ok)
+            let nonceLimited = try await client.read("/health/attestation-nonce", token: token)
+            #expect(nonceLimited.status == .tooManyRequests)
+            #expect(nonceLimited.headers[.retryAfter] == "30")
+            #expect(nonceLimited.text == healthError(429, "Too Many Requests", "Too many requests; retry later"))
+            let body = HealthBody(nonce: nonce, token: try Self.token(harness, nonce: nonce))
+            let healthLimited = try await client.submitHealth(body, token: token)
+            #expect(healthLimited.status == .tooManyRequests)
+            #expect(healthLimited.text == healthError(429, "Too Many Requests", "Too many requests; retry later"))
+            let spend = try await client.execute(
+                uri: "/walker/allocations", method: .post,
+                headers: [.authorization: "Bearer \(token)", .contentType: "application/json"],
+                body: ByteBuffer(
+                    string: #"{"kind":"tree","nodeId":"oak-1","points":10,"idempotencyKey":"limited-spend"}"#))
+            #expect(spend.status == .tooManyRequests)
+            #expect(try spend.json["error"] == .string("RATE_LIMITED"))
+            #expect(try await harness.count("allocations") == 0)
+            #expect(try await harness.count("health_records") == 0)
+            // The refused POST /health did not use up its nonce: in the next window it is stored with it.
+            harness.clock.advance(seconds: 30)
+            let stored = try await client.submitHealth(
+                HealthBody(nonce: nonce, token: try Self.token(harness, nonce: nonce)), token: token)
+            #expect(stored.status == .created, "\(stored.text)")
+        }
+    }
+
     @Test("a nonce still serves 299 s after it was issued (it expires at 300 s)", arguments: TestDatabases.kinds)
     func nonceLastSecond(kind: DatabaseKind) async throws {
         let harness = try await Self.make(kind)

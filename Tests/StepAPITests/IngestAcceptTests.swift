@@ -89,6 +89,33 @@ struct IngestAcceptTests {
         }
     }
 
+    @Test(
+        "a day's multiplier is its first acceptance's: late days that lengthen the streak before it do not raise a higher count's credit",
+        arguments: TestDatabases.kinds)
+    func multiplierFixedAtFirstAcceptance(kind: DatabaseKind) async throws {
+        let harness = try await TestHarness.make(kind: kind)
+        let token = try await harness.token(for: "walker-tier")
+        try await harness.run { client in
+            let first = try await client.ingest(IngestBody(day: "2026-05-18", count: 3000), token: token).json
+            #expect(first["energyCredited"] == .int(3000))
+            // The seven days before it, sent late: each earns ×1.00 (the run before it is shorter than 7).
+            for day in 11...17 {
+                let late = try await client.ingest(IngestBody(day: "2026-05-\(day)", count: 3000), token: token).json
+                #expect(late["energyCredited"] == .int(3000), "2026-05-\(day)")
+            }
+            // The streak before 05-18 is now 7, so a new day would earn ×1.20; 05-18 keeps its ×1.00.
+            let higher = try await client.ingest(IngestBody(day: "2026-05-18", count: 5000), token: token).json
+            #expect(higher["streakState"]?["currentLengthDays"] == .int(8))
+            #expect(higher["stepLog"]?["acceptedCount"] == .int(5000))
+            #expect(higher["energyCredited"] == .int(5000))
+            let day = try #require(LocalDate(iso: "2026-05-18"))
+            let log = try await harness.store.transaction { try await $0.stepLog(walkerId: "walker-tier", day: day) }
+            #expect(log?.multiplierPermille == 1000)
+            let balance = try await harness.store.transaction { try await $0.energyBalance(walkerId: "walker-tier") }
+            #expect(balance == 8 * 3000 + 2000)
+        }
+    }
+
     @Test("a day below the daily threshold is accepted and credited but not attested", arguments: TestDatabases.kinds)
     func belowThreshold(kind: DatabaseKind) async throws {
         let harness = try await TestHarness.make(kind: kind)

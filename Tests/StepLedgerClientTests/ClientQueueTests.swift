@@ -231,7 +231,7 @@ struct ClientQueueTests {
 
 @Suite("StepLedgerClient's answers")
 struct ClientAnswerTests {
-    @Test("422 and 403 are terminal and reported with their reasons; the bucket leaves the queue")
+    @Test("422, 403 and a bucket's 413 are terminal and reported with their reasons; the bucket leaves the queue")
     func terminal() async throws {
         let store = temporaryStore()
         defer { try? FileManager.default.removeItem(at: store) }
@@ -240,11 +240,19 @@ struct ClientAnswerTests {
         let client = try makeClient(store: store, server: server, clock: clock)
         let rejected = try await client.record(today, 60_000)
         let foreign = try await client.record(today.adding(days: -1), 100, bundle: "com.example.fake")
+        let large = try await client.record(today.adding(days: -2), 300)
         server.script { key, _ in
-            key == rejected.idempotencyKey ? .reject(["COUNT_EXCEEDS_CAP"]) : .notWhitelisted
+            switch key {
+            case rejected.idempotencyKey: .reject(["COUNT_EXCEEDS_CAP"])
+            case large.idempotencyKey: .bucketTooLarge
+            default: .notWhitelisted
+            }
         }
         let report = try await client.flush()
-        #expect(report.refused.count == 2)
+        #expect(report.refused.count == 3)
+        #expect(
+            report.refused.first { $0.bucket.idempotencyKey == large.idempotencyKey }?.error
+                == .invalidRequest("PAYLOAD_TOO_LARGE"))
         #expect(
             report.refused.first { $0.bucket.idempotencyKey == rejected.idempotencyKey }?.error
                 == .rejected(reasons: ["COUNT_EXCEEDS_CAP"]))

@@ -37,6 +37,8 @@ enum Script: Sendable, Equatable {
     case reject([String])
     /// This bucket's result is 403 STEP_SOURCE_NOT_WHITELISTED.
     case notWhitelisted
+    /// This bucket's result is 413 PAYLOAD_TOO_LARGE (spelt in more than the server's body limit).
+    case bucketTooLarge
     /// The whole request is answered 401.
     case unauthorized
     /// The whole request is answered 401 with this `details.reason` (an App Check refusal).
@@ -243,6 +245,8 @@ final class FakeServer: ClientTransport, Sendable {
                 results.append(Self.error(key, 403, "STEP_SOURCE_NOT_WHITELISTED", ["sourceBundleId": "x"]))
             case .suspended:
                 results.append(Self.error(key, 403, "WALKER_SUSPENDED", [:]))
+            case .bucketTooLarge:
+                results.append(Self.error(key, 413, "PAYLOAD_TOO_LARGE", ["limitBytes": 16_384]))
             case .bucketRateLimited(let retryAfter):
                 results.append(Self.error(key, 429, "RATE_LIMITED", ["retryAfterSeconds": retryAfter]))
             default:

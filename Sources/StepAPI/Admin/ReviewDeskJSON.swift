@@ -13,6 +13,7 @@ enum ReviewDeskJSON {
                     "day": .string(log.day.description), "status": .string(log.status.rawValue),
                     "reportedCount": .int(log.reportedCount),
                     "acceptedCount": log.acceptedCount.map(JSONValue.int) ?? .null,
+                    "energyCredited": .int(log.energyCredited),
                     "tz": .string(log.timeZone),
                 ])
             } ?? .null,

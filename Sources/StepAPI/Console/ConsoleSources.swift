@@ -121,7 +121,7 @@ package enum ConsoleSources {
   const AUDIT_KEYS = ["operator", "action", "limit", "cursor"];
   const AUDIT_ACTIONS = [
     "review.claim", "review.release", "review.accept", "review.reject", "day.reverse", "walker.suspend",
-    "walker.reinstate", "job.retry", "job.discard", "operator.signin",
+    "walker.reinstate", "job.retry", "job.discard", "operator.signin", "operator.create", "operator.revoke",
   ];
 
   const state = {
@@ -830,6 +830,7 @@ package enum ConsoleSources {
             h("td", {}, yesNo(item.gyro)),
             h("td", {}, yesNo(item.appCheck)))),
           "No submissions for this entry.")),
+      entry.reread ? rereadPanel(entry.reread) : null,
       panel("Neighbouring days", "neighbours-panel",
         table("neighbours", ["Day", "Status", "Reported#", "Accepted#"],
           (evidence.neighbours || []).map((day) => h("tr", { test: "neighbour-row" },
@@ -843,7 +844,10 @@ package enum ConsoleSources {
             h("td", {}, instant(item.at)), h("td", {}, status(item.status)), h("td", {}, tags(item.reasons, "reason")))),
           "No rejections or quarantines in the last 30 days.")));
     const day = evidence.day;
-    const reversible = Boolean(day && day.status === "ACCEPTED");
+    // An accepted day, or a rejected one that still holds credit (accepted once, a later submission then
+    // rejected by review): the reversal takes that credit back.
+    const reversible = Boolean(day && (day.status === "ACCEPTED"
+      || (day.status === "REJECTED" && day.energyCredited > 0)));
     $("day-panel-slot").replaceChildren(panel("The day", "day-panel",
       day ? h("dl", { class: "facts" },
         fact("Status", h("span", { test: "day-status" }, status(day.status))),
@@ -853,8 +857,9 @@ package enum ConsoleSources {
       h("div", { class: "actions" },
         h("button", { type: "button", class: "danger", id: "reverse", test: "reverse", onclick: reverseDay,
           disabled: !(reversible && can("decide")),
-          title: reversible ? "Reject this accepted day: its credit is taken back" : "Only an accepted day" },
-        "Reverse accepted day"))));
+          title: reversible ? "Reject this day: the credit it holds is taken back"
+            : "Only a day that holds credit: accepted, or rejected after an acceptance" },
+        "Reverse day's credit"))));
     $("allocations-slot").replaceChildren(panel("Allocations drawing on the day", "allocations-panel",
       table("allocations", ["Allocation", "Points#", "Drawn#", "Status"],
         (evidence.allocations || []).map((item) => h("tr", { test: "allocation-row" },
@@ -864,6 +869,31 @@ package enum ConsoleSources {
     const walkerNode = $("walker-panel");
     if (walkerNode) walkerNode.replaceWith(walkerPanel());
     paintDecisionState();
+  }
+
+  /** The challenge re-read behind the entry: what was asked, and what the app answered (or that nothing came). */
+  function rereadPanel(reread) {
+    const answer = reread.answer;
+    const window = reread.window || {};
+    return panel("Challenge re-read", "reread-panel",
+      h("dl", { class: "facts" },
+        fact("Request", h("span", { class: "mono", test: "reread-request" }, reread.requestId || "—")),
+        fact("Window (UTC)", `${instant(window.startUtc)} – ${instant(window.endUtc)}`),
+        fact("Asked", instant(reread.requestedAt)),
+        fact("Deadline", instant(reread.deadline)),
+        fact("State", h("span", { test: "reread-state" }, reread.state || "—")),
+        fact("Findings", h("span", { test: "reread-reasons" }, tags(reread.reasons, "reason"))),
+        fact("Answered", instant(reread.answeredAt)),
+        answer ? fact("Sample digest", h("span", { class: "mono", test: "reread-digest" }, answer.sampleDigest))
+          : null),
+      answer
+        ? table("reread-counts", ["Bundle", "Count#", "Span (UTC)"],
+          (answer.counts || []).map((item) => h("tr", { test: "reread-count-row" },
+            h("td", { class: "mono" }, item.sourceBundleId),
+            h("td", { class: "number" }, number(item.count)),
+            h("td", {}, item.sampleSpan ? `${clock(item.sampleSpan.startUtc)}–${clock(item.sampleSpan.endUtc)}` : "—"))),
+          "The answer held no counts.")
+        : h("p", { class: "hint", test: "reread-unanswered" }, "The app did not answer before the deadline."));
   }
 
   function paintDecisionState() {

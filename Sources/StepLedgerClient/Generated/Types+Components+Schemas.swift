@@ -197,7 +197,7 @@ extension Components {
                 ///
                 /// - Remark: Generated from `#/components/schemas/IngestBatchResponse/ResultsPayload/idempotencyKey`.
                 internal var idempotencyKey: Swift.String?
-                /// The status POST /step/ingest would have answered for the bucket (200, 400, 403, 409, 422, 429, 500, 503).
+                /// The status POST /step/ingest would have answered for the bucket (200, 400, 403, 409, 413 for a bucket spelt in more than http.maxBodyBytes, 422, 429, 500, 503).
                 ///
                 /// - Remark: Generated from `#/components/schemas/IngestBatchResponse/ResultsPayload/status`.
                 internal var status: Swift.Int
@@ -246,7 +246,7 @@ extension Components {
                 ///
                 /// - Parameters:
                 ///   - idempotencyKey: The bucket's idempotencyKey; null when it had no valid one.
-                ///   - status: The status POST /step/ingest would have answered for the bucket (200, 400, 403, 409, 422, 429, 500, 503).
+                ///   - status: The status POST /step/ingest would have answered for the bucket (200, 400, 403, 409, 413 for a bucket spelt in more than http.maxBodyBytes, 422, 429, 500, 503).
                 ///   - body: The body POST /step/ingest would have answered, as a JSON object (an IngestResponse for 200, an IngestError otherwise); a replayed bucket's stored body.
                 internal init(
                     idempotencyKey: Swift.String? = nil,
