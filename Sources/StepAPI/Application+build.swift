@@ -281,8 +281,8 @@ package func buildApplication(
         store: store, clock: dependencies.clock, logger: logger)
     // The console's sign-in authenticates what it is given, so it has no authentication in front of it.
     let adminSession = router.group()
-        .add(middleware: SurfaceErrorMiddleware<AdminAPIError>(logger: logger))
         .add(middleware: AdminEnabledMiddleware(enabled: adminEnabled))
+        .add(middleware: SurfaceErrorMiddleware<AdminAPIError>(logger: logger))
         .add(middleware: SameOriginMiddleware())
     AdminSessionController(
         authenticator: adminAuthenticator, cookie: adminCookie,
@@ -290,8 +290,8 @@ package func buildApplication(
     ).register(in: adminSession, catalog: &catalog)
     // Absent (404) before anything else is said about a request when the admin API is off.
     let admin = router.group()
-        .add(middleware: SurfaceErrorMiddleware<AdminAPIError>(logger: logger))
         .add(middleware: AdminEnabledMiddleware(enabled: adminEnabled))
+        .add(middleware: SurfaceErrorMiddleware<AdminAPIError>(logger: logger))
         .add(middleware: SameOriginMiddleware())
         .add(middleware: AdminAuthMiddleware(enabled: adminEnabled, authenticator: adminAuthenticator))
     AdminAuditController(store: store).register(in: admin, catalog: &catalog)

@@ -96,6 +96,8 @@ struct ConsoleTests {
                 }
             }
             // Sent from another site, an admin route is still absent, not refused as cross-site.
+            let nul = try await client.execute(uri: "/admin/reviews?x=%00", method: .get)
+            #expect(nul.status == .notFound, "a URL with %00: absent, not a 400 that tells the route exists")
             for uri in ["/admin/session", "/admin/reviews/some-id/claim", "/admin/walkers/w/suspend"] {
                 let response = try await client.execute(
                     uri: uri, method: .post,

@@ -148,7 +148,9 @@ struct AdminEnabledMiddleware: RouterMiddleware {
     func handle(
         _ request: Request, context: Context, next: (Request, Context) async throws -> Response
     ) async throws -> Response {
-        guard enabled else { throw AdminAPIError.absent }
+        // Answered here, not thrown: this runs first, before the surface's error handling, so a request to an admin
+        // route while the admin API is off meets nothing else (not even the URL's checks).
+        guard enabled else { return AdminAPIError.absent.response }
         return try await next(request, context)
     }
 }

@@ -7,7 +7,10 @@ import struct Foundation.Date
 import HTTPTypes
 /// Verified step ingest, streaks and Energy. Walker routes need `Authorization: Bearer <session JWT>`.
 /// Responses carry `Cache-Control: no-store, private` and an `X-Request-Id`.
-/// Rate-limited routes carry `RateLimit-Policy` and `RateLimit` (draft-ietf-httpapi-ratelimit-headers-10).
+/// Rate-limited routes carry `RateLimit-Policy` and `RateLimit` (draft-ietf-httpapi-ratelimit-headers-10) on
+/// every answer they give after counting the request, refusals included, though each operation lists them only on
+/// its main answers. A URL holding an encoded NUL (`%00`) is a 400 in the surface's error shape on every route,
+/// before authentication (the admin routes answer 404 while the admin API is off).
 ///
 internal struct Client: APIProtocol {
     /// The underlying HTTP client.
@@ -476,6 +479,23 @@ internal struct Client: APIProtocol {
                     }
                     return .forbidden(.init(body: body))
                 case 404:
+                    let headers: Operations.AnswerReread.Output.NotFound.Headers = .init(
+                        rateLimitPolicy: try converter.getOptionalHeaderFieldAsURI(
+                            in: response.headerFields,
+                            name: "RateLimit-Policy",
+                            as: Components.Headers.RateLimitPolicy.self
+                        ),
+                        rateLimit: try converter.getOptionalHeaderFieldAsURI(
+                            in: response.headerFields,
+                            name: "RateLimit",
+                            as: Components.Headers.RateLimit.self
+                        ),
+                        idempotentReplayed: try converter.getOptionalHeaderFieldAsURI(
+                            in: response.headerFields,
+                            name: "Idempotent-Replayed",
+                            as: Components.Headers.IdempotentReplayed.self
+                        )
+                    )
                     let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
                     let body: Operations.AnswerReread.Output.NotFound.Body
                     let chosenContentType = try converter.bestContentType(
@@ -496,8 +516,28 @@ internal struct Client: APIProtocol {
                     default:
                         preconditionFailure("bestContentType chose an invalid content type.")
                     }
-                    return .notFound(.init(body: body))
+                    return .notFound(.init(
+                        headers: headers,
+                        body: body
+                    ))
                 case 409:
+                    let headers: Operations.AnswerReread.Output.Conflict.Headers = .init(
+                        rateLimitPolicy: try converter.getOptionalHeaderFieldAsURI(
+                            in: response.headerFields,
+                            name: "RateLimit-Policy",
+                            as: Components.Headers.RateLimitPolicy.self
+                        ),
+                        rateLimit: try converter.getOptionalHeaderFieldAsURI(
+                            in: response.headerFields,
+                            name: "RateLimit",
+                            as: Components.Headers.RateLimit.self
+                        ),
+                        idempotentReplayed: try converter.getOptionalHeaderFieldAsURI(
+                            in: response.headerFields,
+                            name: "Idempotent-Replayed",
+                            as: Components.Headers.IdempotentReplayed.self
+                        )
+                    )
                     let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
                     let body: Operations.AnswerReread.Output.Conflict.Body
                     let chosenContentType = try converter.bestContentType(
@@ -518,7 +558,10 @@ internal struct Client: APIProtocol {
                     default:
                         preconditionFailure("bestContentType chose an invalid content type.")
                     }
-                    return .conflict(.init(body: body))
+                    return .conflict(.init(
+                        headers: headers,
+                        body: body
+                    ))
                 case 413:
                     let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
                     let body: Operations.AnswerReread.Output.ContentTooLarge.Body
@@ -564,6 +607,23 @@ internal struct Client: APIProtocol {
                     }
                     return .unsupportedMediaType(.init(body: body))
                 case 422:
+                    let headers: Operations.AnswerReread.Output.UnprocessableContent.Headers = .init(
+                        rateLimitPolicy: try converter.getOptionalHeaderFieldAsURI(
+                            in: response.headerFields,
+                            name: "RateLimit-Policy",
+                            as: Components.Headers.RateLimitPolicy.self
+                        ),
+                        rateLimit: try converter.getOptionalHeaderFieldAsURI(
+                            in: response.headerFields,
+                            name: "RateLimit",
+                            as: Components.Headers.RateLimit.self
+                        ),
+                        idempotentReplayed: try converter.getOptionalHeaderFieldAsURI(
+                            in: response.headerFields,
+                            name: "Idempotent-Replayed",
+                            as: Components.Headers.IdempotentReplayed.self
+                        )
+                    )
                     let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
                     let body: Operations.AnswerReread.Output.UnprocessableContent.Body
                     let chosenContentType = try converter.bestContentType(
@@ -584,7 +644,10 @@ internal struct Client: APIProtocol {
                     default:
                         preconditionFailure("bestContentType chose an invalid content type.")
                     }
-                    return .unprocessableContent(.init(body: body))
+                    return .unprocessableContent(.init(
+                        headers: headers,
+                        body: body
+                    ))
                 case 429:
                     let headers: Operations.AnswerReread.Output.TooManyRequests.Headers = .init(retryAfter: try converter.getOptionalHeaderFieldAsURI(
                         in: response.headerFields,
@@ -1654,6 +1717,11 @@ internal struct Client: APIProtocol {
                             in: response.headerFields,
                             name: "RateLimit",
                             as: Components.Headers.RateLimit.self
+                        ),
+                        idempotentReplayed: try converter.getOptionalHeaderFieldAsURI(
+                            in: response.headerFields,
+                            name: "Idempotent-Replayed",
+                            as: Components.Headers.IdempotentReplayed.self
                         )
                     )
                     let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
@@ -1814,6 +1882,23 @@ internal struct Client: APIProtocol {
                     }
                     return .unsupportedMediaType(.init(body: body))
                 case 422:
+                    let headers: Operations.CreateAllocation.Output.UnprocessableContent.Headers = .init(
+                        rateLimitPolicy: try converter.getOptionalHeaderFieldAsURI(
+                            in: response.headerFields,
+                            name: "RateLimit-Policy",
+                            as: Components.Headers.RateLimitPolicy.self
+                        ),
+                        rateLimit: try converter.getOptionalHeaderFieldAsURI(
+                            in: response.headerFields,
+                            name: "RateLimit",
+                            as: Components.Headers.RateLimit.self
+                        ),
+                        idempotentReplayed: try converter.getOptionalHeaderFieldAsURI(
+                            in: response.headerFields,
+                            name: "Idempotent-Replayed",
+                            as: Components.Headers.IdempotentReplayed.self
+                        )
+                    )
                     let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
                     let body: Operations.CreateAllocation.Output.UnprocessableContent.Body
                     let chosenContentType = try converter.bestContentType(
@@ -1834,7 +1919,10 @@ internal struct Client: APIProtocol {
                     default:
                         preconditionFailure("bestContentType chose an invalid content type.")
                     }
-                    return .unprocessableContent(.init(body: body))
+                    return .unprocessableContent(.init(
+                        headers: headers,
+                        body: body
+                    ))
                 case 429:
                     let headers: Components.Responses.RateLimited.Headers = .init(
                         retryAfter: try converter.getOptionalHeaderFieldAsURI(

@@ -170,18 +170,18 @@ extension Components {
                     try self.value2?.encode(to: encoder)
                 }
             }
-            /// POST /step/ingest bodies; at most ingest.batchMaxBuckets (default 14). A malformed bucket is answered 400 in its result, not for the whole request.
+            /// POST /step/ingest bodies; at most ingest.batchMaxBuckets (14 by default, which maxItems states; a deployment may set 1 to 100, and more than its setting is a 400 for the whole request). A malformed bucket is answered 400 in its result, not for the whole request.
             ///
             /// - Remark: Generated from `#/components/schemas/IngestBatchRequest/buckets`.
             internal typealias BucketsPayload = [Components.Schemas.IngestBatchRequest.BucketsPayloadPayload]
-            /// POST /step/ingest bodies; at most ingest.batchMaxBuckets (default 14). A malformed bucket is answered 400 in its result, not for the whole request.
+            /// POST /step/ingest bodies; at most ingest.batchMaxBuckets (14 by default, which maxItems states; a deployment may set 1 to 100, and more than its setting is a 400 for the whole request). A malformed bucket is answered 400 in its result, not for the whole request.
             ///
             /// - Remark: Generated from `#/components/schemas/IngestBatchRequest/buckets`.
             internal var buckets: Components.Schemas.IngestBatchRequest.BucketsPayload
             /// Creates a new `IngestBatchRequest`.
             ///
             /// - Parameters:
-            ///   - buckets: POST /step/ingest bodies; at most ingest.batchMaxBuckets (default 14). A malformed bucket is answered 400 in its result, not for the whole request.
+            ///   - buckets: POST /step/ingest bodies; at most ingest.batchMaxBuckets (14 by default, which maxItems states; a deployment may set 1 to 100, and more than its setting is a 400 for the whole request). A malformed bucket is answered 400 in its result, not for the whole request.
             internal init(buckets: Components.Schemas.IngestBatchRequest.BucketsPayload) {
                 self.buckets = buckets
             }
@@ -1059,7 +1059,7 @@ extension Components {
             ///
             /// - Remark: Generated from `#/components/schemas/RereadRequest/sampleDigest`.
             internal var sampleDigest: Swift.String
-            /// Required here or in the Idempotency-Key header.
+            /// Required here or in the Idempotency-Key header; printable ASCII.
             ///
             /// - Remark: Generated from `#/components/schemas/RereadRequest/idempotencyKey`.
             internal var idempotencyKey: Swift.String?
@@ -1071,7 +1071,7 @@ extension Components {
             ///   - day: The request's day (else 400).
             ///   - counts: The day's fresh count per source bundle, each bundle once.
             ///   - sampleDigest: A digest of the samples read; opaque to the server, kept as evidence.
-            ///   - idempotencyKey: Required here or in the Idempotency-Key header.
+            ///   - idempotencyKey: Required here or in the Idempotency-Key header; printable ASCII.
             internal init(
                 requestId: Swift.String,
                 nonce: Swift.String,

@@ -885,6 +885,38 @@ internal enum Operations {
                 }
             }
             internal struct NotFound: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/step/reread/POST/responses/404/headers`.
+                internal struct Headers: Sendable, Hashable {
+                    /// "walker";q=<limit>;w=<window seconds>
+                    ///
+                    /// - Remark: Generated from `#/paths/step/reread/POST/responses/404/headers/RateLimit-Policy`.
+                    internal var rateLimitPolicy: Components.Headers.RateLimitPolicy?
+                    /// "walker";r=<remaining>;t=<seconds to reset>
+                    ///
+                    /// - Remark: Generated from `#/paths/step/reread/POST/responses/404/headers/RateLimit`.
+                    internal var rateLimit: Components.Headers.RateLimit?
+                    /// true on a stored answer replayed for the same idempotency key and payload (draft-ietf-httpapi-idempotency-key-header); absent otherwise.
+                    ///
+                    /// - Remark: Generated from `#/paths/step/reread/POST/responses/404/headers/Idempotent-Replayed`.
+                    internal var idempotentReplayed: Components.Headers.IdempotentReplayed?
+                    /// Creates a new `Headers`.
+                    ///
+                    /// - Parameters:
+                    ///   - rateLimitPolicy: "walker";q=<limit>;w=<window seconds>
+                    ///   - rateLimit: "walker";r=<remaining>;t=<seconds to reset>
+                    ///   - idempotentReplayed: true on a stored answer replayed for the same idempotency key and payload (draft-ietf-httpapi-idempotency-key-header); absent otherwise.
+                    internal init(
+                        rateLimitPolicy: Components.Headers.RateLimitPolicy? = nil,
+                        rateLimit: Components.Headers.RateLimit? = nil,
+                        idempotentReplayed: Components.Headers.IdempotentReplayed? = nil
+                    ) {
+                        self.rateLimitPolicy = rateLimitPolicy
+                        self.rateLimit = rateLimit
+                        self.idempotentReplayed = idempotentReplayed
+                    }
+                }
+                /// Received HTTP response headers
+                internal var headers: Operations.AnswerReread.Output.NotFound.Headers
                 /// - Remark: Generated from `#/paths/step/reread/POST/responses/404/content`.
                 internal enum Body: Sendable, Hashable {
                     /// - Remark: Generated from `#/paths/step/reread/POST/responses/404/content/application\/json`.
@@ -907,12 +939,17 @@ internal enum Operations {
                 /// Creates a new `NotFound`.
                 ///
                 /// - Parameters:
+                ///   - headers: Received HTTP response headers
                 ///   - body: Received HTTP response body
-                internal init(body: Operations.AnswerReread.Output.NotFound.Body) {
+                internal init(
+                    headers: Operations.AnswerReread.Output.NotFound.Headers = .init(),
+                    body: Operations.AnswerReread.Output.NotFound.Body
+                ) {
+                    self.headers = headers
                     self.body = body
                 }
             }
-            /// REREAD_NOT_FOUND, no re-read request with this id for this walker.
+            /// REREAD_NOT_FOUND, no re-read request with this id for this walker. A stored answer replayed for its key carries Idempotent-Replayed true.
             ///
             /// - Remark: Generated from `#/paths//step/reread/post(answerReread)/responses/404`.
             ///
@@ -936,6 +973,38 @@ internal enum Operations {
                 }
             }
             internal struct Conflict: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/step/reread/POST/responses/409/headers`.
+                internal struct Headers: Sendable, Hashable {
+                    /// "walker";q=<limit>;w=<window seconds>
+                    ///
+                    /// - Remark: Generated from `#/paths/step/reread/POST/responses/409/headers/RateLimit-Policy`.
+                    internal var rateLimitPolicy: Components.Headers.RateLimitPolicy?
+                    /// "walker";r=<remaining>;t=<seconds to reset>
+                    ///
+                    /// - Remark: Generated from `#/paths/step/reread/POST/responses/409/headers/RateLimit`.
+                    internal var rateLimit: Components.Headers.RateLimit?
+                    /// true on a stored answer replayed for the same idempotency key and payload (draft-ietf-httpapi-idempotency-key-header); absent otherwise.
+                    ///
+                    /// - Remark: Generated from `#/paths/step/reread/POST/responses/409/headers/Idempotent-Replayed`.
+                    internal var idempotentReplayed: Components.Headers.IdempotentReplayed?
+                    /// Creates a new `Headers`.
+                    ///
+                    /// - Parameters:
+                    ///   - rateLimitPolicy: "walker";q=<limit>;w=<window seconds>
+                    ///   - rateLimit: "walker";r=<remaining>;t=<seconds to reset>
+                    ///   - idempotentReplayed: true on a stored answer replayed for the same idempotency key and payload (draft-ietf-httpapi-idempotency-key-header); absent otherwise.
+                    internal init(
+                        rateLimitPolicy: Components.Headers.RateLimitPolicy? = nil,
+                        rateLimit: Components.Headers.RateLimit? = nil,
+                        idempotentReplayed: Components.Headers.IdempotentReplayed? = nil
+                    ) {
+                        self.rateLimitPolicy = rateLimitPolicy
+                        self.rateLimit = rateLimit
+                        self.idempotentReplayed = idempotentReplayed
+                    }
+                }
+                /// Received HTTP response headers
+                internal var headers: Operations.AnswerReread.Output.Conflict.Headers
                 /// - Remark: Generated from `#/paths/step/reread/POST/responses/409/content`.
                 internal enum Body: Sendable, Hashable {
                     /// - Remark: Generated from `#/paths/step/reread/POST/responses/409/content/application\/json`.
@@ -958,12 +1027,17 @@ internal enum Operations {
                 /// Creates a new `Conflict`.
                 ///
                 /// - Parameters:
+                ///   - headers: Received HTTP response headers
                 ///   - body: Received HTTP response body
-                internal init(body: Operations.AnswerReread.Output.Conflict.Body) {
+                internal init(
+                    headers: Operations.AnswerReread.Output.Conflict.Headers = .init(),
+                    body: Operations.AnswerReread.Output.Conflict.Body
+                ) {
+                    self.headers = headers
                     self.body = body
                 }
             }
-            /// REREAD_ALREADY_ANSWERED (the nonce is one-time), REREAD_EXPIRED (past the deadline, or the day was decided another way first), or IDEMPOTENCY_IN_FLIGHT.
+            /// REREAD_ALREADY_ANSWERED (the nonce is one-time), REREAD_EXPIRED (past the deadline, or the day was decided another way first), or IDEMPOTENCY_IN_FLIGHT. A stored answer replayed for its key carries Idempotent-Replayed true.
             ///
             /// - Remark: Generated from `#/paths//step/reread/post(answerReread)/responses/409`.
             ///
@@ -1089,6 +1163,38 @@ internal enum Operations {
                 }
             }
             internal struct UnprocessableContent: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/step/reread/POST/responses/422/headers`.
+                internal struct Headers: Sendable, Hashable {
+                    /// "walker";q=<limit>;w=<window seconds>
+                    ///
+                    /// - Remark: Generated from `#/paths/step/reread/POST/responses/422/headers/RateLimit-Policy`.
+                    internal var rateLimitPolicy: Components.Headers.RateLimitPolicy?
+                    /// "walker";r=<remaining>;t=<seconds to reset>
+                    ///
+                    /// - Remark: Generated from `#/paths/step/reread/POST/responses/422/headers/RateLimit`.
+                    internal var rateLimit: Components.Headers.RateLimit?
+                    /// true on a stored answer replayed for the same idempotency key and payload (draft-ietf-httpapi-idempotency-key-header); absent otherwise.
+                    ///
+                    /// - Remark: Generated from `#/paths/step/reread/POST/responses/422/headers/Idempotent-Replayed`.
+                    internal var idempotentReplayed: Components.Headers.IdempotentReplayed?
+                    /// Creates a new `Headers`.
+                    ///
+                    /// - Parameters:
+                    ///   - rateLimitPolicy: "walker";q=<limit>;w=<window seconds>
+                    ///   - rateLimit: "walker";r=<remaining>;t=<seconds to reset>
+                    ///   - idempotentReplayed: true on a stored answer replayed for the same idempotency key and payload (draft-ietf-httpapi-idempotency-key-header); absent otherwise.
+                    internal init(
+                        rateLimitPolicy: Components.Headers.RateLimitPolicy? = nil,
+                        rateLimit: Components.Headers.RateLimit? = nil,
+                        idempotentReplayed: Components.Headers.IdempotentReplayed? = nil
+                    ) {
+                        self.rateLimitPolicy = rateLimitPolicy
+                        self.rateLimit = rateLimit
+                        self.idempotentReplayed = idempotentReplayed
+                    }
+                }
+                /// Received HTTP response headers
+                internal var headers: Operations.AnswerReread.Output.UnprocessableContent.Headers
                 /// - Remark: Generated from `#/paths/step/reread/POST/responses/422/content`.
                 internal enum Body: Sendable, Hashable {
                     /// - Remark: Generated from `#/paths/step/reread/POST/responses/422/content/application\/json`.
@@ -1111,12 +1217,17 @@ internal enum Operations {
                 /// Creates a new `UnprocessableContent`.
                 ///
                 /// - Parameters:
+                ///   - headers: Received HTTP response headers
                 ///   - body: Received HTTP response body
-                internal init(body: Operations.AnswerReread.Output.UnprocessableContent.Body) {
+                internal init(
+                    headers: Operations.AnswerReread.Output.UnprocessableContent.Headers = .init(),
+                    body: Operations.AnswerReread.Output.UnprocessableContent.Body
+                ) {
+                    self.headers = headers
                     self.body = body
                 }
             }
-            /// REREAD_NONCE_MISMATCH (the nonce is not the request's; nothing is spent) or IDEMPOTENCY_KEY_REUSED.
+            /// REREAD_NONCE_MISMATCH (the nonce is not the request's; nothing is spent) or IDEMPOTENCY_KEY_REUSED. A stored answer replayed for its key carries Idempotent-Replayed true.
             ///
             /// - Remark: Generated from `#/paths//step/reread/post(answerReread)/responses/422`.
             ///
@@ -2547,17 +2658,24 @@ internal enum Operations {
                     ///
                     /// - Remark: Generated from `#/paths/walker/allocations/POST/responses/201/headers/RateLimit`.
                     internal var rateLimit: Components.Headers.RateLimit?
+                    /// true on a stored answer replayed for the same idempotency key and payload (draft-ietf-httpapi-idempotency-key-header); absent otherwise.
+                    ///
+                    /// - Remark: Generated from `#/paths/walker/allocations/POST/responses/201/headers/Idempotent-Replayed`.
+                    internal var idempotentReplayed: Components.Headers.IdempotentReplayed?
                     /// Creates a new `Headers`.
                     ///
                     /// - Parameters:
                     ///   - rateLimitPolicy: "walker";q=<limit>;w=<window seconds>
                     ///   - rateLimit: "walker";r=<remaining>;t=<seconds to reset>
+                    ///   - idempotentReplayed: true on a stored answer replayed for the same idempotency key and payload (draft-ietf-httpapi-idempotency-key-header); absent otherwise.
                     internal init(
                         rateLimitPolicy: Components.Headers.RateLimitPolicy? = nil,
-                        rateLimit: Components.Headers.RateLimit? = nil
+                        rateLimit: Components.Headers.RateLimit? = nil,
+                        idempotentReplayed: Components.Headers.IdempotentReplayed? = nil
                     ) {
                         self.rateLimitPolicy = rateLimitPolicy
                         self.rateLimit = rateLimit
+                        self.idempotentReplayed = idempotentReplayed
                     }
                 }
                 /// Received HTTP response headers
@@ -2594,7 +2712,7 @@ internal enum Operations {
                     self.body = body
                 }
             }
-            /// The allocation, as stored.
+            /// The allocation, as stored; also the byte-identical replay of the stored answer (header Idempotent-Replayed true).
             ///
             /// - Remark: Generated from `#/paths//walker/allocations/post(createAllocation)/responses/201`.
             ///
@@ -2817,6 +2935,38 @@ internal enum Operations {
                 }
             }
             internal struct UnprocessableContent: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/walker/allocations/POST/responses/422/headers`.
+                internal struct Headers: Sendable, Hashable {
+                    /// "walker";q=<limit>;w=<window seconds>
+                    ///
+                    /// - Remark: Generated from `#/paths/walker/allocations/POST/responses/422/headers/RateLimit-Policy`.
+                    internal var rateLimitPolicy: Components.Headers.RateLimitPolicy?
+                    /// "walker";r=<remaining>;t=<seconds to reset>
+                    ///
+                    /// - Remark: Generated from `#/paths/walker/allocations/POST/responses/422/headers/RateLimit`.
+                    internal var rateLimit: Components.Headers.RateLimit?
+                    /// true on a stored answer replayed for the same idempotency key and payload (draft-ietf-httpapi-idempotency-key-header); absent otherwise.
+                    ///
+                    /// - Remark: Generated from `#/paths/walker/allocations/POST/responses/422/headers/Idempotent-Replayed`.
+                    internal var idempotentReplayed: Components.Headers.IdempotentReplayed?
+                    /// Creates a new `Headers`.
+                    ///
+                    /// - Parameters:
+                    ///   - rateLimitPolicy: "walker";q=<limit>;w=<window seconds>
+                    ///   - rateLimit: "walker";r=<remaining>;t=<seconds to reset>
+                    ///   - idempotentReplayed: true on a stored answer replayed for the same idempotency key and payload (draft-ietf-httpapi-idempotency-key-header); absent otherwise.
+                    internal init(
+                        rateLimitPolicy: Components.Headers.RateLimitPolicy? = nil,
+                        rateLimit: Components.Headers.RateLimit? = nil,
+                        idempotentReplayed: Components.Headers.IdempotentReplayed? = nil
+                    ) {
+                        self.rateLimitPolicy = rateLimitPolicy
+                        self.rateLimit = rateLimit
+                        self.idempotentReplayed = idempotentReplayed
+                    }
+                }
+                /// Received HTTP response headers
+                internal var headers: Operations.CreateAllocation.Output.UnprocessableContent.Headers
                 /// - Remark: Generated from `#/paths/walker/allocations/POST/responses/422/content`.
                 internal enum Body: Sendable, Hashable {
                     /// - Remark: Generated from `#/paths/walker/allocations/POST/responses/422/content/application\/json`.
@@ -2839,12 +2989,17 @@ internal enum Operations {
                 /// Creates a new `UnprocessableContent`.
                 ///
                 /// - Parameters:
+                ///   - headers: Received HTTP response headers
                 ///   - body: Received HTTP response body
-                internal init(body: Operations.CreateAllocation.Output.UnprocessableContent.Body) {
+                internal init(
+                    headers: Operations.CreateAllocation.Output.UnprocessableContent.Headers = .init(),
+                    body: Operations.CreateAllocation.Output.UnprocessableContent.Body
+                ) {
+                    self.headers = headers
                     self.body = body
                 }
             }
-            /// INSUFFICIENT_ENERGY (details.required, details.spendable) or IDEMPOTENCY_KEY_REUSED.
+            /// INSUFFICIENT_ENERGY (details.required, details.spendable; a replay of it carries Idempotent-Replayed true) or IDEMPOTENCY_KEY_REUSED.
             ///
             /// - Remark: Generated from `#/paths//walker/allocations/post(createAllocation)/responses/422`.
             ///
