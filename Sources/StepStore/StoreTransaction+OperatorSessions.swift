@@ -34,30 +34,44 @@ extension StoreTransaction {
     /// operator is still active. A bootstrap session answers as `AdminActor.bootstrap` with the binding of the token
     /// it signed in with; whether that token is still the configured one is the caller's to check.
     package func activeSession(digest: String, now: Date) async throws -> OperatorSession? {
-        guard
-            let row = try await sql.raw(
-                """
-                SELECT s.operator_id, s.expires_at, s.credential_binding, o.name, o.role FROM operator_sessions s
-                LEFT JOIN operators o ON o.operator_id = s.operator_id AND o.revoked_at IS NULL
-                WHERE s.session_digest = \(bind: digest) AND s.revoked_at IS NULL
-                    AND s.expires_at > \(bind: now.millisecondsSince1970)
-                """
-            ).first()
-        else { return nil }
-        let expiresAt = Date(millisecondsSince1970: try row.decode(column: "expires_at", as: Int.self))
-        let operatorId = try row.decode(column: "operator_id", as: String.self)
-        if operatorId == AdminActor.bootstrap.id {
-            return OperatorSession(
-                actor: .bootstrap, expiresAt: expiresAt,
-                credentialBinding: try row.decode(column: "credential_binding", as: String?.self))
+        try await activeSessions(digests: [digest], now: now)[digest]
+    }
+
+    /// `activeSession` for each of `digests` (a request may carry several values of the cookie), by digest, in
+    /// one statement.
+    package func activeSessions(digests: [String], now: Date) async throws -> [String: OperatorSession] {
+        guard !digests.isEmpty else { return [:] }
+        var query: SQLText = """
+            SELECT s.session_digest, s.operator_id, s.expires_at, s.credential_binding, o.name, o.role
+            FROM operator_sessions s
+            LEFT JOIN operators o ON o.operator_id = s.operator_id AND o.revoked_at IS NULL
+            WHERE s.session_digest IN (
+            """
+        for (index, digest) in digests.enumerated() {
+            query += index == 0 ? "\(bind: digest)" : ", \(bind: digest)"
         }
-        guard let name = try row.decode(column: "name", as: String?.self),
-            let roleText = try row.decode(column: "role", as: String?.self)
-        else { return nil }
-        guard let role = OperatorRole(rawValue: roleText) else {
-            throw StoreError.corrupt("unknown operator role \(roleText)")
+        query += ") AND s.revoked_at IS NULL AND s.expires_at > \(bind: now.millisecondsSince1970)"
+        var sessions: [String: OperatorSession] = [:]
+        for row in try await sql.raw(query).all() {
+            let digest = try row.decode(column: "session_digest", as: String.self)
+            let expiresAt = Date(millisecondsSince1970: try row.decode(column: "expires_at", as: Int.self))
+            let operatorId = try row.decode(column: "operator_id", as: String.self)
+            if operatorId == AdminActor.bootstrap.id {
+                sessions[digest] = OperatorSession(
+                    actor: .bootstrap, expiresAt: expiresAt,
+                    credentialBinding: try row.decode(column: "credential_binding", as: String?.self))
+                continue
+            }
+            guard let name = try row.decode(column: "name", as: String?.self),
+                let roleText = try row.decode(column: "role", as: String?.self)
+            else { continue }
+            guard let role = OperatorRole(rawValue: roleText) else {
+                throw StoreError.corrupt("unknown operator role \(roleText)")
+            }
+            sessions[digest] = OperatorSession(
+                actor: AdminActor(id: operatorId, name: name, role: role), expiresAt: expiresAt)
         }
-        return OperatorSession(actor: AdminActor(id: operatorId, name: name, role: role), expiresAt: expiresAt)
+        return sessions
     }
 
     /// Ends the session with this digest (sign-out); false when there was no live one.

@@ -57,13 +57,16 @@ struct AdminAuthenticator: Sendable {
     }
 
     /// The operator a request's bearer secret or session cookie names, nil when it names none (nothing counted).
-    /// Of several values of the cookie, the first that names a live session.
+    /// Of several values of the cookie, the first that names a live session (all looked up in one statement).
     func actor(_ request: Request, now: Date) async throws -> AdminActor? {
         if let presented = Self.bearer(request) {
             return try await actor(secret: presented)
         }
-        for value in cookie.values(in: request) {
-            if let session = try await session(value: value, now: now) { return session.actor }
+        let digests = cookie.values(in: request).map(OperatorSecret.digest)
+        guard !digests.isEmpty else { return nil }
+        let sessions = try await store.withoutTransaction { try await $0.activeSessions(digests: digests, now: now) }
+        for digest in digests {
+            if let session = sessions[digest].flatMap(stillBound) { return session.actor }
         }
         return nil
     }
@@ -79,12 +82,15 @@ struct AdminAuthenticator: Sendable {
     /// another token than the one it signed in with.
     func session(value: String, now: Date) async throws -> OperatorSession? {
         let digest = OperatorSecret.digest(value)
-        guard let session = try await store.withoutTransaction({ try await $0.activeSession(digest: digest, now: now) })
-        else { return nil }
-        if session.actor.id == AdminActor.bootstrap.id {
-            guard let bootstrap, let binding = session.credentialBinding, binding == bootstrap.sessionBinding else {
-                return nil
-            }
+        return try await store.withoutTransaction({ try await $0.activeSession(digest: digest, now: now) })
+            .flatMap(stillBound)
+    }
+
+    /// `session`, unless it is a bootstrap session of another `admin.token` than the configured one (or of none).
+    private func stillBound(_ session: OperatorSession) -> OperatorSession? {
+        guard session.actor.id == AdminActor.bootstrap.id else { return session }
+        guard let bootstrap, let binding = session.credentialBinding, binding == bootstrap.sessionBinding else {
+            return nil
         }
         return session
     }

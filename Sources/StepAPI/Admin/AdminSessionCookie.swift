@@ -29,8 +29,9 @@ struct AdminSessionCookie: Sendable {
         head + "; Path=/admin; HttpOnly; SameSite=Strict" + (secure ? "; Secure" : "")
     }
 
-    /// The most values of the cookie a request is searched for.
-    static let maximumValues = 4
+    /// The most values of the cookie a request is searched for (looked up in one statement). More than a sibling
+    /// site can sensibly plant ahead of the console's own: a browser keeps about 50 cookies for a domain.
+    static let maximumValues = 64
 
     /// The cookie's non-empty values (by `name`) in a request's `Cookie` headers, in order, at most `maximumValues`.
     /// A browser sends every cookie of the name whose domain and path match, so a cookie another site under the same
