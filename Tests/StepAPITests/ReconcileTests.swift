@@ -352,6 +352,9 @@ struct ReconcileTests {
             #expect(json["stepLog"]?["reconciliationStatus"] == .string("PENDING"))
             #expect(json["stepLog"]?["acceptedCount"] == .null)
             #expect(json["reconcileEta"] == .string(InstantParser.format(harness.clock.now.addingTimeInterval(60))))
+            // Its earlier acceptance still stands while the higher count waits: the day stays in the streak.
+            #expect(json["streakState"]?["currentLengthDays"] == .int(1))
+            #expect(json["streakState"]?["lastAttestedDate"] == .string("2026-05-18"))
         }
     }
 }
