@@ -72,7 +72,8 @@ package struct LocalDate: Hashable, Comparable, Sendable, CustomStringConvertibl
 
     /// The instant at which this date begins on the wall clock of `timeZone`.
     ///
-    /// Where midnight does not exist (a DST gap at midnight), the first instant after the gap.
+    /// Where midnight does not exist (a DST gap at midnight), the first instant after the gap; where it happens
+    /// twice (clocks set back to midnight), the first.
     package func startInstant(in timeZone: TimeZone) -> Date {
         let localMidnight = dayNumber * 86_400
         var guess = localMidnight - timeZone.secondsFromGMT(for: Date(timeIntervalSince1970: Double(localMidnight)))
@@ -81,6 +82,13 @@ package struct LocalDate: Hashable, Comparable, Sendable, CustomStringConvertibl
             let next = localMidnight - offset
             if next == guess { break }
             guess = next
+        }
+        // Midnight also read by the offset of the day before: when clocks went back to midnight, that earlier
+        // reading is a midnight too, and the day began there.
+        let before = timeZone.secondsFromGMT(for: Date(timeIntervalSince1970: Double(guess - 86_400)))
+        let earlier = localMidnight - before
+        if earlier < guess, timeZone.secondsFromGMT(for: Date(timeIntervalSince1970: Double(earlier))) == before {
+            guess = earlier
         }
         // Midnight fell in a gap (clocks jumped over it): the day starts at the transition.
         let candidate = Date(timeIntervalSince1970: Double(guess))

@@ -265,6 +265,7 @@ struct LocalDateTests {
         arguments: [
             "UTC", "Europe/Warsaw", "America/New_York", "Pacific/Kiritimati", "Pacific/Pago_Pago",
             "Australia/Lord_Howe", "Pacific/Chatham", "Asia/Kolkata", "Asia/Beirut", "America/St_Johns",
+            "America/Havana", "America/Santiago", "America/Asuncion",
         ])
     func startOfEveryDay(zoneID: String) throws {
         let zone = try #require(TimeZone(identifier: zoneID))
@@ -298,6 +299,28 @@ struct LocalDateTests {
         #expect(start == expected, "\(zoneID) \(dateText): got \(start)")
         #expect(LocalDate(instant: start, in: zone) == date)
         #expect(LocalDate(instant: start.addingTimeInterval(-1), in: zone) == date.adding(days: -1))
+    }
+}
+
+extension LocalDateTests {
+    /// Zones whose clocks go back to midnight, so midnight happens twice and the day starts at the first.
+    @Test(
+        "start of day when midnight happens twice",
+        arguments: [
+            // America/Havana: 2026-11-01 01:00 (−04) → 00:00 (−05); the day starts at 2026-11-01T04:00Z.
+            ("America/Havana", "2026-11-01", utc(2026, 11, 1, 4, 0, 0)),
+            // Asia/Amman: 2021-10-29 01:00 (+03) → 00:00 (+02); the day starts at 2021-10-28T21:00Z.
+            ("Asia/Amman", "2021-10-29", utc(2021, 10, 28, 21, 0, 0)),
+        ])
+    func startOfDayAtRepeatedMidnight(zoneID: String, dateText: String, expected: Date) throws {
+        let zone = try #require(TimeZone(identifier: zoneID))
+        let date = try #require(LocalDate(iso: dateText))
+        let start = date.startInstant(in: zone)
+        #expect(start == expected, "\(zoneID) \(dateText): got \(start)")
+        #expect(LocalDate(instant: start, in: zone) == date)
+        #expect(LocalDate(instant: start.addingTimeInterval(-1), in: zone) == date.adding(days: -1))
+        // The day before ends where this one starts: 24 hours long, with no hour counted in both.
+        #expect(start.timeIntervalSince(date.adding(days: -1).startInstant(in: zone)) == 86_400)
     }
 }
 
