@@ -19,8 +19,9 @@ struct AdminAuthenticator: Sendable {
     let clock: @Sendable () -> Date
     let logger: Logger
 
+    /// The address failures count against: the client's, an IPv6 one by its /64 (`AddressKey`).
     static func address(_ context: AppRequestContext) -> String {
-        context.clientAddress
+        AddressKey.of(context.clientAddress)
     }
 
     /// 429 while the address is locked out.

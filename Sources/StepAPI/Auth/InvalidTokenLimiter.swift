@@ -2,7 +2,7 @@ import Foundation
 import Synchronization
 
 /// Counts forged session tokens (a signature that does not verify, a key the server does not hold) per client
-/// address in one-minute windows, in memory: what it protects is this instance's CPU (signature checks), so it
+/// address (an IPv6 address by its /64, `AddressKey`) in one-minute windows, in memory: what it protects is this instance's CPU (signature checks), so it
 /// need not be shared. The address is the peer's, or the client's that a trusted proxy names
 /// (`http.trustedProxies`). At most `maxAddresses` addresses are kept; past that, windows that ended are forgotten
 /// first, then any one.
@@ -24,6 +24,7 @@ package final class InvalidTokenLimiter: Sendable {
 
     /// Seconds until the address may present an unverified token again, or nil when it may now.
     func lockout(address: String, now: Date) -> Int? {
+        let address = AddressKey.of(address)
         let minute = Self.minute(now)
         let failures = windows.withLock { $0[address].flatMap { $0.minute == minute ? $0.failures : nil } ?? 0 }
         guard failures >= maxFailures else { return nil }
@@ -31,6 +32,7 @@ package final class InvalidTokenLimiter: Sendable {
     }
 
     func recordFailure(address: String, now: Date) {
+        let address = AddressKey.of(address)
         let minute = Self.minute(now)
         windows.withLock { windows in
             if windows[address] == nil, windows.count >= maxAddresses {
