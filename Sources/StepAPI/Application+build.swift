@@ -293,7 +293,7 @@ package func buildApplication(
         .add(middleware: AdminEnabledMiddleware(enabled: adminEnabled))
         .add(middleware: SurfaceErrorMiddleware<AdminAPIError>(logger: logger))
         .add(middleware: SameOriginMiddleware())
-        .add(middleware: AdminAuthMiddleware(enabled: adminEnabled, authenticator: adminAuthenticator))
+        .add(middleware: AdminAuthMiddleware(authenticator: adminAuthenticator))
     AdminAuditController(store: store).register(in: admin, catalog: &catalog)
     AdminController(
         resolver: ReviewResolver(

@@ -30,15 +30,10 @@ extension StoreTransaction {
         ).run()
     }
 
-    /// The session whose cookie value has this digest, when it has neither expired nor been ended and its
-    /// operator is still active. A bootstrap session answers as `AdminActor.bootstrap` with the binding of the token
-    /// it signed in with; whether that token is still the configured one is the caller's to check.
-    package func activeSession(digest: String, now: Date) async throws -> OperatorSession? {
-        try await activeSessions(digests: [digest], now: now)[digest]
-    }
-
-    /// `activeSession` for each of `digests` (a request may carry several values of the cookie), by digest, in
-    /// one statement.
+    /// The sessions among `digests` (a request may carry several values of the cookie), by digest, in one
+    /// statement, that have neither expired nor been ended and whose operator is still active. A bootstrap session
+    /// answers as `AdminActor.bootstrap` with the binding of the token it signed in with; whether that token is still
+    /// the configured one is the caller's to check.
     package func activeSessions(digests: [String], now: Date) async throws -> [String: OperatorSession] {
         guard !digests.isEmpty else { return [:] }
         var query: SQLText = """
@@ -74,17 +69,20 @@ extension StoreTransaction {
         return sessions
     }
 
-    /// Ends the session with this digest (sign-out); false when there was no live one.
+    /// Ends the sessions with these digests (sign-out: every value of the cookie a request carries) in one
+    /// statement; returns how many were live.
     @discardableResult
-    package func endSession(digest: String, at now: Date) async throws -> Bool {
-        let rows = try await sql.raw(
-            """
+    package func endSessions(digests: [String], at now: Date) async throws -> Int {
+        guard !digests.isEmpty else { return 0 }
+        var query: SQLText = """
             UPDATE operator_sessions SET revoked_at = \(bind: now.millisecondsSince1970)
-            WHERE session_digest = \(bind: digest) AND revoked_at IS NULL
-            RETURNING session_digest
+            WHERE revoked_at IS NULL AND session_digest IN (
             """
-        ).all()
-        return !rows.isEmpty
+        for (index, digest) in digests.enumerated() {
+            query += index == 0 ? "\(bind: digest)" : ", \(bind: digest)"
+        }
+        query += ") RETURNING session_digest"
+        return try await sql.raw(query).all().count
     }
 
     /// Ends every session of the operator with this id (revocation).

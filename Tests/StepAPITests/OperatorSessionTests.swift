@@ -181,6 +181,13 @@ struct OperatorSessionTests {
                 try await client.execute(uri: "/admin/session", method: .get, headers: cookie).status == .unauthorized)
             // Signing out again, or without a session, is harmless.
             #expect(try await client.execute(uri: "/admin/session", method: .delete).status == .noContent)
+            // Signing out with them all ends the live one among them (one statement for every value).
+            let second = try Self.cookieValue(try await Self.signIn(client, credential: secret))
+            let both: HTTPFields = [.cookie: "\(planted); stepledger_admin=\(second)"]
+            #expect(
+                try await client.execute(uri: "/admin/session", method: .delete, headers: both).status == .noContent)
+            #expect(
+                try await client.execute(uri: "/admin/reviews", method: .get, headers: both).status == .unauthorized)
         }
     }
 

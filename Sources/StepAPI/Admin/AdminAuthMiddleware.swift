@@ -79,15 +79,7 @@ struct AdminAuthenticator: Sendable {
         return try await store.withoutTransaction { try await $0.activeOperator(secretDigest: digest) }?.actor
     }
 
-    /// The live session a cookie value names. A bootstrap session ends when `admin.token` is no longer set or is
-    /// another token than the one it signed in with.
-    func session(value: String, now: Date) async throws -> OperatorSession? {
-        let digest = OperatorSecret.digest(value)
-        return try await store.withoutTransaction({ try await $0.activeSession(digest: digest, now: now) })
-            .flatMap(stillBound)
-    }
-
-    /// `session`, unless it is a bootstrap session of another `admin.token` than the configured one (or of none).
+    /// The session, unless it is a bootstrap session of another `admin.token` than the configured one (or of none).
     private func stillBound(_ session: OperatorSession) -> OperatorSession? {
         guard session.actor.id == AdminActor.bootstrap.id else { return session }
         guard let bootstrap, let binding = session.credentialBinding, binding == bootstrap.sessionBinding else {
@@ -115,19 +107,17 @@ struct AdminAuthenticator: Sendable {
     }
 }
 
-/// The admin routes' authentication: without `admin.enabled` every admin route answers 404, as if it did not
-/// exist; otherwise the caller must be an operator (`AdminAuthenticator`), left in `context.adminActor` for the
-/// routes' permission checks.
+/// The admin routes' authentication (behind `AdminEnabledMiddleware`, which answers 404 for every admin route
+/// without `admin.enabled`): the caller must be an operator (`AdminAuthenticator`), left in `context.adminActor`
+/// for the routes' permission checks.
 struct AdminAuthMiddleware: RouterMiddleware {
     typealias Context = AppRequestContext
 
-    let enabled: Bool
     let authenticator: AdminAuthenticator
 
     func handle(
         _ request: Request, context: Context, next: (Request, Context) async throws -> Response
     ) async throws -> Response {
-        guard enabled else { throw AdminAPIError.absent }
         let address = AdminAuthenticator.address(context)
         let now = authenticator.clock()
         // A read first, though a credential's attempt counts it again (`attempt`): an address that is locked out,

@@ -1,5 +1,7 @@
 #if canImport(Glibc)
     import Glibc
+#elseif canImport(Darwin)
+    import Darwin
 #endif
 
 /// What the address limits count by: an IPv4 address as it is, an IPv6 address by its /64 network (one subscriber's

@@ -64,8 +64,9 @@ package struct PlayIntegrityNoncePolicy: AttestationPolicy {
         return .meetsPolicy
     }
 
-    /// `text` in the URL-safe alphabet without trailing padding: two spellings of the same base64 agree, and text
-    /// that is not base64 stays as it was, so it matches only itself.
+    /// `text` in the URL-safe alphabet without trailing `=`: two spellings of the same base64 agree. Only `+`/`-`,
+    /// `/`/`_` and trailing `=` are folded, so nothing else is loosened; the issued nonce is always the server's own
+    /// base64url.
     static func canonical(_ text: String) -> [UInt8] {
         var bytes = Array(text.utf8)
         while bytes.last == UInt8(ascii: "=") { bytes.removeLast() }

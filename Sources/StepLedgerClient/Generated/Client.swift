@@ -9,7 +9,7 @@ import HTTPTypes
 /// Responses carry `Cache-Control: no-store, private` and an `X-Request-Id`.
 /// Rate-limited routes carry `RateLimit-Policy` and `RateLimit` (draft-ietf-httpapi-ratelimit-headers-10) on
 /// every answer they give after counting the request, refusals included, though each operation lists them only on
-/// its main answers. A URL holding an encoded NUL (`%00`) is a 400 in the surface's error shape on every route,
+/// its main answers. A URL holding an encoded NUL (`%00`) is a 400 in the surface's error shape on every API route,
 /// before authentication (the admin routes answer 404 while the admin API is off).
 ///
 internal struct Client: APIProtocol {

@@ -776,11 +776,11 @@
   /** The challenge re-read behind the entry: what was asked, and what the app answered (or that nothing came). */
   function rereadPanel(reread) {
     const answer = reread.answer;
-    const window = reread.window || {};
+    const asked = reread.window || {};
     return panel("Challenge re-read", "reread-panel",
       h("dl", { class: "facts" },
         fact("Request", h("span", { class: "mono", test: "reread-request" }, reread.requestId || "—")),
-        fact("Window (UTC)", `${instant(window.startUtc)} – ${instant(window.endUtc)}`),
+        fact("Window (UTC)", `${instant(asked.startUtc)} – ${instant(asked.endUtc)}`),
         fact("Asked", instant(reread.requestedAt)),
         fact("Deadline", instant(reread.deadline)),
         fact("State", h("span", { test: "reread-state" }, reread.state || "—")),
@@ -793,7 +793,7 @@
           (answer.counts || []).map((item) => h("tr", { test: "reread-count-row" },
             h("td", { class: "mono" }, item.sourceBundleId),
             h("td", { class: "number" }, number(item.count)),
-            h("td", {}, item.sampleSpan ? `${clock(item.sampleSpan.startUtc)}–${clock(item.sampleSpan.endUtc)}` : "—"))),
+            h("td", {}, item.sampleSpan ? `${instant(item.sampleSpan.startUtc)} – ${instant(item.sampleSpan.endUtc)}` : "—"))),
           "The answer held no counts.")
         : h("p", { class: "hint", test: "reread-unanswered" }, "The app did not answer before the deadline."));
   }
