@@ -204,6 +204,10 @@ struct AdminActionsTests {
             #expect(try await AdminTests.days(client, token: token)?["reconciliationStatus"] == .string("REJECTED"))
             #expect(try await AllocationTests.balance(harness, AdminTests.walker) == 5000)
             #expect(try await Self.lifetime(harness) == 5000)
+            // The entry's evidence says what credit the day still holds: the console enables its reversal by it.
+            let entry = try await client.admin("/admin/reviews/\(id)?claim=false").json
+            #expect(entry["evidence"]?["day"]?["status"] == .string("REJECTED"))
+            #expect(entry["evidence"]?["day"]?["energyCredited"] == .int(5000))
 
             let uri = "/admin/walkers/\(AdminTests.walker)/days/2026-05-18/reverse"
             let reversed = try await client.admin(uri, method: .post, body: Self.note("whole day false"))
@@ -217,6 +221,8 @@ struct AdminActionsTests {
             #expect(again.status == .conflict)
             #expect(try again.json["error"] == .string("NOT_ACCEPTED"))
             #expect(try again.json["details"]?["status"] == .string("REJECTED"))
+            let after = try await client.admin("/admin/reviews/\(id)?claim=false").json
+            #expect(after["evidence"]?["day"]?["energyCredited"] == .int(0))
         }
     }
 

@@ -187,6 +187,13 @@ struct AdminTests {
             #expect(try await client.resolve("no-such-entry", decision: "accept", note: "x").status == .notFound)
             #expect(try await client.admin("/admin/reviews?status=closed").status == .badRequest)
             #expect(try await client.admin("/admin/jobs?state=finished").status == .badRequest)
+            // A parameter given twice is ambiguous: refused, not read as its first value.
+            for uri in ["/admin/reviews?status=open&status=all", "/admin/jobs?state=dead&state=pending"] {
+                let repeated = try await client.admin(uri)
+                #expect(repeated.status == .badRequest, "\(uri)")
+                guard case .string(let message)? = try repeated.json["message"] else { throw JSONShapeError() }
+                #expect(message.hasSuffix("must be given once."), "\(uri)")
+            }
             // The filters count code points too: 51 flags are 51 characters but 102 code points.
             let flags = String(repeating: "🇫🇷", count: 51).addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
             #expect(try await client.admin("/admin/jobs?kind=\(flags)").status == .badRequest)

@@ -236,6 +236,27 @@ struct HostileClientTests {
         }
     }
 
+    @Test("a pipelined request waiting behind a long answer is not held to the head timeout once the first is answered")
+    func pipelinedLongPolls() async throws {
+        let harness = try await Self.make()
+        let token = try await harness.token(for: "walker-pipelined")
+        try await harness.run(.live) { client in
+            let port = try #require(client.port)
+            let text = try await RawConnection.offPool {
+                let connection = try RawConnection(port: port, receiveTimeout: 20)
+                let authorization = "Authorization: Bearer \(token)\r\n"
+                connection.send(
+                    "GET /walker/events?wait=2 HTTP/1.1\r\nHost: 127.0.0.1\r\n\(authorization)\r\n"
+                        + "GET /walker/events?wait=2 HTTP/1.1\r\nHost: 127.0.0.1\r\n\(authorization)"
+                        + "Connection: close\r\n\r\n")
+                return connection.readUntilClosed().text
+            }
+            // Both long-polls are answered, the second 2 s after the first, past the 1 s head timeout.
+            #expect(text.components(separatedBy: "HTTP/1.1 200 OK").count == 3, "\(text)")
+            #expect(text.components(separatedBy: #"{"events":[],"next":"0"}"#).count == 3)
+        }
+    }
+
     @Test("a request that has arrived is never cut short: a long-poll outlives the head timeout")
     func receivedRequestsFinish() async throws {
         let harness = try await Self.make()

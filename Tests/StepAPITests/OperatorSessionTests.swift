@@ -440,6 +440,7 @@ struct OperatorSessionTests {
 
             for bad in [
                 "limit=0", "limit=201", "limit=x", "cursor=%%%", "cursor=bm90LWEtY3Vyc29y", "operator=a%20b", "action=",
+                "limit=5&limit=6",
             ] {
                 let response = try await client.admin("/admin/audit?\(bad)", token: viewer)
                 #expect(response.status == .badRequest, "\(bad)")

@@ -53,6 +53,9 @@ struct AuditQuery: Sendable {
 
     static func decode(_ parameters: Parameters) throws(AdminAPIError) -> AuditQuery {
         var query = AuditQuery()
+        if let name = parameters.repeated(among: ["operator", "action", "limit", "cursor"]) {
+            throw AdminAPIError.badRequest("\(name) must be given once.")
+        }
         if let name = parameters.get("operator") {
             guard OperatorName.isValid(name) else {
                 throw AdminAPIError.badRequest("operator must be an operator's name (1 to 64 of A-Z a-z 0-9 . _ -).")

@@ -49,6 +49,9 @@ struct AdminJobsController: Sendable {
 
     private func list(_ request: Request) async throws -> Response {
         let query = request.uri.queryParameters
+        if let name = query.repeated(among: ["state", "kind", "limit", "cursor"]) {
+            throw AdminAPIError.badRequest("\(name) must be given once.")
+        }
         var state: JobState?
         if let text = query.get("state") {
             guard let parsed = JobState(rawValue: text) else {

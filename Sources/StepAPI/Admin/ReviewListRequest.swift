@@ -10,6 +10,8 @@ enum ReviewListRequest {
 
     static func query(_ parameters: Parameters) throws(AdminAPIError) -> ReviewQuery {
         var query = ReviewQuery()
+        let names = ["status", "order", "kind", "reason", "walker", "from", "to", "limit", "cursor"]
+        if let name = parameters.repeated(among: names) { throw .badRequest("\(name) must be given once.") }
         if let text = parameters.get("status") {
             guard let status = ReviewStatusFilter(rawValue: text) else {
                 throw .badRequest("status must be open, resolved or all.")

@@ -92,7 +92,7 @@ struct LedgerQuery: Sendable {
 
     static func decode(_ parameters: Parameters) throws(RequestValidationError) -> LedgerQuery {
         var query = LedgerQuery(cursor: nil, limit: defaultLimit)
-        for name in ["limit", "cursor"] where parameters.getAll(name).count > 1 {
+        if let name = parameters.repeated(among: ["limit", "cursor"]) {
             throw RequestValidationError(fields: [name: "must be given once"])
         }
         if let text = parameters.get("limit") {

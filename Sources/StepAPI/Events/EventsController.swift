@@ -157,13 +157,14 @@ struct EventsQuery: Sendable {
     static func decode(_ parameters: Parameters) throws(RequestValidationError) -> EventsQuery {
         var query = EventsQuery()
         var problems: [String: String] = [:]
-        for name in ["after", "wait"] where parameters.getAll(name).count > 1 {
-            problems[name] = "must be given once"
+        if let name = parameters.repeated(among: ["after", "wait"]) {
+            throw RequestValidationError(
+                message: "Query parameters failed validation.", fields: [name: "must be given once"])
         }
-        if let text = parameters.get("after"), problems["after"] == nil {
+        if let text = parameters.get("after") {
             if let after = cursor(text) { query.after = after } else { problems["after"] = cursorProblem }
         }
-        if let text = parameters.get("wait"), problems["wait"] == nil {
+        if let text = parameters.get("wait") {
             if let wait = Int(text), (0...EventsController.maxWaitSeconds).contains(wait) {
                 query.wait = wait
             } else {

@@ -47,9 +47,8 @@ struct HealthStatisticsQuery: Sendable, Hashable {
 
     /// The parameter's value, nil when absent; given twice it is ambiguous, so refused.
     static func single(_ parameters: Parameters, _ name: String) throws(HealthAPIError) -> String? {
-        let values = parameters.getAll(name)
-        guard values.count <= 1 else { throw .badRequest("\(name) must be given once") }
-        return values.first.map { String($0) }
+        guard parameters.repeated(among: [name]) == nil else { throw .badRequest("\(name) must be given once") }
+        return parameters.get(name).map { String($0) }
     }
 }
 
