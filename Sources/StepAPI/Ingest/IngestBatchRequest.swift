@@ -37,9 +37,7 @@ struct IngestBatchRequest: Sendable {
     static func decode(body: some Collection<UInt8>, maxBuckets: Int, maxBucketBytes: Int)
         throws(RequestValidationError) -> IngestBatchRequest
     {
-        guard let (json, sizes) = JSONReader.read(body, elementSizesOf: "buckets") else {
-            throw RequestValidationError(message: "Request body is not valid JSON.", fields: [:])
-        }
+        let (json, sizes) = try FieldReader.json(body, elementSizesOf: "buckets")
         let object = try FieldReader.members(of: json)
         let expected = "an array of 1 to \(maxBuckets) ingest bodies"
         guard let value = object["buckets"], value != .null else {

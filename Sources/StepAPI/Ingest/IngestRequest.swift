@@ -209,11 +209,19 @@ struct FieldReader {
 
     /// The JSON a body holds, or the 400 for a body that is not JSON.
     static func json(_ body: some Collection<UInt8>) throws(RequestValidationError) -> JSONValue {
-        guard let json = JSONReader.read(body) else {
-            throw RequestValidationError(message: "Request body is not valid JSON.", fields: [:])
-        }
+        guard let json = JSONReader.read(body) else { throw notJSON }
         return json
     }
+
+    /// `json`, and the size of each element of the top-level object's array `member` as the body spells it.
+    static func json(_ body: some Collection<UInt8>, elementSizesOf member: String) throws(RequestValidationError)
+        -> (value: JSONValue, elementSizes: [Int])
+    {
+        guard let read = JSONReader.read(body, elementSizesOf: member) else { throw notJSON }
+        return read
+    }
+
+    private static let notJSON = RequestValidationError(message: "Request body is not valid JSON.", fields: [:])
 
     /// The members of a body that must be one JSON object, or the 400 for any other JSON.
     static func members(of json: JSONValue) throws(RequestValidationError) -> [String: JSONValue] {
