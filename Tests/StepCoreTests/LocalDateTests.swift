@@ -282,8 +282,11 @@ struct LocalDateTests {
 
     /// Zones whose DST change happens at local midnight, so the day starts at 01:00 (the doc comment's
     /// "first instant after the gap").
+    /// Zones whose DST change happens at local midnight: clocks jump over it (the day starts at 01:00, the doc
+    /// comment's "first instant after the gap"), or go back to it (midnight happens twice; the day starts at the
+    /// first).
     @Test(
-        "start of day when midnight falls in a DST gap",
+        "start of day when midnight falls in a DST gap or happens twice",
         arguments: [
             // Asia/Beirut: 2026-03-29 00:00 (+02) → 01:00 (+03); the day starts at 2026-03-28T22:00Z.
             ("Asia/Beirut", "2026-03-29", utc(2026, 3, 28, 22, 0, 0)),
@@ -291,35 +294,19 @@ struct LocalDateTests {
             ("America/Santiago", "2026-09-06", utc(2026, 9, 6, 4, 0, 0)),
             // America/Havana: 2026-03-08 00:00 (−05) → 01:00 (−04); the day starts at 2026-03-08T05:00Z.
             ("America/Havana", "2026-03-08", utc(2026, 3, 8, 5, 0, 0)),
-        ])
-    func startOfDayInMidnightGap(zoneID: String, dateText: String, expected: Date) throws {
-        let zone = try #require(TimeZone(identifier: zoneID))
-        let date = try #require(LocalDate(iso: dateText))
-        let start = date.startInstant(in: zone)
-        #expect(start == expected, "\(zoneID) \(dateText): got \(start)")
-        #expect(LocalDate(instant: start, in: zone) == date)
-        #expect(LocalDate(instant: start.addingTimeInterval(-1), in: zone) == date.adding(days: -1))
-    }
-}
-
-extension LocalDateTests {
-    /// Zones whose clocks go back to midnight, so midnight happens twice and the day starts at the first.
-    @Test(
-        "start of day when midnight happens twice",
-        arguments: [
             // America/Havana: 2026-11-01 01:00 (−04) → 00:00 (−05); the day starts at 2026-11-01T04:00Z.
             ("America/Havana", "2026-11-01", utc(2026, 11, 1, 4, 0, 0)),
             // Asia/Amman: 2021-10-29 01:00 (+03) → 00:00 (+02); the day starts at 2021-10-28T21:00Z.
             ("Asia/Amman", "2021-10-29", utc(2021, 10, 28, 21, 0, 0)),
         ])
-    func startOfDayAtRepeatedMidnight(zoneID: String, dateText: String, expected: Date) throws {
+    func startOfDayAtMidnightChange(zoneID: String, dateText: String, expected: Date) throws {
         let zone = try #require(TimeZone(identifier: zoneID))
         let date = try #require(LocalDate(iso: dateText))
         let start = date.startInstant(in: zone)
         #expect(start == expected, "\(zoneID) \(dateText): got \(start)")
         #expect(LocalDate(instant: start, in: zone) == date)
         #expect(LocalDate(instant: start.addingTimeInterval(-1), in: zone) == date.adding(days: -1))
-        // The day before ends where this one starts: 24 hours long, with no hour counted in both.
+        // The day before ends where this one starts, a whole 24 hours: the change falls in this day.
         #expect(start.timeIntervalSince(date.adding(days: -1).startInstant(in: zone)) == 86_400)
     }
 }
