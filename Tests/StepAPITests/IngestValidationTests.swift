@@ -264,4 +264,15 @@ struct IngestValidationTests {
         #expect(logs.map(\.reasons) == [[code]])
         #expect(logs.map(\.route) == ["/step/ingest"])
     }
+
+    @Test("span instants are read to the millisecond, the precision they are stored and judged again at")
+    func millisecondInstants() throws {
+        var body = IngestBody(count: 5000)
+        body["sampleSpan"] = .object([
+            "startUtc": .string("2026-05-18T05:00:00.0004Z"), "endUtc": .string("2026-05-18T06:23:20.1116Z"),
+        ])
+        let request = try IngestRequest.decode(body: Array(body.buffer.readableBytesView), headerKey: nil)
+        #expect(request.bucket.spanStart == Date(millisecondsSince1970: 1_779_080_400_000))
+        #expect(request.bucket.spanEnd == Date(millisecondsSince1970: 1_779_085_400_112))
+    }
 }

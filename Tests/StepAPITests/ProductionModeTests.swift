@@ -65,6 +65,29 @@ struct ProductionModeTests {
             #expect(json["provisionalEnergy"] == .int(8421))
             let logs = try await harness.store.transaction { try await $0.attestationLogs(walkerId: "walker-jwt") }
             #expect(logs.map(\.verdict) == [.quarantined])
+
+            // A clean submission to the quarantined day leaves it quarantined, and is recorded so: nothing was
+            // accepted.
+            let clean = try await client.ingest(IngestBody(count: 9000), token: token).json
+            #expect(clean["stepLog"]?["reconciliationStatus"] == .string("QUARANTINED"))
+            let after = try await harness.store.transaction { try await $0.attestationLogs(walkerId: "walker-jwt") }
+            #expect(after.map(\.verdict) == [.quarantined, .quarantined])
+        }
+    }
+
+    @Test(
+        "a day whose job is overdue (the workers behind) announces now as its reconcileEta, never a time past",
+        arguments: TestDatabases.kinds)
+    func overdueReconcileEta(kind: DatabaseKind) async throws {
+        let (harness, token) = try await Self.setUp(kind)
+        try await harness.run { client in
+            let first = try await client.ingest(IngestBody(count: 4000), token: token).json
+            #expect(first["reconcileEta"] == .string("2026-05-18T20:43:30Z"))
+            // No worker has run it 90 s later: the job is due since 30 s and runs as soon as one is free.
+            harness.clock.advance(seconds: 90)
+            let later = try await client.ingest(IngestBody(count: 5000), token: token).json
+            #expect(later["stepLog"]?["reconciliationStatus"] == .string("PENDING"))
+            #expect(later["reconcileEta"] == .string(InstantParser.format(harness.clock.now)))
         }
     }
 

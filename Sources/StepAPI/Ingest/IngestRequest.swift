@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import StepCore
+import StepStore
 
 /// A decoded, validated `POST /step/ingest` body.
 package struct IngestRequest: Sendable, Hashable {
@@ -148,9 +149,11 @@ extension IngestRequest {
         )
     }
 
+    /// An RFC 3339 instant, to the millisecond: it is stored (and judged again by reconciliation) at that
+    /// precision, so the ingest judges the same value.
     static func instant(_ value: JSONValue) -> Date? {
-        guard case .string(let text) = value else { return nil }
-        return InstantParser.parse(text)
+        guard case .string(let text) = value, let instant = InstantParser.parse(text) else { return nil }
+        return Date(millisecondsSince1970: instant.millisecondsSince1970)
     }
 
     private static func boundedString(_ value: JSONValue) -> String? {

@@ -162,7 +162,9 @@ struct IngestService: Sendable {
                 decision = decided
             }
             let log = decision.log
-            var verdict: AttestationVerdict = quarantine.isEmpty ? .accepted : .quarantined
+            // The verdict the answer gives: a day that stays quarantined (for this submission's reasons or earlier
+            // ones) is QUARANTINED, as its answer says; a rejected day records the submission and changes nothing.
+            var verdict: AttestationVerdict = log.status == .quarantined ? .quarantined : .accepted
             if existing?.status == .rejected { verdict = .unchanged }
 
             let submission = StepSubmissionRecord(
@@ -171,7 +173,10 @@ struct IngestService: Sendable {
             let streakAfter = decision.streakChange?.after ?? streak
             // The day's job runs when it was queued to: this ingest coalesces into a pending job and does not
             // move it (no debounce, so a walker who syncs every few seconds is still reconciled).
-            let reconcileAt = state.pendingReconcileAt ?? now.addingTimeInterval(settings.reconcileDelaySeconds)
+            // A job already due (the workers behind, or none running) runs no earlier than now: the answer never
+            // announces a time that has passed.
+            let reconcileAt = max(
+                state.pendingReconcileAt ?? now.addingTimeInterval(settings.reconcileDelaySeconds), now)
             // A REJECTED day records the submission as evidence and never credits it: it announces no Energy.
             let body = render(
                 log: log, streak: streakAfter.state(today: today),
