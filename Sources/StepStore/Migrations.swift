@@ -726,8 +726,12 @@ package struct Migrator: Sendable {
         return migrations.map(\.version).filter { !applied.contains($0) }.sorted()
     }
 
+    /// Applies every pending migration in order, each in its own transaction. `applied` hears of each as it
+    /// commits, so a caller can say what was done when a later one fails.
     @discardableResult
-    package func migrate(now: Date = Date()) async throws -> MigrationReport {
+    package func migrate(now: Date = Date(), applied onApplied: @Sendable (Int) -> Void = { _ in }) async throws
+        -> MigrationReport
+    {
         var applied: [Int] = []
         let kind = database.kind
         for migration in migrations.sorted(by: { $0.version < $1.version }) {
@@ -750,7 +754,10 @@ package struct Migrator: Sendable {
                 ).run()
                 return true
             }
-            if didApply { applied.append(migration.version) }
+            if didApply {
+                applied.append(migration.version)
+                onApplied(migration.version)
+            }
         }
         return MigrationReport(applied: applied, current: latestVersion)
     }

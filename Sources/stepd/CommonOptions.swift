@@ -46,11 +46,25 @@ func printWarning(_ line: String) {
 extension AppConfiguration {
     /// Opens the configured database (migrating it only when asked: operators run `stepd migrate`), runs `body`
     /// with it, and closes it again whether `body` returns or throws.
-    func withStore<Result>(label: String, migrate: Bool = false, _ body: (Store) async throws -> Result)
-        async throws -> Result
-    {
-        try await StoreFactory.open(
-            url: databaseURL, postgres: postgres, logger: Logger(label: label), migrate: migrate
-        ).closing(after: body)
+    /// Unless it migrates or is `stepd migrate` itself (`current: false`), a command works on a database that is
+    /// there and current: a SQLite path that names no file is refused rather than created empty (a forgotten
+    /// `--config` would otherwise report "nothing found" from a new, empty file), and so is a schema behind this
+    /// build, as `serve` and `worker` refuse it.
+    func withStore<Result>(
+        label: String, migrate: Bool = false, current: Bool = true, _ body: (Store) async throws -> Result
+    ) async throws -> Result {
+        let checked = current && !migrate
+        if checked, !StoreFactory.isPostgres(databaseURL), !FileManager.default.fileExists(atPath: databaseURL) {
+            throw CommandFailure(
+                "no database at \(databaseURL): name the server's with --database or --config (database.url)")
+        }
+        let store = try await StoreFactory.open(
+            url: databaseURL, postgres: postgres, logger: Logger(label: label), migrate: migrate)
+        return try await store.closing(after: { store in
+            if checked, try await !Migrator(database: store.database).pending().isEmpty {
+                throw StoreError.schemaBehind("the database schema is behind this build; run `stepd migrate` first")
+            }
+            return try await body(store)
+        })
     }
 }

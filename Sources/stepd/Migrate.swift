@@ -3,6 +3,7 @@ import Logging
 import StepDatabase
 import StepSettings
 import StepStore
+import Synchronization
 
 struct Migrate: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -26,9 +27,21 @@ struct Migrate: AsyncParsableCommand {
     func run() async throws {
         var configuration = try await common.load()
         configuration.postgres = configuration.postgres.forMigrations(statementTimeoutSeconds: statementTimeout)
-        let (report, newest) = try await configuration.withStore(label: "stepd.migrate") { store in
+        let committed = Mutex<[Int]>([])
+        let (report, newest) = try await configuration.withStore(label: "stepd.migrate", current: false) { store in
             let migrator = Migrator(database: store.database)
-            let report = try await migrator.migrate()
+            let report: MigrationReport
+            do {
+                report = try await migrator.migrate(applied: { version in committed.withLock { $0.append(version) } })
+            } catch {
+                // Each migration commits on its own: say what this run applied before the one that failed.
+                let done = committed.withLock { $0 }
+                if !done.isEmpty {
+                    printWarning(
+                        "applied migrations \(done.map(String.init).joined(separator: ", ")) before the failure")
+                }
+                throw error
+            }
             return (report, try await migrator.appliedVersions().max() ?? 0)
         }
         if newest > report.current {
