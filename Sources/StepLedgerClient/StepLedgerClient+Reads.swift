@@ -151,6 +151,13 @@ extension StepLedgerClient {
             kind: kind == .tree ? .tree : .keystone, nodeId: nodeId, points: points,
             idempotencyKey: idempotencyKey ?? IdempotencyKey.mint(at: now(), using: &random))
         var failures = 0
+        // Once a try went unanswered the server may have spent the points: from then on every way out, a later
+        // refusal or a cancellation included, gives the key back, so calling again with it cannot spend twice.
+        var unanswered: StepLedgerError?
+        func ending(_ error: StepLedgerError) -> StepLedgerError {
+            guard unanswered != nil else { return error }
+            return .allocationUnanswered(idempotencyKey: body.idempotencyKey, lastError: error)
+        }
         while true {
             do {
                 let allocation = try await createAllocation(body)
@@ -164,16 +171,21 @@ extension StepLedgerClient {
                 switch error {
                 case .transport, .serverUnavailable, .unexpectedResponse(status: 409, _),
                     .unexpectedResponse(500..., _):
-                    guard failures < max(1, attempts) else {
-                        throw StepLedgerError.allocationUnanswered(
-                            idempotencyKey: body.idempotencyKey, lastError: error)
-                    }
+                    unanswered = error
+                    guard failures < max(1, attempts) else { throw ending(error) }
                     let wait = configuration.retry.delay(
                         afterFailures: failures, random: Double.random(in: 0...1, using: &random))
-                    try await Task.sleep(nanoseconds: UInt64(min(wait, 30) * 1_000_000_000))
+                    do {
+                        try await Task.sleep(nanoseconds: UInt64(min(wait, 30) * 1_000_000_000))
+                    } catch {
+                        throw ending(.transport("cancelled while waiting to try again"))
+                    }
                 default:
-                    throw error
+                    throw ending(error)
                 }
+            } catch {
+                // Not the client's own error (a cancellation inside the request): as unanswered as a lost one.
+                throw ending(.transport(String(describing: type(of: error))))
             }
         }
     }

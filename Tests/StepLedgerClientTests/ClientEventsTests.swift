@@ -169,6 +169,24 @@ struct ClientEventsTests {
         await #expect(throws: StepLedgerError.invalidRequest("nodeId")) {
             try await client.allocate(kind: .tree, nodeId: "oak", points: 500)
         }
+        // A first try unanswered, then a refusal: the points may be spent, so the key comes back with the refusal.
+        let round = Mutex(0)
+        server.route("createAllocation") { _ in
+            let first = round.withLock {
+                $0 += 1; return $0 == 1
+            }
+            var response = HTTPResponse(status: first ? .serviceUnavailable : .tooManyRequests)
+            response.headerFields[.contentType] = "application/json"
+            if !first { response.headerFields[.retryAfter] = "30" }
+            return (response, HTTPBody(#"{"error":"X","message":"later","details":{}}"#))
+        }
+        do {
+            _ = try await client.allocate(kind: .tree, nodeId: "oak", points: 500, attempts: 3)
+            Issue.record("a refused allocation returned")
+        } catch StepLedgerError.allocationUnanswered(let key, let last) {
+            #expect(!key.isEmpty)
+            #expect(last == .rateLimited(retryAfter: 30))
+        }
     }
 
     @Test(
