@@ -184,7 +184,9 @@ extension StepLedgerClient {
                     throw ending(error)
                 }
             } catch {
-                // Not the client's own error (a cancellation inside the request): as unanswered as a lost one.
+                // Not the client's own error (a cancellation inside the request): after an unanswered try, as
+                // unanswered as a lost one; before, thrown as it is.
+                guard unanswered != nil else { throw error }
                 throw ending(.transport(String(describing: type(of: error))))
             }
         }
