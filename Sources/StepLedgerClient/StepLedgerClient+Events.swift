@@ -8,8 +8,10 @@ extension StepLedgerClient {
     /// The sequence reads the server's Server-Sent Events stream and resumes it with `Last-Event-ID` whenever it
     /// ends or breaks, waiting a backoff between failures; when the stream cannot be had (a proxy that buffers it,
     /// a server without it) it falls back to long-polling `GET /walker/events`, and tries the stream again later.
-    /// An event is delivered at least once: the client moves its cursor after handing it over, so one that arrived
-    /// just before the app was killed can come again (compare ``WalkerEvent/id``).
+    /// The client moves its cursor once it has handed an event to the sequence (never to one its consumer has
+    /// left), so an event can come again after a restart (compare ``WalkerEvent/id``); one handed over but not yet
+    /// taken when the app is killed is not sent again. Consume promptly, and read ``walker()`` at launch: its
+    /// `rereadRequests` lists every open re-read request whatever the events said.
     ///
     /// An `allocation-reverted` event removes the allocation from ``provisionalAllocations()``. The sequence ends
     /// only with ``StepLedgerError/unauthorized(reason:)`` or when its task is cancelled.
@@ -115,7 +117,9 @@ extension StepLedgerClient {
         _ event: WalkerEvent, into continuation: AsyncThrowingStream<WalkerEvent, any Error>.Continuation
     ) throws {
         guard event.id > state.lastEventId else { return }
-        continuation.yield(event)
+        // A sequence its consumer has left takes nothing more: the cursor stays before the event, so the next
+        // sequence starts with it.
+        if case .terminated = continuation.yield(event) { throw CancellationError() }
         state.lastEventId = event.id
         if case .allocationReverted(let allocationId, _, _) = event.kind {
             state.provisionalAllocations[allocationId] = nil
