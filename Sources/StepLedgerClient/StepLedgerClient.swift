@@ -158,6 +158,11 @@ public actor StepLedgerClient {
             throw StepLedgerError.invalidBucket("timeZone must have an IANA name, not \(timeZone.identifier)")
         }
         let recordedAt = now()
+        // The server refuses a day after tomorrow in its zone (`DAY_IN_FUTURE`); kept, it would also stand as the
+        // newest day the client knows and push every real day out of `dayStates()`.
+        guard day <= CalendarDay(containing: recordedAt, in: timeZone).adding(days: 1) else {
+            throw StepLedgerError.invalidBucket("day must not be after tomorrow in its time zone")
+        }
         var next = state
         let bucket = QueuedBucket(
             idempotencyKey: IdempotencyKey.mint(at: recordedAt, using: &random), day: day, count: count,

@@ -181,6 +181,13 @@ struct ClientQueueTests {
         for zone in ["UTC", "Europe/Warsaw", "Asia/Kolkata", "America/Argentina/Buenos_Aires"] {
             #expect(StepLedgerClient.isZoneName(zone), "\(zone)")
         }
+        // A day the server would refuse as in the future (a wrong year, a clock far ahead) is not queued.
+        for future in [today.adding(days: 2), CalendarDay("2099-01-01")!] {
+            await #expect(throws: StepLedgerError.invalidBucket("day must not be after tomorrow in its time zone")) {
+                try await client.record(future, 1)
+            }
+        }
+        #expect(await client.dayStates().isEmpty)
         try await client.record(today, 1, bundle: "a")
         try await client.record(today, 1, bundle: "b")
         await #expect(throws: StepLedgerError.queueFull(limit: 2)) { try await client.record(today, 1, bundle: "c") }
