@@ -1,8 +1,10 @@
 /// What the client asks the app for on every request: the walker's session token and, in production, a fresh
 /// Firebase App Check token.
 ///
-/// The client never stores either token. It asks again for each request, so a provider may cache a token and
-/// hand out the same one until it expires.
+/// The client never stores either token and asks again for each request. A provider may cache the session token
+/// until it expires; not the App Check token: the server takes one only within five minutes of its minting
+/// (`APP_CHECK_STALE` after that), so hand out a limited-use token (`getLimitedUseToken()`) or one refreshed
+/// within that time, never a cached hour-long one.
 public protocol StepLedgerCredentials: Sendable {
     /// The walker's session JWT. `refresh` is `true` after the server answered 401 to the last token the provider
     /// gave: the provider should then get a new one from the app's sign-in service rather than return its cache.
