@@ -6,6 +6,7 @@ package struct StoreError: Error, Hashable, Sendable, CustomStringConvertible {
         case invalidConfiguration
         case corrupt
         case conflict
+        case lockTimeout
     }
 
     private let code: Code
@@ -28,7 +29,12 @@ package struct StoreError: Error, Hashable, Sendable, CustomStringConvertible {
     /// that row before it writes finds it when run again (`Store.transactionRerunOnConflict`).
     package static func conflict(_ detail: String) -> StoreError { .init(.conflict, detail) }
 
+    /// A statement waited for a lock longer than `lock_timeout` (PostgreSQL's SQLSTATE 55P03) and was cancelled;
+    /// nothing of its transaction was written, and it may be run again.
+    package static func lockTimeout(_ detail: String) -> StoreError { .init(.lockTimeout, detail) }
+
     package var isUnavailable: Bool { code == .unavailable }
+    package var isLockTimeout: Bool { code == .lockTimeout }
     package var isConflict: Bool { code == .conflict }
     package var isSchemaBehind: Bool { code == .schemaBehind }
 

@@ -693,6 +693,9 @@ package struct Migrator: Sendable {
     package let database: any Database
     package let migrations: [Migration]
 
+    /// How long a migration blocked by other sessions' locks keeps trying (`retryingLocks`).
+    package var lockRetrySeconds: Double = 600
+
     package init(database: any Database, migrations: [Migration] = Migrations.all) {
         self.database = database
         self.migrations = migrations
@@ -735,24 +738,26 @@ package struct Migrator: Sendable {
         var applied: [Int] = []
         let kind = database.kind
         for migration in migrations.sorted(by: { $0.version < $1.version }) {
-            let didApply = try await database.transaction { sql in
-                // Two instances starting together must not both apply a migration.
-                try await Self.lock(sql, kind: kind)
-                try await Self.ensureTable(sql)
-                let exists = try await sql.raw(
-                    "SELECT version FROM schema_migrations WHERE version = \(bind: migration.version)"
-                ).first()
-                guard exists == nil else { return false }
-                for statement in migration.statements(kind) {
-                    try await sql.raw(SQLQueryString(statement)).run()
+            let didApply = try await retryingLocks {
+                try await database.transaction { sql in
+                    // Two instances starting together must not both apply a migration.
+                    try await Self.lock(sql, kind: kind)
+                    try await Self.ensureTable(sql)
+                    let exists = try await sql.raw(
+                        "SELECT version FROM schema_migrations WHERE version = \(bind: migration.version)"
+                    ).first()
+                    guard exists == nil else { return false }
+                    for statement in migration.statements(kind) {
+                        try await sql.raw(SQLQueryString(statement)).run()
+                    }
+                    try await sql.raw(
+                        """
+                        INSERT INTO schema_migrations (version, name, applied_at)
+                        VALUES (\(bind: migration.version), \(bind: migration.name), \(bind: now.millisecondsSince1970))
+                        """
+                    ).run()
+                    return true
                 }
-                try await sql.raw(
-                    """
-                    INSERT INTO schema_migrations (version, name, applied_at)
-                    VALUES (\(bind: migration.version), \(bind: migration.name), \(bind: now.millisecondsSince1970))
-                    """
-                ).run()
-                return true
             }
             if didApply {
                 applied.append(migration.version)
@@ -760,6 +765,21 @@ package struct Migrator: Sendable {
             }
         }
         return MigrationReport(applied: applied, current: latestVersion)
+    }
+
+    /// Runs `work` (one migration's transaction) again while it fails for a lock it waited for too long
+    /// (`StoreError.lockTimeout`, with `lock_timeout` set by `PostgresSettings.forMigrations`), for at most
+    /// `lockRetrySeconds`: a schema change behind a long reader waits in short turns, and requests go on meanwhile.
+    private func retryingLocks<T>(_ work: () async throws -> T) async throws -> T {
+        let started = ContinuousClock.now
+        while true {
+            do {
+                return try await work()
+            } catch let error as StoreError where error.isLockTimeout {
+                guard ContinuousClock.now - started < .seconds(lockRetrySeconds) else { throw error }
+                try await Task.sleep(for: .milliseconds(250))
+            }
+        }
     }
 
     /// The migrations' lock, held to the end of the transaction: one per schema on PostgreSQL; SQLite has one

@@ -29,7 +29,10 @@ struct Migrate: AsyncParsableCommand {
         configuration.postgres = configuration.postgres.forMigrations(statementTimeoutSeconds: statementTimeout)
         let committed = Mutex<[Int]>([])
         let (report, newest) = try await configuration.withStore(label: "stepd.migrate", current: false) { store in
-            let migrator = Migrator(database: store.database)
+            var migrator = Migrator(database: store.database)
+            // A migration waiting behind other sessions' locks tries again in turns of `lock_timeout` for as long
+            // as one of its statements may run.
+            migrator.lockRetrySeconds = Double(statementTimeout)
             let report: MigrationReport
             do {
                 report = try await migrator.migrate(applied: { version in committed.withLock { $0.append(version) } })

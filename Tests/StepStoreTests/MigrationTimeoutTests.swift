@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import SQLKit
 import StepDatabase
 import StepTestSupport
 import Testing
@@ -31,6 +32,58 @@ struct MigrationTimeoutTests {
         #expect(settings.forMigrations(statementTimeoutSeconds: 0).statementTimeoutMilliseconds == 200, "never lower")
         let migrating = try PostgreSQLDatabase.open(url: test.url, settings: roomy, logger: Logger(label: "test"))
         #expect(try await Migrator(database: migrating, migrations: slow).migrate().applied == [1])
+        try await migrating.close()
+        try await test.close()
+    }
+
+    @Test(
+        "a migration behind another session's lock waits in turns of lock_timeout and goes on once the lock is gone; it gives up after its retry budget",
+        .enabled(if: TestDatabases.kinds.contains(.postgres)))
+    func lockTimeoutRetries() async throws {
+        let test = try await TestDatabases.make(.postgres, migrate: false)
+        var settings = PostgresSettings()
+        settings.startupParameters["search_path"] = test.schema
+        let table = [Migration(version: 1, name: "a table") { _ in ["CREATE TABLE held (x INTEGER)"] }]
+        let change =
+            table + [Migration(version: 2, name: "a column") { _ in ["ALTER TABLE held ADD COLUMN y INTEGER"] }]
+        let migrating = try PostgreSQLDatabase.open(
+            url: test.url, settings: settings.forMigrations(statementTimeoutSeconds: 60), logger: Logger(label: "test"))
+        #expect(settings.forMigrations(statementTimeoutSeconds: 60).lockTimeoutMilliseconds == 2_000)
+        _ = try await Migrator(database: migrating, migrations: table).migrate()
+        let reader = try PostgreSQLDatabase.open(url: test.url, settings: settings, logger: Logger(label: "test"))
+
+        // A reader holds the table for 3 s: the ALTER's first turns time out, a later one applies it.
+        let holding = Task {
+            try await reader.transaction { sql in
+                try await sql.raw("SELECT x FROM held").run()
+                try await Task.sleep(for: .seconds(3))
+            }
+        }
+        try await Task.sleep(for: .milliseconds(300))
+        let started = ContinuousClock.now
+        #expect(try await Migrator(database: migrating, migrations: change).migrate().applied == [2])
+        #expect(ContinuousClock.now - started >= .seconds(2), "it waited for the reader")
+        try await holding.value
+
+        // Held longer than the retry budget: it gives up with the lock timeout, nothing applied.
+        let third = change + [Migration(version: 3, name: "another") { _ in ["ALTER TABLE held ADD COLUMN z INTEGER"] }]
+        let holdingLonger = Task {
+            try await reader.transaction { sql in
+                try await sql.raw("SELECT x FROM held").run()
+                try await Task.sleep(for: .seconds(6))
+            }
+        }
+        try await Task.sleep(for: .milliseconds(300))
+        var impatient = Migrator(database: migrating, migrations: third)
+        impatient.lockRetrySeconds = 1
+        await #expect {
+            try await impatient.migrate()
+        } throws: { error in
+            (error as? StoreError)?.isLockTimeout == true
+        }
+        #expect(try await impatient.pending() == [3])
+        try await holdingLonger.value
+        try await reader.close()
         try await migrating.close()
         try await test.close()
     }

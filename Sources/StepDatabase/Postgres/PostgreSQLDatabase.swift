@@ -17,6 +17,10 @@ package struct PostgresSettings: Sendable, Hashable {
     /// deadline bounds the wait. Read replicas set it, so a replica that went away costs a read a moment before
     /// the primary answers it, not the whole deadline.
     package var connectionWaitLimit: Duration?
+    /// `lock_timeout`: how long a statement waits for a lock before it fails (`StoreError.lockTimeout`); nil: no
+    /// bound but `statement_timeout`. Migrations set it, so a schema change that waits behind a long reader (a dump,
+    /// a report) gives up and tries again instead of queueing every request behind its own wait.
+    package var lockTimeoutMilliseconds: Int?
 
     package init() {}
 
@@ -26,6 +30,7 @@ package struct PostgresSettings: Sendable, Hashable {
     package func forMigrations(statementTimeoutSeconds seconds: Int) -> PostgresSettings {
         var settings = self
         settings.statementTimeoutMilliseconds = max(settings.statementTimeoutMilliseconds, seconds * 1000)
+        settings.lockTimeoutMilliseconds = settings.lockTimeoutMilliseconds ?? 2_000
         return settings
     }
 }
@@ -180,6 +185,9 @@ package final class PostgreSQLDatabase: Database {
         var parameters = settings.startupParameters
         parameters["statement_timeout"] =
             parameters["statement_timeout"] ?? String(settings.statementTimeoutMilliseconds)
+        if let lockTimeout = settings.lockTimeoutMilliseconds {
+            parameters["lock_timeout"] = parameters["lock_timeout"] ?? String(lockTimeout)
+        }
         configuration.options.additionalStartupParameters = parameters.sorted { $0.key < $1.key }.map {
             ($0.key, $0.value)
         }
@@ -306,6 +314,9 @@ package final class PostgreSQLDatabase: Database {
             return try result.get()
         } catch let error as PSQLError {
             if let transient = Self.transient(error) { throw StoreError.unavailable(transient) }
+            if error.code == .server, error.serverInfo?[.sqlState] == "55P03" {
+                throw StoreError.lockTimeout("PostgreSQL SQLSTATE 55P03: a lock was not granted within lock_timeout")
+            }
             if error.code == .server, error.serverInfo?[.sqlState] == "23505" {
                 let constraint = error.serverInfo?[.constraintName].map { " on \($0)" } ?? ""
                 throw StoreError.conflict("PostgreSQL SQLSTATE 23505\(constraint)")
