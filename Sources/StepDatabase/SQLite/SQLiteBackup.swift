@@ -42,8 +42,12 @@ package enum SQLiteBackup {
                     != target.standardizedFileURL.resolvingSymlinksInPath()
             else { throw Failure(description: "\(destination) is the database itself") }
         }
+        // The partial copy's name carries this process's id: a copy left by a backup that was killed (its process
+        // gone) is removed by the next one, so repeated interrupted runs do not fill the disk.
+        let prefix = ".\(target.lastPathComponent).partial-"
+        removeAbandoned(in: directory.path, prefix: prefix)
         let temporary = directory.appendingPathComponent(
-            ".\(target.lastPathComponent).partial-\(UUID().uuidString.prefix(8))"
+            "\(prefix)\(getpid())-\(UUID().uuidString.prefix(8))"
         ).path
         let executor = ThreadExecutor(name: "sqlite-backup")
         do {
@@ -65,6 +69,18 @@ package enum SQLiteBackup {
         }
         let size = try files.attributesOfItem(atPath: destination)[.size] as? Int ?? 0
         return Report(bytes: size)
+    }
+
+    /// Removes the partial copies named `prefix<pid>-…` in `directory` whose process no longer runs.
+    static func removeAbandoned(in directory: String, prefix: String) {
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory) else { return }
+        for name in names where name.hasPrefix(prefix) {
+            let rest = name.dropFirst(prefix.count)
+            guard let dash = rest.firstIndex(of: "-"), let pid = pid_t(rest[..<dash]), pid > 0 else { continue }
+            // kill(pid, 0) fails with ESRCH only when no such process exists.
+            guard kill(pid, 0) != 0, errno == ESRCH else { continue }
+            try? FileManager.default.removeItem(atPath: (directory as NSString).appendingPathComponent(name))
+        }
     }
 
     /// `VACUUM INTO` on a connection of its own. The server's writer may hold the write lock for a moment; the
