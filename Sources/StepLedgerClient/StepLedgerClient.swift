@@ -95,7 +95,11 @@ public actor StepLedgerClient {
         self.configuration = configuration
         self.credentials = credentials
         self.store = try QueueStore(directory: configuration.storeDirectory)
-        self.state = try store.load()
+        var loaded = try store.load()
+        // Nothing is in flight at launch: a bucket a newer one of its slot superseded while it was being sent (the
+        // app killed before its answer) is dropped now, so it cannot follow its successor to the server.
+        loaded.dropSuperseded()
+        self.state = loaded
         self.unreadableQueueFile = store.setAside
         self.now = now
         self.random = ClientRandom(base: random)

@@ -91,14 +91,18 @@ struct ClientQueueTests {
         #expect(server.dayCounts[today.description] == 2_000)
     }
 
+    static func bucket(_ count: Int, sequence: Int64, bundle: String = "b") -> QueuedBucket {
+        QueuedBucket(
+            idempotencyKey: "k\(sequence)", day: today, count: count, source: .healthKit,
+            timeZoneIdentifier: "UTC", sampleStartSeconds: 0, sampleEndSeconds: 1, sourceBundleId: bundle,
+            gyroSamplesObserved: true, clientSubmittedAtSeconds: 0, appVersion: "1", deviceModel: nil,
+            recordedAt: seedInstant, attempts: 1, failures: 0, notBefore: nil, sequence: sequence)
+    }
+
     @Test("the queue keeps a bucket a request carries when a newer one is recorded, and drops it once answered unsent")
     func supersededWhileSending() {
         func bucket(_ count: Int, sequence: Int64, bundle: String = "b") -> QueuedBucket {
-            QueuedBucket(
-                idempotencyKey: "k\(sequence)", day: today, count: count, source: .healthKit,
-                timeZoneIdentifier: "UTC", sampleStartSeconds: 0, sampleEndSeconds: 1, sourceBundleId: bundle,
-                gyroSamplesObserved: true, clientSubmittedAtSeconds: 0, appVersion: "1", deviceModel: nil,
-                recordedAt: seedInstant, attempts: 1, failures: 0, notBefore: nil, sequence: sequence)
+            Self.bucket(count, sequence: sequence, bundle: bundle)
         }
         var state = QueueState()
         state.enqueue(bucket(1_000, sequence: 1))
@@ -110,6 +114,28 @@ struct ClientQueueTests {
         #expect(state.buckets.map(\.idempotencyKey) == ["k2", "k3"])
         state.enqueue(bucket(2_500, sequence: 4))
         #expect(state.buckets.map(\.idempotencyKey) == ["k2", "k4"])
+    }
+
+    @Test(
+        "a bucket superseded while it was in flight (the app killed before its answer) is dropped when the client opens"
+    )
+    func supersededAcrossRestart() async throws {
+        let store = temporaryStore()
+        defer { try? FileManager.default.removeItem(at: store) }
+        try FileManager.default.createDirectory(at: store, withIntermediateDirectories: true)
+        var state = QueueState()
+        state.enqueue(Self.bucket(1_000, sequence: 1))
+        state.enqueue(Self.bucket(2_000, sequence: 2), sending: ["k1"])
+        state.nextSequence = 3
+        let encoder = JSONEncoder()
+        encoder.dateEncodingStrategy = .millisecondsSince1970
+        try encoder.encode(state).write(to: store.appendingPathComponent("queue.json"))
+        let clock = ManualClock(seedInstant)
+        let server = FakeServer(clock: clock)
+        let client = try makeClient(store: store, server: server, clock: clock)
+        #expect(await client.queuedBuckets().map(\.idempotencyKey) == ["k2"])
+        _ = try await client.flush()
+        #expect(server.dayCounts[today.description] == 2_000, "the lower count never followed")
     }
 
     @Test("buckets go newest day first, at most batchSize a request")
