@@ -693,6 +693,10 @@ package struct Migrator: Sendable {
     package let database: any Database
     package let migrations: [Migration]
 
+    /// PostgreSQL: how long (milliseconds) a migration waits for another session's lock before it rolls back and
+    /// tries again (`SET LOCAL lock_timeout`, so nothing else and no pooler sees the setting); nil: no bound but
+    /// `statement_timeout`. `stepd migrate` sets it.
+    package var lockTimeout: Int?
     /// How long a migration blocked by other sessions' locks keeps trying (`retryingLocks`).
     package var lockRetrySeconds: Double = 600
 
@@ -742,6 +746,12 @@ package struct Migrator: Sendable {
                 try await database.transaction { sql in
                     // Two instances starting together must not both apply a migration.
                     try await Self.lock(sql, kind: kind)
+                    // Past the migrations' own lock (another `stepd migrate` is waited for as before), the change
+                    // waits for other sessions' locks only `lockTimeout` at a time (`retryingLocks`).
+                    if kind == .postgres, let lockTimeout {
+                        try await sql.raw(SQLQueryString("SET LOCAL lock_timeout = \(unsafeRaw: String(lockTimeout))"))
+                            .run()
+                    }
                     try await Self.ensureTable(sql)
                     let exists = try await sql.raw(
                         "SELECT version FROM schema_migrations WHERE version = \(bind: migration.version)"
@@ -772,12 +782,16 @@ package struct Migrator: Sendable {
     /// `lockRetrySeconds`: a schema change behind a long reader waits in short turns, and requests go on meanwhile.
     private func retryingLocks<T>(_ work: () async throws -> T) async throws -> T {
         let started = ContinuousClock.now
+        // The pause between turns grows to 8 s, so requests that queue behind a waiting change get the table back
+        // most of the time rather than meet the next turn at once.
+        var pause = 0.25
         while true {
             do {
                 return try await work()
             } catch let error as StoreError where error.isLockTimeout {
                 guard ContinuousClock.now - started < .seconds(lockRetrySeconds) else { throw error }
-                try await Task.sleep(for: .milliseconds(250))
+                try await Task.sleep(for: .seconds(pause * Double.random(in: 0.75...1.25)))
+                pause = min(pause * 2, 8)
             }
         }
     }

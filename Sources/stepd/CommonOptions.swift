@@ -54,9 +54,12 @@ extension AppConfiguration {
         label: String, migrate: Bool = false, current: Bool = true, _ body: (Store) async throws -> Result
     ) async throws -> Result {
         let checked = current && !migrate
-        if checked, !StoreFactory.isPostgres(databaseURL), !FileManager.default.fileExists(atPath: databaseURL) {
-            throw CommandFailure(
-                "no database at \(databaseURL): name the server's with --database or --config (database.url)")
+        // A URL that is not well-formed is refused by the opener, which never repeats it (it may hold a password);
+        // a SQLite path (bare or `sqlite://`) must name a file; a `file:` URI is SQLite's own to resolve.
+        if checked, DatabaseOpener.problem(databaseURL) == nil, let path = DatabaseOpener.sqlitePath(databaseURL),
+            !path.hasPrefix("file:"), !FileManager.default.fileExists(atPath: path)
+        {
+            throw CommandFailure("no database at \(path): name the server's with --database or --config (database.url)")
         }
         let store = try await StoreFactory.open(
             url: databaseURL, postgres: postgres, logger: Logger(label: label), migrate: migrate)

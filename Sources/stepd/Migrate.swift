@@ -32,6 +32,7 @@ struct Migrate: AsyncParsableCommand {
             var migrator = Migrator(database: store.database)
             // A migration waiting behind other sessions' locks tries again in turns of `lock_timeout` for as long
             // as one of its statements may run.
+            migrator.lockTimeout = 2_000
             migrator.lockRetrySeconds = Double(statementTimeout)
             let report: MigrationReport
             do {

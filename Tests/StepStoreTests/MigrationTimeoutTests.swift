@@ -48,7 +48,6 @@ struct MigrationTimeoutTests {
             table + [Migration(version: 2, name: "a column") { _ in ["ALTER TABLE held ADD COLUMN y INTEGER"] }]
         let migrating = try PostgreSQLDatabase.open(
             url: test.url, settings: settings.forMigrations(statementTimeoutSeconds: 60), logger: Logger(label: "test"))
-        #expect(settings.forMigrations(statementTimeoutSeconds: 60).lockTimeoutMilliseconds == 2_000)
         _ = try await Migrator(database: migrating, migrations: table).migrate()
         let reader = try PostgreSQLDatabase.open(url: test.url, settings: settings, logger: Logger(label: "test"))
 
@@ -61,7 +60,9 @@ struct MigrationTimeoutTests {
         }
         try await Task.sleep(for: .milliseconds(300))
         let started = ContinuousClock.now
-        #expect(try await Migrator(database: migrating, migrations: change).migrate().applied == [2])
+        var patient = Migrator(database: migrating, migrations: change)
+        patient.lockTimeout = 500
+        #expect(try await patient.migrate().applied == [2])
         #expect(ContinuousClock.now - started >= .seconds(2), "it waited for the reader")
         try await holding.value
 
@@ -75,6 +76,7 @@ struct MigrationTimeoutTests {
         }
         try await Task.sleep(for: .milliseconds(300))
         var impatient = Migrator(database: migrating, migrations: third)
+        impatient.lockTimeout = 500
         impatient.lockRetrySeconds = 1
         await #expect {
             try await impatient.migrate()

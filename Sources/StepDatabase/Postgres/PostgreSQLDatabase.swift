@@ -17,10 +17,6 @@ package struct PostgresSettings: Sendable, Hashable {
     /// deadline bounds the wait. Read replicas set it, so a replica that went away costs a read a moment before
     /// the primary answers it, not the whole deadline.
     package var connectionWaitLimit: Duration?
-    /// `lock_timeout`: how long a statement waits for a lock before it fails (`StoreError.lockTimeout`); nil: no
-    /// bound but `statement_timeout`. Migrations set it, so a schema change that waits behind a long reader (a dump,
-    /// a report) gives up and tries again instead of queueing every request behind its own wait.
-    package var lockTimeoutMilliseconds: Int?
 
     package init() {}
 
@@ -30,7 +26,6 @@ package struct PostgresSettings: Sendable, Hashable {
     package func forMigrations(statementTimeoutSeconds seconds: Int) -> PostgresSettings {
         var settings = self
         settings.statementTimeoutMilliseconds = max(settings.statementTimeoutMilliseconds, seconds * 1000)
-        settings.lockTimeoutMilliseconds = settings.lockTimeoutMilliseconds ?? 2_000
         return settings
     }
 }
@@ -185,9 +180,6 @@ package final class PostgreSQLDatabase: Database {
         var parameters = settings.startupParameters
         parameters["statement_timeout"] =
             parameters["statement_timeout"] ?? String(settings.statementTimeoutMilliseconds)
-        if let lockTimeout = settings.lockTimeoutMilliseconds {
-            parameters["lock_timeout"] = parameters["lock_timeout"] ?? String(lockTimeout)
-        }
         configuration.options.additionalStartupParameters = parameters.sorted { $0.key < $1.key }.map {
             ($0.key, $0.value)
         }
