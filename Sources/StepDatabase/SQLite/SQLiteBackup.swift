@@ -71,15 +71,25 @@ package enum SQLiteBackup {
         return Report(bytes: size)
     }
 
-    /// Removes the partial copies named `prefix<pid>-…` in `directory` whose process no longer runs.
-    static func removeAbandoned(in directory: String, prefix: String) {
-        guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory) else { return }
+    /// Removes the partial copies `prefix…` in `directory` that no backup is writing: untouched for a day, or
+    /// untouched for ten minutes and named `prefix<pid>-…` for a process that no longer runs here. A copy being
+    /// written is touched all the time, so one of a backup in another container (its pid means nothing here) is
+    /// left alone; one of a killed backup whose pid was reused, or that ran as pid 1 in a container, goes after a day.
+    static func removeAbandoned(in directory: String, prefix: String, now: Date = Date()) {
+        let files = FileManager.default
+        guard let names = try? files.contentsOfDirectory(atPath: directory) else { return }
         for name in names where name.hasPrefix(prefix) {
+            let path = (directory as NSString).appendingPathComponent(name)
+            guard let modified = (try? files.attributesOfItem(atPath: path))?[.modificationDate] as? Date else {
+                continue
+            }
+            let idle = now.timeIntervalSince(modified)
             let rest = name.dropFirst(prefix.count)
-            guard let dash = rest.firstIndex(of: "-"), let pid = pid_t(rest[..<dash]), pid > 0 else { continue }
+            let pid = rest.firstIndex(of: "-").flatMap { pid_t(rest[..<$0]) }
             // kill(pid, 0) fails with ESRCH only when no such process exists.
-            guard kill(pid, 0) != 0, errno == ESRCH else { continue }
-            try? FileManager.default.removeItem(atPath: (directory as NSString).appendingPathComponent(name))
+            let gone = pid.map { $0 > 0 && kill($0, 0) != 0 && errno == ESRCH } ?? true
+            guard idle > 86_400 || (idle > 600 && gone) else { continue }
+            try? files.removeItem(atPath: path)
         }
     }
 
