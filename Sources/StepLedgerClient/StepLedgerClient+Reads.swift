@@ -180,6 +180,9 @@ extension StepLedgerClient {
                     } catch {
                         throw ending(.transport("cancelled while waiting to try again"))
                     }
+                case .insufficientEnergy, .invalidRequest, .idempotencyKeyReused:
+                    // An answer about this key: the earlier try was not stored (or this is its stored answer).
+                    throw error
                 default:
                     throw ending(error)
                 }

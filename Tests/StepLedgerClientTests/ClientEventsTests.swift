@@ -187,6 +187,23 @@ struct ClientEventsTests {
             #expect(!key.isEmpty)
             #expect(last == .rateLimited(retryAfter: 30))
         }
+        // An answer about the key after an unanswered try (not enough Energy) is thrown as it is: nothing was spent.
+        round.withLock { $0 = 0 }
+        server.route("createAllocation") { _ in
+            let first = round.withLock {
+                $0 += 1; return $0 == 1
+            }
+            var response = HTTPResponse(status: first ? .serviceUnavailable : .unprocessableContent)
+            response.headerFields[.contentType] = "application/json"
+            let body =
+                first
+                ? #"{"error":"X","message":"later","details":{}}"#
+                : #"{"error":"INSUFFICIENT_ENERGY","message":"no","details":{"required":500,"spendable":20}}"#
+            return (response, HTTPBody(body))
+        }
+        await #expect(throws: StepLedgerError.insufficientEnergy(required: 500, spendable: 20)) {
+            try await client.allocate(kind: .tree, nodeId: "oak", points: 500, attempts: 3)
+        }
     }
 
     @Test(
