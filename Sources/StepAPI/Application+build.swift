@@ -74,9 +74,7 @@ package func buildApplication(
     // (`dev.*`, test-phase only): the development key and the development App Attest CA (`stepd device`), both
     // kept in the database. A shortcut that is off is not loaded, so nothing signed with it verifies.
     let prepare = { @Sendable (store: Store) async throws -> Development in
-        if try await !Migrator(database: store.database).pending().isEmpty {
-            throw StoreError.schemaBehind("the database schema is behind this build; run `stepd migrate` first")
-        }
+        try await Migrator(database: store.database).requireCurrent()
         var development = Development(secret: nil, appAttestRootPEM: nil)
         if configuration.acceptsDevelopmentSessionTokens {
             if let configured = configuration.jwt.developmentSecret {

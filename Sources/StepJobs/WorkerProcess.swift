@@ -48,9 +48,7 @@ package func runStandaloneWorker(
     let store = try await StoreFactory.open(
         url: databaseURL, postgres: postgres, sqliteSynchronous: sqliteSynchronous, logger: logger, migrate: false)
     do {
-        if try await !Migrator(database: store.database).pending().isEmpty {
-            throw StoreError.schemaBehind("the database schema is behind this build; run `stepd migrate` first")
-        }
+        try await Migrator(database: store.database).requireCurrent()
     } catch {
         try? await store.database.close()
         throw error

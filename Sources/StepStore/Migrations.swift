@@ -697,6 +697,14 @@ package struct Migrator: Sendable {
     /// tries again (`SET LOCAL lock_timeout`, so nothing else and no pooler sees the setting); nil: no bound but
     /// `statement_timeout`. `stepd migrate` sets it.
     package var lockTimeout: Int?
+    /// Throws `StoreError.schemaBehind` when a migration of this build is pending: `serve`, `worker` and the
+    /// commands that work on a database refuse a schema they were not built for.
+    package func requireCurrent() async throws {
+        guard try await pending().isEmpty else {
+            throw StoreError.schemaBehind("the database schema is behind this build; run `stepd migrate` first")
+        }
+    }
+
     /// How long a migration blocked by other sessions' locks keeps trying (`retryingLocks`).
     package var lockRetrySeconds: Double = 600
 

@@ -36,16 +36,13 @@ extension StoreTransaction {
     /// the configured one is the caller's to check.
     package func activeSessions(digests: [String], now: Date) async throws -> [String: OperatorSession] {
         guard !digests.isEmpty else { return [:] }
-        var query: SQLText = """
+        let query: SQLText = """
             SELECT s.session_digest, s.operator_id, s.expires_at, s.credential_binding, o.name, o.role
             FROM operator_sessions s
             LEFT JOIN operators o ON o.operator_id = s.operator_id AND o.revoked_at IS NULL
-            WHERE s.session_digest IN (
+            WHERE s.session_digest IN (\(binds: digests)) AND s.revoked_at IS NULL
+                AND s.expires_at > \(bind: now.millisecondsSince1970)
             """
-        for (index, digest) in digests.enumerated() {
-            query += index == 0 ? "\(bind: digest)" : ", \(bind: digest)"
-        }
-        query += ") AND s.revoked_at IS NULL AND s.expires_at > \(bind: now.millisecondsSince1970)"
         var sessions: [String: OperatorSession] = [:]
         for row in try await sql.raw(query).all() {
             let digest = try row.decode(column: "session_digest", as: String.self)
@@ -74,15 +71,13 @@ extension StoreTransaction {
     @discardableResult
     package func endSessions(digests: [String], at now: Date) async throws -> Int {
         guard !digests.isEmpty else { return 0 }
-        var query: SQLText = """
-            UPDATE operator_sessions SET revoked_at = \(bind: now.millisecondsSince1970)
-            WHERE revoked_at IS NULL AND session_digest IN (
+        return try await sql.raw(
             """
-        for (index, digest) in digests.enumerated() {
-            query += index == 0 ? "\(bind: digest)" : ", \(bind: digest)"
-        }
-        query += ") RETURNING session_digest"
-        return try await sql.raw(query).all().count
+            UPDATE operator_sessions SET revoked_at = \(bind: now.millisecondsSince1970)
+            WHERE revoked_at IS NULL AND session_digest IN (\(binds: digests))
+            RETURNING session_digest
+            """
+        ).all().count
     }
 
     /// Ends every session of the operator with this id (revocation).

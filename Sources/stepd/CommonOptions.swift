@@ -64,9 +64,7 @@ extension AppConfiguration {
         let store = try await StoreFactory.open(
             url: databaseURL, postgres: postgres, logger: Logger(label: label), migrate: migrate)
         return try await store.closing(after: { store in
-            if checked, try await !Migrator(database: store.database).pending().isEmpty {
-                throw StoreError.schemaBehind("the database schema is behind this build; run `stepd migrate` first")
-            }
+            if checked { try await Migrator(database: store.database).requireCurrent() }
             return try await body(store)
         })
     }
