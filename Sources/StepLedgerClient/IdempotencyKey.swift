@@ -5,6 +5,13 @@ import Foundation
 enum IdempotencyKey {
     private static let alphabet = Array("0123456789ABCDEFGHJKMNPQRSTVWXYZ".utf8)
 
+    /// Refuses a key the server would refuse: 1 to 255 printable ASCII characters.
+    static func check(_ key: String) throws {
+        guard (1...255).contains(key.utf8.count), key.utf8.allSatisfy({ (0x20..<0x7F).contains($0) }) else {
+            throw StepLedgerError.invalidRequest("idempotencyKey must be 1 to 255 printable ASCII characters")
+        }
+    }
+
     static func mint(at instant: Date, using generator: inout some RandomNumberGenerator) -> String {
         let milliseconds = UInt64(max(0, instant.timeIntervalSince1970 * 1000)) & 0xFFFF_FFFF_FFFF
         var bytes = [UInt8](repeating: 0, count: 16)

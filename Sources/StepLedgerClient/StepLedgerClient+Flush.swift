@@ -234,7 +234,7 @@ extension StepLedgerClient {
     }
 
     /// Records the server's word on a day, unless a newer bucket of the day is still queued (it is kept beneath).
-    private func note(_ day: DayState) {
+    func note(_ day: DayState) {
         noteAnswer(about: day.day)
         state.noteServer(day)
         if state.buckets.contains(where: { $0.day == day.day }) {

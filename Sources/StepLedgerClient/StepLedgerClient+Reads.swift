@@ -140,32 +140,40 @@ extension StepLedgerClient {
         guard (1...1_000_000_000).contains(points) else {
             throw StepLedgerError.invalidRequest("points must be 1 to 1000000000")
         }
-        if let idempotencyKey {
-            guard (1...255).contains(idempotencyKey.utf8.count),
-                idempotencyKey.utf8.allSatisfy({ (0x20..<0x7F).contains($0) })
-            else {
-                throw StepLedgerError.invalidRequest("idempotencyKey must be 1 to 255 printable ASCII characters")
-            }
-        }
+        if let idempotencyKey { try IdempotencyKey.check(idempotencyKey) }
         let body = Components.Schemas.AllocationRequest(
             kind: kind == .tree ? .tree : .keystone, nodeId: nodeId, points: points,
             idempotencyKey: idempotencyKey ?? IdempotencyKey.mint(at: now(), using: &random))
+        let allocation = try await underOneKey(
+            body.idempotencyKey, attempts: attempts, unanswered: StepLedgerError.allocationUnanswered
+        ) {
+            try await createAllocation(body)
+        }
+        if allocation.status == .provisional {
+            state.provisionalAllocations[allocation.id] = allocation
+            try save()
+        }
+        return allocation
+    }
+
+    /// Runs `send` up to `attempts` times for a request under one idempotency key `key`: a try that met a 5xx, a
+    /// 409 `IDEMPOTENCY_IN_FLIGHT` or no network is sent again after the retry policy's wait. Once a try went
+    /// unanswered the server may have acted on it, so from then on every way out short of an answer about the key
+    /// (the tries used up, a later 429 or 401, a cancellation) throws `unanswered(key, last error)`: calling again
+    /// with that key cannot act twice. An answer about the key is thrown as it is.
+    func underOneKey<Value: Sendable>(
+        _ key: String, attempts: Int, unanswered wrap: (String, StepLedgerError) -> StepLedgerError,
+        send: () async throws -> Value
+    ) async throws -> Value {
         var failures = 0
-        // Once a try went unanswered the server may have spent the points: from then on every way out, a later
-        // refusal or a cancellation included, gives the key back, so calling again with it cannot spend twice.
         var unanswered: StepLedgerError?
         func ending(_ error: StepLedgerError) -> StepLedgerError {
             guard unanswered != nil else { return error }
-            return .allocationUnanswered(idempotencyKey: body.idempotencyKey, lastError: error)
+            return wrap(key, error)
         }
         while true {
             do {
-                let allocation = try await createAllocation(body)
-                if allocation.status == .provisional {
-                    state.provisionalAllocations[allocation.id] = allocation
-                    try save()
-                }
-                return allocation
+                return try await send()
             } catch let error as StepLedgerError {
                 failures += 1
                 switch error {
@@ -180,7 +188,7 @@ extension StepLedgerClient {
                     } catch {
                         throw ending(.transport("cancelled while waiting to try again"))
                     }
-                case .insufficientEnergy, .invalidRequest, .idempotencyKeyReused:
+                case .insufficientEnergy, .invalidRequest, .idempotencyKeyReused, .rereadRefused:
                     // An answer about this key: the earlier try was not stored (or this is its stored answer).
                     throw error
                 default:

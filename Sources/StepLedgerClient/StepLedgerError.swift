@@ -43,4 +43,13 @@ public enum StepLedgerError: Error, Sendable, Hashable {
     /// `idempotencyKey` to learn the outcome; the walker is charged once whatever happened. `lastError` is what
     /// the last try met.
     indirect case allocationUnanswered(idempotencyKey: String, lastError: StepLedgerError)
+    /// The server will not take an answer to this re-read request: `REREAD_NOT_FOUND` (no such request for the
+    /// walker), `REREAD_ALREADY_ANSWERED` (answered under another key: its nonce is one-time), `REREAD_EXPIRED`
+    /// (past its deadline, or the day was decided another way first) or `REREAD_NONCE_MISMATCH`. Read the day with
+    /// ``StepLedgerClient/days(from:to:)`` to see how it was decided.
+    case rereadRefused(code: String)
+    /// Every try of a re-read answer met no answer, a 5xx or a 409 `IDEMPOTENCY_IN_FLIGHT`: the server may have
+    /// taken it. Call ``StepLedgerClient/answerReread(_:readings:sampleDigest:attempts:idempotencyKey:)`` again
+    /// with the same readings and this `idempotencyKey` to learn the outcome. `lastError` is what the last try met.
+    indirect case rereadUnanswered(idempotencyKey: String, lastError: StepLedgerError)
 }

@@ -19,7 +19,8 @@ public struct WalkerState: Sendable, Hashable {
         public var spendable: Int
     }
 
-    /// A day the server asks the app to read again (the challenge re-read handshake).
+    /// A day the server asks the app to read again (the challenge re-read handshake); answer it with
+    /// ``StepLedgerClient/answerReread(_:readings:sampleDigest:attempts:idempotencyKey:)``.
     public struct RereadRequest: Sendable, Hashable {
         public var id: String
         public var day: CalendarDay
@@ -70,7 +71,8 @@ public struct WalkerEvent: Sendable, Hashable {
     public enum Kind: Sendable, Hashable {
         /// Points of an allocation came back because the days it drew on were not credited: clear its badge.
         case allocationReverted(allocationId: String, points: Int, days: [CalendarDay])
-        /// The server asks for a fresh read of a day; answer before the deadline.
+        /// The server asks for a fresh read of a day: answer with
+        /// ``StepLedgerClient/answerReread(_:readings:sampleDigest:attempts:idempotencyKey:)`` before the deadline.
         case rereadRequested(WalkerState.RereadRequest)
         /// A type this version of the client does not know.
         case other(type: String)

@@ -272,4 +272,87 @@ struct ClientIntegrationTests {
             #expect(days.map(\.status) == [.accepted, .rejected])
         }
     }
+    @Test(
+        "production: re-read requests from GET /walker and the event stream, answered through the SDK: a consistent read accepts the day, a replay answers the same, another key is refused, a low read quarantines",
+        arguments: TestDatabases.kinds)
+    func reread(kind: DatabaseKind) async throws {
+        let (harness, token) = try await AdminTests.setUp(kind) { $0.reread.enabled = true }
+        let appCheck = try #require(harness.appCheckKey)
+        let clock = harness.clock
+        let folder = Self.store()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        try await harness.run(.live, sendingAppCheck: false) { http in
+            let credentials = ClosureCredentials(
+                sessionToken: { _ in token }, appCheckToken: { try appCheck.token(now: clock.now) })
+            let client = try Self.client(harness, port: http.port, store: folder, credentials: credentials)
+            // Two days whose count went backwards (6 000, then 5 000): the reconcile asks for a re-read of each.
+            let (day, other) = (Self.today.adding(days: -1), Self.today.adding(days: -2))
+            for count in [6_000, 5_000] {
+                for each in [day, other] { try await Self.record(client, each, count, now: clock.now) }
+                #expect(try await client.flush().delivered.count == 2)
+                clock.advance(seconds: 10)
+            }
+            clock.advance(seconds: 60)
+            _ = try await harness.app.worker.drain()
+            let requests = try await client.walker().rereadRequests
+            #expect(requests.map(\.day) == [other, day])
+            let announced = try await withThrowingTaskGroup(of: [WalkerState.RereadRequest].self) { group in
+                group.addTask {
+                    var seen: [WalkerState.RereadRequest] = []
+                    for try await event in client.events() {
+                        if case .rereadRequested(let request) = event.kind { seen.append(request) }
+                        if seen.count == 2 { break }
+                    }
+                    return seen
+                }
+                group.addTask {
+                    try await Task.sleep(nanoseconds: 20_000_000_000)
+                    return []
+                }
+                let first = try await group.next() ?? []
+                group.cancelAll()
+                return first
+            }
+            #expect(Set(announced) == Set(requests), "the events carry the requests GET /walker lists")
+
+            let consistent = try #require(requests.first { $0.day == day })
+            let start = Date(timeIntervalSince1970: TimeInterval(day.daysSinceEpoch) * 86_400)
+            let reading = RereadReading(
+                sourceBundleId: "com.apple.health", count: 6_200, sampleStart: start.addingTimeInterval(18_000),
+                sampleEnd: start.addingTimeInterval(75_600))
+            let outcome = try await client.answerReread(
+                consistent, readings: [reading], sampleDigest: "sha256:sdk", idempotencyKey: "reread-sdk-1")
+            #expect(outcome.isAccepted)
+            #expect(outcome.day.acceptedCount == 6_200)
+            #expect(outcome.day.reasons.isEmpty)
+            let replayed = try await client.answerReread(
+                consistent, readings: [reading], sampleDigest: "sha256:sdk", idempotencyKey: "reread-sdk-1")
+            #expect(replayed == outcome, "the same key replays the stored answer")
+            await #expect(throws: StepLedgerError.rereadRefused(code: "REREAD_ALREADY_ANSWERED")) {
+                try await client.answerReread(consistent, readings: [reading], sampleDigest: "sha256:sdk")
+            }
+            var unknown = consistent
+            unknown.id = "no-such-request"
+            await #expect(throws: StepLedgerError.rereadRefused(code: "REREAD_NOT_FOUND")) {
+                try await client.answerReread(unknown, readings: [reading], sampleDigest: "sha256:sdk")
+            }
+
+            let low = try #require(requests.first { $0.day == other })
+            var below = reading
+            below.count = 4_000
+            below.sampleStart.addTimeInterval(-86_400)
+            below.sampleEnd.addTimeInterval(-86_400)
+            let quarantined = try await client.answerReread(low, readings: [below], sampleDigest: "sha256:low")
+            #expect(quarantined.day.status == .quarantined)
+            #expect(quarantined.day.reasons == ["COUNT_WENT_BACKWARDS", "REREAD_COUNT_BELOW_SUBMITTED"])
+
+            let states = Dictionary(uniqueKeysWithValues: await client.dayStates().map { ($0.day, $0) })
+            #expect(states[day]?.status == .accepted)
+            #expect(states[day]?.acceptedCount == 6_200)
+            #expect(states[other]?.status == .quarantined)
+            #expect(try await client.walker().rereadRequests.isEmpty)
+            let days = try await client.days(from: other, to: day)
+            #expect(days.map(\.status) == [.quarantined, .accepted])
+        }
+    }
 }

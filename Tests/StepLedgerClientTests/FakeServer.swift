@@ -81,6 +81,7 @@ final class FakeServer: ClientTransport, Sendable {
         var script: @Sendable (_ key: String?, _ attempt: Int) -> Script = { _, _ in .accept }
         var attempts: [String: Int] = [:]
         var extraRoutes: [String: @Sendable (HTTPRequest) -> (HTTPResponse, HTTPBody?)] = [:]
+        var bodyRoutes: [String: @Sendable (HTTPRequest, Data) throws -> (HTTPResponse, HTTPBody?)] = [:]
     }
 
     let clock: ManualClock
@@ -94,6 +95,14 @@ final class FakeServer: ClientTransport, Sendable {
 
     func route(_ operationID: String, _ answer: @escaping @Sendable (HTTPRequest) -> (HTTPResponse, HTTPBody?)) {
         state.withLock { $0.extraRoutes[operationID] = answer }
+    }
+
+    /// A route that sees the request's body too, and may throw (a request that never reaches the server).
+    func route(
+        _ operationID: String,
+        withBody answer: @escaping @Sendable (HTTPRequest, Data) throws -> (HTTPResponse, HTTPBody?)
+    ) {
+        state.withLock { $0.bodyRoutes[operationID] = answer }
     }
 
     /// Answers `GET /step/days` with `day` ACCEPTED at `count`, holding the answer's body until `release`: the read
@@ -146,6 +155,11 @@ final class FakeServer: ClientTransport, Sendable {
             $0.appChecks.append(appCheck)
         }
         if let route = state.withLock({ $0.extraRoutes[operationID] }) { return route(request) }
+        if let route = state.withLock({ $0.bodyRoutes[operationID] }) {
+            var bytes = Data()
+            if let body { bytes = try await Data(collecting: body, upTo: 10_000_000) }
+            return try route(request, bytes)
+        }
         guard operationID == "ingestStepBatch", let body else { return (HTTPResponse(status: .notFound), nil) }
         let bytes = try await Data(collecting: body, upTo: 10_000_000)
         let object = try JSONSerialization.jsonObject(with: bytes) as? [String: Any]
