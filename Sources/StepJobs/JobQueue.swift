@@ -64,10 +64,15 @@ package struct JobQueue: Sendable {
     ///   time, so two slots never wait on each other for the walker's lock (`scripts/bench-worker` on PostgreSQL
     ///   went from 0.80 of the creation rate to 0.98–1.01 with it). Several due jobs of one walker may still be
     ///   claimed together when none of its kind runs.
-    /// - Each kind of candidate is read in claim order through `jobs_due` and cut at `limit` before the two are
-    ///   appended (`UNION ALL`) and cut again, so a claim reads a handful of index entries however long the
-    ///   backlog is. (Written as `job_id IN (…) OR job_id IN (…)`, PostgreSQL read the whole table to apply the
-    ///   `OR`: 20 ms a claim with 15 000 jobs waiting.)
+    /// - A job whose lease ran out (its worker died or hung on it) is claimed alone: the claim takes the oldest
+    ///   such job and nothing else, and due jobs only when there is none. A job that kills its worker is so run
+    ///   on its own from its second attempt on, and costs only its own attempts, not those of the jobs that
+    ///   would have been claimed with it again and again (with batch claims, up to `limit` jobs that never ran
+    ///   were parked as dead beside it). The jobs of a dead worker's batch are taken back one claim each.
+    /// - Each kind of candidate is read in claim order through `jobs_due` and cut before the two are appended
+    ///   (`UNION ALL`), so a claim reads a handful of index entries however long the backlog is. (Written as
+    ///   `job_id IN (…) OR job_id IN (…)`, PostgreSQL read the whole table to apply the `OR`: 20 ms a claim with
+    ///   15 000 jobs waiting.)
     /// - First it parks as dead the jobs whose lease ran out on their last allowed attempt (`rescue`), so a job
     ///   that kills its worker is not claimed after every lease forever.
     /// - Never a job of `excludingKinds`: the kinds a worker may be configured without (`JobRegistry.optionalKinds`,
@@ -120,20 +125,19 @@ package struct JobQueue: Sendable {
         let ofKinds: SQLText =
             excludingKinds.isEmpty ? "" : " AND kind NOT IN (\(binds: excludingKinds.sorted()))"
         let chosen: SQLText = """
+            WITH lapsed AS (
+                SELECT job_id FROM jobs
+                WHERE state = 'running' AND lease_until <= \(bind: nowMs) AND attempts < max_attempts\(ofKinds)
+                ORDER BY run_at, job_id LIMIT 1\(tx.forUpdateSkipLocked))
+            SELECT job_id FROM lapsed
+            UNION ALL
             SELECT job_id FROM (
-                SELECT job_id, run_at FROM (
-                    SELECT job_id, run_at FROM jobs
-                    WHERE state = 'pending' AND run_at <= \(bind: nowMs)\(ofKinds) AND NOT EXISTS (
-                        SELECT 1 FROM jobs AS held
-                        WHERE held.state = 'running' AND held.walker_id = jobs.walker_id AND held.kind = jobs.kind)
-                    ORDER BY run_at, job_id LIMIT \(bind: limit)\(tx.forUpdateSkipLocked)) AS due
-                UNION ALL
-                SELECT job_id, run_at FROM (
-                    SELECT job_id, run_at FROM jobs
-                    WHERE state = 'running' AND lease_until <= \(bind: nowMs) AND attempts < max_attempts\(ofKinds)
-                    ORDER BY run_at, job_id LIMIT \(bind: limit)\(tx.forUpdateSkipLocked)) AS lapsed
-            ) AS claimable
-            ORDER BY run_at, job_id LIMIT \(bind: limit)
+                SELECT job_id FROM jobs
+                WHERE state = 'pending' AND run_at <= \(bind: nowMs)\(ofKinds) AND NOT EXISTS (
+                    SELECT 1 FROM jobs AS held
+                    WHERE held.state = 'running' AND held.walker_id = jobs.walker_id AND held.kind = jobs.kind)
+                ORDER BY run_at, job_id LIMIT \(bind: limit)\(tx.forUpdateSkipLocked)) AS due
+            WHERE NOT EXISTS (SELECT 1 FROM lapsed)
             """
         return """
             UPDATE jobs SET state = 'running', attempts = attempts + 1, lease_until = \(bind: lease),

@@ -79,7 +79,7 @@ struct JobQueueTests {
     }
 
     @Test(
-        "claims take the oldest due jobs first, ties by id, expired leases among them, whatever the backlog",
+        "claims take the oldest due jobs first, ties by id, an expired lease's job before them and alone, whatever the backlog",
         arguments: TestDatabases.kinds)
     func claimOrder(kind: DatabaseKind) async throws {
         let test = try await TestDatabases.make(kind)
@@ -110,14 +110,57 @@ struct JobQueueTests {
                 (try $0.decode(column: "job_id", as: String.self), try $0.decode(column: "walker_id", as: String.self))
             })
         let ids = { (prefix: String) in walkerOf.filter { $0.value.hasPrefix(prefix) }.keys.sorted() }
-        let expected = [abandoned.id] + ids("before-") + ids("now-")
-        #expect(expected.count == 81)
+        let expected = ids("before-") + ids("now-")
+        #expect(expected.count == 80)
         #expect(batches.flatMap { $0 }.count == 81)
-        #expect(batches.first?.contains { $0.id == abandoned.id && $0.attempt == 2 } == true)
+        // The abandoned job first, alone (a job whose worker died is claimed on its own).
+        #expect(batches.first?.map(\.id) == [abandoned.id])
+        #expect(batches.first?.first?.attempt == 2)
         #expect(
-            batches.map { Set($0.map(\.id)) }
+            batches.dropFirst().map { Set($0.map(\.id)) }
                 == stride(from: 0, to: expected.count, by: 7).map { Set(expected[$0..<min($0 + 7, expected.count)]) })
         #expect(try await queue.depth()[.pending] == 40)
+        try await test.close()
+    }
+
+    @Test(
+        "a dead worker's jobs are claimed back one per claim, before due jobs: a job that kills its worker every time is parked dead alone, its batch-mates lose one attempt",
+        arguments: TestDatabases.kinds)
+    func lapsedAlone(kind: DatabaseKind) async throws {
+        let test = try await TestDatabases.make(kind)
+        let queue = JobQueue(store: test.store, leaseSeconds: 60)
+        for index in 0..<4 { try await #require(Self.enqueue(Self.job("w\(index)", attempts: 4), test.store)) }
+        let batch = try await queue.claim(limit: 10, now: Self.t0)
+        #expect(batch.count == 4)
+        // The worker dies with the four claimed; a new job falls due meanwhile.
+        try await #require(Self.enqueue(Self.job("fresh", attempts: 4), test.store))
+        var now = Self.t0.addingTimeInterval(61)
+        var retaken: [ClaimedJob] = []
+        for _ in 0..<4 {
+            let claim = try await queue.claim(limit: 10, now: now)
+            #expect(claim.count == 1, "a lapsed job is claimed alone")
+            #expect(claim.first?.attempt == 2)
+            retaken += claim
+        }
+        #expect(Set(retaken.map(\.id)) == Set(batch.map(\.id)))
+        let fresh = try await queue.claim(limit: 10, now: now)
+        #expect(fresh.map(\.walkerId) == ["fresh"])
+        #expect(try await test.store.transaction { try await JobQueue.complete(fresh, in: $0) })
+        // The first of them kills its worker every time it runs; the others finish.
+        let (poison, finished) = (retaken[0], Array(retaken.dropFirst()))
+        #expect(try await test.store.transaction { try await JobQueue.complete(finished, in: $0) })
+        try await #require(Self.enqueue(Self.job("later", attempts: 4), test.store, now: now))
+        for attempt in 3...4 {
+            now = now.addingTimeInterval(61)
+            let claim = try await queue.claim(limit: 10, now: now)
+            #expect(claim.map(\.id) == [poison.id], "attempt \(attempt) alone")
+            #expect(claim.first?.attempt == attempt)
+        }
+        // Its last attempt lapses too: parked dead, and the job that waited behind it is claimed.
+        now = now.addingTimeInterval(61)
+        #expect(try await queue.claim(limit: 10, now: now).map(\.walkerId) == ["later"])
+        let dead = try await queue.list(state: .dead)
+        #expect(dead.map(\.id) == [poison.id])
         try await test.close()
     }
 
