@@ -189,18 +189,22 @@ struct HostileClientTests {
     @Test(
         "a request answered before its body came (a 401) leaves the connection under a deadline once the body is in")
     func earlyAnswer() async throws {
-        let harness = try await Self.make()
+        // Deadlines of 3 s, not 1: on a loaded machine a 1 s head timer has fired before the head was read.
+        let harness = try await TestHarness.make(kind: .sqlite) {
+            $0.http.requestHeadTimeoutSeconds = 3
+            $0.http.requestBodyTimeoutSeconds = 3
+        }
         try await harness.run(.live) { client in
             let port = try #require(client.port)
             let (answer, text, closed) = try await RawConnection.offPool {
-                let connection = try RawConnection(port: port)
+                let connection = try RawConnection(port: port, receiveTimeout: 30)
                 connection.send(
                     "POST /step/ingest HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                         + "Content-Length: 1\r\n\r\n")
                 let answer = connection.read(through: "}")
                 connection.send("{")
-                // Idle from here: closed by the 1 s head timeout. A connection left open would hold the read for
-                // the 10 s receive timeout and read as not closed.
+                // Idle from here: closed by the 3 s head timeout. A connection left open would hold the read for
+                // the 30 s receive timeout and read as not closed.
                 let (text, closed) = connection.readUntilClosed()
                 return (answer, text, closed)
             }

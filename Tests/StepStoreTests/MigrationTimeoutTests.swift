@@ -51,14 +51,18 @@ struct MigrationTimeoutTests {
         _ = try await Migrator(database: migrating, migrations: table).migrate()
         let reader = try PostgreSQLDatabase.open(url: test.url, settings: settings, logger: Logger(label: "test"))
 
-        // A reader holds the table for 3 s: the ALTER's first turns time out, a later one applies it.
+        // A reader holds the table for 3 s: the ALTER's first turns time out, a later one applies it. The
+        // migration starts once the reader holds its lock (a fixed pause was not enough on a loaded machine).
+        let (locked, lockHeld) = AsyncStream.makeStream(of: Void.self)
         let holding = Task {
+            defer { lockHeld.finish() }
             try await reader.transaction { sql in
                 try await sql.raw("SELECT x FROM held").run()
+                lockHeld.yield()
                 try await Task.sleep(for: .seconds(3))
             }
         }
-        try await Task.sleep(for: .milliseconds(300))
+        for await _ in locked { break }
         let started = ContinuousClock.now
         var patient = Migrator(database: migrating, migrations: change)
         patient.lockTimeout = 500
@@ -68,13 +72,16 @@ struct MigrationTimeoutTests {
 
         // Held longer than the retry budget: it gives up with the lock timeout, nothing applied.
         let third = change + [Migration(version: 3, name: "another") { _ in ["ALTER TABLE held ADD COLUMN z INTEGER"] }]
+        let (lockedLonger, longerLockHeld) = AsyncStream.makeStream(of: Void.self)
         let holdingLonger = Task {
+            defer { longerLockHeld.finish() }
             try await reader.transaction { sql in
                 try await sql.raw("SELECT x FROM held").run()
+                longerLockHeld.yield()
                 try await Task.sleep(for: .seconds(6))
             }
         }
-        try await Task.sleep(for: .milliseconds(300))
+        for await _ in lockedLonger { break }
         var impatient = Migrator(database: migrating, migrations: third)
         impatient.lockTimeout = 500
         impatient.lockRetrySeconds = 1
