@@ -10,7 +10,8 @@ import StepLedgerClient
     import Darwin
 #endif
 
-/// The client SDK from a shell: record buckets into a queue folder, flush them, and print the walker's state.
+/// The client SDK from a shell: record buckets into a queue folder, flush them, print the walker's state, and answer
+/// a re-read request.
 @main
 struct StepledgerClientCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -22,7 +23,7 @@ struct StepledgerClientCommand: AsyncParsableCommand {
             (`stepd token --walker ID` prints one for a test-phase server); --app-check or \
             STEPLEDGER_APP_CHECK adds an App Check token for a production server.
             """,
-        subcommands: [Record.self, Flush.self, Status.self]
+        subcommands: [Record.self, Flush.self, Status.self, Reread.self]
     )
 }
 
@@ -156,6 +157,81 @@ struct Status: AsyncParsableCommand {
         print("\(queued.count) bucket(s) queued")
         if let paused = await client.pausedUntil() { print("queue paused until \(paused)") }
     }
+}
+
+struct Reread: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Answer the walker's open re-read request for a day with a fresh count per source bundle.",
+        discussion: """
+            Finds the open request for --day in GET /walker, answers it (POST /step/reread) and prints the outcome \
+            as one JSON line. Each bundle's samples span an equal share of the request's window (up to now), so \
+            no two bundles overlap. When no try is answered the error names the idempotency key: pass it as \
+            --idempotency-key, with the same counts, to learn the outcome.
+            """)
+
+    @OptionGroup var options: ClientOptions
+
+    @Option(help: "The day of the open request (YYYY-MM-DD).")
+    var day: String
+
+    @Option(
+        name: .customLong("count"),
+        help: "BUNDLE=COUNT, a source bundle's fresh count of the day; repeat it for each bundle.")
+    var counts: [String]
+
+    @Option(help: "A digest of the samples read, kept by the server as evidence.")
+    var digest = "stepledger-client"
+
+    @Option(help: "The idempotency key of an earlier answer that went unanswered.")
+    var idempotencyKey: String?
+
+    func validate() throws {
+        guard CalendarDay(day) != nil else { throw ValidationError("--day must be YYYY-MM-DD") }
+        guard !counts.isEmpty else { throw ValidationError("at least one --count BUNDLE=COUNT is needed") }
+        for count in counts where Self.parse(count) == nil {
+            throw ValidationError("--count must be BUNDLE=COUNT with a whole number of steps, not \(count)")
+        }
+    }
+
+    static func parse(_ text: String) -> (bundle: String, count: Int)? {
+        guard let equals = text.lastIndex(of: "="), let count = Int(text[text.index(after: equals)...]) else {
+            return nil
+        }
+        let bundle = String(text[..<equals])
+        return bundle.isEmpty ? nil : (bundle, count)
+    }
+
+    func run() async throws {
+        let client = try options.open()
+        let walker = try await client.walker()
+        guard let request = walker.rereadRequests.first(where: { $0.day.description == day }) else {
+            throw CommandFailure("no open re-read request for \(day)")
+        }
+        let parsed = counts.compactMap(Self.parse)
+        let end = min(request.windowEnd.addingTimeInterval(-1), max(request.windowStart, Date()))
+        let share = end.timeIntervalSince(request.windowStart) / Double(parsed.count)
+        let readings = parsed.enumerated().map { index, entry in
+            let start = request.windowStart.addingTimeInterval((share * Double(index)).rounded(.down))
+            let last = index == parsed.count - 1 ? end : start.addingTimeInterval(max(0, share.rounded(.down) - 1))
+            return RereadReading(sourceBundleId: entry.bundle, count: entry.count, sampleStart: start, sampleEnd: last)
+        }
+        let outcome = try await client.answerReread(
+            request, readings: readings, sampleDigest: digest, idempotencyKey: idempotencyKey)
+        var line: [String: Any] = [
+            "requestId": outcome.requestId, "day": "\(outcome.day.day)", "status": outcome.day.status.rawValue,
+            "reportedCount": outcome.day.reportedCount, "reasons": outcome.day.reasons,
+        ]
+        if let accepted = outcome.day.acceptedCount { line["acceptedCount"] = accepted }
+        let data = try JSONSerialization.data(withJSONObject: line, options: [.sortedKeys])
+        print(String(decoding: data, as: UTF8.self))
+    }
+}
+
+/// A refusal that is not about the command line: printed as one line, exit status 1, no usage text.
+struct CommandFailure: Error, CustomStringConvertible {
+    let description: String
+
+    init(_ description: String) { self.description = description }
 }
 
 /// For the client crash test: with `STEPLEDGER_CLIENT_CRASH_AFTER_ANSWER=p`, each request's answer kills the
