@@ -66,9 +66,10 @@ package struct JobQueue: Sendable {
     ///   claimed together when none of its kind runs.
     /// - A job whose lease ran out (its worker died or hung on it) is claimed alone: the claim takes the oldest
     ///   such job and nothing else, and due jobs only when there is none. A job that kills its worker is so run
-    ///   on its own from its second attempt on, and costs only its own attempts, not those of the jobs that
-    ///   would have been claimed with it again and again (with batch claims, up to `limit` jobs that never ran
-    ///   were parked as dead beside it). The jobs of a dead worker's batch are taken back one claim each.
+    ///   on its own from its second attempt on, and no longer costs the jobs that would have been claimed with it
+    ///   again and again an attempt at each crash (with batch claims, up to `limit` jobs that never ran were
+    ///   parked as dead beside it); what the process's other slots run meanwhile still does. The jobs of a dead
+    ///   worker's batch are taken back one claim each.
     /// - Each kind of candidate is read in claim order through `jobs_due` and cut before the two are appended
     ///   (`UNION ALL`), so a claim reads a handful of index entries however long the backlog is. (Written as
     ///   `job_id IN (…) OR job_id IN (…)`, PostgreSQL read the whole table to apply the `OR`: 20 ms a claim with

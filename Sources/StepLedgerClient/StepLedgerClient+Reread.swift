@@ -35,7 +35,8 @@ extension StepLedgerClient {
     /// counts went backwards or whose sources overlapped, through a ``WalkerEvent/Kind/rereadRequested(_:)``
     /// event or ``WalkerState/rereadRequests`` of ``walker()``. Read the day's samples again over the request's
     /// window (``WalkerState/RereadRequest/windowStart`` to ``WalkerState/RereadRequest/windowEnd``) and give one
-    /// reading per source bundle; the answer decides the day at once and the client's ``dayStates()`` show it.
+    /// reading per source bundle; the answer decides the day at once and the client's ``dayStates()`` show it
+    /// (not when the answer is an earlier try's, replayed under its key: read the day then).
     ///
     /// Every try (up to `attempts`) goes under one idempotency key with the same body: a try that met a 5xx, a 409
     /// `IDEMPOTENCY_IN_FLIGHT` or no network is sent again, and the server's stored answer comes back if an earlier
@@ -62,14 +63,18 @@ extension StepLedgerClient {
                     sampleSpan: .init(startUtc: $0.sampleStart, endUtc: $0.sampleEnd))
             },
             sampleDigest: sampleDigest, idempotencyKey: key)
-        let outcome = try await underOneKey(
+        let answered = try await underOneKey(
             key, attempts: attempts, unanswered: StepLedgerError.rereadUnanswered
         ) {
             try await postReread(body)
         }
-        note(outcome.day)
-        try save()
-        return outcome
+        // A replayed answer (an earlier try's, learned with its key) may be days old: the day may have moved on
+        // since, so it does not overwrite what the client shows; `days(from:to:)` reads the day as it is.
+        if !answered.replayed {
+            note(answered.outcome.day)
+            try save()
+        }
+        return answered.outcome
     }
 
     private static func check(readings: [RereadReading], sampleDigest: String, idempotencyKey: String?) throws {
@@ -96,7 +101,13 @@ extension StepLedgerClient {
         if let idempotencyKey { try IdempotencyKey.check(idempotencyKey) }
     }
 
-    private func postReread(_ body: Components.Schemas.RereadRequest) async throws -> RereadOutcome {
+    /// An answer, and whether it is the stored answer of an earlier try replayed under the key.
+    private struct Answered: Sendable {
+        var outcome: RereadOutcome
+        var replayed: Bool
+    }
+
+    private func postReread(_ body: Components.Schemas.RereadRequest) async throws -> Answered {
         // A refused App Check token is asked for again once, without touching the session (as a flush does).
         var appCheckAskedAgain = false
         return try await authorized {
@@ -114,7 +125,7 @@ extension StepLedgerClient {
                     guard case .json(let answer) = ok.body, let outcome = RereadOutcome(answer) else {
                         return .failure(.unexpectedResponse(status: 200, code: nil))
                     }
-                    return .value(outcome)
+                    return .value(Answered(outcome: outcome, replayed: ok.headers.idempotentReplayed == "true"))
                 case .badRequest(let response):
                     guard case .json(let error) = response.body else { return .failure(.invalidRequest("")) }
                     return .failure(.invalidRequest(error.message))
@@ -127,7 +138,13 @@ extension StepLedgerClient {
                 case .forbidden:
                     return .failure(.walkerSuspended)
                 case .notFound(let response):
-                    return .failure(.rereadRefused(code: (try? response.body.json)?.error ?? "REREAD_NOT_FOUND"))
+                    // Only the route's own refusal: a 404 from elsewhere (an older instance mid-deploy) is not an
+                    // answer about the key.
+                    let code = (try? response.body.json)?.error
+                    guard let code, code.hasPrefix("REREAD_") else {
+                        return .failure(.unexpectedResponse(status: 404, code: code))
+                    }
+                    return .failure(.rereadRefused(code: code))
                 case .conflict(let response):
                     let code = (try? response.body.json)?.error
                     guard let code, code.hasPrefix("REREAD_") else {
@@ -137,7 +154,10 @@ extension StepLedgerClient {
                 case .unprocessableContent(let response):
                     let code = (try? response.body.json)?.error
                     if code == "IDEMPOTENCY_KEY_REUSED" { return .failure(.idempotencyKeyReused) }
-                    return .failure(.rereadRefused(code: code ?? "REREAD_NONCE_MISMATCH"))
+                    guard let code, code.hasPrefix("REREAD_") else {
+                        return .failure(.unexpectedResponse(status: 422, code: code))
+                    }
+                    return .failure(.rereadRefused(code: code))
                 case .contentTooLarge: return .failure(.invalidRequest("the request is too large"))
                 case .unsupportedMediaType: return .failure(.invalidRequest("unsupported media type"))
                 case .tooManyRequests(let response): return .failure(Self.rateLimited(response.headers.retryAfter))

@@ -44,12 +44,14 @@ public enum StepLedgerError: Error, Sendable, Hashable {
     /// the last try met.
     indirect case allocationUnanswered(idempotencyKey: String, lastError: StepLedgerError)
     /// The server will not take an answer to this re-read request: `REREAD_NOT_FOUND` (no such request for the
-    /// walker), `REREAD_ALREADY_ANSWERED` (answered under another key: its nonce is one-time), `REREAD_EXPIRED`
-    /// (past its deadline, or the day was decided another way first) or `REREAD_NONCE_MISMATCH`. Read the day with
+    /// walker), `REREAD_ALREADY_ANSWERED` (answered under another key, or under this one longer ago than the server
+    /// keeps answers for their keys: its nonce is one-time), `REREAD_EXPIRED` (past its deadline, or the day was
+    /// decided another way first) or `REREAD_NONCE_MISMATCH`. Read the day with
     /// ``StepLedgerClient/days(from:to:)`` to see how it was decided.
     case rereadRefused(code: String)
-    /// Every try of a re-read answer met no answer, a 5xx or a 409 `IDEMPOTENCY_IN_FLIGHT`: the server may have
-    /// taken it. Call ``StepLedgerClient/answerReread(_:readings:sampleDigest:attempts:idempotencyKey:)`` again
+    /// A try of a re-read answer met no answer, a 5xx or a 409 `IDEMPOTENCY_IN_FLIGHT`, and no later try was
+    /// answered about the key (the tries ran out, or a 429, 401, 403 or cancellation ended them): the server may
+    /// have taken it. Call ``StepLedgerClient/answerReread(_:readings:sampleDigest:attempts:idempotencyKey:)`` again
     /// with the same readings and this `idempotencyKey` to learn the outcome. `lastError` is what the last try met.
     indirect case rereadUnanswered(idempotencyKey: String, lastError: StepLedgerError)
 }

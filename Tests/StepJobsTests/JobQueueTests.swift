@@ -132,8 +132,9 @@ struct JobQueueTests {
         for index in 0..<4 { try await #require(Self.enqueue(Self.job("w\(index)", attempts: 4), test.store)) }
         let batch = try await queue.claim(limit: 10, now: Self.t0)
         #expect(batch.count == 4)
-        // The worker dies with the four claimed; a new job falls due meanwhile.
-        try await #require(Self.enqueue(Self.job("fresh", attempts: 4), test.store))
+        // The worker dies with the four claimed; a job due before them all waits meanwhile.
+        try await #require(
+            Self.enqueue(Self.job("fresh", at: Self.t0.addingTimeInterval(-100), attempts: 4), test.store))
         var now = Self.t0.addingTimeInterval(61)
         var retaken: [ClaimedJob] = []
         for _ in 0..<4 {

@@ -175,6 +175,47 @@ struct ClientRereadTests {
             try await client.answerReread(Self.request, readings: Self.readings, sampleDigest: "d")
         }
         #expect(await client.dayStates().isEmpty, "no refusal says anything of the day")
+        // A 404 or 422 that is not the route's refusal (no REREAD_ code) is no answer about the key: after an
+        // unanswered try the key comes back.
+        for status in [404, 422] {
+            let round = Mutex(0)
+            server.route("answerReread") { _, _ in
+                let first = round.withLock {
+                    $0 += 1
+                    return $0 == 1
+                }
+                return first ? Self.error(503, "SERVICE_UNAVAILABLE") : (HTTPResponse(status: .init(code: status)), nil)
+            }
+            do {
+                _ = try await client.answerReread(Self.request, readings: Self.readings, sampleDigest: "d")
+                Issue.record("a bare \(status) returned")
+            } catch StepLedgerError.rereadUnanswered(let key, let last) {
+                #expect(!key.isEmpty)
+                #expect(last == .unexpectedResponse(status: status, code: nil))
+            }
+        }
+    }
+
+    @Test("a replayed answer (an earlier try's, under its key) does not overwrite the day the client shows")
+    func replayNotNoted() async throws {
+        let store = temporaryStore()
+        defer { try? FileManager.default.removeItem(at: store) }
+        let clock = ManualClock(seedInstant)
+        let server = FakeServer(clock: clock)
+        let replayed = Mutex(true)
+        server.route("answerReread") { _, _ in
+            var (response, body) = Self.accepted
+            if replayed.withLock({ $0 }) { response.headerFields[HTTPField.Name("Idempotent-Replayed")!] = "true" }
+            return (response, body)
+        }
+        let client = try makeClient(store: store, server: server, clock: clock)
+        let old = try await client.answerReread(
+            Self.request, readings: Self.readings, sampleDigest: "d", idempotencyKey: "k-1")
+        #expect(old.isAccepted)
+        #expect(await client.dayStates().isEmpty)
+        replayed.withLock { $0 = false }
+        _ = try await client.answerReread(Self.request, readings: Self.readings, sampleDigest: "d")
+        #expect(await client.dayStates().map(\.status) == [.accepted])
     }
 
     @Test("a refused App Check token is asked for again once, without a new session token")
