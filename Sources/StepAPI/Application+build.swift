@@ -186,6 +186,13 @@ package func buildApplication(
             "admin.secureCookie is off: browsers send the console's session cookie over plain http too; set it when the console is reached over https"
         )
     }
+    // A root meant for tests or staging, left in a production configuration, would trust a CA that is not Apple's
+    // for every iOS attestation.
+    if configuration.mode == .production, let root = configuration.appAttest.rootCertificateFile {
+        logger.warning(
+            "appAttest.rootCertificateFile replaces Apple's App Attestation root in production: every iOS attestation is checked against \(root) instead"
+        )
+    }
     // Test-phase runs without Android keys as a matter of course: only production is warned.
     if configuration.mode == .production, configuration.playIntegrity.configuration == nil {
         logger.warning("playIntegrity.* is not set: POST /health refuses every Android device")

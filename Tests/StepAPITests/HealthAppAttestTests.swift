@@ -68,6 +68,24 @@ struct HealthAppAttestTests {
         return (harness, tokens)
     }
 
+    @Test(
+        "a production server whose App Attest root is not Apple's says so at start; test-phase, or Apple's root, does not",
+        arguments: TestDatabases.kinds)
+    func replacedRootWarning(kind: DatabaseKind) async throws {
+        let warning = "appAttest.rootCertificateFile replaces Apple's App Attestation root in production"
+        let authority = try AppAttestDevelopmentAuthority.generate(now: TestHarness.seedInstant)
+        let (replaced, _) = try await Self.production(kind, authority: authority)
+        #expect(replaced.logs.lines.contains { $0.contains(warning) })
+        try await replaced.testStore.close()
+        let keys = try AuthTests.KeySet()
+        let apple = try await AuthTests.harness(kind: kind, keys: keys, production: true) {
+            $0.appAttest.teamId = "ABCDE12345"
+            $0.appAttest.bundleIds = ["org.stepledger.ios"]
+        }
+        #expect(!apple.logs.lines.contains { $0.contains(warning) })
+        try await apple.testStore.close()
+    }
+
     static func body(nonce: String, token: String, date: String, steps: Int = 8500, keyId: String? = nil) -> HealthBody
     {
         var body = HealthBody(nonce: nonce, token: token, platform: "ios", steps: steps, date: date, keyId: keyId)
