@@ -9,9 +9,24 @@ extension StepLedgerClient {
     /// the whole exchange runs once more with a new nonce and a fresh attestation: a key restored from a backup
     /// onto another phone is refused that way.
     ///
+    /// Submissions run one at a time: a second call waits for the first. Two assertions of one App Attest key in
+    /// flight together would race for its counter, and the server refuses the one that loses (the client would
+    /// then attest a new key for nothing).
+    ///
     /// - Throws: ``StepLedgerError/attestationFailed`` when the second attestation is refused too;
     ///   ``StepLedgerError/invalidRequest(_:)`` with seed 002's message for implausible totals.
     public func submitHealth(_ totals: HealthTotals, attestor: some Attestor) async throws -> HealthRecord {
+        while let running = healthTask {
+            _ = try? await running.value
+            if healthTask == running { healthTask = nil }
+        }
+        let task = Task { try await self.runSubmitHealth(totals, attestor: attestor) }
+        healthTask = task
+        defer { if healthTask == task { healthTask = nil } }
+        return try await task.value
+    }
+
+    private func runSubmitHealth(_ totals: HealthTotals, attestor: some Attestor) async throws -> HealthRecord {
         var resetOnce = false
         while true {
             let nonce = try await healthNonce()

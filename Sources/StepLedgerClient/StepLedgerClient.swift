@@ -68,6 +68,8 @@ public actor StepLedgerClient {
     let now: @Sendable () -> Date
     var random: ClientRandom
     var flushTask: Task<FlushReport, any Error>?
+    /// The health submission running now; the next waits for it (``submitHealth(_:attestor:)``).
+    var healthTask: Task<HealthRecord, any Error>?
     /// The keys of the buckets a flush's request carries right now; `record` leaves them queued.
     var sending: Set<String> = []
     /// How many flush answers have been noted, and the count at the last one about each day: a read of the days

@@ -1,0 +1,78 @@
+import Foundation
+import HTTPTypes
+import OpenAPIRuntime
+import Synchronization
+import Testing
+
+@testable import StepLedgerClient
+
+/// `submitHealth` against the scripted server.
+@Suite("StepLedgerClient's health submissions")
+struct ClientHealthTests {
+    /// An attestor that takes a while to answer and counts how many of its calls overlap.
+    final class SlowAttestor: Attestor {
+        let platform = HealthPlatform.ios
+        private let state = Mutex((running: 0, most: 0, calls: 0))
+
+        var mostAtOnce: Int { state.withLock { $0.most } }
+        var calls: Int { state.withLock { $0.calls } }
+
+        func attest(nonce: String) async throws -> DeviceAttestation {
+            state.withLock {
+                $0.running += 1
+                $0.calls += 1
+                $0.most = max($0.most, $0.running)
+            }
+            defer { state.withLock { $0.running -= 1 } }
+            try await Task.sleep(for: .milliseconds(50))
+            return DeviceAttestation(token: "assertion-for-\(nonce)", keyId: "key-1")
+        }
+
+        func reset() async {}
+    }
+
+    static func json(_ status: HTTPResponse.Status, _ body: String) -> (HTTPResponse, HTTPBody?) {
+        var response = HTTPResponse(status: status)
+        response.headerFields[.contentType] = "application/json"
+        return (response, HTTPBody(body))
+    }
+
+    @Test("submissions run one at a time, so two assertions of one key never race for its counter")
+    func oneAtATime() async throws {
+        let store = temporaryStore()
+        defer { try? FileManager.default.removeItem(at: store) }
+        let clock = ManualClock(seedInstant)
+        let server = FakeServer(clock: clock)
+        let nonces = Mutex(0)
+        server.route("getHealthNonce") { _ in
+            let number = nonces.withLock {
+                $0 += 1
+                return $0
+            }
+            let nonce = String(repeating: "n", count: 42) + "\(number % 10)"
+            return Self.json(.ok, #"{"nonce":"\#(nonce)","expiresAt":"2026-05-18T20:57:30Z"}"#)
+        }
+        server.route("submitHealth") { _ in
+            Self.json(
+                .created,
+                #"{"id":"h-1","userId":"w","date":"2026-05-18","steps":8421,"duration":3600,"calories":320.5,"distance":6100,"source":"healthkit","createdAt":"2026-05-18T20:42:30Z","updatedAt":"2026-05-18T20:42:30Z"}"#
+            )
+        }
+        let client = try makeClient(store: store, server: server, clock: clock)
+        let attestor = SlowAttestor()
+        let totals = HealthTotals(
+            date: CalendarDay("2026-05-18"), steps: 8_421, duration: 3_600, calories: 320.5, distance: 6_100,
+            source: "healthkit")
+        try await withThrowingTaskGroup(of: HealthRecord.self) { group in
+            for _ in 0..<3 { group.addTask { try await client.submitHealth(totals, attestor: attestor) } }
+            var records = 0
+            for try await record in group {
+                #expect(record.steps == 8_421)
+                records += 1
+            }
+            #expect(records == 3)
+        }
+        #expect(attestor.calls == 3)
+        #expect(attestor.mostAtOnce == 1, "two submissions were in flight together")
+    }
+}
