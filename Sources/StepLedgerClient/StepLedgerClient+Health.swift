@@ -23,7 +23,12 @@ extension StepLedgerClient {
         let task = Task { try await self.runSubmitHealth(totals, attestor: attestor) }
         healthTask = task
         defer { if healthTask == task { healthTask = nil } }
-        return try await task.value
+        // The caller's cancellation reaches the submission, as it would without the queue.
+        return try await withTaskCancellationHandler {
+            try await task.value
+        } onCancel: {
+            task.cancel()
+        }
     }
 
     private func runSubmitHealth(_ totals: HealthTotals, attestor: some Attestor) async throws -> HealthRecord {

@@ -75,4 +75,35 @@ struct ClientHealthTests {
         #expect(attestor.calls == 3)
         #expect(attestor.mostAtOnce == 1, "two submissions were in flight together")
     }
+
+    @Test("a cancelled submission ends, and the next one runs")
+    func cancelled() async throws {
+        let store = temporaryStore()
+        defer { try? FileManager.default.removeItem(at: store) }
+        let clock = ManualClock(seedInstant)
+        let server = FakeServer(clock: clock)
+        server.route("getHealthNonce") { _ in
+            Self.json(.ok, #"{"nonce":"\#(String(repeating: "n", count: 43))","expiresAt":"2026-05-18T20:57:30Z"}"#)
+        }
+        let posts = Mutex(0)
+        server.route("submitHealth") { _ in
+            posts.withLock { $0 += 1 }
+            return Self.json(
+                .created,
+                #"{"id":"h-1","userId":"w","date":"2026-05-18","steps":8421,"duration":3600,"calories":320.5,"distance":6100,"source":"healthkit","createdAt":"2026-05-18T20:42:30Z","updatedAt":"2026-05-18T20:42:30Z"}"#
+            )
+        }
+        let client = try makeClient(store: store, server: server, clock: clock)
+        let attestor = SlowAttestor()
+        let totals = HealthTotals(
+            date: nil, steps: 8_421, duration: 3_600, calories: 320.5, distance: 6_100, source: "healthkit")
+        let first = Task { try await client.submitHealth(totals, attestor: attestor) }
+        while attestor.calls == 0 { await Task.yield() }
+        first.cancel()
+        await #expect(throws: CancellationError.self) { try await first.value }
+        #expect(posts.withLock { $0 } == 0, "the cancelled submission posted nothing")
+        let record = try await client.submitHealth(totals, attestor: attestor)
+        #expect(record.steps == 8_421)
+        #expect(posts.withLock { $0 } == 1)
+    }
 }
