@@ -2,21 +2,24 @@ import Foundation
 import OpenAPIRuntime
 
 extension StepLedgerClient {
-    /// The walker's events, as they are stored, from after the last one this client delivered (kept across
+    /// The walker's events, as they are stored, from after the last one this client acknowledged (kept across
     /// restarts).
     ///
     /// The sequence reads the server's Server-Sent Events stream and resumes it with `Last-Event-ID` whenever it
     /// ends or breaks, waiting a backoff between failures; when the stream cannot be had (a proxy that buffers it,
     /// a server without it) it falls back to long-polling `GET /walker/events`, and tries the stream again later.
-    /// The client moves its cursor once it has handed an event to the sequence (never to one its consumer has
-    /// left), so an event can come again after a restart (compare ``WalkerEvent/id``); one handed over but not yet
-    /// taken when the app is killed is not sent again. Consume promptly, and read ``walker()`` at launch: its
-    /// `rereadRequests` lists every open re-read request whatever the events said.
     ///
-    /// An `allocation-reverted` event removes the allocation from ``provisionalAllocations()``. The sequence ends
-    /// only with ``StepLedgerError/unauthorized(reason:)`` or when its task is cancelled.
-    public nonisolated func events() -> AsyncThrowingStream<WalkerEvent, any Error> {
-        AsyncThrowingStream { continuation in
+    /// Delivery is at least once: an event is acknowledged (the client's cursor moves past it, on disk) when the
+    /// consumer asks the sequence for the next one. The event being handled when the app is killed, or when the
+    /// consumer leaves the loop, comes again in the next sequence, here or after a restart: compare
+    /// ``WalkerEvent/id`` to skip one already handled. Read ``walker()`` at launch too: its `rereadRequests` lists
+    /// every open re-read request whatever the events said.
+    ///
+    /// An `allocation-reverted` event removes the allocation from ``provisionalAllocations()`` as it arrives. The
+    /// sequence ends only with ``StepLedgerError/unauthorized(reason:)``, with
+    /// ``StepLedgerError/storeUnavailable(_:)`` when the cursor cannot be written, or when its task is cancelled.
+    public nonisolated func events() -> WalkerEventSequence {
+        let stream = AsyncThrowingStream<WalkerEvent, any Error> { continuation in
             let task = Task {
                 do {
                     try await self.pumpEvents(into: continuation)
@@ -27,18 +30,28 @@ extension StepLedgerClient {
             }
             continuation.onTermination = { _ in task.cancel() }
         }
+        return WalkerEventSequence(client: self, events: stream)
+    }
+
+    /// Moves the cursor past `id` once the consumer is done with that event.
+    func acknowledge(_ id: Int64) throws {
+        guard id > state.lastEventId else { return }
+        state.lastEventId = id
+        try save()
     }
 
     private func pumpEvents(into continuation: AsyncThrowingStream<WalkerEvent, any Error>.Continuation) async throws {
+        // What this sequence has handed over: it resumes from here, ahead of what the consumer acknowledged.
+        var cursor = state.lastEventId
         var failures = 0
         var longPollRounds = 0
         while !Task.isCancelled {
             do {
                 if longPollRounds > 0 {
                     longPollRounds -= 1
-                    try await longPoll(into: continuation)
+                    try await longPoll(after: &cursor, into: continuation)
                 } else {
-                    try await stream(into: continuation)
+                    try await stream(after: &cursor, into: continuation)
                 }
                 failures = 0
                 // A stream that ended or a poll that came back: reconnect after a breath (the server asks for a
@@ -60,9 +73,11 @@ extension StepLedgerClient {
         }
     }
 
-    private func stream(into continuation: AsyncThrowingStream<WalkerEvent, any Error>.Continuation) async throws {
+    private func stream(
+        after cursor: inout Int64, into continuation: AsyncThrowingStream<WalkerEvent, any Error>.Continuation
+    ) async throws {
+        let last = Int(cursor)
         let body: HTTPBody = try await authorized {
-            let last = Int(state.lastEventId)
             switch try await client.streamWalkerEvents(.init(headers: .init(lastEventID: last))) {
             case .ok(let ok):
                 guard case .textEventStream(let body) = ok.body else {
@@ -82,16 +97,18 @@ extension StepLedgerClient {
         for try await message in body.asDecodedServerSentEvents() {
             guard let data = message.data, message.event != nil else { continue }
             guard let event = WalkerEvent(json: Data(data.utf8)) else { continue }
-            try deliver(event, into: continuation)
+            try deliver(event, after: &cursor, into: continuation)
             received = true
         }
         // A stream that ends at once without an event, again and again, is as good as a broken one.
         if !received { throw StepLedgerError.transport("the event stream ended") }
     }
 
-    private func longPoll(into continuation: AsyncThrowingStream<WalkerEvent, any Error>.Continuation) async throws {
+    private func longPoll(
+        after cursor: inout Int64, into continuation: AsyncThrowingStream<WalkerEvent, any Error>.Continuation
+    ) async throws {
+        let query = Operations.ListWalkerEvents.Input.Query(after: Int(cursor), wait: 30)
         let page: Components.Schemas.EventPage = try await authorized {
-            let query = Operations.ListWalkerEvents.Input.Query(after: Int(state.lastEventId), wait: 30)
             switch try await client.listWalkerEvents(.init(query: query)) {
             case .ok(let ok):
                 guard case .json(let page) = ok.body else {
@@ -109,22 +126,53 @@ extension StepLedgerClient {
         }
         for wire in page.events {
             guard let event = WalkerEvent(wire) else { continue }
-            try deliver(event, into: continuation)
+            try deliver(event, after: &cursor, into: continuation)
         }
     }
 
     private func deliver(
-        _ event: WalkerEvent, into continuation: AsyncThrowingStream<WalkerEvent, any Error>.Continuation
+        _ event: WalkerEvent, after cursor: inout Int64,
+        into continuation: AsyncThrowingStream<WalkerEvent, any Error>.Continuation
     ) throws {
-        guard event.id > state.lastEventId else { return }
-        // A sequence its consumer has left takes nothing more: the cursor stays before the event, so the next
-        // sequence starts with it.
+        guard event.id > cursor else { return }
+        // A sequence its consumer has left takes nothing more.
         if case .terminated = continuation.yield(event) { throw CancellationError() }
-        state.lastEventId = event.id
-        if case .allocationReverted(let allocationId, _, _) = event.kind {
+        cursor = event.id
+        if case .allocationReverted(let allocationId, _, _) = event.kind,
+            state.provisionalAllocations[allocationId] != nil
+        {
             state.provisionalAllocations[allocationId] = nil
+            try save()
         }
-        try save()
+    }
+}
+
+/// The walker's events (``StepLedgerClient/events()``): each is acknowledged when the next is asked for.
+public struct WalkerEventSequence: AsyncSequence, Sendable {
+    public typealias Element = WalkerEvent
+
+    let client: StepLedgerClient
+    let events: AsyncThrowingStream<WalkerEvent, any Error>
+
+    public func makeAsyncIterator() -> Iterator {
+        Iterator(client: client, base: events.makeAsyncIterator())
+    }
+
+    public struct Iterator: AsyncIteratorProtocol {
+        let client: StepLedgerClient
+        var base: AsyncThrowingStream<WalkerEvent, any Error>.Iterator
+        /// The event handed out last, acknowledged when the consumer comes back for the next.
+        var handedOut: Int64?
+
+        public mutating func next() async throws -> WalkerEvent? {
+            if let handedOut {
+                try await client.acknowledge(handedOut)
+                self.handedOut = nil
+            }
+            guard let event = try await base.next() else { return nil }
+            handedOut = event.id
+            return event
+        }
     }
 }
 

@@ -14,7 +14,9 @@ struct ClientEventsTests {
 
     static let fast = RetryPolicy(initialDelay: 0.01, maximumDelay: 0.05, jitter: 0, defaultPause: 1)
 
-    @Test("the SSE stream is resumed with Last-Event-ID after the last delivered event, also by a new client")
+    @Test(
+        "the SSE stream is resumed with Last-Event-ID after the last event handed over; a new client resumes after the last one acknowledged (asked past), so the event the consumer left on comes again"
+    )
     func resume() async throws {
         let store = temporaryStore()
         defer { try? FileManager.default.removeItem(at: store) }
@@ -54,11 +56,25 @@ struct ClientEventsTests {
         #expect(received == [1, 2, 3])
         #expect(lastEventIds.withLock { $0 } == ["0", "2"])
 
-        // A new client on the same folder resumes after event 3.
+        // The consumer asked past events 1 and 2, and left the loop on event 3 (as a killed app would): a new
+        // client on the same folder resumes after event 2, and event 3 comes again.
         client = nil
         try await Task.sleep(nanoseconds: 50_000_000)
-        let reopened = try makeClient(store: store, server: server, clock: clock, retry: Self.fast)
-        for try await event in reopened.events() {
+        let asked = lastEventIds.withLock { $0.count }
+        var reopened: StepLedgerClient? = try makeClient(
+            store: store, server: server, clock: clock, retry: Self.fast)
+        var again: [Int64] = []
+        for try await event in reopened!.events() {
+            again.append(event.id)
+            if again.count == 2 { break }
+        }
+        #expect(again == [3, 4])
+        #expect(lastEventIds.withLock { Array($0.dropFirst(asked).prefix(1)) } == ["2"])
+        // Asked past event 3 this time: the next client starts after it.
+        reopened = nil
+        try await Task.sleep(nanoseconds: 50_000_000)
+        let third = try makeClient(store: store, server: server, clock: clock, retry: Self.fast)
+        for try await event in third.events() {
             #expect(event.id == 4)
             break
         }
