@@ -163,7 +163,7 @@ package func buildApplication(
     }
     var worker = makeJobWorker(
         settings: jobSettings, store: workerStore, clock: dependencies.clock, logger: logger, metrics: metrics,
-        httpClient: dependencies.httpClient, whitelist: whitelist)
+        whitelist: whitelist)
     worker.executor = workerThread
     // Operators' job routes and the readiness probe read the queue through the requests' pool.
     let jobs = JobQueue(store: store, leaseSeconds: jobSettings.leaseSeconds, backoff: jobSettings.backoff)

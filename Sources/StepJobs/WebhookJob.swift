@@ -8,8 +8,8 @@ import StepTracing
 import Tracing
 
 /// Delivers one stored event to the operator's push service: a JSON POST signed like Stripe's webhooks,
-/// `StepLedger-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<body>">`. Anything but a 2xx (or no
-/// answer within the timeout) fails the attempt, and the job queue retries it with backoff until the job's
+/// `StepLedger-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<body>">`. Anything but a 2xx (a redirect
+/// included, which is not followed; or no answer within the timeout) fails the attempt, and the job queue retries it with backoff until the job's
 /// attempts run out and it is dead (`stepd jobs list --state dead`). Delivery is at least once: the receiver
 /// tells repeats apart by `walkerId` and `id`.
 package struct WebhookJob: StandaloneJob {
@@ -28,14 +28,23 @@ package struct WebhookJob: StandaloneJob {
     package static func dedupeKey(for payload: Payload) -> String? { "webhook:\(payload.seq)" }
 
     let webhook: WebhookSettings
-    let httpClient: HTTPClient
     let clock: @Sendable () -> Date
 
-    package init(webhook: WebhookSettings, httpClient: HTTPClient, clock: @escaping @Sendable () -> Date) {
+    package init(webhook: WebhookSettings, clock: @escaping @Sendable () -> Date) {
         self.webhook = webhook
-        self.httpClient = httpClient
         self.clock = clock
     }
+
+    /// The client deliveries go through: one of their own, which does not follow redirects. AsyncHTTPClient
+    /// follows a 301, 302 or 303 to a POST with a GET without the body, which the new address may well answer
+    /// 200: the event would count as delivered though the push service never saw it. A redirect is an answer
+    /// like any other that is not a 2xx, so the attempt fails and names it. Made once, never shut down (as
+    /// `HTTPClient.shared`).
+    static let client: HTTPClient = {
+        var configuration = HTTPClient.Configuration()
+        configuration.redirectConfiguration = .disallow
+        return HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration)
+    }()
 
     package func run(_ payload: Payload, job: ClaimedJob, on store: Store) async throws {
         // Only retention deletes an event (an erasure deletes the walker's jobs with its events): a delivery that
@@ -65,7 +74,7 @@ package struct WebhookJob: StandaloneJob {
             let deadline = ContinuousClock.now + .milliseconds(milliseconds)
             let response: HTTPClientResponse
             do {
-                response = try await httpClient.execute(request, timeout: .milliseconds(milliseconds))
+                response = try await Self.client.execute(request, timeout: .milliseconds(milliseconds))
             } catch {
                 span.setStatus(SpanStatus(code: .error))
                 throw JobError.failed("webhook not reached: \(type(of: error))")

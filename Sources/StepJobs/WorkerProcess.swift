@@ -11,7 +11,7 @@ import UnixSignals
 /// alone in `stepd worker`. The webhook job is registered only when a webhook is configured.
 package func makeJobWorker(
     settings: JobSettings, store: Store, clock: @escaping @Sendable () -> Date, logger: Logger,
-    metrics: any JobMetrics = NoJobMetrics(), httpClient: HTTPClient = .shared, whitelist: SourceWhitelist? = nil
+    metrics: any JobMetrics = NoJobMetrics(), whitelist: SourceWhitelist? = nil
 ) -> JobWorker {
     let whitelist = whitelist ?? SourceWhitelist(settings.limits.sourceBundleWhitelist)
     let queue = JobQueue(store: store, leaseSeconds: settings.leaseSeconds, backoff: settings.backoff)
@@ -30,7 +30,7 @@ package func makeJobWorker(
             refundGraceSeconds: settings.refundGraceSeconds, jobMaxAttempts: settings.maxAttempts))
     registry.register(RefundJob(clock: clock, announcer: announcer, maxAttempts: settings.maxAttempts))
     if let webhook = settings.webhook {
-        registry.register(WebhookJob(webhook: webhook, httpClient: httpClient, clock: clock))
+        registry.register(WebhookJob(webhook: webhook, clock: clock))
     }
     return JobWorker(
         queue: queue, handlers: registry, settings: settings.worker, clock: clock, logger: logger,

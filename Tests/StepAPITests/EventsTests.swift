@@ -139,6 +139,8 @@ struct EventsTests {
         }
         let deliveries = Mutex<[Delivery]>([])
         let status = Mutex<HTTPResponse.Status>(.ok)
+        /// GETs of `/landing`, where a 3xx answer sends the client.
+        let landings = Mutex(0)
         /// Answer 200 with the first bytes of a body, then send nothing more for 15 s or until `stall` is unset.
         let stall = Mutex(false)
 
@@ -165,7 +167,16 @@ struct EventsTests {
                             try await writer.finish(nil)
                         })
                 }
-                return Response(status: status.withLock { $0 })
+                let answer = status.withLock { $0 }
+                if answer.code / 100 == 3 {
+                    return Response(status: answer, headers: [.location: "/landing"])
+                }
+                return Response(status: answer)
+            }
+            // Where a redirect points: a client that followed it would come here with a GET and be answered 200.
+            router.get("/landing") { [self] _, _ -> Response in
+                landings.withLock { $0 += 1 }
+                return Response(status: .ok)
             }
             return Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)))
         }
@@ -221,6 +232,17 @@ struct EventsTests {
                 #expect(dead.first?.lastError == "webhook answered 500")
                 // The event itself is stored whatever the webhook did.
                 #expect(try await harness.count("walker_events") == 2)
+
+                // A receiver that redirects (say, http to https) has not received the event: the redirect is not
+                // followed (that would turn the POST into a bodiless GET, answered 200), and the attempt fails.
+                receiver.status.withLock { $0 = .found }
+                _ = try await Self.refund(harness, client, token: token, review: true, day: "2026-05-16")
+                #expect(try await harness.app.worker.drain() == 2)
+                harness.clock.advance(seconds: 2)
+                #expect(try await harness.app.worker.drain() == 1)
+                #expect(receiver.landings.withLock { $0 } == 0, "the redirect was followed")
+                let redirected = try await harness.app.worker.queue.list(state: .dead)
+                #expect(redirected.map(\.lastError) == ["webhook answered 500", "webhook answered 302"])
             }
         }
     }
