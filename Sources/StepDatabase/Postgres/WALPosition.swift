@@ -42,9 +42,14 @@ extension WALPosition {
     }
 
     /// How far a standby has replayed the WAL it received: what a query on it sees. Nil on a server that is not
-    /// in recovery (a primary, or a standby promoted since), which then is no replica at all.
+    /// in recovery (a primary, or a standby promoted since), which then is no replica at all. A promoted standby
+    /// still answers `pg_last_wal_replay_lsn()` with the last position it replayed (it is NULL only on a server
+    /// that never was in recovery), so the question is asked of `pg_is_in_recovery()` first: read as a replica, a
+    /// promoted server would serve a view that no longer follows the primary.
     package static func replayPosition(on sql: any SQLDatabase) async throws -> WALPosition? {
-        guard let row = try await sql.raw("SELECT pg_last_wal_replay_lsn()::text AS lsn").first(),
+        let query: SQLQueryString =
+            "SELECT CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn()::text END AS lsn"
+        guard let row = try await sql.raw(query).first(),
             let text = try row.decode(column: "lsn", as: String?.self)
         else { return nil }
         guard let position = WALPosition(text: text) else {
