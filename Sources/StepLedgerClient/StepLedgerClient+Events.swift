@@ -33,6 +33,9 @@ extension StepLedgerClient {
         return WalkerEventSequence(client: self, events: stream)
     }
 
+    /// How long a stream without events must have stayed open to count as quiet rather than broken.
+    static let quietStreamSeconds: TimeInterval = 10
+
     /// Moves the cursor past `id` once the consumer is done with that event.
     func acknowledge(_ id: Int64) throws {
         guard id > state.lastEventId else { return }
@@ -44,14 +47,19 @@ extension StepLedgerClient {
         // What this sequence has handed over: it resumes from here, ahead of what the consumer acknowledged.
         var cursor = state.lastEventId
         var failures = 0
+        /// Streams that failed in a row: three send the sequence to long-polls for ten rounds, after which (whether
+        /// the polls worked or not) the stream is tried again.
+        var streamFailures = 0
         var longPollRounds = 0
         while !Task.isCancelled {
+            let streaming = longPollRounds == 0
             do {
-                if longPollRounds > 0 {
+                if streaming {
+                    try await stream(after: &cursor, into: continuation)
+                    streamFailures = 0
+                } else {
                     longPollRounds -= 1
                     try await longPoll(after: &cursor, into: continuation)
-                } else {
-                    try await stream(after: &cursor, into: continuation)
                 }
                 failures = 0
                 // A stream that ended or a poll that came back: reconnect after a breath (the server asks for a
@@ -64,8 +72,15 @@ extension StepLedgerClient {
                 throw StepLedgerError.unauthorized(reason: reason)
             } catch {
                 failures += 1
-                // The stream failed three times in a row: long-poll for a while before trying it again.
-                if longPollRounds == 0, failures >= 3 { longPollRounds = 10 }
+                // The stream failed three times in a row: long-poll for a while before trying it again. (Counted
+                // apart from the polls' failures, so that failing polls cannot keep the sequence off the stream.)
+                if streaming {
+                    streamFailures += 1
+                    if streamFailures >= 3 {
+                        streamFailures = 0
+                        longPollRounds = 10
+                    }
+                }
                 let wait = configuration.retry.delay(
                     afterFailures: failures, random: Double.random(in: 0...1, using: &random))
                 try? await Task.sleep(nanoseconds: UInt64(min(wait, 60) * 1_000_000_000))
@@ -77,6 +92,7 @@ extension StepLedgerClient {
         after cursor: inout Int64, into continuation: AsyncThrowingStream<WalkerEvent, any Error>.Continuation
     ) async throws {
         let last = Int(cursor)
+        let opened = now()
         let body: HTTPBody = try await authorized {
             switch try await client.streamWalkerEvents(.init(headers: .init(lastEventID: last))) {
             case .ok(let ok):
@@ -100,8 +116,11 @@ extension StepLedgerClient {
             try deliver(event, after: &cursor, into: continuation)
             received = true
         }
-        // A stream that ends at once without an event, again and again, is as good as a broken one.
-        if !received { throw StepLedgerError.transport("the event stream ended") }
+        // A stream that ends at once without an event, again and again, is as good as a broken one. One that stayed
+        // open a while is a quiet one (the server ends each after `events.streamMaxSeconds`): healthy.
+        if !received, now().timeIntervalSince(opened) < Self.quietStreamSeconds {
+            throw StepLedgerError.transport("the event stream ended at once")
+        }
     }
 
     private func longPoll(

@@ -112,6 +112,87 @@ struct ClientEventsTests {
         #expect(first.contains("wait=30"))
     }
 
+    @Test(
+        "a stream that stays open a while without events is quiet, not broken: the client keeps streaming instead of falling back to long-polls"
+    )
+    func quietStreams() async throws {
+        let store = temporaryStore()
+        defer { try? FileManager.default.removeItem(at: store) }
+        let clock = ManualClock(seedInstant)
+        let server = FakeServer(clock: clock)
+        let streams = Mutex(0)
+        server.route("streamWalkerEvents") { _ in
+            let count = streams.withLock {
+                $0 += 1
+                return $0
+            }
+            // Each stream is open a minute (the server's streamMaxSeconds) and ends without an event, until the
+            // sixth brings one.
+            clock.advance(60)
+            var response = HTTPResponse(status: .ok)
+            response.headerFields[.contentType] = "text/event-stream"
+            var text = "retry: 1000\n\n"
+            if count == 6 {
+                text += "id: 1\nevent: allocation-reverted\ndata: \(Self.event(1, allocation: "a-1"))\n\n"
+            }
+            return (response, HTTPBody(text))
+        }
+        let polls = Mutex(0)
+        server.route("listWalkerEvents") { _ in
+            polls.withLock { $0 += 1 }
+            return (HTTPResponse(status: .badGateway), nil)
+        }
+        let client = try makeClient(store: store, server: server, clock: clock, retry: Self.fast)
+        for try await event in client.events() {
+            #expect(event.id == 1)
+            break
+        }
+        #expect(streams.withLock { $0 } == 6)
+        #expect(polls.withLock { $0 } == 0, "quiet streams were taken for broken ones")
+    }
+
+    @Test("after its long-poll rounds the sequence tries the stream again, even when the polls failed too")
+    func streamTriedAgain() async throws {
+        let store = temporaryStore()
+        defer { try? FileManager.default.removeItem(at: store) }
+        let clock = ManualClock(seedInstant)
+        let server = FakeServer(clock: clock)
+        let streams = Mutex(0)
+        server.route("streamWalkerEvents") { _ in
+            let count = streams.withLock {
+                $0 += 1
+                return $0
+            }
+            guard count > 3 else { return (HTTPResponse(status: .badGateway), nil) }
+            var response = HTTPResponse(status: .ok)
+            response.headerFields[.contentType] = "text/event-stream"
+            let text = "id: 1\nevent: allocation-reverted\ndata: \(Self.event(1, allocation: "a-1"))\n\n"
+            return (response, HTTPBody(text))
+        }
+        let polls = Mutex(0)
+        server.route("listWalkerEvents") { _ in
+            polls.withLock { $0 += 1 }
+            return (HTTPResponse(status: .gatewayTimeout), nil)
+        }
+        let client = try makeClient(store: store, server: server, clock: clock, retry: Self.fast)
+        let first = try await withThrowingTaskGroup(of: Int64?.self) { group in
+            group.addTask {
+                for try await event in client.events() { return event.id }
+                return nil
+            }
+            group.addTask {
+                try await Task.sleep(for: .seconds(20))
+                return nil
+            }
+            let first = try await group.next() ?? nil
+            group.cancelAll()
+            return first
+        }
+        #expect(first == 1, "no event within 20 s: the failing polls kept the sequence off the stream")
+        #expect(polls.withLock { $0 } == 10)
+        #expect(streams.withLock { $0 } == 4)
+    }
+
     @Test("an allocation-reverted event clears the allocation's pending-validation badge")
     func clearsBadge() async throws {
         let store = temporaryStore()
