@@ -11,6 +11,8 @@ final class Wakeup: Sendable {
     private struct State {
         var pending = false
         var waiter: CheckedContinuation<Void, Never>?
+        /// The parked waiter was resumed by `signal()`, not by cancellation.
+        var signalled = false
     }
     private let state = Mutex(State())
 
@@ -18,6 +20,7 @@ final class Wakeup: Sendable {
         let waiter: CheckedContinuation<Void, Never>? = state.withLock { state in
             if let waiter = state.waiter {
                 state.waiter = nil
+                state.signalled = true
                 return waiter
             }
             state.pending = true
@@ -25,6 +28,9 @@ final class Wakeup: Sendable {
         }
         waiter?.resume()
     }
+
+    /// Whether a task is parked in `wait(for:)` (for tests).
+    var hasWaiter: Bool { state.withLock { $0.waiter != nil } }
 
     /// True when woken by a signal, false when `timeout` passed (or the task was cancelled) first.
     func wait(for timeout: Duration) async -> Bool {
@@ -40,10 +46,12 @@ final class Wakeup: Sendable {
                 try? await Task.sleep(for: timeout)
                 return false
             }
-            let first = await group.next() ?? false
+            var woken = await group.next() ?? false
             group.cancelAll()
-            // The loser must end too: a waiter still parked is resumed by cancellation.
-            return first
+            // The loser must end too: a waiter still parked is resumed by cancellation. A signal that took the
+            // waiter just as the timeout won still counts: lost, its event would wait for the safety net's poll.
+            while let other = await group.next() { woken = woken || other }
+            return woken
         }
     }
 
@@ -51,16 +59,21 @@ final class Wakeup: Sendable {
         await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                 let resumeNow = state.withLock { state -> Bool in
-                    if state.pending || Task.isCancelled {
+                    if state.pending {
                         state.pending = false
+                        state.signalled = true
                         return true
                     }
+                    if Task.isCancelled { return true }
                     state.waiter = continuation
                     return false
                 }
                 if resumeNow { continuation.resume() }
             }
-            return !Task.isCancelled
+            return state.withLock { state in
+                defer { state.signalled = false }
+                return state.signalled
+            }
         } onCancel: {
             let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
                 defer { state.waiter = nil }

@@ -1,0 +1,43 @@
+import Testing
+
+@testable import StepAPI
+
+/// The one-slot wake-up behind event streams and long polls.
+@Suite("Event wake-ups")
+struct WakeupTests {
+    @Test("a signal before the wait, or during it, wakes it; none lets it time out")
+    func wakes() async {
+        let early = Wakeup()
+        early.signal()
+        #expect(await early.wait(for: .seconds(10)))
+        #expect(await !early.wait(for: .milliseconds(10)), "one signal wakes one wait")
+
+        let later = Wakeup()
+        async let woken = later.wait(for: .seconds(10))
+        try? await Task.sleep(for: .milliseconds(50))
+        later.signal()
+        #expect(await woken)
+    }
+
+    @Test(
+        "a signal that comes as the wait times out is never lost: that wait or the next one sees it (1 000 races)")
+    func signalAtTheTimeout() async {
+        var lost = 0
+        for round in 0..<1_000 {
+            let wakeup = Wakeup()
+            let timeout = Duration.microseconds(1_000)
+            let waited = Task { await wakeup.wait(for: timeout) }
+            while !wakeup.hasWaiter { await Task.yield() }
+            // Signal from just before to just after the moment the timeout fires, so that some rounds land
+            // between the timer's win and the parked waiter's removal.
+            let parked = ContinuousClock.now
+            let offset = Duration.microseconds(700 + (round % 60) * 10)
+            while ContinuousClock.now - parked < offset {}
+            wakeup.signal()
+            let first = await waited.value
+            let second = await wakeup.wait(for: .zero)
+            if !first && !second { lost += 1 }
+        }
+        #expect(lost == 0, "\(lost) signals were lost")
+    }
+}
