@@ -1,3 +1,4 @@
+import Synchronization
 import Testing
 
 @testable import StepAPI
@@ -26,8 +27,14 @@ struct WakeupTests {
         for round in 0..<1_000 {
             let wakeup = Wakeup()
             let timeout = Duration.microseconds(1_000)
-            let waited = Task { await wakeup.wait(for: timeout) }
-            while !wakeup.hasWaiter { await Task.yield() }
+            let finished = Mutex(false)
+            let waited = Task {
+                let woken = await wakeup.wait(for: timeout)
+                finished.withLock { $0 = true }
+                return woken
+            }
+            // Until the wait has parked; on a loaded machine its timer may win before it ever does.
+            while !wakeup.hasWaiter, !finished.withLock({ $0 }) { await Task.yield() }
             // Signal from just before to just after the moment the timeout fires, so that some rounds land
             // between the timer's win and the parked waiter's removal.
             let parked = ContinuousClock.now
