@@ -127,10 +127,9 @@ extension StepLedgerClient {
 
     private func send(_ batch: [QueuedBucket]) async -> BatchAnswer {
         let appCheck: String?
-        do {
-            appCheck = try await credentials.appCheckToken()
-        } catch {
-            return .failed(.transport("the App Check token provider failed: \(error)"))
+        switch await askAppCheckToken() {
+        case .success(let token): appCheck = token
+        case .failure(let error): return .failed(error)
         }
         let body = Components.Schemas.IngestBatchRequest(buckets: batch.map { .init(value1: $0.wireBody) })
         let output: Operations.IngestStepBatch.Output
@@ -270,6 +269,15 @@ extension StepLedgerClient {
                 $0.notBefore = current.addingTimeInterval(
                     configuration.retry.delay(afterFailures: $0.failures, random: draw))
             }
+        }
+    }
+
+    /// The App Check token for one request, asked of the app's provider each time; its failure as the client's own.
+    func askAppCheckToken() async -> Result<String?, StepLedgerError> {
+        do {
+            return .success(try await credentials.appCheckToken())
+        } catch {
+            return .failure(.transport("the App Check token provider failed: \(error)"))
         }
     }
 

@@ -113,10 +113,9 @@ extension StepLedgerClient {
         return try await authorized {
             while true {
                 let appCheck: String?
-                do {
-                    appCheck = try await credentials.appCheckToken()
-                } catch {
-                    return .failure(.transport("the App Check token provider failed: \(error)"))
+                switch await askAppCheckToken() {
+                case .success(let token): appCheck = token
+                case .failure(let error): return .failure(error)
                 }
                 let output = try await client.answerReread(
                     .init(headers: .init(xFirebaseAppCheck: appCheck), body: .json(body)))

@@ -12,6 +12,7 @@ struct ClientHealthTests {
     /// An attestor that takes a while to answer and counts how many of its calls overlap.
     final class SlowAttestor: Attestor {
         let platform = HealthPlatform.ios
+        let delay: Duration
         private let state = Mutex((running: 0, most: 0, calls: 0))
 
         var mostAtOnce: Int { state.withLock { $0.most } }
@@ -24,9 +25,11 @@ struct ClientHealthTests {
                 $0.most = max($0.most, $0.running)
             }
             defer { state.withLock { $0.running -= 1 } }
-            try await Task.sleep(for: .milliseconds(50))
+            try await Task.sleep(for: delay)
             return DeviceAttestation(token: "assertion-for-\(nonce)", keyId: "key-1")
         }
+
+        init(delay: Duration = .milliseconds(50)) { self.delay = delay }
 
         func reset() async {}
     }
@@ -94,7 +97,8 @@ struct ClientHealthTests {
             )
         }
         let client = try makeClient(store: store, server: server, clock: clock)
-        let attestor = SlowAttestor()
+        // Long enough that the cancellation always comes while it runs, however loaded the machine.
+        let attestor = SlowAttestor(delay: .seconds(30))
         let totals = HealthTotals(
             date: nil, steps: 8_421, duration: 3_600, calories: 320.5, distance: 6_100, source: "healthkit")
         let first = Task { try await client.submitHealth(totals, attestor: attestor) }
@@ -102,7 +106,7 @@ struct ClientHealthTests {
         first.cancel()
         await #expect(throws: CancellationError.self) { try await first.value }
         #expect(posts.withLock { $0 } == 0, "the cancelled submission posted nothing")
-        let record = try await client.submitHealth(totals, attestor: attestor)
+        let record = try await client.submitHealth(totals, attestor: SlowAttestor())
         #expect(record.steps == 8_421)
         #expect(posts.withLock { $0 } == 1)
     }
