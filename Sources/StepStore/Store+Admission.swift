@@ -14,6 +14,15 @@ package struct IdempotencyRequest: Sendable, Hashable {
         self.requestHash = requestHash
         self.leaseSeconds = leaseSeconds
     }
+
+    /// The end of the lease a claim made at `now` holds, in milliseconds: stored with the claim, and the claim's
+    /// token. A takeover happens only after the last lease ended, so it always sets a later one.
+    package static func leaseEnd(now: Date, leaseSeconds: Double) -> Int {
+        now.millisecondsSince1970 + Int(leaseSeconds * 1000)
+    }
+
+    /// The lease this request's claim holds when it was claimed at `now`.
+    package func leaseEnd(now: Date) -> Int { Self.leaseEnd(now: now, leaseSeconds: leaseSeconds) }
 }
 
 /// A per-walker fixed-window limit, counted in the database so it holds across instances.
@@ -190,7 +199,8 @@ extension StoreTransaction {
             if let day { admission.day = try Self.snapshotDayState(rows, walker: walker, day: day) }
             return admission
         } catch {
-            try? await releaseIdempotencyKey(walkerId: walkerId, key: idempotency.key)
+            try? await releaseIdempotencyKey(
+                walkerId: walkerId, key: idempotency.key, leaseUntil: idempotency.leaseEnd(now: now))
             throw error
         }
     }

@@ -105,7 +105,8 @@ extension Store {
     ///   never waits for another's lock) and reads the walker and the day under one snapshot; the write follows as
     ///   one guarded statement that applies only if no other ingest of the walker wrote since that read (two round
     ///   trips in all). When it does not apply, or the ingest is refused, it runs again in a transaction that locks
-    ///   the walker first. When a write fails the key is given back.
+    ///   the walker first, and then checks that the key is still this request's (`lockedIngest`). When a write
+    ///   fails the key is given back, on a connection of its own.
     package func ingest(
         _ request: AdmissionRequest, day: LocalDate, idempotency: IdempotencyRequest, audit: IngestAudit,
         planner: some IngestPlanner
@@ -128,41 +129,81 @@ extension Store {
                 return (decision, try await Self.plan(planner, walker: admission.walker, day: nil, day, tx: tx))
             }
         case .postgres:
-            // Whether this instance's entry for the walker was stale: its next entry is then `admitting`.
-            var overtaken = false
-            if let cache = ingestCache, let cached = cache.entry(walkerId: request.walkerId, day: day),
-                case .write(let planned) = planner.plan(walker: cached.walker)
-            {
-                let result = try await cachedIngest(
-                    request, day: day, idempotency: idempotency, write: planned(cached.state), from: cached,
-                    audit: audit, planner: planner, cache: cache)
-                switch result {
-                case .answered(let decision, let outcome): return (decision, outcome)
-                case .locked(let decision, let stale):
-                    return (decision, try await lockedIngest(request, day: day, planner: planner, overtaken: stale))
-                case .overtaken: overtaken = true
-                }
+            do {
+                return try await postgresIngest(
+                    request, day: day, idempotency: idempotency, audit: audit, planner: planner)
+            } catch {
+                // Whatever failed, the claim this request made is given back if it is still in flight, so a retry
+                // can succeed at once rather than after the lease. Only this request's claim: a stored answer, or a
+                // claim another request took over after this one's lease ran out, stays.
+                await giveBack(idempotency, walkerId: request.walkerId, now: request.now)
+                throw error
             }
-            let (cache, wasOvertaken) = (ingestCache, overtaken)
-            let (decision, outcome) = try await withoutTransaction { tx in
-                let (decision, admission) = try await tx.admit(request, day: day)
+        }
+    }
+
+    /// Gives back the key `idempotency` claimed at `now` if that claim is still in flight, on a connection of its
+    /// own: the failed unit's may be gone, and the pool can lease out a connection the server closed before it
+    /// learns so from the failure, so a failed try is tried again (three in all) on the next one. When every try
+    /// fails, the key stays claimed until its lease runs out.
+    private func giveBack(_ idempotency: IdempotencyRequest, walkerId: String, now: Date) async {
+        for _ in 0..<3 {
+            do {
+                try await withoutTransaction { tx in
+                    try await tx.releaseIdempotencyKey(
+                        walkerId: walkerId, key: idempotency.key, leaseUntil: idempotency.leaseEnd(now: now))
+                }
+                return
+            } catch {
+                continue
+            }
+        }
+    }
+
+    /// The PostgreSQL ingest (see `ingest`); when it throws, its caller gives back the key it may have claimed.
+    private func postgresIngest(
+        _ request: AdmissionRequest, day: LocalDate, idempotency: IdempotencyRequest, audit: IngestAudit,
+        planner: some IngestPlanner
+    ) async throws -> (decision: RateLimitDecision, outcome: IngestUnitOutcome) {
+        // Whether this instance's entry for the walker was stale: its next entry is then `admitting`.
+        var overtaken = false
+        if let cache = ingestCache, let cached = cache.entry(walkerId: request.walkerId, day: day),
+            case .write(let planned) = planner.plan(walker: cached.walker)
+        {
+            let result = try await cachedIngest(
+                request, day: day, idempotency: idempotency, write: planned(cached.state), from: cached,
+                audit: audit, planner: planner, cache: cache)
+            switch result {
+            case .answered(let decision, let outcome): return (decision, outcome)
+            case .locked(let decision, let stale):
                 return (
                     decision,
-                    try await Self.admitted(
-                        decision, admission, request: request, day: day, audit: audit, planner: planner, cache: cache,
-                        overtaken: wasOvertaken, tx: tx)
+                    try await lockedIngest(request, day: day, audit: audit, planner: planner, overtaken: stale)
                 )
+            case .overtaken: overtaken = true
             }
-            if let outcome { return (decision, outcome) }
-            return (decision, try await lockedIngest(request, day: day, planner: planner, overtaken: overtaken))
         }
+        let (cache, wasOvertaken) = (ingestCache, overtaken)
+        let (decision, outcome) = try await withoutTransaction { tx in
+            let (decision, admission) = try await tx.admit(request, day: day)
+            return (
+                decision,
+                try await Self.admitted(
+                    decision, admission, request: request, day: day, audit: audit, planner: planner, cache: cache,
+                    overtaken: wasOvertaken, tx: tx)
+            )
+        }
+        if let outcome { return (decision, outcome) }
+        return (
+            decision, try await lockedIngest(request, day: day, audit: audit, planner: planner, overtaken: overtaken)
+        )
     }
 
     /// PostgreSQL: an ingest from its admission on (the admission's own statement, or `cachedIngestStatement` when
     /// the entry was stale), on the admission's connection: the 429, the answer for a key that is not this
     /// request's, or the plan from the admission's read written as one guarded statement. Nil when the ingest must
     /// be planned under the walker's lock: the read was overtaken, the guarded write did not apply, or the checks
-    /// refused it. When the write fails the key is given back. `overtaken`: this instance's entry for the walker
+    /// refused it. When the write fails, `ingest` gives the key back. `overtaken`: this instance's entry for the walker
     /// was stale, so the entry the write leaves is `admitting`.
     static func admitted(
         _ decision: RateLimitDecision, _ admission: Admission, request: AdmissionRequest, day: LocalDate,
@@ -177,46 +218,41 @@ extension Store {
             return nil
         }
         let write = planned(state)
-        do {
-            guard try await tx.recordIngest(write) else { return nil }
-            cache?.record(
-                write, walker: admission.walker, day: day, state: state, from: overtaken ? .overtakenEntry : .read)
-            return .written(write)
-        } catch {
-            // Nothing was written (one statement); the key is ours to give back.
-            if let key = request.idempotency?.key {
-                try? await tx.releaseIdempotencyKey(walkerId: request.walkerId, key: key)
-            }
-            throw error
-        }
+        // When the write fails, nothing was written (one statement), and `ingest` gives the key back.
+        guard try await tx.recordIngest(write) else { return nil }
+        cache?.record(
+            write, walker: admission.walker, day: day, state: state, from: overtaken ? .overtakenEntry : .read)
+        return .written(write)
     }
 
-    /// PostgreSQL: an admitted ingest whose key this request holds, planned and written in a transaction that
-    /// locks the walker first. When it fails, nothing was written and the key is given back, so a retry can succeed.
-    /// `overtaken`: as in `admitted`.
-    private func lockedIngest(
-        _ request: AdmissionRequest, day: LocalDate, planner: some IngestPlanner, overtaken: Bool
+    /// PostgreSQL: an admitted ingest whose key this request claimed, planned and written in a transaction that
+    /// locks the walker first, then the key: when the claim no longer holds (this request took longer than its
+    /// lease, and a retry took the key over), the answer is the key's as it is now (the retry's stored answer, or
+    /// in flight) and nothing is written, so the ingest is written once. When it fails, nothing was written, and
+    /// `ingest` gives the key back. `overtaken`: as in `admitted`. Package-visible so a test can run it after a
+    /// takeover, as a request that outlived its lease would.
+    package func lockedIngest(
+        _ request: AdmissionRequest, day: LocalDate, audit: IngestAudit, planner: some IngestPlanner, overtaken: Bool
     ) async throws -> IngestUnitOutcome {
         ingestCache?.forget(walkerId: request.walkerId)
-        do {
-            let (outcome, walker, state) = try await transaction { tx in
-                let (walker, state) = try await tx.lockWalkerReadingDay(request.walkerId, day: day, now: request.now)
-                return (try await Self.plan(planner, walker: walker, day: state, day, tx: tx), walker, state)
-            }
-            // Kept once the transaction has committed.
-            if case .written(let write) = outcome {
-                ingestCache?.record(
-                    write, walker: walker, day: day, state: state, from: overtaken ? .overtakenEntry : .read)
-            }
-            return outcome
-        } catch {
-            if let key = request.idempotency?.key {
-                try? await withoutTransaction { tx in
-                    try await tx.releaseIdempotencyKey(walkerId: request.walkerId, key: key)
+        let (outcome, walker, state) = try await transaction { tx in
+            let (walker, state) = try await tx.lockWalkerReadingDay(request.walkerId, day: day, now: request.now)
+            if let idempotency = request.idempotency {
+                let claim = try await tx.heldIdempotencyKey(
+                    walkerId: request.walkerId, key: idempotency.key, requestHash: idempotency.requestHash,
+                    leaseUntil: idempotency.leaseEnd(now: request.now))
+                guard case .claimed = claim else {
+                    return (try await Self.notClaimed(claim, tx: tx, audit: audit), walker, state)
                 }
             }
-            throw error
+            return (try await Self.plan(planner, walker: walker, day: state, day, tx: tx), walker, state)
         }
+        // Kept once the transaction has committed.
+        if case .written(let write) = outcome {
+            ingestCache?.record(
+                write, walker: walker, day: day, state: state, from: overtaken ? .overtakenEntry : .read)
+        }
+        return outcome
     }
 
     /// A call refused before it could be planned, for a body that could not be read as an ingest (400, 413,

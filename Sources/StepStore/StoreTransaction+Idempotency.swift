@@ -39,7 +39,7 @@ extension StoreTransaction {
         when condition: SQLText = "true", answer: (status: Int, body: String)? = nil, answered: SQLText? = nil
     ) -> SQLText {
         let nowMs = now.millisecondsSince1970
-        let leaseUntil = nowMs + Int(leaseSeconds * 1000)
+        let leaseUntil = IdempotencyRequest.leaseEnd(now: now, leaseSeconds: leaseSeconds)
         var query: SQLText = """
             INSERT INTO idempotency_keys (walker_id, idem_key, request_hash, state, status, response_body, created_at,
                 lease_until)
@@ -72,7 +72,7 @@ extension StoreTransaction {
         walkerId: String, key: String, requestHash: String, now: Date, leaseSeconds: Double
     ) async throws -> IdempotencyClaim {
         let nowMs = now.millisecondsSince1970
-        let leaseUntil = nowMs + Int(leaseSeconds * 1000)
+        let leaseUntil = IdempotencyRequest.leaseEnd(now: now, leaseSeconds: leaseSeconds)
         guard
             let row = try await sql.raw(
                 """
@@ -124,12 +124,40 @@ extension StoreTransaction {
     }
 
     /// Gives a claimed key back when the request ended in an outcome that is not stored (401, 403, 429, 5xx).
-    package func releaseIdempotencyKey(walkerId: String, key: String) async throws {
-        try await sql.raw(
-            """
+    /// With `leaseUntil`, only the claim that set that lease (`IdempotencyRequest.leaseEnd`): a request whose claim
+    /// was taken over after its lease ran out must not give back the claim of the request that took it.
+    package func releaseIdempotencyKey(walkerId: String, key: String, leaseUntil: Int? = nil) async throws {
+        var query: SQLText = """
             DELETE FROM idempotency_keys
             WHERE walker_id = \(bind: walkerId) AND idem_key = \(bind: key) AND state = 'in_flight'
             """
-        ).run()
+        if let leaseUntil { query += " AND lease_until = \(bind: leaseUntil)" }
+        try await sql.raw(query).run()
+    }
+
+    /// Whether the claim that set `leaseUntil` still holds `key`, checked under the key row's lock after the
+    /// walker's (the order every ingest takes them), so it cannot be taken over until the transaction ends. When
+    /// it does not hold, what the key is now: its stored answer (another request took the claim over and finished),
+    /// a payload mismatch, or in flight (another request holds it, or gave it back).
+    package func heldIdempotencyKey(walkerId: String, key: String, requestHash: String, leaseUntil: Int)
+        async throws -> IdempotencyClaim
+    {
+        guard
+            let row = try await sql.raw(
+                """
+                SELECT request_hash, state, status, response_body, lease_until FROM idempotency_keys
+                WHERE walker_id = \(bind: walkerId) AND idem_key = \(bind: key)\(forUpdate)
+                """
+            ).first()
+        else { return .inFlight }
+        let state = try row.decode(column: "state", as: String.self)
+        if state == "in_flight" {
+            return try row.decode(column: "lease_until", as: Int.self) == leaseUntil ? .claimed : .inFlight
+        }
+        guard try row.decode(column: "request_hash", as: String.self) == requestHash else { return .payloadMismatch }
+        guard let status = try row.decode(column: "status", as: Int?.self),
+            let body = try row.decode(column: "response_body", as: String?.self)
+        else { throw StoreError.corrupt("finished idempotency key without a response") }
+        return .replay(status: status, body: body)
     }
 }

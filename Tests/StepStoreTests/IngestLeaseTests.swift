@@ -1,0 +1,182 @@
+import Foundation
+import SQLKit
+import StepCore
+import StepDatabase
+import StepStore
+import StepTestSupport
+import Testing
+
+/// An ingest's idempotency key is claimed with a lease; a request that outlives it (a stalled process, a write
+/// waiting on a lock) can have its key taken over by a retry. On PostgreSQL the claim commits before the write,
+/// so the late request must check that the claim is still its own before it writes, and must give back only its
+/// own claim. Time is each request's `now`.
+@Suite("Ingest keys: a claim taken over after its lease ran out is fenced off")
+struct IngestLeaseTests {
+    static let t0 = IngestWriteTests.t0
+    static let day = IngestWriteTests.day
+    static let policy = RateLimitPolicy(bucket: "ingest", limit: 100, windowSeconds: 60)
+
+    /// Accepts `steps` for the day, planned from the walker's version; each plan writes a submission of its own,
+    /// so a second write of the same key shows as a second submission.
+    struct Planner: IngestPlanner {
+        let key: String
+        let steps: Int
+
+        func plan(walker: WalkerRecord) -> IngestPlan {
+            .write { [key, steps] _ in
+                var write = IngestWriteTests.acceptedWrite(version: walker.version, key: key, steps: steps)
+                write.submission?.submissionId = "s-\(UUID().uuidString)"
+                write.responseBody = #"{"steps":\#(steps)}"#
+                return write
+            }
+        }
+    }
+
+    static let audit: IngestAudit = {
+        func row(_ reason: String) -> AttestationLogRecord {
+            AttestationLogRecord(
+                walkerId: "w", createdAt: t0, route: "/step/ingest", verdict: .rejected, reasons: [reason],
+                tokenId: nil, requestId: reason)
+        }
+        return IngestAudit(
+            rateLimited: row("RATE_LIMITED"), replayed: row("REPLAYED"), keyReused: row("KEY_REUSED"),
+            keyInFlight: row("KEY_IN_FLIGHT"))
+    }()
+
+    static func request(at seconds: Double, key: String = "k") -> (AdmissionRequest, IdempotencyRequest) {
+        let idempotency = IdempotencyRequest(key: key, requestHash: "h", leaseSeconds: 30)
+        return (
+            AdmissionRequest(
+                walkerId: "w", policy: policy, idempotency: idempotency, now: t0.addingTimeInterval(seconds)),
+            idempotency
+        )
+    }
+
+    /// The admission alone, as a request that stalls right after its claim committed.
+    static func claim(_ store: Store, _ request: AdmissionRequest) async throws -> IdempotencyClaim? {
+        try await store.withoutTransaction { try await $0.admit(request, day: day).admission.claim }
+    }
+
+    static func submissions(_ store: Store) async throws -> Int {
+        try await store.transaction { tx in
+            try await tx.sql.raw("SELECT COUNT(*) AS n FROM step_submissions WHERE walker_id = 'w'").first()?
+                .decode(column: "n", as: Int.self) ?? -1
+        }
+    }
+
+    static func key(_ store: Store) async throws -> String {
+        try await store.transaction { tx in
+            guard
+                let row = try await tx.sql.raw(
+                    "SELECT state, response_body FROM idempotency_keys WHERE walker_id = 'w' AND idem_key = 'k'"
+                ).first()
+            else { return "none" }
+            let body = try row.decode(column: "response_body", as: String?.self)
+            return try row.decode(column: "state", as: String.self) + (body.map { " " + $0 } ?? "")
+        }
+    }
+
+    @Test(
+        "a request whose key a retry took over and answered replays the retry's answer and writes nothing",
+        arguments: TestDatabases.kinds)
+    func lateRequestReplays(kind: DatabaseKind) async throws {
+        let test = try await TestDatabases.make(kind)
+        let store = test.store
+        let (late, _) = Self.request(at: 0)
+        #expect(try await Self.claim(store, late) == .claimed)
+        // 31 s later the lease has run out: the retry takes the key over and writes.
+        let (retry, idempotency) = Self.request(at: 31)
+        let (_, written) = try await store.ingest(
+            retry, day: Self.day, idempotency: idempotency, audit: Self.audit, planner: Planner(key: "k", steps: 5000))
+        guard case .written = written else {
+            Issue.record("the retry did not write: \(written)")
+            return
+        }
+        // The late request goes on under the walker's lock, as its guarded write no longer applies.
+        let outcome = try await store.lockedIngest(
+            late, day: Self.day, audit: Self.audit, planner: Planner(key: "k", steps: 5000), overtaken: false)
+        guard case .notClaimed(.replay(let status, let body)) = outcome else {
+            Issue.record("the late request was not answered with the retry's answer: \(outcome)")
+            return
+        }
+        #expect(status == 200 && body == #"{"steps":5000}"#)
+        #expect(try await Self.submissions(store) == 1, "the ingest was written twice")
+        #expect(try await Self.key(store) == #"done {"steps":5000}"#)
+        try await test.close()
+    }
+
+    @Test(
+        "a request whose key a retry holds in flight writes nothing, and giving its key back leaves the retry's claim",
+        arguments: TestDatabases.kinds)
+    func lateRequestYields(kind: DatabaseKind) async throws {
+        let test = try await TestDatabases.make(kind)
+        let store = test.store
+        let (late, lateKey) = Self.request(at: 0)
+        #expect(try await Self.claim(store, late) == .claimed)
+        let (retry, _) = Self.request(at: 31)
+        #expect(try await Self.claim(store, retry) == .claimed, "the lapsed claim was not taken over")
+        let outcome = try await store.lockedIngest(
+            late, day: Self.day, audit: Self.audit, planner: Planner(key: "k", steps: 4000), overtaken: false)
+        guard case .notClaimed(.inFlight) = outcome else {
+            Issue.record("the late request was not told the key is in flight: \(outcome)")
+            return
+        }
+        #expect(try await Self.submissions(store) == 0)
+        // The late request gives back what it claimed: not the retry's claim.
+        try await store.withoutTransaction { tx in
+            try await tx.releaseIdempotencyKey(walkerId: "w", key: "k", leaseUntil: lateKey.leaseEnd(now: late.now))
+        }
+        #expect(try await Self.key(store) == "in_flight")
+        let written = try await store.lockedIngest(
+            retry, day: Self.day, audit: Self.audit, planner: Planner(key: "k", steps: 4000), overtaken: false)
+        guard case .written = written else {
+            Issue.record("the retry holding the key did not write: \(written)")
+            return
+        }
+        #expect(try await Self.submissions(store) == 1)
+        #expect(try await Self.key(store) == #"done {"steps":4000}"#)
+        try await test.close()
+    }
+
+    @Test(
+        "on PostgreSQL a write that loses its connection gives the key back on another, so a retry succeeds at once",
+        .enabled(if: TestDatabases.postgresURL != nil))
+    func lostConnectionGivesTheKeyBack() async throws {
+        let test = try await TestDatabases.make(.postgres)
+        let store = test.store
+        // The submission's insert ends its own connection, as a server restart or a network cut would.
+        try await store.withoutTransaction { tx in
+            try await tx.sql.raw(
+                """
+                CREATE FUNCTION cut_connection() RETURNS trigger LANGUAGE plpgsql AS $$
+                BEGIN PERFORM pg_terminate_backend(pg_backend_pid()); RETURN NEW; END $$
+                """
+            ).run()
+            try await tx.sql.raw(
+                """
+                CREATE TRIGGER cut_connection BEFORE INSERT ON step_submissions
+                FOR EACH ROW EXECUTE FUNCTION cut_connection()
+                """
+            ).run()
+        }
+        let (first, idempotency) = Self.request(at: 0)
+        await #expect(throws: (any Error).self) {
+            try await store.ingest(
+                first, day: Self.day, idempotency: idempotency, audit: Self.audit,
+                planner: Planner(key: "k", steps: 3000))
+        }
+        #expect(try await Self.key(store) == "none", "the failed request kept its key in flight for its lease")
+        try await store.withoutTransaction { tx in
+            try await tx.sql.raw("DROP TRIGGER cut_connection ON step_submissions").run()
+        }
+        let (retry, _) = Self.request(at: 1)
+        let (_, outcome) = try await store.ingest(
+            retry, day: Self.day, idempotency: idempotency, audit: Self.audit, planner: Planner(key: "k", steps: 3000))
+        guard case .written = outcome else {
+            Issue.record("the retry one second later did not write: \(outcome)")
+            return
+        }
+        #expect(try await Self.submissions(store) == 1)
+        try await test.close()
+    }
+}
