@@ -75,6 +75,8 @@ let package = Package(
                 .product(name: "SQLiteNIO", package: "sqlite-nio"),
                 .product(name: "PostgresKit", package: "postgres-kit"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
+                // Its `ConnectionPoolError` reaches callers unmapped (the circuit breaker's refusal).
+                .product(name: "_ConnectionPoolModule", package: "postgres-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
@@ -305,6 +307,7 @@ let package = Package(
             dependencies: [
                 "StepDatabase", "StepStore", "StepTestSupport",
                 .product(name: "SQLKit", package: "sql-kit"),
+                .product(name: "_ConnectionPoolModule", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict

@@ -2,6 +2,7 @@
 package struct StoreError: Error, Hashable, Sendable, CustomStringConvertible {
     private enum Code: Hashable, Sendable {
         case unavailable
+        case connectionLost
         case schemaBehind
         case invalidConfiguration
         case corrupt
@@ -19,6 +20,9 @@ package struct StoreError: Error, Hashable, Sendable, CustomStringConvertible {
 
     /// The database could not be reached or refused the work; the caller may retry later (HTTP 503).
     package static func unavailable(_ detail: String) -> StoreError { .init(.unavailable, detail) }
+    /// `unavailable` because the connection the work ran on was closed under it (the server ended the session,
+    /// or the socket went): what was sent may or may not have committed, and the next connection may work.
+    package static func connectionLost(_ detail: String) -> StoreError { .init(.connectionLost, detail) }
     package static func schemaBehind(_ detail: String) -> StoreError { .init(.schemaBehind, detail) }
     package static func invalidConfiguration(_ detail: String) -> StoreError { .init(.invalidConfiguration, detail) }
     /// A stored value could not be read back as written.
@@ -33,7 +37,8 @@ package struct StoreError: Error, Hashable, Sendable, CustomStringConvertible {
     /// nothing of its transaction was written, and it may be run again.
     package static func lockTimeout(_ detail: String) -> StoreError { .init(.lockTimeout, detail) }
 
-    package var isUnavailable: Bool { code == .unavailable }
+    package var isUnavailable: Bool { code == .unavailable || code == .connectionLost }
+    package var isConnectionLost: Bool { code == .connectionLost }
     package var isLockTimeout: Bool { code == .lockTimeout }
     package var isConflict: Bool { code == .conflict }
     package var isSchemaBehind: Bool { code == .schemaBehind }

@@ -29,11 +29,13 @@ extension Store {
     ///   is larger, so it is kept for such walkers.
     func cachedIngest(
         _ request: AdmissionRequest, day: LocalDate, idempotency: IdempotencyRequest, write: IngestWrite,
-        from cached: CachedDay, audit: IngestAudit, planner: some IngestPlanner, cache: IngestStateCache
+        from cached: CachedDay, audit: IngestAudit, planner: some IngestPlanner, cache: IngestStateCache,
+        claiming: ClaimSent
     ) async throws -> CachedIngestResult {
         // A failed statement changed nothing; the entry goes too, so a retry plans from a read.
         do {
             return try await withoutTransaction { tx in
+                claiming.mark()
                 tx.noteWrite(of: request.walkerId)
                 let rows = try await tx.sql.raw(
                     StoreTransaction.cachedIngestStatement(

@@ -1,6 +1,7 @@
 import Foundation
 import StepCore
 import StepDatabase
+import Synchronization
 
 /// What the ingest asks of its caller once it is admitted: the checks, from the walker alone, and then either
 /// the refusal or what an accepted (or pending, quarantined, unchanged) ingest writes once the day is read.
@@ -78,6 +79,15 @@ package struct IngestAudit: Sendable {
     }
 }
 
+/// Whether an ingest sent a statement that may have claimed its key: marked from a unit's body, which runs only
+/// once the unit has a connection.
+final class ClaimSent: Sendable {
+    private let sent = Mutex(false)
+
+    func mark() { sent.withLock { $0 = true } }
+    var wasSent: Bool { sent.withLock { $0 } }
+}
+
 /// How an admitted ingest ended.
 package enum IngestUnitOutcome: Sendable {
     /// Over the walker's limit: nothing was claimed or written.
@@ -129,14 +139,16 @@ extension Store {
                 return (decision, try await Self.plan(planner, walker: admission.walker, day: nil, day, tx: tx))
             }
         case .postgres:
+            let claiming = ClaimSent()
             do {
                 return try await postgresIngest(
-                    request, day: day, idempotency: idempotency, audit: audit, planner: planner)
+                    request, day: day, idempotency: idempotency, audit: audit, planner: planner, claiming: claiming)
             } catch {
-                // Whatever failed, the claim this request made is given back if it is still in flight, so a retry
-                // can succeed at once rather than after the lease. Only this request's claim: a stored answer, or a
-                // claim another request took over after this one's lease ran out, stays.
-                await giveBack(idempotency, walkerId: request.walkerId, now: request.now)
+                // Whatever failed, once a statement that claims the key was sent, the claim is given back if it is
+                // still in flight, so a retry can succeed at once rather than after the lease. Only this request's
+                // claim: a stored answer, or a claim another request took over after this one's lease ran out,
+                // stays. When no connection could be had, nothing was claimed, and the 503 is not held up.
+                if claiming.wasSent { await giveBack(idempotency, walkerId: request.walkerId, now: request.now) }
                 throw error
             }
         }
@@ -144,8 +156,8 @@ extension Store {
 
     /// Gives back the key `idempotency` claimed at `now` if that claim is still in flight, on a connection of its
     /// own: the failed unit's may be gone, and the pool can lease out a connection the server closed before it
-    /// learns so from the failure, so a failed try is tried again (three in all) on the next one. When every try
-    /// fails, the key stays claimed until its lease runs out.
+    /// learns so from the failure, so a try that lost its connection is tried again (three in all) on the next
+    /// one. When the database cannot be reached, the key stays claimed until its lease runs out.
     private func giveBack(_ idempotency: IdempotencyRequest, walkerId: String, now: Date) async {
         for _ in 0..<3 {
             do {
@@ -154,16 +166,19 @@ extension Store {
                         walkerId: walkerId, key: idempotency.key, leaseUntil: idempotency.leaseEnd(now: now))
                 }
                 return
-            } catch {
+            } catch let error as StoreError where error.isConnectionLost {
                 continue
+            } catch {
+                return
             }
         }
     }
 
     /// The PostgreSQL ingest (see `ingest`); when it throws, its caller gives back the key it may have claimed.
+    /// `claiming` is marked on the connection of each unit that may claim the key, before its first statement.
     private func postgresIngest(
         _ request: AdmissionRequest, day: LocalDate, idempotency: IdempotencyRequest, audit: IngestAudit,
-        planner: some IngestPlanner
+        planner: some IngestPlanner, claiming: ClaimSent
     ) async throws -> (decision: RateLimitDecision, outcome: IngestUnitOutcome) {
         // Whether this instance's entry for the walker was stale: its next entry is then `admitting`.
         var overtaken = false
@@ -172,7 +187,7 @@ extension Store {
         {
             let result = try await cachedIngest(
                 request, day: day, idempotency: idempotency, write: planned(cached.state), from: cached,
-                audit: audit, planner: planner, cache: cache)
+                audit: audit, planner: planner, cache: cache, claiming: claiming)
             switch result {
             case .answered(let decision, let outcome): return (decision, outcome)
             case .locked(let decision, let stale):
@@ -185,6 +200,7 @@ extension Store {
         }
         let (cache, wasOvertaken) = (ingestCache, overtaken)
         let (decision, outcome) = try await withoutTransaction { tx in
+            claiming.mark()
             let (decision, admission) = try await tx.admit(request, day: day)
             return (
                 decision,

@@ -4,6 +4,7 @@ import StepDatabase
 import StepStore
 import StepTestSupport
 import Testing
+import _ConnectionPoolModule
 
 @Suite("PostgreSQL work follows its caller")
 struct PostgresCancellationTests {
@@ -47,6 +48,58 @@ struct PostgresCancellationTests {
             refusal = error
         }
         #expect(refusal?.isUnavailable == true)
+        try await test.close()
+    }
+
+    @Test(
+        "a session the server ends is a lost connection (a 503 the store may retry elsewhere), and the pool goes on",
+        .enabled(if: TestDatabases.kinds.contains(.postgres)))
+    func terminatedSession() async throws {
+        let test = try await TestDatabases.make(.postgres)
+        let database = test.store.database
+        let lost: StoreError?
+        do {
+            try await database.withConnection { sql in
+                try await sql.raw("SELECT pg_terminate_backend(pg_backend_pid())").run()
+            }
+            lost = nil
+        } catch let error as StoreError {
+            lost = error
+        }
+        #expect(lost?.isConnectionLost == true, "\(String(describing: lost))")
+        #expect(lost?.isUnavailable == true)
+        // The pool may lease out the dead connection once more before it learns of its end.
+        var served = false
+        for _ in 0..<3 where !served {
+            served = (try? await database.withConnection { sql in try await sql.raw("SELECT 1").run() }) != nil
+        }
+        #expect(served)
+        // A statement that fails for its own sake is not a lost connection.
+        await #expect {
+            try await database.withConnection { sql in try await sql.raw("SELECT * FROM no_such_table").run() }
+        } throws: { error in
+            (error as? StoreError)?.isConnectionLost != true
+        }
+        try await test.close()
+    }
+
+    @Test(
+        "the pool's circuit breaker (no connection for a minute) answers unavailable, a 503, not a failure",
+        .enabled(if: TestDatabases.kinds.contains(.postgres)))
+    func circuitBreaker() async throws {
+        let test = try await TestDatabases.make(.postgres)
+        // The pool throws this from the lease; thrown from the work it reaches the same mapping.
+        let refusal: StoreError?
+        do {
+            try await test.store.database.withConnection { _ in
+                throw ConnectionPoolError.connectionCreationCircuitBreakerTripped
+            }
+            refusal = nil
+        } catch let error as StoreError {
+            refusal = error
+        }
+        #expect(refusal?.isUnavailable == true)
+        #expect(refusal?.isConnectionLost == false)
         try await test.close()
     }
 }

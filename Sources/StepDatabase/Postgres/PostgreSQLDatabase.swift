@@ -5,6 +5,7 @@ import PostgresNIO
 import SQLKit
 import ServiceLifecycle
 import Synchronization
+import _ConnectionPoolModule
 
 /// Pool and timeout settings for PostgreSQL.
 package struct PostgresSettings: Sendable, Hashable {
@@ -305,6 +306,9 @@ package final class PostgreSQLDatabase: Database {
         do {
             return try result.get()
         } catch let error as PSQLError {
+            if Self.lost(error) {
+                throw StoreError.connectionLost("PostgreSQL: the connection was lost (\(error.code))")
+            }
             if let transient = Self.transient(error) { throw StoreError.unavailable(transient) }
             if error.code == .server, error.serverInfo?[.sqlState] == "55P03" {
                 throw StoreError.lockTimeout("PostgreSQL SQLSTATE 55P03: a lock was not granted within lock_timeout")
@@ -316,6 +320,20 @@ package final class PostgreSQLDatabase: Database {
             throw error
         } catch is CancellationError {
             throw StoreError.unavailable("PostgreSQL work was cancelled")
+        } catch let error as _ConnectionPoolModule.ConnectionPoolError {
+            // The pool's circuit breaker: after a minute without a connection it refuses work at once until one
+            // can be made again.
+            throw StoreError.unavailable("PostgreSQL connection pool: \(error)")
+        }
+    }
+
+    /// The connection closed under the work: the server ended the session (SQLSTATE 57P01, an administrator's
+    /// or a shutdown's termination) or the socket went.
+    private static func lost(_ error: PSQLError) -> Bool {
+        switch error.code {
+        case .serverClosedConnection, .clientClosedConnection, .uncleanShutdown: true
+        case .server: error.serverInfo?[.sqlState] == "57P01"
+        default: false
         }
     }
 
