@@ -13,17 +13,23 @@ package struct WalkerEvent: Sendable, Hashable {
 }
 
 extension StoreTransaction {
-    /// Appends an event to the walker's log and returns it with its sequence number, one above the walker's
-    /// last. Under the walker's lock (taken by the caller), so two appends never pick the same number; the
-    /// primary key refuses it if they did.
+    /// Appends an event to the walker's log and returns it with its sequence number: one above the walker's last,
+    /// and never below the time it is written, in milliseconds since 1970. So ids keep rising even when the log
+    /// lost its newest events (a restore from a backup) or all of them (an erasure, after which the same id may
+    /// walk again): a device's or a webhook receiver's cursor from before never hides a new event. Under the
+    /// walker's lock (taken by the caller), so two appends never pick the same number; the primary key refuses it
+    /// if they did.
     package func appendEvent(walkerId: String, type: String, data: String, at now: Date) async throws
         -> WalkerEvent
     {
+        let time = now.millisecondsSince1970
+        // The larger of two values: GREATEST on PostgreSQL, the two-argument MAX on SQLite.
+        let greatest: SQLText = kind == .postgres ? "GREATEST" : "MAX"
         let row = try await sql.raw(
             """
             INSERT INTO walker_events (walker_id, seq, type, data, created_at)
-            SELECT \(bind: walkerId), COALESCE(MAX(seq), 0) + 1, \(bind: type), \(bind: data),
-                \(bind: now.millisecondsSince1970)
+            SELECT \(bind: walkerId), \(greatest)(COALESCE(MAX(seq), 0) + 1, \(bind: time)), \(bind: type),
+                \(bind: data), \(bind: time)
             FROM walker_events WHERE walker_id = \(bind: walkerId)
             RETURNING seq
             """

@@ -26,6 +26,14 @@ struct EventsTests {
         }
     }
 
+    /// The id of a walker's first event written at the harness's time: its time in milliseconds since 1970 (ids
+    /// never go below the time they were written, so they keep rising across an erasure or a restore).
+    static func firstId(_ harness: TestHarness) -> Int {
+        Int((harness.clock.now.timeIntervalSince1970 * 1000).rounded())
+    }
+
+    static func id(_ value: Int) -> JSONValue { .string(String(value)) }
+
     @Test(
         "a poll pages by cursor from the first event; another walker sees none of them", arguments: TestDatabases.kinds)
     func pollPages(kind: DatabaseKind) async throws {
@@ -33,18 +41,19 @@ struct EventsTests {
         let token = try await harness.token(for: "walker-events")
         let other = try await harness.token(for: "walker-other")
         try await Self.append(harness, "walker-events", count: 3)
+        let base = Self.firstId(harness)
         try await harness.run { client in
             let first = try await client.read("/walker/events", token: token).json
             guard case .array(let events)? = first["events"] else { throw JSONShapeError() }
-            #expect(events.map { $0["id"] } == [.string("1"), .string("2"), .string("3")])
+            #expect(events.map { $0["id"] } == [Self.id(base), Self.id(base + 1), Self.id(base + 2)])
             #expect(events[1]["data"] == .object(["n": .int(1)]))
             #expect(events[0]["createdAt"] == .string("2026-05-18T20:42:30.000Z"))
-            #expect(first["next"] == .string("3"))
-            let rest = try await client.read("/walker/events?after=1", token: token).json
-            #expect(rest["events"]?[0]?["id"] == .string("2"))
-            let none = try await client.read("/walker/events?after=3", token: token).json
+            #expect(first["next"] == Self.id(base + 2))
+            let rest = try await client.read("/walker/events?after=\(base)", token: token).json
+            #expect(rest["events"]?[0]?["id"] == Self.id(base + 1))
+            let none = try await client.read("/walker/events?after=\(base + 2)", token: token).json
             #expect(none["events"] == .array([]))
-            #expect(none["next"] == .string("3"))
+            #expect(none["next"] == Self.id(base + 2))
             let foreign = try await client.read("/walker/events", token: other).json
             #expect(foreign["events"] == .array([]))
             #expect(foreign["next"] == .string("0"))
@@ -73,7 +82,7 @@ struct EventsTests {
             try await Self.append(harness, "walker-wait", count: 1)
             let waited = ContinuousClock.now
             let body = try await answer.json
-            #expect(body["events"]?[0]?["id"] == .string("1"))
+            #expect(body["events"]?[0]?["id"] == Self.id(Self.firstId(harness)))
             #expect(ContinuousClock.now - waited < .seconds(15))
         }
     }
@@ -86,6 +95,7 @@ struct EventsTests {
         }
         let token = try await harness.token(for: "walker-sse")
         try await Self.append(harness, "walker-sse", count: 2)
+        let base = Self.firstId(harness)
         try await harness.run(.live) { client in
             let whole = try await client.execute(
                 uri: "/walker/events/stream", method: .get, headers: [.authorization: "Bearer \(token)"])
@@ -93,16 +103,16 @@ struct EventsTests {
             #expect(whole.headers[.contentType] == "text/event-stream; charset=utf-8")
             let text = String(buffer: whole.body)
             #expect(text.hasPrefix("retry: 1000\n\n"))
-            #expect(text.contains("id: 1\nevent: allocation-reverted\ndata: {\"createdAt\":"))
-            #expect(text.contains("id: 2\nevent: allocation-reverted\ndata: "))
-            #expect(text.contains(#""data":{"n":1},"id":"2","type":"allocation-reverted"}"#))
+            #expect(text.contains("id: \(base)\nevent: allocation-reverted\ndata: {\"createdAt\":"))
+            #expect(text.contains("id: \(base + 1)\nevent: allocation-reverted\ndata: "))
+            #expect(text.contains(#""data":{"n":1},"id":"\#(base + 1)","type":"allocation-reverted"}"#))
 
             let resumed = try await client.execute(
                 uri: "/walker/events/stream", method: .get,
-                headers: [.authorization: "Bearer \(token)", HTTPField.Name("Last-Event-ID")!: "1"])
+                headers: [.authorization: "Bearer \(token)", HTTPField.Name("Last-Event-ID")!: "\(base)"])
             let resumedText = String(buffer: resumed.body)
-            #expect(!resumedText.contains("id: 1\n"))
-            #expect(resumedText.contains("id: 2\n"))
+            #expect(!resumedText.contains("id: \(base)\n"))
+            #expect(resumedText.contains("id: \(base + 1)\n"))
             let bad = try await client.execute(
                 uri: "/walker/events/stream", method: .get,
                 headers: [.authorization: "Bearer \(token)", HTTPField.Name("Last-Event-ID")!: "abc"])
@@ -207,7 +217,8 @@ struct EventsTests {
                 let json = try JSONDecoder().decode(JSONValue.self, from: Data(body.utf8))
                 #expect(json["walkerId"] == .string(AdminTests.walker))
                 #expect(json["type"] == .string("allocation-reverted"))
-                #expect(json["id"] == .string("1"))
+                // The walker's first event: its id is its time in milliseconds, the harness's clock when the job ran.
+                #expect(json["id"] == Self.id(Self.firstId(harness)))
                 #expect(json["data"]?["allocationId"] == .string(allocationId))
                 // t=<unix>,v1=<hex HMAC-SHA256 of "t.body">, computed here independently.
                 let signature = try #require(delivered[0].signature)
@@ -327,11 +338,15 @@ struct EventsTests {
             let polled = try await answer
             let events = try JSONDecoder().decode(JSONValue.self, from: Data(String(buffer: polled.body).utf8))
             #expect(events["events"]?[0]?["type"] == .string("allocation-reverted"))
+            guard case .string(let refunded)? = events["events"]?[0]?["id"], let refundedId = Int(refunded) else {
+                throw JSONShapeError()
+            }
             #expect(ContinuousClock.now - ran < .seconds(20), "woken by the job's completion")
             guard kind == .postgres else { return }
             // On PostgreSQL an event written by any connection (another instance's worker) wakes the wait too.
             async let second = client.execute(
-                uri: "/walker/events?after=1&wait=25", method: .get, headers: [.authorization: "Bearer \(token)"])
+                uri: "/walker/events?after=\(refundedId)&wait=25", method: .get,
+                headers: [.authorization: "Bearer \(token)"])
             try await Task.sleep(for: .milliseconds(300))
             let appended = ContinuousClock.now
             try await harness.store.transaction { tx in
@@ -339,7 +354,7 @@ struct EventsTests {
                     walkerId: AdminTests.walker, type: "allocation-reverted", data: "{}", at: harness.clock.now)
             }
             let next = try JSONDecoder().decode(JSONValue.self, from: Data(String(buffer: try await second.body).utf8))
-            #expect(next["events"]?[0]?["id"] == .string("2"))
+            #expect(next["events"]?[0]?["id"] == Self.id(refundedId + 1))
             #expect(ContinuousClock.now - appended < .seconds(20), "woken by NOTIFY")
         }
     }

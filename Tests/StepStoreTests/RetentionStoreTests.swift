@@ -12,7 +12,7 @@ struct RetentionStoreTests {
     static let hour = 3_600.0
 
     @Test(
-        "events older than retention go, except each walker's latest, so sequences never restart",
+        "events older than retention go, except each walker's latest, so ids never go back",
         arguments: TestDatabases.kinds)
     func walkerEvents(kind: DatabaseKind) async throws {
         let test = try await TestDatabases.make(kind)
@@ -33,16 +33,50 @@ struct RetentionStoreTests {
                 try await tx.events(walkerId: "x", after: 0, limit: 10).map(\.seq)
             )
         }
-        #expect(kept.0 == [4])
-        #expect(kept.1 == [2], "the latest event stays whatever its age")
-        // A client behind the oldest kept event reads from it; the next event continues the sequence.
+        // An id is one above the walker's last, and never below its time in milliseconds.
+        let (oldId, nowId) = (old.millisecondsSince1970, Self.t0.millisecondsSince1970)
+        #expect(kept.0 == [nowId])
+        #expect(kept.1 == [oldId + 1], "the latest event stays whatever its age")
+        // A client behind the oldest kept event reads from it; the next event's id is above every earlier one.
         let next = try await store.transaction { tx in
             try await tx.appendEvent(walkerId: "x", type: "t", data: "{}", at: Self.t0)
         }
-        #expect(next.seq == 3)
+        #expect(next.seq == nowId)
         #expect(
-            try await store.transaction { try await $0.events(walkerId: "x", after: 1, limit: 10) }.map(\.seq)
-                == [2, 3])
+            try await store.transaction { try await $0.events(walkerId: "x", after: oldId, limit: 10) }.map(\.seq)
+                == [oldId + 1, nowId])
+        let later = try await store.transaction { tx in
+            try await tx.appendEvent(walkerId: "x", type: "t", data: "{}", at: Self.t0)
+        }
+        #expect(later.seq == nowId + 1, "written in the same millisecond: one above the last")
+        try await test.close()
+    }
+
+    @Test(
+        "event ids keep rising after a restore lost the newest events and after an erasure, so no cursor skips one",
+        arguments: TestDatabases.kinds)
+    func idsAfterReset(kind: DatabaseKind) async throws {
+        let test = try await TestDatabases.make(kind)
+        let store = test.store
+        func append(at time: Date) async throws -> Int {
+            try await store.transaction { tx in
+                try await tx.appendEvent(walkerId: "w", type: "t", data: "{}", at: time).seq
+            }
+        }
+        var seen: [Int] = []
+        for _ in 0..<3 { seen.append(try await append(at: Self.t0)) }
+        // A restore from a backup taken after the first event: the devices have seen the other two.
+        let backedUp = seen[0]
+        try await store.withoutTransaction { tx in
+            try await tx.sql.raw("DELETE FROM walker_events WHERE walker_id = 'w' AND seq > \(bind: backedUp)").run()
+        }
+        let restored = try await append(at: Self.t0.addingTimeInterval(1))
+        #expect(restored > seen.max()!, "a device at \(seen.max()!) would skip event \(restored)")
+        // An erasure removes every event; the same id walking again starts above all it was given.
+        _ = try await store.eraseWalker("w", actor: .commandLine, at: Self.t0.addingTimeInterval(2))
+        #expect(try await store.transaction { try await $0.events(walkerId: "w", after: 0, limit: 10) }.isEmpty)
+        let again = try await append(at: Self.t0.addingTimeInterval(3))
+        #expect(again > restored, "a device at \(restored) would skip event \(again)")
         try await test.close()
     }
 
