@@ -19,16 +19,19 @@ extension AppConfiguration {
         package var streamMaxSeconds: Double = 300
         /// How often an open stream sends a comment line, so proxies keep it and a gone client is noticed.
         package var streamKeepAliveSeconds: Double = 15
+        /// How many event streams and waiting polls one walker may hold open on one instance; a new one ends the
+        /// oldest (an app holds one, two while it reconnects through a connection that is not yet seen closed).
+        package var maxWaitsPerWalker = 4
 
         package enum Key: String, ConfigurationKeys {
             case webhookUrl, webhookSecret, webhookMaxAttempts, webhookTimeoutSeconds, pollIntervalSeconds
-            case streamMaxSeconds, streamKeepAliveSeconds
+            case streamMaxSeconds, streamKeepAliveSeconds, maxWaitsPerWalker
             package static let section = "events"
             package var isSecret: Bool {
                 switch self {
                 case .webhookSecret: true
                 case .webhookUrl, .webhookMaxAttempts, .webhookTimeoutSeconds, .pollIntervalSeconds,
-                    .streamMaxSeconds, .streamKeepAliveSeconds:
+                    .streamMaxSeconds, .streamKeepAliveSeconds, .maxWaitsPerWalker:
                     false
                 }
             }
@@ -58,6 +61,7 @@ extension AppConfiguration {
             streamMaxSeconds = try reader.double(.streamMaxSeconds, in: 1...86_400) ?? streamMaxSeconds
             streamKeepAliveSeconds =
                 try reader.double(.streamKeepAliveSeconds, in: 1...3600) ?? streamKeepAliveSeconds
+            maxWaitsPerWalker = try reader.int(.maxWaitsPerWalker, in: 1...100) ?? maxWaitsPerWalker
         }
     }
 }

@@ -87,6 +87,57 @@ struct EventsTests {
         }
     }
 
+    @Test(
+        "a walker holds at most events.maxWaitsPerWalker waits: a new poll or stream ends the oldest, which answers what it has",
+        arguments: TestDatabases.kinds)
+    func waitsPerWalker(kind: DatabaseKind) async throws {
+        // Streams of a minute, polls of 25 s: an early end can only come from being superseded (the safety net's
+        // poll, which finds the event appended below, wakes only the waits that are behind the log).
+        let harness = try await TestHarness.make(kind: kind) {
+            $0.events.pollIntervalSeconds = 0.2
+            $0.events.streamMaxSeconds = 60
+            $0.events.maxWaitsPerWalker = 2
+        }
+        let token = try await harness.token(for: "walker-waits")
+        try await harness.run(.live) { client in
+            let port = try #require(client.port)
+            // Each on a connection of its own; a stream has subscribed once it has sent its `retry:` line.
+            func open(_ path: String) throws -> RawConnection {
+                let connection = try RawConnection(port: port, receiveTimeout: 10)
+                connection.send("GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(token)\r\n\r\n")
+                return connection
+            }
+            func stream() async throws -> RawConnection {
+                let connection = try open("/walker/events/stream")
+                let opened = try await RawConnection.offPool { connection.read(through: "retry: 1000\n\n") }
+                #expect(opened.hasPrefix("HTTP/1.1 200 OK") && opened.contains("retry: 1000\n\n"), "\(opened)")
+                return connection
+            }
+            // The last chunk of a body: what a stream sends when it ends (or, after 10 s, what it sent by then).
+            func end(of connection: RawConnection) async throws -> String {
+                try await RawConnection.offPool { connection.read(through: "0\r\n\r\n") }
+            }
+            let first = try await stream()
+            let second = try await stream()
+            // A poll takes the oldest stream's place.
+            let poll = try open("/walker/events?wait=25")
+            #expect(try await end(of: first).hasSuffix("0\r\n\r\n"), "the oldest stream did not end")
+            // A stream takes the oldest wait's place, a stream's; then a poll's, which answers with no event.
+            let third = try await stream()
+            #expect(try await end(of: second).hasSuffix("0\r\n\r\n"), "the second stream did not end")
+            let fourth = try await stream()
+            let answered = try await RawConnection.offPool { poll.read(through: "}") }
+            #expect(answered.hasPrefix("HTTP/1.1 200 OK"), "\(answered)")
+            #expect(answered.hasSuffix(#"{"events":[],"next":"0"}"#), "the poll was not answered early: \(answered)")
+            // The two newest keep waiting and both get the next event.
+            try await Self.append(harness, "walker-waits", count: 1)
+            for connection in [third, fourth] {
+                let event = try await RawConnection.offPool { connection.read(through: "allocation-reverted\ndata") }
+                #expect(event.contains("id: \(Self.firstId(harness))\nevent: allocation-reverted"), "\(event)")
+            }
+        }
+    }
+
     @Test("the stream sends every event with its id and resumes after Last-Event-ID", arguments: TestDatabases.kinds)
     func stream(kind: DatabaseKind) async throws {
         let harness = try await TestHarness.make(kind: kind) {
@@ -139,6 +190,11 @@ struct EventsTests {
         }
         #expect(throws: ConfigurationError.self) { try read(["events.pollIntervalSeconds": "0"]) }
         #expect(throws: ConfigurationError.self) { try read(["ledger.refundGraceSeconds": "-1"]) }
+        #expect(try read([:]).events.maxWaitsPerWalker == 4)
+        #expect(try read(["events.maxWaitsPerWalker": "1"]).events.maxWaitsPerWalker == 1)
+        for bad in ["0", "101", "two"] {
+            #expect(throws: ConfigurationError.self) { try read(["events.maxWaitsPerWalker": bad]) }
+        }
     }
 
     /// A real HTTP receiver on loopback that records what it is sent and answers `status`.

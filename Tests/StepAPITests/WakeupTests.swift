@@ -48,3 +48,30 @@ struct WakeupTests {
         #expect(lost == 0, "\(lost) signals were lost")
     }
 }
+
+/// How many waits a walker may hold open (`events.maxWaitsPerWalker`).
+@Suite("Event waits per walker")
+struct EventWaitLimitTests {
+    @Test("a wait beyond the walker's limit supersedes and wakes the oldest; other walkers are untouched")
+    func oldestSuperseded() async {
+        let signals = EventSignals()
+        let first = signals.subscribe(walkerId: "w", cursor: 1, limit: 2)
+        let second = signals.subscribe(walkerId: "w", cursor: 3, limit: 2)
+        let other = signals.subscribe(walkerId: "x", cursor: 0, limit: 2)
+        #expect(!first.superseded.isSet && !second.superseded.isSet)
+        let third = signals.subscribe(walkerId: "w", cursor: 5, limit: 2)
+        #expect(first.superseded.isSet, "the oldest wait keeps its place")
+        #expect(await first.wakeup.wait(for: .zero), "the superseded wait was not woken")
+        #expect(signals.cursors()["w"] == 3, "the superseded wait's cursor no longer counts")
+        #expect(!second.superseded.isSet && !third.superseded.isSet && !other.superseded.isSet)
+        #expect(signals.waitCount(walkerId: "w") == 2 && signals.waitCount(walkerId: "x") == 1)
+        // The superseded wait leaves as every wait does, and takes nothing of the others with it.
+        signals.unsubscribe(first)
+        #expect(signals.waitCount(walkerId: "w") == 2)
+        signals.unsubscribe(second)
+        #expect(signals.cursors()["w"] == 5)
+        // Without a limit nothing is superseded.
+        let unlimited = (0..<10).map { _ in signals.subscribe(walkerId: "y", cursor: 0) }
+        #expect(unlimited.allSatisfy { !$0.superseded.isSet } && signals.waitCount(walkerId: "y") == 10)
+    }
+}

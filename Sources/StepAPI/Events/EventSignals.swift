@@ -97,6 +97,7 @@ package final class EventSignals: Sendable {
     private struct Subscriber {
         var wakeup: Wakeup
         var cursor: Int
+        var superseded: Superseded
     }
     private let subscribers = Mutex<[String: [UInt64: Subscriber]]>([:])
     private let nextID = Atomic<UInt64>(0)
@@ -107,13 +108,45 @@ package final class EventSignals: Sendable {
         let id: UInt64
         let walkerId: String
         let wakeup: Wakeup
+        /// Set (and the wake-up signalled) when newer waits of the walker took this one's place: its stream ends,
+        /// its poll answers what it has.
+        let superseded: Superseded
     }
 
-    func subscribe(walkerId: String, cursor: Int) -> Subscription {
+    /// Set once, when a wait's place was taken by newer waits of its walker.
+    final class Superseded: Sendable {
+        private let flag = Atomic<Bool>(false)
+
+        func set() { flag.store(true, ordering: .relaxed) }
+        var isSet: Bool { flag.load(ordering: .relaxed) }
+    }
+
+    /// Registers a wait for the walker's events from `cursor`. With `limit`, the walker keeps at most that many
+    /// waits in this process: the oldest beyond it are superseded and woken, so one token cannot hold an unbounded
+    /// number of streams or polls (each open costs one request against the walker's limit, but is held for
+    /// minutes).
+    func subscribe(walkerId: String, cursor: Int, limit: Int = .max) -> Subscription {
         let id = nextID.add(1, ordering: .relaxed).newValue
         let wakeup = Wakeup()
-        subscribers.withLock { $0[walkerId, default: [:]][id] = Subscriber(wakeup: wakeup, cursor: cursor) }
-        return Subscription(id: id, walkerId: walkerId, wakeup: wakeup)
+        let superseded = Superseded()
+        let displaced: [Subscriber] = subscribers.withLock { all in
+            var waits = all[walkerId, default: [:]]
+            waits[id] = Subscriber(wakeup: wakeup, cursor: cursor, superseded: superseded)
+            let oldest = waits.count > limit ? Array(waits.keys.sorted().prefix(waits.count - limit)) : []
+            let gone = oldest.compactMap { waits.removeValue(forKey: $0) }
+            all[walkerId] = waits
+            return gone
+        }
+        for subscriber in displaced {
+            subscriber.superseded.set()
+            subscriber.wakeup.signal()
+        }
+        return Subscription(id: id, walkerId: walkerId, wakeup: wakeup, superseded: superseded)
+    }
+
+    /// How many waits the walker holds in this process.
+    func waitCount(walkerId: String) -> Int {
+        subscribers.withLock { $0[walkerId]?.count ?? 0 }
     }
 
     func advance(_ subscription: Subscription, to cursor: Int) {

@@ -13,7 +13,9 @@ import StepStore
 /// `GET /walker/events/stream` (Server-Sent Events, resumed by `Last-Event-ID`). Both read the stored log, so
 /// an event is never missed across reconnects or instances; the cursor is the last event's sequence number.
 /// Authentication, envelope and per-walker limit are those of `GET /walker`; a request counts once however
-/// long it waits or streams, and holds no database connection while it waits.
+/// long it waits or streams, and holds no database connection while it waits. A walker holds at most
+/// `events.maxWaitsPerWalker` waiting polls and streams on one instance: a new one ends the oldest (a poll answers
+/// what it has, a stream ends as at its time limit and the client reconnects with `Last-Event-ID`).
 struct EventsController: Sendable {
     static let eventsRoute = "/walker/events"
     static let streamRoute = "/walker/events/stream"
@@ -41,19 +43,20 @@ struct EventsController: Sendable {
         }.mapError(WalkerAPIError.invalidQuery)
         return try await runner.respond(context: context, query: query) { tx, walkerId, _, query in
             .success(try await tx.events(walkerId: walkerId, after: query.after, limit: Self.pageLimit))
-        } render: { [store, signals] walkerId, query, first in
+        } render: { [store, signals, maxWaits = settings.maxWaitsPerWalker] walkerId, query, first in
             var events = first
             if events.isEmpty, query.wait > 0 {
                 let deadline = ContinuousClock.now + .seconds(query.wait)
                 // Subscribed before the read below, so an event committed in between still wakes this wait.
-                let subscription = signals.subscribe(walkerId: walkerId, cursor: query.after)
+                let subscription = signals.subscribe(
+                    walkerId: walkerId, cursor: query.after, limit: maxWaits)
                 defer { signals.unsubscribe(subscription) }
                 do {
                     events = try await store.withoutTransaction {
                         try await $0.events(walkerId: walkerId, after: query.after, limit: Self.pageLimit)
                     }
                     while events.isEmpty, ContinuousClock.now < deadline, !Task.isCancelled,
-                        !Task.isShuttingDownGracefully
+                        !Task.isShuttingDownGracefully, !subscription.superseded.isSet
                     {
                         // Asleep until an event may have come (or the wait ends): no query meanwhile.
                         guard await Self.wake(subscription, within: deadline - ContinuousClock.now) else { continue }
@@ -85,11 +88,14 @@ struct EventsController: Sendable {
                 let end = ContinuousClock.now + .seconds(settings.streamMaxSeconds)
                 let keepAlive = Duration.seconds(settings.streamKeepAliveSeconds)
                 var lastWrite = ContinuousClock.now
-                let subscription = signals.subscribe(walkerId: walkerId, cursor: cursor)
+                let subscription = signals.subscribe(
+                    walkerId: walkerId, cursor: cursor, limit: settings.maxWaitsPerWalker)
                 defer { signals.unsubscribe(subscription) }
                 try await writer.write(ByteBuffer(string: "retry: 1000\n\n"))
                 var read = true
-                while ContinuousClock.now < end, !Task.isCancelled, !Task.isShuttingDownGracefully {
+                while ContinuousClock.now < end, !Task.isCancelled, !Task.isShuttingDownGracefully,
+                    !subscription.superseded.isSet
+                {
                     guard read else {
                         // Asleep until an event may have come, the keep-alive is due, or the stream's end.
                         let wait = min(lastWrite + keepAlive, end) - ContinuousClock.now

@@ -2035,7 +2035,9 @@ internal struct Client: APIProtocol {
     /// `after`, from the walker's first event. With `wait`, an empty answer is held up to that many seconds and
     /// returned as soon as an event is stored. At most 100 events per answer; `next` is the cursor to send as
     /// `after` next time (the last event's id, or `after` again when there was none). Counts once against the
-    /// walker's limit (rateLimit.walkerPerMinute) however long it waits.
+    /// walker's limit (rateLimit.walkerPerMinute) however long it waits. A waiting poll is answered early, with
+    /// what it has, when newer streams and waiting polls of the walker exceed events.maxWaitsPerWalker (4) on the
+    /// instance.
     ///
     ///
     /// - Remark: HTTP `GET /walker/events`.
@@ -2290,9 +2292,11 @@ internal struct Client: APIProtocol {
     ///
     /// Starts with `retry: 1000`, then each event as `id: <id>`, `event: <type>`, `data: <the event object of
     /// GET /walker/events>`; a `: keep-alive` comment every events.streamKeepAliveSeconds. The stream ends after
-    /// events.streamMaxSeconds (300), at shutdown, or when the store cannot be read; the client reconnects with
-    /// `Last-Event-ID` (an EventSource does this by itself) and misses nothing. Without Last-Event-ID it starts
-    /// after `?after=` or at the walker's first event. Counts once against the walker's limit.
+    /// events.streamMaxSeconds (300), at shutdown, when the store cannot be read, or when newer streams and
+    /// waiting polls of the walker exceed events.maxWaitsPerWalker (4) on the instance (the oldest ends); the
+    /// client reconnects with `Last-Event-ID` (an EventSource does this by itself) and misses nothing. Without
+    /// Last-Event-ID it starts after `?after=` or at the walker's first event. Counts once against the walker's
+    /// limit.
     ///
     ///
     /// - Remark: HTTP `GET /walker/events/stream`.
