@@ -19,8 +19,22 @@ package protocol Database: Sendable {
     /// What a service group must run for the database to work (a PostgreSQL pool opened to run as a service).
     var lifecycleServices: [any Service] { get }
     /// Calls `received` with the payload of every notification on `channel` until cancelled or the connection
-    /// fails (PostgreSQL `LISTEN`, on a connection of the pool held for it). SQLite has none: it throws.
-    func listen(channel: String, received: @escaping @Sendable (String) -> Void) async throws
+    /// fails (PostgreSQL `LISTEN`, on a connection of the pool held for it, which `check` asks a question now and
+    /// then: one that does not answer in time is closed, an error). SQLite has none: it throws.
+    func listen(channel: String, check: ListenCheck, received: @escaping @Sendable (String) -> Void) async throws
+}
+
+/// How a connection that only listens is checked: a connection that died without a reset (a NAT's or a firewall's
+/// idle timeout, a frozen server) raises no error and delivers nothing, so every `every` it is asked a trivial
+/// question, which it must answer within `answerWithin`.
+package struct ListenCheck: Sendable, Hashable {
+    package var every: Duration
+    package var answerWithin: Duration
+
+    package init(every: Duration = .seconds(30), answerWithin: Duration = .seconds(10)) {
+        self.every = every
+        self.answerWithin = answerWithin
+    }
 }
 
 /// The engine has no notifications (SQLite).
@@ -29,7 +43,9 @@ package struct NotificationsUnsupported: Error, Sendable {}
 extension Database {
     package var lifecycleServices: [any Service] { [] }
 
-    package func listen(channel: String, received: @escaping @Sendable (String) -> Void) async throws {
+    package func listen(channel: String, check: ListenCheck, received: @escaping @Sendable (String) -> Void)
+        async throws
+    {
         throw NotificationsUnsupported()
     }
 

@@ -173,19 +173,26 @@ package final class EventSignals: Sendable {
 }
 
 /// Keeps `EventSignals` fed from outside this process: PostgreSQL's `LISTEN stepledger_events` (reconnecting
-/// after a failure), and the safety net: every `pollIntervalSeconds`, one query for the newest event of every
+/// after a failure, including a connection that stopped answering without closing: `ListenCheck`), and the
+/// safety net: every `pollIntervalSeconds`, one query for the newest event of every
 /// waiting walker (500 walkers a statement), waking those whose log moved past a subscriber's cursor.
 package struct EventSignalService: Service {
     let signals: EventSignals
     let store: Store
     let pollIntervalSeconds: Double
     let logger: Logger
+    /// How the LISTEN connection is checked for a silent death.
+    let listenCheck: ListenCheck
 
-    package init(signals: EventSignals, store: Store, pollIntervalSeconds: Double, logger: Logger) {
+    package init(
+        signals: EventSignals, store: Store, pollIntervalSeconds: Double, logger: Logger,
+        listenCheck: ListenCheck = ListenCheck()
+    ) {
         self.signals = signals
         self.store = store
         self.pollIntervalSeconds = pollIntervalSeconds
         self.logger = logger
+        self.listenCheck = listenCheck
     }
 
     package func run() async throws {
@@ -205,14 +212,15 @@ package struct EventSignalService: Service {
         var backoff = Duration.milliseconds(250)
         while !Task.isCancelled {
             do {
-                try await store.database.listen(channel: EventSignals.channel) { walkerId in
+                try await store.database.listen(channel: EventSignals.channel, check: listenCheck) { walkerId in
                     signals.signal(walkerId: walkerId)
                 }
                 backoff = .milliseconds(250)
             } catch {
                 if Task.isCancelled { return }
-                logger.warning(
-                    "event notifications interrupted; reconnecting", metadata: ["error": "\(type(of: error))"])
+                // A store error's detail names no value (a lost or silent connection, a timeout); others by type.
+                let reason = (error as? StoreError)?.detail ?? "\(type(of: error))"
+                logger.warning("event notifications interrupted; reconnecting", metadata: ["error": "\(reason)"])
                 // Whatever was notified meanwhile is found by the safety net, or at once here:
                 wakeAll()
                 try? await Task.sleep(for: backoff)

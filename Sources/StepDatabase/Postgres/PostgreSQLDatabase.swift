@@ -228,13 +228,56 @@ package final class PostgreSQLDatabase: Database {
         }
     }
 
-    package func listen(channel: String, received: @escaping @Sendable (String) -> Void) async throws {
-        try await pools[0].client.withConnection { connection in
-            try await connection.listen(on: channel) { notifications in
-                for try await notification in notifications {
-                    received(notification.payload)
+    package func listen(channel: String, check: ListenCheck, received: @escaping @Sendable (String) -> Void)
+        async throws
+    {
+        try await pools[0].client.withConnection { [logger] connection in
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask {
+                    try await connection.listen(on: channel) { notifications in
+                        for try await notification in notifications {
+                            received(notification.payload)
+                        }
+                    }
+                    throw StoreError.connectionLost("PostgreSQL: the LISTEN connection ended")
+                }
+                group.addTask {
+                    while true {
+                        try await Task.sleep(for: check.every)
+                        guard await Self.answers(connection, within: check.answerWithin, logger: logger) else {
+                            throw StoreError.connectionLost(
+                                "PostgreSQL: the LISTEN connection did not answer within \(check.answerWithin)")
+                        }
+                    }
+                }
+                // The first to end, by its error, ends the other (and a cancelled caller, both).
+                try await group.next()
+            }
+        }
+    }
+
+    /// Whether `connection` answers a trivial query within `limit`; one that does not is closed, which also ends
+    /// the query still waiting on it. The query names itself in `pg_stat_activity`.
+    private static func answers(_ connection: PostgresConnection, within limit: Duration, logger: Logger) async
+        -> Bool
+    {
+        await withTaskGroup(of: Bool.self) { group in
+            group.addTask {
+                do {
+                    for try await _ in try await connection.query("SELECT 1 AS listen_check", logger: logger) {}
+                    return true
+                } catch {
+                    return false
                 }
             }
+            group.addTask {
+                try? await Task.sleep(for: limit)
+                return false
+            }
+            let answered = await group.next() ?? false
+            if !answered { try? await connection.close() }
+            group.cancelAll()
+            return answered
         }
     }
 

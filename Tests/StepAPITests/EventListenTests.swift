@@ -1,0 +1,93 @@
+import Foundation
+import Logging
+import SQLKit
+import StepDatabase
+import StepStore
+import StepTestSupport
+import Testing
+
+@testable import StepAPI
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// PostgreSQL's `LISTEN` connection wakes the event streams of one instance for events written by any other. A
+/// connection that dies without a reset (a NAT's idle timeout, a frozen server) raises no error, so it is checked.
+@Suite("Event notifications over LISTEN")
+struct EventListenTests {
+    @Test(
+        "a LISTEN connection that stops answering without closing is noticed and replaced, and notifications wake waits again",
+        .enabled(if: TestDatabases.postgresURL != nil), .timeLimit(.minutes(2)))
+    func silentListener() async throws {
+        let test = try await TestDatabases.make(.postgres)
+        // A store of its own, named, so this test finds its own listening session among the whole suite's.
+        let name = "listen-test-\(UUID().uuidString.prefix(8))"
+        var settings = PostgresSettings()
+        let schema = try #require(test.schema)
+        settings.startupParameters["search_path"] = schema
+        settings.startupParameters["application_name"] = name
+        let store = try await StoreFactory.open(
+            url: test.url, postgres: settings, logger: Logger(label: "test"), migrate: false)
+        let signals = EventSignals()
+        // The safety net's poll is out of the picture: only a notification, or the reconnection, wakes a wait.
+        let service = EventSignalService(
+            signals: signals, store: store, pollIntervalSeconds: 300, logger: Logger(label: "test"),
+            listenCheck: ListenCheck(every: .milliseconds(500), answerWithin: .seconds(2)))
+        let running = Task { try await service.run() }
+
+        // The sessions of this store that listen (their last query was the LISTEN or its check).
+        func listeners() async throws -> Set<Int> {
+            try await test.store.database.withConnection { sql in
+                Set(
+                    try await sql.raw(
+                        """
+                        SELECT pid FROM pg_stat_activity
+                        WHERE application_name = \(bind: name)
+                            AND (query LIKE 'LISTEN%' OR query LIKE 'SELECT 1 AS listen_check%')
+                        """
+                    ).all().map { try $0.decode(column: "pid", as: Int.self) })
+            }
+        }
+        func notify(_ walkerId: String) async throws {
+            try await test.store.withoutTransaction { tx in
+                try await tx.sql.raw("SELECT pg_notify(\(bind: EventSignals.channel), \(bind: walkerId))").run()
+            }
+        }
+        func wokenByNotify(within timeout: Duration) async throws -> Bool {
+            let subscription = signals.subscribe(walkerId: "w", cursor: 0)
+            defer { signals.unsubscribe(subscription) }
+            try await notify("w")
+            return await subscription.wakeup.wait(for: timeout)
+        }
+
+        var pids: Set<Int> = []
+        for _ in 0..<100 where pids.isEmpty {
+            pids = try await listeners()
+            if pids.isEmpty { try await Task.sleep(for: .milliseconds(100)) }
+        }
+        try #require(pids.count == 1, "not one LISTEN session of this store: \(pids)")
+        let frozen = try #require(pids.first)
+        #expect(try await wokenByNotify(within: .seconds(20)), "LISTEN does not wake waits")
+
+        // The listening server process stops: its connection stays open and answers nothing.
+        #expect(kill(pid_t(frozen), SIGSTOP) == 0)
+        defer { _ = kill(pid_t(frozen), SIGCONT) }
+        // The notification is lost with it; the check notices within its 2.5 s, drops the connection and wakes every
+        // wait, as after any interruption (what was notified meanwhile is found by reading the log).
+        #expect(try await wokenByNotify(within: .seconds(20)), "a silent LISTEN connection went unnoticed")
+        // A new LISTEN session carries the next notification.
+        var replaced = false
+        for _ in 0..<100 where !replaced {
+            replaced = !(try await listeners()).subtracting([frozen]).isEmpty
+            if !replaced { try await Task.sleep(for: .milliseconds(100)) }
+        }
+        #expect(replaced, "no new LISTEN session")
+        #expect(try await wokenByNotify(within: .seconds(20)), "the new LISTEN session does not wake waits")
+
+        running.cancel()
+        _ = await running.result
+        try await store.database.close()
+        try await test.close()
+    }
+}
