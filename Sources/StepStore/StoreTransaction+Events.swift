@@ -13,8 +13,8 @@ package struct WalkerEvent: Sendable, Hashable {
 }
 
 extension StoreTransaction {
-    /// Appends an event to the walker's log and returns it with its sequence number: one above the walker's last,
-    /// and never below the time it is written, in milliseconds since 1970. So ids keep rising even when the log
+    /// Appends an event to the walker's log and returns it with its sequence number: the larger of one above the
+    /// walker's last and the time it is written, in milliseconds since 1970. So ids keep rising even when the log
     /// lost its newest events (a restore from a backup) or all of them (an erasure, after which the same id may
     /// walk again): a device's or a webhook receiver's cursor from before never hides a new event. Under the
     /// walker's lock (taken by the caller), so two appends never pick the same number; the primary key refuses it

@@ -121,7 +121,9 @@ struct EventsTests {
             let second = try await stream()
             // A poll takes the oldest stream's place.
             let poll = try open("/walker/events?wait=25")
-            #expect(try await end(of: first).hasSuffix("0\r\n\r\n"), "the oldest stream did not end")
+            let firstEnd = try await end(of: first)
+            #expect(firstEnd.hasSuffix("0\r\n\r\n"), "the oldest stream did not end")
+            #expect(firstEnd.contains("retry: 15000\n\n"), "a superseded stream asks its client to come back later")
             // A stream takes the oldest wait's place, a stream's; then a poll's, which answers with no event.
             let third = try await stream()
             #expect(try await end(of: second).hasSuffix("0\r\n\r\n"), "the second stream did not end")

@@ -159,6 +159,9 @@ struct IngestLeaseTests {
                 """
             ).run()
         }
+        // The walker exists already: the failing ingest plans from its version.
+        #expect(try await Self.claim(store, Self.request(at: -100, key: "before").0) == .claimed)
+        let planned = try #require(try await store.transaction { try await $0.walker("w") }).version
         let (first, idempotency) = Self.request(at: 0)
         await #expect(throws: (any Error).self) {
             try await store.ingest(
@@ -169,6 +172,11 @@ struct IngestLeaseTests {
         try await store.withoutTransaction { tx in
             try await tx.sql.raw("DROP TRIGGER cut_connection ON step_submissions").run()
         }
+        // The same write reaching the server late (sent before the failure was known): with its key given back it
+        // must not apply, or a retry would write the ingest again.
+        let late = IngestWriteTests.acceptedWrite(version: planned, key: "k", steps: 3000)
+        #expect(try await store.withoutTransaction { try await $0.recordIngest(late) } == false)
+        #expect(try await Self.submissions(store) == 0)
         let (retry, _) = Self.request(at: 1)
         let (_, outcome) = try await store.ingest(
             retry, day: Self.day, idempotency: idempotency, audit: Self.audit, planner: Planner(key: "k", steps: 3000))

@@ -33,7 +33,7 @@ struct RetentionStoreTests {
                 try await tx.events(walkerId: "x", after: 0, limit: 10).map(\.seq)
             )
         }
-        // An id is one above the walker's last, and never below its time in milliseconds.
+        // An id is the larger of one above the walker's last and its time in milliseconds.
         let (oldId, nowId) = (old.millisecondsSince1970, Self.t0.millisecondsSince1970)
         #expect(kept.0 == [nowId])
         #expect(kept.1 == [oldId + 1], "the latest event stays whatever its age")

@@ -211,6 +211,7 @@ package struct EventSignalService: Service {
     private func listen() async {
         var backoff = Duration.milliseconds(250)
         while !Task.isCancelled {
+            let listening = ContinuousClock.now
             do {
                 try await store.database.listen(channel: EventSignals.channel, check: listenCheck) { walkerId in
                     signals.signal(walkerId: walkerId)
@@ -221,6 +222,9 @@ package struct EventSignalService: Service {
                 // A store error's detail names no value (a lost or silent connection, a timeout); others by type.
                 let reason = (error as? StoreError)?.detail ?? "\(type(of: error))"
                 logger.warning("event notifications interrupted; reconnecting", metadata: ["error": "\(reason)"])
+                // A connection that served past its first check starts the backoff again: interruptions spread over
+                // the process's life (a NAT's idle timeout) each reconnect at once, not after 10 s.
+                if ContinuousClock.now - listening > listenCheck.every { backoff = .milliseconds(250) }
                 // Whatever was notified meanwhile is found by the safety net, or at once here:
                 wakeAll()
                 try? await Task.sleep(for: backoff)

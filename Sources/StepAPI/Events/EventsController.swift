@@ -21,6 +21,8 @@ struct EventsController: Sendable {
     static let streamRoute = "/walker/events/stream"
     static let maxWaitSeconds = 30
     static let pageLimit = 100
+    /// The `retry:` hint a superseded stream ends with (`events.maxWaitsPerWalker`).
+    static let supersededRetryMilliseconds = 15_000
 
     let runner: WalkerReadRunner
     let settings: AppConfiguration.Events
@@ -128,6 +130,11 @@ struct EventsController: Sendable {
                         if events.count == Self.pageLimit { continue }
                     }
                     read = false
+                }
+                // Superseded: the client reconnects after 15 s rather than 1, so more streams than the walker may
+                // hold (one app on several devices) take turns slowly instead of superseding each other every second.
+                if subscription.superseded.isSet {
+                    try await writer.write(ByteBuffer(string: "retry: \(Self.supersededRetryMilliseconds)\n\n"))
                 }
                 try await writer.finish(nil)
             }

@@ -788,7 +788,7 @@ extension Components {
         }
         /// - Remark: Generated from `#/components/schemas/WalkerEvent`.
         internal struct WalkerEvent: Codable, Hashable, Sendable {
-            /// The event's id, also the cursor after it. An integer, one above the walker's last event and never below the time the event was written in milliseconds since 1970, so ids keep rising across a restore from a backup and an erasure.
+            /// The event's id, also the cursor after it. An integer, above the walker's last event's id and never below the time the event was written in milliseconds since 1970 (the larger of the two), so ids keep rising across a restore from a backup and an erasure while the servers' clocks are right.
             ///
             /// - Remark: Generated from `#/components/schemas/WalkerEvent/id`.
             internal var id: Swift.String
@@ -803,7 +803,7 @@ extension Components {
             /// Creates a new `WalkerEvent`.
             ///
             /// - Parameters:
-            ///   - id: The event's id, also the cursor after it. An integer, one above the walker's last event and never below the time the event was written in milliseconds since 1970, so ids keep rising across a restore from a backup and an erasure.
+            ///   - id: The event's id, also the cursor after it. An integer, above the walker's last event's id and never below the time the event was written in milliseconds since 1970 (the larger of the two), so ids keep rising across a restore from a backup and an erasure while the servers' clocks are right.
             ///   - _type: allocation-reverted (data {allocationId, points, days}: the points this refund returned and the days whose credit fell short of what the allocation drew, rejected or accepted lower); step-reread-requested (data {requestId, day, window {startUtc, endUtc}, nonce, deadline}: read the day again and answer with POST /step/reread before the deadline).
             ///   - createdAt:
             ///   - data:
