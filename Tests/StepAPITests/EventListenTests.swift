@@ -18,7 +18,9 @@ import Testing
 struct EventListenTests {
     @Test(
         "a LISTEN connection that stops answering without closing is noticed and replaced, and notifications wake waits again",
-        .enabled(if: TestDatabases.postgresURL != nil), .timeLimit(.minutes(2)))
+        // Only on the throwaway server `scripts/with-postgres` started on this machine: the test stops one of its
+        // processes, which a server elsewhere (`STEPLEDGER_TEST_POSTGRES_URL` alone) would not let it do.
+        .enabled(if: TestDatabases.postgresSocketURL != nil), .timeLimit(.minutes(2)))
     func silentListener() async throws {
         let test = try await TestDatabases.make(.postgres)
         // A store of its own, named, so this test finds its own listening session among the whole suite's.
@@ -68,6 +70,9 @@ struct EventListenTests {
         }
         try #require(pids.count == 1, "not one LISTEN session of this store: \(pids)")
         let frozen = try #require(pids.first)
+        // A process of this machine's PostgreSQL server, not some other process that happens to have the number.
+        let command = try String(contentsOfFile: "/proc/\(frozen)/cmdline", encoding: .utf8)
+        try #require(command.hasPrefix("postgres"), "process \(frozen) is not a PostgreSQL backend: \(command)")
         #expect(try await wokenByNotify(within: .seconds(20)), "LISTEN does not wake waits")
 
         // The listening server process stops: its connection stays open and answers nothing.
