@@ -140,16 +140,16 @@ extension StoreTransaction {
         }
     }
 
-    /// Moves the key's counter from `previous` to `next` only if it is still `previous`: an assertion
-    /// verified against a counter another request has since advanced loses here, so a replayed or reordered
-    /// assertion never counts twice.
-    package func advanceAppAttestCounter(
-        walkerId: String, keyId: String, from previous: Int, to next: Int, now: Date
-    ) async throws -> Bool {
+    /// Moves the key's counter up to `next` while the stored counter is still below it (SPEC: strictly greater than
+    /// the stored one), checked under the row's lock when the update runs: the counter only rises, so an assertion
+    /// that another request's newer one overtook, or a replay, never counts; a newer one still counts when an older
+    /// one of the same device committed first.
+    package func advanceAppAttestCounter(walkerId: String, keyId: String, to next: Int, now: Date) async throws -> Bool
+    {
         let row = try await sql.raw(
             """
             UPDATE app_attest_keys SET sign_count = \(bind: next), updated_at = \(bind: now.millisecondsSince1970)
-            WHERE walker_id = \(bind: walkerId) AND key_id = \(bind: keyId) AND sign_count = \(bind: previous)
+            WHERE walker_id = \(bind: walkerId) AND key_id = \(bind: keyId) AND sign_count < \(bind: next)
             RETURNING key_id
             """
         ).first()

@@ -134,4 +134,28 @@ struct HealthStoreTests {
         }
         try await test.close()
     }
+
+    @Test(
+        "an App Attest counter only rises: a newer assertion counts after an older one committed first, an older or equal one never",
+        arguments: TestDatabases.kinds)
+    func appAttestCounter(kind: DatabaseKind) async throws {
+        let test = try await TestDatabases.make(kind)
+        let key = AppAttestKeyRecord(
+            walkerId: "w", keyId: "key", publicKey: "pk", appId: "TEAM.app", environment: "production", signCount: 4,
+            receipt: "r")
+        let advanced = try await test.store.transaction { tx in
+            #expect(try await tx.registerAppAttestKey(key, now: Self.t0))
+            // Two assertions checked against 4 at once: the older (5) commits first, the newer (6) after it.
+            var results: [Bool] = []
+            for counter in [5, 6, 6, 3] {
+                results.append(
+                    try await tx.advanceAppAttestCounter(walkerId: "w", keyId: "key", to: counter, now: Self.t0))
+            }
+            return results
+        }
+        #expect(advanced == [true, true, false, false])
+        let stored = try await test.store.transaction { try await $0.appAttestKeys(walkerId: "w", keyId: "key") }
+        #expect(stored.map(\.signCount) == [6])
+        try await test.close()
+    }
 }

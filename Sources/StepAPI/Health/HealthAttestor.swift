@@ -15,8 +15,8 @@ enum HealthPlatform: String, Sendable {
 enum HealthAttestation: Sendable, Equatable {
     /// A first use of a key: register it (counter 0).
     case registerKey(AppAttestKeyRecord)
-    /// A later use: the key's counter moves from `from` to `to`, unless another request moved it first.
-    case advanceCounter(keyId: String, from: Int, to: Int)
+    /// A later use: the key's counter moves up to `to`, unless another request moved it there or past it first.
+    case advanceCounter(keyId: String, to: Int)
     /// Play Integrity holds nothing per device.
     case playIntegrity
 
@@ -24,7 +24,7 @@ enum HealthAttestation: Sendable, Equatable {
     var keyId: String? {
         switch self {
         case .registerKey(let key): key.keyId
-        case .advanceCounter(let keyId, _, _): keyId
+        case .advanceCounter(let keyId, _): keyId
         case .playIntegrity: nil
         }
     }
@@ -189,7 +189,7 @@ struct HealthAttestor: Sendable {
             do {
                 let result = try AppAttestAssertionVerifier(configuration: app.configuration).verify(
                     assertion: bytes, clientDataHash: clientDataHash, publicKey: publicKey, previousCounter: previous)
-                return .success(.advanceCounter(keyId: key.keyId, from: key.signCount, to: Int(result.counter)))
+                return .success(.advanceCounter(keyId: key.keyId, to: Int(result.counter)))
             } catch {
                 if firstFailure == nil || error.code != .invalidSignature { firstFailure = error }
             }

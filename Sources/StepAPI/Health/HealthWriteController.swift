@@ -178,11 +178,12 @@ struct HealthWriteController: Sendable {
             guard try await tx.registerAppAttestKey(key, now: now) else {
                 return .failure(.init(code: "APP_ATTEST_KEY_ALREADY_REGISTERED", detail: "the key was attested before"))
             }
-        case .advanceCounter(let keyId, let from, let to):
-            guard try await tx.advanceAppAttestCounter(walkerId: walkerId, keyId: keyId, from: from, to: to, now: now)
-            else {
+        case .advanceCounter(let keyId, let to):
+            guard try await tx.advanceAppAttestCounter(walkerId: walkerId, keyId: keyId, to: to, now: now) else {
                 return .failure(
-                    .init(code: "APP_ATTEST_COUNTER_NOT_INCREASING", detail: "another assertion advanced the counter"))
+                    .init(
+                        code: "APP_ATTEST_COUNTER_NOT_INCREASING",
+                        detail: "another assertion advanced the counter to this one's or past it"))
             }
         case .playIntegrity: break
         }
