@@ -284,6 +284,11 @@ struct HealthSubmitTests {
                 HealthBody(nonce: late, token: try Self.token(harness, nonce: late)), token: token)
             #expect(expired.text == healthError(400, "Bad Request", "Nonce has expired"))
 
+            // Any other platform, however long, is unsupported (seed 002), once the nonce has passed its checks.
+            let long = try await client.fetchNonce(token: token)
+            let longPlatform = try await client.submitHealth(
+                HealthBody(nonce: long, token: "x", platform: String(repeating: "p", count: 33)), token: token)
+            #expect(longPlatform.text == healthError(400, "Bad Request", "Unsupported platform"))
             let nonce = try await client.fetchNonce(token: token)
             let platform = try await client.submitHealth(
                 HealthBody(nonce: nonce, token: "x", platform: "windows"), token: token)
@@ -411,6 +416,8 @@ struct HealthSubmitTests {
             let cases: [(String, @Sendable (inout [String: JSONValue]) -> Void)] = [
                 ("Nonce is required", { $0["nonce"] = nil }),
                 ("Nonce must be a string", { $0["nonce"] = .int(5) }),
+                // Longer than any nonce the server issues: one that does not exist (seed 002).
+                ("Invalid nonce", { $0["nonce"] = .string(String(repeating: "n", count: 513)) }),
                 ("Attestation token is required", { $0["attestationToken"] = .string("") }),
                 ("Platform is required", { $0["platform"] = .null }),
                 ("Steps is required", { $0["steps"] = nil }),

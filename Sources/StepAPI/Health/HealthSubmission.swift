@@ -27,9 +27,12 @@ struct HealthSubmission: Sendable {
         guard case .object(let fields)? = JSONReader.read(bytes) else {
             throw .badRequest("Request body must be a JSON object")
         }
-        let nonce = try text(fields, "nonce", label: "Nonce", maxLength: maxNonceLength)
+        let nonce = try text(fields, "nonce", label: "Nonce", maxLength: Int.max)
+        // No nonce is that long (they are issued at 43 characters): seed 002's answer for a nonce that does not exist.
+        guard nonce.unicodeScalars.count <= maxNonceLength else { throw .badRequest("Invalid nonce") }
         let token = try text(fields, "attestationToken", label: "Attestation token", maxLength: Int.max)
-        let platform = try text(fields, "platform", label: "Platform", maxLength: 32)
+        // Any other value, however long, is seed 002's "Unsupported platform", decided after the nonce's checks.
+        let platform = try text(fields, "platform", label: "Platform", maxLength: Int.max)
         let steps = try amount(fields, "steps", label: "Steps")
         guard steps.rounded(.down) == steps else { throw .badRequest("Steps must be a whole number") }
         let duration = try amount(fields, "duration", label: "Duration")
