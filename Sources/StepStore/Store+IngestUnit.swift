@@ -1,5 +1,4 @@
 import Foundation
-import SQLKit
 import StepCore
 import StepDatabase
 import Synchronization
@@ -156,9 +155,10 @@ extension Store {
     }
 
     /// Gives back the key `idempotency` claimed at `now` if that claim is still in flight, in a transaction of its
-    /// own that bumps the walker's version first (see inside), on a connection of its own: the failed unit's may be gone, and the pool can lease out a connection the server closed before it
-    /// learns so from the failure, so a try that lost its connection is tried again (three in all) on the next
-    /// one. When the database cannot be reached, the key stays claimed until its lease runs out.
+    /// own that bumps the walker's version first (see inside). It runs on a connection of its own: the failed
+    /// unit's may be gone, and the pool can lease out a connection the server closed before it learns so from the
+    /// failure, so a try that lost its connection is tried again (three in all) on the next one. When the database
+    /// cannot be reached, the key stays claimed until its lease runs out.
     private func giveBack(_ idempotency: IdempotencyRequest, walkerId: String, now: Date) async {
         for _ in 0..<3 {
             do {
@@ -167,9 +167,7 @@ extension Store {
                     // request still running on the server (its caller answered by the deadline, or cut off from it)
                     // is waited for and has completed the key by then, and one that has not reached the server yet
                     // no longer applies. So the key is never given back while a write of it can still commit.
-                    try await tx.sql.raw(
-                        "UPDATE walkers SET version = version + 1 WHERE walker_id = \(bind: walkerId)"
-                    ).run()
+                    try await tx.bumpWalkerVersion(walkerId)
                     try await tx.releaseIdempotencyKey(
                         walkerId: walkerId, key: idempotency.key, leaseUntil: idempotency.leaseEnd(now: now))
                 }

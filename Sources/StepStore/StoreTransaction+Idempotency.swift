@@ -73,27 +73,11 @@ extension StoreTransaction {
     ) async throws -> IdempotencyClaim {
         let nowMs = now.millisecondsSince1970
         let leaseUntil = IdempotencyRequest.leaseEnd(now: now, leaseSeconds: leaseSeconds)
-        guard
-            let row = try await sql.raw(
-                """
-                SELECT request_hash, state, status, response_body, lease_until FROM idempotency_keys
-                WHERE walker_id = \(bind: walkerId) AND idem_key = \(bind: key)\(forUpdate)
-                """
-            ).first()
-        else {
-            // Deleted between the two statements (a release); the caller may simply retry.
-            return .inFlight
-        }
-        let storedHash = try row.decode(column: "request_hash", as: String.self)
-        let state = try row.decode(column: "state", as: String.self)
-        guard storedHash == requestHash else { return .payloadMismatch }
-        if state == "done" {
-            guard let status = try row.decode(column: "status", as: Int?.self),
-                let body = try row.decode(column: "response_body", as: String?.self)
-            else { throw StoreError.corrupt("finished idempotency key without a response") }
-            return .replay(status: status, body: body)
-        }
-        let storedLease = try row.decode(column: "lease_until", as: Int.self)
+        // Deleted between the two statements (a release): the caller may simply retry.
+        guard let stored = try await storedIdempotencyKey(walkerId: walkerId, key: key) else { return .inFlight }
+        guard stored.requestHash == requestHash else { return .payloadMismatch }
+        if let answer = stored.answer { return answer }
+        let storedLease = stored.leaseUntil
         guard storedLease < nowMs else { return .inFlight }
         let taken = try await sql.raw(
             """
@@ -142,6 +126,20 @@ extension StoreTransaction {
     package func heldIdempotencyKey(walkerId: String, key: String, requestHash: String, leaseUntil: Int)
         async throws -> IdempotencyClaim
     {
+        guard let stored = try await storedIdempotencyKey(walkerId: walkerId, key: key) else { return .inFlight }
+        guard let answer = stored.answer else { return stored.leaseUntil == leaseUntil ? .claimed : .inFlight }
+        return stored.requestHash == requestHash ? answer : .payloadMismatch
+    }
+
+    /// A key's row, locked: the payload it was claimed for, its lease, and its stored answer once done.
+    private struct StoredIdempotencyKey {
+        var requestHash: String
+        var leaseUntil: Int
+        /// The replay of the stored answer; nil while in flight.
+        var answer: IdempotencyClaim?
+    }
+
+    private func storedIdempotencyKey(walkerId: String, key: String) async throws -> StoredIdempotencyKey? {
         guard
             let row = try await sql.raw(
                 """
@@ -149,15 +147,16 @@ extension StoreTransaction {
                 WHERE walker_id = \(bind: walkerId) AND idem_key = \(bind: key)\(forUpdate)
                 """
             ).first()
-        else { return .inFlight }
-        let state = try row.decode(column: "state", as: String.self)
-        if state == "in_flight" {
-            return try row.decode(column: "lease_until", as: Int.self) == leaseUntil ? .claimed : .inFlight
+        else { return nil }
+        var answer: IdempotencyClaim?
+        if try row.decode(column: "state", as: String.self) == "done" {
+            guard let status = try row.decode(column: "status", as: Int?.self),
+                let body = try row.decode(column: "response_body", as: String?.self)
+            else { throw StoreError.corrupt("finished idempotency key without a response") }
+            answer = .replay(status: status, body: body)
         }
-        guard try row.decode(column: "request_hash", as: String.self) == requestHash else { return .payloadMismatch }
-        guard let status = try row.decode(column: "status", as: Int?.self),
-            let body = try row.decode(column: "response_body", as: String?.self)
-        else { throw StoreError.corrupt("finished idempotency key without a response") }
-        return .replay(status: status, body: body)
+        return StoredIdempotencyKey(
+            requestHash: try row.decode(column: "request_hash", as: String.self),
+            leaseUntil: try row.decode(column: "lease_until", as: Int.self), answer: answer)
     }
 }

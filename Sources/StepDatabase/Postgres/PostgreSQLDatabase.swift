@@ -380,10 +380,10 @@ package final class PostgreSQLDatabase: Database {
         }
     }
 
+    /// Other conditions a retry may cure, once `lost` has taken the connection's own end.
     private static func transient(_ error: PSQLError) -> String? {
         switch error.code {
-        case .connectionError, .serverClosedConnection, .clientClosedConnection, .poolClosed, .uncleanShutdown,
-            .queryCancelled, .sslUnsupported:
+        case .connectionError, .poolClosed, .queryCancelled, .sslUnsupported:
             return "PostgreSQL: \(error.code)"
         case .server:
             let state = error.serverInfo?[.sqlState] ?? ""
