@@ -76,11 +76,14 @@ enum AppAttestReceiptVectors {
         try String(contentsOf: directory.appendingPathComponent("apple-root-ca-g3.pem"), encoding: .utf8)
     }
 
-    static func verifier(policies: [any AttestationPolicy<AppAttestReceiptEvidence>] = [AppAttestReceiptExpiryPolicy()])
-        throws
-        -> AppAttestReceiptVerifier
-    {
-        try AppAttestReceiptVerifier(trustRootPEM: rootPEM(), policies: policies)
+    /// The app of the veehaitch samples.
+    static let sampleAppID = "6MURL8TA57.de.vincent-haupert.apple-appattest-poc"
+
+    static func verifier(
+        appID: String = sampleAppID,
+        additionalPolicies: [any AttestationPolicy<AppAttestReceiptEvidence>] = []
+    ) throws -> AppAttestReceiptVerifier {
+        try AppAttestReceiptVerifier(trustRootPEM: rootPEM(), appID: appID, additionalPolicies: additionalPolicies)
     }
 
     /// The receipt (`attStmt.receipt`) and credential certificate (`attStmt.x5c[0]`) of an attestation object.
@@ -135,7 +138,7 @@ struct AppAttestReceiptVerifierTests {
 
     @Test("Every veehaitch receipt verifies at its recorded time with the recorded fields", arguments: Vectors.samples)
     func veehaitchReceipt(_ sample: Vectors.Sample) async throws {
-        let receipt = try await Vectors.verifier().verify(
+        let receipt = try await Vectors.verifier(appID: sample.expected.appId).verify(
             try Vectors.bytes(base64: sample.receiptBase64),
             now: try Vectors.date(sample.checkAt)
         )
@@ -166,7 +169,7 @@ struct AppAttestReceiptVerifierTests {
         let vector = try Vectors.attestation(file)
         let (bytes, leaf) = try Vectors.receiptAndLeaf(ofAttestation: vector.attestationBase64)
         let now = try Vectors.date(vector.receipt.checkedAt)
-        let verifier = try Vectors.verifier()
+        let verifier = try Vectors.verifier(appID: vector.receipt.appId ?? "none recorded")
 
         guard vector.receipt.cmsSignatureAndChainValid else {
             // webauthn4j-kayak-2020: "the signed-attributes signature fails" (its notes); the digest itself matches.
@@ -239,7 +242,7 @@ struct AppAttestReceiptVerifierTests {
             },
             issuerPrivateKey: .init(key)
         )
-        let verifier = AppAttestReceiptVerifier(trustRoot: root)
+        let verifier = AppAttestReceiptVerifier(trustRoot: root, appID: Vectors.sampleAppID)
         let error = await #expect(throws: AppAttestReceiptError.self) {
             try await verifier.verify(receipt, now: now)
         }
@@ -253,7 +256,7 @@ struct AppAttestReceiptVerifierTests {
     func outsideSignerValidity(_ time: String) async throws {
         let (receipt, _) = try Vectors.firstSample()
         let error = await #expect(throws: AppAttestReceiptError.self) {
-            try await Vectors.verifier(policies: []).verify(receipt, now: try Vectors.date(time))
+            try await Vectors.verifier().verify(receipt, now: try Vectors.date(time))
         }
         #expect(error?.code == .certificateChainInvalid, "\(String(describing: error))")
         // The detail, which reaches the anti-cheat log, names the fault in fixed words, never a certificate.
@@ -270,24 +273,44 @@ struct AppAttestReceiptVerifierTests {
         #expect(error?.code == .receiptExpired, "\(String(describing: error))")
     }
 
-    @Test("The app id policy accepts its own app and rejects another")
+    @Test("A verifier accepts its own app's receipt and rejects another app's, whatever other policies it has")
     func appIDPolicy() async throws {
         let (receipt, now) = try Vectors.firstSample()
-        let own = try Vectors.verifier(policies: [
-            AppAttestReceiptAppIDPolicy(appID: "6MURL8TA57.de.vincent-haupert.apple-appattest-poc")
-        ])
-        #expect(try await own.verify(receipt, now: now).appID.hasPrefix("6MURL8TA57."))
-        let other = try Vectors.verifier(policies: [AppAttestReceiptAppIDPolicy(appID: "6MURL8TA57.com.example.other")])
-        let error = await #expect(throws: AppAttestReceiptError.self) {
-            try await other.verify(receipt, now: now)
+        #expect(try await Vectors.verifier().verify(receipt, now: now).appID == Vectors.sampleAppID)
+        let lenient = AcceptEverything()
+        for other in [
+            try Vectors.verifier(appID: "6MURL8TA57.com.example.other"),
+            try Vectors.verifier(appID: "6MURL8TA57.com.example.other", additionalPolicies: [lenient]),
+            try Vectors.verifier(appID: "", additionalPolicies: [lenient]),
+        ] {
+            let error = await #expect(throws: AppAttestReceiptError.self) {
+                try await other.verify(receipt, now: now)
+            }
+            #expect(error?.code == .appIdentifierMismatch)
         }
-        #expect(error?.code == .appIdentifierMismatch)
+    }
+
+    @Test("Additional policies run after the app and expiry checks, and their failure is reported")
+    func additionalPolicies() async throws {
+        let (receipt, now) = try Vectors.firstSample()
+        let refusing = try Vectors.verifier(additionalPolicies: [AcceptEverything(), RefuseEverything()])
+        let error = await #expect(throws: AppAttestReceiptError.self) {
+            try await refusing.verify(receipt, now: now)
+        }
+        #expect(error?.code == .malformedPayload && error?.detail == "refused by test policy")
+        // An expired receipt fails the expiry check before an additional policy is asked.
+        let expired = await #expect(throws: AppAttestReceiptError.self) {
+            try await refusing.verify(receipt, now: try Vectors.date("2021-03-01T00:00:00Z"))
+        }
+        #expect(expired?.code == .receiptExpired)
     }
 
     @Test("A PEM that is not a certificate is an invalid trust anchor")
     func invalidTrustAnchor() {
         #expect(throws: AppAttestReceiptError(.invalidTrustAnchor)) {
-            try AppAttestReceiptVerifier(trustRootPEM: "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n")
+            try AppAttestReceiptVerifier(
+                trustRootPEM: "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n",
+                appID: Vectors.sampleAppID)
         }
     }
 
@@ -307,5 +330,19 @@ struct AppAttestReceiptVerifierTests {
         ] {
             #expect(AppAttestReceiptTimestamp.parse(Array(text.utf8)) == nil, "\(text)")
         }
+    }
+}
+
+/// A policy that passes every receipt: additional policies must not be able to lift the app id check.
+private struct AcceptEverything: AttestationPolicy {
+    func evaluate(_ evidence: AppAttestReceiptEvidence) -> PolicyVerdict<AppAttestReceiptErrorCode> {
+        .meetsPolicy
+    }
+}
+
+/// A policy that fails every receipt.
+private struct RefuseEverything: AttestationPolicy {
+    func evaluate(_ evidence: AppAttestReceiptEvidence) -> PolicyVerdict<AppAttestReceiptErrorCode> {
+        .failsToMeetPolicy(.malformedPayload, detail: "refused by test policy")
     }
 }

@@ -14,20 +14,27 @@ package struct AppAttestReceiptVerifier: Sendable {
     private let trustRoots: CertificateStore
     private let policies: [any AttestationPolicy<AppAttestReceiptEvidence>]
 
+    /// Every receipt must name `appID` (`teamId.bundleId`, field 2) and be unexpired (field 21): those two policies
+    /// always run, so a verifier cannot be made that accepts another app's receipt or a stale one.
+    /// `additionalPolicies` run after them.
     package init(
         trustRoot: Certificate,
-        policies: [any AttestationPolicy<AppAttestReceiptEvidence>] = [AppAttestReceiptExpiryPolicy()]
+        appID: String,
+        additionalPolicies: [any AttestationPolicy<AppAttestReceiptEvidence>] = []
     ) {
         self.trustRoots = CertificateStore([trustRoot])
-        self.policies = policies
+        self.policies =
+            [AppAttestReceiptAppIDPolicy(appID: appID), AppAttestReceiptExpiryPolicy()] + additionalPolicies
     }
 
     /// - Parameter trustRootPEM: Apple Root CA - G3 in PEM.
     package init(
         trustRootPEM: String,
-        policies: [any AttestationPolicy<AppAttestReceiptEvidence>] = [AppAttestReceiptExpiryPolicy()]
+        appID: String,
+        additionalPolicies: [any AttestationPolicy<AppAttestReceiptEvidence>] = []
     ) throws(AppAttestReceiptError) {
-        self.init(trustRoot: try Self.certificate(pem: trustRootPEM), policies: policies)
+        self.init(
+            trustRoot: try Self.certificate(pem: trustRootPEM), appID: appID, additionalPolicies: additionalPolicies)
     }
 
     /// Apple publishes G3 with 76-character lines, which swift-asn1's strict RFC 1421 reader (64) refuses, so the
