@@ -372,6 +372,61 @@ struct JWKSURLTests {
     }
 
     @Test(
+        "App Check: while the key host fails, its keys serve up to 24 h after the last good fetch, then 503 until it answers",
+        arguments: TestDatabases.kinds)
+    func appCheckKeysExpireDuringOutage(kind: DatabaseKind) async throws {
+        let keys = try AuthTests.KeySet()
+        let appCheck = try AppCheckTestKey.shared()
+        let state = KeyServerState(serving: appCheck.jwks)
+        try await Self.withKeyServer(state) { url in
+            let harness = try await AuthTests.harness(kind: kind, keys: keys, production: true) {
+                $0.appCheck.jwks = .url(url)
+            }
+            let signer = try await keys.collection()
+            let start = harness.clock.now
+            let counts = Mutex(1000)
+            try await harness.run { client in
+                /// An ingest of the current UTC day so far, with a session token and an App Check token made at the
+                /// harness's current time.
+                func ingest() async throws -> TestResponse {
+                    let now = harness.clock.now
+                    let day = String(InstantParser.format(now).prefix(10))
+                    var body = IngestBody(
+                        day: day,
+                        count: counts.withLock {
+                            $0 += 100; return $0
+                        }, tz: "UTC",
+                        spanStart: "\(day)T00:00:00Z", spanEnd: InstantParser.format(now.addingTimeInterval(-60)))
+                    body["clientSubmittedAt"] = .string(InstantParser.format(now))
+                    let session = try await signer.sign(AuthTests.validClaims(now), kid: "ec-test")
+                    return try await client.ingest(
+                        body, token: session, headers: [AppCheckTestKey.header: try appCheck.token(now: now)])
+                }
+                #expect(try await ingest().status == .ok)
+                #expect(state.fetchCount == 1)
+                state.serve(nil)
+                // Past the 6 h time to live, the refetches fail and the keys fetched at the start keep serving.
+                for hours in [6.5, 12, 23.9] {
+                    harness.clock.set(start.addingTimeInterval(hours * 3600))
+                    #expect(try await ingest().status == .ok, "\(hours) h after the last good fetch")
+                }
+                #expect(state.fetchCount > 1)
+                // A day after the last good fetch they are no longer trusted.
+                harness.clock.set(start.addingTimeInterval(24 * 3600 + 1))
+                let stale = try await ingest()
+                #expect(stale.status == .serviceUnavailable)
+                #expect(try stale.json["error"] == .string("SERVICE_UNAVAILABLE"))
+                #expect(stale.headers[.retryAfter] != nil)
+                #expect(harness.logs.lines.contains { $0.contains(#""authReason":"APP_CHECK_UNAVAILABLE""#) })
+                // Once the host answers again (after the back-off, at most 5 min), the same keys verify again.
+                state.serve(appCheck.jwks)
+                harness.clock.advance(seconds: 301)
+                #expect(try await ingest().status == .ok)
+            }
+        }
+    }
+
+    @Test(
         "App Check keys from a URL go through the same cache: concurrent first ingests share one fetch",
         arguments: TestDatabases.kinds)
     func appCheckKeysFromURL(kind: DatabaseKind) async throws {

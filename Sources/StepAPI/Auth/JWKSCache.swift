@@ -22,7 +22,9 @@ package struct JWKSUnavailableError: Error, Sendable, CustomStringConvertible {
 /// The JWKS documents of every URL the server takes keys from (the session issuer's and Firebase App Check's),
 /// under one set of rules, so that neither key set can make requests wait on a host that is down:
 /// - one fetch in flight per URL; every request that needs it awaits that same fetch;
-/// - a document past `timeToLive` keeps serving while its refetch runs in the background;
+/// - a document past `timeToLive` keeps serving while its refetch runs in the background, but never past
+///   `maximumAge`: keys the host has not confirmed for that long may have been withdrawn (a leaked key is rotated
+///   out), so while the host keeps failing, requests that need them fail as if there were none;
 /// - an unknown `kid` refetches at most once per `minimumRefetchInterval`, so forged `kid`s cannot drive fetches;
 /// - after a failed fetch nothing is fetched for a back-off (doubling from `initialBackoff` up to
 ///   `maximumBackoff`): requests use the document they have, or fail at once when there is none. Once a back-off
@@ -30,6 +32,7 @@ package struct JWKSUnavailableError: Error, Sendable, CustomStringConvertible {
 package actor JWKSCache {
     package struct Policy: Sendable {
         package var timeToLive: Double = 6 * 3600
+        package var maximumAge: Double = 24 * 3600
         package var minimumRefetchInterval: Double = 60
         package var initialBackoff: Double = 1
         package var maximumBackoff: Double = 300
@@ -76,16 +79,26 @@ package actor JWKSCache {
     }
 
     /// The URL's document. The first call fetches it (or joins the fetch in flight); later calls answer from the
-    /// cache at once, starting a background refetch when the document is past its time to live.
+    /// cache at once, starting a background refetch when the document is past its time to live. A document past
+    /// its maximum age is as good as none: the call waits for a refetch (or fails at once during a back-off).
     package func document(_ url: String) async throws(JWKSUnavailableError) -> JWKSDocument {
-        if let document = entries[url]?.document {
+        if let document = usable(entries[url]?.document) {
             if clock().timeIntervalSince(document.fetchedAt) >= policy.timeToLive { _ = startFetchIfAllowed(url) }
             return document
         }
         if let fetch = entries[url]?.inFlight ?? startFetchIfAllowed(url) { await fetch.value }
-        guard let document = entries[url]?.document else {
-            throw JWKSUnavailableError(url: url, reason: entries[url]?.lastFailure ?? "no document fetched yet")
+        guard let document = usable(entries[url]?.document) else {
+            let failure = entries[url]?.lastFailure ?? "no document fetched yet"
+            let reason =
+                entries[url]?.document == nil
+                ? failure : "the keys were last confirmed over \(Int(policy.maximumAge)) s ago; \(failure)"
+            throw JWKSUnavailableError(url: url, reason: reason)
         }
+        return document
+    }
+
+    private func usable(_ document: JWKSDocument?) -> JWKSDocument? {
+        guard let document, clock().timeIntervalSince(document.fetchedAt) < policy.maximumAge else { return nil }
         return document
     }
 
