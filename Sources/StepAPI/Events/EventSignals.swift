@@ -209,26 +209,22 @@ package struct EventSignalService: Service {
     }
 
     private func listen() async {
-        var backoff = Duration.milliseconds(250)
+        var backoff = ListenBackoff(resetAfter: listenCheck.every)
         while !Task.isCancelled {
             let listening = ContinuousClock.now
             do {
                 try await store.database.listen(channel: EventSignals.channel, check: listenCheck) { walkerId in
                     signals.signal(walkerId: walkerId)
                 }
-                backoff = .milliseconds(250)
             } catch {
                 if Task.isCancelled { return }
                 // A store error's detail names no value (a lost or silent connection, a timeout); others by type.
                 let reason = (error as? StoreError)?.detail ?? "\(type(of: error))"
                 logger.warning("event notifications interrupted; reconnecting", metadata: ["error": "\(reason)"])
-                // A connection that served past its first check starts the backoff again: interruptions spread over
-                // the process's life (a NAT's idle timeout) each reconnect at once, not after 10 s.
-                if ContinuousClock.now - listening > listenCheck.every { backoff = .milliseconds(250) }
+                let delay = backoff.delay(afterServing: ContinuousClock.now - listening)
                 // Whatever was notified meanwhile is found by the safety net, or at once here:
                 wakeAll()
-                try? await Task.sleep(for: backoff)
-                backoff = min(backoff * 2, .seconds(10))
+                try? await Task.sleep(for: delay)
             }
         }
     }
@@ -258,5 +254,29 @@ package struct EventSignalService: Service {
 
     private func wakeAll() {
         for walkerId in signals.cursors().keys { signals.signal(walkerId: walkerId) }
+    }
+}
+
+/// How long the LISTEN loop waits before it connects again after an interruption: 250 ms, doubling with each
+/// interruption up to 10 s, so a server that refuses connections is not hammered. A connection that served past its
+/// first check (`resetAfter`) starts the doubling again: interruptions spread over the process's life (a NAT's idle
+/// timeout every hour) each reconnect at once, not after 10 s.
+package struct ListenBackoff: Sendable {
+    package static let first = Duration.milliseconds(250)
+    package static let longest = Duration.seconds(10)
+
+    private let resetAfter: Duration
+    private var next = Self.first
+
+    package init(resetAfter: Duration) {
+        self.resetAfter = resetAfter
+    }
+
+    /// The wait after a connection that was up for `served` before it was interrupted.
+    package mutating func delay(afterServing served: Duration) -> Duration {
+        if served > resetAfter { next = Self.first }
+        let delay = next
+        next = min(next * 2, Self.longest)
+        return delay
     }
 }
