@@ -169,6 +169,39 @@ struct AdminLockoutTests {
         }
     }
 
+    @Test(
+        "a refused attempt is given back: right credentials sent at once never lock their address out",
+        arguments: TestDatabases.kinds)
+    func burstOfRightCredentials(kind: DatabaseKind) async throws {
+        let harness = try await Self.setUp(kind)
+        let limiter = AdminFailureLimiter(maxFailures: 3, windowSeconds: 60, store: harness.store)
+        let now = harness.clock.now
+        // Six checks at once: three may go on, three are refused; the three that went on were right.
+        var verdicts: [Int?] = []
+        for _ in 1...6 { verdicts.append(try await limiter.reserve(address: "192.0.2.9", now: now)) }
+        #expect(verdicts.filter { $0 == nil }.count == 3)
+        #expect(verdicts.filter { $0 == 30 }.count == 3)
+        for _ in 1...3 { try await limiter.release(address: "192.0.2.9", now: now) }
+        #expect(try await limiter.lockout(address: "192.0.2.9", now: now) == nil)
+        #expect(try await limiter.reserve(address: "192.0.2.9", now: now) == nil)
+        try await limiter.release(address: "192.0.2.9", now: now)
+
+        // Over HTTP: a burst of requests with the right token, then the next one is answered.
+        try await harness.run { client in
+            let statuses = try await withThrowingTaskGroup(of: HTTPResponse.Status.self) { group in
+                for _ in 0..<12 { group.addTask { try await client.admin("/admin/jobs").status } }
+                return try await group.reduce(into: [HTTPResponse.Status]()) { $0.append($1) }
+            }
+            #expect(statuses.allSatisfy { $0 == .ok || $0 == .tooManyRequests })
+            #expect(try await client.admin("/admin/jobs").status == .ok)
+            // Real failures still count: three wrong tokens lock the address out, the right one included.
+            for _ in 1...3 {
+                #expect(try await client.admin("/admin/jobs", token: Self.wrongToken).status == .unauthorized)
+            }
+            #expect(try await client.admin("/admin/jobs").status == .tooManyRequests)
+        }
+    }
+
     @Test("one address locked out leaves every other address alone", arguments: TestDatabases.kinds)
     func perAddress(kind: DatabaseKind) async throws {
         let harness = try await Self.setUp(kind)

@@ -35,13 +35,19 @@ package struct AdminFailureLimiter: Sendable {
 
     /// Counts an attempt of the address as a failure before its credential is checked, so concurrent guesses
     /// cannot all pass a lockout check made before any of them is counted: nil when the address may go on (the
-    /// attempt stays counted until `release` gives it back), else the seconds until it may try again.
+    /// attempt stays counted until `release` gives it back), else the seconds until it may try again. A refused
+    /// attempt is given back at once: it checked nothing, so the count holds only failures and checks in flight,
+    /// and a burst of right credentials (a script, operators behind one proxy) cannot lock its address out.
     package func reserve(address: String, now: Date) async throws -> Int? {
         let bucket = Self.bucket
+        let start = windowStart(now)
         let window = try await store.withoutTransaction {
-            try await $0.hitRateLimit(walkerId: address, bucket: bucket, windowStart: windowStart(now))
+            try await $0.hitRateLimit(walkerId: address, bucket: bucket, windowStart: start)
         }
         guard window.hits > maxFailures else { return nil }
+        try await store.withoutTransaction {
+            try await $0.releaseRateLimitHit(walkerId: address, bucket: bucket, windowStart: start)
+        }
         return retryAfter(windowStart: window.windowStart, now: now)
     }
 
