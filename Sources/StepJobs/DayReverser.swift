@@ -5,7 +5,7 @@ import StepStore
 /// An operator's reversal of an accepted day, beside `ReviewResolver`: the walker's lock, `DayDecision.reverse`,
 /// the write, the refunds it makes due and the audit row, in one transaction. It knows nothing of HTTP.
 package struct DayReverser: Sendable {
-    package static let route = "admin:reverse"
+    package static let route = AttestationLogRecord.operatorRoutePrefix + "reverse"
     package static let action = "day.reverse"
 
     package enum Outcome: Sendable, Hashable {

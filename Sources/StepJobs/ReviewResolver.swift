@@ -6,7 +6,7 @@ import StepStore
 /// the reconcile job's (`Reconciler`), deciding the day through `DayDecision.review` and scheduling the refunds the
 /// decision makes due. The admin API calls it; it knows nothing of HTTP.
 package struct ReviewResolver: Sendable {
-    package static let route = "admin:review"
+    package static let route = AttestationLogRecord.operatorRoutePrefix + "review"
 
     package enum Outcome: Sendable {
         case resolved(ReviewEntry)

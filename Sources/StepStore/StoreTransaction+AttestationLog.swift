@@ -20,6 +20,10 @@ package enum AttestationVerdict: String, Sendable, Hashable, Codable {
 /// One AttestationLog row: who, when, what verdict and why (the reason or error codes), and the HTTP status
 /// the call was answered with. Never a step count, never a token: `tokenId` is a token's id.
 package struct AttestationLogRecord: Sendable, Hashable {
+    /// The routes of rows an operator's decision writes (`admin:review`, `admin:reverse`) start so: they record
+    /// what a reviewer did to the walker's days, not anything the walker's app sent.
+    package static let operatorRoutePrefix = "admin:"
+
     package var walkerId: String
     package var createdAt: Date
     package var route: String

@@ -228,7 +228,9 @@ extension StoreTransaction {
         return .released(released)
     }
 
-    /// The evidence beside `entry`, as of `now` (the 30 days of rejections end there).
+    /// The evidence beside `entry`, as of `now` (the 30 days of rejections end there). The rejections are the
+    /// walker's own: the rows operators' decisions wrote (a reviewer's reject, a reversal) are not evidence against
+    /// the walker.
     package func reviewEvidence(for entry: ReviewEntry, now: Date) async throws -> ReviewEvidence {
         var evidence = ReviewEvidence()
         let walkerId = entry.walkerId
@@ -240,6 +242,7 @@ extension StoreTransaction {
             WHERE walker_id = \(bind: walkerId) AND verdict IN (\(bind: AttestationVerdict.rejected.rawValue),
                 \(bind: AttestationVerdict.quarantined.rawValue))
                 AND created_at >= \(bind: since)
+                AND route NOT LIKE \(bind: AttestationLogRecord.operatorRoutePrefix + "%")
             ORDER BY created_at DESC, log_id DESC LIMIT 50
             """
         ).all()

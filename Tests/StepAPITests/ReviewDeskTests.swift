@@ -242,6 +242,17 @@ struct ReviewDeskTests {
             #expect(rows.contains { $0["status"] == .string("REJECTED") && $0["reasons"] != .array([]) })
             #expect(rows.allSatisfy { $0["status"] == .string("REJECTED") || $0["status"] == .string("QUARANTINED") })
             #expect(body["evidence"]?["allocations"] == .array([]))
+            // Rows an operator's decision writes (a reviewer's reject, a reversal) are not the walker's rejections.
+            try await harness.store.transaction { transaction in
+                for (route, reasons) in [("admin:review", ["GYRO_ABSENT"]), ("admin:reverse", [])] {
+                    try await transaction.insertAttestationLog(
+                        AttestationLogRecord(
+                            walkerId: AdminTests.walker, createdAt: harness.clock.now, route: route,
+                            verdict: .rejected, reasons: reasons, tokenId: nil, requestId: nil))
+                }
+            }
+            let afterDecisions = try await client.admin("/admin/reviews/\(id)?claim=false").json
+            #expect(afterDecisions["evidence"]?["rejections"] == .array(rows))
             #expect(body["walker"]?["id"] == .string(AdminTests.walker))
             #expect(body["walker"]?["suspended"] == .bool(false))
             // The claim is on record; the counts are in the answer, never in a log line.
