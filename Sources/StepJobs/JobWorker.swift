@@ -38,7 +38,7 @@ package enum JobError: Error, Sendable, Hashable, CustomStringConvertible {
 /// Runs jobs: `concurrency` slots, each claiming up to `batchSize` due jobs at a time and, when none is due,
 /// waiting until the next pending job falls due or `pollInterval`, whichever comes first. While a job runs, its worker extends the job's lease every `heartbeatSeconds`, so
 /// the lease can be short and a dead worker's job is taken over soon. On graceful shutdown the slots stop
-/// claiming and the jobs they hold finish; a worker that dies instead leaves its jobs to be claimed again when
+/// claiming, the jobs they have started finish and those claimed but not started are given back; a worker that dies instead leaves its jobs to be claimed again when
 /// their leases run out.
 package struct JobWorker: Service {
     package let queue: JobQueue

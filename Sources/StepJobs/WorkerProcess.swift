@@ -38,8 +38,8 @@ package func makeJobWorker(
 }
 
 /// `stepd worker`: the job worker and the maintenance schedule alone, without the HTTP server, on the same
-/// database as the servers. It runs until SIGTERM or SIGINT, then finishes the jobs it holds and closes the
-/// store. The database must be migrated already (`stepd migrate`).
+/// database as the servers. It runs until SIGTERM or SIGINT, then finishes the jobs it has started, gives back
+/// those it claimed but had not started, and closes the store. The database must be migrated already (`stepd migrate`).
 package func runStandaloneWorker(
     databaseURL: String, postgres: PostgresSettings, sqliteSynchronous: SQLiteSynchronous, settings: JobSettings,
     reloadWhitelist: (@Sendable () async throws -> Set<String>)? = nil, configFile: String? = nil,

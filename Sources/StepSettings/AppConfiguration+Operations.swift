@@ -100,7 +100,8 @@ extension AppConfiguration {
             let reader = SettingsReader<Key>(config)
             // Below about 15 s (what an ingest can take from its key's claim to the write that completes it with the
             // default deadlines: on PostgreSQL 5 s a unit, retried twice) a retry may take over the key of a request
-            // still writing, and both write (docs/configuration.md); the crash tests use a short lease on purpose.
+            // still writing: the ingest is still written once, but the late request answers with the retry's answer
+            // or 409 (docs/configuration.md); the crash tests use a short lease on purpose.
             leaseSeconds = try reader.double(.leaseSeconds, in: 1...3600) ?? leaseSeconds
             retentionDays = try reader.double(.retentionDays, in: 8...365) ?? retentionDays
         }

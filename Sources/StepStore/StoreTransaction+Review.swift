@@ -25,8 +25,9 @@ package struct ReviewEntry: Sendable, Hashable {
     /// The challenge re-read behind a quarantine by reconciliation, as JSON text (the request and the app's
     /// answer, or that none came by the deadline); nil for other entries.
     package var reread: String? = nil
-    /// A quarantined day's Energy at stake, floor(reported count × the day's multiplier) as of when the entry
-    /// opened or last gained a reason; 0 for repeated rejections.
+    /// A quarantined day's Energy at stake, floor(reported count × the day's multiplier): set when the entry
+    /// opens and raised by every later quarantined submission of the day that reports more; 0 for repeated
+    /// rejections.
     package var energyAtStake: Int = 0
     /// Who holds the entry and until when, as stored (it may have expired: `liveClaim(at:)`).
     package var claim: ReviewClaim? = nil
