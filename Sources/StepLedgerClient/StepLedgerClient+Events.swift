@@ -15,7 +15,9 @@ extension StepLedgerClient {
     /// ``WalkerEvent/id`` to skip one already handled. Read ``walker()`` at launch too: its `rereadRequests` lists
     /// every open re-read request whatever the events said.
     ///
-    /// An `allocation-reverted` event removes the allocation from ``provisionalAllocations()`` as it arrives. The
+    /// An `allocation-reverted` event settles its allocation in ``provisionalAllocations()`` as it arrives when it
+    /// returned every point or named the last of the days the allocation depends on; a refund of one day of
+    /// several leaves it there, `refundedPoints` raised, until a later event or an ``allocations()`` read. The
     /// sequence ends only with ``StepLedgerError/unauthorized(reason:)``, with
     /// ``StepLedgerError/storeUnavailable(_:)`` when the cursor cannot be written, or when its task is cancelled.
     public nonisolated func events() -> WalkerEventSequence {
@@ -157,10 +159,10 @@ extension StepLedgerClient {
         // A sequence its consumer has left takes nothing more.
         if case .terminated = continuation.yield(event) { throw CancellationError() }
         cursor = event.id
-        if case .allocationReverted(let allocationId, _, _) = event.kind,
-            state.provisionalAllocations[allocationId] != nil
+        if case .allocationReverted(let allocationId, let points, let days) = event.kind,
+            let allocation = state.provisionalAllocations[allocationId]
         {
-            state.provisionalAllocations[allocationId] = nil
+            state.provisionalAllocations[allocationId] = allocation.reverted(points: points, days: days)
             try save()
         }
     }

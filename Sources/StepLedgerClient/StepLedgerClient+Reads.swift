@@ -86,12 +86,13 @@ extension StepLedgerClient {
     }
 
     /// The walker's allocations, newest first; those made on credit still being checked are
-    /// ``Allocation/Status-swift.enum/provisional``. The read also settles ``provisionalAllocations()``: one it
-    /// shows confirmed or refunded is no longer pending validation.
+    /// ``Allocation/Status-swift.enum/provisional``. The read also brings ``provisionalAllocations()`` up to date:
+    /// one it shows confirmed or refunded is no longer pending validation, and one it shows provisional is (made on
+    /// another device, or kept by the server after a partial refund).
     public func allocations() async throws -> [Allocation] {
         let allocations = try await readAllocations()
         var pending = state.provisionalAllocations
-        for allocation in allocations where pending[allocation.id] != nil {
+        for allocation in allocations {
             pending[allocation.id] = allocation.status == .provisional ? allocation : nil
         }
         if pending != state.provisionalAllocations {

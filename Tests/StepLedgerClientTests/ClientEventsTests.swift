@@ -223,6 +223,58 @@ struct ClientEventsTests {
         #expect(await client.provisionalAllocations().isEmpty)
     }
 
+    @Test(
+        "a refund of one day of several keeps the badge with the points counted; the refund of the last day settles it"
+    )
+    func partialRefundKeepsBadge() async throws {
+        let store = temporaryStore()
+        defer { try? FileManager.default.removeItem(at: store) }
+        let clock = ManualClock(seedInstant)
+        let server = FakeServer(clock: clock)
+        server.route("createAllocation") { _ in
+            var response = HTTPResponse(status: .created)
+            response.headerFields[.contentType] = "application/json"
+            let body =
+                #"{"id":"a-7","kind":"tree","nodeId":"oak","points":800,"refundedPoints":0,"status":"provisional","dependsOn":["2026-05-17","2026-05-18"],"createdAt":"2026-05-18T20:42:30.123Z"}"#
+            return (response, HTTPBody(body))
+        }
+        @Sendable func reverted(_ id: Int, points: Int, day: String) -> String {
+            let data =
+                #"{"id":"\#(id)","type":"allocation-reverted","createdAt":"2026-05-19T20:42:30.000Z","data":{"allocationId":"a-7","points":\#(points),"days":["\#(day)"]}}"#
+            return "id: \(id)\nevent: allocation-reverted\ndata: \(data)\n\n"
+        }
+        // The second refund is served only once the test has looked at the first (a stream without it ends empty).
+        let secondServed = Mutex(false)
+        server.route("streamWalkerEvents") { request in
+            var response = HTTPResponse(status: .ok)
+            response.headerFields[.contentType] = "text/event-stream"
+            let resumed = request.headerFields[HTTPField.Name("Last-Event-ID")!] == "9"
+            guard resumed else { return (response, HTTPBody(reverted(9, points: 300, day: "2026-05-17"))) }
+            return (
+                response, HTTPBody(secondServed.withLock { $0 } ? reverted(10, points: 100, day: "2026-05-18") : "")
+            )
+        }
+        let client = try makeClient(store: store, server: server, clock: clock, retry: Self.fast)
+        _ = try await client.allocate(kind: .tree, nodeId: "oak", points: 800)
+        var seen: [Int64] = []
+        for try await event in client.events() {
+            seen.append(event.id)
+            if event.id == 9 {
+                // 05-17 was rejected and its 300 points came back; 05-18 is still undecided.
+                let kept = await client.provisionalAllocations()
+                #expect(kept.map(\.id) == ["a-7"])
+                #expect(kept.first?.refundedPoints == 300)
+                #expect(kept.first?.dependsOn == [CalendarDay("2026-05-18")!])
+                #expect(kept.first?.isPendingValidation == true)
+                secondServed.withLock { $0 = true }
+            } else {
+                break
+            }
+        }
+        #expect(seen == [9, 10])
+        #expect(await client.provisionalAllocations().isEmpty)
+    }
+
     @Test("an allocation no try of which was answered throws its key; called again with it, the spend is learned")
     func unansweredAllocation() async throws {
         let store = temporaryStore()
@@ -312,6 +364,7 @@ struct ClientEventsTests {
         let clock = ManualClock(seedInstant)
         let server = FakeServer(clock: clock)
         let status = Mutex("provisional")
+        let others = Mutex<[String]>([])
         @Sendable func allocation(_ id: String, _ state: String) -> String {
             #"{"id":"\#(id)","kind":"tree","nodeId":"oak","points":500,"refundedPoints":0,"status":"\#(state)","dependsOn":["2026-05-18"],"createdAt":"2026-05-18T20:42:30.123Z"}"#
         }
@@ -323,7 +376,8 @@ struct ClientEventsTests {
         server.route("listAllocations") { _ in
             var response = HTTPResponse(status: .ok)
             response.headerFields[.contentType] = "application/json"
-            let items = [allocation("a-9", status.withLock { $0 }), allocation("a-1", "confirmed")]
+            let items =
+                [allocation("a-9", status.withLock { $0 }), allocation("a-1", "confirmed")] + others.withLock { $0 }
             return (response, HTTPBody(#"{"items":["# + items.joined(separator: ",") + "]}"))
         }
         let client = try makeClient(store: store, server: server, clock: clock, retry: Self.fast)
@@ -331,9 +385,14 @@ struct ClientEventsTests {
         #expect(await client.provisionalAllocations().map(\.id) == ["a-9"])
         _ = try await client.allocations()
         #expect(await client.provisionalAllocations().map(\.id) == ["a-9"])
+        // An allocation this client did not make (another device) that the read shows provisional is badged too.
+        others.withLock { $0 = [allocation("a-5", "provisional")] }
+        _ = try await client.allocations()
+        #expect(Set(await client.provisionalAllocations().map(\.id)) == ["a-9", "a-5"])
+        others.withLock { $0 = [allocation("a-5", "refunded")] }
         status.withLock { $0 = "confirmed" }
         let read = try await client.allocations()
-        #expect(read.map(\.status) == [.confirmed, .confirmed])
+        #expect(read.map(\.status) == [.confirmed, .confirmed, .refunded])
         #expect(await client.provisionalAllocations().isEmpty)
         await #expect(
             throws: StepLedgerError.invalidRequest("idempotencyKey must be 1 to 255 printable ASCII characters")
