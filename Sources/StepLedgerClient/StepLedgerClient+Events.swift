@@ -56,8 +56,9 @@ extension StepLedgerClient {
         while !Task.isCancelled {
             let streaming = longPollRounds == 0
             do {
+                var asked: TimeInterval?
                 if streaming {
-                    try await stream(after: &cursor, into: continuation)
+                    asked = try await stream(after: &cursor, into: continuation)
                     streamFailures = 0
                 } else {
                     longPollRounds -= 1
@@ -65,8 +66,9 @@ extension StepLedgerClient {
                 }
                 failures = 0
                 // A stream that ended or a poll that came back: reconnect after a breath (the server asks for a
-                // second with `retry: 1000`), never in a tight loop.
-                let pause = max(0.001, min(1, configuration.retry.initialDelay / 2))
+                // second with `retry: 1000`), never in a tight loop, or after the longer pause the stream asked for
+                // (`retry: 15000` when a newer stream of the walker superseded it), up to a minute.
+                let pause = max(Self.reconnectPause(configuration.retry), min(asked ?? 0, 60))
                 try await Task.sleep(nanoseconds: UInt64(pause * 1_000_000_000))
             } catch is CancellationError {
                 return
@@ -83,16 +85,33 @@ extension StepLedgerClient {
                         longPollRounds = 10
                     }
                 }
-                let wait = configuration.retry.delay(
+                let backoff = configuration.retry.delay(
                     afterFailures: failures, random: Double.random(in: 0...1, using: &random))
-                try? await Task.sleep(nanoseconds: UInt64(min(wait, 60) * 1_000_000_000))
+                // A 429 or 503 that says when to come back is not asked again sooner (up to five minutes).
+                let wait = max(min(backoff, 60), min(Self.retryAfter(of: error) ?? 0, 300))
+                try? await Task.sleep(nanoseconds: UInt64(wait * 1_000_000_000))
             }
         }
     }
 
+    /// The pause before reconnecting after a stream that ended well or a poll that came back.
+    static func reconnectPause(_ retry: RetryPolicy) -> TimeInterval {
+        max(0.001, min(1, retry.initialDelay / 2))
+    }
+
+    /// The wait a refusal asked for (`Retry-After`), if it is one that says.
+    static func retryAfter(of error: any Error) -> TimeInterval? {
+        switch error as? StepLedgerError {
+        case .rateLimited(let retryAfter): retryAfter
+        case .serverUnavailable(let retryAfter): retryAfter
+        default: nil
+        }
+    }
+
+    /// Reads one stream to its end; returns the pause its last `retry:` asked for, in seconds.
     private func stream(
         after cursor: inout Int64, into continuation: AsyncThrowingStream<WalkerEvent, any Error>.Continuation
-    ) async throws {
+    ) async throws -> TimeInterval? {
         let last = Int(cursor)
         let opened = now()
         let body: HTTPBody = try await authorized {
@@ -112,17 +131,22 @@ extension StepLedgerClient {
             }
         }
         var received = false
+        var asked: TimeInterval?
         for try await message in body.asDecodedServerSentEvents() {
+            if let retry = message.retry, retry >= 0 { asked = TimeInterval(retry) / 1000 }
             guard let data = message.data, message.event != nil else { continue }
             guard let event = WalkerEvent(json: Data(data.utf8)) else { continue }
             try deliver(event, after: &cursor, into: continuation)
             received = true
         }
         // A stream that ends at once without an event, again and again, is as good as a broken one. One that stayed
-        // open a while is a quiet one (the server ends each after `events.streamMaxSeconds`): healthy.
-        if !received, now().timeIntervalSince(opened) < Self.quietStreamSeconds {
+        // open a while is a quiet one (the server ends each after `events.streamMaxSeconds`): healthy. So is one
+        // that ended asking for a longer pause than the usual (superseded by a newer stream of the walker).
+        let askedToWait = (asked ?? 0) > max(1, Self.reconnectPause(configuration.retry))
+        if !received, !askedToWait, now().timeIntervalSince(opened) < Self.quietStreamSeconds {
             throw StepLedgerError.transport("the event stream ended at once")
         }
+        return asked
     }
 
     private func longPoll(

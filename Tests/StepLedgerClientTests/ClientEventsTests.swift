@@ -193,6 +193,51 @@ struct ClientEventsTests {
         #expect(streams.withLock { $0 } == 4)
     }
 
+    @Test(
+        "the sequence waits as the server asks: a stream's longer retry: hint (a superseded stream), a 429's Retry-After"
+    )
+    func serverPacing() async throws {
+        let store = temporaryStore()
+        defer { try? FileManager.default.removeItem(at: store) }
+        let clock = ManualClock(seedInstant)
+        let server = FakeServer(clock: clock)
+        let arrivals = Mutex<[ContinuousClock.Instant]>([])
+        server.route("streamWalkerEvents") { _ in
+            let count = arrivals.withLock {
+                $0.append(.now)
+                return $0.count
+            }
+            var response = HTTPResponse(status: .ok)
+            switch count {
+            case 1:
+                // Superseded at once: no event, and a pause longer than the usual second.
+                response.headerFields[.contentType] = "text/event-stream"
+                return (response, HTTPBody("retry: 1000\n\nretry: 1500\n\n"))
+            case 2:
+                response.status = .tooManyRequests
+                response.headerFields[.contentType] = "application/json"
+                response.headerFields[.retryAfter] = "2"
+                return (response, HTTPBody(#"{"error":"RATE_LIMITED","message":"later","details":{}}"#))
+            default:
+                response.headerFields[.contentType] = "text/event-stream"
+                return (
+                    response,
+                    HTTPBody("id: 1\nevent: allocation-reverted\ndata: \(Self.event(1, allocation: "a-1"))\n\n")
+                )
+            }
+        }
+        let client = try makeClient(store: store, server: server, clock: clock, retry: Self.fast)
+        for try await event in client.events() {
+            #expect(event.id == 1)
+            break
+        }
+        let times = arrivals.withLock { $0 }
+        #expect(times.count == 3)
+        guard times.count == 3 else { return }
+        #expect(times[1] - times[0] >= .milliseconds(1400), "the retry: 1500 hint was not waited for")
+        #expect(times[2] - times[1] >= .milliseconds(1900), "the Retry-After of 2 s was not waited for")
+    }
+
     @Test("an allocation-reverted event clears the allocation's pending-validation badge")
     func clearsBadge() async throws {
         let store = temporaryStore()

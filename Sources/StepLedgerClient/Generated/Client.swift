@@ -2293,8 +2293,8 @@ internal struct Client: APIProtocol {
     /// Starts with `retry: 1000`, then each event as `id: <id>`, `event: <type>`, `data: <the event object of
     /// GET /walker/events>`; a `: keep-alive` comment every events.streamKeepAliveSeconds. The stream ends after
     /// events.streamMaxSeconds (300), at shutdown, when the store cannot be read, or when newer streams and
-    /// waiting polls of the walker exceed events.maxWaitsPerWalker (4) on the instance (the oldest ends); the
-    /// client reconnects with `Last-Event-ID` (an EventSource does this by itself) and misses nothing. Without
+    /// waiting polls of the walker exceed events.maxWaitsPerWalker (4) on the instance (the oldest ends, with
+    /// `retry: 15000`: come back after 15 s rather than 1); the client reconnects with `Last-Event-ID` (an EventSource does this by itself) and misses nothing. Without
     /// Last-Event-ID it starts after `?after=` or at the walker's first event. Counts once against the walker's
     /// limit.
     ///
