@@ -28,6 +28,15 @@ public struct WalkerState: Sendable, Hashable {
         public var windowEnd: Date
         public var nonce: String
         public var deadline: Date
+
+        public init(id: String, day: CalendarDay, windowStart: Date, windowEnd: Date, nonce: String, deadline: Date) {
+            self.id = id
+            self.day = day
+            self.windowStart = windowStart
+            self.windowEnd = windowEnd
+            self.nonce = nonce
+            self.deadline = deadline
+        }
     }
 
     public var walkerId: String

@@ -165,8 +165,10 @@ struct Reread: AsyncParsableCommand {
         discussion: """
             Finds the open request for --day in GET /walker, answers it (POST /step/reread) and prints the outcome \
             as one JSON line. Each bundle's samples span an equal share of the request's window (up to now), so \
-            no two bundles overlap. When no try is answered the error names the idempotency key: pass it as \
-            --idempotency-key, with the same counts, to learn the outcome.
+            no two bundles overlap. The answer is kept in the --store folder until the server's answer to it is \
+            read: when no try is answered (or the command is killed meanwhile), running it again for the day sends \
+            that same answer under the same idempotency key and prints the outcome, even though the request is no \
+            longer open once the server took it.
             """)
 
     @OptionGroup var options: ClientOptions
@@ -182,7 +184,7 @@ struct Reread: AsyncParsableCommand {
     @Option(help: "A digest of the samples read, kept by the server as evidence.")
     var digest = "stepledger-client"
 
-    @Option(help: "The idempotency key of an earlier answer that went unanswered.")
+    @Option(help: "The idempotency key of an earlier answer that went unanswered (kept in --store by default).")
     var idempotencyKey: String?
 
     func validate() throws {
@@ -203,20 +205,44 @@ struct Reread: AsyncParsableCommand {
 
     func run() async throws {
         let client = try options.open()
-        let walker = try await client.walker()
-        guard let request = walker.rereadRequests.first(where: { $0.day.description == day }) else {
-            throw CommandFailure("no open re-read request for \(day)")
-        }
         let parsed = counts.compactMap(Self.parse)
-        let end = min(request.windowEnd.addingTimeInterval(-1), max(request.windowStart, Date()))
-        let share = end.timeIntervalSince(request.windowStart) / Double(parsed.count)
-        let readings = parsed.enumerated().map { index, entry in
-            let start = request.windowStart.addingTimeInterval((share * Double(index)).rounded(.down))
-            let last = index == parsed.count - 1 ? end : start.addingTimeInterval(max(0, share.rounded(.down) - 1))
-            return RereadReading(sourceBundleId: entry.bundle, count: entry.count, sampleStart: start, sampleEnd: last)
+        let pendingFile = URL(fileURLWithPath: options.store).appendingPathComponent("reread-\(day).json")
+        let answer: PendingRereadAnswer
+        if let kept = try PendingRereadAnswer.read(pendingFile) {
+            // An earlier answer of this day whose outcome was never read: send that same answer again.
+            guard kept.counts == Dictionary(parsed.map { ($0.bundle, $0.count) }, uniquingKeysWith: { $1 }) else {
+                throw CommandFailure(
+                    "an earlier answer for \(day) with other counts awaits its outcome (\(pendingFile.path)); "
+                        + "run again with its counts, or delete the file if the request expired")
+            }
+            if let idempotencyKey, idempotencyKey != kept.idempotencyKey {
+                throw CommandFailure("an earlier answer for \(day) awaits its outcome under another key")
+            }
+            answer = kept
+        } else {
+            let walker = try await client.walker()
+            guard let request = walker.rereadRequests.first(where: { $0.day.description == day }) else {
+                throw CommandFailure("no open re-read request for \(day)")
+            }
+            answer = PendingRereadAnswer(
+                request: request, readings: Self.readings(parsed, for: request, now: Date()), digest: digest,
+                idempotencyKey: idempotencyKey ?? UUID().uuidString)
+            // Kept before it is sent: a run killed after the server took the answer can still learn its outcome.
+            try answer.write(pendingFile)
         }
-        let outcome = try await client.answerReread(
-            request, readings: readings, sampleDigest: digest, idempotencyKey: idempotencyKey)
+        let outcome: RereadOutcome
+        do {
+            outcome = try await client.answerReread(
+                try answer.request, readings: answer.rereadReadings, sampleDigest: answer.digest,
+                idempotencyKey: answer.idempotencyKey)
+        } catch StepLedgerError.rereadUnanswered(let key, let last) {
+            throw CommandFailure(
+                "no try of the answer was answered (\(last)); run the command again to learn the outcome (key \(key))")
+        } catch let error as StepLedgerError where Self.isFinal(error) {
+            try? FileManager.default.removeItem(at: pendingFile)
+            throw error
+        }
+        try? FileManager.default.removeItem(at: pendingFile)
         var line: [String: Any] = [
             "requestId": outcome.requestId, "day": "\(outcome.day.day)", "status": outcome.day.status.rawValue,
             "reportedCount": outcome.day.reportedCount, "reasons": outcome.day.reasons,
@@ -227,6 +253,117 @@ struct Reread: AsyncParsableCommand {
     }
 }
 
+extension Reread {
+    /// One reading per bundle, each spanning an equal share of the request's window up to `now`, so none overlap.
+    static func readings(_ parsed: [(bundle: String, count: Int)], for request: WalkerState.RereadRequest, now: Date)
+        -> [RereadReading]
+    {
+        let end = min(request.windowEnd.addingTimeInterval(-1), max(request.windowStart, now))
+        let share = end.timeIntervalSince(request.windowStart) / Double(parsed.count)
+        return parsed.enumerated().map { index, entry in
+            let start = request.windowStart.addingTimeInterval((share * Double(index)).rounded(.down))
+            let last = index == parsed.count - 1 ? end : start.addingTimeInterval(max(0, share.rounded(.down) - 1))
+            return RereadReading(sourceBundleId: entry.bundle, count: entry.count, sampleStart: start, sampleEnd: last)
+        }
+    }
+
+    /// An error after which sending the same answer again cannot help: the server refused it (or its request is
+    /// gone), so the kept answer is dropped.
+    static func isFinal(_ error: StepLedgerError) -> Bool {
+        switch error {
+        case .rereadRefused, .invalidRequest, .walkerSuspended, .idempotencyKeyReused, .attestationFailed: true
+        default: false
+        }
+    }
+}
+
+/// An answer to a re-read request, kept in the client's folder from before it is sent until its outcome is read.
+struct PendingRereadAnswer: Codable {
+    var requestId: String
+    var nonce: String
+    var day: String
+    var windowStart: Date
+    var windowEnd: Date
+    var deadline: Date
+    var readings: [Reading]
+    var digest: String
+    var idempotencyKey: String
+
+    struct Reading: Codable {
+        var sourceBundleId: String
+        var count: Int
+        var sampleStart: Date
+        var sampleEnd: Date
+    }
+
+    init(request: WalkerState.RereadRequest, readings: [RereadReading], digest: String, idempotencyKey: String) {
+        requestId = request.id
+        nonce = request.nonce
+        day = request.day.description
+        windowStart = request.windowStart
+        windowEnd = request.windowEnd
+        deadline = request.deadline
+        self.readings = readings.map {
+            Reading(
+                sourceBundleId: $0.sourceBundleId, count: $0.count, sampleStart: $0.sampleStart, sampleEnd: $0.sampleEnd
+            )
+        }
+        self.digest = digest
+        self.idempotencyKey = idempotencyKey
+    }
+
+    var request: WalkerState.RereadRequest {
+        get throws {
+            guard let calendarDay = CalendarDay(day) else { throw CommandFailure("the kept answer's day is not a day") }
+            return WalkerState.RereadRequest(
+                id: requestId, day: calendarDay, windowStart: windowStart, windowEnd: windowEnd, nonce: nonce,
+                deadline: deadline)
+        }
+    }
+
+    var rereadReadings: [RereadReading] {
+        readings.map {
+            RereadReading(
+                sourceBundleId: $0.sourceBundleId, count: $0.count, sampleStart: $0.sampleStart, sampleEnd: $0.sampleEnd
+            )
+        }
+    }
+
+    var counts: [String: Int] {
+        readings.reduce(into: [:]) { $0[$1.sourceBundleId] = $1.count }
+    }
+
+    static func read(_ file: URL) throws -> PendingRereadAnswer? {
+        guard let data = FileManager.default.contents(atPath: file.path) else { return nil }
+        do {
+            let decoder = JSONDecoder()
+            decoder.dateDecodingStrategy = .secondsSince1970
+            return try decoder.decode(PendingRereadAnswer.self, from: data)
+        } catch {
+            throw CommandFailure("\(file.path) is not a kept re-read answer; delete it to start again")
+        }
+    }
+
+    /// Written whole (a temporary file, synced, then renamed over the name), so a killed run leaves the old file or
+    /// the new one, never half of one.
+    func write(_ file: URL) throws {
+        let encoder = JSONEncoder()
+        encoder.dateEncodingStrategy = .secondsSince1970
+        encoder.outputFormatting = [.sortedKeys]
+        let data = try encoder.encode(self)
+        try FileManager.default.createDirectory(
+            at: file.deletingLastPathComponent(), withIntermediateDirectories: true)
+        let temporary = file.appendingPathExtension("tmp")
+        guard FileManager.default.createFile(atPath: temporary.path, contents: data) else {
+            throw CommandFailure("cannot write \(temporary.path)")
+        }
+        let handle = try FileHandle(forWritingTo: temporary)
+        try handle.synchronize()
+        try handle.close()
+        guard rename(temporary.path, file.path) == 0 else { throw CommandFailure("cannot write \(file.path)") }
+    }
+}
+
 /// A refusal that is not about the command line: printed as one line, exit status 1, no usage text.
 struct CommandFailure: Error, CustomStringConvertible {
     let description: String
@@ -234,25 +371,32 @@ struct CommandFailure: Error, CustomStringConvertible {
     init(_ description: String) { self.description = description }
 }
 
-/// For the client crash test: with `STEPLEDGER_CLIENT_CRASH_AFTER_ANSWER=p`, each request's answer kills the
+/// For the client crash tests: with `STEPLEDGER_CLIENT_CRASH_AFTER_ANSWER=p`, each request's answer kills the
 /// process with SIGKILL with probability p after the server has answered and before the client reads the answer,
-/// the moment when a committed bucket's acknowledgement is lost.
+/// the moment when a committed bucket's acknowledgement is lost. `STEPLEDGER_CLIENT_CRASH_OPERATIONS` (operation
+/// ids, comma-separated, e.g. `answerReread`) limits it to those requests.
 struct CrashingTransport: ClientTransport {
     let base: any ClientTransport
     let probability: Double
+    let operations: Set<String>?
 
     static func fromEnvironment() -> (any ClientTransport)? {
-        guard let text = ProcessInfo.processInfo.environment["STEPLEDGER_CLIENT_CRASH_AFTER_ANSWER"],
-            let probability = Double(text), probability > 0
+        let environment = ProcessInfo.processInfo.environment
+        guard let text = environment["STEPLEDGER_CLIENT_CRASH_AFTER_ANSWER"], let probability = Double(text),
+            probability > 0
         else { return nil }
-        return CrashingTransport(base: StepLedgerClient.platformTransport(), probability: probability)
+        let operations = environment["STEPLEDGER_CLIENT_CRASH_OPERATIONS"].map {
+            Set($0.split(separator: ",").map(String.init))
+        }
+        return CrashingTransport(
+            base: StepLedgerClient.platformTransport(), probability: probability, operations: operations)
     }
 
     func send(_ request: HTTPRequest, body: HTTPBody?, baseURL: URL, operationID: String) async throws -> (
         HTTPResponse, HTTPBody?
     ) {
         let answer = try await base.send(request, body: body, baseURL: baseURL, operationID: operationID)
-        if Double.random(in: 0..<1) < probability { kill(getpid(), SIGKILL) }
+        if operations?.contains(operationID) ?? true, Double.random(in: 0..<1) < probability { kill(getpid(), SIGKILL) }
         return answer
     }
 }
