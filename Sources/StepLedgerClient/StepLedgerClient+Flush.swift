@@ -285,8 +285,10 @@ extension StepLedgerClient {
     static func failure(_ error: any Error) -> StepLedgerError {
         if let error = error as? StepLedgerError { return error }
         if let error = error as? ClientError {
-            if error.underlyingError is CredentialsUnavailable {
-                return .unauthorized(reason: "SESSION_TOKEN_UNAVAILABLE")
+            // The app could not give a session token (offline with one that expired, say): nothing was sent, and
+            // it is no sign the walker must sign in again, so it is handled like a lost network and tried later.
+            if let unavailable = error.underlyingError as? CredentialsUnavailable {
+                return .transport("the session token provider failed: \(unavailable.underlying)")
             }
             if let status = error.response?.status.code {
                 return .unexpectedResponse(status: status, code: nil)

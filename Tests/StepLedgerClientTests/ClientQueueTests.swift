@@ -383,6 +383,31 @@ struct ClientAnswerTests {
     }
 
     @Test(
+        "a failing session token provider interrupts the flush like a lost network: not unauthorized, the bucket kept"
+    )
+    func sessionProviderFails() async throws {
+        let store = temporaryStore()
+        defer { try? FileManager.default.removeItem(at: store) }
+        let clock = ManualClock(seedInstant)
+        let server = FakeServer(clock: clock)
+        let credentials = CountingCredentials()
+        let client = try makeClient(store: store, server: server, clock: clock, credentials: credentials)
+        try await client.record(today, 1_000)
+        credentials.sessionFails.withLock { $0 = true }
+        let report = try await client.flush()
+        guard case .transport(let detail)? = report.interruption else {
+            Issue.record("expected a transport interruption, got \(String(describing: report.interruption))")
+            return
+        }
+        #expect(detail.contains("session token"))
+        #expect(report.delivered.isEmpty && report.remaining == 1)
+        #expect(server.state.withLock { $0.tokens }.isEmpty, "nothing was sent without a token")
+        credentials.sessionFails.withLock { $0 = false }
+        clock.advance(3600)
+        #expect(try await client.flush().delivered.count == 1)
+    }
+
+    @Test(
         "a 401 for the App Check token asks the provider again, not for a new session; a second one is thrown with its reason"
     )
     func appCheckRefused() async throws {

@@ -335,6 +335,8 @@ final class CountingCredentials: StepLedgerCredentials {
     let appCheckCalls = Mutex(0)
     let appCheck: String?
     let freshAppCheck: Bool
+    /// While set, the session token provider fails (offline, with a token that has expired).
+    let sessionFails = Mutex(false)
 
     init(appCheck: String? = nil, freshAppCheck: Bool = false) {
         self.appCheck = appCheck
@@ -342,6 +344,7 @@ final class CountingCredentials: StepLedgerCredentials {
     }
 
     func sessionToken(refresh: Bool) async throws -> String {
+        if sessionFails.withLock({ $0 }) { throw URLError(.notConnectedToInternet) }
         let generation = refreshes.withLock { count -> Int in
             if refresh { count += 1 }
             return count
