@@ -15,9 +15,10 @@ extension StepLedgerClient {
     /// ``WalkerEvent/id`` to skip one already handled. Read ``walker()`` at launch too: its `rereadRequests` lists
     /// every open re-read request whatever the events said.
     ///
-    /// An `allocation-reverted` event settles its allocation in ``provisionalAllocations()`` as it arrives when it
-    /// returned every point or named the last of the days the allocation depends on; a refund of one day of
-    /// several leaves it there, `refundedPoints` raised, until a later event or an ``allocations()`` read. The
+    /// An `allocation-reverted` event settles its allocation in ``provisionalAllocations()`` before it is handed
+    /// over when it names the last of the days the allocation depends on; after a refund of one day of several the
+    /// client reads the allocations (``allocations()``), since the other days may have been accepted meanwhile, and
+    /// keeps the badge while they are not (or the read fails). The
     /// sequence ends only with ``StepLedgerError/unauthorized(reason:)``, with
     /// ``StepLedgerError/storeUnavailable(_:)`` when the cursor cannot be written, or when its task is cancelled.
     public nonisolated func events() -> WalkerEventSequence {
@@ -136,7 +137,7 @@ extension StepLedgerClient {
             if let retry = message.retry, retry >= 0 { asked = TimeInterval(retry) / 1000 }
             guard let data = message.data, message.event != nil else { continue }
             guard let event = WalkerEvent(json: Data(data.utf8)) else { continue }
-            try deliver(event, after: &cursor, into: continuation)
+            try await deliver(event, after: &cursor, into: continuation)
             received = true
         }
         // A stream that ends at once without an event, again and again, is as good as a broken one. One that stayed
@@ -171,24 +172,29 @@ extension StepLedgerClient {
         }
         for wire in page.events {
             guard let event = WalkerEvent(wire) else { continue }
-            try deliver(event, after: &cursor, into: continuation)
+            try await deliver(event, after: &cursor, into: continuation)
         }
     }
 
     private func deliver(
         _ event: WalkerEvent, after cursor: inout Int64,
         into continuation: AsyncThrowingStream<WalkerEvent, any Error>.Continuation
-    ) throws {
+    ) async throws {
         guard event.id > cursor else { return }
+        // The badge is brought up to date before the event is handed over, so the consumer reads it settled.
+        if case .allocationReverted(let allocationId, _, let days) = event.kind,
+            let allocation = state.provisionalAllocations[allocationId]
+        {
+            let after = allocation.reverted(days: days)
+            state.provisionalAllocations[allocationId] = after
+            try save()
+            // Still waiting on other days by what the client knows; they may have been accepted meanwhile (no
+            // event says so): the server's word settles it. Offline, the badge stays until a later read.
+            if after != nil { _ = try? await allocations() }
+        }
         // A sequence its consumer has left takes nothing more.
         if case .terminated = continuation.yield(event) { throw CancellationError() }
         cursor = event.id
-        if case .allocationReverted(let allocationId, let points, let days) = event.kind,
-            let allocation = state.provisionalAllocations[allocationId]
-        {
-            state.provisionalAllocations[allocationId] = allocation.reverted(points: points, days: days)
-            try save()
-        }
     }
 }
 

@@ -74,16 +74,14 @@ public struct Allocation: Sendable, Hashable, Codable, Identifiable {
     /// Whether the app should badge it as "pending validation".
     public var isPendingValidation: Bool { status == .provisional }
 
-    /// The allocation after an `allocation-reverted` event returned `points` for `days`: nil when that settles it
-    /// (every point came back, or no day it depends on is left undecided), else still provisional with the points
-    /// counted and those days no longer pending. A refund can be partial (one day of several was rejected), and the
-    /// server keeps such an allocation provisional while its other days wait.
-    func reverted(points returned: Int, days: [CalendarDay]) -> Allocation? {
+    /// The allocation after an `allocation-reverted` event for `days`: nil when no day it depends on is left
+    /// undecided (it is settled), else still provisional without those days. A refund can be partial (one day of
+    /// several was rejected), and the server keeps such an allocation provisional while its other days wait.
+    /// Idempotent, as an event may come twice (delivery is at least once).
+    func reverted(days: [CalendarDay]) -> Allocation? {
         var after = self
-        after.refundedPoints = min(points, refundedPoints + max(0, returned))
         after.dependsOn.removeAll { days.contains($0) }
-        guard after.refundedPoints < points, !after.dependsOn.isEmpty else { return nil }
-        return after
+        return after.dependsOn.isEmpty ? nil : after
     }
 }
 
