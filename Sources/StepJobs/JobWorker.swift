@@ -125,7 +125,7 @@ package struct JobWorker: Service {
     /// interval later; never less than `minimumIdleWaitSeconds`. The poll interval when the queue cannot be read.
     func idleWait() async -> Double {
         let poll = settings.pollIntervalSeconds * Double.random(in: 0.8...1.2)
-        guard let next = try? await queue.nextRunAt() else { return poll }
+        guard let next = try? await queue.nextRunAt(excludingKinds: excludedKinds) else { return poll }
         return min(poll, max(Self.minimumIdleWaitSeconds, next.timeIntervalSince(clock())))
     }
 

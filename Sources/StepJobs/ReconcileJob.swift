@@ -108,7 +108,9 @@ struct Reconciler: Sendable {
 
     static let route = "job:" + ReconcileJob.kind
 
-    /// What a run did to the day.
+    /// What a run did to the day. Every run moves the walker's version, `unchanged` too: its job leaves the queue,
+    /// and an ingest planned from a read that saw it pending (the PostgreSQL admission, whose write is guarded by the
+    /// version alone) must not announce that job's time.
     enum Outcome: Sendable, Hashable {
         case decided(ReconcileVerdict)
         /// The day stays PENDING: the app was asked to read it again (or already is being asked).
@@ -121,10 +123,14 @@ struct Reconciler: Sendable {
         -> Outcome
     {
         let state = try await tx.lockWalkerReadingDay(walkerId, day: day, now: now).day
-        guard let log = state.log, log.status == .pending else { return .unchanged }
+        guard let log = state.log, log.status == .pending else {
+            try await tx.bumpWalkerVersion(walkerId)
+            return .unchanged
+        }
         let (evidence, open) = try await evidence(tx, log: log)
-        switch try await plan(tx, log: log, state: state, evidence: evidence, open: open, now: now) {
+        switch try await plan(tx, log: log, state: state, evidence: evidence, open: open, runId: runId, now: now) {
         case .settled(let outcome):
+            if outcome == .unchanged { try await tx.bumpWalkerVersion(walkerId) }
             return outcome
         case .decide(let verdict, let decision):
             try await write(tx, decision, verdict: verdict, route: Self.route, runId: runId, reread: nil, now: now)
@@ -140,18 +146,23 @@ struct Reconciler: Sendable {
         case decide(ReconcileVerdict, DayDecision)
     }
 
-    /// Decides the day from its evidence. A quarantine a fresh read can clear asks for a re-read (written here);
-    /// a decision made another way first closes the day's open request as moot (written here) and is returned
-    /// for the caller to write.
+    /// Decides the day from its evidence. A quarantine a fresh read can clear asks for a re-read (written here),
+    /// or, when the day's request is still open past its deadline (its deadline job did not run: parked dead, say),
+    /// expires it as that job would (written here); a decision made another way first closes the day's open
+    /// request as moot (written here) and is returned for the caller to write.
     func plan(
         _ tx: StoreTransaction, log: StepLogRecord, state: DayState, evidence: DayEvidence,
-        open: RereadRequestRecord?, now: Date
+        open: RereadRequestRecord?, runId: String, now: Date
     ) async throws -> Plan {
         guard
             let (verdict, decision) = DayDecision.reconcile(
                 log, evidence: evidence, streak: state.streak, limits: limits, at: now)
         else { return .settled(.unchanged) }
         if reread.enabled, DayReread.asksForReread(verdict), case .quarantine(let reasons) = verdict {
+            if let open, open.deadline <= now {
+                let expired = try await expire(tx, open, log: log, streak: state.streak, runId: runId, now: now)
+                return .settled(.decided(expired))
+            }
             if open == nil { try await requestReread(tx, log: log, reasons: reasons, now: now) }
             // The day stays PENDING and its job leaves the queue: an ingest planned before this commits must not
             // announce that job's time, so the walker's version moves as with any decision.

@@ -36,7 +36,10 @@ extension Reconciler {
         let evidence = try await evidence(tx, of: pending.map(\.log))
         var decided: [(index: Int, verdict: ReconcileVerdict, decision: DayDecision)] = []
         for (day, (evidence, open)) in zip(pending, evidence) {
-            switch try await plan(tx, log: day.log, state: day.state, evidence: evidence, open: open, now: now) {
+            switch try await plan(
+                tx, log: day.log, state: day.state, evidence: evidence, open: open, runId: items[day.index].runId,
+                now: now)
+            {
             case .settled(let outcome): outcomes[day.index] = outcome
             case .decide(let verdict, let decision): decided.append((day.index, verdict, decision))
             }
@@ -50,6 +53,10 @@ extension Reconciler {
             try await scheduleRefunds(
                 tx, verdict: day.verdict, walkerId: day.decision.log.walkerId, mayOweRefunds: mayOweRefunds, now: now)
             outcomes[day.index] = .decided(day.verdict)
+        }
+        // A job that leaves its day as it was moves the walker's version all the same (`Outcome`).
+        for index in firsts where outcomes[index] == .unchanged {
+            try await tx.bumpWalkerVersion(items[index].day.walkerId)
         }
         for index in later {
             let item = items[index]

@@ -117,15 +117,29 @@ extension Reconciler {
         guard let request = try await tx.reread(walkerId: walkerId, id: id), request.state == .open else {
             return false
         }
-        _ = try await tx.closeReread(walkerId: walkerId, id: id, state: .expired, at: now)
-        guard let log = state.log, log.status == .pending else { return false }
-        let reasons = request.reasons + [RereadFinding.notAnswered.rawValue]
+        guard let log = state.log, log.status == .pending else {
+            _ = try await tx.closeReread(walkerId: walkerId, id: id, state: .expired, at: now)
+            return false
+        }
+        _ = try await expire(tx, request, log: log, streak: state.streak, runId: runId, now: now)
+        return true
+    }
+
+    /// Under the walker's lock, with the day PENDING: closes the open `request` as expired and quarantines the day
+    /// with the findings that asked for the re-read and `REREAD_NOT_ANSWERED`. Returns the verdict written.
+    func expire(
+        _ tx: StoreTransaction, _ request: RereadRequestRecord, log: StepLogRecord, streak: StreakNeighbourhood,
+        runId: String,
+        now: Date
+    ) async throws -> ReconcileVerdict {
+        _ = try await tx.closeReread(walkerId: log.walkerId, id: request.id, state: .expired, at: now)
+        let verdict = ReconcileVerdict.quarantine(reasons: request.reasons + [RereadFinding.notAnswered.rawValue])
         var expired = request
         expired.state = .expired
         try await write(
-            tx, DayDecision.quarantine(log, streak: state.streak, at: now), verdict: .quarantine(reasons: reasons),
-            route: Self.deadlineRoute, runId: runId, reread: RereadJSON.reviewEvidence(expired, answer: nil), now: now)
-        return true
+            tx, DayDecision.quarantine(log, streak: streak, at: now), verdict: verdict, route: Self.deadlineRoute,
+            runId: runId, reread: RereadJSON.reviewEvidence(expired, answer: nil), now: now)
+        return verdict
     }
 }
 

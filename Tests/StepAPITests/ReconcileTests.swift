@@ -79,6 +79,39 @@ struct ReconcileTests {
     }
 
     @Test(
+        "a left-over job that finds its day already decided moves the walker's version, so an ingest planned from a read before it (which saw that job pending) is planned again and does not announce a job that has gone",
+        arguments: TestDatabases.kinds)
+    func leftOverJobMovesTheVersion(kind: DatabaseKind) async throws {
+        let (harness, token) = try await ProductionModeTests.setUp(kind)
+        @Sendable func version() async throws -> Int {
+            try #require(try await harness.store.transaction { try await $0.walker(Self.walker) }).version
+        }
+        try await harness.run { client in
+            _ = try await client.ingest(IngestBody(count: 6000), token: token)
+            harness.clock.advance(seconds: 61)
+            #expect(try await harness.app.worker.drain() == 1)
+            // A job for the decided day is still queued (an ingest enqueued it while the first job was running).
+            _ = try await harness.store.transaction { tx in
+                try await JobQueue.enqueue(
+                    NewJob(
+                        kind: "reconcile-steps", walkerId: Self.walker, payload: #"{"day":"2026-05-18"}"#,
+                        dedupeKey: nil, runAt: harness.clock.now, maxAttempts: 3),
+                    in: tx, now: harness.clock.now)
+            }
+            let planned = try await version()
+            #expect(try await harness.app.worker.drain() == 1)
+            #expect(try await version() > planned, "the job found the day ACCEPTED and left")
+            // The next ingest of the day is answered with the job it really queued.
+            let answer = try await client.ingest(IngestBody(count: 6500), token: token)
+            let eta = harness.clock.now.addingTimeInterval(60)
+            #expect(
+                try answer.json["reconcileEta"]
+                    == .string(
+                        InstantParser.format(Date(timeIntervalSince1970: eta.timeIntervalSince1970.rounded(.up)))))
+        }
+    }
+
+    @Test(
         "a burst of ingests for one day makes one job, which accepts the day's highest count",
         arguments: TestDatabases.kinds)
     func burstCoalesces(kind: DatabaseKind) async throws {

@@ -3,6 +3,7 @@ import HTTPTypes
 import HummingbirdTesting
 import JWTKit
 import NIOCore
+import SQLKit
 import StepAPI
 import StepCore
 import StepDatabase
@@ -337,6 +338,35 @@ struct RereadTests {
             let audit = try await harness.store.transaction { try await $0.attestationLogs(walkerId: Self.walker) }
             #expect(audit.last?.route == "job:reread-deadline")
             #expect(audit.last?.verdict == .quarantined)
+            #expect(try await client.read("/walker", token: token).json["rereadRequests"] == .array([]))
+        }
+    }
+
+    @Test(
+        "a reconcile that finds the day's request open past its deadline (its deadline job parked dead) expires it and quarantines the day",
+        arguments: TestDatabases.kinds)
+    func deadlinePassedWithoutItsJob(kind: DatabaseKind) async throws {
+        let (harness, token) = try await ProductionModeTests.setUp(kind) { $0.reread.timeoutSeconds = 3600 }
+        try await harness.run { client in
+            _ = try await Self.backwards(harness, client, token: token)
+            // The deadline job went dead (its attempts spent while the database was away, say).
+            try await harness.store.transaction {
+                _ = try await $0.sql.raw("UPDATE jobs SET state = 'dead' WHERE kind = 'reread-deadline'").run()
+            }
+            harness.clock.advance(seconds: 3600)
+            #expect(try await harness.app.worker.drain() == 0)
+            // A later submission of the day queues its reconcile, which finds the request past its deadline.
+            #expect(try await client.ingest(IngestBody(count: 5100), token: token).status == .ok)
+            harness.clock.advance(seconds: 60)
+            #expect(try await harness.app.worker.drain() == 1)
+            #expect(
+                try await ReconcileTests.days(client, token: token).first?["reconciliationStatus"]
+                    == .string("QUARANTINED"))
+            let reviews = try await Self.reviews(harness)
+            #expect(reviews.map(\.reasons) == [["COUNT_WENT_BACKWARDS", "REREAD_NOT_ANSWERED"]])
+            #expect(try #require(reviews.first?.reread).contains(#""state":"expired""#))
+            let audit = try await harness.store.transaction { try await $0.attestationLogs(walkerId: Self.walker) }
+            #expect(audit.last?.route == "job:reread-deadline")
             #expect(try await client.read("/walker", token: token).json["rereadRequests"] == .array([]))
         }
     }

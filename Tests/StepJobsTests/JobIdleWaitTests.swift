@@ -37,6 +37,34 @@ struct JobIdleWaitTests {
     }
 
     @Test(
+        "a due job the slot cannot claim (a kind it has no handler for, or held behind its walker's running job) does not shorten the wait",
+        arguments: TestDatabases.kinds)
+    func unclaimableDueJobs(kind: DatabaseKind) async throws {
+        let test = try await TestDatabases.make(kind)
+        let clock = TestClock(Self.t0.addingTimeInterval(10))
+        let queue = JobQueue(store: test.store, leaseSeconds: 60)
+        // No webhook handler: this worker leaves deliveries to a process configured with events.webhookUrl.
+        let worker = JobWorker(
+            queue: queue, handlers: JobRegistry(), settings: WorkerSettings(pollIntervalSeconds: 30),
+            clock: { clock.now }, logger: Logger(label: "test"))
+        var delivery = Self.job(at: Self.t0)
+        delivery.kind = WebhookJob.kind
+        try await #require(JobQueueTests.enqueue(delivery, test.store))
+        #expect((24.0...36.0).contains(await worker.idleWait()), "a delivery it cannot run: the poll interval")
+        // Two due jobs of one walker and kind: while the first runs, the second waits for it.
+        for _ in 0..<2 { try await #require(JobQueueTests.enqueue(Self.job(at: Self.t0), test.store)) }
+        #expect(try await queue.claim(limit: 1, now: clock.now, excludingKinds: [WebhookJob.kind]).count == 1)
+        #expect(try await queue.claim(limit: 1, now: clock.now, excludingKinds: [WebhookJob.kind]).isEmpty)
+        #expect((24.0...36.0).contains(await worker.idleWait()), "a job held behind its walker's: the poll interval")
+        // Another walker's due job can be claimed: the shortest wait.
+        var other = Self.job(at: Self.t0)
+        other.walkerId = "w2"
+        try await #require(JobQueueTests.enqueue(other, test.store))
+        #expect(await worker.idleWait() == JobWorker.minimumIdleWaitSeconds)
+        try await test.close()
+    }
+
+    @Test(
         "a running worker with a 30 s poll interval runs a job due 0.3 s after it went idle within seconds",
         arguments: TestDatabases.kinds)
     func wakesForTheNextJob(kind: DatabaseKind) async throws {
