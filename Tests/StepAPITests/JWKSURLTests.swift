@@ -427,6 +427,90 @@ struct JWKSURLTests {
     }
 
     @Test(
+        "session keys: a key set the server cannot use keeps the previous keys, but not past 24 h after they were last served",
+        arguments: TestDatabases.kinds)
+    func unusableSessionKeySet(kind: DatabaseKind) async throws {
+        let keys = try AuthTests.KeySet()
+        let state = KeyServerState(serving: keys.jwks)
+        try await Self.withKeyServer(state) { url in
+            let harness = try await Self.harness(kind: kind, keysAt: url)
+            let signer = try await keys.collection()
+            let start = harness.clock.now
+            try await harness.run { client async throws in
+                func status() async throws -> HTTPResponse.Status {
+                    let token = try await signer.sign(AuthTests.validClaims(harness.clock.now), kid: "ec-test")
+                    return try await client.execute(
+                        uri: "/walker", method: .get, headers: [.authorization: "Bearer \(token)"]
+                    ).status
+                }
+                #expect(try await status() == .ok)
+                // Keys, none of them usable here: the host's answer is kept, the previous keys are used.
+                state.serve(#"{"keys":[{"kty":"oct","k":"c2VjcmV0"}]}"#)
+                for hours in [6.5, 12, 23.9] {
+                    harness.clock.set(start.addingTimeInterval(hours * 3600))
+                    #expect(try await status() == .ok, "\(hours) h: the previous keys")
+                }
+                harness.clock.set(start.addingTimeInterval(24 * 3600 + 1))
+                #expect(try await status() == .serviceUnavailable, "the host has not served those keys for 24 h")
+            }
+        }
+    }
+
+    @Test(
+        "App Check: a key set the server cannot use keeps the previous keys, but not past 24 h after they were last served",
+        arguments: TestDatabases.kinds)
+    func unusableKeySetDoesNotExtendTheKeys(kind: DatabaseKind) async throws {
+        let keys = try AuthTests.KeySet()
+        let appCheck = try AppCheckTestKey.shared()
+        let state = KeyServerState(serving: appCheck.jwks)
+        try await Self.withKeyServer(state) { url in
+            let harness = try await AuthTests.harness(kind: kind, keys: keys, production: true) {
+                $0.appCheck.jwks = .url(url)
+            }
+            let signer = try await keys.collection()
+            let start = harness.clock.now
+            let counts = Mutex(1000)
+            try await harness.run { client in
+                func ingest() async throws -> TestResponse {
+                    let now = harness.clock.now
+                    let day = String(InstantParser.format(now).prefix(10))
+                    var body = IngestBody(
+                        day: day,
+                        count: counts.withLock {
+                            $0 += 100; return $0
+                        }, tz: "UTC",
+                        spanStart: "\(day)T00:00:00Z", spanEnd: InstantParser.format(now.addingTimeInterval(-60)))
+                    body["clientSubmittedAt"] = .string(InstantParser.format(now))
+                    let session = try await signer.sign(AuthTests.validClaims(now), kid: "ec-test")
+                    return try await client.ingest(
+                        body, token: session, headers: [AppCheckTestKey.header: try appCheck.token(now: now)])
+                }
+                #expect(try await ingest().status == .ok)
+                // The host now answers with a key set that has keys, none of them usable here.
+                state.serve(#"{"keys":[{"kty":"oct","k":"c2VjcmV0"}]}"#)
+                for hours in [6.5, 12, 23.9] {
+                    harness.clock.set(start.addingTimeInterval(hours * 3600))
+                    #expect(try await ingest().status == .ok, "\(hours) h: the previous keys")
+                }
+                #expect(state.fetchCount > 1)
+                harness.clock.set(start.addingTimeInterval(24 * 3600 + 1))
+                let stale = try await ingest()
+                #expect(stale.status == .serviceUnavailable, "the host has not served those keys for 24 h")
+                #expect(harness.logs.lines.contains { $0.contains(#""authReason":"APP_CHECK_UNAVAILABLE""#) })
+                // Served again, they verify again (once the cache refetches: at its time to live, or sooner).
+                state.serve(appCheck.jwks)
+                harness.clock.advance(seconds: 6 * 3600)
+                var status = try await ingest().status
+                for _ in 0..<20 where status != .ok {
+                    try await Task.sleep(for: .milliseconds(100))  // the refetch runs in the background
+                    status = try await ingest().status
+                }
+                #expect(status == .ok)
+            }
+        }
+    }
+
+    @Test(
         "App Check keys from a URL go through the same cache: concurrent first ingests share one fetch",
         arguments: TestDatabases.kinds)
     func appCheckKeysFromURL(kind: DatabaseKind) async throws {

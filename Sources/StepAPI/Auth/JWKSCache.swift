@@ -97,6 +97,13 @@ package actor JWKSCache {
         return document
     }
 
+    /// Whether keys the host last served at `servedAt` are past the maximum age. A reader that keeps the keys of an
+    /// older document, because the newest one has none it can use, asks this of that older document's time: a
+    /// host that serves only unusable key sets must not keep withdrawn keys alive.
+    package func pastMaximumAge(_ servedAt: Date) -> Bool {
+        clock().timeIntervalSince(servedAt) >= policy.maximumAge
+    }
+
     private func usable(_ document: JWKSDocument?) -> JWKSDocument? {
         guard let document, clock().timeIntervalSince(document.fetchedAt) < policy.maximumAge else { return nil }
         return document

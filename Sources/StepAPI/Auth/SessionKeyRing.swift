@@ -21,8 +21,11 @@ package actor SessionKeyRing {
     private let logger: Logger
     private var fileKeys: [SessionKey] = []
     private var developmentKey: SessionKey?
-    /// The keys of the newest document seen. A task, so requests arriving while it is parsed await the same parse.
-    private var urlKeys: (generation: Int, keys: Task<[SessionKey], Never>)?
+    /// The keys of the newest document seen, and whether they are its own (false: it had none the server can use,
+    /// and these are the previous document's). A task, so requests arriving while it is parsed await the same parse.
+    private var urlKeys: (generation: Int, keys: Task<(keys: [SessionKey], own: Bool), Never>)?
+    /// When the host last served the keys in use: the time of the latest fetch of a document they came from.
+    private var keysServedAt: Date?
 
     init(source: JWKSSource, developmentSecret: [UInt8]?, cache: JWKSCache, logger: Logger) {
         self.source = source
@@ -56,7 +59,8 @@ package actor SessionKeyRing {
                 throw KeyLoadingError(description: "jwt.jwksUrl: \(error)")
             }
             let keys = try await Self.parse(jwks: document.data, origin: "jwt.jwksUrl", logger: logger)
-            urlKeys = (document.generation, Task { keys })
+            urlKeys = (document.generation, Task { (keys, true) })
+            keysServedAt = document.fetchedAt
         }
     }
 
@@ -78,30 +82,46 @@ package actor SessionKeyRing {
         guard case .url(let url) = source else {
             return Self.match(kid: kid, algorithm: algorithm, in: fileKeys).map { .found($0) } ?? .unknown
         }
-        guard let document = try? await cache.document(url) else { return .unavailable }
-        if let found = Self.match(kid: kid, algorithm: algorithm, in: await keys(of: document)) { return .found(found) }
+        guard let document = try? await cache.document(url), let keys = await usableKeys(of: document) else {
+            return .unavailable
+        }
+        if let found = Self.match(kid: kid, algorithm: algorithm, in: keys) { return .found(found) }
         // Without a kid nothing names a key to wait for: no refetch could change the answer.
         guard kid != nil else { return .unknown }
         // An unknown kid may be a rotation: ask for a newer document (the cache decides whether to fetch).
         switch await cache.refresh(url, after: document.generation) {
         case .newer(let newer):
-            return Self.match(kid: kid, algorithm: algorithm, in: await keys(of: newer)).map { .found($0) } ?? .unknown
+            guard let keys = await usableKeys(of: newer) else { return .unavailable }
+            return Self.match(kid: kid, algorithm: algorithm, in: keys).map { .found($0) } ?? .unknown
         case .current: return .unknown
         case .hostFailing: return .unavailable
         }
     }
 
+    /// The keys to verify with while `document` is the newest: its own, or, when it has none the server can use,
+    /// the previous document's for as long as the cache's maximum age allows after the host last served them; nil
+    /// past that.
+    private func usableKeys(of document: JWKSDocument) async -> [SessionKey]? {
+        let parsed = await keys(of: document)
+        if parsed.own {
+            keysServedAt = max(keysServedAt ?? document.fetchedAt, document.fetchedAt)
+            return parsed.keys
+        }
+        guard let keysServedAt, await !cache.pastMaximumAge(keysServedAt) else { return nil }
+        return parsed.keys
+    }
+
     /// The keys of `document`, parsed once per generation; a document that does not parse keeps the previous keys.
-    private func keys(of document: JWKSDocument) async -> [SessionKey] {
+    private func keys(of document: JWKSDocument) async -> (keys: [SessionKey], own: Bool) {
         if let current = urlKeys, current.generation >= document.generation { return await current.keys.value }
         let previous = urlKeys?.keys
         let logger = logger
-        let parse = Task {
+        let parse = Task { () -> (keys: [SessionKey], own: Bool) in
             do {
-                return try await Self.parse(jwks: document.data, origin: "jwt.jwksUrl", logger: logger)
+                return (try await Self.parse(jwks: document.data, origin: "jwt.jwksUrl", logger: logger), true)
             } catch {
                 logger.warning("JWKS document refused; keeping the previous keys", metadata: ["error": "\(error)"])
-                return await previous?.value ?? []
+                return (await previous?.value.keys ?? [], false)
             }
         }
         urlKeys = (document.generation, parse)
