@@ -187,6 +187,7 @@ extension StepLedgerClient {
         {
             let after = allocation.reverted(days: days)
             state.provisionalAllocations[allocationId] = after
+            noteBadge(allocationId)
             try save()
             // Still waiting on other days by what the client knows; they may have been accepted meanwhile (no
             // event says so): the server's word settles it. Offline, the badge stays until a later read.

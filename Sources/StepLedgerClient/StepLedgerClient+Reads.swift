@@ -90,9 +90,11 @@ extension StepLedgerClient {
     /// one it shows confirmed or refunded is no longer pending validation, and one it shows provisional is (made on
     /// another device, or kept by the server after a partial refund).
     public func allocations() async throws -> [Allocation] {
+        let asked = badgesNoted
         let allocations = try await readAllocations()
         var pending = state.provisionalAllocations
-        for allocation in allocations {
+        // An event or a spend that changed a badge while this read was on its way is newer than what it shows.
+        for allocation in allocations where badgeChangedAt[allocation.id, default: 0] <= asked {
             pending[allocation.id] = allocation.status == .provisional ? allocation : nil
         }
         if pending != state.provisionalAllocations {
@@ -100,6 +102,12 @@ extension StepLedgerClient {
             try save()
         }
         return allocations
+    }
+
+    /// Notes that an event or a spend changed the badge of `allocationId` (see `badgesNoted`).
+    func noteBadge(_ allocationId: String) {
+        badgesNoted += 1
+        badgeChangedAt[allocationId] = badgesNoted
     }
 
     private func readAllocations() async throws -> [Allocation] {
@@ -152,6 +160,7 @@ extension StepLedgerClient {
         }
         if allocation.status == .provisional {
             state.provisionalAllocations[allocation.id] = allocation
+            noteBadge(allocation.id)
             try save()
         }
         return allocation

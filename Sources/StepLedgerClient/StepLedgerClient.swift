@@ -76,6 +76,10 @@ public actor StepLedgerClient {
     /// that left before an answer about its day came back must not put its older state over that answer.
     var answersNoted = 0
     var dayAnsweredAt: [CalendarDay: Int] = [:]
+    /// The same for the allocations' badges: how many changes events and spends have made, and the count at the last
+    /// one about each allocation, so an `allocations()` read that left before it does not undo it.
+    var badgesNoted = 0
+    var badgeChangedAt: [String: Int] = [:]
 
     /// Opens the queue in `configuration.storeDirectory` (creating it) and connects to the server.
     ///

@@ -319,6 +319,50 @@ struct ClientEventsTests {
         #expect(await client.provisionalAllocations().isEmpty)
     }
 
+    @Test("an allocations read that was on its way when an event settled the badge does not bring the badge back")
+    func staleReadKeepsEventSettlement() async throws {
+        let store = temporaryStore()
+        defer { try? FileManager.default.removeItem(at: store) }
+        let clock = ManualClock(seedInstant)
+        let server = FakeServer(clock: clock)
+        let allocation =
+            #"{"id":"a-9","kind":"tree","nodeId":"oak","points":500,"refundedPoints":0,"status":"provisional","dependsOn":["2026-05-18"],"createdAt":"2026-05-18T20:42:30.123Z"}"#
+        server.route("createAllocation") { _ in
+            var response = HTTPResponse(status: .created)
+            response.headerFields[.contentType] = "application/json"
+            return (response, HTTPBody(allocation))
+        }
+        // The read's answer (the allocation still provisional, as the server had it) arrives only when released.
+        let (answer, release) = AsyncStream<ArraySlice<UInt8>>.makeStream()
+        let readArrived = Mutex(false)
+        server.route("listAllocations") { _ in
+            readArrived.withLock { $0 = true }
+            var response = HTTPResponse(status: .ok)
+            response.headerFields[.contentType] = "application/json"
+            return (response, HTTPBody(answer, length: .unknown, iterationBehavior: .single))
+        }
+        server.route("streamWalkerEvents") { _ in
+            var response = HTTPResponse(status: .ok)
+            response.headerFields[.contentType] = "text/event-stream"
+            return (
+                response,
+                HTTPBody("id: 9\nevent: allocation-reverted\ndata: \(Self.event(9, allocation: "a-9"))\n\n")
+            )
+        }
+        let client = try makeClient(store: store, server: server, clock: clock, retry: Self.fast)
+        _ = try await client.allocate(kind: .tree, nodeId: "oak", points: 500)
+        let read = Task { try await client.allocations() }
+        for _ in 0..<200 where !readArrived.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(readArrived.withLock { $0 })
+        // While the read waits for its answer, the refund of the allocation's only day settles the badge.
+        for try await _ in client.events() { break }
+        #expect(await client.provisionalAllocations().isEmpty)
+        release.yield(ArraySlice(#"{"items":["#.utf8) + ArraySlice(allocation.utf8) + ArraySlice("]}".utf8))
+        release.finish()
+        #expect(try await read.value.map(\.status) == [.provisional])
+        #expect(await client.provisionalAllocations().isEmpty, "the older read brought the badge back")
+    }
+
     @Test("an allocation no try of which was answered throws its key; called again with it, the spend is learned")
     func unansweredAllocation() async throws {
         let store = temporaryStore()
