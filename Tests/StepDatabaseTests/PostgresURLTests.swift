@@ -16,6 +16,9 @@ struct PostgresURLTests {
         #expect(full.username == "led@ger" && full.password == "p/w" && full.database == "steps")
         #expect(full.tls == .require)
         #expect(full.addressDescription == "db.internal:6432")
+        // Each part is decoded once: a percent sign is written %25, and %2541 is the three characters %41.
+        let percent = try PostgresURL(parsing: "postgres://u%25s:p%25ss%2541@db.internal/d%25b%2541")
+        #expect(percent.username == "u%s" && percent.password == "p%ss%41" && percent.database == "d%b%41")
         let bare = try PostgresURL(parsing: "postgresql://10.0.0.2")
         #expect(bare.address == .tcp(host: "10.0.0.2", port: 5432))
         #expect(bare.username == "postgres" && bare.password == nil && bare.database == nil && bare.tls == .prefer)

@@ -60,11 +60,14 @@ package struct PostgresURL: Sendable, Hashable {
             address = .tcp(host: host, port: port)
             self.tls = tls
         }
+        // Decoded once, from the URL as written (`user`, `password` and `path` are decoded already; decoding
+        // them again turned a password's `%25` into nothing and `%2541` into `A`).
         username =
-            components.user.flatMap { $0.removingPercentEncoding }.flatMap { $0.isEmpty ? nil : $0 }
+            components.percentEncodedUser.flatMap { $0.removingPercentEncoding }.flatMap { $0.isEmpty ? nil : $0 }
             ?? "postgres"
-        password = components.password?.removingPercentEncoding
-        let path = components.path.hasPrefix("/") ? String(components.path.dropFirst()) : components.path
+        password = components.percentEncodedPassword?.removingPercentEncoding
+        let encodedPath = components.percentEncodedPath
+        let path = encodedPath.hasPrefix("/") ? String(encodedPath.dropFirst()) : encodedPath
         database = path.isEmpty ? nil : path.removingPercentEncoding ?? path
     }
 
