@@ -314,6 +314,24 @@ struct AuthTests {
         #expect(ClientAddressMiddleware.client(forwardedFor: ["unknown, 10.0.0.2"], trusted: trusted) == nil)
         #expect(AppConfiguration.HTTP.canonicalAddress("::ffff:192.0.2.1") == "::ffff:192.0.2.1")
         #expect(AppConfiguration.HTTP.canonicalAddress("192.0.2.300") == nil)
+        // A dual-stack listener reports an IPv4 proxy as ::ffff:a.b.c.d: it is the configured 10.0.0.2, and the
+        // other way round; and an entry's IPv4-mapped form is its IPv4 address.
+        #expect(ClientAddressMiddleware.trusts(peer: "::ffff:10.0.0.2", among: trusted))
+        #expect(ClientAddressMiddleware.trusts(peer: "10.0.0.2", among: ["::ffff:10.0.0.2"]))
+        #expect(!ClientAddressMiddleware.trusts(peer: "::ffff:10.0.0.3", among: trusted))
+        #expect(!ClientAddressMiddleware.trusts(peer: "fd00::3", among: trusted))
+        #expect(
+            ClientAddressMiddleware.client(forwardedFor: ["::ffff:198.51.100.7, ::ffff:10.0.0.2"], trusted: trusted)
+                == "198.51.100.7")
+        // Entries with the port some proxies add.
+        #expect(
+            ClientAddressMiddleware.client(forwardedFor: ["198.51.100.7:51234, 10.0.0.2:443"], trusted: trusted)
+                == "198.51.100.7")
+        #expect(
+            ClientAddressMiddleware.client(forwardedFor: ["[2001:db8::1]:51234", "[fd00::2]"], trusted: trusted)
+                == "2001:db8::1")
+        #expect(ClientAddressMiddleware.client(forwardedFor: ["198.51.100.7:port"], trusted: trusted) == nil)
+        #expect(ClientAddressMiddleware.client(forwardedFor: ["[2001:db8::1]x"], trusted: trusted) == nil)
     }
 
     @Test(
