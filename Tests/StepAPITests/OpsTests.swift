@@ -177,6 +177,33 @@ struct OpsTests {
         return routes
     }
 
+    @Test(
+        "a usable X-Request-Id (a proxy's) is the id of every record of the request: its log lines, its AttestationLog row, the answer",
+        arguments: TestDatabases.kinds)
+    func requestIdEverywhere(kind: DatabaseKind) async throws {
+        let harness = try await TestHarness.make(kind: kind)
+        let token = try await harness.token(for: "walker-traced")
+        try await harness.run { client in
+            let sent = try await client.ingest(
+                IngestBody(count: 60_000), token: token, headers: [HTTPField.Name("X-Request-Id")!: "edge-7f3a"])
+            #expect(sent.status == .unprocessableContent)
+            #expect(sent.headers[HTTPField.Name("X-Request-Id")!] == "edge-7f3a")
+            #expect(harness.logs.lines.contains { $0.contains(#""msg":"request""#) && $0.contains("edge-7f3a") })
+            #expect(harness.antiCheat.lines.contains { $0.contains(#""requestId":"edge-7f3a""#) })
+            // Not visible ASCII, or too long: the server's own id, the same on every record.
+            for unusable in ["edge 7f3a", "e\u{301}\u{301}", String(repeating: "x", count: 129)] {
+                let own = try await client.ingest(
+                    IngestBody(count: 60_000), token: token, headers: [HTTPField.Name("X-Request-Id")!: unusable])
+                let id = try #require(own.headers[HTTPField.Name("X-Request-Id")!])
+                #expect(id != unusable)
+                #expect(harness.antiCheat.lines.contains { $0.contains(#""requestId":"\#(id)""#) })
+            }
+            let rows = try await harness.store.transaction { try await $0.attestationLogs(walkerId: "walker-traced") }
+            #expect(rows.first?.requestId == "edge-7f3a")
+            #expect(rows.count == 4 && Set(rows.compactMap(\.requestId)).count == 4)
+        }
+    }
+
     @Test("no log line or anti-cheat line carries a step count or a token", arguments: TestDatabases.kinds)
     func logsAreClean(kind: DatabaseKind) async throws {
         let harness = try await TestHarness.make(kind: kind)

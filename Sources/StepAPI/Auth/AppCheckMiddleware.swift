@@ -45,7 +45,7 @@ struct AppCheckMiddleware: RouterMiddleware {
             context.trace.update { $0.authReason = rejection.reason.rawValue }
             telemetry.logger.warning(
                 "App Check keys unavailable",
-                metadata: ["requestId": .string(context.id), "error": .string(rejection.detail)])
+                metadata: ["requestId": .string(context.requestId), "error": .string(rejection.detail)])
             throw IngestAPIError.unavailable
         }
         let walkerId = principal.walkerId
@@ -59,7 +59,7 @@ struct AppCheckMiddleware: RouterMiddleware {
                 refused: audit.appCheckRefused(rejection.reason), rateLimited: audit.rateLimited)
         } catch {
             // No verdict can be recorded, nor the limit consulted: the database's trouble, answered as such.
-            return IngestAnswer(.failure(error, requestId: context.id, logger: telemetry.logger)).response
+            return IngestAnswer(.failure(error, requestId: context.requestId, logger: telemetry.logger)).response
         }
         var answer: IngestAnswer
         if decision.allowed {
@@ -72,7 +72,7 @@ struct AppCheckMiddleware: RouterMiddleware {
             telemetry.antiCheat.info(
                 "app check refused",
                 metadata: [
-                    "requestId": .string(context.id), "walker": .string(walkerId), "verdict": .string(verdict),
+                    "requestId": .string(context.requestId), "walker": .string(walkerId), "verdict": .string(verdict),
                     "reasons": .array([.string(rejection.reason.rawValue)]), "detail": .string(rejection.detail),
                 ])
             answer = IngestAnswer(.appCheckRefused(rejection.reason))

@@ -143,7 +143,7 @@ struct HealthWriteController: Sendable {
             let written = try await store.transaction { tx in
                 try await Self.write(
                     submission, attestation: attestation, walkerId: walkerId, date: date, now: now,
-                    requestId: context.id, tx: tx)
+                    requestId: context.requestId, tx: tx)
             }
             switch written {
             case .success(let stored):
@@ -155,7 +155,7 @@ struct HealthWriteController: Sendable {
             }
         } catch {
             // After the admission, so the answer still carries the RateLimit fields.
-            return HealthAPIError.failure(error, requestId: context.id, logger: telemetry.logger).response
+            return HealthAPIError.failure(error, requestId: context.requestId, logger: telemetry.logger).response
         }
     }
 
@@ -201,12 +201,13 @@ struct HealthWriteController: Sendable {
         record(verdict: .rejected, walkerId: walkerId, reasons: [code], detail: detail, context: context)
         let row = AttestationLogRecord(
             walkerId: walkerId, createdAt: now, route: Self.submitRoute, verdict: .rejected, reasons: [code],
-            tokenId: nil, requestId: context.id)
+            tokenId: nil, requestId: context.requestId)
         do {
             try await store.transaction { tx in try await tx.insertAttestationLog(row) }
         } catch {
             // The client's answer does not depend on the audit row.
-            telemetry.logger.warning("could not log a health refusal", metadata: ["requestId": .string(context.id)])
+            telemetry.logger.warning(
+                "could not log a health refusal", metadata: ["requestId": .string(context.requestId)])
         }
     }
 
@@ -220,7 +221,7 @@ struct HealthWriteController: Sendable {
         }
         telemetry.metrics.recordVerdict(verdict.rawValue, reasons: reasons)
         var metadata: Logger.Metadata = [
-            "requestId": .string(context.id), "walker": .string(walkerId), "route": .string(Self.submitRoute),
+            "requestId": .string(context.requestId), "walker": .string(walkerId), "route": .string(Self.submitRoute),
             "verdict": .string(verdict.rawValue), "reasons": .array(reasons.map { .string($0) }),
         ]
         if let detail { metadata["detail"] = .string(detail) }

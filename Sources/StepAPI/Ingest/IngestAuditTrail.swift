@@ -25,7 +25,7 @@ struct IngestAuditTrail: Sendable {
             tokenId = principal.tokenId
         }
         self.route = route
-        requestId = context.id
+        requestId = context.requestId
         self.now = now
     }
 

@@ -69,7 +69,7 @@ struct IngestController: Sendable {
                 decision = try await store.refuseIngest(
                     admission, refused: audit.refused(error), rateLimited: audit.rateLimited)
             } catch {
-                return IngestAnswer(.failure(error, requestId: context.id, logger: telemetry.logger))
+                return IngestAnswer(.failure(error, requestId: context.requestId, logger: telemetry.logger))
             }
             var result = IngestAnswer(error)
             if !decision.allowed {
@@ -89,9 +89,9 @@ struct IngestController: Sendable {
                     key: ingest.storedKey, requestHash: ingest.payloadHash,
                     leaseSeconds: limits.idempotencyLeaseSeconds),
                 audit: audit.store,
-                planner: service.planner(for: ingest, now: now, requestId: context.id))
+                planner: service.planner(for: ingest, now: now, requestId: context.requestId))
         } catch {
-            return IngestAnswer(.failure(error, requestId: context.id, logger: telemetry.logger))
+            return IngestAnswer(.failure(error, requestId: context.requestId, logger: telemetry.logger))
         }
         var result: IngestAnswer
         switch outcome {
@@ -143,7 +143,7 @@ struct IngestController: Sendable {
         telemetry.antiCheat.info(
             "ingest verdict",
             metadata: [
-                "requestId": .string(context.id), "walker": .string(walkerId),
+                "requestId": .string(context.requestId), "walker": .string(walkerId),
                 "verdict": .string(outcome.verdict.rawValue),
                 "reasons": .array(outcome.reasons.map { .string($0.rawValue) }),
                 "day": .string(ingest.bucket.day.description),

@@ -16,7 +16,9 @@ struct RequestLogMiddleware: RouterMiddleware {
         _ request: Request, context: Context, next: (Request, Context) async throws -> Response
     ) async throws -> Response {
         let started = ContinuousClock.now
-        let requestId = request.headers[.init("X-Request-Id")!].flatMap { $0.count <= 128 ? $0 : nil } ?? context.id
+        var context = context
+        context.chosenRequestId = request.headers[.init("X-Request-Id")!].flatMap(Self.usableRequestId)
+        let requestId = context.requestId
         var response: Response
         do {
             response = try await next(request, context)
@@ -55,6 +57,14 @@ struct RequestLogMiddleware: RouterMiddleware {
         if let reason = trace.authReason { metadata["authReason"] = .string(reason) }
         logger.info("request", metadata: metadata)
         return response
+    }
+
+    /// A request id a client or proxy sent, when it is 1 to 128 visible ASCII characters; else nil (the server's
+    /// own is used).
+    static func usableRequestId(_ text: String) -> String? {
+        let bytes = text.utf8
+        guard (1...128).contains(bytes.count), bytes.allSatisfy({ (0x21...0x7E).contains($0) }) else { return nil }
+        return text
     }
 }
 

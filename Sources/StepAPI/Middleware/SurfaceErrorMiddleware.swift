@@ -31,7 +31,7 @@ struct SurfaceErrorMiddleware<Failure: SurfaceError>: RouterMiddleware {
         } catch let error as any HTTPResponseError {
             throw error
         } catch {
-            return Failure.failure(error, requestId: context.id, logger: logger).response
+            return Failure.failure(error, requestId: context.requestId, logger: logger).response
         }
     }
 }

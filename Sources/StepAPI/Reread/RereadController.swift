@@ -30,7 +30,7 @@ struct RereadController: Sendable {
         let parsed = await JSONBody.read(request, maxBytes: maxBodyBytes, as: IngestAPIError.self) {
             bytes throws(RequestValidationError) in try RereadRequest.decode(body: bytes, headerKey: headerKey)
         }
-        let requestId = context.id
+        let requestId = context.requestId
         var writer = IdempotentWrite<IngestAPIError>(
             store: store, policy: policy, leaseSeconds: idempotencyLeaseSeconds, keyReused: .idempotencyKeyReused,
             inFlight: .idempotencyInFlight)

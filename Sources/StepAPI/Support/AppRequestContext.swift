@@ -40,6 +40,12 @@ package struct AppRequestContext: RequestContext, RemoteAddressRequestContext {
     package var appCheck: AppCheckPass?
     /// The operator asking, set by `AdminAuthMiddleware` for the admin routes.
     package var adminActor: AdminActor?
+    /// The request's `X-Request-Id` when it sent a usable one, set by `RequestLogMiddleware` before routing.
+    package var chosenRequestId: String?
+
+    /// The id every record of the request carries (its log lines, its AttestationLog row, the `X-Request-Id`
+    /// answered): the one the request sent (a proxy's, say) when usable, else Hummingbird's.
+    package var requestId: String { chosenRequestId ?? id }
 
     package init(source: Source) {
         self.coreContext = .init(source: source)
