@@ -163,7 +163,7 @@ package func buildApplication(
     }
     var worker = makeJobWorker(
         settings: jobSettings, store: workerStore, clock: dependencies.clock, logger: logger, metrics: metrics,
-        whitelist: whitelist)
+        whitelist: whitelist, antiCheat: antiCheat)
     worker.executor = workerThread
     // Operators' job routes and the readiness probe read the queue through the requests' pool.
     let jobs = JobQueue(store: store, leaseSeconds: jobSettings.leaseSeconds, backoff: jobSettings.backoff)
@@ -247,7 +247,7 @@ package func buildApplication(
         store: store,
         policy: ingestPolicy,
         maxBodyBytes: configuration.http.maxBodyBytes, idempotencyLeaseSeconds: configuration.idempotencyLeaseSeconds,
-        clock: dependencies.clock
+        clock: dependencies.clock, telemetry: telemetry
     ).register(in: ingest, catalog: &catalog)
 
     let walker = router.group()

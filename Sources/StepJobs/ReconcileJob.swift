@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import StepCore
 import StepStore
 
@@ -46,11 +47,14 @@ package struct ReconcileJob: BatchTransactionalJob {
     /// (`ledger.refundGraceSeconds`), and the attempts their refund job gets.
     let refundGraceSeconds: Double
     let refundMaxAttempts: Int
+    /// The anti-cheat sink (`log.antiCheatSink`): one line per decision, once it has committed.
+    let antiCheat: Logger?
 
     package init(
         limits: IngestLimits, whitelist: @escaping @Sendable () -> Set<String>, clock: @escaping @Sendable () -> Date,
         metrics: any JobMetrics, refundGraceSeconds: Double = 86_400, refundMaxAttempts: Int = 10,
-        reread: RereadSettings = RereadSettings(), announcer: EventAnnouncer = EventAnnouncer(webhook: nil)
+        reread: RereadSettings = RereadSettings(), announcer: EventAnnouncer = EventAnnouncer(webhook: nil),
+        antiCheat: Logger? = nil
     ) {
         self.reconciler = Reconciler(
             limits: limits, whitelist: whitelist, reread: reread, announcer: announcer,
@@ -59,13 +63,17 @@ package struct ReconcileJob: BatchTransactionalJob {
         self.metrics = metrics
         self.refundGraceSeconds = refundGraceSeconds
         self.refundMaxAttempts = refundMaxAttempts
+        self.antiCheat = antiCheat
     }
 
     /// The outcome is counted once the transaction has committed.
     package func run(_ payload: Payload, job: ClaimedJob, in tx: StoreTransaction) async throws -> JobCommitted {
         let outcome = try await reconciler.reconcile(
             tx, walkerId: job.walkerId, day: payload.day, now: clock(), runId: job.id)
-        return { record(outcome) }
+        return {
+            record(outcome)
+            antiCheat?.verdict(job: job, day: payload.day, verdict: outcome, route: Reconciler.route)
+        }
     }
 
     /// A slot's claimed reconcile jobs, read and written together (`Reconciler.reconcile(_:batch:now:)`).
@@ -77,7 +85,12 @@ package struct ReconcileJob: BatchTransactionalJob {
             Reconciler.BatchItem(day: WalkerDay(walkerId: $0.job.walkerId, day: $0.payload.day), runId: $0.job.id)
         }
         let outcomes = try await reconciler.reconcile(tx, batch: items, now: clock())
-        return { for outcome in outcomes { record(outcome) } }
+        return {
+            for (item, outcome) in zip(batch, outcomes) {
+                record(outcome)
+                antiCheat?.verdict(job: item.job, day: item.payload.day, verdict: outcome, route: Reconciler.route)
+            }
+        }
     }
 
     private func record(_ outcome: Reconciler.Outcome) {
@@ -249,5 +262,25 @@ struct Reconciler: Sendable {
         guard case .accept = verdict, mayOweRefunds else { return }
         try await RefundJob.schedule(
             tx, walkerId: walkerId, graceSeconds: refundGraceSeconds, maxAttempts: jobMaxAttempts, now: now)
+    }
+}
+
+extension Logger {
+    /// The anti-cheat line of a job's decision about a day (never a count): nothing for a run that left it as it was.
+    func verdict(job: ClaimedJob, day: LocalDate, verdict outcome: Reconciler.Outcome, route: String) {
+        let (verdict, reasons): (String, [String])
+        switch outcome {
+        case .decided(.accept): (verdict, reasons) = (AttestationVerdict.accepted.rawValue, [])
+        case .decided(.quarantine(let found)): (verdict, reasons) = (AttestationVerdict.quarantined.rawValue, found)
+        case .rereadRequested: (verdict, reasons) = ("REREAD_REQUESTED", [])
+        case .unchanged: return
+        }
+        info(
+            "job verdict",
+            metadata: [
+                "jobId": .string(job.id), "route": .string(route), "walker": .string(job.walkerId),
+                "day": .string(day.description), "verdict": .string(verdict),
+                "reasons": .array(reasons.map { .string($0) }),
+            ])
     }
 }

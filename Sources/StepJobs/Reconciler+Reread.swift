@@ -106,23 +106,22 @@ extension Reconciler {
 
     /// At the deadline: a request still open expires, and its day, if still PENDING, is quarantined with the
     /// findings that asked for the re-read and `REREAD_NOT_ANSWERED`. A request answered or closed before does
-    /// nothing. Returns whether the day was quarantined.
+    /// nothing. Returns the day and the verdict when the day was quarantined.
     func expire(_ tx: StoreTransaction, walkerId: String, id: String, runId: String, now: Date) async throws
-        -> Bool
+        -> (day: LocalDate, verdict: ReconcileVerdict)?
     {
         guard let unlocked = try await tx.reread(walkerId: walkerId, id: id), unlocked.state == .open else {
-            return false
+            return nil
         }
         let state = try await tx.lockWalkerReadingDay(walkerId, day: unlocked.day, now: now).day
         guard let request = try await tx.reread(walkerId: walkerId, id: id), request.state == .open else {
-            return false
+            return nil
         }
         guard let log = state.log, log.status == .pending else {
             _ = try await tx.closeReread(walkerId: walkerId, id: id, state: .expired, at: now)
-            return false
+            return nil
         }
-        _ = try await expire(tx, request, log: log, streak: state.streak, runId: runId, now: now)
-        return true
+        return (log.day, try await expire(tx, request, log: log, streak: state.streak, runId: runId, now: now))
     }
 
     /// Under the walker's lock, with the day PENDING: closes the open `request` as expired and quarantines the day

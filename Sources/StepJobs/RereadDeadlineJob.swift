@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import StepCore
 import StepStore
 
@@ -21,23 +22,33 @@ package struct RereadDeadlineJob: TransactionalJob {
     let reconciler: Reconciler
     let clock: @Sendable () -> Date
     let metrics: any JobMetrics
+    let antiCheat: Logger?
 
     package init(
         limits: IngestLimits, whitelist: @escaping @Sendable () -> Set<String>, clock: @escaping @Sendable () -> Date,
-        metrics: any JobMetrics, refundGraceSeconds: Double = 86_400, jobMaxAttempts: Int = 10
+        metrics: any JobMetrics, refundGraceSeconds: Double = 86_400, jobMaxAttempts: Int = 10,
+        antiCheat: Logger? = nil
     ) {
         self.reconciler = Reconciler(
             limits: limits, whitelist: whitelist, refundGraceSeconds: refundGraceSeconds,
             jobMaxAttempts: jobMaxAttempts)
         self.clock = clock
         self.metrics = metrics
+        self.antiCheat = antiCheat
     }
 
     /// The outcome is counted once the transaction has committed.
     package func run(_ payload: Payload, job: ClaimedJob, in tx: StoreTransaction) async throws -> JobCommitted {
         let quarantined = try await reconciler.expire(
             tx, walkerId: job.walkerId, id: payload.requestId, runId: job.id, now: clock())
-        let metrics = metrics
-        return { metrics.recordReconcile(quarantined ? .quarantined : .unchanged) }
+        let (metrics, antiCheat) = (metrics, antiCheat)
+        return {
+            metrics.recordReconcile(quarantined != nil ? .quarantined : .unchanged)
+            if let quarantined {
+                antiCheat?.verdict(
+                    job: job, day: quarantined.day, verdict: .decided(quarantined.verdict),
+                    route: Reconciler.deadlineRoute)
+            }
+        }
     }
 }

@@ -11,7 +11,7 @@ import UnixSignals
 /// alone in `stepd worker`. The webhook job is registered only when a webhook is configured.
 package func makeJobWorker(
     settings: JobSettings, store: Store, clock: @escaping @Sendable () -> Date, logger: Logger,
-    metrics: any JobMetrics = NoJobMetrics(), whitelist: SourceWhitelist? = nil
+    metrics: any JobMetrics = NoJobMetrics(), whitelist: SourceWhitelist? = nil, antiCheat: Logger? = nil
 ) -> JobWorker {
     let whitelist = whitelist ?? SourceWhitelist(settings.limits.sourceBundleWhitelist)
     let queue = JobQueue(store: store, leaseSeconds: settings.leaseSeconds, backoff: settings.backoff)
@@ -23,11 +23,12 @@ package func makeJobWorker(
         ReconcileJob(
             limits: settings.limits, whitelist: { whitelist.current }, clock: clock, metrics: metrics,
             refundGraceSeconds: settings.refundGraceSeconds, refundMaxAttempts: settings.maxAttempts,
-            reread: settings.reread, announcer: announcer))
+            reread: settings.reread, announcer: announcer, antiCheat: antiCheat))
     registry.register(
         RereadDeadlineJob(
             limits: settings.limits, whitelist: { whitelist.current }, clock: clock, metrics: metrics,
-            refundGraceSeconds: settings.refundGraceSeconds, jobMaxAttempts: settings.maxAttempts))
+            refundGraceSeconds: settings.refundGraceSeconds, jobMaxAttempts: settings.maxAttempts,
+            antiCheat: antiCheat))
     registry.register(RefundJob(clock: clock, announcer: announcer, maxAttempts: settings.maxAttempts))
     if let webhook = settings.webhook {
         registry.register(WebhookJob(webhook: webhook, clock: clock))
@@ -43,7 +44,7 @@ package func makeJobWorker(
 package func runStandaloneWorker(
     databaseURL: String, postgres: PostgresSettings, sqliteSynchronous: SQLiteSynchronous, settings: JobSettings,
     reloadWhitelist: (@Sendable () async throws -> Set<String>)? = nil, configFile: String? = nil,
-    leadingServices: [any Service] = [], logger: Logger
+    leadingServices: [any Service] = [], logger: Logger, antiCheat: Logger? = nil
 ) async throws {
     let store = try await StoreFactory.open(
         url: databaseURL, postgres: postgres, sqliteSynchronous: sqliteSynchronous, logger: logger, migrate: false)
@@ -55,7 +56,8 @@ package func runStandaloneWorker(
     }
     let whitelist = SourceWhitelist(settings.limits.sourceBundleWhitelist)
     let worker = makeJobWorker(
-        settings: settings, store: store, clock: { Date() }, logger: logger, whitelist: whitelist)
+        settings: settings, store: store, clock: { Date() }, logger: logger, whitelist: whitelist,
+        antiCheat: antiCheat)
     // Reconciliation judges each day against the whitelist as it stands: reloaded as `stepd serve` reloads it.
     let reloader = reloadWhitelist.map {
         WhitelistReloader(

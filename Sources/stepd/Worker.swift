@@ -41,12 +41,24 @@ struct Worker: AsyncParsableCommand {
         // Log lines are written by a background thread: let it finish before the process exits, however it does
         // (the line saying why a failed worker stopped included).
         defer { logSink.flush() }
+        // The jobs' decisions go to the anti-cheat sink, as the requests' verdicts do in `stepd serve`.
+        let antiCheatSink: LogSink
+        do {
+            antiCheatSink = try LogSink.named(configuration.telemetry.antiCheatSink)
+        } catch let error as LogSinkError {
+            throw ConfigurationError(key: "log.antiCheatSink", problem: error.description)
+        }
+        defer { antiCheatSink.flush() }
+        let antiCheat = Logger(label: "stepledger.anticheat") {
+            JSONLogHandler(label: $0, sink: antiCheatSink, level: .info)
+        }
         try await runStandaloneWorker(
             databaseURL: configuration.databaseURL, postgres: configuration.postgres,
             sqliteSynchronous: configuration.sqliteSynchronous, settings: configuration.jobSettings,
             reloadWhitelist: { [common, overrides] in
                 try await common.load(overrides: overrides).limits.sourceBundleWhitelist
             },
-            configFile: common.config, leadingServices: exporter.map { [$0] } ?? [], logger: logger)
+            configFile: common.config, leadingServices: exporter.map { [$0] } ?? [], logger: logger,
+            antiCheat: antiCheat)
     }
 }

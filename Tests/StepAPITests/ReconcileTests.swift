@@ -5,6 +5,7 @@ import SQLKit
 import StepAPI
 import StepCore
 import StepDatabase
+import StepLogging
 import StepSettings
 import StepStore
 import StepTestSupport
@@ -44,6 +45,13 @@ struct ReconcileTests {
             #expect(try await harness.app.worker.drain() == 0, "not before reconcileEta")
             harness.clock.advance(seconds: 60)
             #expect(try await harness.app.worker.drain() == 1)
+            // The job's decision is on the anti-cheat sink once it has committed, as a request's verdict is.
+            let decisions = harness.antiCheat.lines.filter { $0.contains(#""msg":"job verdict""#) }
+            #expect(decisions.count == 1)
+            #expect(decisions.first?.contains(#""verdict":"ACCEPTED""#) == true)
+            #expect(decisions.first?.contains(#""route":"job:reconcile-steps""#) == true)
+            #expect(decisions.first?.contains(#""day":"2026-05-18""#) == true)
+            #expect(decisions.first.map { !LoggedText.mentions(8421, in: $0) } == true, "no count on the line")
 
             let day = try await Self.days(client, token: token).first
             #expect(day?["reconciliationStatus"] == .string("ACCEPTED"))

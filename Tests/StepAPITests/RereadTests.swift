@@ -8,6 +8,7 @@ import StepAPI
 import StepCore
 import StepDatabase
 import StepJobs
+import StepLogging
 import StepSettings
 import StepStore
 import StepTestSupport
@@ -173,6 +174,19 @@ struct RereadTests {
             let body = try Self.answer(request, key: "reread-1")
             let response = try await client.reread(body, token: token)
             #expect(response.status == .ok, "\(response.text)")
+            // The answer's verdict on the request line and the anti-cheat sink, never the counts.
+            let verdicts = harness.antiCheat.lines.filter { $0.contains(#""msg":"reread verdict""#) }
+            #expect(verdicts.count == 1 && verdicts.first?.contains(#""verdict":"ACCEPTED""#) == true)
+            #expect(
+                harness.logs.lines.contains {
+                    $0.contains(#""route":"/step/reread""#) && $0.contains(#""verdict":"ACCEPTED""#)
+                        && $0.contains(#""reasonCount":0"#)
+                })
+            #expect(verdicts.allSatisfy { !LoggedText.mentions(6200, in: $0) })
+            #expect(
+                harness.antiCheat.lines.contains {
+                    $0.contains(#""msg":"job verdict""#) && $0.contains(#""verdict":"REREAD_REQUESTED""#)
+                })
             let json = try response.json
             #expect(json["outcome"] == .string("ACCEPTED"))
             #expect(json["reasons"] == .array([]))
@@ -338,6 +352,11 @@ struct RereadTests {
             let audit = try await harness.store.transaction { try await $0.attestationLogs(walkerId: Self.walker) }
             #expect(audit.last?.route == "job:reread-deadline")
             #expect(audit.last?.verdict == .quarantined)
+            #expect(
+                harness.antiCheat.lines.contains {
+                    $0.contains(#""route":"job:reread-deadline""#) && $0.contains(#""verdict":"QUARANTINED""#)
+                        && $0.contains("REREAD_NOT_ANSWERED")
+                })
             #expect(try await client.read("/walker", token: token).json["rereadRequests"] == .array([]))
         }
     }

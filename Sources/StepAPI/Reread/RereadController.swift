@@ -1,9 +1,11 @@
 import Foundation
 import HTTPTypes
 import Hummingbird
+import Logging
 import StepCore
 import StepJobs
 import StepStore
+import Synchronization
 
 /// `POST /step/reread`: the app's answer to a challenge re-read request (SPEC.md "Reconciliation"). In the
 /// ingest route group (session token; App Check in production), counted against the ingest's per-walker limit,
@@ -19,6 +21,7 @@ struct RereadController: Sendable {
     let maxBodyBytes: Int
     let idempotencyLeaseSeconds: Double
     let clock: @Sendable () -> Date
+    let telemetry: Telemetry
 
     func register(in group: RouterGroup<AppRequestContext>, catalog: inout RouteCatalog) {
         group.on(.post, Self.route, catalog: &catalog, use: answer)
@@ -44,12 +47,46 @@ struct RereadController: Sendable {
                 return row
             }
         )
-        return try await writer.respond(walkerId: walkerId, parsed: parsed, now: clock()) {
+        let decided = Decision()
+        let response = try await writer.respond(walkerId: walkerId, parsed: parsed, now: clock()) {
             [resolver] tx, valid, now in
             let result = try await resolver.answer(
                 tx, walkerId: walkerId, id: valid.requestId, nonce: valid.nonce, day: valid.day, answer: valid.answer,
                 route: Self.route, requestId: requestId, now: now)
+            decided.set(result)
             return Self.render(result, request: valid)
+        }
+        // Once the decision has committed: the request line's verdict and the anti-cheat line (never a count).
+        if let (day, verdict) = decided.value {
+            let (name, reasons): (AttestationVerdict, [String]) =
+                switch verdict {
+                case .accept: (.accepted, [])
+                case .quarantine(let found): (.quarantined, found)
+                }
+            context.trace.update {
+                $0.verdict = name.rawValue
+                $0.reasonCount = reasons.count
+            }
+            telemetry.antiCheat.info(
+                "reread verdict",
+                metadata: [
+                    "requestId": .string(requestId), "walker": .string(walkerId), "day": .string(day.description),
+                    "verdict": .string(name.rawValue), "reasons": .array(reasons.map { .string($0) }),
+                ])
+        }
+        return response
+    }
+
+    /// The day an answer decided and how, as the last run of its transaction left it.
+    private final class Decision: Sendable {
+        private let state = Mutex<(day: LocalDate, verdict: ReconcileVerdict)?>(nil)
+
+        var value: (day: LocalDate, verdict: ReconcileVerdict)? { state.withLock { $0 } }
+
+        func set(_ outcome: RereadAnswerOutcome) {
+            state.withLock {
+                if case .decided(let log, let verdict) = outcome { $0 = (log.day, verdict) } else { $0 = nil }
+            }
         }
     }
 
