@@ -28,7 +28,17 @@ actor CachedAppCheckKeySource: AppCheckKeySource {
         } catch {
             throw AppCheckError(.keySetUnavailable, detail: error.description)
         }
-        if let key = try await usableKeySet(of: document)?[keyID] { return key }
+        let current: AppCheckJWKS?
+        do {
+            current = try await usableKeySet(of: document)
+        } catch {
+            // The keys in use are too old and the newest document has none usable: the host may have been fixed
+            // since; ask for a newer one (the cache allows one such fetch a minute).
+            guard case .newer(let newer) = await cache.refresh(url, after: document.generation) else { throw error }
+            guard let key = try await usableKeySet(of: newer)?[keyID] else { throw error }
+            return key
+        }
+        if let key = current?[keyID] { return key }
         // Google rotates its keys: an unknown kid asks for a newer document (the cache decides whether to fetch).
         switch await cache.refresh(url, after: document.generation) {
         case .newer(let newer):

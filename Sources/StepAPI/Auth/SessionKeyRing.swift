@@ -82,8 +82,14 @@ package actor SessionKeyRing {
         guard case .url(let url) = source else {
             return Self.match(kid: kid, algorithm: algorithm, in: fileKeys).map { .found($0) } ?? .unknown
         }
-        guard let document = try? await cache.document(url), let keys = await usableKeys(of: document) else {
-            return .unavailable
+        guard let document = try? await cache.document(url) else { return .unavailable }
+        guard let keys = await usableKeys(of: document) else {
+            // The keys in use are too old and the newest document has none usable: the host may have been fixed
+            // since; ask for a newer one (the cache allows one such fetch a minute).
+            guard case .newer(let newer) = await cache.refresh(url, after: document.generation),
+                let keys = await usableKeys(of: newer)
+            else { return .unavailable }
+            return Self.match(kid: kid, algorithm: algorithm, in: keys).map { .found($0) } ?? .unknown
         }
         if let found = Self.match(kid: kid, algorithm: algorithm, in: keys) { return .found(found) }
         // Without a kid nothing names a key to wait for: no refetch could change the answer.
