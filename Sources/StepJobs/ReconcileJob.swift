@@ -97,7 +97,7 @@ package struct ReconcileJob: BatchTransactionalJob {
         switch outcome {
         case .decided(.accept): metrics.recordReconcile(.accepted)
         case .decided(.quarantine): metrics.recordReconcile(.quarantined)
-        case .rereadRequested: metrics.recordReconcile(.rereadRequested)
+        case .rereadRequested, .rereadPending: metrics.recordReconcile(.rereadRequested)
         case .unchanged: metrics.recordReconcile(.unchanged)
         }
     }
@@ -126,8 +126,10 @@ struct Reconciler: Sendable {
     /// version alone) must not announce that job's time.
     enum Outcome: Sendable, Hashable {
         case decided(ReconcileVerdict)
-        /// The day stays PENDING: the app was asked to read it again (or already is being asked).
+        /// The day stays PENDING: the app was asked to read it again.
         case rereadRequested
+        /// The day stays PENDING: the app is already being asked to read it again (nothing new was decided).
+        case rereadPending
         /// The day was not PENDING (already decided, or under review).
         case unchanged
     }
@@ -176,11 +178,12 @@ struct Reconciler: Sendable {
                 let expired = try await expire(tx, open, log: log, streak: state.streak, runId: runId, now: now)
                 return .settled(.decided(expired))
             }
-            if open == nil { try await requestReread(tx, log: log, reasons: reasons, now: now) }
+            let asked = open == nil
+            if asked { try await requestReread(tx, log: log, reasons: reasons, now: now) }
             // The day stays PENDING and its job leaves the queue: an ingest planned before this commits must not
             // announce that job's time, so the walker's version moves as with any decision.
             try await tx.bumpWalkerVersion(log.walkerId)
-            return .settled(.rereadRequested)
+            return .settled(asked ? .rereadRequested : .rereadPending)
         }
         if let open { _ = try await tx.closeReread(walkerId: log.walkerId, id: open.id, state: .expired, at: now) }
         return .decide(verdict, decision)
@@ -273,7 +276,7 @@ extension Logger {
         case .decided(.accept): (verdict, reasons) = (AttestationVerdict.accepted.rawValue, [])
         case .decided(.quarantine(let found)): (verdict, reasons) = (AttestationVerdict.quarantined.rawValue, found)
         case .rereadRequested: (verdict, reasons) = ("REREAD_REQUESTED", [])
-        case .unchanged: return
+        case .rereadPending, .unchanged: return
         }
         info(
             "job verdict",

@@ -129,6 +129,11 @@ struct RereadTests {
             #expect(try await harness.count("walker_events") == 1)
             let again = try await client.read("/walker", token: token).json
             #expect(again["rereadRequests"]?[0]?["id"] == request["id"])
+            // The anti-cheat sink has the request once: the second run found it open and decided nothing.
+            #expect(
+                harness.antiCheat.lines.filter {
+                    $0.contains(#""msg":"job verdict""#) && $0.contains(#""verdict":"REREAD_REQUESTED""#)
+                }.count == 1)
         }
     }
 
