@@ -271,7 +271,7 @@ extension Reread {
     /// gone), so the kept answer is dropped.
     static func isFinal(_ error: StepLedgerError) -> Bool {
         switch error {
-        case .rereadRefused, .invalidRequest, .walkerSuspended, .idempotencyKeyReused, .attestationFailed: true
+        case .rereadRefused, .invalidRequest, .walkerSuspended, .idempotencyKeyReused: true
         default: false
         }
     }

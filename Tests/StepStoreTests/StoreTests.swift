@@ -301,6 +301,10 @@ struct TestEnvironmentTests {
     func postgresPresentInCI() {
         let inCI = ProcessInfo.processInfo.environment["CI"] == "true"
         #expect(!inCI || TestDatabases.kinds.contains(.postgres))
+        // The tests that stop, signal or start PostgreSQL servers need the server `scripts/with-postgres` started
+        // (its data folder and socket) and its binaries; against another server they would be skipped.
+        #expect(!inCI || TestDatabases.postgresSocketURL != nil, "STEPLEDGER_TEST_POSTGRES_DATA is not set")
+        #expect(!inCI || ThrowawayCluster.isAvailable, "STEPLEDGER_TEST_POSTGRES_BINDIR is not set")
     }
 }
 
