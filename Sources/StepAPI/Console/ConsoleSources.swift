@@ -401,7 +401,12 @@ package enum ConsoleSources {
     try {
       await api("DELETE", "/admin/session");
     } catch (error) {
-      showError(error);
+      // Not ended (the server or the network failed): the session still works, so the page says so and stays. A
+      // 401 means it had ended already.
+      if (error.status !== 401) {
+        showError(new APIError(error.status, error.code, `Not signed out: ${error.message} Try again.`));
+        return;
+      }
     }
     showSignIn();
     history.replaceState(null, "", location.pathname);
@@ -1063,6 +1068,8 @@ package enum ConsoleSources {
 
   /** After a decision: the next open entry of the queue (the one after the decided entry, in the queue's order). */
   async function advance(doneId) {
+    // The reviewer may go elsewhere while the queue is read: then that is where the console stays.
+    const generation = state.generation;
     const params = queueParams();
     params.delete("cursor");
     const before = state.queue.items.map((entry) => entry.id);
@@ -1077,6 +1084,7 @@ package enum ConsoleSources {
     } catch (error) {
       state.flash = { ...(state.flash || {}), error };
     }
+    if (generation !== state.generation) return;
     if (next) {
       navigate("review", next.id, params);
     } else {
