@@ -6,6 +6,7 @@ import SQLKit
 import StepAPI
 import StepCore
 import StepDatabase
+import StepLogging
 import StepSettings
 import StepStore
 import StepTestSupport
@@ -199,6 +200,20 @@ struct AdminLockoutTests {
                 #expect(try await client.admin("/admin/jobs", token: Self.wrongToken).status == .unauthorized)
             }
             #expect(try await client.admin("/admin/jobs").status == .tooManyRequests)
+        }
+    }
+
+    @Test("a failed attempt's warning carries the request's id, never the credential", arguments: TestDatabases.kinds)
+    func failureLineCarriesRequestId(kind: DatabaseKind) async throws {
+        let harness = try await Self.setUp(kind)
+        try await harness.run { client in
+            let refused = try await client.execute(
+                uri: "/admin/jobs", method: .get,
+                headers: [.authorization: "Bearer \(Self.wrongToken)", HTTPField.Name("X-Request-Id")!: "adm-42"])
+            #expect(refused.status == .unauthorized)
+            let warning = harness.logs.lines.first { $0.contains("admin authentication failed") }
+            #expect(warning?.contains(#""requestId":"adm-42""#) == true)
+            #expect(warning.map { !$0.contains(Self.wrongToken) } == true)
         }
     }
 

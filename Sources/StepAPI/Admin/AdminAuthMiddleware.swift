@@ -36,7 +36,7 @@ struct AdminAuthenticator: Sendable {
     /// window than it allows however many arrive at once; 401 when `verify` finds nothing, the count kept as the
     /// failure; the count given back when it finds one.
     func attempt<Found: Sendable>(
-        address: String, now: Date, _ verify: () async throws -> Found?
+        address: String, now: Date, requestId: String, _ verify: () async throws -> Found?
     ) async throws -> Found {
         if let retryAfter = try await failures.reserve(address: address, now: now) {
             throw AdminAPIError.lockedOut(retryAfterSeconds: retryAfter)
@@ -50,7 +50,8 @@ struct AdminAuthenticator: Sendable {
             throw error
         }
         guard let found else {
-            logger.warning("admin authentication failed", metadata: ["client": .string(address)])
+            logger.warning(
+                "admin authentication failed", metadata: ["client": .string(address), "requestId": .string(requestId)])
             throw AdminAPIError.unauthorized
         }
         try await failures.release(address: address, now: now)
@@ -126,7 +127,7 @@ struct AdminAuthMiddleware: RouterMiddleware {
         // Not counted, so a page that makes an operator's browser request admin URLs without the (SameSite=Strict)
         // cookie cannot lock the operator's address out.
         guard authenticator.presentsCredential(request) else { throw AdminAPIError.unauthorized }
-        let actor = try await authenticator.attempt(address: address, now: now) {
+        let actor = try await authenticator.attempt(address: address, now: now, requestId: context.requestId) {
             try await authenticator.actor(request, now: now)
         }
         var context = context

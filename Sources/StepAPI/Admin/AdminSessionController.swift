@@ -20,10 +20,10 @@ struct AdminSessionController: Sendable {
 
     func register(in group: RouterGroup<AppRequestContext>, catalog: inout RouteCatalog) {
         group.on(.post, Self.route, catalog: &catalog) { request, context in
-            try await signIn(request, address: AdminAuthenticator.address(context))
+            try await signIn(request, address: AdminAuthenticator.address(context), requestId: context.requestId)
         }
         group.on(.get, Self.route, catalog: &catalog) { request, context in
-            try await current(request, address: AdminAuthenticator.address(context))
+            try await current(request, address: AdminAuthenticator.address(context), requestId: context.requestId)
         }
         group.on(.delete, Self.route, catalog: &catalog) { request, _ in
             try await signOut(request)
@@ -32,7 +32,7 @@ struct AdminSessionController: Sendable {
 
     /// A wrong credential counts against the address like a wrong bearer secret; a body that is not
     /// `{"credential": "…"}` is a 400 and counts nothing (it guessed nothing).
-    private func signIn(_ request: Request, address: String) async throws -> Response {
+    private func signIn(_ request: Request, address: String, requestId: String) async throws -> Response {
         let now = authenticator.clock()
         try await authenticator.refuseLockedOut(address: address, now: now)
         var request = request
@@ -44,7 +44,7 @@ struct AdminSessionController: Sendable {
         guard case .string(let credential) = fields["credential"], !credential.isEmpty else {
             throw AdminAPIError.badRequest("credential must be a non-empty string.")
         }
-        let actor = try await authenticator.attempt(address: address, now: now) {
+        let actor = try await authenticator.attempt(address: address, now: now, requestId: requestId) {
             try await authenticator.actor(secret: credential)
         }
         let value = OperatorAccounts.randomToken()
@@ -64,11 +64,11 @@ struct AdminSessionController: Sendable {
 
     /// Who is signed in. A request that presents nothing is a plain 401 that counts nothing (the console asks this
     /// when it loads); a wrong bearer or a cookie that names no live session counts like any failed attempt.
-    private func current(_ request: Request, address: String) async throws -> Response {
+    private func current(_ request: Request, address: String, requestId: String) async throws -> Response {
         let now = authenticator.clock()
         try await authenticator.refuseLockedOut(address: address, now: now)
         guard authenticator.presentsCredential(request) else { throw AdminAPIError.unauthorized }
-        let actor = try await authenticator.attempt(address: address, now: now) {
+        let actor = try await authenticator.attempt(address: address, now: now, requestId: requestId) {
             try await authenticator.actor(request, now: now)
         }
         return Self.answer(actor)

@@ -68,7 +68,9 @@ struct EventsController: Sendable {
                     }
                 } catch {
                     // A failed re-read answers what was read so far (nothing): the client polls again.
-                    logger.warning("event poll ended early", metadata: ["error": .string("\(type(of: error))")])
+                    logger.warning(
+                        "event poll ended early",
+                        metadata: ["error": .string("\(type(of: error))"), "requestId": .string(context.requestId)])
                 }
             }
             return .json(
@@ -116,7 +118,9 @@ struct EventsController: Sendable {
                         }
                     } catch {
                         // The store is away: end the stream, the client reconnects from its last id.
-                        logger.warning("event stream ended", metadata: ["error": .string("\(type(of: error))")])
+                        logger.warning(
+                            "event stream ended",
+                            metadata: ["error": .string("\(type(of: error))"), "requestId": .string(context.requestId)])
                         break
                     }
                     if !events.isEmpty {
