@@ -268,13 +268,30 @@ struct Reconciler: Sendable {
     }
 }
 
+extension ReconcileVerdict {
+    /// How the AttestationLog, the answers and the anti-cheat lines name the verdict.
+    package var attestationVerdict: AttestationVerdict {
+        switch self {
+        case .accept: .accepted
+        case .quarantine: .quarantined
+        }
+    }
+
+    /// Why the day was quarantined; empty when accepted.
+    package var reasons: [String] {
+        switch self {
+        case .accept: []
+        case .quarantine(let reasons): reasons
+        }
+    }
+}
+
 extension Logger {
     /// The anti-cheat line of a job's decision about a day (never a count): nothing for a run that left it as it was.
     func verdict(job: ClaimedJob, day: LocalDate, verdict outcome: Reconciler.Outcome, route: String) {
         let (verdict, reasons): (String, [String])
         switch outcome {
-        case .decided(.accept): (verdict, reasons) = (AttestationVerdict.accepted.rawValue, [])
-        case .decided(.quarantine(let found)): (verdict, reasons) = (AttestationVerdict.quarantined.rawValue, found)
+        case .decided(let decided): (verdict, reasons) = (decided.attestationVerdict.rawValue, decided.reasons)
         case .rereadRequested: (verdict, reasons) = ("REREAD_REQUESTED", [])
         case .rereadPending, .unchanged: return
         }

@@ -80,11 +80,7 @@ extension Reconciler {
             let (verdict, decision) = DayDecision.reread(
                 log, evidence: evidence, answer: answer, streak: state.streak, limits: limits, at: now)
         else { return .expired }
-        let outcome: AttestationVerdict
-        switch verdict {
-        case .accept: outcome = .accepted
-        case .quarantine: outcome = .quarantined
-        }
+        let outcome = verdict.attestationVerdict
         let answerJSON = RereadJSON.answer(answer)
         _ = try await tx.closeReread(
             walkerId: walkerId, id: id, state: .answered, answer: answerJSON, outcome: outcome.rawValue, at: now)

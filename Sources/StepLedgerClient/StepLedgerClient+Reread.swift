@@ -2,7 +2,7 @@ import Foundation
 import OpenAPIRuntime
 
 /// One source bundle's fresh count of a day, read again for a re-read request.
-public struct RereadReading: Sendable, Hashable {
+public struct RereadReading: Sendable, Hashable, Codable {
     /// The operating system's source of the samples, e.g. `com.apple.health`; each bundle once per answer.
     public var sourceBundleId: String
     /// The bundle's total for the day as read now, 0…2 147 483 648; a bundle left out counts as 0.

@@ -21,22 +21,13 @@ public struct WalkerState: Sendable, Hashable {
 
     /// A day the server asks the app to read again (the challenge re-read handshake); answer it with
     /// ``StepLedgerClient/answerReread(_:readings:sampleDigest:attempts:idempotencyKey:)``.
-    public struct RereadRequest: Sendable, Hashable {
+    public struct RereadRequest: Sendable, Hashable, Codable {
         public var id: String
         public var day: CalendarDay
         public var windowStart: Date
         public var windowEnd: Date
         public var nonce: String
         public var deadline: Date
-
-        public init(id: String, day: CalendarDay, windowStart: Date, windowEnd: Date, nonce: String, deadline: Date) {
-            self.id = id
-            self.day = day
-            self.windowStart = windowStart
-            self.windowEnd = windowEnd
-            self.nonce = nonce
-            self.deadline = deadline
-        }
     }
 
     public var walkerId: String

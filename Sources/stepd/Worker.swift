@@ -1,5 +1,6 @@
 import ArgumentParser
 import Logging
+import StepAPI
 import StepCore
 import StepDatabase
 import StepJobs
@@ -42,16 +43,8 @@ struct Worker: AsyncParsableCommand {
         // (the line saying why a failed worker stopped included).
         defer { logSink.flush() }
         // The jobs' decisions go to the anti-cheat sink, as the requests' verdicts do in `stepd serve`.
-        let antiCheatSink: LogSink
-        do {
-            antiCheatSink = try LogSink.named(configuration.telemetry.antiCheatSink)
-        } catch let error as LogSinkError {
-            throw ConfigurationError(key: "log.antiCheatSink", problem: error.description)
-        }
+        let (antiCheat, antiCheatSink) = try antiCheatLogger(configuration)
         defer { antiCheatSink.flush() }
-        let antiCheat = Logger(label: "stepledger.anticheat") {
-            JSONLogHandler(label: $0, sink: antiCheatSink, level: .info)
-        }
         try await runStandaloneWorker(
             databaseURL: configuration.databaseURL, postgres: configuration.postgres,
             sqliteSynchronous: configuration.sqliteSynchronous, settings: configuration.jobSettings,

@@ -233,7 +233,7 @@ struct Reread: AsyncParsableCommand {
         let outcome: RereadOutcome
         do {
             outcome = try await client.answerReread(
-                try answer.request, readings: answer.rereadReadings, sampleDigest: answer.digest,
+                answer.request, readings: answer.readings, sampleDigest: answer.digest,
                 idempotencyKey: answer.idempotencyKey)
         } catch StepLedgerError.rereadUnanswered(let key, let last) {
             throw CommandFailure(
@@ -279,55 +279,10 @@ extension Reread {
 
 /// An answer to a re-read request, kept in the client's folder from before it is sent until its outcome is read.
 struct PendingRereadAnswer: Codable {
-    var requestId: String
-    var nonce: String
-    var day: String
-    var windowStart: Date
-    var windowEnd: Date
-    var deadline: Date
-    var readings: [Reading]
+    var request: WalkerState.RereadRequest
+    var readings: [RereadReading]
     var digest: String
     var idempotencyKey: String
-
-    struct Reading: Codable {
-        var sourceBundleId: String
-        var count: Int
-        var sampleStart: Date
-        var sampleEnd: Date
-    }
-
-    init(request: WalkerState.RereadRequest, readings: [RereadReading], digest: String, idempotencyKey: String) {
-        requestId = request.id
-        nonce = request.nonce
-        day = request.day.description
-        windowStart = request.windowStart
-        windowEnd = request.windowEnd
-        deadline = request.deadline
-        self.readings = readings.map {
-            Reading(
-                sourceBundleId: $0.sourceBundleId, count: $0.count, sampleStart: $0.sampleStart, sampleEnd: $0.sampleEnd
-            )
-        }
-        self.digest = digest
-        self.idempotencyKey = idempotencyKey
-    }
-
-    var request: WalkerState.RereadRequest {
-        get throws {
-            guard let calendarDay = CalendarDay(day) else { throw CommandFailure("the kept answer's day is not a day") }
-            return WalkerState.RereadRequest(
-                id: requestId, day: calendarDay, windowStart: windowStart, windowEnd: windowEnd, nonce: nonce,
-                deadline: deadline)
-        }
-    }
-
-    var rereadReadings: [RereadReading] {
-        readings.map {
-            RereadReading(
-                sourceBundleId: $0.sourceBundleId, count: $0.count, sampleStart: $0.sampleStart, sampleEnd: $0.sampleEnd
-            )
-        }
-    }
 
     var counts: [String: Int] {
         readings.reduce(into: [:]) { $0[$1.sourceBundleId] = $1.count }
@@ -344,23 +299,15 @@ struct PendingRereadAnswer: Codable {
         }
     }
 
-    /// Written whole (a temporary file, synced, then renamed over the name), so a killed run leaves the old file or
-    /// the new one, never half of one.
+    /// Written whole (Foundation's atomic write: a temporary file renamed over the name), so a killed run leaves the
+    /// old file or the new one, never half of one.
     func write(_ file: URL) throws {
         let encoder = JSONEncoder()
         encoder.dateEncodingStrategy = .secondsSince1970
         encoder.outputFormatting = [.sortedKeys]
-        let data = try encoder.encode(self)
         try FileManager.default.createDirectory(
             at: file.deletingLastPathComponent(), withIntermediateDirectories: true)
-        let temporary = file.appendingPathExtension("tmp")
-        guard FileManager.default.createFile(atPath: temporary.path, contents: data) else {
-            throw CommandFailure("cannot write \(temporary.path)")
-        }
-        let handle = try FileHandle(forWritingTo: temporary)
-        try handle.synchronize()
-        try handle.close()
-        guard rename(temporary.path, file.path) == 0 else { throw CommandFailure("cannot write \(file.path)") }
+        try encoder.encode(self).write(to: file, options: .atomic)
     }
 }
 

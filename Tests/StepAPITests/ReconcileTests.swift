@@ -25,6 +25,18 @@ struct ReconcileTests {
         return days
     }
 
+    /// A reconcile job for the walker's 2026-05-18, due now, beside any already queued (no dedupe key): a job run
+    /// again, or one an ingest enqueued while the day's first job was running.
+    static func enqueueLeftOverJob(_ harness: TestHarness) async throws {
+        _ = try await harness.store.transaction { tx in
+            try await JobQueue.enqueue(
+                NewJob(
+                    kind: "reconcile-steps", walkerId: walker, payload: #"{"day":"2026-05-18"}"#, dedupeKey: nil,
+                    runAt: harness.clock.now, maxAttempts: 3),
+                in: tx, now: harness.clock.now)
+        }
+    }
+
     static func reviews(_ harness: TestHarness) async throws -> [ReviewEntry] {
         try await harness.store.transaction { try await $0.reviews(walkerId: walker) }
     }
@@ -64,13 +76,7 @@ struct ReconcileTests {
             #expect(walker["streakState"]?["lastAttestedDate"] == .string("2026-05-18"))
 
             // The same job again (a worker that died after committing, a duplicate enqueue): no second credit.
-            _ = try await harness.store.transaction { tx in
-                try await JobQueue.enqueue(
-                    NewJob(
-                        kind: "reconcile-steps", walkerId: Self.walker, payload: #"{"day":"2026-05-18"}"#,
-                        dedupeKey: nil, runAt: harness.clock.now, maxAttempts: 3),
-                    in: tx, now: harness.clock.now)
-            }
+            try await Self.enqueueLeftOverJob(harness)
             #expect(try await harness.app.worker.drain() == 1)
             #expect(try await harness.count("energy_ledger") == 1)
             #expect(try await client.read("/walker", token: token).json["totalLifetimeSteps"] == .int(8421))
@@ -99,13 +105,7 @@ struct ReconcileTests {
             harness.clock.advance(seconds: 61)
             #expect(try await harness.app.worker.drain() == 1)
             // A job for the decided day is still queued (an ingest enqueued it while the first job was running).
-            _ = try await harness.store.transaction { tx in
-                try await JobQueue.enqueue(
-                    NewJob(
-                        kind: "reconcile-steps", walkerId: Self.walker, payload: #"{"day":"2026-05-18"}"#,
-                        dedupeKey: nil, runAt: harness.clock.now, maxAttempts: 3),
-                    in: tx, now: harness.clock.now)
-            }
+            try await Self.enqueueLeftOverJob(harness)
             let planned = try await version()
             #expect(try await harness.app.worker.drain() == 1)
             #expect(try await version() > planned, "the job found the day ACCEPTED and left")

@@ -58,20 +58,16 @@ struct RereadController: Sendable {
         }
         // Once the decision has committed: the request line's verdict and the anti-cheat line (never a count).
         if let (day, verdict) = decided.value {
-            let (name, reasons): (AttestationVerdict, [String]) =
-                switch verdict {
-                case .accept: (.accepted, [])
-                case .quarantine(let found): (.quarantined, found)
-                }
             context.trace.update {
-                $0.verdict = name.rawValue
-                $0.reasonCount = reasons.count
+                $0.verdict = verdict.attestationVerdict.rawValue
+                $0.reasonCount = verdict.reasons.count
             }
             telemetry.antiCheat.info(
                 "reread verdict",
                 metadata: [
                     "requestId": .string(requestId), "walker": .string(walkerId), "day": .string(day.description),
-                    "verdict": .string(name.rawValue), "reasons": .array(reasons.map { .string($0) }),
+                    "verdict": .string(verdict.attestationVerdict.rawValue),
+                    "reasons": .array(verdict.reasons.map { .string($0) }),
                 ])
         }
         return response

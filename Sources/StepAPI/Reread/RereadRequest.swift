@@ -1,6 +1,8 @@
 import Crypto
 import Foundation
 import StepCore
+import StepJobs
+import StepStore
 
 /// The body of `POST /step/reread`: `{"requestId", "nonce", "day", "counts": [{"sourceBundleId", "count",
 /// "sampleSpan": {"startUtc", "endUtc"}}], "sampleDigest", "idempotencyKey"}`; the key may come in the
@@ -118,17 +120,9 @@ struct RereadRequest: IdempotentBody, Hashable {
 /// "requestId", "stepLog": {seed 000's stepLog shape}}`; `reasons` is empty when accepted.
 enum RereadResponse {
     static func body(requestId: String, log: StepLogRecord, verdict: ReconcileVerdict) -> String {
-        let reasons: [String]
-        let outcome: String
-        switch verdict {
-        case .accept:
-            (outcome, reasons) = ("ACCEPTED", [])
-        case .quarantine(let found):
-            (outcome, reasons) = ("QUARANTINED", found)
-        }
-        return JSONTextWriter.object(capacity: 256) { json in
-            json.member("outcome", outcome)
-            json.array("reasons", reasons) { json, reason in json.value(reason) }
+        JSONTextWriter.object(capacity: 256) { json in
+            json.member("outcome", verdict.attestationVerdict.rawValue)
+            json.array("reasons", verdict.reasons) { json, reason in json.value(reason) }
             json.member("requestId", requestId)
             json.key("stepLog")
             json.beginObject()
