@@ -4,10 +4,12 @@ import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
 import NIOCore
+import SQLKit
 import StepAPI
 import StepCore
 import StepDatabase
 import StepJobs
+import StepLogging
 import StepSettings
 import StepStore
 import StepTestSupport
@@ -415,6 +417,47 @@ struct EventsTests {
             #expect(next["events"]?[0]?["id"] == Self.id(refundedId + 1))
             #expect(ContinuousClock.now - appended < .seconds(20), "woken by NOTIFY")
         }
+    }
+
+    @Test(
+        "a wait whose re-read fails answers what it has and logs the failure under the request's id; so does a stream",
+        arguments: TestDatabases.kinds)
+    func storeAwayDuringWait(kind: DatabaseKind) async throws {
+        // The safety net polls every 30 s: only the signal below wakes each wait, and its re-read then fails.
+        let harness = try await TestHarness.make(kind: kind) { $0.events.pollIntervalSeconds = 30 }
+        let token = try await harness.token(for: "walker-away")
+        @Sendable func rename(_ from: String, _ to: String) async throws {
+            try await harness.store.transaction { tx in
+                try await tx.sql.raw("ALTER TABLE \(unsafeRaw: from) RENAME TO \(unsafeRaw: to)").run()
+            }
+        }
+        try await harness.run(.live) { client in
+            // One at a time: the test client sends its requests over one connection.
+            for (path, id) in [("/walker/events?wait=20", "poll-away-1"), ("/walker/events/stream", "stream-away-1")] {
+                let started = ContinuousClock.now
+                async let answer = client.execute(
+                    uri: path, method: .get,
+                    headers: [.authorization: "Bearer \(token)", HTTPField.Name("X-Request-Id")!: id])
+                try await Task.sleep(for: .milliseconds(500))
+                try await rename("walker_events", "walker_events_away")
+                harness.app.worker.completed("walker-away")
+                let response = try await answer
+                try await rename("walker_events_away", "walker_events")
+                #expect(response.status == .ok, "\(path)")
+                #expect(ContinuousClock.now - started < .seconds(15), "\(path) ended by the failed re-read")
+                let text = String(buffer: response.body)
+                if path.hasSuffix("stream") {
+                    #expect(text.hasPrefix("retry: 1000\n\n"))
+                } else {
+                    let page = try JSONDecoder().decode(JSONValue.self, from: Data(text.utf8))
+                    #expect(page["events"] == .array([]))
+                    #expect(page["next"] == .string("0"))
+                }
+            }
+        }
+        let lines = harness.logs.lines
+        #expect(lines.contains { $0.contains("event poll ended early") && $0.contains(#""requestId":"poll-away-1""#) })
+        #expect(lines.contains { $0.contains("event stream ended") && $0.contains(#""requestId":"stream-away-1""#) })
     }
 
     /// Quarantines `day` (no gyroscope), spends its pending credit, rejects the day and moves past the grace
