@@ -299,7 +299,11 @@ let package = Package(
         // The benchmark's arithmetic (percentiles, medians, CPU readings, the CPU bound), against the executable.
         .testTarget(
             name: "StepBenchTests",
-            dependencies: ["stepbench", "StepCore", "StepStore"],
+            dependencies: [
+                "stepbench", "StepCore", "StepStore",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            ],
             swiftSettings: strict
         ),
         .testTarget(

@@ -28,6 +28,14 @@ bench_with_postgres() {
     if [ -z "${STEPLEDGER_TEST_POSTGRES_URL:-}" ]; then
         exec "$bench_root/scripts/with-postgres" "$@"
     fi
+    # A server named from outside is migrated and filled with rows: only one on this machine.
+    case "$STEPLEDGER_TEST_POSTGRES_URL" in
+    postgres://*@127.0.0.1[:/]* | postgres://*@localhost[:/]* | postgres://*@\[::1\][:/]* | *\?host=/* | *\&host=/*) ;;
+    *)
+        echo "STEPLEDGER_TEST_POSTGRES_URL must name a server on 127.0.0.1, localhost or [::1] (or a socket folder)" >&2
+        exit 1
+        ;;
+    esac
 }
 
 # A temporary folder in $work, removed at exit after every process started by bench_start is stopped.
@@ -38,6 +46,8 @@ bench_workdir() {
 
 bench_cleanup() {
     local pid
+    # SIGCONT first: a server stopped for a copy (bench-sqlite-writes) would never act on the SIGTERM.
+    for pid in ${bench_pids[@]+"${bench_pids[@]}"}; do kill -CONT "$pid" 2>/dev/null || true; done
     for pid in ${bench_pids[@]+"${bench_pids[@]}"}; do kill "$pid" 2>/dev/null || true; done
     for pid in ${bench_pids[@]+"${bench_pids[@]}"}; do wait "$pid" 2>/dev/null || true; done
     [ -z "$work" ] || rm -rf "$work"

@@ -121,7 +121,7 @@ struct BenchPlan: Sendable {
                 _ = try await response.body.collect(upTo: maxResponseBytes)
                 if measured { tally.record(status: Int(response.status.code), latency: clock.now - began) }
             } catch {
-                if measured { tally.recordError(error) }
+                if measured { tally.recordError(error, latency: clock.now - began) }
                 // Do not spin against a server that has gone away.
                 try? await Task.sleep(for: .milliseconds(50))
             }

@@ -5,7 +5,7 @@ struct BenchReport: Sendable {
     let warmup: Duration
     let measuredSeconds: Double
     let latencies: LatencyDistribution
-    /// Statuses and transport errors; its latencies have moved to `latencies`.
+    /// Statuses and transport errors; its latencies (2xx answers and timeouts) have moved to `latencies`.
     let tally: BenchTally
     /// The server process's user + system CPU time during the measured phase, when a pid was given.
     let serverCPUMicroseconds: Double?
@@ -33,8 +33,8 @@ struct BenchReport: Sendable {
         self.machineBusy = machineBusy
     }
 
-    /// Requests started after the warm-up that got a response (any status).
-    var requests: Int { latencies.count }
+    /// Requests started after the warm-up that got a 2xx answer.
+    var requests: Int { tally.served }
 
     var requestsPerSecond: Double { measuredSeconds > 0 ? Double(requests) / measuredSeconds : 0 }
 

@@ -1,19 +1,34 @@
-/// What walkers observed after the warm-up: a latency per response, the statuses and the transport errors.
+import AsyncHTTPClient
+
+/// What walkers observed after the warm-up: the statuses, the transport errors, and the latencies of the requests
+/// that count as served: each 2xx answer, and each request that timed out, at the time it waited. Another status (a
+/// fast refusal) or a failed connection is counted, not timed: it would pull the percentiles down and the rate up,
+/// while a server that stalls past the timeout would otherwise leave its slowest requests out of the p99.
 struct BenchTally: Sendable {
     var latenciesMs: [Double] = []
     var statuses: [Int: Int] = [:]
     var transportErrors = 0
+    /// Transport errors that were the request's timeout; their waits are in `latenciesMs`.
+    var timeouts = 0
     var firstError: String?
 
     mutating func record(status: Int, latency: Duration) {
-        latenciesMs.append(latency.seconds * 1000)
         statuses[status, default: 0] += 1
+        if (200..<300).contains(status) { latenciesMs.append(latency.seconds * 1000) }
     }
 
-    mutating func recordError(_ error: any Error) {
+    /// A request that got no answer; `latency` is how long it waited.
+    mutating func recordError(_ error: any Error, latency: Duration) {
         transportErrors += 1
+        if let error = error as? HTTPClientError, error == .deadlineExceeded || error == .readTimeout {
+            timeouts += 1
+            latenciesMs.append(latency.seconds * 1000)
+        }
         if firstError == nil { firstError = String(describing: error) }
     }
+
+    /// The 2xx answers: what the rates and the CPU per request count.
+    var served: Int { statuses.filter { (200..<300).contains($0.key) }.values.reduce(0, +) }
 
     mutating func merge(_ other: BenchTally) {
         latenciesMs.append(contentsOf: other.latenciesMs)
@@ -46,6 +61,9 @@ struct BenchTally: Sendable {
         let other = statuses.filter { $0.key != 200 && $0.key != 401 && $0.key != 429 }
         if !other.isEmpty {
             hints.append("unexpected statuses: \(other.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" })")
+        }
+        if timeouts > 0 {
+            hints.append("\(timeouts) requests timed out; their waits are in the latencies, not in the requests")
         }
         if let firstError { hints.append("first transport error: \(firstError)") }
         return hints

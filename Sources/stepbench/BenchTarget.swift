@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import StepDatabase
 
 /// A server a benchmark sends traffic to: a base URL on the loopback interface.
 struct BenchTarget: Sendable, CustomStringConvertible {
@@ -44,5 +45,23 @@ struct TargetOptions: ParsableArguments {
 
     func validate() throws {
         _ = try target
+    }
+}
+
+/// A `--database` value: a SQLite file, or a PostgreSQL server on the loopback interface or a local socket. The
+/// benchmarks that take one migrate it and fill it with rows, so they too reach only this machine.
+enum BenchDatabase {
+    static func check(_ text: String, option: String = "--database") throws {
+        if let problem = DatabaseOpener.problem(text) { throw ValidationError("\(option): \(problem)") }
+        guard DatabaseOpener.isPostgres(text) else { return }
+        let url: PostgresURL
+        do { url = try PostgresURL(parsing: text) } catch { throw ValidationError("\(option): \(error.detail)") }
+        guard case .tcp(let rawHost, _) = url.address else { return }
+        var host = rawHost.lowercased()
+        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        guard BenchTarget.loopbackHosts.contains(host) else {
+            throw ValidationError(
+                "\(option) host must be 127.0.0.1, localhost or ::1 (or a socket folder: ?host=/path), not \(rawHost)")
+        }
     }
 }

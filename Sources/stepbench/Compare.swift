@@ -68,6 +68,11 @@ struct Compare: AsyncParsableCommand {
     }
 
     /// The servers `urls` name (at least one).
+    /// The walkers of one side (`a`, the baseline, or `b`) in one round: none is shared with another phase.
+    static func walkerIds(run: String, round: Int, side: String, count: Int) -> [String] {
+        (0..<count).map { "cmp-\(run)-r\(round)\(side)-\($0)" }
+    }
+
     private static func targets(_ urls: [String], option: String) throws -> [BenchTarget] {
         guard !urls.isEmpty else { throw ValidationError("\(option) is required") }
         return try urls.map { try BenchTarget(parsing: $0, option: option) }
@@ -94,9 +99,15 @@ struct Compare: AsyncParsableCommand {
             var echoReports: [BenchReport] = []
             var ingestReports: [BenchReport] = []
             for round in 1...rounds {
-                // Fresh walkers every round, so every round's ingest phase does the same work.
-                let walkerIds = (0..<load.walkers).map { "cmp-\(runId)-r\(round)-\($0)" }
-                let tokens = try await signer.tokens(for: walkerIds, ttlSeconds: load.tokenLifetime(phases: 2))
+                // Fresh walkers for every phase of every round, so every phase does the same work, even when both
+                // sides write to one database (`--names pinned,spread`): walkers the other side had already moved
+                // would make each of their ingests a cheaper one, with no new credit.
+                let tokens = try await signer.tokens(
+                    for: Self.walkerIds(run: runId, round: round, side: "a", count: load.walkers),
+                    ttlSeconds: load.tokenLifetime(phases: 1))
+                let subjectTokens = try await signer.tokens(
+                    for: Self.walkerIds(run: runId, round: round, side: "b", count: load.walkers),
+                    ttlSeconds: load.tokenLifetime(phases: 2))
                 let echoReport = await plan.run(
                     BenchPhase(
                         title: baselineName, target: echo[0], others: Array(echo.dropFirst()), routing: echoRouting,
@@ -106,7 +117,7 @@ struct Compare: AsyncParsableCommand {
                 let ingestReport = await plan.run(
                     BenchPhase(
                         title: subjectName, target: ingest[0], others: Array(ingest.dropFirst()),
-                        routing: ingestRouting, tokens: tokens, keyPrefix: "\(runId)-r\(round)-ingest"),
+                        routing: ingestRouting, tokens: subjectTokens, keyPrefix: "\(runId)-r\(round)-ingest"),
                     client: client, cpu: ingestCPU)
                 print(ingestReport.summaryLine(label: "round \(round) \(subjectName)"))
                 for hint in echoReport.hints { print("note: round \(round) \(baselineName): \(hint)") }

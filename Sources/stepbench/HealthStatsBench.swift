@@ -39,6 +39,7 @@ struct HealthStatsBench: AsyncParsableCommand {
     @OptionGroup var tokenOptions: TokenOptions
 
     func validate() throws {
+        try BenchDatabase.check(database)
         try ValidationError.check("--days", days, in: 1...1096)
         try ValidationError.check("--samples", samples, in: 1...100_000)
     }

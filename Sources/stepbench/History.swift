@@ -129,12 +129,13 @@ struct History: AsyncParsableCommand {
     private func measure(_ poster: IngestPoster, token: String, count: Int, key: String, into tally: inout BenchTally)
         async
     {
+        let began = ContinuousClock.now
         do {
             let answer = try await poster.post(
                 BenchIngestBody.today(count: count, now: Date(), idempotencyKey: key), token: token)
             tally.record(status: answer.status, latency: answer.latency)
         } catch {
-            tally.recordError(error)
+            tally.recordError(error, latency: ContinuousClock.now - began)
         }
     }
 
@@ -144,7 +145,7 @@ struct History: AsyncParsableCommand {
         for (label, tally, latency) in [("A (\(days) days)", a, latencyA), ("B (1 day)", b, latencyB)] {
             print(
                 "history \(label): median ms \(BenchFormat.fixed(latency.median, digits: 2)), "
-                    + "p90 ms \(BenchFormat.fixed(latency.percentile(0.9), digits: 2)), requests \(latency.count), "
+                    + "p90 ms \(BenchFormat.fixed(latency.percentile(0.9), digits: 2)), requests \(tally.served), "
                     + "statuses \(tally.statusMix), errors \(tally.transportErrors)")
             for hint in tally.hints { print("note: walker \(label.prefix(1)): \(hint)") }
         }

@@ -20,8 +20,12 @@ struct PgbenchScript: AsyncParsableCommand {
     @Option(help: "postgres:// URL of the database the script will run against.")
     var database: String
 
-    func run() async throws {
+    func validate() throws {
         guard StoreFactory.isPostgres(database) else { throw ValidationError("--database must be a postgres:// URL") }
+        try BenchDatabase.check(database)
+    }
+
+    func run() async throws {
         let store = try await StoreFactory.open(url: database, logger: Logger(label: "stepbench"), migrate: false)
         let now = Date()
         let script = try await store.database.withConnection { sql in

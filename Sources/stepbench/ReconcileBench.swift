@@ -35,6 +35,7 @@ struct ReconcileBench: AsyncParsableCommand {
     var rounds: Int = 3
 
     func validate() throws {
+        try BenchDatabase.check(database)
         try ValidationError.check("--jobs", jobs, in: 7...1_000_000)
         try ValidationError.check("--workers", workers, in: 2...256)
         try ValidationError.check("--rounds", rounds, in: 1...20)

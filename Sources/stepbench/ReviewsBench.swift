@@ -34,6 +34,7 @@ struct ReviewsBench: AsyncParsableCommand {
     var rounds: Int = 3
 
     func validate() throws {
+        try BenchDatabase.check(database)
         try ValidationError.check("--entries", entries, in: 1_000...1_000_000)
         try ValidationError.check("--limit", limit, in: 1...200)
         try ValidationError.check("--rounds", rounds, in: 1...20)

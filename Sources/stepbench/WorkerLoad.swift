@@ -61,10 +61,15 @@ struct WorkerLoad: AsyncParsableCommand {
     @Option(help: "Ingests per second the token pool is sized for (more are signed during the load if needed).")
     var expectedRate: Double = 3_500
 
-    @Option(help: "The server's process id: its CPU time during the load and the drain (from /proc/<pid>/stat).")
-    var serverPid: Int32?
+    @Option(
+        help: """
+            The server's process id: its CPU time during the load and the drain (from /proc/<pid>/stat). Give it \
+            again for a separate `stepd worker`: the figures are then the processes' sum.
+            """)
+    var serverPid: [Int32] = []
 
     func validate() throws {
+        try BenchDatabase.check(database)
         try ValidationError.check("--walkers", walkers, in: 1...1024)
         try ValidationError.check("--days", days, in: 1...7)
         guard duration.isFinite, duration >= 5, duration <= 3600 else {
@@ -85,13 +90,13 @@ struct WorkerLoad: AsyncParsableCommand {
         guard tokenOptions.signingKey != nil else {
             throw ValidationError("--signing-key is required: reconcile jobs are made by a production server")
         }
-        if let serverPid, serverPid <= 0 { throw ValidationError("--server-pid must be a process id") }
+        guard serverPid.allSatisfy({ $0 > 0 }) else { throw ValidationError("--server-pid must be a process id") }
     }
 
     func run() async throws {
         let target = try server.target
         let signer = try tokenOptions.signer()
-        let cpu = try serverPid.map { try ProcessCPUProbe(pid: $0) }
+        let cpu = try serverPid.isEmpty ? nil : ProcessCPUProbe(pids: serverPid)
         let runId = BenchRunID.make()
         let perTask = Int((duration * expectedRate / Double(days) / Double(walkers)).rounded(.up)) + 1
         let lifetime = duration + drainTimeout + 600
@@ -248,7 +253,7 @@ struct WorkerLoad: AsyncParsableCommand {
                         progress.jobCreated()
                     }
                 } catch {
-                    tally.recordError(error)
+                    tally.recordError(error, latency: clock.now - began)
                     try? await Task.sleep(for: .milliseconds(50))
                 }
             }
@@ -372,7 +377,7 @@ struct WorkerLoadResult: Sendable {
     func rendered(reconcileDelay: Double) -> String {
         var lines: [String] = []
         let latencies = LatencyDistribution(tally.latenciesMs)
-        let requests = latencies.count
+        let requests = tally.served
         lines.append(
             "ingest: \(requests) requests in \(BenchFormat.fixed(loadSeconds, digits: 1)) s, "
                 + "\(BenchFormat.fixed(Double(requests) / loadSeconds, digits: 1)) req/s, p50 "

@@ -1,3 +1,5 @@
+import ArgumentParser
+import AsyncHTTPClient
 import Foundation
 import StepCore
 import StepStore
@@ -71,6 +73,45 @@ struct BenchFiguresTests {
         let unmeasured = Self.report(latenciesMs: [1, 2])
         #expect(unmeasured.cpuMicrosecondsPerRequest == nil)
         #expect(unmeasured.machineBusyPercent == nil)
+    }
+
+    @Test("only 2xx answers are served: another status is counted, not timed; a timeout is timed at its wait")
+    func servedAnswers() throws {
+        var tally = BenchTally()
+        for latency in [4, 5, 6] { tally.record(status: 200, latency: .milliseconds(latency)) }
+        tally.record(status: 201, latency: .milliseconds(7))
+        for _ in 0..<50 { tally.record(status: 503, latency: .microseconds(100)) }
+        tally.recordError(HTTPClientError.deadlineExceeded, latency: .seconds(10))
+        tally.recordError(HTTPClientError.remoteConnectionClosed, latency: .milliseconds(1))
+        #expect(tally.served == 4)
+        #expect(tally.transportErrors == 2)
+        #expect(tally.timeouts == 1)
+        #expect(tally.statusMix == "200=3 201=1 503=50")
+        #expect(tally.hints.contains { $0.contains("1 requests timed out") })
+        let report = BenchReport(
+            title: "phase", walkers: 1, warmup: .zero, measuredSeconds: 2, tally: tally, serverCPUMicroseconds: 800,
+            cpuNote: nil, loadCPUMicroseconds: nil, machineBusy: nil)
+        #expect(report.requests == 4)
+        #expect(report.requestsPerSecond == 2)
+        #expect(report.cpuMicrosecondsPerRequest == 200)
+        // The fast 503s pull nothing down; the timeout is the slowest of the five timed requests.
+        #expect(report.latencies.count == 5)
+        #expect(report.latencies.percentile(0.2) == 4)
+        #expect(report.latencies.percentile(0.99) == 10_000)
+    }
+
+    @Test("compare: every phase of every round has walkers of its own")
+    func freshWalkersPerPhase() {
+        var seen = Set<String>()
+        for round in 1...3 {
+            for side in ["a", "b"] {
+                let ids = Compare.walkerIds(run: "run1", round: round, side: side, count: 64)
+                #expect(ids.count == 64 && Set(ids).count == 64)
+                #expect(seen.isDisjoint(with: ids), "round \(round) side \(side)")
+                seen.formUnion(ids)
+            }
+        }
+        #expect(!Set(Compare.walkerIds(run: "r", round: 1, side: "a", count: 20)).contains("cmp-r-r1-1"))
     }
 
     @Test("medians over rounds: the p99 of each round first; a figure a round lacks leaves that round out")
@@ -184,6 +225,31 @@ struct BenchRoutingTests {
         return BenchPhase(
             title: "t", target: servers[0], others: Array(servers.dropFirst()), routing: routing, tokens: [],
             keyPrefix: "k")
+    }
+
+    @Test("targets and databases are on this machine only: loopback hosts, http, no credentials; socket folders")
+    func loopbackOnly() throws {
+        for url in ["http://127.0.0.1:8080", "http://localhost", "http://[::1]:9/base/"] {
+            #expect(throws: Never.self) { try BenchTarget(parsing: url) }
+        }
+        for url in [
+            "http://10.0.0.1:8080", "http://example.com", "https://127.0.0.1", "http://u:p@127.0.0.1",
+            "http://127.0.0.1.example.com", "127.0.0.1:8080", "http://127.0.0.1/?q=1",
+        ] {
+            #expect(throws: ValidationError.self, "\(url)") { try BenchTarget(parsing: url) }
+        }
+        for database in [
+            "/tmp/bench.sqlite", "sqlite:///tmp/b.sqlite", "postgres://postgres@127.0.0.1:5432/postgres",
+            "postgresql://u@localhost/db", "postgres://u@[::1]:5433/db", "postgres://postgres@/db?host=/tmp/pg&port=5",
+        ] {
+            #expect(throws: Never.self, "\(database)") { try BenchDatabase.check(database) }
+        }
+        for database in [
+            "postgres://u@db.example.com:5432/db", "postgres://u@192.168.1.4/db", "Postgres://u@127.0.0.1/db",
+            "postgres://u@127.0.0.1/db?host=relative",
+        ] {
+            #expect(throws: ValidationError.self, "\(database)") { try BenchDatabase.check(database) }
+        }
     }
 
     @Test("pinned: walker i always goes to server i mod n")
