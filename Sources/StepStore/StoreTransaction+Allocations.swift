@@ -95,6 +95,12 @@ package struct AllocationRecord: Sendable, Hashable {
     /// Points still spent: neither waiting for their refund nor given back.
     package var stillSpent: Int { points - refundPoints - refundedPoints }
 
+    /// Points its draws on days still pending back: what those days' decisions settle. Never more than
+    /// `stillSpent`: nothing else gives back points a pending day backs.
+    package var backedByPendingDays: Int {
+        draws.filter { pendingDays.contains($0.day) }.reduce(0) { $0 + $1.points }
+    }
+
     /// Points waiting for their refund, in all parts.
     package var refundPoints: Int { refundParts.reduce(0) { $0 + $1.points } }
 
@@ -362,7 +368,7 @@ extension StoreTransaction {
     /// After an accepted `day` is reversed: what the day's decision covered of each allocation's draws on it
     /// (`AllocationRecord.covered`, recorded when the day was settled) is now unbacked and joins the allocation's
     /// refund (provisional again, due time cleared for `RefundJob.schedule`), never more than the allocation still
-    /// has spent; a draw settled before coverage was recorded takes its part of the `credited` Energy, oldest
+    /// has spent beyond what its draws on pending days back; a draw settled before coverage was recorded takes its part of the `credited` Energy, oldest
     /// allocation first, as `settleAllocations` spent it. A draw the decision left uncovered had its shortfall
     /// refunded then and gives nothing back again. Allocations made before draws were recorded, which name
     /// the day, give back what they still have spent. Then what the ledger is still short is taken back from the
@@ -378,7 +384,10 @@ extension StoreTransaction {
         ).all()
         for var allocation in try rows.map({ try Self.allocationRecord($0, walkerId: walkerId) })
         where allocation.dependsOn.contains(day) {
-            let stillSpent = allocation.stillSpent
+            // Never the points that draws on days still pending back: each such day's decision refunds its own
+            // shortfall, which it could not if a reversal had given those points back already (an earlier
+            // reversal's `refundUnbackedSpends` may have taken this day's covered part).
+            let stillSpent = allocation.stillSpent - allocation.backedByPendingDays
             let refund: Int
             if allocation.draws.isEmpty {
                 refund = stillSpent
@@ -416,9 +425,7 @@ extension StoreTransaction {
         let allocations = try rows.map { try Self.allocationRecord($0, walkerId: walkerId) }
         var short = -(position.unspentConfirmed + allocations.reduce(0) { $0 + $1.refundPoints })
         for allocation in allocations where short > 0 {
-            let backedByPendingDays = allocation.draws.filter { allocation.pendingDays.contains($0.day) }
-                .reduce(0) { $0 + $1.points }
-            let free = allocation.stillSpent - backedByPendingDays
+            let free = allocation.stillSpent - allocation.backedByPendingDays
             let take = min(short, free)
             guard take > 0 else { continue }
             short -= take

@@ -7,7 +7,7 @@ import StepTestSupport
 import Testing
 
 /// Random histories of ingests, spends on pending and confirmed credit, acceptances at lower, equal and higher
-/// counts, rejections, quarantines and clock advances (the refund jobs run at each): once every day is decided
+/// counts, rejections, quarantines, operators' reversals and clock advances (the refund jobs run at each): once every day is decided
 /// and every refund has run, the confirmed balance is not negative and no point was refunded twice.
 @Suite("Allocation settlement invariants over random histories")
 struct AllocationSettlementPropertyTests {
@@ -17,6 +17,7 @@ struct AllocationSettlementPropertyTests {
         case accept(day: Int, permille: Int)
         case reject(day: Int)
         case quarantine(day: Int)
+        case reverse(day: Int)
         case advance(seconds: Int)
 
         var description: String {
@@ -26,18 +27,20 @@ struct AllocationSettlementPropertyTests {
             case .accept(let day, let permille): "accept(day -\(day), \(permille) ‰ of reported)"
             case .reject(let day): "reject(day -\(day))"
             case .quarantine(let day): "quarantine(day -\(day))"
+            case .reverse(let day): "reverse(day -\(day))"
             case .advance(let seconds): "advance(\(seconds) s)"
             }
         }
 
         static func random(using generator: inout SplitMix64) -> Step {
             let day = Int.random(in: 0...3, using: &generator)
-            switch Int.random(in: 0..<20, using: &generator) {
+            switch Int.random(in: 0..<22, using: &generator) {
             case 0..<5: return .ingest(day: day, count: Int.random(in: 0...12_000, using: &generator))
             case 5..<10: return .spend(points: Int.random(in: 1...6_000, using: &generator))
             case 10..<14: return .accept(day: day, permille: Self.acceptance(using: &generator))
             case 14..<16: return .reject(day: day)
             case 16: return .quarantine(day: day)
+            case 17..<19: return .reverse(day: day)
             default: return .advance(seconds: Int.random(in: 1...400, using: &generator))
             }
         }
@@ -56,6 +59,7 @@ struct AllocationSettlementPropertyTests {
         var shortfalls = 0
         var partial = 0
         var confirmedOnCredit = 0
+        var reversals = 0
     }
 
     @Test(
@@ -72,6 +76,36 @@ struct AllocationSettlementPropertyTests {
         #expect(tally.shortfalls >= 10, "only \(tally.shortfalls) allocations with points refunded")
         #expect(tally.partial >= 3, "only \(tally.partial) allocations confirmed with part refunded")
         #expect(tally.confirmedOnCredit >= 10, "only \(tally.confirmedOnCredit) confirmed on pending credit")
+        #expect(tally.reversals >= 5, "only \(tally.reversals) reversals of accepted days")
+    }
+
+    @Test(
+        "two reversals, the day that paid a confirmed spend first, then a day that covered a spend still pending on another: settled, the balance is not negative",
+        arguments: TestDatabases.kinds)
+    func reversalsInEitherOrder(kind: DatabaseKind) async throws {
+        let bench = try await SettlementBench.make(kind)
+        let (paid, covering, pending) = (Self.day(3), Self.day(2), Self.day(1))
+        for (walker, order) in [("walker-paid-first", [paid, covering]), ("walker-covering-first", [covering, paid])] {
+            let bench = bench.next(walker: walker)
+            try await bench.ingest(paid, count: 1_000)
+            #expect(try await bench.decide(paid, .accept(count: 1_000)))
+            let confirmed = try #require(try await bench.spend(1_000))
+            #expect(confirmed.status == .confirmed && confirmed.draws.isEmpty)
+            try await bench.ingest(covering, count: 1_000)
+            try await bench.ingest(pending, count: 1_000)
+            let provisional = try #require(try await bench.spend(2_000))
+            #expect(provisional.draws.map(\.points) == [1_000, 1_000])
+            #expect(try await bench.decide(covering, .accept(count: 1_000)))
+            for day in order { #expect(try await bench.reverse(day)) }
+            try await bench.advance(seconds: SettlementBench.graceSeconds + 1)
+            #expect(try await bench.decide(pending, .reject))
+            try await bench.advance(seconds: SettlementBench.graceSeconds + 1)
+            try await Self.checkRefunds(bench, context: walker)
+            #expect(try await bench.balance() == 0, "\(walker): every credit was reversed or rejected")
+            let allocations = try await bench.allocations()
+            #expect(allocations.allSatisfy { $0.status == .refunded }, "\(walker): \(allocations)")
+        }
+        try await bench.close()
     }
 
     func history(_ bench: SettlementBench, seed: UInt64, tally: inout Tally) async throws {
@@ -94,6 +128,8 @@ struct AllocationSettlementPropertyTests {
                 try await bench.decide(Self.day(day), .reject)
             case .quarantine(let day):
                 try await bench.decide(Self.day(day), .quarantine)
+            case .reverse(let day):
+                if try await bench.reverse(Self.day(day)) { tally.reversals += 1 }
             case .advance(let seconds):
                 try await bench.advance(seconds: Double(seconds))
             }

@@ -97,6 +97,18 @@ struct SettlementBench {
         }
     }
 
+    /// An operator's reversal of `day` if it is ACCEPTED (`DayReverser`, as `POST /admin/days/…/reverse` runs
+    /// it); false when it was not.
+    @discardableResult
+    func reverse(_ day: LocalDate) async throws -> Bool {
+        let reverser = DayReverser(store: store, refundGraceSeconds: Self.graceSeconds)
+        let outcome = try await reverser.reverse(
+            walkerId: walker, day: day, note: "test", by: AdminActor(id: "op", name: "op", role: .operator),
+            now: clock.now)
+        if case .reversed = outcome { return true }
+        return false
+    }
+
     enum Decision: Sendable, CustomStringConvertible {
         case accept(count: Int)
         case reject
