@@ -185,6 +185,12 @@ package func buildApplication(
             "appAttest.rootCertificateFile replaces Apple's App Attestation root in production: every iOS attestation is checked against \(root) instead"
         )
     }
+    // Without a list, a token of any app of the Firebase project passes the gate, a web app's (reCAPTCHA) included.
+    if configuration.mode == .production, configuration.appCheck.appIds == nil {
+        logger.warning(
+            "appCheck.appIds is not set: the ingest routes take an App Check token of any app of the Firebase project, a web app's included; list the mobile apps' ids"
+        )
+    }
     // Test-phase runs without Android keys as a matter of course: only production is warned.
     if configuration.mode == .production, configuration.playIntegrity.configuration == nil {
         logger.warning("playIntegrity.* is not set: POST /health refuses every Android device")

@@ -207,6 +207,15 @@ struct HealthAppAttestTests {
             ("APP_ATTEST_NONCE_MISMATCH", { _ in try TestPhone().attestation(authority, nonce: "another", now: now) }),
             ("APP_ATTEST_UNKNOWN_KEY", { try TestPhone().assertion(nonce: $0, counter: 1) }),
             ("APP_ATTEST_MALFORMED_ATTESTATION_OBJECT", { _ in "not base64 at all!" }),
+            (
+                // An attestation object the strict decoder refuses (a byte after its end) is still judged as one.
+                "APP_ATTEST_MALFORMED_ATTESTATION_OBJECT",
+                {
+                    let object = try #require(
+                        Data(base64Encoded: try TestPhone().attestation(authority, nonce: $0, now: now)))
+                    return (object + [0]).base64EncodedString()
+                }
+            ),
             ("APP_ATTEST_MALFORMED_ASSERTION", { _ in Data("{}".utf8).base64EncodedString() }),
         ]
         try await harness.run { client in

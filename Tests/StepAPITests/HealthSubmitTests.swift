@@ -207,6 +207,7 @@ struct HealthSubmitTests {
             let logs = try await harness.store.transaction { try await $0.attestationLogs(walkerId: "walker-android") }
             #expect(logs.map(\.verdict) == [.accepted, .accepted])
             #expect(logs.allSatisfy { $0.route == "/health" })
+            #expect(logs.map(\.status) == [201, 201], "each row carries its answer's status")
         }
         // The anti-cheat sink and the log never see a value.
         #expect(!harness.antiCheat.lines.contains { LoggedText.mentions(8500, in: $0) })
@@ -253,6 +254,7 @@ struct HealthSubmitTests {
             #expect(logs.map(\.verdict) == Array(repeating: .rejected, count: cases.count + 1))
             #expect(logs.dropLast().map(\.reasons) == cases.map { [$0.0] })
             #expect(logs.last?.reasons == ["PLAY_INTEGRITY_MALFORMED_TOKEN"])
+            #expect(logs.allSatisfy { $0.status == 401 })
             for (code, _) in cases { #expect(harness.antiCheat.lines.joined().contains(code)) }
         }
     }
@@ -489,6 +491,7 @@ struct HealthSubmitTests {
                 try await $0.attestationLogs(walkerId: "walker-implausible")
             }
             #expect(logs.map(\.verdict) == [.rejected, .rejected, .rejected, .rejected, .rejected, .accepted])
+            #expect(logs.map(\.status) == [400, 400, 400, 400, 400, 201])
             #expect(
                 logs.prefix(5).map(\.reasons) == [
                     ["HEALTH_STEPS_IMPLAUSIBLE"], ["HEALTH_CALORIES_IMPLAUSIBLE"], ["HEALTH_DISTANCE_IMPLAUSIBLE"],

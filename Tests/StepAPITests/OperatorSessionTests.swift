@@ -368,6 +368,25 @@ struct OperatorSessionTests {
     }
 
     @Test(
+        "production without appCheck.appIds warns at start that any app of the project passes; with them, or in test-phase, it does not",
+        arguments: TestDatabases.kinds)
+    func appCheckAppIdsWarning(kind: DatabaseKind) async throws {
+        let warning = "appCheck.appIds is not set"
+        let keys = try AuthTests.KeySet()
+        for (production, appIds, warned) in [
+            (true, nil, true), (true, Set(["1:123:ios:abc"]), false), (false, nil, false),
+        ] {
+            let harness = try await AuthTests.harness(kind: kind, keys: keys, production: production) {
+                $0.appCheck.appIds = appIds
+            }
+            #expect(
+                harness.logs.lines.contains { $0.contains(warning) } == warned,
+                "production \(production), appIds \(String(describing: appIds))")
+            try await harness.testStore.close()
+        }
+    }
+
+    @Test(
         "admin.enabled: on without admin.token only named operators get in; off hides every admin route",
         arguments: TestDatabases.kinds)
     func enabledSetting(kind: DatabaseKind) async throws {

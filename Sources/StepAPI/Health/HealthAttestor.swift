@@ -107,8 +107,10 @@ struct HealthAttestor: Sendable {
                     .appAttest(AppAttestError(.malformedAttestationObject, detail: "attestationToken is not base64")))
             }
             let clientDataHash = Array(SHA256.hash(data: Array(nonce.utf8)))
-            // An attestation object names its format; an assertion is {signature, authenticatorData}.
-            if (try? CBORDecoder().decode(bytes))?["fmt"] != nil {
+            // An attestation object names its format; an assertion is {signature, authenticatorData}. Bytes the
+            // strict decoder refuses are judged by their head: a map of three entries is an attestation object's.
+            let decoded = try? CBORDecoder().decode(bytes)
+            if decoded?["fmt"] != nil || (decoded == nil && bytes.first == Self.mapOfThree) {
                 return await register(bytes, keyId: keyId, clientDataHash: clientDataHash, walkerId: walkerId, now: now)
             }
             return try await assert(bytes, keyId: keyId, clientDataHash: clientDataHash, keys: keys)
@@ -173,7 +175,9 @@ struct HealthAttestor: Sendable {
         guard !candidates.isEmpty else {
             return .failure(.init(code: "APP_ATTEST_UNKNOWN_KEY", detail: "no registered key for this walker"))
         }
-        var firstFailure: AppAttestError?
+        // What the refusal names: a failure other than a bad signature (the key that made the assertion, with a
+        // wrong counter or App ID) over the signature failures of the walker's other keys; else the first.
+        var reported: AppAttestError?
         for key in candidates {
             guard let app = attestationVerifiers.first(where: { $0.configuration.appIdentifier == key.appId }),
                 let environment = AppAttestEnvironment(rawValue: key.environment),
@@ -191,15 +195,18 @@ struct HealthAttestor: Sendable {
                     assertion: bytes, clientDataHash: clientDataHash, publicKey: publicKey, previousCounter: previous)
                 return .success(.advanceCounter(keyId: key.keyId, to: Int(result.counter)))
             } catch {
-                if firstFailure == nil || error.code != .invalidSignature { firstFailure = error }
+                if reported == nil || error.code != .invalidSignature { reported = error }
             }
         }
-        guard let firstFailure else {
+        guard let reported else {
             return .failure(
                 .init(code: "APP_ATTEST_UNKNOWN_KEY", detail: "no key of a configured App ID and allowed environment"))
         }
-        return .failure(.appAttest(firstFailure))
+        return .failure(.appAttest(reported))
     }
+
+    /// CBOR's head of a map of three entries (major type 5, count 3): `fmt`, `attStmt`, `authData`.
+    static let mapOfThree: UInt8 = 0xA3
 
     /// Standard or URL-safe base64, padded or not.
     static func base64(_ text: String) -> [UInt8]? {

@@ -125,8 +125,10 @@ struct HealthWriteController: Sendable {
             switch verdict {
             case .success(let verified): attestation = verified
             case .failure(let failure):
-                await refuse(walkerId: walkerId, code: failure.code, detail: failure.detail, now: now, context: context)
-                return HealthAPIError.attestationFailed.response
+                return await refuse(
+                    walkerId: walkerId, code: failure.code, detail: failure.detail, answer: .attestationFailed,
+                    now: now,
+                    context: context)
             }
             if let date = submission.date, date > LocalDate(instant: now, in: Self.latestZone) {
                 try await keepAttestedKey(attestation, now: now)
@@ -134,8 +136,9 @@ struct HealthWriteController: Sendable {
             }
             if let (code, message) = submission.implausibility(settings.limits) {
                 try await keepAttestedKey(attestation, now: now)
-                await refuse(walkerId: walkerId, code: code, detail: message, now: now, context: context)
-                return HealthAPIError.badRequest(message).response
+                return await refuse(
+                    walkerId: walkerId, code: code, detail: message, answer: .badRequest(message), now: now,
+                    context: context)
             }
             let date =
                 submission.date
@@ -150,8 +153,10 @@ struct HealthWriteController: Sendable {
                 record(verdict: .accepted, walkerId: walkerId, reasons: [], detail: nil, context: context)
                 return .json(status: .created, body: HealthResponse.record(stored))
             case .failure(let failure):
-                await refuse(walkerId: walkerId, code: failure.code, detail: failure.detail, now: now, context: context)
-                return HealthAPIError.attestationFailed.response
+                return await refuse(
+                    walkerId: walkerId, code: failure.code, detail: failure.detail, answer: .attestationFailed,
+                    now: now,
+                    context: context)
             }
         } catch {
             // After the admission, so the answer still carries the RateLimit fields.
@@ -192,16 +197,19 @@ struct HealthWriteController: Sendable {
         try await tx.insertAttestationLog(
             AttestationLogRecord(
                 walkerId: walkerId, createdAt: now, route: submitRoute, verdict: .accepted, reasons: [],
-                tokenId: attestation.keyId, requestId: requestId))
+                tokenId: attestation.keyId, requestId: requestId, status: Int(HTTPResponse.Status.created.code)))
         return .success(record)
     }
 
-    /// A refused submission: the typed reason to the anti-cheat sink and one REJECTED audit row; nothing else.
-    private func refuse(walkerId: String, code: String, detail: String, now: Date, context: AppRequestContext) async {
+    /// A refused submission: the typed reason to the anti-cheat sink and one REJECTED audit row with the status
+    /// of `answer`, which it returns; nothing else.
+    private func refuse(
+        walkerId: String, code: String, detail: String, answer: HealthAPIError, now: Date, context: AppRequestContext
+    ) async -> Response {
         record(verdict: .rejected, walkerId: walkerId, reasons: [code], detail: detail, context: context)
         let row = AttestationLogRecord(
             walkerId: walkerId, createdAt: now, route: Self.submitRoute, verdict: .rejected, reasons: [code],
-            tokenId: nil, requestId: context.requestId)
+            tokenId: nil, requestId: context.requestId, status: Int(answer.status.code))
         do {
             try await store.transaction { tx in try await tx.insertAttestationLog(row) }
         } catch {
@@ -209,6 +217,7 @@ struct HealthWriteController: Sendable {
             telemetry.logger.warning(
                 "could not log a health refusal", metadata: ["requestId": .string(context.requestId)])
         }
+        return answer.response
     }
 
     /// Telemetry for a verdict: the request line, the verdict metric and the anti-cheat line. Never a value.

@@ -1308,7 +1308,7 @@ extension Components {
             ///
             /// - Remark: Generated from `#/components/schemas/HealthSubmission/date`.
             internal var date: Swift.String?
-            /// iOS assertions only; base64 of the App Attest key id. Without it the walker's keys are tried.
+            /// iOS only; base64 of the App Attest key id. With an assertion it names the registered key (without it the walker's latest keys are tried); with an attestation object it must be the attested key's id, or the attestation is refused.
             ///
             /// - Remark: Generated from `#/components/schemas/HealthSubmission/keyId`.
             internal var keyId: Swift.String?
@@ -1324,7 +1324,7 @@ extension Components {
             ///   - distance: Meters.
             ///   - source:
             ///   - date: Defaults to today in the zone of the walker's latest step submission (UTC before the first); not after today in UTC+14.
-            ///   - keyId: iOS assertions only; base64 of the App Attest key id. Without it the walker's keys are tried.
+            ///   - keyId: iOS only; base64 of the App Attest key id. With an assertion it names the registered key (without it the walker's latest keys are tried); with an attestation object it must be the attested key's id, or the attestation is refused.
             internal init(
                 nonce: Swift.String,
                 attestationToken: Swift.String,
