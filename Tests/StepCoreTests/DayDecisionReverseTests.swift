@@ -9,7 +9,9 @@ struct DayDecisionReverseTests {
         "an accepted day becomes REJECTED: credit taken back, lifetime steps undone, out of the streak, draws refunded")
     func reverseAccepted() throws {
         let day = LocalDate(iso: "2026-05-18")!
-        let streak = StreakNeighbourhood(day: day, runs: [StreakRun(start: LocalDate(iso: "2026-05-16")!, end: day)])
+        // The day sits inside a run of five attested days: reversing it splits the run in two.
+        let run = StreakRun(start: LocalDate(iso: "2026-05-16")!, end: LocalDate(iso: "2026-05-20")!)
+        let streak = StreakNeighbourhood(day: day, runs: [run])
         let log = DayDecisionTests.log(
             reported: 9000, accepted: 8421, status: .accepted, multiplier: 1000, credited: 8421, attested: true)
         let decision = try #require(DayDecision.reverse(log, streak: streak, at: DayDecisionTests.now))
@@ -21,8 +23,13 @@ struct DayDecisionReverseTests {
         #expect(decision.credit == -8421)
         #expect(decision.lifetimeStepsDelta == -8421)
         #expect(decision.allocations == .revert)
-        #expect(decision.streakChange == streak.setting(attested: false).nonEmpty)
-        #expect(decision.streakChange != nil)
+        let change = try #require(decision.streakChange)
+        #expect(change.removed == [run])
+        #expect(
+            change.inserted == [
+                StreakRun(start: LocalDate(iso: "2026-05-16")!, end: LocalDate(iso: "2026-05-17")!),
+                StreakRun(start: LocalDate(iso: "2026-05-19")!, end: LocalDate(iso: "2026-05-20")!),
+            ])
     }
 
     @Test(

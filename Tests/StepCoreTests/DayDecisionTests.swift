@@ -211,8 +211,23 @@ struct DayDecisionTests {
     /// Whatever sequence of submissions, reconciliations and review decisions a day goes through, the ledger
     /// never credits more than floor(acceptedCount × multiplier), never credits a negative amount, lifetime steps
     /// grow by exactly the accepted count, and a decided day (rejected) never becomes pending again.
+    /// Two submissions of one bundle for 2026-05-18, the later one lower: `COUNT_WENT_BACKWARDS`.
+    static let backwardsSubmissions: [SubmittedCount] = [(6_000, 1.0), (3_000, 2.0)].map { count, hour in
+        let start = LocalDate(iso: "2026-05-18")!.startInstant(in: .gmt)
+        return SubmittedCount(
+            bucket: StepBucket(
+                day: LocalDate(iso: "2026-05-18")!, count: count, source: .healthKit, timeZone: .gmt,
+                spanStart: start, spanEnd: start.addingTimeInterval(hour * 3600), sourceBundleId: "a",
+                gyroSamplesObserved: true),
+            receivedAt: start.addingTimeInterval(hour * 3600))
+    }
+
     @Test("property: credit and lifetime steps add up to the accepted count over random histories", arguments: 0..<40)
     func ledgerAddsUp(seed: UInt64) {
+        #expect(
+            DayReconciliation.verdict(
+                DayEvidence(submissions: Self.backwardsSubmissions, whitelist: ["a"]), limits: Self.limits)
+                == .quarantine(reasons: ["COUNT_WENT_BACKWARDS"]))
         var random = SplitMix64(seed: seed)
         let mode = Bool.random(using: &random) ? ServiceMode.production : .testPhase
         let runs: [StreakRun] =
@@ -239,10 +254,15 @@ struct DayDecisionTests {
                 }
                 decision = opened
             case 2:
+                // A third of the reconciles find the day's count gone backwards: a quarantine, even of a day an
+                // earlier reconcile accepted, which a review then decides.
+                let backwards = Int.random(in: 0..<3, using: &random) == 0
                 decision =
                     DayDecision.reconcile(
-                        log, evidence: DayEvidence(submissions: [], whitelist: []), streak: streak,
-                        limits: Self.limits, at: at)?
+                        log,
+                        evidence: DayEvidence(
+                            submissions: backwards ? Self.backwardsSubmissions : [], whitelist: ["a"]),
+                        streak: streak, limits: Self.limits, at: at)?
                     .decision
             default:
                 decision = DayDecision.review(
