@@ -85,17 +85,33 @@ extension StepLedgerClient {
         return days
     }
 
-    /// The walker's allocations, newest first; those made on credit still being checked are
-    /// ``Allocation/Status-swift.enum/provisional``. The read also brings ``provisionalAllocations()`` up to date:
-    /// one it shows confirmed or refunded is no longer pending validation, and one it shows provisional is (made on
-    /// another device, or kept by the server after a partial refund).
+    /// The walker's allocations, newest first (the server's newest 100); those made on credit still being checked
+    /// are ``Allocation/Status-swift.enum/provisional``. The read also brings ``provisionalAllocations()`` up to
+    /// date: one it shows confirmed or refunded is no longer pending validation, and one it shows provisional is
+    /// (made on another device, or kept by the server after a partial refund). A badged allocation older than
+    /// those 100 is looked up among the server's provisional ones, and settled when it is no longer there.
     public func allocations() async throws -> [Allocation] {
         let asked = badgesNoted
-        let allocations = try await readAllocations()
+        let allocations = try await readAllocations(status: nil)
         var pending = state.provisionalAllocations
         // An event or a spend that changed a badge while this read was on its way is newer than what it shows.
         for allocation in allocations where badgeChangedAt[allocation.id, default: 0] <= asked {
             pending[allocation.id] = allocation.status == .provisional ? allocation : nil
+        }
+        let shown = Set(allocations.map(\.id))
+        if pending.keys.contains(where: { !shown.contains($0) }) {
+            let provisional = try await readAllocations(status: .provisional)
+            let waiting = Set(provisional.map(\.id))
+            for allocation in provisional where badgeChangedAt[allocation.id, default: 0] <= asked {
+                pending[allocation.id] = allocation
+            }
+            // A full page may leave older provisional allocations out: only a shorter one says what is settled.
+            if provisional.count < Self.allocationPage {
+                for id in Array(pending.keys)
+                where !shown.contains(id) && !waiting.contains(id) && badgeChangedAt[id, default: 0] <= asked {
+                    pending[id] = nil
+                }
+            }
         }
         if pending != state.provisionalAllocations {
             state.provisionalAllocations = pending
@@ -110,14 +126,22 @@ extension StepLedgerClient {
         badgeChangedAt[allocationId] = badgesNoted
     }
 
-    private func readAllocations() async throws -> [Allocation] {
+    /// How many allocations the server lists at most.
+    static let allocationPage = 100
+
+    private func readAllocations(status: Operations.ListAllocations.Input.Query.StatusPayload?) async throws
+        -> [Allocation]
+    {
         try await authorized {
-            switch try await client.listAllocations(.init()) {
+            switch try await client.listAllocations(.init(query: .init(status: status))) {
             case .ok(let ok):
                 guard case .json(let body) = ok.body else {
                     return .failure(.unexpectedResponse(status: 200, code: nil))
                 }
                 return .value(body.items.compactMap(Allocation.init))
+            case .badRequest(let response):
+                guard case .json(let error) = response.body else { return .failure(.invalidRequest("")) }
+                return .failure(.invalidRequest(error.message))
             case .unauthorized(let response): return .unauthorized(reason: Self.reason(response.body))
             case .tooManyRequests(let response): return .failure(Self.rateLimited(response.headers.retryAfter))
             case .serviceUnavailable(let response):

@@ -287,11 +287,14 @@ extension StoreTransaction {
         return try row.map { try Self.allocationRecord($0, walkerId: walkerId) }
     }
 
-    /// The walker's allocations, newest first.
-    package func allocations(walkerId: String, limit: Int) async throws -> [AllocationRecord] {
+    /// The walker's allocations (of `status` only, when given), newest first.
+    package func allocations(walkerId: String, status: AllocationStatus? = nil, limit: Int) async throws
+        -> [AllocationRecord]
+    {
+        let ofStatus: SQLText = status.map { " AND status = \(bind: $0.rawValue)" } ?? ""
         let rows = try await sql.raw(
             """
-            SELECT \(unsafeRaw: Self.allocationColumns) FROM allocations WHERE walker_id = \(bind: walkerId)
+            SELECT \(unsafeRaw: Self.allocationColumns) FROM allocations WHERE walker_id = \(bind: walkerId)\(ofStatus)
             ORDER BY created_at DESC, allocation_id DESC LIMIT \(bind: limit)
             """
         ).all()

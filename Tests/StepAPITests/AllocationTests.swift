@@ -201,6 +201,43 @@ struct AllocationTests {
     }
 
     @Test(
+        "the list takes ?status= (provisional, confirmed or refunded): only those, newest first; another value or two are 400",
+        arguments: TestDatabases.kinds)
+    func listByStatus(kind: DatabaseKind) async throws {
+        let (harness, token) = try await AdminTests.setUp(kind)
+        try await harness.run { client in
+            _ = try await client.ingest(IngestBody(count: 6000), token: token)
+            let first = try await client.allocate(Self.allocationBody(points: 1000, key: "s-1"), token: token)
+            harness.clock.advance(seconds: 61)
+            #expect(try await harness.app.worker.drain() == 1)
+            harness.clock.advance(seconds: 1)
+            let second = try await client.allocate(Self.allocationBody(points: 1000, key: "s-2"), token: token)
+            #expect(try second.json["status"] == .string("confirmed"))
+            _ = try await client.ingest(IngestBody(day: "2026-05-17", count: 4000), token: token)
+            harness.clock.advance(seconds: 1)
+            let third = try await client.allocate(Self.allocationBody(points: 5500, key: "s-3"), token: token)
+            #expect(try third.json["status"] == .string("provisional"))
+            func ids(_ query: String) async throws -> [JSONValue] {
+                guard
+                    case .array(let items)? = try await client.read("/walker/allocations\(query)", token: token)
+                        .json["items"]
+                else { throw JSONShapeError() }
+                return items.compactMap { $0["id"] }
+            }
+            let (a, b, c) = (try first.json["id"], try second.json["id"], try third.json["id"])
+            #expect(try await ids("") == [c, b, a].compactMap { $0 })
+            #expect(try await ids("?status=provisional") == [c].compactMap { $0 })
+            #expect(try await ids("?status=confirmed") == [b, a].compactMap { $0 })
+            #expect(try await ids("?status=refunded") == [])
+            for bad in ["?status=pending", "?status=", "?status=provisional&status=confirmed", "?status=PROVISIONAL"] {
+                let response = try await client.read("/walker/allocations\(bad)", token: token)
+                #expect(response.status == .badRequest, "\(bad)")
+                #expect(try response.json["error"] == .string("INVALID_REQUEST"), "\(bad)")
+            }
+        }
+    }
+
+    @Test(
         "production: what allocations drew from a rejected day waits out the grace period, then is refunded once with one event",
         arguments: TestDatabases.kinds)
     func refundAfterGrace(kind: DatabaseKind) async throws {

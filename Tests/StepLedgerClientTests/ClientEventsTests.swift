@@ -488,4 +488,53 @@ struct ClientEventsTests {
             try await client.allocate(kind: .tree, nodeId: "oak", points: 1, idempotencyKey: "caf\u{E9}")
         }
     }
+
+    @Test(
+        "a badge older than the newest 100 allocations is settled by the server's provisional list, unless that list is full"
+    )
+    func oldBadgeSettledByProvisionalList() async throws {
+        let store = temporaryStore()
+        defer { try? FileManager.default.removeItem(at: store) }
+        let clock = ManualClock(seedInstant)
+        let server = FakeServer(clock: clock)
+        // What `?status=provisional` lists; nil: the badged allocation is still provisional.
+        let provisional = Mutex<[String]?>(nil)
+        let provisionalReads = Mutex(0)
+        @Sendable func allocation(_ id: String, _ state: String) -> String {
+            #"{"id":"\#(id)","kind":"tree","nodeId":"oak","points":5,"refundedPoints":0,"status":"\#(state)","dependsOn":["2026-05-18"],"createdAt":"2026-05-18T20:42:30.123Z"}"#
+        }
+        server.route("createAllocation") { _ in
+            var response = HTTPResponse(status: .created)
+            response.headerFields[.contentType] = "application/json"
+            return (response, HTTPBody(allocation("old-1", "provisional")))
+        }
+        server.route("listAllocations") { request in
+            var response = HTTPResponse(status: .ok)
+            response.headerFields[.contentType] = "application/json"
+            let items: [String]
+            if request.path?.hasSuffix("?status=provisional") == true {
+                provisionalReads.withLock { $0 += 1 }
+                items = provisional.withLock { $0 } ?? [allocation("old-1", "provisional")]
+            } else {
+                // The newest 100: confirmed spends made since, the badged one not among them.
+                items = (0..<100).map { allocation("new-\($0)", "confirmed") }
+            }
+            return (response, HTTPBody(#"{"items":["# + items.joined(separator: ",") + "]}"))
+        }
+        let client = try makeClient(store: store, server: server, clock: clock, retry: Self.fast)
+        _ = try await client.allocate(kind: .tree, nodeId: "oak", points: 5, idempotencyKey: "old-spend")
+        _ = try await client.allocations()
+        #expect(await client.provisionalAllocations().map(\.id) == ["old-1"], "still provisional on the server")
+        // A full provisional page may leave it out without settling it.
+        provisional.withLock { $0 = (0..<100).map { allocation("other-\($0)", "provisional") } }
+        _ = try await client.allocations()
+        #expect(await client.provisionalAllocations().contains { $0.id == "old-1" })
+        provisional.withLock { $0 = [] }
+        _ = try await client.allocations()
+        #expect(await client.provisionalAllocations().isEmpty, "confirmed since: no longer provisional")
+        #expect(provisionalReads.withLock { $0 } == 3)
+        // With no badge left beyond the newest page, the provisional list is not read.
+        _ = try await client.allocations()
+        #expect(provisionalReads.withLock { $0 } == 3)
+    }
 }

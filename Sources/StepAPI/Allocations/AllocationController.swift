@@ -21,7 +21,7 @@ struct AllocationController: Sendable {
 
     func register(in group: RouterGroup<AppRequestContext>, catalog: inout RouteCatalog) {
         group.on(.post, Self.allocationsRoute, catalog: &catalog, use: allocate)
-        group.on(.get, Self.allocationsRoute, catalog: &catalog) { _, context in try await list(context: context) }
+        group.on(.get, Self.allocationsRoute, catalog: &catalog, use: list)
         group.on(.get, Self.ledgerRoute, catalog: &catalog, use: ledger)
     }
 
@@ -64,11 +64,29 @@ struct AllocationController: Sendable {
 
     // MARK: - GET /walker/allocations, GET /walker/ledger
 
-    func list(context: AppRequestContext) async throws -> Response {
-        try await runner.respond(context: context, query: Result<Void, WalkerAPIError>.success(())) {
-            tx, walkerId, _, _ in
-            .success(AllocationResponse.list(try await tx.allocations(walkerId: walkerId, limit: Self.listLimit)))
+    /// The newest `listLimit` allocations, or with `?status=` the newest of that status: an app reads its
+    /// provisional ones so, however many it made since.
+    func list(_ request: Request, context: AppRequestContext) async throws -> Response {
+        let query = Result { () throws(RequestValidationError) in
+            try Self.status(request.uri.queryParameters)
+        }.mapError(WalkerAPIError.invalidQuery)
+        return try await runner.respond(context: context, query: query) { tx, walkerId, _, status in
+            .success(
+                AllocationResponse.list(
+                    try await tx.allocations(walkerId: walkerId, status: status, limit: Self.listLimit)))
         }
+    }
+
+    /// `status`, once, if given: `provisional`, `confirmed` or `refunded`.
+    static func status(_ parameters: Parameters) throws(RequestValidationError) -> AllocationStatus? {
+        if let name = parameters.repeated(among: ["status"]) {
+            throw RequestValidationError(fields: [name: "must be given once"])
+        }
+        guard let text = parameters.get("status") else { return nil }
+        guard let status = AllocationStatus(rawValue: text) else {
+            throw RequestValidationError(fields: ["status": "must be provisional, confirmed or refunded"])
+        }
+        return status
     }
 
     func ledger(_ request: Request, context: AppRequestContext) async throws -> Response {

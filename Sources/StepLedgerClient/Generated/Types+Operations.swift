@@ -2346,13 +2346,34 @@ internal enum Operations {
     }
     /// The walker's allocations, newest first (at most 100).
     ///
-    /// Rate-limited per walker together with GET /walker (rateLimit.walkerPerMinute).
+    /// Rate-limited per walker together with GET /walker (rateLimit.walkerPerMinute). With status, only the allocations in that status: an app reads its provisional ones so however many it made since.
     ///
     /// - Remark: HTTP `GET /walker/allocations`.
     /// - Remark: Generated from `#/paths//walker/allocations/get(listAllocations)`.
     internal enum ListAllocations {
         internal static let id: Swift.String = "listAllocations"
         internal struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/walker/allocations/GET/query`.
+            internal struct Query: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/walker/allocations/GET/query/status`.
+                internal enum StatusPayload: String, Codable, Hashable, Sendable, CaseIterable {
+                    case provisional = "provisional"
+                    case confirmed = "confirmed"
+                    case refunded = "refunded"
+                }
+                /// Only allocations in this status.
+                ///
+                /// - Remark: Generated from `#/paths/walker/allocations/GET/query/status`.
+                internal var status: Operations.ListAllocations.Input.Query.StatusPayload?
+                /// Creates a new `Query`.
+                ///
+                /// - Parameters:
+                ///   - status: Only allocations in this status.
+                internal init(status: Operations.ListAllocations.Input.Query.StatusPayload? = nil) {
+                    self.status = status
+                }
+            }
+            internal var query: Operations.ListAllocations.Input.Query
             /// - Remark: Generated from `#/paths/walker/allocations/GET/header`.
             internal struct Headers: Sendable, Hashable {
                 internal var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.ListAllocations.AcceptableContentType>]
@@ -2368,8 +2389,13 @@ internal enum Operations {
             /// Creates a new `Input`.
             ///
             /// - Parameters:
+            ///   - query:
             ///   - headers:
-            internal init(headers: Operations.ListAllocations.Input.Headers = .init()) {
+            internal init(
+                query: Operations.ListAllocations.Input.Query = .init(),
+                headers: Operations.ListAllocations.Input.Headers = .init()
+            ) {
+                self.query = query
                 self.headers = headers
             }
         }
@@ -2465,6 +2491,29 @@ internal enum Operations {
                     default:
                         try throwUnexpectedResponseStatus(
                             expectedStatus: "ok",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// INVALID_REQUEST; details.fields names each bad field or parameter.
+            ///
+            /// - Remark: Generated from `#/paths//walker/allocations/get(listAllocations)/responses/400`.
+            ///
+            /// HTTP response code: `400 badRequest`.
+            case badRequest(Components.Responses.WalkerBadRequest)
+            /// The associated value of the enum case if `self` is `.badRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.badRequest`.
+            /// - SeeAlso: `.badRequest`.
+            internal var badRequest: Components.Responses.WalkerBadRequest {
+                get throws {
+                    switch self {
+                    case let .badRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "badRequest",
                             response: self
                         )
                     }

@@ -74,7 +74,7 @@ internal protocol APIProtocol: Sendable {
     func listLedgerEntries(_ input: Operations.ListLedgerEntries.Input) async throws -> Operations.ListLedgerEntries.Output
     /// The walker's allocations, newest first (at most 100).
     ///
-    /// Rate-limited per walker together with GET /walker (rateLimit.walkerPerMinute).
+    /// Rate-limited per walker together with GET /walker (rateLimit.walkerPerMinute). With status, only the allocations in that status: an app reads its provisional ones so however many it made since.
     ///
     /// - Remark: HTTP `GET /walker/allocations`.
     /// - Remark: Generated from `#/paths//walker/allocations/get(listAllocations)`.
@@ -292,12 +292,18 @@ extension APIProtocol {
     }
     /// The walker's allocations, newest first (at most 100).
     ///
-    /// Rate-limited per walker together with GET /walker (rateLimit.walkerPerMinute).
+    /// Rate-limited per walker together with GET /walker (rateLimit.walkerPerMinute). With status, only the allocations in that status: an app reads its provisional ones so however many it made since.
     ///
     /// - Remark: HTTP `GET /walker/allocations`.
     /// - Remark: Generated from `#/paths//walker/allocations/get(listAllocations)`.
-    internal func listAllocations(headers: Operations.ListAllocations.Input.Headers = .init()) async throws -> Operations.ListAllocations.Output {
-        try await listAllocations(Operations.ListAllocations.Input(headers: headers))
+    internal func listAllocations(
+        query: Operations.ListAllocations.Input.Query = .init(),
+        headers: Operations.ListAllocations.Input.Headers = .init()
+    ) async throws -> Operations.ListAllocations.Output {
+        try await listAllocations(Operations.ListAllocations.Input(
+            query: query,
+            headers: headers
+        ))
     }
     /// Spend Energy on a tree or keystone node.
     ///
