@@ -1,6 +1,7 @@
 import Foundation
 
-/// Strict RFC 3339 date-time parsing: `YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM)`.
+/// Strict RFC 3339 date-time parsing: `YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM)`. The fraction may have any
+/// number of digits (RFC 3339's `1*DIGIT`); those past the ninth (below a nanosecond) are read and dropped.
 package enum InstantParser {
     package static func parse(_ string: String) -> Date? {
         let b = Array(string.utf8)
@@ -17,12 +18,11 @@ package enum InstantParser {
             index += 1
             let start = index
             while index < b.count, b[index] >= UInt8(ascii: "0"), b[index] <= UInt8(ascii: "9") {
-                guard index - start < 9 else { return nil }
-                nanoseconds = nanoseconds * 10 + Int(b[index] - UInt8(ascii: "0"))
+                if index - start < 9 { nanoseconds = nanoseconds * 10 + Int(b[index] - UInt8(ascii: "0")) }
                 index += 1
             }
             guard index > start else { return nil }
-            for _ in (index - start)..<9 { nanoseconds *= 10 }
+            for _ in min(index - start, 9)..<9 { nanoseconds *= 10 }
         }
         guard index < b.count else { return nil }
         var offsetSeconds = 0
