@@ -149,6 +149,8 @@ struct HealthWriteController: Sendable {
                     requestId: context.requestId, tx: tx)
             }
             switch written {
+            case nil:
+                return HealthAPIError.badRequest("Invalid nonce").response
             case .success(let stored):
                 record(verdict: .accepted, walkerId: walkerId, reasons: [], detail: nil, context: context)
                 return .json(status: .created, body: HealthResponse.record(stored))
@@ -169,15 +171,22 @@ struct HealthWriteController: Sendable {
     /// unknown key (the app keeps a key once Apple attested it). A key registered meanwhile changes nothing.
     private func keepAttestedKey(_ attestation: HealthAttestation, now: Date) async throws {
         guard case .registerKey(let key) = attestation else { return }
-        _ = try await store.transaction { tx in try await tx.registerAppAttestKey(key, now: now) }
+        _ = try await store.transaction { tx in
+            // Not for a walker erased meanwhile: the key would outlive the erasure.
+            guard try await tx.lockExistingWalker(key.walkerId) != nil else { return false }
+            return try await tx.registerAppAttestKey(key, now: now)
+        }
     }
 
-    /// The key registration or counter advance, the record and its audit row: all or nothing. A key already
-    /// registered, or a counter another request advanced first, writes nothing and refuses the attestation.
-    private static func write(
+    /// The key registration or counter advance, the record and its audit row: all or nothing, under the walker's
+    /// lock. A key already registered, or a counter another request advanced first, writes nothing and refuses the
+    /// attestation. A walker erased since the nonce was used (the erasure took its nonces too) writes nothing and
+    /// hears what a request after the erasure would: the nonce is unknown (nil).
+    static func write(
         _ submission: HealthSubmission, attestation: HealthAttestation, walkerId: String, date: LocalDate, now: Date,
         requestId: String, tx: StoreTransaction
-    ) async throws -> Result<HealthRecord, HealthAttestationFailure> {
+    ) async throws -> Result<HealthRecord, HealthAttestationFailure>? {
+        guard try await tx.lockExistingWalker(walkerId) != nil else { return nil }
         switch attestation {
         case .registerKey(let key):
             guard try await tx.registerAppAttestKey(key, now: now) else {
@@ -211,7 +220,11 @@ struct HealthWriteController: Sendable {
             walkerId: walkerId, createdAt: now, route: Self.submitRoute, verdict: .rejected, reasons: [code],
             tokenId: nil, requestId: context.requestId, status: Int(answer.status.code))
         do {
-            try await store.transaction { tx in try await tx.insertAttestationLog(row) }
+            try await store.transaction { tx in
+                // Not for a walker erased meanwhile: the row would outlive the erasure.
+                guard try await tx.lockExistingWalker(walkerId) != nil else { return }
+                try await tx.insertAttestationLog(row)
+            }
         } catch {
             // The client's answer does not depend on the audit row.
             telemetry.logger.warning(
