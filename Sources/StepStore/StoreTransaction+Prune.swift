@@ -10,8 +10,8 @@ package struct RetentionPolicy: Sendable, Hashable {
     package var rateLimitWindowSeconds: Double = 86_400
     /// How long a health nonce is kept past its expiry (so a late use is told it expired).
     package var healthNonceSeconds: Double = 86_400
-    /// How long a walker's events are kept (each walker's latest event stays whatever its age: it carries the
-    /// sequence the next event continues from).
+    /// How long a walker's events are kept, its latest too (the next event's id is at least its time, so ids keep
+    /// rising without it).
     package var walkerEventSeconds: Double = 90 * 86_400
     /// How long a submission is kept after its arrival, once nothing that may still decide its day needs it.
     package var stepSubmissionSeconds: Double = 400 * 86_400
@@ -70,12 +70,11 @@ package enum PrunedTable: String, Sendable, CaseIterable {
         case .attestationLogs, .idempotencyKeys, .rateLimits, .healthNonces:
             return "false"
         case .walkerEvents:
-            // The next event's sequence is one above the walker's last kept: the latest event stays, so the
-            // sequence never goes back and a client's `Last-Event-ID` keeps meaning what it meant.
-            return """
-                walker_events.seq = (
-                    SELECT MAX(latest.seq) FROM walker_events latest WHERE latest.walker_id = walker_events.walker_id)
-                """
+            // Nothing: an event's id is never below the time it is written (`appendEvent`), so ids keep rising
+            // when a walker's every event is gone and a client's `Last-Event-ID` keeps meaning what it meant. (A
+            // rule keeping each walker's latest event made every batch step over all those kept rows first, at the
+            // front of the age index, a number that only grows.)
+            return "false"
         case .stepSubmissions:
             // Reconciliation and the review desk read a day's submissions until the day is decided for good:
             // kept while the day is not ACCEPTED or REJECTED (PENDING, QUARANTINED, or no log at all), while a
@@ -148,14 +147,16 @@ extension StoreTransaction {
     }
 
     /// The batch's statement; the rows past retention are found through an index on the age column
-    /// (`PrunePlanTests` reads each engine's plan).
+    /// (`PrunePlanTests` reads each engine's plan). The age is checked again on the row deleted: on PostgreSQL a
+    /// row that a concurrent write renewed after the subquery read it (a rate-limit window opened again) is then
+    /// left alone, where the key alone would delete the new window.
     package static func pruneBatchStatement(_ table: PrunedTable, before cutoff: Int, limit: Int) -> SQLText {
         """
         DELETE FROM \(unsafeRaw: table.rawValue) WHERE (\(unsafeRaw: table.key)) IN (
             SELECT \(unsafeRaw: table.key) FROM \(unsafeRaw: table.rawValue)
             WHERE \(unsafeRaw: table.ageColumn) < \(bind: cutoff) AND NOT (\(table.stillNeeded))
             LIMIT \(bind: limit)
-        )
+        ) AND \(unsafeRaw: table.ageColumn) < \(bind: cutoff)
         RETURNING 1 AS removed
         """
     }

@@ -12,7 +12,7 @@ struct RetentionStoreTests {
     static let hour = 3_600.0
 
     @Test(
-        "events older than retention go, except each walker's latest, so ids never go back",
+        "events older than retention go, a walker's latest too; ids never go back, as they are never below their time",
         arguments: TestDatabases.kinds)
     func walkerEvents(kind: DatabaseKind) async throws {
         let test = try await TestDatabases.make(kind)
@@ -25,8 +25,8 @@ struct RetentionStoreTests {
         }
         let report = try await store.prune(
             now: Self.t0, retention: RetentionPolicy(), batchSize: 2, tables: [.walkerEvents])
-        #expect(report.walkerEvents == 4)
-        #expect(report.total == 4)
+        #expect(report.walkerEvents == 5)
+        #expect(report.total == 5)
         let kept = try await store.transaction { tx in
             (
                 try await tx.events(walkerId: "w", after: 0, limit: 10).map(\.seq),
@@ -36,19 +36,54 @@ struct RetentionStoreTests {
         // An id is the larger of one above the walker's last and its time in milliseconds.
         let (oldId, nowId) = (old.millisecondsSince1970, Self.t0.millisecondsSince1970)
         #expect(kept.0 == [nowId])
-        #expect(kept.1 == [oldId + 1], "the latest event stays whatever its age")
-        // A client behind the oldest kept event reads from it; the next event's id is above every earlier one.
+        #expect(kept.1 == [], "the latest event goes too")
+        // The next event's id is above every earlier one: a client at the last pruned id reads it.
         let next = try await store.transaction { tx in
             try await tx.appendEvent(walkerId: "x", type: "t", data: "{}", at: Self.t0)
         }
         #expect(next.seq == nowId)
         #expect(
-            try await store.transaction { try await $0.events(walkerId: "x", after: oldId, limit: 10) }.map(\.seq)
-                == [oldId + 1, nowId])
+            try await store.transaction { try await $0.events(walkerId: "x", after: oldId + 1, limit: 10) }.map(\.seq)
+                == [nowId])
         let later = try await store.transaction { tx in
             try await tx.appendEvent(walkerId: "x", type: "t", data: "{}", at: Self.t0)
         }
         #expect(later.seq == nowId + 1, "written in the same millisecond: one above the last")
+        try await test.close()
+    }
+
+    @Test("a rate-limit window opened again while the prune waits for its row is kept (PostgreSQL)")
+    func renewedWindowKept() async throws {
+        let test = try await TestDatabases.make(.postgres)
+        let store = test.store
+        let stale = Self.t0.addingTimeInterval(-2 * 86_400).millisecondsSince1970
+        try await store.withoutTransaction { tx in
+            try await tx.sql.raw(
+                "INSERT INTO rate_limits (walker_id, bucket, window_start, hits) VALUES ('w', 'ingest', \(bind: stale), 9)"
+            ).run()
+        }
+        // A request of the walker opens a new window and holds the row until it commits, while the prune's
+        // subquery has already chosen the row by its old age.
+        let renewing = Task {
+            try await store.transaction { tx in
+                try await tx.sql.raw(
+                    """
+                    UPDATE rate_limits SET window_start = \(bind: Self.t0.millisecondsSince1970), hits = 1
+                    WHERE walker_id = 'w' AND bucket = 'ingest'
+                    """
+                ).run()
+                try await Task.sleep(for: .milliseconds(1500))
+            }
+        }
+        try await Task.sleep(for: .milliseconds(300))
+        let report = try await store.prune(now: Self.t0, retention: RetentionPolicy(), tables: [.rateLimits])
+        try await renewing.value
+        #expect(report.rateLimits == 0)
+        let hits = try await store.withoutTransaction { tx in
+            try await tx.sql.raw("SELECT hits FROM rate_limits WHERE walker_id = 'w'").first()?
+                .decode(column: "hits", as: Int.self)
+        }
+        #expect(hits == 1, "the new window survives")
         try await test.close()
     }
 
