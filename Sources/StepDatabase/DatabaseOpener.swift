@@ -10,10 +10,12 @@ package enum DatabaseOpener {
     /// Why `url` names no database this server can open, or nil when it does: text with `://` must start with
     /// `postgres://`, `postgresql://` or `sqlite://` as written (lower case). Anything else would be taken for a
     /// SQLite file name, and a mistyped PostgreSQL URL (`Postgres://user:password@…`) would then be shown, password
-    /// and all, in the error that the file cannot be opened. The text says nothing of the URL itself.
+    /// and all, in the error that the file cannot be opened. So is text that starts as a PostgreSQL URL but lacks
+    /// its `//` (`postgres:/user:password@…`, `postgres:user:password@…`), which would also be made a file of that
+    /// name. The text says nothing of the URL itself.
     package static func problem(_ url: String) -> String? {
-        guard url.contains("://") else { return nil }
         if isPostgres(url) || url.hasPrefix("sqlite://") { return nil }
+        guard url.contains("://") || url.lowercased().hasPrefix("postgres") else { return nil }
         return "the URL's scheme must be postgres://, postgresql:// or sqlite:// in lower case (or give a file path)"
     }
 

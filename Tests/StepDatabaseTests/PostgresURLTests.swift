@@ -84,7 +84,10 @@ struct PostgresURLTests {
 
     @Test("the opener refuses a URL of another scheme without repeating it")
     func unknownScheme() async throws {
-        for url in ["Postgres://ledger:hunter2@db.example/ledger", "mysql://ledger:hunter2@db.example/ledger"] {
+        for url in [
+            "Postgres://ledger:hunter2@db.example/ledger", "mysql://ledger:hunter2@db.example/ledger",
+            "postgres:/ledger:hunter2@db.example:5432/ledger", "postgres:ledger:hunter2@db", "POSTGRESQL:/x:hunter2@db",
+        ] {
             do {
                 let database = try await DatabaseOpener.open(url: url, logger: Logger(label: "test"))
                 try await database.close()
