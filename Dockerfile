@@ -26,7 +26,8 @@ RUN swift package resolve
 
 COPY . .
 
-# The release archive: static Swift standard library, resources, backtracer, BUILD, units, example config.
+# The release archive: static Swift standard library (the console and openapi.yaml compiled in), backtracer, BUILD,
+# units, example config.
 RUN scripts/release --configuration release --out /release \
     && mkdir /staging \
     && tar -xzf /release/stepledger-*.tar.gz -C /staging --strip-components=1

@@ -177,9 +177,9 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
             ],
-            // The console's readable sources; scripts/embed-console-assets compiles them in (ConsoleSources.swift).
-            exclude: ["Console/Assets"],
-            resources: [.copy("Resources/openapi.yaml")],
+            // The console's readable sources and the API contract: scripts/embed-console-assets and
+            // scripts/embed-openapi compile them in (ConsoleSources.swift, OpenAPIDocument.swift).
+            exclude: ["Console/Assets", "Resources/openapi.yaml"],
             swiftSettings: strict
         ),
         .executableTarget(

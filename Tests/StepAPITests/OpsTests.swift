@@ -110,6 +110,8 @@ struct OpsTests {
         }
         let documented = Self.documentedRoutes(document)
         let registered = Set(harness.app.routes.entries.map { "\($0.method) \($0.path)" })
+        // The served document is the one in the source tree, byte for byte (compiled in by scripts/embed-openapi).
+        #expect(document == (try String(contentsOf: Self.documentURL(), encoding: .utf8)))
         #expect(!documented.isEmpty)
         #expect(documented == registered, "documented \(documented.sorted()) vs registered \(registered.sorted())")
     }

@@ -14,12 +14,8 @@ struct OpsController: Sendable {
     var metricsCredential: BearerSecret? = nil
     var clock: @Sendable () -> Date = { Date() }
 
-    static let openAPIDocument: String = {
-        guard let url = Bundle.module.url(forResource: "openapi", withExtension: "yaml"),
-            let text = try? String(contentsOf: url, encoding: .utf8)
-        else { return "" }
-        return text
-    }()
+    /// Compiled in (`scripts/embed-openapi`): nothing to find at run time.
+    static let openAPIDocument = OpenAPIDocument.text
 
     func register(in group: RouterGroup<AppRequestContext>, catalog: inout RouteCatalog) {
         group.on(.get, "/livez", catalog: &catalog) { _, _ in
