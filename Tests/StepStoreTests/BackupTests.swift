@@ -8,7 +8,9 @@ import Testing
 
 @Suite("SQLite backup (VACUUM INTO) of an open database")
 struct BackupTests {
-    @Test("the copy holds every committed row, an existing file is refused unless replacing, no temporary is left")
+    @Test(
+        "the copy holds every committed row and is its owner's alone; an existing file is refused unless replacing; no temporary is left"
+    )
     func backup() async throws {
         let test = try await TestDatabases.make(.sqlite)
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("backup-\(UUID().uuidString)")
@@ -24,6 +26,8 @@ struct BackupTests {
         let file = directory.appendingPathComponent("copy.sqlite").path
         let report = try await SQLiteBackup.copy(databaseAt: test.url, to: file, replacing: false)
         #expect(report.bytes > 0)
+        let mode = try FileManager.default.attributesOfItem(atPath: file)[.posixPermissions] as? Int
+        #expect(mode == 0o600, "the copy is its owner's alone: \(String(mode ?? 0, radix: 8))")
         await #expect(throws: SQLiteBackup.Failure.self) {
             try await SQLiteBackup.copy(databaseAt: test.url, to: file, replacing: false)
         }

@@ -94,8 +94,15 @@ package enum SQLiteBackup {
     }
 
     /// `VACUUM INTO` on a connection of its own. The server's writer may hold the write lock for a moment; the
-    /// copy waits for it as the server's other connections do.
+    /// copy waits for it as the server's other connections do. The copy is made readable by its owner only (it
+    /// holds walkers' health data and the service's development keys), from its creation on, whatever the umask:
+    /// `VACUUM INTO` writes into an empty file that exists.
     private static func vacuum(_ source: String, into temporary: String) throws {
+        let created = open(temporary, O_WRONLY | O_CREAT | O_EXCL, 0o600)
+        guard created >= 0 else {
+            throw Failure(description: "cannot create \(temporary): \(String(cString: strerror(errno)))")
+        }
+        close(created)
         let handle = try SQLiteHandle.open(path: source, create: false)
         defer { handle.close() }
         try handle.run("PRAGMA busy_timeout = 5000", binds: []) { _ in }
