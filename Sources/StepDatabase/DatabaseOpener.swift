@@ -15,7 +15,10 @@ package enum DatabaseOpener {
     /// name. The text says nothing of the URL itself.
     package static func problem(_ url: String) -> String? {
         if isPostgres(url) || url.hasPrefix("sqlite://") { return nil }
-        guard url.contains("://") || url.lowercased().hasPrefix("postgres") else { return nil }
+        let lowercased = url.lowercased()
+        guard url.contains("://") || lowercased.hasPrefix("postgres:") || lowercased.hasPrefix("postgresql:") else {
+            return nil
+        }
         return "the URL's scheme must be postgres://, postgresql:// or sqlite:// in lower case (or give a file path)"
     }
 

@@ -102,7 +102,9 @@ extension StepLedgerClient {
         if pending.keys.contains(where: { !shown.contains($0) }) {
             let provisional = try await readAllocations(status: .provisional)
             let waiting = Set(provisional.map(\.id))
-            for allocation in provisional where badgeChangedAt[allocation.id, default: 0] <= asked {
+            // Only what the list shows provisional: a server before `?status=` lists every status.
+            for allocation in provisional
+            where allocation.status == .provisional && badgeChangedAt[allocation.id, default: 0] <= asked {
                 pending[allocation.id] = allocation
             }
             // A full page may leave older provisional allocations out: only a shorter one says what is settled.

@@ -34,6 +34,7 @@ struct BenchTally: Sendable {
         latenciesMs.append(contentsOf: other.latenciesMs)
         statuses.merge(other.statuses, uniquingKeysWith: +)
         transportErrors += other.transportErrors
+        timeouts += other.timeouts
         if firstError == nil { firstError = other.firstError }
     }
 

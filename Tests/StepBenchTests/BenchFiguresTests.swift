@@ -98,6 +98,12 @@ struct BenchFiguresTests {
         #expect(report.latencies.count == 5)
         #expect(report.latencies.percentile(0.2) == 4)
         #expect(report.latencies.percentile(0.99) == 10_000)
+        // Walkers' tallies are merged into the phase's: the timeouts with them.
+        var merged = BenchTally()
+        merged.merge(tally)
+        merged.merge(tally)
+        #expect(merged.timeouts == 2 && merged.transportErrors == 4 && merged.served == 8)
+        #expect(merged.hints.contains { $0.contains("2 requests timed out") })
     }
 
     @Test("compare: every phase of every round has walkers of its own")

@@ -100,5 +100,8 @@ struct PostgresURLTests {
         #expect(DatabaseOpener.problem("./ledger.sqlite") == nil)
         #expect(DatabaseOpener.problem("sqlite:///tmp/ledger.sqlite") == nil)
         #expect(DatabaseOpener.problem("postgresql://db.example/ledger") == nil)
+        // A file whose name only starts with the word is a file.
+        #expect(DatabaseOpener.problem("postgres-shadow.sqlite") == nil)
+        #expect(DatabaseOpener.problem("PostgresCopy.db") == nil)
     }
 }

@@ -536,5 +536,12 @@ struct ClientEventsTests {
         // With no badge left beyond the newest page, the provisional list is not read.
         _ = try await client.allocations()
         #expect(provisionalReads.withLock { $0 } == 3)
+        // A server from before `?status=` lists every status there: what it shows settled is not badged.
+        _ = try await client.allocate(kind: .tree, nodeId: "oak", points: 5, idempotencyKey: "old-spend-2")
+        provisional.withLock {
+            $0 = [allocation("old-1", "provisional")] + (0..<99).map { allocation("other-\($0)", "confirmed") }
+        }
+        _ = try await client.allocations()
+        #expect(await client.provisionalAllocations().map(\.id) == ["old-1"])
     }
 }
