@@ -443,6 +443,20 @@ struct ClientEventsTests {
         }
     }
 
+    /// An allocation as the server lists it, for 2026-05-18.
+    static func allocationJSON(_ id: String, _ state: String, points: Int) -> String {
+        #"{"id":"\#(id)","kind":"tree","nodeId":"oak","points":\#(points),"refundedPoints":0,"status":"\#(state)","dependsOn":["2026-05-18"],"createdAt":"2026-05-18T20:42:30.123Z"}"#
+    }
+
+    /// Answers every spend 201 with `allocation`.
+    static func answerSpends(_ server: FakeServer, with allocation: String) {
+        server.route("createAllocation") { _ in
+            var response = HTTPResponse(status: .created)
+            response.headerFields[.contentType] = "application/json"
+            return (response, HTTPBody(allocation))
+        }
+    }
+
     @Test(
         "an allocations read that shows an allocation confirmed settles its badge; a key the app gives must be printable ASCII"
     )
@@ -453,14 +467,8 @@ struct ClientEventsTests {
         let server = FakeServer(clock: clock)
         let status = Mutex("provisional")
         let others = Mutex<[String]>([])
-        @Sendable func allocation(_ id: String, _ state: String) -> String {
-            #"{"id":"\#(id)","kind":"tree","nodeId":"oak","points":500,"refundedPoints":0,"status":"\#(state)","dependsOn":["2026-05-18"],"createdAt":"2026-05-18T20:42:30.123Z"}"#
-        }
-        server.route("createAllocation") { _ in
-            var response = HTTPResponse(status: .created)
-            response.headerFields[.contentType] = "application/json"
-            return (response, HTTPBody(allocation("a-9", "provisional")))
-        }
+        let allocation: @Sendable (String, String) -> String = { Self.allocationJSON($0, $1, points: 500) }
+        Self.answerSpends(server, with: allocation("a-9", "provisional"))
         server.route("listAllocations") { _ in
             var response = HTTPResponse(status: .ok)
             response.headerFields[.contentType] = "application/json"
@@ -500,14 +508,8 @@ struct ClientEventsTests {
         // What `?status=provisional` lists; nil: the badged allocation is still provisional.
         let provisional = Mutex<[String]?>(nil)
         let provisionalReads = Mutex(0)
-        @Sendable func allocation(_ id: String, _ state: String) -> String {
-            #"{"id":"\#(id)","kind":"tree","nodeId":"oak","points":5,"refundedPoints":0,"status":"\#(state)","dependsOn":["2026-05-18"],"createdAt":"2026-05-18T20:42:30.123Z"}"#
-        }
-        server.route("createAllocation") { _ in
-            var response = HTTPResponse(status: .created)
-            response.headerFields[.contentType] = "application/json"
-            return (response, HTTPBody(allocation("old-1", "provisional")))
-        }
+        let allocation: @Sendable (String, String) -> String = { Self.allocationJSON($0, $1, points: 5) }
+        Self.answerSpends(server, with: allocation("old-1", "provisional"))
         server.route("listAllocations") { request in
             var response = HTTPResponse(status: .ok)
             response.headerFields[.contentType] = "application/json"
