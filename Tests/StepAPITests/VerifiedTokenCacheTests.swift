@@ -13,7 +13,9 @@ struct VerifiedTokenCacheTests {
             expiresAt: time.timeIntervalSince1970 + 3600, notBefore: nil, verifiedAt: time)
     }
 
-    @Test("an entry serves for its lifetime after verification, never before it, and then is gone")
+    @Test(
+        "an entry serves for its lifetime after verification, never before it; then it only says the token was verified, until the token expires"
+    )
     func lifetime() {
         let cache = VerifiedTokenCache(lifetimeSeconds: 30, capacity: 8)
         cache.store("token-a", Self.entry("a", at: Self.t0))
@@ -23,7 +25,11 @@ struct VerifiedTokenCacheTests {
         #expect(cache.entry(for: "token-a", now: Self.t0.addingTimeInterval(-1)) == nil, "a clock that went back")
         cache.store("token-a", Self.entry("a", at: Self.t0))
         #expect(cache.entry(for: "token-a", now: Self.t0.addingTimeInterval(30)) == nil)
-        #expect(cache.count == 0, "an entry past its lifetime is dropped when found")
+        #expect(cache.knows("token-a", now: Self.t0.addingTimeInterval(30)), "verified before: not a stranger")
+        #expect(!cache.knows("token-b", now: Self.t0))
+        #expect(!cache.knows("token-a", now: Self.t0.addingTimeInterval(3600)), "expired")
+        #expect(cache.entry(for: "token-a", now: Self.t0.addingTimeInterval(3600)) == nil)
+        #expect(cache.count == 0, "an entry past its token's expiry is dropped when found")
     }
 
     @Test("the cache never holds more than its capacity; entries past their lifetime are dropped first")

@@ -3,12 +3,15 @@ import Hummingbird
 import StepStore
 
 /// Turns `Authorization: Bearer …` into a walker, or a typed refusal. A client address that presented
-/// `limiter`'s maximum of forged tokens this minute gets no further signature checks until the minute ends.
+/// `limiter`'s maximum of forged tokens this minute gets no further signature checks until the minute ends,
+/// except for tokens this instance verified before (`VerifiedTokenCache.knows`): the walkers already signed in
+/// behind the same address (a carrier's NAT) keep working while a neighbour forges.
 ///
-/// Only a refusal that cost a signature check or a key lookup counts (a signature that does not verify, a key the
-/// server does not hold): what the limiter saves is that work. A missing, malformed or expired token is refused
-/// before any such work (an expired one only after its signature held, so it is no forgery), and counting those
-/// would let anyone lock out every walker sharing an address (a carrier's NAT) with requests that cost nothing.
+/// Only a refusal that cost a signature check counts (a signature that does not verify): what the limiter saves
+/// is that work. A missing, malformed or expired token, or one of a key the server does not hold (a lookup in
+/// memory; a key set from a URL is fetched again at most once a minute), is refused before any such work (an
+/// expired one only after its signature held, so it is no forgery), and counting those would let anyone lock the
+/// address out with requests that cost nothing.
 package struct Authenticator: Sendable {
     let verifier: SessionTokenVerifier
     let limiter: InvalidTokenLimiter
@@ -29,7 +32,7 @@ package struct Authenticator: Sendable {
             }
         } catch {
             switch error {
-            case .badSignature, .unknownKey: limiter.recordFailure(address: address, now: now)
+            case .badSignature: limiter.recordFailure(address: address, now: now)
             default: break
             }
             throw error

@@ -92,7 +92,8 @@ package struct SessionTokenVerifier: Sendable {
     }
 
     /// `beforeSignatureCheck` runs when the token is not one verified already, before any work on it: it may
-    /// refuse (a client address that sent too many bad tokens).
+    /// refuse (a client address that sent too many bad tokens). A token verified before and not yet expired
+    /// (`VerifiedTokenCache.knows`) is checked in full again without it.
     package func verify(
         _ token: String, now: Date, beforeSignatureCheck: () throws(SessionTokenError) -> Void = {}
     ) async throws(SessionTokenError) -> SessionPrincipal {
@@ -101,7 +102,7 @@ package struct SessionTokenVerifier: Sendable {
             try checkTime(expiresAt: verified.expiresAt, notBefore: verified.notBefore, now: nowSeconds)
             return verified.principal
         }
-        try beforeSignatureCheck()
+        if !cache.knows(token, now: now) { try beforeSignatureCheck() }
         let parts = token.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 3, let headerData = Base64URL.decode(parts[0]), let header = Header(headerData)
         else { throw .malformed }

@@ -6,7 +6,9 @@ import Synchronization
 /// verified JWTs). A token is the same bytes its signature covered, so a hit can only be a token that was
 /// verified; `exp` and `nbf` are checked again on every hit, since they depend on the time. What a hit does
 /// not see is a key removed from the key set since: such a token is accepted until its entry is `lifetime`
-/// old. Bounded to `capacity` entries.
+/// old. Past that the entry is kept, until the token expires, only to say the token was verified before
+/// (`knows`): it is checked in full again, but not refused by its address's forged-token lockout, which a
+/// neighbour behind the same NAT could otherwise bring on every walker there. Bounded to `capacity` entries.
 final class VerifiedTokenCache: Sendable {
     struct Entry: Sendable {
         var principal: SessionPrincipal
@@ -33,11 +35,16 @@ final class VerifiedTokenCache: Sendable {
             guard let entry = entries[token] else { return nil }
             let age = now.timeIntervalSince(entry.verifiedAt)
             guard age >= 0, age < lifetimeSeconds else {
-                entries[token] = nil
+                if now.timeIntervalSince1970 >= entry.expiresAt { entries[token] = nil }
                 return nil
             }
             return entry
         }
+    }
+
+    /// Whether `token` passed every check before and has not expired since.
+    func knows(_ token: String, now: Date) -> Bool {
+        entries.withLock { $0[token].map { now.timeIntervalSince1970 < $0.expiresAt } ?? false }
     }
 
     /// Keeps a token that passed every check at `entry.verifiedAt`. When full, entries past their lifetime go
