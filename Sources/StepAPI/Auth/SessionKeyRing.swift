@@ -136,7 +136,8 @@ package actor SessionKeyRing {
 
     private static func match(kid: String?, algorithm: String, in keys: [SessionKey]) -> SessionKey? {
         if let kid {
-            return keys.first { $0.kid == kid }
+            // Keys of different types may share a kid (RFC 7517 §4.5): the one of the token's algorithm.
+            return keys.first { $0.kid == kid && $0.algorithm == algorithm } ?? keys.first { $0.kid == kid }
         }
         // Without a kid, only an unambiguous key of that algorithm is used.
         let candidates = keys.filter { $0.algorithm == algorithm }
@@ -189,8 +190,12 @@ package actor SessionKeyRing {
         }
         guard let algorithm = algorithm(of: jwk) else { return .failure("not ES256, RS256 or EdDSA") }
         let collection = JWTKeyCollection()
+        // A kid is optional (RFC 7517), but jwt-kit files a key under one: a key without gets a name of its own in
+        // this key's private collection, and is matched only by a token without a kid (`match`).
+        var filed = jwk
+        if filed.keyIdentifier == nil { filed.keyIdentifier = JWKIdentifier(string: "stepledger-unnamed") }
         do {
-            try await collection.add(jwk: jwk, isDefault: true)
+            try await collection.add(jwk: filed, isDefault: true)
         } catch {
             return .failure(KeySkipped("unusable (\(error))"))
         }
