@@ -7,6 +7,7 @@ import NIOCore
 import StepAPI
 import StepCore
 import StepDatabase
+import StepJobs
 import StepSettings
 import StepStore
 import StepTestSupport
@@ -102,9 +103,23 @@ struct IngestBatchTests {
                     raw: ByteBuffer(string: try JSONCoding.encode(buckets[index])), token: singleToken)
                 singles[index] = try Self.single(answer, key: expectedKeys[index])
             }
-            for index in buckets.indices {
-                #expect(results[index] == singles[index], "bucket \(index)")
+            // Each bucket arrives a millisecond after the one before (the batch's clock stands still here), so the
+            // accepted bucket, run second, announces its reconcile a millisecond later than its single twin.
+            func withoutEta(_ entry: Entry?) -> Entry? {
+                guard var entry, case .object(var body) = entry.body else { return entry }
+                body["reconcileEta"] = nil
+                entry.body = .object(body)
+                return entry
             }
+            for index in buckets.indices {
+                #expect(withoutEta(results[index]) == withoutEta(singles[index]), "bucket \(index)")
+            }
+            guard case .string(let batchEta)? = results[0].body["reconcileEta"],
+                case .string(let singleEta)? = singles[0]?.body["reconcileEta"],
+                let batchInstant = InstantParser.parse(batchEta), let singleInstant = InstantParser.parse(singleEta)
+            else { throw JSONShapeError() }
+            let later = batchInstant.millisecondsSince1970 - singleInstant.millisecondsSince1970
+            #expect((1...1000).contains(later), "\(later) ms (the ETA is given to the second)")
             #expect(results[1].body["error"] == .string("STEP_REJECTED"))
             #expect(
                 results[1].body["details"]?["reasons"]
@@ -172,6 +187,32 @@ struct IngestBatchTests {
             #expect(results[7].body["streakState"]?["lastAttestedDate"] == .string("2026-05-11"))
             // Newest first would have credited every day ×1.00: 7 × 3000 + 8421.
             #expect(try await Self.balance(harness, "walker-order") == 7 * 3000 + 10105)
+        }
+    }
+
+    @Test(
+        "one day's buckets in one batch arrive in request order, a millisecond apart at least, so a rising count is accepted, not read as gone backwards",
+        arguments: TestDatabases.kinds)
+    func sameDayArrivalOrder(kind: DatabaseKind) async throws {
+        // The harness's clock stands still: every bucket would arrive in the same millisecond.
+        let (harness, token) = try await AdminTests.setUp(kind)
+        let counts = [5_000, 6_000, 6_500, 7_000]
+        try await harness.run { client in
+            let buckets = counts.enumerated().map { IngestBody(count: $0.element, key: "rising-\($0.offset)") }
+            let response = try await client.ingestBatch(buckets, token: token)
+            #expect(try Self.results(response).map(\.status) == [200, 200, 200, 200])
+            let submissions = try await harness.store.transaction {
+                try await $0.submissions(walkerId: AdminTests.walker, day: LocalDate(iso: "2026-05-18")!)
+            }
+            #expect(submissions.map(\.count) == counts, "in the order they were sent")
+            let arrivals = submissions.map { $0.receivedAt.millisecondsSince1970 }
+            #expect(arrivals == (0..<counts.count).map { harness.clock.now.millisecondsSince1970 + $0 })
+            harness.clock.advance(seconds: 61)
+            #expect(try await harness.app.worker.drain() >= 1)
+            let log = try await harness.store.transaction {
+                try await $0.stepLog(walkerId: AdminTests.walker, day: LocalDate(iso: "2026-05-18")!)
+            }
+            #expect(log?.status == .accepted && log?.acceptedCount == 7_000)
         }
     }
 

@@ -1,3 +1,4 @@
+import Foundation
 import Hummingbird
 import StepCore
 import StepStore
@@ -32,6 +33,7 @@ extension IngestController {
         var answers: [IngestAnswer?] = Array(repeating: nil, count: batch.buckets.count)
         var decision: RateLimitDecision?
         var storeUnavailable = false
+        var arrival: Date?
         for bucket in batch.processingOrder {
             // Once the database is out, the rest are answered 503 at once rather than each waiting out the timeouts.
             guard !storeUnavailable else {
@@ -40,7 +42,13 @@ extension IngestController {
             }
             // Each bucket is an ingest of its own and writes its own audit row under the single route, so the
             // review rule counts a batch's anti-cheat rejections as it counts single ones.
-            let result = await answer(bucket.parsed, principal: principal, route: Self.route, context: context)
+            // Each bucket arrives at least a millisecond (the stored precision) after the one before: reconciliation
+            // orders a day's submissions by arrival, and two in one millisecond would be ordered by their random
+            // ids, so a rising count sent in one batch could read as one that went backwards.
+            let now = Self.arrival(after: arrival, clock: clock())
+            arrival = now
+            let result = await answer(
+                bucket.parsed, principal: principal, route: Self.route, context: context, at: now)
             answers[bucket.index] = result
             decision = result.decision ?? decision
             storeUnavailable = result.status == .serviceUnavailable
@@ -65,6 +73,12 @@ extension IngestController {
         var response = Response.json(status: .ok, body: body)
         decision?.apply(to: &response.headers)
         return response
+    }
+
+    /// The clock's time, or one millisecond after `previous` when the clock has not passed it by a millisecond.
+    static func arrival(after previous: Date?, clock now: Date) -> Date {
+        guard let previous, now.millisecondsSince1970 <= previous.millisecondsSince1970 else { return now }
+        return Date(timeIntervalSince1970: Double(previous.millisecondsSince1970 + 1) / 1000)
     }
 
     /// Content type, the batch's size bound and the envelope's decoding, before any database work.

@@ -48,13 +48,13 @@ struct IngestController: Sendable {
     /// (rate-limit hit, key claim, checks and writes, or the replay) and its answer. A body that failed still
     /// counts against the limit and claims nothing. Both routes end here, the batch once per bucket. Every
     /// answer but a 5xx writes one AttestationLog row under `route` (`IngestAuditTrail`); a 429 only when it is
-    /// the walker's first of the rate window.
+    /// the walker's first of the rate window. `now` is the arrival the ingest records (the clock's by default).
     func answer(
         _ parsed: Result<IngestRequest, IngestAPIError>, principal: SessionPrincipal, route: String,
-        context: AppRequestContext
+        context: AppRequestContext, at now: Date? = nil
     ) async -> IngestAnswer {
         let walkerId = principal.walkerId
-        let now = clock()
+        let now = now ?? clock()
         let admission = AdmissionRequest(walkerId: walkerId, policy: policy, now: now)
         let audit = IngestAuditTrail(principal: principal, route: route, context: context, now: now)
         let ingest: IngestRequest
