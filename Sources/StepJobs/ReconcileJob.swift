@@ -175,7 +175,8 @@ struct Reconciler: Sendable {
         else { return .settled(.unchanged) }
         if reread.enabled, DayReread.asksForReread(verdict), case .quarantine(let reasons) = verdict {
             if let open, open.deadline <= now {
-                let expired = try await expire(tx, open, log: log, streak: state.streak, runId: runId, now: now)
+                let expired = try await expire(
+                    tx, open, log: log, streak: state.streak, found: reasons, runId: runId, now: now)
                 return .settled(.decided(expired))
             }
             let asked = open == nil

@@ -101,8 +101,9 @@ extension Reconciler {
     }
 
     /// At the deadline: a request still open expires, and its day, if still PENDING, is quarantined with the
-    /// findings that asked for the re-read and `REREAD_NOT_ANSWERED`. A request answered or closed before does
-    /// nothing. Returns the day and the verdict when the day was quarantined.
+    /// findings that asked for the re-read, those the day's evidence shows now (a submission since, or a source
+    /// taken off the whitelist), and `REREAD_NOT_ANSWERED`. A request answered or closed before does nothing.
+    /// Returns the day and the verdict when the day was quarantined.
     func expire(_ tx: StoreTransaction, walkerId: String, id: String, runId: String, now: Date) async throws
         -> (day: LocalDate, verdict: ReconcileVerdict)?
     {
@@ -117,18 +118,30 @@ extension Reconciler {
             _ = try await tx.closeReread(walkerId: walkerId, id: id, state: .expired, at: now)
             return nil
         }
-        return (log.day, try await expire(tx, request, log: log, streak: state.streak, runId: runId, now: now))
+        let found: [String]
+        if case .quarantine(let reasons) = DayReconciliation.verdict(
+            try await evidence(tx, log: log).evidence, limits: limits)
+        {
+            found = reasons
+        } else {
+            found = []
+        }
+        return (
+            log.day,
+            try await expire(tx, request, log: log, streak: state.streak, found: found, runId: runId, now: now)
+        )
     }
 
     /// Under the walker's lock, with the day PENDING: closes the open `request` as expired and quarantines the day
-    /// with the findings that asked for the re-read and `REREAD_NOT_ANSWERED`. Returns the verdict written.
+    /// with the findings that asked for the re-read, then those of `found` (what the day's evidence shows now) it
+    /// did not name, then `REREAD_NOT_ANSWERED`. Returns the verdict written.
     func expire(
         _ tx: StoreTransaction, _ request: RereadRequestRecord, log: StepLogRecord, streak: StreakNeighbourhood,
-        runId: String,
-        now: Date
+        found: [String], runId: String, now: Date
     ) async throws -> ReconcileVerdict {
         _ = try await tx.closeReread(walkerId: log.walkerId, id: request.id, state: .expired, at: now)
-        let verdict = ReconcileVerdict.quarantine(reasons: request.reasons + [RereadFinding.notAnswered.rawValue])
+        let reasons = request.reasons + found.filter { !request.reasons.contains($0) }
+        let verdict = ReconcileVerdict.quarantine(reasons: reasons + [RereadFinding.notAnswered.rawValue])
         var expired = request
         expired.state = .expired
         try await write(

@@ -367,6 +367,28 @@ struct RereadTests {
     }
 
     @Test(
+        "the deadline's quarantine names what the day shows then too: a watch's overlapping count that came after the request",
+        arguments: TestDatabases.kinds)
+    func deadlineNamesLaterFindings(kind: DatabaseKind) async throws {
+        let (harness, token) = try await ProductionModeTests.setUp(kind) { $0.reread.timeoutSeconds = 3600 }
+        try await harness.run { client in
+            _ = try await Self.backwards(harness, client, token: token)
+            // The watch counts the same hours as the phone: a cross-source overlap, which a re-read could clear, so
+            // its reconcile leaves the request open as it is.
+            var watch = IngestBody(count: 4000, key: "watch-1")
+            watch["sourceBundleId"] = .string("com.apple.watch")
+            #expect(try await client.ingest(watch, token: token).status == .ok)
+            harness.clock.advance(seconds: 61)
+            #expect(try await harness.app.worker.drain() == 1)
+            harness.clock.advance(seconds: 3600)
+            #expect(try await harness.app.worker.drain() == 1)
+            #expect(
+                try await Self.reviews(harness).map(\.reasons)
+                    == [["COUNT_WENT_BACKWARDS", "CROSS_SOURCE_OVERLAP", "REREAD_NOT_ANSWERED"]])
+        }
+    }
+
+    @Test(
         "a reconcile that finds the day's request open past its deadline (its deadline job parked dead) expires it and quarantines the day",
         arguments: TestDatabases.kinds)
     func deadlinePassedWithoutItsJob(kind: DatabaseKind) async throws {
