@@ -173,12 +173,16 @@ struct Reconciler: Sendable {
             let (verdict, decision) = DayDecision.reconcile(
                 log, evidence: evidence, streak: state.streak, limits: limits, at: now)
         else { return .settled(.unchanged) }
+        // The request's deadline passed without its job (parked dead): expired as that job would, whatever the
+        // day shows now, its findings named too.
+        if let open, open.deadline <= now {
+            var found: [String] = []
+            if case .quarantine(let reasons) = verdict { found = reasons }
+            let expired = try await expire(
+                tx, open, log: log, streak: state.streak, found: found, runId: runId, now: now)
+            return .settled(.decided(expired))
+        }
         if reread.enabled, DayReread.asksForReread(verdict), case .quarantine(let reasons) = verdict {
-            if let open, open.deadline <= now {
-                let expired = try await expire(
-                    tx, open, log: log, streak: state.streak, found: reasons, runId: runId, now: now)
-                return .settled(.decided(expired))
-            }
             let asked = open == nil
             if asked { try await requestReread(tx, log: log, reasons: reasons, now: now) }
             // The day stays PENDING and its job leaves the queue: an ingest planned before this commits must not

@@ -418,6 +418,36 @@ struct RereadTests {
     }
 
     @Test(
+        "past the deadline without its job, a reconcile that finds more than a re-read could clear still expires the request as the job would",
+        arguments: TestDatabases.kinds)
+    func deadlinePassedWithNewFindings(kind: DatabaseKind) async throws {
+        let (harness, token) = try await ProductionModeTests.setUp(kind) { $0.reread.timeoutSeconds = 3600 }
+        try await harness.run { client in
+            _ = try await Self.backwards(harness, client, token: token)
+            try await harness.store.transaction {
+                _ = try await $0.sql.raw("UPDATE jobs SET state = 'dead' WHERE kind = 'reread-deadline'").run()
+            }
+            harness.clock.advance(seconds: 3600)
+            // The phone's bundle is taken off the whitelist; the watch's submission queues the day's reconcile.
+            harness.app.whitelist.replace(with: ["com.apple.watch"])
+            var watch = IngestBody(count: 4000, key: "watch-late")
+            watch["sourceBundleId"] = .string("com.apple.watch")
+            #expect(try await client.ingest(watch, token: token).status == .ok)
+            harness.clock.advance(seconds: 60)
+            #expect(try await harness.app.worker.drain() == 1)
+            let reviews = try await Self.reviews(harness)
+            #expect(
+                reviews.map(\.reasons) == [
+                    [
+                        "COUNT_WENT_BACKWARDS", "SOURCE_NOT_WHITELISTED", "CROSS_SOURCE_OVERLAP",
+                        "REREAD_NOT_ANSWERED",
+                    ]
+                ])
+            #expect(try #require(reviews.first?.reread).contains(#""state":"expired""#))
+        }
+    }
+
+    @Test(
         "a wrong nonce is 422 and spends nothing; unknown, foreign or malformed answers are 404 or 400; production needs App Check",
         arguments: TestDatabases.kinds)
     func refusals(kind: DatabaseKind) async throws {

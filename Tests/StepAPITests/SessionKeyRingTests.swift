@@ -36,52 +36,44 @@ struct SessionKeyRingTests {
     }
 
     @Test(
-        "a key without a kid verifies a token without one; keys of two types sharing a kid each verify their own algorithm's tokens"
+        "a key without a kid is skipped by name; keys of two types sharing a kid each verify their own algorithm's tokens"
     )
     func unnamedAndSharedKids() async throws {
         let keys = try AuthTests.KeySet()
         let raw = keys.ecKey.publicKey.rawRepresentation
-        let ecUnnamed =
-            #"{"kty":"EC","crv":"P-256","x":"\#(AuthTests.b64(raw.prefix(32)))","y":"\#(AuthTests.b64(raw.suffix(32)))"}"#
-        let ecShared =
-            #"{"kty":"EC","crv":"P-256","kid":"k1","x":"\#(AuthTests.b64(raw.prefix(32)))","y":"\#(AuthTests.b64(raw.suffix(32)))"}"#
+        let point = #""x":"\#(AuthTests.b64(raw.prefix(32)))","y":"\#(AuthTests.b64(raw.suffix(32)))""#
+        let unnamed = #"{"keys":[{"kty":"EC","crv":"P-256",\#(point)}]}"#
+        await #expect {
+            try await SessionKeyRing.parse(jwks: Data(unnamed.utf8), origin: "jwt.jwksFile")
+        } throws: { error in
+            (error as? KeyLoadingError)?.description.contains("a key without kid: no kid") == true
+        }
         // The RSA key first: a lookup by kid alone would find it for an ES256 token too.
         let rsaShared = keys.rsaJWK.replacingOccurrences(of: #""kid": "rsa-test""#, with: #""kid": "k1""#)
         #expect(rsaShared.contains(#""kid": "k1""#))
-        for (name, document) in [
-            ("unnamed", #"{"keys":[\#(ecUnnamed)]}"#), ("shared", #"{"keys":[\#(rsaShared),\#(ecShared)]}"#),
-        ] {
-            let file = FileManager.default.temporaryDirectory.appendingPathComponent("jwks-\(UUID().uuidString).json")
-            try document.write(to: file, atomically: true, encoding: .utf8)
-            defer { try? FileManager.default.removeItem(at: file) }
-            let cache = JWKSCache(clock: { Date() }, logger: Logger(label: "test")) { _ in
-                throw JWKSUnavailableError(url: "none", reason: "no URL in this test")
-            }
-            let ring = SessionKeyRing(
-                source: .file(file.path), developmentSecret: nil, cache: cache, logger: Logger(label: "test"))
-            try await ring.load()
-            let verifier = SessionTokenVerifier(
-                settings: .init(
-                    issuer: "https://auth.example", audience: "stepledger-api", leewaySeconds: 30,
-                    allowedAlgorithms: ["ES256", "RS256"]),
-                keyRing: ring)
-            let claims = AuthTests.validClaims(Date(), sub: "walker-\(name)")
-            let signer = JWTKeyCollection()
-            await signer.add(ecdsa: try ES256PrivateKey(backing: keys.ecKey), kid: name == "shared" ? "k1" : nil)
-            if name == "shared" {
-                await signer.add(
-                    rsa: try Insecure.RSA.PrivateKey(pem: keys.rsaPEM), digestAlgorithm: .sha256, kid: "k1-rsa")
-            }
-            let ecToken = try await signer.sign(claims, kid: name == "shared" ? "k1" : nil)
-            #expect(try await verifier.verify(ecToken, now: Date()).walkerId == "walker-\(name)", "\(name) ES256")
-            if name == "shared" {
-                // The RSA token names the shared kid in its header.
-                let rsaSigner = JWTKeyCollection()
-                await rsaSigner.add(
-                    rsa: try Insecure.RSA.PrivateKey(pem: keys.rsaPEM), digestAlgorithm: .sha256, kid: "k1")
-                let rsaToken = try await rsaSigner.sign(claims, kid: "k1")
-                #expect(try await verifier.verify(rsaToken, now: Date()).walkerId == "walker-shared", "shared RS256")
-            }
+        let document = #"{"keys":[\#(rsaShared),{"kty":"EC","crv":"P-256","kid":"k1",\#(point)}]}"#
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("jwks-\(UUID().uuidString).json")
+        try document.write(to: file, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(at: file) }
+        let cache = JWKSCache(clock: { Date() }, logger: Logger(label: "test")) { _ in
+            throw JWKSUnavailableError(url: "none", reason: "no URL in this test")
+        }
+        let ring = SessionKeyRing(
+            source: .file(file.path), developmentSecret: nil, cache: cache, logger: Logger(label: "test"))
+        try await ring.load()
+        let verifier = SessionTokenVerifier(
+            settings: .init(
+                issuer: "https://auth.example", audience: "stepledger-api", leewaySeconds: 30,
+                allowedAlgorithms: ["ES256", "RS256"]),
+            keyRing: ring)
+        let claims = AuthTests.validClaims(Date(), sub: "walker-shared")
+        let ecSigner = JWTKeyCollection()
+        await ecSigner.add(ecdsa: try ES256PrivateKey(backing: keys.ecKey), kid: "k1")
+        let rsaSigner = JWTKeyCollection()
+        await rsaSigner.add(rsa: try Insecure.RSA.PrivateKey(pem: keys.rsaPEM), digestAlgorithm: .sha256, kid: "k1")
+        for (name, signer) in [("ES256", ecSigner), ("RS256", rsaSigner)] {
+            let token = try await signer.sign(claims, kid: "k1")
+            #expect(try await verifier.verify(token, now: Date()).walkerId == "walker-shared", "\(name)")
         }
     }
 

@@ -25,11 +25,33 @@ struct VerifiedTokenCacheTests {
         #expect(cache.entry(for: "token-a", now: Self.t0.addingTimeInterval(-1)) == nil, "a clock that went back")
         cache.store("token-a", Self.entry("a", at: Self.t0))
         #expect(cache.entry(for: "token-a", now: Self.t0.addingTimeInterval(30)) == nil)
+        #expect(cache.count == 0, "an entry past its lifetime is dropped when found")
         #expect(cache.knows("token-a", now: Self.t0.addingTimeInterval(30)), "verified before: not a stranger")
         #expect(!cache.knows("token-b", now: Self.t0))
         #expect(!cache.knows("token-a", now: Self.t0.addingTimeInterval(3600)), "expired")
-        #expect(cache.entry(for: "token-a", now: Self.t0.addingTimeInterval(3600)) == nil)
-        #expect(cache.count == 0, "an entry past its token's expiry is dropped when found")
+    }
+
+    @Test(
+        "the tokens known as verified outlive a full cache, up to their own capacity: the expired go first, then all"
+    )
+    func knownCapacity() {
+        let cache = VerifiedTokenCache(lifetimeSeconds: 30, capacity: 2, knownCapacity: 3)
+        cache.store(
+            "early",
+            .init(
+                principal: SessionPrincipal(walkerId: "e", tokenId: nil), expiresAt: Self.t0.timeIntervalSince1970 + 10,
+                notBefore: nil, verifiedAt: Self.t0))
+        let later = Self.t0.addingTimeInterval(60)
+        for name in ["a", "b"] { cache.store(name, Self.entry(name, at: later)) }
+        #expect(cache.count <= 2)
+        // The cache itself was purged for "b"; the known digests were not.
+        #expect(cache.knows("a", now: later) && cache.knows("b", now: later))
+        // Full (3): the expired "early" makes room for "c".
+        cache.store("c", Self.entry("c", at: later))
+        #expect(cache.knows("a", now: later) && cache.knows("b", now: later) && cache.knows("c", now: later))
+        // Full with none expired: all go, then "d" is kept.
+        cache.store("d", Self.entry("d", at: later))
+        #expect(!cache.knows("a", now: later) && cache.knows("d", now: later))
     }
 
     @Test("the cache never holds more than its capacity; entries past their lifetime are dropped first")

@@ -189,13 +189,12 @@ package actor SessionKeyRing {
             return .failure("not a key of a type or algorithm the server knows")
         }
         guard let algorithm = algorithm(of: jwk) else { return .failure("not ES256, RS256 or EdDSA") }
+        // A kid is optional in RFC 7517, but the server finds keys by it: a token names the key it was signed with,
+        // and an unknown kid is what makes a key set from a URL be fetched again after a rotation.
+        guard jwk.keyIdentifier != nil else { return .failure("no kid (the server finds keys by their kid)") }
         let collection = JWTKeyCollection()
-        // A kid is optional (RFC 7517), but jwt-kit files a key under one: a key without gets a name of its own in
-        // this key's private collection, and is matched only by a token without a kid (`match`).
-        var filed = jwk
-        if filed.keyIdentifier == nil { filed.keyIdentifier = JWKIdentifier(string: "stepledger-unnamed") }
         do {
-            try await collection.add(jwk: filed, isDefault: true)
+            try await collection.add(jwk: jwk, isDefault: true)
         } catch {
             return .failure(KeySkipped("unusable (\(error))"))
         }

@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import Synchronization
 
@@ -6,9 +7,10 @@ import Synchronization
 /// verified JWTs). A token is the same bytes its signature covered, so a hit can only be a token that was
 /// verified; `exp` and `nbf` are checked again on every hit, since they depend on the time. What a hit does
 /// not see is a key removed from the key set since: such a token is accepted until its entry is `lifetime`
-/// old. Past that the entry is kept, until the token expires, only to say the token was verified before
-/// (`knows`): it is checked in full again, but not refused by its address's forged-token lockout, which a
-/// neighbour behind the same NAT could otherwise bring on every walker there. Bounded to `capacity` entries.
+/// old. Bounded to `capacity` entries. Apart from them, a digest of every token verified is kept until the token
+/// expires (`knows`, bounded to `knownCapacity`): such a token is checked in full again past its `lifetime`, but
+/// not refused by its address's forged-token lockout, which a neighbour behind the same NAT could otherwise bring
+/// on every walker there.
 final class VerifiedTokenCache: Sendable {
     struct Entry: Sendable {
         var principal: SessionPrincipal
@@ -19,14 +21,23 @@ final class VerifiedTokenCache: Sendable {
 
     static let defaultLifetimeSeconds: Double = 30
     static let defaultCapacity = 4_096
+    /// 32 bytes of digest and an expiry each: about 4 MB at most.
+    static let defaultKnownCapacity = 65_536
 
     let lifetimeSeconds: Double
     let capacity: Int
+    let knownCapacity: Int
     private let entries = Mutex<[String: Entry]>([:])
+    /// SHA-256 of each token verified, and when it expires (seconds since 1970).
+    private let known = Mutex<[Data: Double]>([:])
 
-    init(lifetimeSeconds: Double = defaultLifetimeSeconds, capacity: Int = defaultCapacity) {
+    init(
+        lifetimeSeconds: Double = defaultLifetimeSeconds, capacity: Int = defaultCapacity,
+        knownCapacity: Int = defaultKnownCapacity
+    ) {
         self.lifetimeSeconds = lifetimeSeconds
         self.capacity = capacity
+        self.knownCapacity = knownCapacity
     }
 
     /// The entry for `token` if it was verified less than `lifetime` before `now` (and not in the future).
@@ -35,17 +46,20 @@ final class VerifiedTokenCache: Sendable {
             guard let entry = entries[token] else { return nil }
             let age = now.timeIntervalSince(entry.verifiedAt)
             guard age >= 0, age < lifetimeSeconds else {
-                if now.timeIntervalSince1970 >= entry.expiresAt { entries[token] = nil }
+                entries[token] = nil
                 return nil
             }
             return entry
         }
     }
 
-    /// Whether `token` passed every check before and has not expired since.
+    /// Whether `token` passed every check before and has not expired since (while `knownCapacity` holds it).
     func knows(_ token: String, now: Date) -> Bool {
-        entries.withLock { $0[token].map { now.timeIntervalSince1970 < $0.expiresAt } ?? false }
+        let digest = Self.digest(token)
+        return known.withLock { $0[digest].map { now.timeIntervalSince1970 < $0 } ?? false }
     }
+
+    private static func digest(_ token: String) -> Data { Data(SHA256.hash(data: Array(token.utf8))) }
 
     /// Keeps a token that passed every check at `entry.verifiedAt`. When full, entries past their lifetime go
     /// first, and everything when none is.
@@ -56,6 +70,17 @@ final class VerifiedTokenCache: Sendable {
                 if entries.count >= capacity { entries.removeAll(keepingCapacity: true) }
             }
             entries[token] = entry
+        }
+        let digest = Self.digest(token)
+        let now = entry.verifiedAt.timeIntervalSince1970
+        known.withLock { known in
+            // Full: the expired go; should none have, every one (a new sign-in is then needed behind a locked
+            // address, as it was before the digests were kept).
+            if known.count >= knownCapacity, known[digest] == nil {
+                known = known.filter { $0.value > now }
+                if known.count >= knownCapacity { known.removeAll(keepingCapacity: true) }
+            }
+            known[digest] = entry.expiresAt
         }
     }
 
