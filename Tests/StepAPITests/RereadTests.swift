@@ -37,6 +37,18 @@ struct RereadTests {
         return request
     }
 
+    /// `backwards`, then its deadline job parked dead (its attempts spent while the database was away, say) and the
+    /// clock at the request's deadline of an hour.
+    static func pastDeadlineWithoutItsJob(
+        _ harness: TestHarness, _ client: some TestClientProtocol, token: String
+    ) async throws {
+        _ = try await backwards(harness, client, token: token)
+        try await harness.store.transaction {
+            _ = try await $0.sql.raw("UPDATE jobs SET state = 'dead' WHERE kind = 'reread-deadline'").run()
+        }
+        harness.clock.advance(seconds: 3600)
+    }
+
     static func string(_ value: JSONValue?) throws -> String {
         guard case .string(let text)? = value else { throw JSONShapeError() }
         return text
@@ -394,12 +406,7 @@ struct RereadTests {
     func deadlinePassedWithoutItsJob(kind: DatabaseKind) async throws {
         let (harness, token) = try await ProductionModeTests.setUp(kind) { $0.reread.timeoutSeconds = 3600 }
         try await harness.run { client in
-            _ = try await Self.backwards(harness, client, token: token)
-            // The deadline job went dead (its attempts spent while the database was away, say).
-            try await harness.store.transaction {
-                _ = try await $0.sql.raw("UPDATE jobs SET state = 'dead' WHERE kind = 'reread-deadline'").run()
-            }
-            harness.clock.advance(seconds: 3600)
+            try await Self.pastDeadlineWithoutItsJob(harness, client, token: token)
             #expect(try await harness.app.worker.drain() == 0)
             // A later submission of the day queues its reconcile, which finds the request past its deadline.
             #expect(try await client.ingest(IngestBody(count: 5100), token: token).status == .ok)
@@ -423,11 +430,7 @@ struct RereadTests {
     func deadlinePassedWithNewFindings(kind: DatabaseKind) async throws {
         let (harness, token) = try await ProductionModeTests.setUp(kind) { $0.reread.timeoutSeconds = 3600 }
         try await harness.run { client in
-            _ = try await Self.backwards(harness, client, token: token)
-            try await harness.store.transaction {
-                _ = try await $0.sql.raw("UPDATE jobs SET state = 'dead' WHERE kind = 'reread-deadline'").run()
-            }
-            harness.clock.advance(seconds: 3600)
+            try await Self.pastDeadlineWithoutItsJob(harness, client, token: token)
             // The phone's bundle is taken off the whitelist; the watch's submission queues the day's reconcile.
             harness.app.whitelist.replace(with: ["com.apple.watch"])
             var watch = IngestBody(count: 4000, key: "watch-late")
