@@ -1,7 +1,7 @@
 import Foundation
 import Synchronization
 
-/// Counts forged session tokens (a signature that does not verify, a key the server does not hold) per client
+/// Counts forged session tokens (a signature that does not verify: what costs a signature check) per client
 /// address (an IPv6 address by its /64, `AddressKey`) in one-minute windows, in memory: what it protects is this instance's CPU (signature checks), so it
 /// need not be shared. The address is the peer's, or the client's that a trusted proxy names
 /// (`http.trustedProxies`). At most `maxAddresses` addresses are kept; past that, windows that ended are forgotten

@@ -298,7 +298,8 @@ paths:
         carry the request's id, day, window, one-time nonce and deadline (reread.timeoutSeconds). This answer
         decides the day at once: consistent (no source bundle below its highest submission of the day, a bundle
         left out reading 0; no overlap between different bundles' sampleSpans; the highest count within
-        ingest.maxStepsPerDay) → ACCEPTED at the highest bundle count, credited; otherwise QUARANTINED with the
+        ingest.maxStepsPerDay; each bundle's count within the burst guard over its sampleSpan; each bundle on the
+        whitelist as it stands) → ACCEPTED at the highest bundle count, credited; otherwise QUARANTINED with the
         reasons, the re-read attached to the review entry (GET /admin/reviews, reread). Every ingest check runs
         again over the day first: a reason a re-read cannot clear still quarantines. No answer by the deadline →
         QUARANTINED with REREAD_NOT_ANSWERED. Same authentication, App Check, per-walker limit
@@ -2238,9 +2239,9 @@ components:
         TOKEN_MISSING, TOKEN_MALFORMED, TOKEN_ALGORITHM, TOKEN_UNKNOWN_KEY, TOKEN_SIGNATURE, TOKEN_EXPIRED,
         TOKEN_NOT_YET_VALID, TOKEN_ISSUER, TOKEN_AUDIENCE or TOKEN_SUBJECT (the request's log line carries the
         same reason, never the token). A client address that presented jwt.maxInvalidPerMinute
-        forged tokens (TOKEN_SIGNATURE, TOKEN_UNKNOWN_KEY) in the current minute is answered 429 RATE_LIMITED with
-        Retry-After instead, without a signature check, until the minute ends (a token verified before still
-        passes).
+        forged tokens (TOKEN_SIGNATURE: a signature that does not verify; unknown keys count nothing) in the current
+        minute is answered 429 RATE_LIMITED with Retry-After instead, without a signature check, until the minute
+        ends (a token this instance verified before, and not yet expired, still passes).
       headers:
         WWW-Authenticate:
           schema:
@@ -2280,7 +2281,9 @@ components:
           schema:
             $ref: '#/components/schemas/IngestError'
     HealthBadRequest:
-      description: A bad query parameter or body; the message names it or is one of seed 002's. Nothing stored.
+      description: >-
+        A bad query parameter or body; the message names it or is one of seed 002's. The reads store nothing;
+        POST /health has spent its nonce by then for any refusal after the body's form (see its description).
       content:
         application/json:
           schema:
@@ -2769,8 +2772,8 @@ components:
               acceptedCount:
                 type: [integer, 'null']
                 description: The count accepted so far - null until the day was first accepted, and kept while a
-                  later, higher count reopens it (PENDING or QUARANTINED); the ingest answer's stepLog shows null
-                  then.
+                  later submission reopens it (PENDING, in production whatever its count, or QUARANTINED); the
+                  ingest answer's stepLog shows null then.
               reconciliationStatus:
                 type: string
                 enum: [PENDING, ACCEPTED, QUARANTINED, REJECTED]
@@ -2855,7 +2858,8 @@ components:
                 - type: 'null'
             neighbours:
               type: array
-              description: The walker's days that exist among the 3 before and the 3 after the entry's day, in day order.
+              description: The walker's nearest 3 days with a step log before the entry's day and nearest 3 after it
+                (however far away), in day order.
               items:
                 type: object
                 required: [day, status, reportedCount, acceptedCount]

@@ -856,7 +856,7 @@ extension Components {
                 internal var day: Swift.String
                 /// - Remark: Generated from `#/components/schemas/StepDaysResponse/DaysPayload/reportedCount`.
                 internal var reportedCount: Swift.Int
-                /// The count accepted so far - null until the day was first accepted, and kept while a later, higher count reopens it (PENDING or QUARANTINED); the ingest answer's stepLog shows null then.
+                /// The count accepted so far - null until the day was first accepted, and kept while a later submission reopens it (PENDING, in production whatever its count, or QUARANTINED); the ingest answer's stepLog shows null then.
                 ///
                 /// - Remark: Generated from `#/components/schemas/StepDaysResponse/DaysPayload/acceptedCount`.
                 internal var acceptedCount: Swift.Int?
@@ -878,7 +878,7 @@ extension Components {
                 /// - Parameters:
                 ///   - day:
                 ///   - reportedCount:
-                ///   - acceptedCount: The count accepted so far - null until the day was first accepted, and kept while a later, higher count reopens it (PENDING or QUARANTINED); the ingest answer's stepLog shows null then.
+                ///   - acceptedCount: The count accepted so far - null until the day was first accepted, and kept while a later submission reopens it (PENDING, in production whatever its count, or QUARANTINED); the ingest answer's stepLog shows null then.
                 ///   - reconciliationStatus:
                 ///   - energyCredited: What the ledger has credited for the day so far (0 while nothing was).
                 internal init(

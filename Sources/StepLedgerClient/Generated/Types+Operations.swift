@@ -582,7 +582,8 @@ internal enum Operations {
     /// carry the request's id, day, window, one-time nonce and deadline (reread.timeoutSeconds). This answer
     /// decides the day at once: consistent (no source bundle below its highest submission of the day, a bundle
     /// left out reading 0; no overlap between different bundles' sampleSpans; the highest count within
-    /// ingest.maxStepsPerDay) → ACCEPTED at the highest bundle count, credited; otherwise QUARANTINED with the
+    /// ingest.maxStepsPerDay; each bundle's count within the burst guard over its sampleSpan; each bundle on the
+    /// whitelist as it stands) → ACCEPTED at the highest bundle count, credited; otherwise QUARANTINED with the
     /// reasons, the re-read attached to the review entry (GET /admin/reviews, reread). Every ingest check runs
     /// again over the day first: a reason a re-read cannot clear still quarantines. No answer by the deadline →
     /// QUARANTINED with REREAD_NOT_ANSWERED. Same authentication, App Check, per-walker limit
@@ -1586,7 +1587,7 @@ internal enum Operations {
                     }
                 }
             }
-            /// UNAUTHORIZED, a missing or refused session JWT (header WWW-Authenticate Bearer); details.reason says why: TOKEN_MISSING, TOKEN_MALFORMED, TOKEN_ALGORITHM, TOKEN_UNKNOWN_KEY, TOKEN_SIGNATURE, TOKEN_EXPIRED, TOKEN_NOT_YET_VALID, TOKEN_ISSUER, TOKEN_AUDIENCE or TOKEN_SUBJECT (the request's log line carries the same reason, never the token). A client address that presented jwt.maxInvalidPerMinute forged tokens (TOKEN_SIGNATURE, TOKEN_UNKNOWN_KEY) in the current minute is answered 429 RATE_LIMITED with Retry-After instead, without a signature check, until the minute ends (a token verified before still passes).
+            /// UNAUTHORIZED, a missing or refused session JWT (header WWW-Authenticate Bearer); details.reason says why: TOKEN_MISSING, TOKEN_MALFORMED, TOKEN_ALGORITHM, TOKEN_UNKNOWN_KEY, TOKEN_SIGNATURE, TOKEN_EXPIRED, TOKEN_NOT_YET_VALID, TOKEN_ISSUER, TOKEN_AUDIENCE or TOKEN_SUBJECT (the request's log line carries the same reason, never the token). A client address that presented jwt.maxInvalidPerMinute forged tokens (TOKEN_SIGNATURE: a signature that does not verify; unknown keys count nothing) in the current minute is answered 429 RATE_LIMITED with Retry-After instead, without a signature check, until the minute ends (a token this instance verified before, and not yet expired, still passes).
             ///
             /// - Remark: Generated from `#/paths//walker/get(getWalker)/responses/401`.
             ///
@@ -1932,7 +1933,7 @@ internal enum Operations {
                     }
                 }
             }
-            /// UNAUTHORIZED, a missing or refused session JWT (header WWW-Authenticate Bearer); details.reason says why: TOKEN_MISSING, TOKEN_MALFORMED, TOKEN_ALGORITHM, TOKEN_UNKNOWN_KEY, TOKEN_SIGNATURE, TOKEN_EXPIRED, TOKEN_NOT_YET_VALID, TOKEN_ISSUER, TOKEN_AUDIENCE or TOKEN_SUBJECT (the request's log line carries the same reason, never the token). A client address that presented jwt.maxInvalidPerMinute forged tokens (TOKEN_SIGNATURE, TOKEN_UNKNOWN_KEY) in the current minute is answered 429 RATE_LIMITED with Retry-After instead, without a signature check, until the minute ends (a token verified before still passes).
+            /// UNAUTHORIZED, a missing or refused session JWT (header WWW-Authenticate Bearer); details.reason says why: TOKEN_MISSING, TOKEN_MALFORMED, TOKEN_ALGORITHM, TOKEN_UNKNOWN_KEY, TOKEN_SIGNATURE, TOKEN_EXPIRED, TOKEN_NOT_YET_VALID, TOKEN_ISSUER, TOKEN_AUDIENCE or TOKEN_SUBJECT (the request's log line carries the same reason, never the token). A client address that presented jwt.maxInvalidPerMinute forged tokens (TOKEN_SIGNATURE: a signature that does not verify; unknown keys count nothing) in the current minute is answered 429 RATE_LIMITED with Retry-After instead, without a signature check, until the minute ends (a token this instance verified before, and not yet expired, still passes).
             ///
             /// - Remark: Generated from `#/paths//step/days/get(listStepDays)/responses/401`.
             ///
@@ -2221,7 +2222,7 @@ internal enum Operations {
                     }
                 }
             }
-            /// UNAUTHORIZED, a missing or refused session JWT (header WWW-Authenticate Bearer); details.reason says why: TOKEN_MISSING, TOKEN_MALFORMED, TOKEN_ALGORITHM, TOKEN_UNKNOWN_KEY, TOKEN_SIGNATURE, TOKEN_EXPIRED, TOKEN_NOT_YET_VALID, TOKEN_ISSUER, TOKEN_AUDIENCE or TOKEN_SUBJECT (the request's log line carries the same reason, never the token). A client address that presented jwt.maxInvalidPerMinute forged tokens (TOKEN_SIGNATURE, TOKEN_UNKNOWN_KEY) in the current minute is answered 429 RATE_LIMITED with Retry-After instead, without a signature check, until the minute ends (a token verified before still passes).
+            /// UNAUTHORIZED, a missing or refused session JWT (header WWW-Authenticate Bearer); details.reason says why: TOKEN_MISSING, TOKEN_MALFORMED, TOKEN_ALGORITHM, TOKEN_UNKNOWN_KEY, TOKEN_SIGNATURE, TOKEN_EXPIRED, TOKEN_NOT_YET_VALID, TOKEN_ISSUER, TOKEN_AUDIENCE or TOKEN_SUBJECT (the request's log line carries the same reason, never the token). A client address that presented jwt.maxInvalidPerMinute forged tokens (TOKEN_SIGNATURE: a signature that does not verify; unknown keys count nothing) in the current minute is answered 429 RATE_LIMITED with Retry-After instead, without a signature check, until the minute ends (a token this instance verified before, and not yet expired, still passes).
             ///
             /// - Remark: Generated from `#/paths//walker/ledger/get(listLedgerEntries)/responses/401`.
             ///
@@ -2519,7 +2520,7 @@ internal enum Operations {
                     }
                 }
             }
-            /// UNAUTHORIZED, a missing or refused session JWT (header WWW-Authenticate Bearer); details.reason says why: TOKEN_MISSING, TOKEN_MALFORMED, TOKEN_ALGORITHM, TOKEN_UNKNOWN_KEY, TOKEN_SIGNATURE, TOKEN_EXPIRED, TOKEN_NOT_YET_VALID, TOKEN_ISSUER, TOKEN_AUDIENCE or TOKEN_SUBJECT (the request's log line carries the same reason, never the token). A client address that presented jwt.maxInvalidPerMinute forged tokens (TOKEN_SIGNATURE, TOKEN_UNKNOWN_KEY) in the current minute is answered 429 RATE_LIMITED with Retry-After instead, without a signature check, until the minute ends (a token verified before still passes).
+            /// UNAUTHORIZED, a missing or refused session JWT (header WWW-Authenticate Bearer); details.reason says why: TOKEN_MISSING, TOKEN_MALFORMED, TOKEN_ALGORITHM, TOKEN_UNKNOWN_KEY, TOKEN_SIGNATURE, TOKEN_EXPIRED, TOKEN_NOT_YET_VALID, TOKEN_ISSUER, TOKEN_AUDIENCE or TOKEN_SUBJECT (the request's log line carries the same reason, never the token). A client address that presented jwt.maxInvalidPerMinute forged tokens (TOKEN_SIGNATURE: a signature that does not verify; unknown keys count nothing) in the current minute is answered 429 RATE_LIMITED with Retry-After instead, without a signature check, until the minute ends (a token this instance verified before, and not yet expired, still passes).
             ///
             /// - Remark: Generated from `#/paths//walker/allocations/get(listAllocations)/responses/401`.
             ///
@@ -2807,7 +2808,7 @@ internal enum Operations {
                     }
                 }
             }
-            /// UNAUTHORIZED, a missing or refused session JWT (header WWW-Authenticate Bearer); details.reason says why: TOKEN_MISSING, TOKEN_MALFORMED, TOKEN_ALGORITHM, TOKEN_UNKNOWN_KEY, TOKEN_SIGNATURE, TOKEN_EXPIRED, TOKEN_NOT_YET_VALID, TOKEN_ISSUER, TOKEN_AUDIENCE or TOKEN_SUBJECT (the request's log line carries the same reason, never the token). A client address that presented jwt.maxInvalidPerMinute forged tokens (TOKEN_SIGNATURE, TOKEN_UNKNOWN_KEY) in the current minute is answered 429 RATE_LIMITED with Retry-After instead, without a signature check, until the minute ends (a token verified before still passes).
+            /// UNAUTHORIZED, a missing or refused session JWT (header WWW-Authenticate Bearer); details.reason says why: TOKEN_MISSING, TOKEN_MALFORMED, TOKEN_ALGORITHM, TOKEN_UNKNOWN_KEY, TOKEN_SIGNATURE, TOKEN_EXPIRED, TOKEN_NOT_YET_VALID, TOKEN_ISSUER, TOKEN_AUDIENCE or TOKEN_SUBJECT (the request's log line carries the same reason, never the token). A client address that presented jwt.maxInvalidPerMinute forged tokens (TOKEN_SIGNATURE: a signature that does not verify; unknown keys count nothing) in the current minute is answered 429 RATE_LIMITED with Retry-After instead, without a signature check, until the minute ends (a token this instance verified before, and not yet expired, still passes).
             ///
             /// - Remark: Generated from `#/paths//walker/allocations/post(createAllocation)/responses/401`.
             ///
@@ -3341,7 +3342,7 @@ internal enum Operations {
                     }
                 }
             }
-            /// UNAUTHORIZED, a missing or refused session JWT (header WWW-Authenticate Bearer); details.reason says why: TOKEN_MISSING, TOKEN_MALFORMED, TOKEN_ALGORITHM, TOKEN_UNKNOWN_KEY, TOKEN_SIGNATURE, TOKEN_EXPIRED, TOKEN_NOT_YET_VALID, TOKEN_ISSUER, TOKEN_AUDIENCE or TOKEN_SUBJECT (the request's log line carries the same reason, never the token). A client address that presented jwt.maxInvalidPerMinute forged tokens (TOKEN_SIGNATURE, TOKEN_UNKNOWN_KEY) in the current minute is answered 429 RATE_LIMITED with Retry-After instead, without a signature check, until the minute ends (a token verified before still passes).
+            /// UNAUTHORIZED, a missing or refused session JWT (header WWW-Authenticate Bearer); details.reason says why: TOKEN_MISSING, TOKEN_MALFORMED, TOKEN_ALGORITHM, TOKEN_UNKNOWN_KEY, TOKEN_SIGNATURE, TOKEN_EXPIRED, TOKEN_NOT_YET_VALID, TOKEN_ISSUER, TOKEN_AUDIENCE or TOKEN_SUBJECT (the request's log line carries the same reason, never the token). A client address that presented jwt.maxInvalidPerMinute forged tokens (TOKEN_SIGNATURE: a signature that does not verify; unknown keys count nothing) in the current minute is answered 429 RATE_LIMITED with Retry-After instead, without a signature check, until the minute ends (a token this instance verified before, and not yet expired, still passes).
             ///
             /// - Remark: Generated from `#/paths//walker/events/get(listWalkerEvents)/responses/401`.
             ///
@@ -3604,7 +3605,7 @@ internal enum Operations {
                     }
                 }
             }
-            /// UNAUTHORIZED, a missing or refused session JWT (header WWW-Authenticate Bearer); details.reason says why: TOKEN_MISSING, TOKEN_MALFORMED, TOKEN_ALGORITHM, TOKEN_UNKNOWN_KEY, TOKEN_SIGNATURE, TOKEN_EXPIRED, TOKEN_NOT_YET_VALID, TOKEN_ISSUER, TOKEN_AUDIENCE or TOKEN_SUBJECT (the request's log line carries the same reason, never the token). A client address that presented jwt.maxInvalidPerMinute forged tokens (TOKEN_SIGNATURE, TOKEN_UNKNOWN_KEY) in the current minute is answered 429 RATE_LIMITED with Retry-After instead, without a signature check, until the minute ends (a token verified before still passes).
+            /// UNAUTHORIZED, a missing or refused session JWT (header WWW-Authenticate Bearer); details.reason says why: TOKEN_MISSING, TOKEN_MALFORMED, TOKEN_ALGORITHM, TOKEN_UNKNOWN_KEY, TOKEN_SIGNATURE, TOKEN_EXPIRED, TOKEN_NOT_YET_VALID, TOKEN_ISSUER, TOKEN_AUDIENCE or TOKEN_SUBJECT (the request's log line carries the same reason, never the token). A client address that presented jwt.maxInvalidPerMinute forged tokens (TOKEN_SIGNATURE: a signature that does not verify; unknown keys count nothing) in the current minute is answered 429 RATE_LIMITED with Retry-After instead, without a signature check, until the minute ends (a token this instance verified before, and not yet expired, still passes).
             ///
             /// - Remark: Generated from `#/paths//walker/events/stream/get(streamWalkerEvents)/responses/401`.
             ///
@@ -4113,7 +4114,7 @@ internal enum Operations {
                     }
                 }
             }
-            /// A bad query parameter or body; the message names it or is one of seed 002's. Nothing stored.
+            /// A bad query parameter or body; the message names it or is one of seed 002's. The reads store nothing; POST /health has spent its nonce by then for any refusal after the body's form (see its description).
             ///
             /// - Remark: Generated from `#/paths//health/post(submitHealth)/responses/400`.
             ///
@@ -4517,7 +4518,7 @@ internal enum Operations {
                     }
                 }
             }
-            /// A bad query parameter or body; the message names it or is one of seed 002's. Nothing stored.
+            /// A bad query parameter or body; the message names it or is one of seed 002's. The reads store nothing; POST /health has spent its nonce by then for any refusal after the body's form (see its description).
             ///
             /// - Remark: Generated from `#/paths//health/statistics/get(getHealthStatistics)/responses/400`.
             ///
@@ -4796,7 +4797,7 @@ internal enum Operations {
                     }
                 }
             }
-            /// A bad query parameter or body; the message names it or is one of seed 002's. Nothing stored.
+            /// A bad query parameter or body; the message names it or is one of seed 002's. The reads store nothing; POST /health has spent its nonce by then for any refusal after the body's form (see its description).
             ///
             /// - Remark: Generated from `#/paths//health/today/get(getHealthToday)/responses/400`.
             ///

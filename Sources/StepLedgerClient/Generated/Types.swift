@@ -32,7 +32,8 @@ internal protocol APIProtocol: Sendable {
     /// carry the request's id, day, window, one-time nonce and deadline (reread.timeoutSeconds). This answer
     /// decides the day at once: consistent (no source bundle below its highest submission of the day, a bundle
     /// left out reading 0; no overlap between different bundles' sampleSpans; the highest count within
-    /// ingest.maxStepsPerDay) → ACCEPTED at the highest bundle count, credited; otherwise QUARANTINED with the
+    /// ingest.maxStepsPerDay; each bundle's count within the burst guard over its sampleSpan; each bundle on the
+    /// whitelist as it stands) → ACCEPTED at the highest bundle count, credited; otherwise QUARANTINED with the
     /// reasons, the re-read attached to the review entry (GET /admin/reviews, reread). Every ingest check runs
     /// again over the day first: a reason a re-read cannot clear still quarantines. No answer by the deadline →
     /// QUARANTINED with REREAD_NOT_ANSWERED. Same authentication, App Check, per-walker limit
@@ -224,7 +225,8 @@ extension APIProtocol {
     /// carry the request's id, day, window, one-time nonce and deadline (reread.timeoutSeconds). This answer
     /// decides the day at once: consistent (no source bundle below its highest submission of the day, a bundle
     /// left out reading 0; no overlap between different bundles' sampleSpans; the highest count within
-    /// ingest.maxStepsPerDay) → ACCEPTED at the highest bundle count, credited; otherwise QUARANTINED with the
+    /// ingest.maxStepsPerDay; each bundle's count within the burst guard over its sampleSpan; each bundle on the
+    /// whitelist as it stands) → ACCEPTED at the highest bundle count, credited; otherwise QUARANTINED with the
     /// reasons, the re-read attached to the review entry (GET /admin/reviews, reread). Every ingest check runs
     /// again over the day first: a reason a re-read cannot clear still quarantines. No answer by the deadline →
     /// QUARANTINED with REREAD_NOT_ANSWERED. Same authentication, App Check, per-walker limit
