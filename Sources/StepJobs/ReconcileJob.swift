@@ -176,10 +176,8 @@ struct Reconciler: Sendable {
         // The request's deadline passed without its job (parked dead): expired as that job would, whatever the
         // day shows now, its findings named too.
         if let open, open.deadline <= now {
-            var found: [String] = []
-            if case .quarantine(let reasons) = verdict { found = reasons }
             let expired = try await expire(
-                tx, open, log: log, streak: state.streak, found: found, runId: runId, now: now)
+                tx, open, log: log, streak: state.streak, found: verdict.reasons, runId: runId, now: now)
             return .settled(.decided(expired))
         }
         if reread.enabled, DayReread.asksForReread(verdict), case .quarantine(let reasons) = verdict {

@@ -118,14 +118,7 @@ extension Reconciler {
             _ = try await tx.closeReread(walkerId: walkerId, id: id, state: .expired, at: now)
             return nil
         }
-        let found: [String]
-        if case .quarantine(let reasons) = DayReconciliation.verdict(
-            try await evidence(tx, log: log).evidence, limits: limits)
-        {
-            found = reasons
-        } else {
-            found = []
-        }
+        let found = DayReconciliation.verdict(try await evidence(tx, log: log).evidence, limits: limits).reasons
         return (
             log.day,
             try await expire(tx, request, log: log, streak: state.streak, found: found, runId: runId, now: now)

@@ -371,8 +371,8 @@ extension StoreTransaction {
     /// After an accepted `day` is reversed: what the day's decision covered of each allocation's draws on it
     /// (`AllocationRecord.covered`, recorded when the day was settled) is now unbacked and joins the allocation's
     /// refund (provisional again, due time cleared for `RefundJob.schedule`), never more than the allocation still
-    /// has spent beyond what its draws on pending days back; a draw settled before coverage was recorded takes its part of the `credited` Energy, oldest
-    /// allocation first, as `settleAllocations` spent it. A draw the decision left uncovered had its shortfall
+    /// has spent beyond what its draws on pending days back; a draw settled before coverage was recorded takes its
+    /// part of the `credited` Energy, oldest allocation first, as `settleAllocations` spent it. A draw the decision left uncovered had its shortfall
     /// refunded then and gives nothing back again. Allocations made before draws were recorded, which name
     /// the day, give back what they still have spent. Then what the ledger is still short is taken back from the
     /// newest allocations (`refundUnbackedSpends`). Under the walker's lock.

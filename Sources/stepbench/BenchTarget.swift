@@ -11,14 +11,19 @@ struct BenchTarget: Sendable, CustomStringConvertible {
 
     var description: String { base }
 
+    /// A URL's host as `loopbackHosts` spells it: lower case, an IPv6 address without its brackets.
+    static func normalized(_ host: String) -> String {
+        let host = host.lowercased()
+        return host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
+    }
+
     /// `option` names the command-line option in error messages.
     init(parsing text: String, option: String = "--url") throws {
         guard let components = URLComponents(string: text), let scheme = components.scheme?.lowercased(),
             let rawHost = components.host, !rawHost.isEmpty
         else { throw ValidationError("\(option) must be an absolute http URL such as http://127.0.0.1:8080") }
         guard scheme == "http" else { throw ValidationError("\(option) must use http, not \(scheme)") }
-        var host = rawHost.lowercased()
-        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        let host = Self.normalized(rawHost)
         guard Self.loopbackHosts.contains(host) else {
             throw ValidationError("\(option) host must be 127.0.0.1, localhost or ::1, not \(rawHost)")
         }
@@ -57,9 +62,7 @@ enum BenchDatabase {
         let url: PostgresURL
         do { url = try PostgresURL(parsing: text) } catch { throw ValidationError("\(option): \(error.detail)") }
         guard case .tcp(let rawHost, _) = url.address else { return }
-        var host = rawHost.lowercased()
-        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
-        guard BenchTarget.loopbackHosts.contains(host) else {
+        guard BenchTarget.loopbackHosts.contains(BenchTarget.normalized(rawHost)) else {
             throw ValidationError(
                 "\(option) host must be 127.0.0.1, localhost or ::1 (or a socket folder: ?host=/path), not \(rawHost)")
         }
