@@ -117,4 +117,47 @@ struct PostgresPreparedStatementTests {
         #expect(Set(names).count == 2, "prepared: \(names)")
         try await test.close()
     }
+
+    @Test(
+        "a connection where a named statement failed is closed, so a failed preparation is not its answer there for good",
+        .enabled(if: TestDatabases.kinds.contains(.postgres)))
+    func failedPreparationRetiresConnection() async throws {
+        let test = try await TestDatabases.make(.postgres)
+        let marker = "m" + UUID().uuidString.replacingOccurrences(of: "-", with: "")
+        let database = test.store.database
+        let backend = try await database.withConnection { sql in
+            let backend = try await sql.raw("SELECT pg_backend_pid() AS pid").first()?.decode(
+                column: "pid", as: Int.self)
+            _ = try await sql.raw("SELECT \(bind: 1) AS v, '\(unsafeRaw: marker)' AS m").first()
+            // The text's second run is its first as a named statement on this connection; in a transaction a failed
+            // statement has aborted, its preparation fails (25P02), and postgres-nio keeps that failure.
+            try await sql.raw("BEGIN").run()
+            await #expect(throws: (any Error).self) {
+                try await sql.raw("SELECT 1 / \(bind: 0) AS broken, '\(unsafeRaw: marker)' AS m").run()
+            }
+            await #expect(throws: (any Error).self) {
+                try await sql.raw("SELECT \(bind: 2) AS v, '\(unsafeRaw: marker)' AS m").first()
+            }
+            try await sql.raw("ROLLBACK").run()
+            return backend
+        }
+        let pid = try #require(backend)
+        var open = 1
+        for _ in 0..<50 where open > 0 {
+            try await Task.sleep(for: .milliseconds(100))
+            open = try await database.withConnection { sql in
+                try await sql.raw("SELECT count(*) AS n FROM pg_stat_activity WHERE pid = \(bind: pid)").first()?
+                    .decode(column: "n", as: Int.self) ?? -1
+            }
+        }
+        #expect(open == 0, "the connection whose named statement failed went back to the pool")
+        for value in 3..<13 {
+            let answer = try await database.withConnection { sql in
+                try await sql.raw("SELECT \(bind: value) AS v, '\(unsafeRaw: marker)' AS m").first()?
+                    .decode(column: "v", as: Int.self)
+            }
+            #expect(answer == value)
+        }
+        try await test.close()
+    }
 }

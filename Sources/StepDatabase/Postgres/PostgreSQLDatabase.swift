@@ -208,10 +208,8 @@ package final class PostgreSQLDatabase: Database {
         try await translatingErrors { client, leased in
             try await client.withConnection { connection in
                 leased()
-                return try await PostgresUnitDatabase(
-                    connection: connection, logger: self.logger, sent: self.statementsSent
-                )
-                .runTransaction(begin: "BEGIN", body)
+                return try await self.unit(on: connection) { unit in try await unit.runTransaction(begin: "BEGIN", body)
+                }
             }
         }
     }
@@ -222,10 +220,26 @@ package final class PostgreSQLDatabase: Database {
         try await translatingErrors { client, leased in
             try await client.withConnection { connection in
                 leased()
-                return try await body(
-                    PostgresUnitDatabase(connection: connection, logger: self.logger, sent: self.statementsSent))
+                return try await self.unit(on: connection, body)
             }
         }
+    }
+
+    /// Runs `body` on a unit of `connection`, then closes the connection if a named statement failed on it
+    /// (`PostgresLease`); the pool replaces a closed connection.
+    private func unit<T: Sendable>(
+        on connection: PostgresConnection, _ body: (PostgresUnitDatabase) async throws -> T
+    ) async throws -> T {
+        let lease = PostgresLease()
+        let unit = PostgresUnitDatabase(connection: connection, logger: logger, sent: statementsSent, lease: lease)
+        let result: Result<T, any Error>
+        do {
+            result = .success(try await body(unit))
+        } catch {
+            result = .failure(error)
+        }
+        if lease.mustRetire { try? await connection.close() }
+        return try result.get()
     }
 
     package func listen(channel: String, check: ListenCheck, received: @escaping @Sendable (String) -> Void)

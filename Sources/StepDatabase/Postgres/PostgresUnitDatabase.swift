@@ -3,6 +3,24 @@ import NIOCore
 import PostgresKit
 import PostgresNIO
 import SQLKit
+import Synchronization
+
+/// What a unit of work learned about its leased connection that outlives the unit.
+///
+/// postgres-nio prepares a named statement on a connection the first time it runs there, and when that
+/// preparation fails (a `statement_timeout` or `lock_timeout` while a migration holds the table, a transaction
+/// already aborted) it keeps the error as that statement's answer on that connection for good: every later run
+/// of the slot there would fail at once, without asking the server. A failed named statement may have failed in
+/// its preparation, so the connection is retired at the end of the unit (`PostgreSQLDatabase`), and the pool
+/// opens a fresh one.
+final class PostgresLease: Sendable {
+    private let retire = Atomic<Bool>(false)
+
+    /// Whether the connection must be closed rather than given back to the pool.
+    var mustRetire: Bool { retire.load(ordering: .relaxed) }
+
+    func namedStatementFailed() { retire.store(true, ordering: .relaxed) }
+}
 
 /// The `SQLDatabase` a unit of work sees on PostgreSQL: one leased connection. Binds are encoded straight
 /// into the wire format, and a statement text that recurs runs as a named prepared statement
@@ -11,6 +29,7 @@ struct PostgresUnitDatabase: SQLDatabase {
     let connection: PostgresConnection
     let logger: Logger
     let sent: StatementCounter
+    let lease: PostgresLease
 
     var eventLoop: any EventLoop { connection.eventLoop }
     var dialect: any SQLDialect { PostgresDialect() }
@@ -30,7 +49,12 @@ struct PostgresUnitDatabase: SQLDatabase {
         for bind in binds { types.append(try Self.append(bind, to: &bindings)) }
         sent.add()
         if let slot = PostgresPreparedSlots.shared.slot(for: sql, types: types) {
-            try await slot.run(on: connection, bindings: bindings, logger: logger) { onRow(PostgresFastRow($0)) }
+            do {
+                try await slot.run(on: connection, bindings: bindings, logger: logger) { onRow(PostgresFastRow($0)) }
+            } catch {
+                lease.namedStatementFailed()
+                throw error
+            }
         } else {
             let rows = try await connection.query(PostgresQuery(unsafeSQL: sql, binds: bindings), logger: logger)
             for try await row in rows { onRow(PostgresFastRow(row)) }
