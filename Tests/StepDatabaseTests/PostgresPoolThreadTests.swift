@@ -3,6 +3,7 @@ import Logging
 import SQLKit
 import StepDatabase
 import StepTestSupport
+import Synchronization
 import Testing
 
 @testable import StepDatabase
@@ -85,6 +86,48 @@ struct PostgresPoolThreadTests {
         #expect(one == 1)
         try await database.close()
         for thread in threads { try await thread.shutdown() }
+    }
+
+    @Test(
+        "the events' listener has a connection of its own: with maxConnections 1 a listening database still serves units",
+        .enabled(if: TestDatabases.postgresURL != nil))
+    func listenerBesideTheRequestConnections() async throws {
+        let url = try #require(TestDatabases.postgresURL)
+        var settings = PostgresSettings()
+        settings.maximumConnections = 1
+        settings.connectionWaitLimit = .seconds(3)
+        let database = try PostgreSQLDatabase.open(url: url, settings: settings, logger: Logger(label: "test"))
+        let channel = "test_listener_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
+        let heard = Heard()
+        let listening = Task {
+            try await database.listen(channel: channel, check: ListenCheck()) { payload in
+                heard.payloads.withLock { $0.append(payload) }
+            }
+        }
+        // The listener is up once a notification sent through a unit reaches it; each unit needs the one request
+        // connection, which the listener must not hold.
+        for attempt in 0..<50 where heard.count == 0 {
+            try await database.withConnection { sql in
+                try await sql.raw("SELECT pg_notify(\(bind: channel), \(bind: "n\(attempt)"))").run()
+            }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        #expect(heard.count > 0, "the listener heard nothing")
+        for value in 0..<5 {
+            let answer = try await database.withConnection { sql in
+                try await sql.raw("SELECT \(bind: value) AS v").first()?.decode(column: "v", as: Int.self)
+            }
+            #expect(answer == value)
+        }
+        listening.cancel()
+        _ = await listening.result
+        try await database.close()
+    }
+
+    /// The notifications a listener received.
+    final class Heard: Sendable {
+        let payloads = Mutex<[String]>([])
+        var count: Int { payloads.withLock(\.count) }
     }
 
     /// The name of the calling thread (`ThreadExecutor` names its thread).

@@ -50,6 +50,10 @@ package enum PostgresPoolRunner: Sendable {
 package final class PostgreSQLDatabase: Database {
     package let kind = DatabaseKind.postgres
     private let pools: [Pool]
+    /// A pool of one connection on the first pool's thread for `listen`, outside `database.maxConnections`: held
+    /// for as long as the events listen, it would otherwise be a request connection taken for good (all of them
+    /// with `maxConnections` 1). Connections open lazily, so a process that never listens never opens it.
+    private let listener: Pool
     private let nextPool = Atomic<Int>(0)
     /// Statements sent through this database's units of work (each one round trip), for tests and benchmarks
     /// that count them; a transaction's `BEGIN` and `COMMIT` are not among them.
@@ -85,16 +89,17 @@ package final class PostgreSQLDatabase: Database {
     }
 
     private init(
-        pools: [Pool], deadline: Duration, connectionWaitLimit: Duration?, logger: Logger,
+        pools: [Pool], listener: Pool, deadline: Duration, connectionWaitLimit: Duration?, logger: Logger,
         runner: PostgresPoolRunner
     ) {
         self.pools = pools
+        self.listener = listener
         self.deadline = deadline
         self.connectionWaitLimit = connectionWaitLimit
         self.logger = logger
         self.runsAsService = runner == .service
         switch runner {
-        case .ownTask: self.runners = pools.map { Self.startRunning($0.client) }
+        case .ownTask: self.runners = (pools + [listener]).map { Self.startRunning($0.client) }
         case .service: self.runners = []
         }
     }
@@ -112,14 +117,14 @@ package final class PostgreSQLDatabase: Database {
     }
 
     /// The pools as lifecycle services, for a database opened with `.service`; they stop at graceful shutdown.
-    package var lifecycleServices: [any Service] { runsAsService ? pools.map(\.client) : [] }
+    package var lifecycleServices: [any Service] { runsAsService ? (pools + [listener]).map(\.client) : [] }
 
     /// How many pools (and threads) the database deals its units to.
     package var poolCount: Int { pools.count }
 
     /// The fewest connections a pool on the shared threads gets. Units are dealt to the pools in turn, whatever each
     /// is doing, so a pool of one connection would hold every unit dealt to it behind one that waits for a lock
-    /// while the other pools idle; and the events' listener holds one connection of the first pool for good.
+    /// while the other pools idle.
     static let connectionsPerSharedPool = 4
 
     /// How many shared threads a database with `maximumConnections` uses: one pool per thread, each with at least
@@ -195,8 +200,15 @@ package final class PostgreSQLDatabase: Database {
                     configuration: configuration, eventLoopGroup: thread.eventLoopGroup, backgroundLogger: logger),
                 thread: thread)
         }
+        let listenThread = threads.first ?? sharedThreads(1)[0]
+        var listening = configuration
+        listening.options.maximumConnections = 1
+        let listener = Pool(
+            client: PostgresClient(
+                configuration: listening, eventLoopGroup: listenThread.eventLoopGroup, backgroundLogger: logger),
+            thread: listenThread)
         return PostgreSQLDatabase(
-            pools: pools,
+            pools: pools, listener: listener,
             deadline: .seconds(settings.connectTimeoutSeconds)
                 + .milliseconds(2 * settings.statementTimeoutMilliseconds),
             connectionWaitLimit: settings.connectionWaitLimit, logger: logger, runner: runner)
@@ -245,7 +257,7 @@ package final class PostgreSQLDatabase: Database {
     package func listen(channel: String, check: ListenCheck, received: @escaping @Sendable (String) -> Void)
         async throws
     {
-        try await pools[0].client.withConnection { [logger] connection in
+        try await listener.client.withConnection { [logger] connection in
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask {
                     try await connection.listen(on: channel) { notifications in
