@@ -115,6 +115,10 @@ extension StoreTransaction {
             if log.status == .quarantined, !write.reviewReasons.isEmpty {
                 // Only review decides the day now: a re-read asked of it can no longer be answered.
                 statements.append(expireOpenRereadsStatement(walkerId: write.walkerId, day: log.day, when: condition))
+            } else if log.status == .quarantined {
+                statements.append(
+                    raiseDayReviewStakeStatement(
+                        walkerId: write.walkerId, day: log.day, stake: energyAtStake(log), when: condition))
             }
         }
         statements += write.followUps.map { $0(condition) }

@@ -85,6 +85,20 @@ extension StoreTransaction {
         }
     }
 
+    /// Raises the Energy at stake of the day's open entry to `stake` if that is more: a later submission of a
+    /// quarantined day that brings no quarantine reason of its own still puts its count at stake, and an accept
+    /// credits the day's highest count.
+    static func raiseDayReviewStakeStatement(
+        walkerId: String, day: LocalDate, stake: Int, when condition: SQLText
+    ) -> SQLText {
+        """
+        UPDATE review_queue SET energy_at_stake = \(bind: stake)
+        WHERE walker_id = \(bind: walkerId) AND kind = \(bind: ReviewKind.quarantinedDay.rawValue)
+            AND day = \(bind: day.dayNumber) AND resolved_at IS NULL AND energy_at_stake < \(bind: stake)
+            AND \(condition)
+        """
+    }
+
     /// The Energy a quarantined day puts at stake: its reported count at its multiplier (the provisional Energy
     /// the app was shown when the day has no multiplier yet).
     static func energyAtStake(_ log: StepLogRecord) -> Int {

@@ -296,6 +296,15 @@ struct ReviewDeskTests {
             let raised = try await client.admin("/admin/reviews").json["items"]
             #expect(raised?[0]?["energyAtStake"] == .int(7000))
             #expect(raised?[1] == nil)
+            // A later submission with the gyroscope's samples brings no reason of its own; the day stays
+            // quarantined, and its count is at stake too (an accept credits the day's highest count).
+            let clean = try await client.ingest(IngestBody(count: 9000), token: token).json
+            #expect(clean["stepLog"]?["reconciliationStatus"] == .string("QUARANTINED"))
+            let cleanRaised = try await client.admin("/admin/reviews").json["items"]
+            #expect(cleanRaised?[0]?["energyAtStake"] == .int(9000))
+            #expect(cleanRaised?[0]?["reasons"] == raised?[0]?["reasons"])
+            _ = try await client.ingest(IngestBody(count: 8000), token: token)
+            #expect(try await client.admin("/admin/reviews").json["items"]?[0]?["energyAtStake"] == .int(9000))
             guard case .string(let id) = raised?[0]?["id"] else { throw JSONShapeError() }
             let detail = try await client.admin("/admin/reviews/\(id)?claim=false").json
             #expect(detail["evidence"]?["submissions"]?[1]?["gyro"] == .bool(false))
