@@ -94,6 +94,22 @@ struct AdminAuthenticator: Sendable {
         actor.id == AdminActor.bootstrap.id ? bootstrap?.sessionBinding : nil
     }
 
+    /// The operator behind `request`, once `refuseLockedOut` let it through. A bearer secret is an attempt that
+    /// counts against the address when wrong. A session cookie is not: its values are 256-bit random values the
+    /// server minted, which no one guesses, so a value that names no live session (an expired one, or one a site
+    /// under the same parent domain planted while the operator is signed out) is a plain 401 that counts nothing,
+    /// and such a site cannot lock the operator's address out by making the browser request admin URLs.
+    func authenticate(_ request: Request, address: String, now: Date, requestId: String) async throws -> AdminActor {
+        guard presentsCredential(request) else { throw AdminAPIError.unauthorized }
+        guard Self.bearer(request) != nil else {
+            guard let actor = try await actor(request, now: now) else { throw AdminAPIError.unauthorized }
+            return actor
+        }
+        return try await attempt(address: address, now: now, requestId: requestId) {
+            try await actor(request, now: now)
+        }
+    }
+
     /// Whether the request presents a credential at all (a bearer secret or the session cookie). One that presents
     /// none guessed nothing: it is a plain 401 that counts nothing against the address.
     func presentsCredential(_ request: Request) -> Bool {
@@ -124,12 +140,10 @@ struct AdminAuthMiddleware: RouterMiddleware {
         // A read first, though a credential's attempt counts it again (`attempt`): an address that is locked out,
         // a guesser's flood, then costs one read a request rather than a count and its release.
         try await authenticator.refuseLockedOut(address: address, now: now)
-        // Not counted, so a page that makes an operator's browser request admin URLs without the (SameSite=Strict)
-        // cookie cannot lock the operator's address out.
-        guard authenticator.presentsCredential(request) else { throw AdminAPIError.unauthorized }
-        let actor = try await authenticator.attempt(address: address, now: now, requestId: context.requestId) {
-            try await authenticator.actor(request, now: now)
-        }
+        // Neither a request without a credential nor a cookie counts (`authenticate`), so a page that makes an
+        // operator's browser request admin URLs cannot lock the operator's address out.
+        let actor = try await authenticator.authenticate(
+            request, address: address, now: now, requestId: context.requestId)
         var context = context
         context.adminActor = actor
         return try await next(request, context)

@@ -63,15 +63,13 @@ struct AdminSessionController: Sendable {
     }
 
     /// Who is signed in. A request that presents nothing is a plain 401 that counts nothing (the console asks this
-    /// when it loads); a wrong bearer or a cookie that names no live session counts like any failed attempt.
+    /// when it loads), and so is a cookie that names no live session; a wrong bearer secret counts like any failed
+    /// attempt (`AdminAuthenticator.authenticate`).
     private func current(_ request: Request, address: String, requestId: String) async throws -> Response {
         let now = authenticator.clock()
         try await authenticator.refuseLockedOut(address: address, now: now)
-        guard authenticator.presentsCredential(request) else { throw AdminAPIError.unauthorized }
-        let actor = try await authenticator.attempt(address: address, now: now, requestId: requestId) {
-            try await authenticator.actor(request, now: now)
-        }
-        return Self.answer(actor)
+        return Self.answer(
+            try await authenticator.authenticate(request, address: address, now: now, requestId: requestId))
     }
 
     /// Ends the cookie's session, if it names one, and clears the cookie: 204 either way, so signing out twice is

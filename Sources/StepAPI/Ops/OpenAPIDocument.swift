@@ -1884,9 +1884,9 @@ paths:
       operationId: getAdminSession
       summary: Who the session cookie (or a bearer credential) signs in.
       description: |
-        401 when the request presents no live session or credential. A request that presents nothing counts
-        nothing (the console asks this when it loads); a wrong credential or a dead cookie counts against the
-        client's address.
+        401 when the request presents no live session or credential. A request that presents nothing, or only
+        cookies that name no live session, counts nothing (the console asks this when it loads); a wrong bearer
+        credential counts against the client's address.
       security:
         - adminToken: []
         - adminSession: []
@@ -2167,7 +2167,7 @@ components:
         type: string
   responses:
     AdminUnauthorized:
-      description: UNAUTHORIZED, a missing or wrong admin token, operator secret or session cookie (header WWW-Authenticate Bearer); a wrong one counts as a failed attempt of the client's address, a missing one counts nothing.
+      description: UNAUTHORIZED, a missing or wrong admin token, operator secret or session cookie (header WWW-Authenticate Bearer); a wrong token or operator secret counts as a failed attempt of the client's address, a missing one or a cookie naming no live session counts nothing.
       content:
         application/json:
           schema:
