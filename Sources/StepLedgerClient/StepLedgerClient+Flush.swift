@@ -291,6 +291,12 @@ extension StepLedgerClient {
                 return .transport("the session token provider failed: \(unavailable.underlying)")
             }
             if let status = error.response?.status.code {
+                // A success whose body could not be read (the connection lost halfway, a cancelled read): the
+                // server acted, but its answer never arrived, so it is as unanswered as a lost request and tried
+                // again under the same key, never thrown as though the request had been refused.
+                if (200..<300).contains(status) {
+                    return .transport("the \(status) answer's body could not be read: \(error.underlyingError)")
+                }
                 return .unexpectedResponse(status: status, code: nil)
             }
             return .transport(String(describing: error.underlyingError))

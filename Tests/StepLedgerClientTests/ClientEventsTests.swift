@@ -363,6 +363,48 @@ struct ClientEventsTests {
         #expect(await client.provisionalAllocations().isEmpty, "the older read brought the badge back")
     }
 
+    @Test("a spend whose 201 arrived but whose body broke off is tried again under its key, not thrown without it")
+    func brokenCreatedBody() async throws {
+        let store = temporaryStore()
+        defer { try? FileManager.default.removeItem(at: store) }
+        let clock = ManualClock(seedInstant)
+        let server = FakeServer(clock: clock)
+        let keys = Mutex<[String]>([])
+        let json =
+            #"{"id":"a-7","kind":"tree","nodeId":"oak","points":500,"refundedPoints":0,"status":"confirmed","dependsOn":[],"createdAt":"2026-05-18T20:42:30.123Z"}"#
+        server.route(
+            "createAllocation",
+            withBody: { _, body in
+                let object = try JSONSerialization.jsonObject(with: body) as? [String: Any]
+                let first = keys.withLock {
+                    $0.append(object?["idempotencyKey"] as? String ?? "")
+                    return $0.count == 1
+                }
+                var response = HTTPResponse(status: .created)
+                response.headerFields[.contentType] = "application/json"
+                guard first else { return (response, HTTPBody(json)) }
+                // The answer's head, then the connection is lost halfway through its body.
+                let broken = AsyncThrowingStream<ArraySlice<UInt8>, any Error> { continuation in
+                    continuation.yield(ArraySlice(json.utf8.prefix(40)))
+                    continuation.finish(throwing: URLError(.networkConnectionLost))
+                }
+                return (response, HTTPBody(broken, length: .unknown, iterationBehavior: .single))
+            })
+        let client = try makeClient(store: store, server: server, clock: clock, retry: Self.fast)
+        let allocation = try await client.allocate(kind: .tree, nodeId: "oak", points: 500, attempts: 3)
+        #expect(allocation.id == "a-7")
+        let sent = keys.withLock { $0 }
+        #expect(sent.count == 2 && Set(sent).count == 1, "keys: \(sent)")
+        // With no try left the key comes back, as for any try that went unanswered.
+        keys.withLock { $0 = [] }
+        do {
+            _ = try await client.allocate(kind: .tree, nodeId: "oak", points: 500, attempts: 1)
+            Issue.record("a spend whose only answer broke off returned")
+        } catch StepLedgerError.allocationUnanswered(let key, _) {
+            #expect(key == keys.withLock { $0.first })
+        }
+    }
+
     @Test("an allocation no try of which was answered throws its key; called again with it, the spend is learned")
     func unansweredAllocation() async throws {
         let store = temporaryStore()
