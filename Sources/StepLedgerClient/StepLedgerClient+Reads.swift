@@ -93,27 +93,31 @@ extension StepLedgerClient {
     public func allocations() async throws -> [Allocation] {
         let asked = badgesNoted
         let allocations = try await readAllocations(status: nil)
-        var pending = state.provisionalAllocations
-        // An event or a spend that changed a badge while this read was on its way is newer than what it shows.
-        for allocation in allocations where badgeChangedAt[allocation.id, default: 0] <= asked {
-            pending[allocation.id] = allocation.status == .provisional ? allocation : nil
+        // What the reads show of each allocation: its badge, or `.some(nil)` for none. Applied at the end to the
+        // badges as they are then, not to a copy taken before a read: an event or a spend may change a badge while
+        // either read is on its way, and what it did is newer than what the read shows.
+        var shownBadges: [String: Allocation?] = [:]
+        for allocation in allocations {
+            shownBadges.updateValue(allocation.status == .provisional ? allocation : nil, forKey: allocation.id)
         }
         let shown = Set(allocations.map(\.id))
-        if pending.keys.contains(where: { !shown.contains($0) }) {
+        if state.provisionalAllocations.keys.contains(where: { !shown.contains($0) }) {
             let provisional = try await readAllocations(status: .provisional)
             let waiting = Set(provisional.map(\.id))
             // Only what the list shows provisional: a server before `?status=` lists every status.
-            for allocation in provisional
-            where allocation.status == .provisional && badgeChangedAt[allocation.id, default: 0] <= asked {
-                pending[allocation.id] = allocation
+            for allocation in provisional where allocation.status == .provisional {
+                shownBadges.updateValue(allocation, forKey: allocation.id)
             }
             // A full page may leave older provisional allocations out: only a shorter one says what is settled.
             if provisional.count < Self.allocationPage {
-                for id in Array(pending.keys)
-                where !shown.contains(id) && !waiting.contains(id) && badgeChangedAt[id, default: 0] <= asked {
-                    pending[id] = nil
+                for id in state.provisionalAllocations.keys where !shown.contains(id) && !waiting.contains(id) {
+                    shownBadges.updateValue(nil, forKey: id)
                 }
             }
+        }
+        var pending = state.provisionalAllocations
+        for (id, badge) in shownBadges where badgeChangedAt[id, default: 0] <= asked {
+            pending[id] = badge
         }
         if pending != state.provisionalAllocations {
             state.provisionalAllocations = pending

@@ -363,6 +363,61 @@ struct ClientEventsTests {
         #expect(await client.provisionalAllocations().isEmpty, "the older read brought the badge back")
     }
 
+    @Test(
+        "a read that looked an old badge up keeps what a spend and an event changed while its second read was on its way"
+    )
+    func secondReadKeepsNewerBadges() async throws {
+        let store = temporaryStore()
+        defer { try? FileManager.default.removeItem(at: store) }
+        let clock = ManualClock(seedInstant)
+        let server = FakeServer(clock: clock)
+        @Sendable func allocation(_ id: String) -> String {
+            #"{"id":"\#(id)","kind":"tree","nodeId":"oak","points":500,"refundedPoints":0,"status":"provisional","dependsOn":["2026-05-18"],"createdAt":"2026-05-18T20:42:30.123Z"}"#
+        }
+        let made = Mutex(0)
+        server.route("createAllocation") { _ in
+            let id = made.withLock {
+                $0 += 1
+                return "a-\($0)"
+            }
+            var response = HTTPResponse(status: .created)
+            response.headerFields[.contentType] = "application/json"
+            return (response, HTTPBody(allocation(id)))
+        }
+        // The newest 100 no longer show a-1; the provisional list does, and its answer arrives only when released.
+        let (answer, release) = AsyncStream<ArraySlice<UInt8>>.makeStream()
+        let secondAsked = Mutex(false)
+        server.route("listAllocations") { request in
+            var response = HTTPResponse(status: .ok)
+            response.headerFields[.contentType] = "application/json"
+            guard request.path?.contains("status=provisional") == true else {
+                return (response, HTTPBody(#"{"items":[]}"#))
+            }
+            secondAsked.withLock { $0 = true }
+            return (response, HTTPBody(answer, length: .unknown, iterationBehavior: .single))
+        }
+        server.route("streamWalkerEvents") { _ in
+            var response = HTTPResponse(status: .ok)
+            response.headerFields[.contentType] = "text/event-stream"
+            return (
+                response, HTTPBody("id: 9\nevent: allocation-reverted\ndata: \(Self.event(9, allocation: "a-1"))\n\n")
+            )
+        }
+        let client = try makeClient(store: store, server: server, clock: clock, retry: Self.fast)
+        _ = try await client.allocate(kind: .tree, nodeId: "oak", points: 500)
+        let read = Task { try await client.allocations() }
+        for _ in 0..<200 where !secondAsked.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(secondAsked.withLock { $0 })
+        // Meanwhile a second spend is badged, and the refund of a-1's only day settles a-1.
+        _ = try await client.allocate(kind: .tree, nodeId: "oak", points: 500)
+        for try await _ in client.events() { break }
+        #expect(await client.provisionalAllocations().map(\.id) == ["a-2"])
+        release.yield(ArraySlice(#"{"items":["#.utf8) + ArraySlice(allocation("a-1").utf8) + ArraySlice("]}".utf8))
+        release.finish()
+        _ = try await read.value
+        #expect(await client.provisionalAllocations().map(\.id) == ["a-2"], "the read undid what happened meanwhile")
+    }
+
     @Test("a spend whose 201 arrived but whose body broke off is tried again under its key, not thrown without it")
     func brokenCreatedBody() async throws {
         let store = temporaryStore()
