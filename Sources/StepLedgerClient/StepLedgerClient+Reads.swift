@@ -165,7 +165,10 @@ extension StepLedgerClient {
     ///
     /// An allocation paid from credit still being checked comes back ``Allocation/Status-swift.enum/provisional``
     /// with the days it depends on; the client keeps it until an `allocation-reverted` event or a later read
-    /// settles it (``provisionalAllocations()``).
+    /// settles it (``provisionalAllocations()``). Called again with the key of a spend the server made, it answers
+    /// that spend as it was stored; the allocation may have been settled or refunded since, so the client then
+    /// reads the allocations (``allocations()``) and returns the allocation as it stands, or the stored answer
+    /// without badging it when that read fails.
     /// - Throws: ``StepLedgerError/insufficientEnergy(required:spendable:)``,
     ///   ``StepLedgerError/invalidRequest(_:)`` for a bad node id, number of points or key,
     ///   ``StepLedgerError/allocationUnanswered(idempotencyKey:lastError:)`` with the key to call again with when
@@ -183,10 +186,15 @@ extension StepLedgerClient {
         let body = Components.Schemas.AllocationRequest(
             kind: kind == .tree ? .tree : .keystone, nodeId: nodeId, points: points,
             idempotencyKey: idempotencyKey ?? IdempotencyKey.mint(at: now(), using: &random))
-        let allocation = try await underOneKey(
+        let (allocation, replayed) = try await underOneKey(
             body.idempotencyKey, attempts: attempts, unanswered: StepLedgerError.allocationUnanswered
         ) {
             try await createAllocation(body)
+        }
+        if replayed {
+            // What the spend is now, not what it was: an `allocation-reverted` event that came while no answer had
+            // been seen found no badge to clear, and a badge from the stored answer would then never be cleared.
+            return (try? await allocations().first { $0.id == allocation.id }) ?? allocation
         }
         if allocation.status == .provisional {
             state.provisionalAllocations[allocation.id] = allocation
@@ -249,14 +257,17 @@ extension StepLedgerClient {
         state.provisionalAllocations.values.sorted { $0.createdAt > $1.createdAt }
     }
 
-    private func createAllocation(_ body: Components.Schemas.AllocationRequest) async throws -> Allocation {
+    /// The allocation a `POST /walker/allocations` answered, and whether the answer was the stored one replayed.
+    private func createAllocation(_ body: Components.Schemas.AllocationRequest) async throws -> (
+        allocation: Allocation, replayed: Bool
+    ) {
         try await authorized {
             switch try await client.createAllocation(.init(body: .json(body))) {
             case .created(let created):
                 guard case .json(let wire) = created.body, let allocation = Allocation(wire) else {
                     return .failure(.unexpectedResponse(status: 201, code: nil))
                 }
-                return .value(allocation)
+                return .value((allocation, created.headers.idempotentReplayed == "true"))
             case .badRequest(let response):
                 guard case .json(let error) = response.body else { return .failure(.invalidRequest("")) }
                 return .failure(.invalidRequest(error.message))

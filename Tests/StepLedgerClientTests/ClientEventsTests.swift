@@ -418,6 +418,49 @@ struct ClientEventsTests {
         #expect(await client.provisionalAllocations().map(\.id) == ["a-2"], "the read undid what happened meanwhile")
     }
 
+    @Test(
+        "a spend's stored answer replayed for its key is not badged from: the allocation is returned as a read shows it"
+    )
+    func replayedAllocation() async throws {
+        let store = temporaryStore()
+        defer { try? FileManager.default.removeItem(at: store) }
+        let clock = ManualClock(seedInstant)
+        let server = FakeServer(clock: clock)
+        let stored =
+            #"{"id":"a-5","kind":"tree","nodeId":"oak","points":500,"refundedPoints":0,"status":"provisional","dependsOn":["2026-05-18"],"createdAt":"2026-05-18T20:42:30.123Z"}"#
+        let now =
+            #"{"id":"a-5","kind":"tree","nodeId":"oak","points":500,"refundedPoints":500,"status":"refunded","dependsOn":["2026-05-18"],"createdAt":"2026-05-18T20:42:30.123Z"}"#
+        // The spend was made by a try whose answer never came, and refunded since; the server replays its answer.
+        server.route("createAllocation") { _ in
+            var response = HTTPResponse(status: .created)
+            response.headerFields[.contentType] = "application/json"
+            response.headerFields[HTTPField.Name("Idempotent-Replayed")!] = "true"
+            return (response, HTTPBody(stored))
+        }
+        let listed = Mutex(0)
+        server.route("listAllocations") { _ in
+            listed.withLock { $0 += 1 }
+            var response = HTTPResponse(status: .ok)
+            response.headerFields[.contentType] = "application/json"
+            return (response, HTTPBody(#"{"items":["# + now + "]}"))
+        }
+        let client = try makeClient(store: store, server: server, clock: clock, retry: Self.fast)
+        let key = "k-" + UUID().uuidString
+        let allocation = try await client.allocate(kind: .tree, nodeId: "oak", points: 500, idempotencyKey: key)
+        #expect(allocation.status == .refunded && allocation.refundedPoints == 500)
+        #expect(listed.withLock { $0 } == 1)
+        #expect(await client.provisionalAllocations().isEmpty, "a refunded spend was badged from its stored answer")
+        // With the read refused too, the stored answer comes back as it is, still without a badge.
+        server.route("listAllocations") { _ in
+            var response = HTTPResponse(status: .serviceUnavailable)
+            response.headerFields[.contentType] = "application/json"
+            return (response, HTTPBody(#"{"error":"SERVICE_UNAVAILABLE","message":"later","details":{}}"#))
+        }
+        let again = try await client.allocate(kind: .tree, nodeId: "oak", points: 500, idempotencyKey: key)
+        #expect(again.status == .provisional)
+        #expect(await client.provisionalAllocations().isEmpty)
+    }
+
     @Test("a spend whose 201 arrived but whose body broke off is tried again under its key, not thrown without it")
     func brokenCreatedBody() async throws {
         let store = temporaryStore()
