@@ -42,7 +42,7 @@ package struct WebhookSettings: Sendable, Hashable {
     package var maxAttempts: Int
     package var timeoutSeconds: Double
 
-    package init(url: String, secret: [UInt8], maxAttempts: Int = 8, timeoutSeconds: Double = 10) {
+    package init(url: String, secret: [UInt8], maxAttempts: Int = 16, timeoutSeconds: Double = 10) {
         self.url = url
         self.secret = secret
         self.maxAttempts = maxAttempts

@@ -10,7 +10,7 @@ extension AppConfiguration {
         /// The HMAC-SHA256 key of `StepLedger-Signature` (required with a webhook URL, 32 bytes or more).
         package var webhookSecret: [UInt8]?
         /// Deliveries tried before the delivery job is dead (retries back off through the job queue).
-        package var webhookMaxAttempts = 8
+        package var webhookMaxAttempts = 16
         package var webhookTimeoutSeconds: Double = 10
         /// The safety net of event delivery: how often one query looks for events of every waiting walker that no
         /// wake-up announced (streams are woken by job completions here and by PostgreSQL NOTIFY).

@@ -50,6 +50,20 @@ struct JobSettingsConfigurationTests {
         #expect(throws: ConfigurationError.self) { try Self.read(values) }
     }
 
+    @Test("by default a webhook delivery keeps trying for hours, so a push service down for an hour loses nothing")
+    func webhookRetriesSpanHours() throws {
+        let secret = String(repeating: "s", count: 40)
+        let settings = try Self.read(["events.webhookUrl": "http://127.0.0.1:9/hook", "events.webhookSecret": secret])
+            .jobSettings
+        let webhook = try #require(settings.webhook)
+        // The waits between its tries, each at the short end of its jitter.
+        let shortest = (1..<webhook.maxAttempts).reduce(0.0) {
+            $0 + settings.backoff.bounds(afterAttempt: $1).lowerBound
+        }
+        #expect(shortest >= 3 * 3600, "the last try comes \(shortest) s after the first")
+        #expect(webhook.maxAttempts == 16)
+    }
+
     @Test("every job setting comes from its key; the webhook only when configured")
     func mapped() throws {
         let secret = String(repeating: "s", count: 40)
