@@ -91,6 +91,10 @@ package enum JobDiscardOutcome: Sendable, Hashable {
     case discarded
     case notFound
     case notDead(JobState)
+    /// A dead job that alone can still decide its walker's day: a reconcile of a day still PENDING, or the
+    /// deadline of a re-read request still open. Discarded, the day would stay PENDING for good (no other path
+    /// decides it, and past the offline cap no ingest queues another job): retry it instead.
+    case stillNeeded(String)
 }
 
 /// Jittered exponential backoff: the n-th failure waits `min(cap, base × 2^(n−1))`, of which the second

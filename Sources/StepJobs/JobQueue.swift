@@ -1,5 +1,6 @@
 import Foundation
 import SQLKit
+import StepCore
 import StepDatabase
 import StepStore
 import Synchronization
@@ -394,8 +395,31 @@ package struct JobQueue: Sendable {
     package static func discard(id: String, in tx: StoreTransaction) async throws -> JobDiscardOutcome {
         guard let job = try await job(id: id, in: tx, locking: true) else { return .notFound }
         guard job.state == .dead else { return .notDead(job.state) }
+        if let reason = try await stillNeeded(job, in: tx) { return .stillNeeded(reason) }
         try await tx.sql.raw("DELETE FROM jobs WHERE job_id = \(bind: job.id) AND state = 'dead'").run()
         return .discarded
+    }
+
+    /// Why `job` must not be discarded, or nil: it alone can still decide its walker's day (read in the
+    /// discard's transaction, after the job's row lock).
+    static func stillNeeded(_ job: JobRecord, in tx: StoreTransaction) async throws -> String? {
+        switch job.kind {
+        case ReconcileJob.kind:
+            guard let payload = try? JSONDecoder().decode(ReconcileJob.Payload.self, from: Data(job.payload.utf8)),
+                try await tx.stepLog(walkerId: job.walkerId, day: payload.day)?.status == .pending
+            else { return nil }
+            return "its day \(payload.day) is still PENDING and only this job decides it: retry it"
+        case RereadDeadlineJob.kind:
+            guard
+                let payload = try? JSONDecoder().decode(
+                    RereadDeadlineJob.Payload.self, from: Data(job.payload.utf8)),
+                let request = try await tx.reread(walkerId: job.walkerId, id: payload.requestId),
+                request.state == .open
+            else { return nil }
+            return "its re-read request for \(request.day) is still open and only this job expires it: retry it"
+        default:
+            return nil
+        }
     }
 
     /// How many jobs are in each state (states with none are 0).

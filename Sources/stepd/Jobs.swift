@@ -91,6 +91,8 @@ struct Jobs: AsyncParsableCommand {
                 throw CommandFailure("no job has the id \(id)")
             case .notDead(let state):
                 throw CommandFailure("job \(id) is \(state.rawValue), not dead; only dead jobs are discarded")
+            case .stillNeeded(let reason):
+                throw CommandFailure("job \(id) is not discarded: \(reason) (stepd jobs retry \(id))")
             }
         }
     }

@@ -49,6 +49,50 @@ struct RereadTests {
         harness.clock.advance(seconds: 3600)
     }
 
+    @Test(
+        "a dead job that alone can still decide a day (a PENDING day's reconcile, an open re-read's deadline) is not discarded; once the day is decided it is",
+        arguments: TestDatabases.kinds)
+    func discardRefusedWhileNeeded(kind: DatabaseKind) async throws {
+        let (harness, token, _) = try await Self.setUp(kind) { $0.adminToken = AdminTests.adminToken }
+        try await harness.run { client in
+            _ = try await Self.backwards(harness, client, token: token)
+            // A later ingest of the PENDING day queues its reconcile; both jobs of the day are then parked dead.
+            harness.clock.advance(seconds: 10)
+            _ = try await client.ingest(IngestBody(count: 6100), token: token)
+            try await harness.store.transaction {
+                _ = try await $0.sql.raw("UPDATE jobs SET state = 'dead' WHERE walker_id = \(bind: Self.walker)").run()
+            }
+            let dead = try await JobQueue(store: harness.store).list(state: .dead, limit: 10)
+            #expect(Set(dead.map(\.kind)) == [ReconcileJob.kind, RereadDeadlineJob.kind])
+            for job in dead {
+                let refused = try await client.admin("/admin/jobs/\(job.id)/discard", method: .post)
+                #expect(refused.status == .conflict, "\(job.kind)")
+                #expect(try refused.json["error"] == .string("JOB_STILL_NEEDED"))
+            }
+            let bulk = try await client.admin(
+                "/admin/jobs/bulk", method: .post,
+                body: ByteBuffer(string: #"{"action":"discard","ids":["\#(dead[0].id)","\#(dead[1].id)"]}"#))
+            #expect(try bulk.json["items"]?[0]?["outcome"] == .string("still_needed"))
+            #expect(try bulk.json["items"]?[1]?["outcome"] == .string("still_needed"))
+            #expect(try await JobQueue(store: harness.store).list(state: .dead, limit: 10).count == 2)
+            let audit = try await harness.store.transaction { try await $0.auditRecords(limit: 20) }
+            #expect(audit.filter { $0.action == "job.discard" }.isEmpty)
+            // Decided (here by hand), neither job is needed any more.
+            try await harness.store.transaction {
+                _ = try await $0.sql.raw(
+                    "UPDATE step_logs SET status = 'REJECTED' WHERE walker_id = \(bind: Self.walker)"
+                ).run()
+                _ = try await $0.sql.raw(
+                    "UPDATE step_rereads SET state = 'expired' WHERE walker_id = \(bind: Self.walker)"
+                ).run()
+            }
+            for job in dead {
+                let discarded = try await client.admin("/admin/jobs/\(job.id)/discard", method: .post)
+                #expect(try discarded.json["outcome"] == .string("discarded"), "\(job.kind)")
+            }
+        }
+    }
+
     static func string(_ value: JSONValue?) throws -> String {
         guard case .string(let text)? = value else { throw JSONShapeError() }
         return text

@@ -92,6 +92,12 @@ struct AdminJobsController: Sendable {
         case "not_dead":
             throw AdminAPIError.conflict(
                 code: "NOT_DEAD", message: "Only a dead job can be retried or discarded.", details: [:])
+        case "still_needed":
+            throw AdminAPIError.conflict(
+                code: "JOB_STILL_NEEDED",
+                message: "This job alone can still decide its walker's day (a PENDING day's reconcile, an open "
+                    + "re-read's deadline): retry it.",
+                details: [:])
         case let outcome: return AdminController.json(.ok, .object(["id": .string(id), "outcome": .string(outcome)]))
         }
     }
@@ -137,9 +143,10 @@ struct AdminJobsController: Sendable {
             case .discarded: outcome = "discarded"
             case .notFound: outcome = "not_found"
             case .notDead: outcome = "not_dead"
+            case .stillNeeded: outcome = "still_needed"
             }
         }
-        if outcome != "not_found" && outcome != "not_dead" {
+        if !["not_found", "not_dead", "still_needed"].contains(outcome) {
             logger.adminAction(actor, action: action.auditName, target: id, outcome: outcome, note: nil)
         }
         return outcome

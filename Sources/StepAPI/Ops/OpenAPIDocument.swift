@@ -1729,7 +1729,7 @@ paths:
               schema:
                 $ref: '#/components/schemas/IngestError'
         '409':
-          description: NOT_DEAD, the job is not dead.
+          description: NOT_DEAD, the job is not dead; JOB_STILL_NEEDED, the job alone can still decide its walker's day (the reconcile of a day still PENDING, the deadline of a re-read request still open), so discarding it would leave the day PENDING for good; retry it instead.
           content:
             application/json:
               schema:
@@ -1789,7 +1789,7 @@ paths:
                           type: string
                         outcome:
                           type: string
-                          enum: [retried, coalesced, discarded, not_dead, not_found]
+                          enum: [retried, coalesced, discarded, not_dead, not_found, still_needed]
         '400':
           $ref: '#/components/responses/AdminBadRequest'
         '404':
