@@ -214,6 +214,20 @@ package struct JobQueue: Sendable {
         try await tx.sql.raw("DELETE FROM jobs WHERE \(fence(job)) RETURNING job_id").first() != nil
     }
 
+    /// Finishes a standalone job whose work is done (a webhook delivered): deletes its row while this claim owns it,
+    /// or when the rescuer parked it dead at this very attempt, its lease lapsed while the work went on (the
+    /// worker's heartbeats failed): the work is done, and a dead row left behind would be retried and done again.
+    /// False when another claim holds the job (its lease lapsed and a worker claimed it again).
+    package static func completeDone(_ job: ClaimedJob, in tx: StoreTransaction) async throws -> Bool {
+        try await tx.sql.raw(
+            """
+            DELETE FROM jobs WHERE job_id = \(bind: job.id) AND attempts = \(bind: job.attempt)
+                AND state IN ('running', 'dead')
+            RETURNING job_id
+            """
+        ).first() != nil
+    }
+
     /// Finishes several jobs inside the transaction that made their writes, in one statement. Returns false, and
     /// the caller must roll back, when any of them is no longer this worker's.
     package static func complete(_ jobs: [ClaimedJob], in tx: StoreTransaction) async throws -> Bool {

@@ -347,7 +347,9 @@ package struct JobWorker: Service {
                 committed()
             case .standalone(let body):
                 try await body(job, queue.store)
-                _ = try await queue.store.transaction { tx in try await JobQueue.complete(job, in: tx) }
+                guard try await queue.store.transaction({ tx in try await JobQueue.completeDone(job, in: tx) }) else {
+                    throw JobError.leaseLost
+                }
             }
             return .completed
         } catch JobError.leaseLost {

@@ -695,4 +695,52 @@ struct JobWorkerShutdownTests {
         #expect(again.count == 2 && again.allSatisfy { $0.attempt == 1 })
         try await test.close()
     }
+
+    @Test(
+        "a standalone job done after its lease lapsed: parked dead at its attempt, the row goes; claimed again, it is lease lost",
+        arguments: TestDatabases.kinds)
+    func standaloneDoneAfterLapse(kind: DatabaseKind) async throws {
+        let test = try await TestDatabases.make(kind)
+        let store = test.store
+        // What happens to the row while the work is under way: the rescuer parks it dead at the same attempt
+        // (its last), or another worker claims it again.
+        let meanwhile = Mutex<SQLText>("")
+        let handlers: [String: JobHandler] = [
+            "push": .standalone { job, store in
+                let statement = meanwhile.withLock { $0 }
+                try await store.transaction { tx in
+                    var query: SQLText = "UPDATE jobs SET "
+                    query += statement
+                    query += " WHERE job_id = \(bind: job.id)"
+                    _ = try await tx.sql.raw(query).run()
+                }
+            }
+        ]
+        let outcomes = Mutex<[JobOutcome]>([])
+        let worker = JobWorker(
+            queue: JobQueue(store: store), handlers: JobRegistry(handlers),
+            settings: .init(concurrency: 1, pollIntervalSeconds: 0.05, batchSize: 1), clock: { JobQueueTests.t0 },
+            logger: Logger(label: "test"), observe: { _, outcome in outcomes.withLock { $0.append(outcome) } })
+        let queue = JobQueue(store: store)
+        for (change, expected, left) in [
+            ("state = 'dead', lease_until = NULL", JobOutcome.completed, 0),
+            ("attempts = attempts + 1", JobOutcome.leaseLost, 1),
+        ] as [(SQLText, JobOutcome, Int)] {
+            meanwhile.withLock { $0 = change }
+            try await #require(
+                JobQueueTests.enqueue(
+                    NewJob(kind: "push", walkerId: "w", payload: "{}", runAt: JobQueueTests.t0, maxAttempts: 1), store))
+            #expect(try await worker.runNext())
+            #expect(outcomes.withLock { $0.last } == expected)
+            let rows = try await queue.list(state: nil)
+            #expect(rows.count == left, "\(rows)")
+            if let row = rows.first { #expect(row.state == .running && row.attempts == 2, "another claim's row stays") }
+            for row in rows {
+                _ = try await store.transaction {
+                    try await $0.sql.raw("DELETE FROM jobs WHERE job_id = \(bind: row.id)").run()
+                }
+            }
+        }
+        try await test.close()
+    }
 }
