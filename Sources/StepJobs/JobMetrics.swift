@@ -13,6 +13,9 @@ package enum ReconcileOutcome: String, Sendable, Hashable {
     case quarantined
     /// The day stays PENDING while the app is asked to read it again (the challenge re-read handshake).
     case rereadRequested = "reread_requested"
+    /// The day stays PENDING while a re-read asked before is still open (a later ingest reconciled it again): no
+    /// second request, so not counted as one (the anti-cheat sink writes REREAD_REQUESTED once per request too).
+    case rereadPending = "reread_pending"
     /// The day was no longer PENDING (decided already, or under review).
     case unchanged
 }

@@ -97,7 +97,8 @@ package struct ReconcileJob: BatchTransactionalJob {
         switch outcome {
         case .decided(.accept): metrics.recordReconcile(.accepted)
         case .decided(.quarantine): metrics.recordReconcile(.quarantined)
-        case .rereadRequested, .rereadPending: metrics.recordReconcile(.rereadRequested)
+        case .rereadRequested: metrics.recordReconcile(.rereadRequested)
+        case .rereadPending: metrics.recordReconcile(.rereadPending)
         case .unchanged: metrics.recordReconcile(.unchanged)
         }
     }

@@ -183,6 +183,9 @@ struct RereadTests {
             #expect(try await harness.app.worker.drain() == 1)
             #expect(try await harness.count("step_rereads") == 1)
             #expect(try await harness.count("walker_events") == 1)
+            let counted = try await client.execute(uri: "/metrics", method: .get).text
+            #expect(counted.contains(#"stepledger_reconcile_verdicts_total{verdict="reread_requested"} 1"#))
+            #expect(counted.contains(#"stepledger_reconcile_verdicts_total{verdict="reread_pending"} 1"#))
             let again = try await client.read("/walker", token: token).json
             #expect(again["rereadRequests"]?[0]?["id"] == request["id"])
             // The anti-cheat sink has the request once: the second run found it open and decided nothing.
