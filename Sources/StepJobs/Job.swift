@@ -21,6 +21,11 @@ package struct NewJob: Sendable, Hashable {
     package var dedupeKey: String?
     package var runAt: Date
     package var maxAttempts: Int
+    /// When a pending job with the same dedupe key is waiting: false, this one coalesces into it as it is; true,
+    /// it also brings the waiting job's run time forward to this one's when that is earlier (a refund part that
+    /// falls due sooner than the part the waiting job was queued for, after `ledger.refundGraceSeconds` was
+    /// lowered, say).
+    package var earlierRunAtWins = false
 }
 
 /// A job's row, as operators and workers see it.

@@ -43,19 +43,27 @@ package struct JobQueue: Sendable {
     }
 
     /// The enqueue as one statement, applied only when `condition` holds (so it can join a guarded batch);
-    /// a conflict with a pending job of the same dedupe key inserts nothing.
+    /// a conflict with a pending job of the same dedupe key inserts nothing (and with `earlierRunAtWins` moves
+    /// that job's run time forward when this one's is earlier; a later one writes nothing).
     package static func enqueueStatement(_ job: NewJob, now: Date, when condition: SQLText)
         -> SQLText
     {
-        """
-        INSERT INTO jobs (walker_id, job_id, kind, payload, dedupe_key, state, run_at, attempts, max_attempts,
-            created_at, updated_at)
-        SELECT \(bind: job.walkerId), \(bind: StoreTransactionID.make()), \(bind: job.kind), \(bind: job.payload),
-            \(bind: job.dedupeKey), 'pending', \(bind: job.runAt.millisecondsSince1970), 0, \(bind: job.maxAttempts),
-            \(bind: now.millisecondsSince1970), \(bind: now.millisecondsSince1970)
-        WHERE \(condition)
-        ON CONFLICT (walker_id, dedupe_key) WHERE state = 'pending' DO NOTHING
-        """
+        let onConflict: SQLText =
+            job.earlierRunAtWins
+            ? """
+            DO UPDATE SET run_at = excluded.run_at, updated_at = excluded.updated_at
+                WHERE excluded.run_at < jobs.run_at
+            """
+            : "DO NOTHING"
+        return """
+            INSERT INTO jobs (walker_id, job_id, kind, payload, dedupe_key, state, run_at, attempts, max_attempts,
+                created_at, updated_at)
+            SELECT \(bind: job.walkerId), \(bind: StoreTransactionID.make()), \(bind: job.kind), \(bind: job.payload),
+                \(bind: job.dedupeKey), 'pending', \(bind: job.runAt.millisecondsSince1970), 0, \(bind: job.maxAttempts),
+                \(bind: now.millisecondsSince1970), \(bind: now.millisecondsSince1970)
+            WHERE \(condition)
+            ON CONFLICT (walker_id, dedupe_key) WHERE state = 'pending' \(onConflict)
+            """
     }
 
     // MARK: Working

@@ -15,9 +15,13 @@ package struct RefundJob: TransactionalJob {
     package static func dedupeKey(for payload: Payload) -> String? { "refund:\(payload.allocationId)" }
 
     static func newJob(_ allocation: AllocationRecord, maxAttempts: Int) -> NewJob {
-        newJob(
+        var job = newJob(
             Payload(allocationId: allocation.id), walkerId: allocation.walkerId,
             runAt: allocation.refundDueAt ?? allocation.updatedAt, maxAttempts: maxAttempts)
+        // A part due sooner than the one the waiting job was queued for brings the job forward: the job pays
+        // only what is due and queues itself again for the rest.
+        job.earlierRunAtWins = true
+        return job
     }
 
     let clock: @Sendable () -> Date
@@ -33,7 +37,8 @@ package struct RefundJob: TransactionalJob {
     /// After a decision on one of the walker's days (`recordDayDecision`), in the caller's transaction (which
     /// holds the walker's lock): the points the decision left uncovered fall due at the grace period's end, and
     /// their refund jobs are queued. A part already waiting on the same allocation keeps its own due time, and the
-    /// job queued for it (whose dedupe key this one shares) pays it then and queues itself for the next part.
+    /// job queued for it (whose dedupe key this one shares) pays it then and queues itself for the next part; it
+    /// runs at the earlier of the two due times.
     package static func schedule(
         _ tx: StoreTransaction, walkerId: String, graceSeconds: Double, maxAttempts: Int, now: Date
     ) async throws {

@@ -44,6 +44,33 @@ struct AllocationSettlementTests {
     }
 
     @Test(
+        "a refund part falling due sooner than the part its waiting job was queued for brings the job forward",
+        arguments: TestDatabases.kinds)
+    func soonerPartBringsJobForward(kind: DatabaseKind) async throws {
+        let bench = try await SettlementBench.make(kind)
+        try await bench.ingest(Self.yesterday, count: 6000)
+        try await bench.ingest(Self.today, count: 6000)
+        let spent = try #require(try await bench.spend(9000))
+        let drawn = Dictionary(uniqueKeysWithValues: spent.draws.map { ($0.day, $0.points) })
+        let (older, newer) = (try #require(drawn[Self.yesterday]), try #require(drawn[Self.today]))
+        // Rejected by a process with a grace of a day, then the other day by one with the grace lowered to an hour.
+        #expect(try await bench.decide(Self.yesterday, .reject, graceSeconds: 86_400))
+        #expect(try await bench.advance(seconds: 10) == 0)
+        #expect(try await bench.decide(Self.today, .reject, graceSeconds: 3600))
+        #expect(try await bench.advance(seconds: 3599) == 0)
+        // Due now: the sooner part is paid at its own time, not the day-long grace's.
+        #expect(try await bench.advance(seconds: 1) == 1)
+        var allocation = try #require(try await bench.allocation(spent.id))
+        #expect(allocation.refundedPoints == newer, "refunded \(allocation.refundedPoints)")
+        #expect(allocation.status == .provisional && allocation.refundPoints == older)
+        // The rest at its own time.
+        #expect(try await bench.advance(seconds: 86_400 - 3610) == 1)
+        allocation = try #require(try await bench.allocation(spent.id))
+        #expect(allocation.refundedPoints == 9000 && allocation.status == .refunded)
+        try await bench.close()
+    }
+
+    @Test(
         "a day accepted lower than drawn: the shortfall alone is refunded after the grace, with the event",
         arguments: TestDatabases.kinds)
     func acceptedLower(kind: DatabaseKind) async throws {

@@ -71,9 +71,9 @@ struct SettlementBench {
 
     /// Decides `day` if it is PENDING or QUARANTINED: accepted at `count`, rejected, or quarantined; then, as
     /// every caller of `recordDayDecision` does, queues the refunds the decision left. False when the day was
-    /// not open to the decision.
+    /// not open to the decision. `graceSeconds` stands for `ledger.refundGraceSeconds` as the deciding process has it.
     @discardableResult
-    func decide(_ day: LocalDate, _ decision: Decision) async throws -> Bool {
+    func decide(_ day: LocalDate, _ decision: Decision, graceSeconds: Double = Self.graceSeconds) async throws -> Bool {
         let now = clock.now
         return try await store.transaction { [limits, walker] tx in
             let state = try await tx.lockWalkerReadingDay(walker, day: day, now: now).day
@@ -91,8 +91,7 @@ struct SettlementBench {
                 decided = DayDecision.quarantine(log, streak: state.streak, at: now)
             }
             try await tx.recordDayDecision(DayDecisionWrite(decided, at: now))
-            try await RefundJob.schedule(
-                tx, walkerId: walker, graceSeconds: Self.graceSeconds, maxAttempts: 10, now: now)
+            try await RefundJob.schedule(tx, walkerId: walker, graceSeconds: graceSeconds, maxAttempts: 10, now: now)
             return true
         }
     }
