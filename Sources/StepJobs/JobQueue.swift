@@ -423,14 +423,28 @@ package struct JobQueue: Sendable {
     }
 
     /// Why `job` must not be discarded, or nil: it alone can still decide its walker's day (read in the
-    /// discard's transaction, after the job's row lock).
+    /// discard's transaction, after the job's row lock). A reconcile is not needed while another job will decide
+    /// the day: a reconcile of the day queued since (a later ingest's, pending or running), or the deadline of a
+    /// re-read request of the day still open (the reconcile would only find the request waiting).
     static func stillNeeded(_ job: JobRecord, in tx: StoreTransaction) async throws -> String? {
         switch job.kind {
         case ReconcileJob.kind:
             guard let payload = try? JSONDecoder().decode(ReconcileJob.Payload.self, from: Data(job.payload.utf8)),
                 try await tx.stepLog(walkerId: job.walkerId, day: payload.day)?.status == .pending
             else { return nil }
-            return "its day \(payload.day) is still PENDING and only this job decides it: retry it"
+            let otherDecider = try await tx.sql.raw(
+                """
+                SELECT 1 AS found FROM jobs
+                WHERE walker_id = \(bind: job.walkerId) AND dedupe_key = \(bind: job.dedupeKey)
+                    AND state IN ('pending', 'running')
+                UNION ALL
+                SELECT 1 AS found FROM step_rereads
+                WHERE walker_id = \(bind: job.walkerId) AND day = \(bind: payload.day.dayNumber) AND state = 'open'
+                LIMIT 1
+                """
+            ).first()
+            guard otherDecider == nil else { return nil }
+            return "its day \(payload.day) is still PENDING and no other job will decide it: retry it"
         case RereadDeadlineJob.kind:
             guard
                 let payload = try? JSONDecoder().decode(

@@ -167,8 +167,9 @@ extension StepLedgerClient {
     /// with the days it depends on; the client keeps it until an `allocation-reverted` event or a later read
     /// settles it (``provisionalAllocations()``). Called again with the key of a spend the server made, it answers
     /// that spend as it was stored; the allocation may have been settled or refunded since, so the client then
-    /// reads the allocations (``allocations()``) and returns the allocation as it stands, or the stored answer
-    /// without badging it when that read fails.
+    /// reads the allocations (``allocations()``), which settles its badge, and returns the allocation as that read
+    /// shows it; the stored answer when the read fails (badged while provisional, until the next read) or does
+    /// not show it (older than the newest 100).
     /// - Throws: ``StepLedgerError/insufficientEnergy(required:spendable:)``,
     ///   ``StepLedgerError/invalidRequest(_:)`` for a bad node id, number of points or key,
     ///   ``StepLedgerError/allocationUnanswered(idempotencyKey:lastError:)`` with the key to call again with when
@@ -192,8 +193,14 @@ extension StepLedgerClient {
             try await createAllocation(body)
         }
         if replayed {
-            // What the spend is now, not what it was: an `allocation-reverted` event that came while no answer had
-            // been seen found no badge to clear, and a badge from the stored answer would then never be cleared.
+            // The answer as stored, not the spend as it is now: an `allocation-reverted` event that came while no
+            // answer had been seen found no badge to clear. So a provisional answer is badged as the read found it
+            // (not as a change of its own), and the read that follows settles it when it is settled, even past the
+            // newest 100; when that read fails, the badge stays until the next one.
+            if allocation.status == .provisional, state.provisionalAllocations[allocation.id] == nil {
+                state.provisionalAllocations[allocation.id] = allocation
+                try save()
+            }
             return (try? await allocations().first { $0.id == allocation.id }) ?? allocation
         }
         if allocation.status == .provisional {

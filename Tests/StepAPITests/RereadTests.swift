@@ -50,46 +50,63 @@ struct RereadTests {
     }
 
     @Test(
-        "a dead job that alone can still decide a day (a PENDING day's reconcile, an open re-read's deadline) is not discarded; once the day is decided it is",
+        "a dead job that alone can still decide a PENDING day (its reconcile, an open re-read's deadline) is not discarded; with another job to decide it, or the day decided, it is",
         arguments: TestDatabases.kinds)
     func discardRefusedWhileNeeded(kind: DatabaseKind) async throws {
         let (harness, token, _) = try await Self.setUp(kind) { $0.adminToken = AdminTests.adminToken }
-        try await harness.run { client in
-            _ = try await Self.backwards(harness, client, token: token)
-            // A later ingest of the PENDING day queues its reconcile; both jobs of the day are then parked dead.
-            harness.clock.advance(seconds: 10)
-            _ = try await client.ingest(IngestBody(count: 6100), token: token)
+        let queue = JobQueue(store: harness.store)
+        @Sendable func parkDead() async throws -> [String: String] {
             try await harness.store.transaction {
                 _ = try await $0.sql.raw("UPDATE jobs SET state = 'dead' WHERE walker_id = \(bind: Self.walker)").run()
             }
-            let dead = try await JobQueue(store: harness.store).list(state: .dead, limit: 10)
-            #expect(Set(dead.map(\.kind)) == [ReconcileJob.kind, RereadDeadlineJob.kind])
-            for job in dead {
-                let refused = try await client.admin("/admin/jobs/\(job.id)/discard", method: .post)
-                #expect(refused.status == .conflict, "\(job.kind)")
-                #expect(try refused.json["error"] == .string("JOB_STILL_NEEDED"))
-            }
+            let dead = try await queue.list(state: .dead, limit: 10)
+            return Dictionary(dead.map { ($0.kind, $0.id) }) { first, _ in first }
+        }
+        try await harness.run { client in
+            // 2026-05-17 PENDING, its reconcile parked dead: nothing else decides the day.
+            _ = try await client.ingest(IngestBody(day: "2026-05-17", count: 7000), token: token)
+            let reconcile = try #require(try await parkDead()[ReconcileJob.kind])
+            let refused = try await client.admin("/admin/jobs/\(reconcile)/discard", method: .post)
+            #expect(refused.status == .conflict)
+            #expect(try refused.json["error"] == .string("JOB_STILL_NEEDED"))
             let bulk = try await client.admin(
                 "/admin/jobs/bulk", method: .post,
-                body: ByteBuffer(string: #"{"action":"discard","ids":["\#(dead[0].id)","\#(dead[1].id)"]}"#))
+                body: ByteBuffer(string: #"{"action":"discard","ids":["\#(reconcile)"]}"#))
             #expect(try bulk.json["items"]?[0]?["outcome"] == .string("still_needed"))
-            #expect(try bulk.json["items"]?[1]?["outcome"] == .string("still_needed"))
-            #expect(try await JobQueue(store: harness.store).list(state: .dead, limit: 10).count == 2)
             let audit = try await harness.store.transaction { try await $0.auditRecords(limit: 20) }
             #expect(audit.filter { $0.action == "job.discard" }.isEmpty)
-            // Decided (here by hand), neither job is needed any more.
+            // A later ingest of the day queues a reconcile of its own: the dead one is no longer needed.
+            harness.clock.advance(seconds: 5)
+            _ = try await client.ingest(IngestBody(day: "2026-05-17", count: 7100), token: token)
+            let discarded = try await client.admin("/admin/jobs/\(reconcile)/discard", method: .post)
+            #expect(try discarded.json["outcome"] == .string("discarded"))
+            // That job decides the day.
+            harness.clock.advance(seconds: 61)
+            #expect(try await harness.app.worker.drain() == 1)
+            let decided = try await harness.store.transaction {
+                try await $0.stepLog(walkerId: Self.walker, day: LocalDate(iso: "2026-05-17")!)
+            }
+            #expect(decided?.status != .pending)
+
+            // 2026-05-18 asks for a re-read; a later ingest's reconcile and the deadline are parked dead. The
+            // deadline alone decides the day: the reconcile would find the request waiting.
+            _ = try await Self.backwards(harness, client, token: token)
+            harness.clock.advance(seconds: 10)
+            _ = try await client.ingest(IngestBody(count: 6100), token: token)
+            let dead = try await parkDead()
+            let deadline = try #require(dead[RereadDeadlineJob.kind])
+            let waiting = try #require(dead[ReconcileJob.kind])
+            #expect(try await client.admin("/admin/jobs/\(deadline)/discard", method: .post).status == .conflict)
+            let discardedWaiting = try await client.admin("/admin/jobs/\(waiting)/discard", method: .post)
+            #expect(try discardedWaiting.json["outcome"] == .string("discarded"))
+            // Decided (here by hand), the deadline is no longer needed either.
             try await harness.store.transaction {
-                _ = try await $0.sql.raw(
-                    "UPDATE step_logs SET status = 'REJECTED' WHERE walker_id = \(bind: Self.walker)"
-                ).run()
                 _ = try await $0.sql.raw(
                     "UPDATE step_rereads SET state = 'expired' WHERE walker_id = \(bind: Self.walker)"
                 ).run()
             }
-            for job in dead {
-                let discarded = try await client.admin("/admin/jobs/\(job.id)/discard", method: .post)
-                #expect(try discarded.json["outcome"] == .string("discarded"), "\(job.kind)")
-            }
+            let discardedDeadline = try await client.admin("/admin/jobs/\(deadline)/discard", method: .post)
+            #expect(try discardedDeadline.json["outcome"] == .string("discarded"))
         }
     }
 

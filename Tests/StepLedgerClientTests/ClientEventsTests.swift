@@ -419,7 +419,7 @@ struct ClientEventsTests {
     }
 
     @Test(
-        "a spend's stored answer replayed for its key is not badged from: the allocation is returned as a read shows it"
+        "a spend's stored answer replayed for its key: returned as a read shows it, the read settling its badge"
     )
     func replayedAllocation() async throws {
         let store = temporaryStore()
@@ -450,7 +450,7 @@ struct ClientEventsTests {
         #expect(allocation.status == .refunded && allocation.refundedPoints == 500)
         #expect(listed.withLock { $0 } == 1)
         #expect(await client.provisionalAllocations().isEmpty, "a refunded spend was badged from its stored answer")
-        // With the read refused too, the stored answer comes back as it is, still without a badge.
+        // With the read refused too, the stored answer comes back as it is, badged until a read settles it.
         server.route("listAllocations") { _ in
             var response = HTTPResponse(status: .serviceUnavailable)
             response.headerFields[.contentType] = "application/json"
@@ -458,6 +458,14 @@ struct ClientEventsTests {
         }
         let again = try await client.allocate(kind: .tree, nodeId: "oak", points: 500, idempotencyKey: key)
         #expect(again.status == .provisional)
+        #expect(await client.provisionalAllocations().map(\.id) == ["a-5"])
+        // The next read that works settles it.
+        server.route("listAllocations") { _ in
+            var response = HTTPResponse(status: .ok)
+            response.headerFields[.contentType] = "application/json"
+            return (response, HTTPBody(#"{"items":["# + now + "]}"))
+        }
+        _ = try await client.allocations()
         #expect(await client.provisionalAllocations().isEmpty)
     }
 
