@@ -44,13 +44,16 @@ package struct SettingsReader<Key: ConfigurationKeys> {
         key.isSecret ? "" : ", not '\(value)'"
     }
 
-    /// Trimmed text; empty text is an error rather than "unset".
+    /// Trimmed text, line breaks included (a secret written with `echo` into a file that an orchestrator turns
+    /// into an environment variable ends in one, which no header or signature could then match); empty text is
+    /// an error rather than "unset", and so is text that still holds a control character.
     package func string(_ key: Key) throws -> String? {
         switch raw(key) {
         case nil: return nil
         case .text(let text):
-            let trimmed = text.trimmingCharacters(in: .whitespaces)
+            let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
             guard !trimmed.isEmpty else { throw error(key, "must not be empty") }
+            try refuseControlCharacters(trimmed, key)
             return trimmed
         case .list: throw error(key, "must be a single value, not a list")
         case .int, .double, .bool: throw error(key, "must be a string")
@@ -74,7 +77,7 @@ package struct SettingsReader<Key: ConfigurationKeys> {
         case nil: return nil
         case .bool(let value): return value
         case .text(let text):
-            guard let value = Bool(text.trimmingCharacters(in: .whitespaces).lowercased()) else {
+            guard let value = Bool(text.trimmingCharacters(in: .whitespacesAndNewlines).lowercased()) else {
                 throw error(key, "must be true or false" + shown(key, text))
             }
             return value
@@ -88,7 +91,7 @@ package struct SettingsReader<Key: ConfigurationKeys> {
         case nil: return nil
         case .int(let number): value = number
         case .text(let text):
-            guard let number = Int(text.trimmingCharacters(in: .whitespaces)) else {
+            guard let number = Int(text.trimmingCharacters(in: .whitespacesAndNewlines)) else {
                 throw error(key, "must be an integer" + shown(key, text))
             }
             value = number
@@ -108,7 +111,7 @@ package struct SettingsReader<Key: ConfigurationKeys> {
         case .double(let number): value = number
         case .int(let number): value = Double(number)
         case .text(let text):
-            guard let number = Double(text.trimmingCharacters(in: .whitespaces)), number.isFinite else {
+            guard let number = Double(text.trimmingCharacters(in: .whitespacesAndNewlines)), number.isFinite else {
                 throw error(key, "must be a number" + shown(key, text))
             }
             value = number
@@ -130,8 +133,17 @@ package struct SettingsReader<Key: ConfigurationKeys> {
         case .list(let list): items = list
         case .int, .double, .bool: throw error(key, "must be a comma-separated list of \(entries)s")
         }
-        let trimmed = items.map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        let trimmed = items.map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }.filter { !$0.isEmpty }
         guard !trimmed.isEmpty else { throw error(key, "must name at least one \(entries)") }
+        for entry in trimmed { try refuseControlCharacters(entry, key) }
         return trimmed
+    }
+
+    /// A value no client or receiver could ever match: a line break, a tab or another control character inside it
+    /// (the value is not repeated: it may be a secret).
+    private func refuseControlCharacters(_ text: String, _ key: Key) throws {
+        guard !text.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
+            throw error(key, "must not contain a line break, a tab or another control character")
+        }
     }
 }

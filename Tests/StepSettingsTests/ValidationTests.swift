@@ -156,6 +156,36 @@ struct ValidationTests {
         #expect(try AppConfiguration(reader: reader(["database.url": url])).databaseURL == url)
     }
 
+    @Test("a line break around a value is trimmed (a secret file written with echo); one inside it is refused")
+    func lineBreaks() throws {
+        let token = "admin-token-0123456789-0123456789-abcdef"
+        let configuration = try AppConfiguration(
+            reader: reader([
+                "admin.token": token + "\n", "jwt.issuer": "https://auth.example\r\n",
+                "ingest.sourceWhitelist": "com.apple.health, com.google.android.apps.fitness\r\n",
+                "http.port": "8081\n",
+            ]))
+        #expect(configuration.adminToken == token)
+        #expect(configuration.jwt.issuer == "https://auth.example")
+        #expect(
+            configuration.ingest.limits.sourceBundleWhitelist == [
+                "com.apple.health", "com.google.android.apps.fitness",
+            ])
+        #expect(configuration.http.port == 8081)
+        for (key, value) in [
+            ("admin.token", "admin-token-0123456789\n0123456789-abcdef"), ("jwt.audience", "stepledger\u{1}api"),
+            ("ingest.sourceWhitelist", "com.apple.health,com.bad\tbundle"),
+        ] {
+            #expect {
+                _ = try AppConfiguration(reader: reader([key: value]))
+            } throws: { error in
+                guard let error = error as? ConfigurationError else { return false }
+                return error.key == key && error.description.contains("control character")
+                    && !error.description.contains("0123456789")
+            }
+        }
+    }
+
     @Test("every key refuses an empty value", arguments: ConfigurationCatalog.app.entries.map(\.name))
     func empty(key: String) {
         #expect {
