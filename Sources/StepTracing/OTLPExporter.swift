@@ -83,12 +83,19 @@ package final class OTLPExporter: Service, Sendable {
             }
             group.cancelAll()
         }
-        await exportWaiting()
+        await exportWaiting(atShutdown: true)
     }
 
-    /// Sends everything that waits, a batch at a time.
-    package func exportWaiting() async {
+    /// Sends everything that waits, a batch at a time. At shutdown the sending stops at the first batch that fails
+    /// or once `timeout` has passed, and what is left is dropped with a warning: a collector that is down or
+    /// unreachable would otherwise hold the process for a timeout per batch waiting (up to `capacity` spans,
+    /// minutes), past the stop timeout of systemd or Kubernetes, which then kill it before its logs are flushed.
+    package func exportWaiting(atShutdown: Bool = false) async {
+        let deadline = ContinuousClock.now + .nanoseconds(settings.timeout.nanoseconds)
         while true {
+            if atShutdown, ContinuousClock.now >= deadline {
+                return dropWaiting(because: "the export at shutdown took too long")
+            }
             let (batch, dropped) = queue.withLock { queue in
                 let batch = Array(queue.spans.prefix(settings.batchSize))
                 queue.spans.removeFirst(batch.count)
@@ -100,11 +107,22 @@ package final class OTLPExporter: Service, Sendable {
                 logger.warning("trace spans dropped: the export queue was full", metadata: ["spans": "\(dropped)"])
             }
             guard !batch.isEmpty else { return }
-            await send(batch)
+            if await !send(batch), atShutdown {
+                return dropWaiting(because: "the collector did not take a batch at shutdown")
+            }
         }
     }
 
-    private func send(_ batch: [FinishedSpan]) async {
+    private func dropWaiting(because reason: String) {
+        let left = queue.withLock { queue in
+            defer { queue.spans.removeAll() }
+            return queue.spans.count
+        }
+        if left > 0 { logger.warning("trace spans dropped: \(reason)", metadata: ["spans": "\(left)"]) }
+    }
+
+    /// Whether the collector took `batch`.
+    private func send(_ batch: [FinishedSpan]) async -> Bool {
         var request = HTTPClientRequest(url: settings.tracesURL)
         request.method = .POST
         request.headers.add(name: "Content-Type", value: "application/json")
@@ -112,13 +130,16 @@ package final class OTLPExporter: Service, Sendable {
         do {
             let response = try await httpClient.execute(request, timeout: settings.timeout)
             _ = try? await response.body.collect(upTo: 64 * 1024)
-            if !(200..<300).contains(Int(response.status.code)) {
+            guard (200..<300).contains(Int(response.status.code)) else {
                 logger.warning(
                     "trace export refused", metadata: ["status": "\(response.status.code)", "spans": "\(batch.count)"])
+                return false
             }
+            return true
         } catch {
             logger.warning(
                 "trace export failed", metadata: ["error": "\(type(of: error))", "spans": "\(batch.count)"])
+            return false
         }
     }
 }

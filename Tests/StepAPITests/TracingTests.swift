@@ -1,7 +1,9 @@
 import Foundation
 import Instrumentation
 import Logging
+import NIOCore
 import NIOHTTP1
+import NIOPosix
 import Synchronization
 import Testing
 import Tracing
@@ -100,6 +102,78 @@ struct TracingTests {
         #expect(attributes.map { $0["key"] as? String } == ["db.system", "http.response.status_code"])
         #expect((attributes[1]["value"] as? [String: Any])?["intValue"] as? String == "200")
         #expect(Self.exporter.settings.tracesURL == "http://127.0.0.1:9/v1/traces")
+    }
+}
+
+extension TracingTests {
+    /// Counts the connections made to it and never answers on any: a collector that hangs.
+    final class SilentCollector: ChannelInboundHandler, Sendable {
+        typealias InboundIn = ByteBuffer
+        let connections = Mutex(0)
+
+        func channelActive(context: ChannelHandlerContext) {
+            connections.withLock { $0 += 1 }
+        }
+    }
+
+    @Test("at shutdown a collector that does not answer costs one batch's timeout, and the spans left are dropped")
+    func shutdownExportBounded() async throws {
+        let collector = SilentCollector()
+        let server = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(collector) }
+            }
+            .bind(host: "127.0.0.1", port: 0).get()
+        let port = try #require(server.localAddress?.port)
+        var settings = OTLPExporter.Settings(endpoint: "http://127.0.0.1:\(port)", serviceName: "stepledger-test")
+        settings.batchSize = 2
+        settings.timeout = .milliseconds(300)
+        let logs = LogLines()
+        let exporter = OTLPExporter(
+            settings: settings, logger: Logger(label: "t") { _ in LinesLogHandler(lines: logs) })
+        let identity = TraceIdentity.random()
+        for index in 0..<6 {
+            exporter.enqueue(
+                FinishedSpan(
+                    name: "span \(index)", kind: .internal, identity: TraceIdentity.random(in: identity.traceID),
+                    parentSpanID: nil, startNanoseconds: 1, endNanoseconds: 2, attributes: [:], isError: false,
+                    statusMessage: nil, events: []))
+        }
+        await exporter.exportWaiting(atShutdown: true)
+        // One batch was tried and timed out; the two batches behind it were dropped, not tried one timeout each.
+        #expect(collector.connections.withLock { $0 } == 1)
+        #expect(logs.messages.contains("trace spans dropped: the collector did not take a batch at shutdown"))
+        #expect(logs.metadata.contains { $0["spans"] == "4" })
+        // Nothing is left to send.
+        await exporter.exportWaiting(atShutdown: true)
+        #expect(collector.connections.withLock { $0 } == 1)
+        try await server.close()
+    }
+
+    /// What a logger wrote: each line's message and metadata.
+    final class LogLines: Sendable {
+        private let lines = Mutex<[(String, [String: String])]>([])
+        func append(_ message: String, _ metadata: [String: String]) {
+            lines.withLock { $0.append((message, metadata)) }
+        }
+        var messages: [String] { lines.withLock { $0.map(\.0) } }
+        var metadata: [[String: String]] { lines.withLock { $0.map(\.1) } }
+    }
+
+    struct LinesLogHandler: LogHandler {
+        let lines: LogLines
+        var metadata: Logger.Metadata = [:]
+        var logLevel: Logger.Level = .trace
+
+        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+            get { metadata[key] }
+            set { metadata[key] = newValue }
+        }
+
+        func log(event: LogEvent) {
+            lines.append(
+                "\(event.message)", (event.metadata ?? [:]).mapValues { "\($0)" })
+        }
     }
 }
 
