@@ -49,7 +49,7 @@ extension AppConfiguration {
                 }
                 webhookURL = url
             }
-            webhookSecret = try reader.secret(.webhookSecret).map { Array($0.utf8) }
+            webhookSecret = try reader.signingKey(.webhookSecret)
             if (webhookURL == nil) != (webhookSecret == nil) {
                 throw reader.error(
                     webhookURL == nil ? .webhookUrl : .webhookSecret,

@@ -33,7 +33,7 @@ extension AppConfiguration {
             audience = try reader.string(.audience) ?? audience
             leewaySeconds = try reader.double(.leewaySeconds, in: 0...600) ?? leewaySeconds
             maxInvalidPerMinute = try reader.int(.maxInvalidPerMinute, in: 1...100_000) ?? maxInvalidPerMinute
-            if let secret = try reader.secret(.devSecret) { developmentSecret = Array(secret.utf8) }
+            if let secret = try reader.signingKey(.devSecret) { developmentSecret = secret }
         }
     }
 }

@@ -72,6 +72,25 @@ package struct SettingsReader<Key: ConfigurationKeys> {
         return text
     }
 
+    /// An HMAC key (`events.webhookSecret`, `jwt.devSecret`), refused when shorter than `minimumSecretBytes`: taken
+    /// as written but for spaces and tabs around it, line breaks kept, since whoever checks the signatures keys with
+    /// the same bytes (a key wrapped over lines as `openssl rand -base64 64` prints it, or one ending in the newline
+    /// of the file it was read from, as before).
+    package func signingKey(_ key: Key) throws -> [UInt8]? {
+        switch raw(key) {
+        case nil: return nil
+        case .text(let text):
+            let trimmed = text.trimmingCharacters(in: .whitespaces)
+            guard !trimmed.isEmpty else { throw error(key, "must not be empty") }
+            guard trimmed.utf8.count >= Self.minimumSecretBytes else {
+                throw error(key, "must be at least \(Self.minimumSecretBytes) bytes")
+            }
+            return Array(trimmed.utf8)
+        case .list: throw error(key, "must be a single value, not a list")
+        case .int, .double, .bool: throw error(key, "must be a string")
+        }
+    }
+
     package func bool(_ key: Key) throws -> Bool? {
         switch raw(key) {
         case nil: return nil

@@ -172,6 +172,15 @@ struct ValidationTests {
                 "com.apple.health", "com.google.android.apps.fitness",
             ])
         #expect(configuration.http.port == 8081)
+        // An HMAC key is kept as written, line breaks included: whoever checks the signatures keys with those bytes.
+        let wrapped = String(repeating: "k", count: 40) + "\n" + String(repeating: "m", count: 20) + "\n"
+        let keys = try AppConfiguration(
+            reader: reader([
+                "events.webhookUrl": "https://push.example/hook", "events.webhookSecret": wrapped,
+                "jwt.devSecret": wrapped,
+            ]))
+        #expect(keys.events.webhookSecret == Array(wrapped.utf8))
+        #expect(keys.jwt.developmentSecret == Array(wrapped.utf8))
         for (key, value) in [
             ("admin.token", "admin-token-0123456789\n0123456789-abcdef"), ("jwt.audience", "stepledger\u{1}api"),
             ("ingest.sourceWhitelist", "com.apple.health,com.bad\tbundle"),
