@@ -86,14 +86,18 @@ package final class OTLPExporter: Service, Sendable {
         await exportWaiting(atShutdown: true)
     }
 
-    /// Sends everything that waits, a batch at a time. At shutdown the sending stops at the first batch that fails
-    /// or once `timeout` has passed, and what is left is dropped with a warning: a collector that is down or
-    /// unreachable would otherwise hold the process for a timeout per batch waiting (up to `capacity` spans,
-    /// minutes), past the stop timeout of systemd or Kubernetes, which then kill it before its logs are flushed.
+    /// Sends what waits, a batch at a time, until the queue is empty or a batch is not taken: a collector that did
+    /// not take one will not take the next sooner, so the rest waits for the next wake (and spans beyond `capacity`
+    /// are dropped meanwhile). So a send loop under way when shutdown begins ends after its batch in flight. At
+    /// shutdown the batches share one `timeout` between them, and what a failed batch or the time leaves is
+    /// dropped with a warning: a collector that is down or hangs would otherwise hold the process for a timeout
+    /// per batch waiting (up to `capacity` spans, minutes), past the stop timeout of systemd or Kubernetes, which
+    /// then kill it before its logs are flushed.
     package func exportWaiting(atShutdown: Bool = false) async {
         let deadline = ContinuousClock.now + .nanoseconds(settings.timeout.nanoseconds)
         while true {
-            if atShutdown, ContinuousClock.now >= deadline {
+            let remaining = deadline - ContinuousClock.now
+            if atShutdown, remaining <= .milliseconds(1) {
                 return dropWaiting(because: "the export at shutdown took too long")
             }
             let (batch, dropped) = queue.withLock { queue in
@@ -107,8 +111,14 @@ package final class OTLPExporter: Service, Sendable {
                 logger.warning("trace spans dropped: the export queue was full", metadata: ["spans": "\(dropped)"])
             }
             guard !batch.isEmpty else { return }
-            if await !send(batch), atShutdown {
-                return dropWaiting(because: "the collector did not take a batch at shutdown")
+            let (seconds, attoseconds) = remaining.components
+            let timeout =
+                atShutdown
+                ? .nanoseconds(min(settings.timeout.nanoseconds, seconds * 1_000_000_000 + attoseconds / 1_000_000_000))
+                : settings.timeout
+            guard await send(batch, timeout: timeout) else {
+                if atShutdown { dropWaiting(because: "the collector did not take a batch at shutdown") }
+                return
             }
         }
     }
@@ -121,14 +131,14 @@ package final class OTLPExporter: Service, Sendable {
         if left > 0 { logger.warning("trace spans dropped: \(reason)", metadata: ["spans": "\(left)"]) }
     }
 
-    /// Whether the collector took `batch`.
-    private func send(_ batch: [FinishedSpan]) async -> Bool {
+    /// Whether the collector took `batch` within `timeout`.
+    private func send(_ batch: [FinishedSpan], timeout: TimeAmount) async -> Bool {
         var request = HTTPClientRequest(url: settings.tracesURL)
         request.method = .POST
         request.headers.add(name: "Content-Type", value: "application/json")
         request.body = .bytes(OTLPJSON.encode(batch, settings: settings))
         do {
-            let response = try await httpClient.execute(request, timeout: settings.timeout)
+            let response = try await httpClient.execute(request, timeout: timeout)
             _ = try? await response.body.collect(upTo: 64 * 1024)
             guard (200..<300).contains(Int(response.status.code)) else {
                 logger.warning(
