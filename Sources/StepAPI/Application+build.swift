@@ -212,7 +212,8 @@ package func buildApplication(
     }
     var catalog = RouteCatalog()
 
-    // The surfaces: each a route group with its error envelope and its authentication.
+    // The surfaces: each a route group with its error envelope and its authentication, then the refusal of a URL
+    // with `%00` (on the ingest routes, part of reading the body, which counts and audits it).
     let ingest = router.group()
         .add(middleware: SurfaceErrorMiddleware<IngestAPIError>(logger: logger))
         .add(middleware: SessionAuthMiddleware<IngestAPIError>(authenticator: authenticator))
@@ -251,6 +252,7 @@ package func buildApplication(
     let walker = router.group()
         .add(middleware: SurfaceErrorMiddleware<WalkerAPIError>(logger: logger))
         .add(middleware: SessionAuthMiddleware<WalkerAPIError>(authenticator: authenticator))
+        .add(middleware: EncodedNULMiddleware<WalkerAPIError>())
     WalkerController(runner: walkerReads, defaultRegionId: configuration.defaultRegionId)
         .register(in: walker, catalog: &catalog)
     AllocationController(
@@ -266,6 +268,7 @@ package func buildApplication(
     let health = router.group()
         .add(middleware: SurfaceErrorMiddleware<HealthAPIError>(logger: logger))
         .add(middleware: SessionAuthMiddleware<HealthAPIError>(authenticator: authenticator))
+        .add(middleware: EncodedNULMiddleware<HealthAPIError>())
     HealthController(runner: walkerReads).register(in: health, catalog: &catalog)
     HealthWriteController(
         runner: walkerReads,
@@ -287,6 +290,7 @@ package func buildApplication(
         .add(middleware: AdminEnabledMiddleware(enabled: adminEnabled))
         .add(middleware: SurfaceErrorMiddleware<AdminAPIError>(logger: logger))
         .add(middleware: SameOriginMiddleware())
+        .add(middleware: EncodedNULMiddleware<AdminAPIError>())
     AdminSessionController(
         authenticator: adminAuthenticator, cookie: adminCookie,
         sessionSeconds: configuration.admin.sessionSeconds, logger: logger
@@ -297,6 +301,7 @@ package func buildApplication(
         .add(middleware: SurfaceErrorMiddleware<AdminAPIError>(logger: logger))
         .add(middleware: SameOriginMiddleware())
         .add(middleware: AdminAuthMiddleware(authenticator: adminAuthenticator))
+        .add(middleware: EncodedNULMiddleware<AdminAPIError>())
     AdminAuditController(store: store).register(in: admin, catalog: &catalog)
     AdminController(
         resolver: ReviewResolver(
@@ -317,7 +322,8 @@ package func buildApplication(
     // The console's page and assets: no authentication (the page signs in), but only while the admin API is on.
     ConsoleController(enabled: adminEnabled)
         .register(
-            in: router.group().add(middleware: SurfaceErrorMiddleware<AdminAPIError>(logger: logger)),
+            in: router.group().add(middleware: SurfaceErrorMiddleware<AdminAPIError>(logger: logger))
+                .add(middleware: EncodedNULMiddleware<AdminAPIError>()),
             catalog: &catalog)
 
     OpsController(

@@ -89,4 +89,39 @@ struct NULInputTests {
             }
         }
     }
+
+    @Test(
+        "a URL with %00 is refused after authentication: 401 without a credential; on the ingest routes a 400 that counts against the walker's limit and writes its audit row",
+        arguments: TestDatabases.kinds)
+    func urlAfterAuthentication(kind: DatabaseKind) async throws {
+        let (harness, token) = try await AdminTests.setUp(kind)
+        try await harness.run { client in
+            let json: HTTPFields = [.contentType: "application/json"]
+            for (uri, method) in [
+                ("/step/ingest?utm=%00", HTTPRequest.Method.post), ("/step/ingest:batch?x=%00", .post),
+                ("/walker?x=%00", .get), ("/health/today?tz=%00", .get), ("/admin/reviews?x=%00", .get),
+            ] {
+                let response = try await client.execute(
+                    uri: uri, method: method, headers: json, body: method == .post ? IngestBody().buffer : nil)
+                #expect(response.status == .unauthorized, "\(uri): \(response.text)")
+            }
+            let audited = try await harness.count("attestation_logs")
+            for (index, uri) in ["/step/ingest?utm=%00", "/step/ingest:batch?x=%00"].enumerated() {
+                let body =
+                    uri.contains("batch")
+                    ? ByteBuffer(
+                        string: try JSONCoding.encode(
+                            JSONValue.object(["buckets": .array([.object(IngestBody().fields)])])))
+                    : IngestBody().buffer
+                var headers = json
+                headers[.authorization] = "Bearer \(token)"
+                let response = try await client.execute(uri: uri, method: .post, headers: headers, body: body)
+                #expect(response.status == .badRequest, "\(uri): \(response.text)")
+                #expect(try response.json["error"] == .string("INVALID_REQUEST"))
+                #expect(response.headers[.init("RateLimit")!] == "\"walker\";r=\(49 - index);t=30", "\(uri)")
+            }
+            #expect(try await harness.count("attestation_logs") == audited + 2)
+            #expect(try await harness.count("step_submissions") == 0)
+        }
+    }
 }

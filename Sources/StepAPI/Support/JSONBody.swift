@@ -50,6 +50,7 @@ enum JSONBody {
     }
 
     private static func collect(_ request: Request, maxBytes: Int) async -> Result<ByteBuffer, Refusal> {
+        if let refusal = request.encodedNULRefusal { return .failure(.invalid(refusal)) }
         guard let contentType = request.headers[.contentType], isJSON(contentType) else {
             return .failure(.unsupportedMediaType)
         }

@@ -10,7 +10,8 @@ import HTTPTypes
 /// Rate-limited routes carry `RateLimit-Policy` and `RateLimit` (draft-ietf-httpapi-ratelimit-headers-10) on
 /// every answer they give after counting the request, refusals included, though each operation lists them only on
 /// its main answers. A URL holding an encoded NUL (`%00`) is a 400 in the surface's error shape on every API route,
-/// before authentication (the admin routes answer 404 while the admin API is off).
+/// after authentication (a 401 comes first; on the ingest, batch and re-read routes it counts against the walker's
+/// limit and writes its audit row like any other 400; the admin routes answer 404 while the admin API is off).
 ///
 internal struct Client: APIProtocol {
     /// The underlying HTTP client.
