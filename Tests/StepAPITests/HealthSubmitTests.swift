@@ -209,9 +209,12 @@ struct HealthSubmitTests {
             #expect(logs.allSatisfy { $0.route == "/health" })
             #expect(logs.map(\.status) == [201, 201], "each row carries its answer's status")
         }
-        // The anti-cheat sink and the log never see a value.
-        #expect(!harness.antiCheat.lines.contains { LoggedText.mentions(8500, in: $0) })
-        #expect(!harness.logs.lines.contains { LoggedText.mentions(8500, in: $0) })
+        // The anti-cheat sink and the log never see a value: steps of both submissions, calories, distance, duration.
+        for value in [8500, 9000, 350, 400, 5200, 3600] {
+            #expect(!harness.antiCheat.lines.contains { LoggedText.mentions(value, in: $0) }, "\(value)")
+            #expect(!harness.logs.lines.contains { LoggedText.mentions(value, in: $0) }, "\(value)")
+        }
+        #expect(!harness.logs.lines.isEmpty, "the request log lines were written")
     }
 
     @Test(
@@ -497,6 +500,11 @@ struct HealthSubmitTests {
                     ["HEALTH_STEPS_IMPLAUSIBLE"], ["HEALTH_CALORIES_IMPLAUSIBLE"], ["HEALTH_DISTANCE_IMPLAUSIBLE"],
                     ["HEALTH_DURATION_IMPLAUSIBLE"], ["HEALTH_STEPS_IMPLAUSIBLE"],
                 ])
+        }
+        // A refused value is not logged either.
+        for value in [100_001, 10_000, 150_001, 86_401, 100_000, 150_000, 86_400] {
+            #expect(!harness.antiCheat.lines.contains { LoggedText.mentions(value, in: $0) }, "\(value)")
+            #expect(!harness.logs.lines.contains { LoggedText.mentions(value, in: $0) }, "\(value)")
         }
     }
 

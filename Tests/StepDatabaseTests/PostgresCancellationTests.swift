@@ -9,7 +9,7 @@ import _ConnectionPoolModule
 @Suite("PostgreSQL work follows its caller")
 struct PostgresCancellationTests {
     @Test(
-        "a cancelled caller is answered at once and its statement is cancelled, leaving the pool usable",
+        "a cancelled caller is answered at once and the pool stays usable; the server ends the statement at statement_timeout",
         .enabled(if: TestDatabases.kinds.contains(.postgres)))
     func cancelledCaller() async throws {
         let test = try await TestDatabases.make(.postgres)
@@ -24,7 +24,8 @@ struct PostgresCancellationTests {
         let waited = ContinuousClock.now - started
         #expect(throws: StoreError.self) { try outcome.get() }
         #expect(waited < .seconds(15), "the caller waited \(waited) for work it had given up")
-        // The connection the cancelled statement held comes back to the pool: the next call is served.
+        // The next call is served (by another connection: postgres-nio sends no cancel request, so the statement the
+        // caller gave up runs on until the server's statement_timeout ends it, as architecture.md says).
         let one = try await database.withConnection { sql in
             try await sql.raw("SELECT 1 AS one").first()?.decode(column: "one", as: Int.self)
         }
