@@ -49,7 +49,8 @@ package struct IngestChecks: Sendable {
     }
 
     /// `TZ_JUMP_DETECTED`: a submission in `zone` at `now` whose UTC offset differs by more than the allowed hours
-    /// from the offset of `previous`'s zone, when `previous` came less than the window before it. A `previous`
+    /// from the offset of `previous`'s zone, both read at `now` (a daylight-saving change of the previous zone in
+    /// between counts as that zone's offset now), when `previous` came less than the window before it. A `previous`
     /// stamped after `now` (an overlapping request of the walker that took its lock first, or another instance's
     /// clock slightly ahead) is as recent as can be, not exempt.
     package func isTimeZoneJump(to zone: TimeZone, at now: Date, from previous: PreviousSubmission) -> Bool {

@@ -237,6 +237,19 @@ struct IngestChecksTests {
         #expect(Self.production.reasons(for: bucket, now: Self.seedNow, previous: previous) == expected)
     }
 
+    @Test(
+        "TZ_JUMP_DETECTED reads both zones' offsets at the new submission's time, a DST change of the previous zone in between included"
+    )
+    func tzJumpOffsetsAtNow() {
+        // Pacific/Auckland is +12 until 2026-09-26T14:00Z, when daylight saving time makes it +13.
+        let previous = PreviousSubmission(
+            timeZone: zone("Pacific/Auckland"), receivedAt: utc(2026, 9, 26, 13, 0, 0))
+        // Before the change: 12 h from UTC, not more.
+        #expect(!Self.production.isTimeZoneJump(to: zone("UTC"), at: utc(2026, 9, 26, 13, 30, 0), from: previous))
+        // After it: 13 h, read at the new submission's time (at the previous one's own time it was 12 h).
+        #expect(Self.production.isTimeZoneJump(to: zone("UTC"), at: utc(2026, 9, 26, 15, 0, 0), from: previous))
+    }
+
     @Test("TZ_JUMP_DETECTED with fixed offsets a minute either side of 12 h")
     func tzJumpMinuteBoundary() throws {
         var bucket = Self.seedBucket()
