@@ -34,7 +34,7 @@ struct ClientEventsTests {
             let events =
                 count == 1
                 ? [(1, "a-1"), (2, "a-2")] : [(Int(last ?? "0")! + 1, "a-\(Int(last ?? "0")! + 1)")]
-            var text = "retry: 1000\n\n"
+            var text = "retry: 10\n\n"
             for (id, allocation) in events {
                 text += "id: \(id)\nevent: allocation-reverted\ndata: \(Self.event(id, allocation: allocation))\n\n"
             }
@@ -131,7 +131,7 @@ struct ClientEventsTests {
             clock.advance(60)
             var response = HTTPResponse(status: .ok)
             response.headerFields[.contentType] = "text/event-stream"
-            var text = "retry: 1000\n\n"
+            var text = "retry: 10\n\n"
             if count == 6 {
                 text += "id: 1\nevent: allocation-reverted\ndata: \(Self.event(1, allocation: "a-1"))\n\n"
             }
