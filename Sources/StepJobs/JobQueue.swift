@@ -429,7 +429,8 @@ package struct JobQueue: Sendable {
     static func stillNeeded(_ job: JobRecord, in tx: StoreTransaction) async throws -> String? {
         switch job.kind {
         case ReconcileJob.kind:
-            guard let payload = try? JSONDecoder().decode(ReconcileJob.Payload.self, from: Data(job.payload.utf8)),
+            guard
+                let payload = try? JobJSON.decodePayload(ReconcileJob.Payload.self, from: job.payload, kind: job.kind),
                 try await tx.stepLog(walkerId: job.walkerId, day: payload.day)?.status == .pending
             else { return nil }
             let otherDecider = try await tx.sql.raw(
@@ -447,8 +448,8 @@ package struct JobQueue: Sendable {
             return "its day \(payload.day) is still PENDING and no other job will decide it: retry it"
         case RereadDeadlineJob.kind:
             guard
-                let payload = try? JSONDecoder().decode(
-                    RereadDeadlineJob.Payload.self, from: Data(job.payload.utf8)),
+                let payload = try? JobJSON.decodePayload(
+                    RereadDeadlineJob.Payload.self, from: job.payload, kind: job.kind),
                 let request = try await tx.reread(walkerId: job.walkerId, id: payload.requestId),
                 request.state == .open
             else { return nil }

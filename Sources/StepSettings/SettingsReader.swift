@@ -48,16 +48,9 @@ package struct SettingsReader<Key: ConfigurationKeys> {
     /// into an environment variable ends in one, which no header or signature could then match); empty text is
     /// an error rather than "unset", and so is text that still holds a control character.
     package func string(_ key: Key) throws -> String? {
-        switch raw(key) {
-        case nil: return nil
-        case .text(let text):
-            let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
-            guard !trimmed.isEmpty else { throw error(key, "must not be empty") }
-            try refuseControlCharacters(trimmed, key)
-            return trimmed
-        case .list: throw error(key, "must be a single value, not a list")
-        case .int, .double, .bool: throw error(key, "must be a string")
-        }
+        guard let text = try text(key, trimming: .whitespacesAndNewlines) else { return nil }
+        try refuseControlCharacters(text, key)
+        return text
     }
 
     /// The shortest secret a key accepts, in UTF-8 bytes: a bearer token, an HMAC or signing key.
@@ -66,10 +59,7 @@ package struct SettingsReader<Key: ConfigurationKeys> {
     /// A secret (`string`), refused when shorter than `minimumSecretBytes`.
     package func secret(_ key: Key) throws -> String? {
         guard let text = try string(key) else { return nil }
-        guard text.utf8.count >= Self.minimumSecretBytes else {
-            throw error(key, "must be at least \(Self.minimumSecretBytes) bytes")
-        }
-        return text
+        return try longEnough(text, key)
     }
 
     /// An HMAC key (`events.webhookSecret`, `jwt.devSecret`), refused when shorter than `minimumSecretBytes`: taken
@@ -77,18 +67,28 @@ package struct SettingsReader<Key: ConfigurationKeys> {
     /// the same bytes (a key wrapped over lines as `openssl rand -base64 64` prints it, or one ending in the newline
     /// of the file it was read from, as before).
     package func signingKey(_ key: Key) throws -> [UInt8]? {
+        guard let text = try text(key, trimming: .whitespaces) else { return nil }
+        return Array(try longEnough(text, key).utf8)
+    }
+
+    /// The key's text trimmed of `characters`; empty text is an error rather than "unset".
+    private func text(_ key: Key, trimming characters: CharacterSet) throws -> String? {
         switch raw(key) {
         case nil: return nil
         case .text(let text):
-            let trimmed = text.trimmingCharacters(in: .whitespaces)
+            let trimmed = text.trimmingCharacters(in: characters)
             guard !trimmed.isEmpty else { throw error(key, "must not be empty") }
-            guard trimmed.utf8.count >= Self.minimumSecretBytes else {
-                throw error(key, "must be at least \(Self.minimumSecretBytes) bytes")
-            }
-            return Array(trimmed.utf8)
+            return trimmed
         case .list: throw error(key, "must be a single value, not a list")
         case .int, .double, .bool: throw error(key, "must be a string")
         }
+    }
+
+    private func longEnough(_ secret: String, _ key: Key) throws -> String {
+        guard secret.utf8.count >= Self.minimumSecretBytes else {
+            throw error(key, "must be at least \(Self.minimumSecretBytes) bytes")
+        }
+        return secret
     }
 
     package func bool(_ key: Key) throws -> Bool? {
