@@ -156,6 +156,44 @@ struct DayDecisionTests {
         }
     }
 
+    @Test("an open day takes the zone of its latest submission, and its settle window runs from its end there")
+    func finalityFollowsTheLatestZone() throws {
+        func ingest(_ existing: StepLogRecord?, zone: String, at now: Date) -> DayDecision.Ingest {
+            DayDecision.ingest(
+                existing: existing, walkerId: "w", day: LocalDate(iso: "2026-05-18")!, timeZoneIdentifier: zone,
+                count: 6_000, streak: Self.streak(), quarantine: [], mode: .production, limits: Self.limits, at: now)
+        }
+        // 2026-05-18 ends at 10:00Z in Kiritimati (UTC+14) and at 11:00Z the next day in Pago Pago (UTC−11).
+        guard case .open(let first) = ingest(nil, zone: "Pacific/Kiritimati", at: Self.now),
+            case .open(let second) = ingest(first.log, zone: "Pacific/Pago_Pago", at: Self.now)
+        else {
+            Issue.record("a new day is open")
+            return
+        }
+        #expect(first.log.timeZone == "Pacific/Kiritimati")
+        #expect(second.log.timeZone == "Pacific/Pago_Pago")
+        let accepted = DayDecision.accept(
+            second.log, acceptedCount: 6_000, streak: Self.streak(), minDailyThreshold: 2_000, at: Self.now
+        ).log
+        let finalInKiritimati = try #require(ISO8601DateFormatter().date(from: "2026-05-20T00:00:00Z"))
+        let finalInPagoPago = try #require(ISO8601DateFormatter().date(from: "2026-05-20T11:00:00Z"))
+        #expect(!DayDecision.isFinal(accepted, settleWindowSeconds: 86_400, now: finalInKiritimati))
+        #expect(
+            !DayDecision.isFinal(accepted, settleWindowSeconds: 86_400, now: finalInPagoPago.addingTimeInterval(-1)))
+        #expect(DayDecision.isFinal(accepted, settleWindowSeconds: 86_400, now: finalInPagoPago))
+        // A later submission from the first zone is still taken after the first zone's window closed, and the
+        // day then takes that zone again.
+        guard case .open(let third) = ingest(accepted, zone: "Pacific/Kiritimati", at: finalInKiritimati) else {
+            Issue.record("the day is open until its window closes in the zone it holds")
+            return
+        }
+        #expect(third.log.timeZone == "Pacific/Kiritimati")
+        guard case .final = ingest(accepted, zone: "Pacific/Kiritimati", at: finalInPagoPago) else {
+            Issue.record("the day is final once its window closes in the zone it holds")
+            return
+        }
+    }
+
     @Test("reconcile and review act only on the status they decide")
     func onlyTheirStatus() {
         let submissions = DayEvidence(
