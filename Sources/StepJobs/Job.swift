@@ -98,7 +98,8 @@ package enum JobDiscardOutcome: Sendable, Hashable {
     case notDead(JobState)
     /// A dead job that alone can still decide its walker's day: a reconcile of a day still PENDING, or the
     /// deadline of a re-read request still open. Discarded, the day would stay PENDING for good (no other path
-    /// decides it, and past the offline cap no ingest queues another job): retry it instead.
+    /// decides it, and past the offline cap no ingest queues another job): retry it instead. Likewise a refund
+    /// whose allocation still waits for points: nothing queues it again, so the walker would never get them back.
     case stillNeeded(String)
 }
 

@@ -422,10 +422,12 @@ package struct JobQueue: Sendable {
         return .discarded
     }
 
-    /// Why `job` must not be discarded, or nil: it alone can still decide its walker's day (read in the
-    /// discard's transaction, after the job's row lock). A reconcile is not needed while another job will decide
-    /// the day: a reconcile of the day queued since (a later ingest's, pending or running), or the deadline of a
-    /// re-read request of the day still open (the reconcile would only find the request waiting).
+    /// Why `job` must not be discarded, or nil: it alone can still decide its walker's day, or pay a refund its
+    /// walker is owed (read in the discard's transaction, after the job's row lock). A reconcile is not needed while
+    /// another job will decide the day: a reconcile of the day queued since (a later ingest's, pending or running),
+    /// or the deadline of a re-read request of the day still open (the reconcile would only find the request
+    /// waiting). A refund is not needed once its allocation waits for nothing, or another refund job of it is
+    /// queued.
     static func stillNeeded(_ job: JobRecord, in tx: StoreTransaction) async throws -> String? {
         switch job.kind {
         case ReconcileJob.kind:
@@ -454,6 +456,22 @@ package struct JobQueue: Sendable {
                 request.state == .open
             else { return nil }
             return "its re-read request for \(request.day) is still open and only this job expires it: retry it"
+        case RefundJob.kind:
+            // Nothing queues a refund again once its part is dated (the decision that dated it queued this job),
+            // so while the allocation still waits for points this job alone pays them, unless it was queued again.
+            guard
+                let payload = try? JobJSON.decodePayload(RefundJob.Payload.self, from: job.payload, kind: job.kind),
+                let allocation = try await tx.allocation(walkerId: job.walkerId, id: payload.allocationId),
+                allocation.status == .provisional, allocation.refundPoints > 0,
+                try await tx.sql.raw(
+                    """
+                    SELECT 1 AS found FROM jobs
+                    WHERE walker_id = \(bind: job.walkerId) AND dedupe_key = \(bind: job.dedupeKey)
+                        AND state IN ('pending', 'running')
+                    """
+                ).first() == nil
+            else { return nil }
+            return "its allocation \(allocation.id) still waits for a refund and only this job pays it: retry it"
         default:
             return nil
         }

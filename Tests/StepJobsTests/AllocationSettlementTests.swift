@@ -1,4 +1,5 @@
 import Foundation
+import SQLKit
 import StepCore
 import StepDatabase
 import StepJobs
@@ -67,6 +68,39 @@ struct AllocationSettlementTests {
         #expect(try await bench.advance(seconds: 86_400 - 3610) == 1)
         allocation = try #require(try await bench.allocation(spent.id))
         #expect(allocation.refundedPoints == 9000 && allocation.status == .refunded)
+        try await bench.close()
+    }
+
+    @Test(
+        "a dead refund job is not discarded while its allocation waits for points and no other refund job of it is queued",
+        arguments: TestDatabases.kinds)
+    func deadRefundStillNeeded(kind: DatabaseKind) async throws {
+        let bench = try await SettlementBench.make(kind)
+        let queue = JobQueue(store: bench.store)
+        try await bench.ingest(Self.yesterday, count: 6000)
+        try await bench.ingest(Self.today, count: 6000)
+        let spent = try #require(try await bench.spend(9000))
+        let parkDead = {
+            try await bench.store.transaction {
+                _ = try await $0.sql.raw("UPDATE jobs SET state = 'dead' WHERE kind = \(bind: RefundJob.kind)").run()
+            }
+        }
+        // Yesterday rejected: its part of the refund is dated and its job queued, which then dies.
+        #expect(try await bench.decide(Self.yesterday, .reject))
+        try await parkDead()
+        let dead = try #require(try await queue.list(state: .dead, limit: 10).first)
+        #expect(dead.kind == RefundJob.kind)
+        guard case .stillNeeded = try await queue.discard(id: dead.id) else {
+            Issue.record("the only job that pays the walker's refund was discarded")
+            return
+        }
+        #expect(try await queue.list(state: .dead, limit: 10).map(\.id) == [dead.id])
+        // Today rejected too: its part queues a refund job of the allocation again, which pays both parts.
+        #expect(try await bench.decide(Self.today, .reject))
+        #expect(try await queue.discard(id: dead.id) == .discarded)
+        _ = try await bench.advance(seconds: Self.grace)
+        let allocation = try #require(try await bench.allocation(spent.id))
+        #expect(allocation.status == .refunded && allocation.refundedPoints == 9000)
         try await bench.close()
     }
 

@@ -96,7 +96,7 @@ struct AdminJobsController: Sendable {
             throw AdminAPIError.conflict(
                 code: "JOB_STILL_NEEDED",
                 message: "This job alone can still decide its walker's day (a PENDING day's reconcile, an open "
-                    + "re-read's deadline): retry it.",
+                    + "re-read's deadline) or pay a refund its walker is owed: retry it.",
                 details: [:])
         case let outcome: return AdminController.json(.ok, .object(["id": .string(id), "outcome": .string(outcome)]))
         }

@@ -1730,7 +1730,7 @@ paths:
               schema:
                 $ref: '#/components/schemas/IngestError'
         '409':
-          description: NOT_DEAD, the job is not dead; JOB_STILL_NEEDED, the job alone can still decide its walker's day (the reconcile of a day still PENDING, the deadline of a re-read request still open), so discarding it would leave the day PENDING for good; retry it instead.
+          description: NOT_DEAD, the job is not dead; JOB_STILL_NEEDED, the job alone can still decide its walker's day (the reconcile of a day still PENDING, the deadline of a re-read request still open), so discarding it would leave the day PENDING for good, or alone pays a refund its walker is owed (an allocation still waiting for points); retry it instead.
           content:
             application/json:
               schema:
