@@ -32,8 +32,10 @@ package struct CachedDay: Sendable, Hashable {
         guard write.streakChange == nil, walker.suspendedAt == nil else { return nil }
         var walker = walker
         walker.version += 1
-        walker.lastTimeZone = write.timeZone
-        walker.lastSubmissionAt = write.at.storedInstant
+        if let timeZone = write.timeZone {
+            walker.lastTimeZone = timeZone
+            walker.lastSubmissionAt = write.at.storedInstant
+        }
         walker.lifetimeSteps += write.lifetimeStepsDelta
         var state = state
         if var log = write.stepLog {

@@ -13,7 +13,10 @@ package struct IngestWrite: Sendable {
     package var streakChange: StreakRunChange?
     /// Energy to add to the ledger for the day (0 writes no entry).
     package var credit: Int
-    package var timeZone: String
+    /// The submission's zone, which becomes the walker's last zone with `at` its last submission time (the
+    /// time-zone jump check's baseline, the default day of the health routes); nil when the day is final and the
+    /// submission changes nothing, so both stay as they were.
+    package var timeZone: String?
     package var lifetimeStepsDelta: Int
     /// The call's audit row; it records `responseStatus`.
     package var attestationLog: AttestationLogRecord
@@ -35,7 +38,7 @@ package struct IngestWrite: Sendable {
 
     package init(
         walkerId: String, walkerVersion: Int, stepLog: StepLogRecord?, submission: StepSubmissionRecord?,
-        streakChange: StreakRunChange? = nil, credit: Int, timeZone: String, lifetimeStepsDelta: Int,
+        streakChange: StreakRunChange? = nil, credit: Int, timeZone: String?, lifetimeStepsDelta: Int,
         attestationLog: AttestationLogRecord, idempotencyKey: String, responseStatus: Int,
         responseBody: String, at: Date
     ) {

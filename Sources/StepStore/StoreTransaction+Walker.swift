@@ -202,16 +202,19 @@ extension StoreTransaction {
         ).run()
     }
 
-    /// The walker's update of an ingest, which bumps its version; with `expectedVersion` only while the
-    /// version is that and the walker is not suspended, returning a row when it was (the guard of `recordIngest`).
+    /// The walker's update of an ingest, which bumps its version (and, with `timeZone`, records the submission's
+    /// zone and time); with `expectedVersion` only while the version is that and the walker is not suspended,
+    /// returning a row when it was (the guard of `recordIngest`).
     /// A suspension does not bump the version, so a plan read before one committed would otherwise still apply.
     static func recordSubmissionStatement(
-        walkerId: String, timeZone: String, at now: Date, lifetimeStepsDelta: Int, expectedVersion: Int? = nil,
+        walkerId: String, timeZone: String?, at now: Date, lifetimeStepsDelta: Int, expectedVersion: Int? = nil,
         when condition: SQLText? = nil
     ) -> SQLText {
+        let zone: SQLText =
+            timeZone.map { "last_tz = \(bind: $0), last_submission_at = \(bind: now.millisecondsSince1970), " } ?? ""
         var query: SQLText = """
-            UPDATE walkers SET last_tz = \(bind: timeZone), last_submission_at = \(bind: now.millisecondsSince1970),
-                lifetime_steps = lifetime_steps + \(bind: lifetimeStepsDelta), version = version + 1
+            UPDATE walkers SET \(zone)lifetime_steps = lifetime_steps + \(bind: lifetimeStepsDelta),
+                version = version + 1
             WHERE walker_id = \(bind: walkerId)
             """
         if let expectedVersion {

@@ -188,6 +188,21 @@ struct IngestAcceptTests {
             #expect(try await harness.count("step_submissions", walker: "walker-final") == 2)
             let logs = try await harness.store.transaction { try await $0.attestationLogs(walkerId: "walker-final") }
             #expect(logs.last?.verdict == .unchanged)
+
+            // Nor does an old bucket resent from where the walker was then move the walker's last zone: the next
+            // sync from home is no time-zone jump, and the health routes' default day stays the walker's.
+            harness.clock.set(InstantParser.parse("2026-05-19T22:00:30Z")!)
+            let resent = try await client.ingest(
+                IngestBody(
+                    day: "2026-05-18", count: 5000, tz: "Asia/Tokyo", spanStart: "2026-05-18T00:00:00Z",
+                    spanEnd: "2026-05-18T14:00:00Z"), token: token)
+            #expect(resent.status == .ok)
+            let walker = try await harness.store.transaction { try await $0.walker("walker-final") }
+            #expect(walker?.lastTimeZone == "Europe/Warsaw")
+            #expect(walker?.lastSubmissionAt == InstantParser.parse("2026-05-19T21:59:59Z"))
+            harness.clock.set(InstantParser.parse("2026-05-19T22:01:00Z")!)
+            let home = try await client.ingest(IngestBody(day: "2026-05-19", count: 3000), token: token).json
+            #expect(home["stepLog"]?["reconciliationStatus"] == .string("ACCEPTED"))
         }
     }
 

@@ -121,7 +121,10 @@ struct IngestService: Sendable {
             ) -> IngestWrite {
                 var write = IngestWrite(
                     walkerId: walkerId, walkerVersion: walker.version, stepLog: log, submission: submission,
-                    streakChange: streakChange, credit: credit, timeZone: request.timeZoneIdentifier,
+                    streakChange: streakChange, credit: credit,
+                    // A final day's submission changes nothing, the walker's last zone included (it may be an old
+                    // bucket resent from where the walker was then).
+                    timeZone: log == nil ? nil : request.timeZoneIdentifier,
                     lifetimeStepsDelta: lifetimeDelta,
                     attestationLog: AttestationLogRecord(
                         walkerId: walkerId, createdAt: now, route: IngestController.route, verdict: verdict,
