@@ -99,6 +99,7 @@ struct AppCheckGateTests {
             if let header { headers[AppCheckTestKey.header] = header }
             let response = try await client.ingest(IngestBody(key: "k-refused"), token: token, headers: headers)
             #expect(response.status == .unauthorized)
+            #expect(response.headers[.wwwAuthenticate] == #"AppCheck realm="X-Firebase-AppCheck""#)
             #expect(
                 response.text
                     == #"{"details":{"reason":"\#(refusal.reason)"},"error":"UNAUTHORIZED","#

@@ -151,6 +151,7 @@ struct HealthAppAttestTests {
                 let response = try await client.submitHealth(
                     Self.body(nonce: nonce, token: attestation, date: "2026-05-14"), token: token)
                 #expect(response.text == healthError(401, "Unauthorized", "Attestation verification failed"))
+                #expect(response.headers[.wwwAuthenticate] == "Attestation")
             }
             #expect(try await harness.count("health_records") == 4)
             let key = try await harness.store.transaction {

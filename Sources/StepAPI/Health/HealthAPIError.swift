@@ -60,6 +60,9 @@ enum HealthAPIError: WalkerReadError, Equatable {
     var headers: HTTPFields {
         switch self {
         case .unauthorized: [.wwwAuthenticate: "Bearer"]
+        // Every 401 names a challenge (RFC 9110 §11.6.1): some HTTP stacks fail a 401 without one before the app
+        // can read its body.
+        case .attestationFailed: [.wwwAuthenticate: "Attestation"]
         case .methodNotAllowed(_, let allow): [HTTPField.Name("Allow")!: allow]
         default: [:]
         }

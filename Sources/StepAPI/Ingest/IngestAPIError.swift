@@ -133,6 +133,9 @@ enum IngestAPIError: WalkerReadError {
     var headers: HTTPFields {
         switch self {
         case .sessionRefused: [.wwwAuthenticate: "Bearer"]
+        // Every 401 names a challenge (RFC 9110 §11.6.1): some HTTP stacks fail a 401 without one before the app
+        // can read its body.
+        case .appCheckRefused: [.wwwAuthenticate: #"AppCheck realm="X-Firebase-AppCheck""#]
         default: [:]
         }
     }

@@ -159,6 +159,8 @@ struct IngestAnswer: Sendable {
     var body: String
     var replayed = false
     var decision: RateLimitDecision?
+    /// The error's own fields (a 401's challenge).
+    var headers: HTTPFields = [:]
 
     init(status: HTTPResponse.Status, body: String, replayed: Bool = false) {
         self.status = status
@@ -168,11 +170,14 @@ struct IngestAnswer: Sendable {
 
     init(_ error: IngestAPIError) {
         self.init(status: error.status, body: error.bodyString)
+        headers = error.headers
     }
 
-    /// The single endpoint's response: the body, `Idempotent-Replayed` on a replay, then the RateLimit fields.
+    /// The single endpoint's response: the body, the error's own fields, `Idempotent-Replayed` on a replay, then the
+    /// RateLimit fields.
     var response: Response {
         var response = Response.json(status: status, body: body)
+        response.headers.append(contentsOf: headers)
         if replayed { response.headers[.idempotentReplayed] = "true" }
         decision?.apply(to: &response.headers)
         return response

@@ -92,7 +92,7 @@ paths:
             row and nothing else (no idempotency key, no step); it carries the RateLimit fields.
           headers:
             WWW-Authenticate:
-              description: Bearer, on a session JWT failure only.
+              description: Bearer on a session JWT failure; AppCheck realm="X-Firebase-AppCheck" on an App Check refusal.
               schema:
                 type: string
           content:
@@ -2290,7 +2290,7 @@ components:
           schema:
             $ref: '#/components/schemas/HealthError'
     HealthUnauthorized:
-      description: Missing or invalid session JWT (header WWW-Authenticate Bearer), or on POST /health an attestation that did not verify ("Attestation verification failed").
+      description: Missing or invalid session JWT (header WWW-Authenticate Bearer), or on POST /health an attestation that did not verify ("Attestation verification failed", header WWW-Authenticate Attestation).
       headers:
         WWW-Authenticate:
           schema:

@@ -3849,7 +3849,7 @@ internal enum Operations {
                     }
                 }
             }
-            /// Missing or invalid session JWT (header WWW-Authenticate Bearer), or on POST /health an attestation that did not verify ("Attestation verification failed").
+            /// Missing or invalid session JWT (header WWW-Authenticate Bearer), or on POST /health an attestation that did not verify ("Attestation verification failed", header WWW-Authenticate Attestation).
             ///
             /// - Remark: Generated from `#/paths//health/attestation-nonce/get(getHealthNonce)/responses/401`.
             ///
@@ -4137,7 +4137,7 @@ internal enum Operations {
                     }
                 }
             }
-            /// Missing or invalid session JWT (header WWW-Authenticate Bearer), or on POST /health an attestation that did not verify ("Attestation verification failed").
+            /// Missing or invalid session JWT (header WWW-Authenticate Bearer), or on POST /health an attestation that did not verify ("Attestation verification failed", header WWW-Authenticate Attestation).
             ///
             /// - Remark: Generated from `#/paths//health/post(submitHealth)/responses/401`.
             ///
@@ -4541,7 +4541,7 @@ internal enum Operations {
                     }
                 }
             }
-            /// Missing or invalid session JWT (header WWW-Authenticate Bearer), or on POST /health an attestation that did not verify ("Attestation verification failed").
+            /// Missing or invalid session JWT (header WWW-Authenticate Bearer), or on POST /health an attestation that did not verify ("Attestation verification failed", header WWW-Authenticate Attestation).
             ///
             /// - Remark: Generated from `#/paths//health/statistics/get(getHealthStatistics)/responses/401`.
             ///
@@ -4820,7 +4820,7 @@ internal enum Operations {
                     }
                 }
             }
-            /// Missing or invalid session JWT (header WWW-Authenticate Bearer), or on POST /health an attestation that did not verify ("Attestation verification failed").
+            /// Missing or invalid session JWT (header WWW-Authenticate Bearer), or on POST /health an attestation that did not verify ("Attestation verification failed", header WWW-Authenticate Attestation).
             ///
             /// - Remark: Generated from `#/paths//health/today/get(getHealthToday)/responses/401`.
             ///
