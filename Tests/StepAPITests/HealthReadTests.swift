@@ -206,9 +206,18 @@ struct HealthReadTests {
             ("/health/statistics?startDate=2026-05-19", "startDate must not be after endDate"),
             (
                 "/health/statistics?startDate=2023-05-01&endDate=2026-05-01",
-                "The date range must not exceed 3 years (1096 days)"
+                "The date range must not exceed 3 years"
             ),
-            ("/health/statistics?startDate=2023-05-01", "The date range must not exceed 3 years (1096 days)"),
+            ("/health/statistics?startDate=2023-05-01", "The date range must not exceed 3 years"),
+            // Three years and a day with no leap day in them (1 096 days), and from a 29 February.
+            (
+                "/health/statistics?startDate=2021-01-01&endDate=2024-01-01",
+                "The date range must not exceed 3 years"
+            ),
+            (
+                "/health/statistics?startDate=2020-02-29&endDate=2023-03-01",
+                "The date range must not exceed 3 years"
+            ),
             ("/health/statistics?period=day&period=week", "period must be given once"),
             ("/health/today?tz=Nowhere/Land", "tz must be a valid IANA time zone"),
             ("/health/today?tz=", "tz must be a valid IANA time zone"),
@@ -229,10 +238,14 @@ struct HealthReadTests {
             let after = try await client.read(
                 "/health/statistics?startDate=2026-05-01&endDate=2026-05-18", token: token)
             #expect(after.text == before.text)
-            // The longest allowed range: three years with a leap day, one day shorter than the refused one.
-            let longest = try await client.read(
-                "/health/statistics?startDate=2023-05-01&endDate=2026-04-30", token: token)
-            #expect(longest.status == .ok)
+            // The longest allowed ranges: three calendar years, with a leap day (1 096 days) or without (1 095).
+            for (start, end) in [
+                ("2023-05-01", "2026-04-30"), ("2021-01-01", "2023-12-31"), ("2020-02-29", "2023-02-28"),
+            ] {
+                let longest = try await client.read(
+                    "/health/statistics?startDate=\(start)&endDate=\(end)", token: token)
+                #expect(longest.status == .ok, "\(start)…\(end)")
+            }
         }
     }
 

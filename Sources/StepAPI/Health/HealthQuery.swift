@@ -5,8 +5,8 @@ import StepCore
 /// The query of `GET /health/statistics` (seed 002): `startDate`, `endDate` (both optional, default today,
 /// inclusive) and `period` (`day`, `week` or `month`, default `day`).
 struct HealthStatisticsQuery: Sendable, Hashable {
-    /// Three years including a leap day (3 × 365 + 1): bounds the rows one request reads.
-    static let maxDays = 1096
+    /// The longest range, three calendar years (1 095 or 1 096 days): bounds the rows one request reads.
+    static let maxYears = 3
 
     var startDate: LocalDate?
     var endDate: LocalDate?
@@ -31,10 +31,20 @@ struct HealthStatisticsQuery: Sendable, Hashable {
         let first = startDate ?? today
         let last = endDate ?? today
         guard first <= last else { throw .badRequest("startDate must not be after endDate") }
-        guard last.dayNumber - first.dayNumber + 1 <= Self.maxDays else {
-            throw .badRequest("The date range must not exceed 3 years (\(Self.maxDays) days)")
+        guard last.dayNumber < Self.firstDayPastLimit(from: first) else {
+            throw .badRequest("The date range must not exceed \(Self.maxYears) years")
         }
         return first...last
+    }
+
+    /// The day number of `first`'s date `maxYears` on (1 March for 29 February): the first day a range starting
+    /// at `first` may not reach. Past the last representable year, the year's longest span in days.
+    static func firstDayPastLimit(from first: LocalDate) -> Int {
+        let (year, month, day) = first.components
+        let anniversary =
+            LocalDate(year: year + maxYears, month: month, day: day)
+            ?? LocalDate(year: year + maxYears, month: 3, day: 1)
+        return anniversary?.dayNumber ?? first.dayNumber + maxYears * 365 + 1
     }
 
     private static func date(_ parameters: Parameters, _ name: String) throws(HealthAPIError) -> LocalDate? {
