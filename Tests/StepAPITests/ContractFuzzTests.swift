@@ -168,7 +168,7 @@ struct ContractFuzzTests {
     }
 
     @Test(
-        "canonical IANA names that Foundation's list leaves out (Asia/Kolkata) are accepted",
+        "canonical IANA names that Foundation's list leaves out (Asia/Kolkata) and UTC's other names are accepted",
         arguments: TestDatabases.kinds)
     func ianaNamesMissingFromFoundationsList(kind: DatabaseKind) async throws {
         let harness = try await TestHarness.make(kind: kind)
@@ -177,6 +177,11 @@ struct ContractFuzzTests {
             let ingest = try await client.ingest(IngestBody(tz: "Asia/Kolkata"), token: token)
             #expect(ingest.status == .ok)
             #expect(try await client.read("/health/today?tz=Asia/Kolkata", token: token).status == .ok)
+            // The tz database's other names of UTC, which some devices report.
+            for utc in ["Etc/GMT", "Zulu", "Universal"] {
+                #expect(try await client.ingest(IngestBody(tz: utc), token: token).status == .ok, "\(utc)")
+                #expect(try await client.read("/health/today?tz=\(utc)", token: token).status == .ok, "\(utc)")
+            }
             for bad in ["EST", "GMT+2", "Etc/GMT+2", "Asia/Nowhere", "Asia", "asia/kolkata"] {
                 var body = IngestBody(tz: bad)
                 body["idempotencyKey"] = .string("bad-\(bad)")
