@@ -220,11 +220,18 @@ public actor StepLedgerClient {
 
     private static let knownZoneNames = Set(TimeZone.knownTimeZoneIdentifiers)
 
+    /// UTC's other names in the tz database, which the server takes too.
+    private static let utcNames: Set<String> = [
+        "Etc/GMT", "Etc/Greenwich", "Etc/UCT", "Etc/Universal", "Etc/Zulu", "Greenwich", "UCT", "Universal", "Zulu",
+    ]
+
     /// Whether the server takes `identifier` as a walker's zone (its `TimeZoneCatalog`, written again here because
-    /// the client links no server module): a name of the IANA database (`Area/Location`, or
-    /// `UTC`), not an offset (`GMT+0200`) or an abbreviation (`EST`) that Foundation also makes zones of.
+    /// the client links no server module): a name of the IANA database (`Area/Location`, `UTC` or one of UTC's
+    /// other names), not an offset (`GMT+0200`, `Etc/GMT+2`) or an abbreviation (`EST`) that Foundation also makes
+    /// zones of.
     static func isZoneName(_ identifier: String) -> Bool {
         if identifier == "UTC" || identifier == "Etc/UTC" || knownZoneNames.contains(identifier) { return true }
+        if utcNames.contains(identifier) { return true }
         let areas: Set<Substring> = [
             "Africa", "America", "Antarctica", "Arctic", "Asia", "Atlantic", "Australia", "Europe", "Indian", "Pacific",
         ]
