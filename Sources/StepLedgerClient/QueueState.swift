@@ -48,13 +48,16 @@ struct QueueState: Codable, Sendable, Equatable {
         buckets.removeAll { $0.sequence < newest[$0.slot]! }
     }
 
-    /// Buckets that may be sent at `now`, newest day first (final counts of open days land inside the server's
-    /// settle window), and in order of recording within a slot, so a slot's counts reach the server in the order
-    /// they were read.
+    /// Buckets that may be sent at `now`, oldest day first, and in order of recording within a slot, so a slot's
+    /// counts reach the server in the order they were read. Oldest first because a day's Energy multiplier is the
+    /// streak before it, fixed when the day is first accepted: a day that reached the server before the day in
+    /// front of it (a later request of the flush) would keep the tier of a broken streak. The server orders the
+    /// buckets of one request by day; across requests only this order does. It also sends the days nearest the
+    /// offline cap first.
     func due(at now: Date) -> [QueuedBucket] {
         if holding(pausedUntil, at: now) != nil { return [] }
         return buckets.filter { holding($0.notBefore, at: now) == nil }.sorted { a, b in
-            a.day != b.day ? a.day > b.day : a.sequence < b.sequence
+            a.day != b.day ? a.day < b.day : a.sequence < b.sequence
         }
     }
 

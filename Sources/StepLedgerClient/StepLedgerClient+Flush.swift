@@ -3,7 +3,7 @@ import HTTPTypes
 import OpenAPIRuntime
 
 extension StepLedgerClient {
-    /// Sends every queued bucket that is due through `POST /step/ingest:batch`, newest day first, and returns
+    /// Sends every queued bucket that is due through `POST /step/ingest:batch`, oldest day first, and returns
     /// what happened to each.
     ///
     /// Nothing is sent while a 429, a 503 or the walker's suspension pauses the queue, nor a bucket before its

@@ -138,7 +138,9 @@ struct ClientQueueTests {
         #expect(server.dayCounts[today.description] == 2_000, "the lower count never followed")
     }
 
-    @Test("buckets go newest day first, at most batchSize a request")
+    @Test(
+        "buckets go oldest day first, at most batchSize a request, so a day never arrives before the days in front of it"
+    )
     func order() async throws {
         let store = temporaryStore()
         defer { try? FileManager.default.removeItem(at: store) }
@@ -155,7 +157,7 @@ struct ClientQueueTests {
                 (try? JSONSerialization.jsonObject(with: state.payloads[key]!) as? [String: Any])?["day"] as? String
             }
         }
-        #expect(sentDays == (0...6).map { today.adding(days: -$0).description })
+        #expect(sentDays == (0...6).reversed().map { today.adding(days: -$0).description })
         #expect(server.sent.map(\.keys.count) == [3, 3, 1])
     }
 
@@ -204,9 +206,12 @@ struct ClientQueueTests {
                     sampleEnd: seedInstant, sourceBundleId: "b", gyroSamplesObserved: true)
             }
         }
-        for zone in ["UTC", "Europe/Warsaw", "Asia/Kolkata", "America/Argentina/Buenos_Aires"] {
+        for zone in [
+            "UTC", "Europe/Warsaw", "Asia/Kolkata", "America/Argentina/Buenos_Aires", "Etc/GMT", "Zulu", "Universal",
+        ] {
             #expect(StepLedgerClient.isZoneName(zone), "\(zone)")
         }
+        for zone in ["Etc/GMT+2", "EST", "GMT+0200"] { #expect(!StepLedgerClient.isZoneName(zone), "\(zone)") }
         // A day the server would refuse as in the future (a wrong year, a clock far ahead) is not queued.
         for future in [today.adding(days: 2), CalendarDay("2099-01-01")!] {
             await #expect(throws: StepLedgerError.invalidBucket("day must not be after tomorrow in its time zone")) {
