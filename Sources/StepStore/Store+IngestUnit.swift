@@ -337,6 +337,10 @@ extension Store {
         switch planner.plan(walker: walker) {
         case .reject(let rejection):
             try await tx.recordRejection(rejection, walkerId: walker.walkerId)
+            // Every outcome under the walker's lock moves its version, a refusal too: on PostgreSQL a request whose
+            // key this one took over after its lease ran out may still send the write it planned before (fenced by
+            // the version alone, `admitted`), and must not apply it over this refusal's stored answer.
+            try await tx.bumpWalkerVersion(walker.walkerId)
             return .rejected(rejection)
         case .write(let write):
             planned = write

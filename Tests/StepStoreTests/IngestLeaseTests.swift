@@ -105,6 +105,48 @@ struct IngestLeaseTests {
         try await test.close()
     }
 
+    /// Refuses every ingest with a replayable 422, as a check that a retry meets (a day past the offline cap once
+    /// midnight passed) refuses it.
+    struct Refuser: IngestPlanner {
+        func plan(walker: WalkerRecord) -> IngestPlan {
+            .reject(
+                IngestRejection(
+                    attestationLog: AttestationLogRecord(
+                        walkerId: walker.walkerId, createdAt: IngestLeaseTests.t0, route: "/step/ingest",
+                        verdict: .rejected, reasons: ["OFFLINE_CAP_EXCEEDED"], tokenId: nil, requestId: "refused"),
+                    idempotencyKey: "k", status: 422, body: #"{"error":"STEP_REJECTED"}"#, replayable: true,
+                    reviewThreshold: RepeatedRejections()))
+        }
+    }
+
+    @Test(
+        "a request whose key a retry took over and refused cannot write afterwards: the refusal moves the walker's version",
+        arguments: TestDatabases.kinds)
+    func lateRequestAfterRefusal(kind: DatabaseKind) async throws {
+        let test = try await TestDatabases.make(kind)
+        let store = test.store
+        let (late, _) = Self.request(at: 0)
+        #expect(try await Self.claim(store, late) == .claimed)
+        // What the late request's admission read; its plan passed the checks then.
+        let planned = try #require(try await store.transaction { try await $0.walker("w") }).version
+        let (retry, idempotency) = Self.request(at: 31)
+        let (_, refused) = try await store.ingest(
+            retry, day: Self.day, idempotency: idempotency, audit: Self.audit, planner: Refuser())
+        guard case .rejected = refused else {
+            Issue.record("the retry was not refused: \(refused)")
+            return
+        }
+        #expect(try await Self.key(store) == #"done {"error":"STEP_REJECTED"}"#)
+        // The late request's guarded write arrives now (PostgreSQL sends it after its admission committed).
+        var write = IngestWriteTests.acceptedWrite(version: planned, key: "k", steps: 5000)
+        write.responseBody = #"{"steps":5000}"#
+        let applied = try await store.withoutTransaction { [write] in try await $0.recordIngest(write) }
+        #expect(!applied, "a write planned before the takeover applied over the retry's refusal")
+        #expect(try await Self.submissions(store) == 0)
+        #expect(try await Self.key(store) == #"done {"error":"STEP_REJECTED"}"#)
+        try await test.close()
+    }
+
     @Test(
         "a request whose key a retry holds in flight writes nothing, and giving its key back leaves the retry's claim",
         arguments: TestDatabases.kinds)
