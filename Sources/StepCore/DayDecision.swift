@@ -179,25 +179,36 @@ package struct DayDecision: Sendable, Hashable {
         }
     }
 
-    /// The decision on a PENDING day once the app answered its re-read request (`DayReread.verdict`): accepted at
-    /// the re-read's count, which also becomes the day's reported count (it is the freshest read of the day), or
-    /// quarantined. Nil when the day is not PENDING.
+    /// The decision on a PENDING day once the app answered its re-read request made at `askedAt`
+    /// (`DayReread.verdict`): accepted at the re-read's count, which also becomes the day's reported count (it is
+    /// the freshest read of the day), or quarantined. A submission that arrived since the request was made is newer
+    /// than what the re-read judged: the day is credited at the re-read's count but stays PENDING, its reported
+    /// count the higher of the two, for its next reconcile. Nil when the day is not PENDING.
     package static func reread(
         _ log: StepLogRecord?, evidence: DayEvidence, answer: RereadAnswer, streak: StreakNeighbourhood,
-        limits: IngestLimits, at now: Date
+        limits: IngestLimits, askedAt: Date = .distantFuture, at now: Date
     ) -> (verdict: ReconcileVerdict, decision: DayDecision)? {
         guard let log, log.status == .pending else { return nil }
         let verdict = DayReread.verdict(
             evidence, answer: answer, limits: limits, day: log.day,
-            timeZone: TimeZoneCatalog.zone(named: log.timeZone) ?? .gmt, at: now)
+            timeZone: TimeZoneCatalog.zone(named: log.timeZone) ?? .gmt, askedAt: askedAt, at: now)
         switch verdict {
         case .accept(let count):
             // The fresh read is the day's count now, below an earlier submission's too: those were set aside as
             // inconsistent, and the day's provisional credit must not keep offering what they claimed.
             var read = log
             read.reportedCount = count
-            let decision = accept(
+            var decision = accept(
                 read, acceptedCount: count, streak: streak, minDailyThreshold: limits.minDailyThreshold, at: now)
+            // Submissions that arrived since the request was made were not judged by the re-read: the day stays
+            // PENDING for its next reconcile, as it would had they arrived just after this acceptance.
+            let newer = evidence.submissions.filter { $0.receivedAt >= askedAt }
+            if let highest = newer.map(\.count).max() {
+                decision.log.status = .pending
+                decision.log.reportedCount = max(count, highest)
+                decision.log.provisionalEnergy = EnergyMath.energy(
+                    steps: decision.log.reportedCount, multiplierPermille: decision.log.multiplierPermille ?? 1_000)
+            }
             return (verdict, decision)
         case .quarantine:
             return (verdict, quarantine(log, streak: streak, at: now))

@@ -69,15 +69,17 @@ package enum DayReread {
 
     /// Decides a day with the app's re-read. Every reconciliation check runs again over the day's submissions
     /// first: a reason a re-read cannot clear still quarantines. Then the re-read must be consistent with what
-    /// was submitted: no source bundle below its highest submission of the day (a bundle it leaves out read
-    /// zero), no overlap between different bundles' spans, and the count within the daily cap; then the day is
+    /// was submitted before the request was made (`askedAt`): no source bundle below its highest such submission
+    /// (a bundle it leaves out read zero; a submission that arrived since may hold a reading newer than the
+    /// re-read's, and the day's next reconcile judges it), no overlap between different bundles' spans, and the
+    /// count within the daily cap; then the day is
     /// accepted at the re-read's count. Every re-read count also passes the burst guard as an ingest of `day` in
     /// `timeZone` at `now` would: only the part of its span inside the day and not after `now` counts; and every
     /// bundle it names must be on the whitelist as it stands (`evidence.whitelist`). Otherwise
     /// the day is quarantined with the findings that asked for the re-read and what the re-read showed.
     package static func verdict(
         _ evidence: DayEvidence, answer: RereadAnswer, limits: IngestLimits, day: LocalDate, timeZone: TimeZone,
-        at now: Date
+        askedAt: Date = .distantFuture, at now: Date
     ) -> ReconcileVerdict {
         let again = DayReconciliation.verdict(evidence, limits: limits)
         var reasons: [String] = []
@@ -87,7 +89,7 @@ package enum DayReread {
         }
         var findings: [RereadFinding] = []
         var highestSubmitted: [String: Int] = [:]
-        for submission in evidence.submissions {
+        for submission in evidence.submissions where submission.receivedAt < askedAt {
             highestSubmitted[submission.sourceBundleId] = max(
                 highestSubmitted[submission.sourceBundleId] ?? 0, submission.count)
         }

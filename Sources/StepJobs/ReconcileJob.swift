@@ -193,8 +193,8 @@ struct Reconciler: Sendable {
         return .decide(verdict, decision)
     }
 
-    /// What the day is judged by: its submissions (those after its last acceptance by a reviewer or with a
-    /// re-read, which judged the ones before), the walker's submissions of the zone-jump window, the whitelist;
+    /// What the day is judged by: its submissions (those after its last acceptance by a reviewer, or since the
+    /// request of its last accepted re-read: each judged the ones before), the walker's submissions of the zone-jump window, the whitelist;
     /// and, read with the acceptances, the day's open re-read request.
     func evidence(_ tx: StoreTransaction, log: StepLogRecord) async throws
         -> (evidence: DayEvidence, openReread: RereadRequestRecord?)

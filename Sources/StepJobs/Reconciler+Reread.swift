@@ -78,7 +78,8 @@ extension Reconciler {
         let evidence = try await evidence(tx, log: log).evidence
         guard
             let (verdict, decision) = DayDecision.reread(
-                log, evidence: evidence, answer: answer, streak: state.streak, limits: limits, at: now)
+                log, evidence: evidence, answer: answer, streak: state.streak, limits: limits,
+                askedAt: request.createdAt, at: now)
         else { return .expired }
         let outcome = verdict.attestationVerdict
         let answerJSON = RereadJSON.answer(answer)
@@ -96,6 +97,13 @@ extension Reconciler {
                 AttestationLogRecord(
                     walkerId: walkerId, createdAt: now, route: route, verdict: .accepted, reasons: [], tokenId: nil,
                     requestId: requestId))
+            if decision.log.status == .pending {
+                // Submissions newer than the request wait for their reconcile: the ones that arrived while the
+                // request was open found it open and left the day to this answer.
+                _ = try await JobQueue.enqueue(
+                    ReconcileJob.newJob(walkerId: walkerId, day: log.day, runAt: now, maxAttempts: jobMaxAttempts),
+                    in: tx, now: now)
+            }
         }
         return .decided(decision.log, verdict)
     }

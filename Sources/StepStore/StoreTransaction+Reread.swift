@@ -117,8 +117,9 @@ extension StoreTransaction {
     }
 
     /// What has been judged of a day besides its submissions, in one statement: when it was last accepted by a
-    /// judgement of its own (a reviewer's acceptance of its quarantine or an accepted re-read, whichever came
-    /// later), and its open re-read request, if any.
+    /// judgement of its own (a reviewer's acceptance of its quarantine, or an accepted re-read, as of when its
+    /// request was made: the re-read judged only the submissions before it; whichever came later), and its open
+    /// re-read request, if any.
     package func dayJudgements(walkerId: String, day: LocalDate) async throws -> DayJudgements {
         try Self.dayJudgements(try await sql.raw(Self.dayJudgementsStatement(walkerId: walkerId, day: day)).first())
     }
@@ -129,7 +130,7 @@ extension StoreTransaction {
                 WHERE walker_id = \(bind: walkerId) AND kind = \(bind: ReviewKind.quarantinedDay.rawValue)
                     AND day = \(bind: day.dayNumber) AND resolution = \(bind: ReviewDecision.accept.rawValue))
                 AS accepted_by_review,
-            (SELECT MAX(answered_at) FROM step_rereads
+            (SELECT MAX(created_at) FROM step_rereads
                 WHERE walker_id = \(bind: walkerId) AND day = \(bind: day.dayNumber) AND outcome = 'ACCEPTED')
                 AS accepted_by_reread,
             open.*

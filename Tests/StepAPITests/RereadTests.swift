@@ -304,6 +304,41 @@ struct RereadTests {
     }
 
     @Test(
+        "a re-read is judged against what was submitted before its request: a newer reading that arrived meanwhile does not quarantine it, and the day's next reconcile credits it",
+        arguments: TestDatabases.kinds)
+    func newerSubmissionWhileOpen(kind: DatabaseKind) async throws {
+        let (harness, token) = try await ProductionModeTests.setUp(kind)
+        try await harness.run { client in
+            let request = try await Self.backwards(harness, client, token: token)
+            // The app reads 6 200 but its answer is held up; its next sync delivers a newer reading first, whose
+            // reconcile finds the request open.
+            harness.clock.advance(seconds: 5)
+            _ = try await client.ingest(IngestBody(count: 6300), token: token)
+            harness.clock.advance(seconds: 61)
+            #expect(try await harness.app.worker.drain() == 1)
+            let response = try await client.reread(try Self.answer(request), token: token)
+            let json = try response.json
+            #expect(json["outcome"] == .string("ACCEPTED"), "\(response.text)")
+            #expect(json["stepLog"]?["reconciliationStatus"] == .string("PENDING"))
+            #expect(json["stepLog"]?["acceptedCount"] == .null)  // not ACCEPTED while PENDING
+            #expect(json["stepLog"]?["reportedCount"] == .int(6300))
+            var day = try await ReconcileTests.days(client, token: token).first
+            #expect(day?["energyCredited"] == .int(6200))
+            #expect(try await Self.reviews(harness).isEmpty)
+            // The newer reading is judged at once by the reconcile the answer queued.
+            #expect(try await harness.app.worker.drain() == 1)
+            day = try await ReconcileTests.days(client, token: token).first
+            #expect(day?["reconciliationStatus"] == .string("ACCEPTED"))
+            #expect(day?["acceptedCount"] == .int(6300))
+            #expect(day?["energyCredited"] == .int(6300))
+            let walker = try await client.read("/walker", token: token).json
+            #expect(walker["totalLifetimeSteps"] == .int(6300))
+            #expect(walker["energy"]?["confirmed"] == .int(6300))
+            #expect(try await Self.reviews(harness).isEmpty)
+        }
+    }
+
+    @Test(
         "lifetime steps hold the day's accepted count once: a second re-read below the first follows it down, and a later reconcile or reviewer acceptance takes what was submitted since, not the count the re-read set aside",
         arguments: TestDatabases.kinds)
     func lifetimeFollowsRereads(kind: DatabaseKind) async throws {

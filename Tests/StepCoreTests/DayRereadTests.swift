@@ -96,6 +96,55 @@ struct DayRereadTests {
                 == .quarantine(reasons: ["COUNT_WENT_BACKWARDS", "REREAD_COUNT_BELOW_SUBMITTED"]))
     }
 
+    @Test(
+        "only submissions before the request are held against the re-read; a newer one leaves the day PENDING for its reconcile, credited at the re-read"
+    )
+    func newerThanTheRequest() {
+        let asked = Self.t0.addingTimeInterval(5.5 * 3600)
+        let newer = backwards + [submission("a", 6_300, from: 0, to: 7, at: 7)]
+        let answer = RereadAnswer(counts: [read("a", 6_200, from: 0, to: 6)], sampleDigest: "digest")
+        let verdict = {
+            DayReread.verdict(
+                evidence(newer), answer: answer, limits: limits, day: Self.day, timeZone: .gmt, askedAt: $0,
+                at: Self.endOfDay)
+        }
+        #expect(verdict(asked) == .accept(acceptedCount: 6_200))
+        #expect(
+            verdict(.distantFuture) == .quarantine(reasons: ["COUNT_WENT_BACKWARDS", "REREAD_COUNT_BELOW_SUBMITTED"]))
+        // Still below what came before the request: inconsistent.
+        let below = RereadAnswer(counts: [read("a", 5_900, from: 0, to: 6)], sampleDigest: "digest")
+        #expect(
+            DayReread.verdict(
+                evidence(newer), answer: below, limits: limits, day: Self.day, timeZone: .gmt, askedAt: asked,
+                at: Self.endOfDay) == .quarantine(reasons: ["COUNT_WENT_BACKWARDS", "REREAD_COUNT_BELOW_SUBMITTED"]))
+
+        let log = StepLogRecord(
+            walkerId: "w", day: Self.day, timeZone: "UTC", reportedCount: 6_300, acceptedCount: nil, status: .pending,
+            multiplierPermille: nil, energyCredited: 0, attested: false, updatedAt: Self.t0, provisionalEnergy: 6_300)
+        let streak = StreakNeighbourhood(day: Self.day, runs: [])
+        guard
+            let (_, decided) = DayDecision.reread(
+                log, evidence: evidence(newer), answer: answer, streak: streak, limits: limits, askedAt: asked,
+                at: Self.endOfDay)
+        else {
+            Issue.record("a PENDING day is decided")
+            return
+        }
+        #expect(decided.log.status == .pending)
+        #expect(decided.credit == 6_200 && decided.log.energyCredited == 6_200)
+        #expect(decided.log.reportedCount == 6_300 && decided.log.provisionalEnergy == 6_300)
+        // With nothing newer, the day is ACCEPTED at the re-read.
+        guard
+            let (_, alone) = DayDecision.reread(
+                log, evidence: evidence(backwards), answer: answer, streak: streak, limits: limits, askedAt: asked,
+                at: Self.endOfDay)
+        else {
+            Issue.record("a PENDING day is decided")
+            return
+        }
+        #expect(alone.log.status == .accepted && alone.log.reportedCount == 6_200)
+    }
+
     @Test("overlapping spans of two bundles in the re-read are inconsistent; touching ones are not")
     func overlap() {
         #expect(
