@@ -110,6 +110,17 @@ package struct ReconcileJob: BatchTransactionalJob {
 /// only for findings a fresh read can clear (`DayReread.asksForReread`) stays PENDING while the app is asked for
 /// a re-read instead (`Reconciler+Reread.swift`), when `reread.enabled`. It runs in the caller's transaction
 /// under the walker's lock and acts only on a PENDING day, so a job that runs twice changes the day once.
+/// The HTTP call that decided a day (a re-read's answer), as its audit row names it: the token id and the status.
+package struct AuditedCall: Sendable, Hashable {
+    package var tokenId: String?
+    package var status: Int
+
+    package init(tokenId: String?, status: Int) {
+        self.tokenId = tokenId
+        self.status = status
+    }
+}
+
 struct Reconciler: Sendable {
     let limits: IngestLimits
     let whitelist: @Sendable () -> Set<String>
@@ -232,15 +243,16 @@ struct Reconciler: Sendable {
     }
 
     /// Writes a decision (`recordDayDecision`): a quarantine opens the day's review entry with its reasons and
-    /// the re-read behind it, if any, and writes the audit row; what the decision leaves uncovered of the
-    /// allocations drawing on an accepted day is queued for refund.
+    /// the re-read behind it, if any, and writes the audit row (naming `call`'s token id and HTTP status when an
+    /// HTTP call decided the day); what the decision leaves uncovered of the allocations drawing on an accepted day
+    /// is queued for refund.
     func write(
         _ tx: StoreTransaction, _ decision: DayDecision, verdict: ReconcileVerdict, route: String, runId: String,
-        reread: String?, now: Date
+        reread: String?, call: AuditedCall? = nil, now: Date
     ) async throws {
         let log = decision.log
         let mayOweRefunds = try await tx.recordDayDecision(
-            Self.decisionWrite(decision, verdict: verdict, route: route, runId: runId, now: now))
+            Self.decisionWrite(decision, verdict: verdict, route: route, runId: runId, call: call, now: now))
         if let reread, case .quarantine = verdict {
             try await tx.attachRereadToReview(walkerId: log.walkerId, day: log.day, reread: reread)
         }
@@ -249,14 +261,15 @@ struct Reconciler: Sendable {
 
     /// A decision's rows: a quarantine opens the day's review entry with its reasons and writes the audit row.
     static func decisionWrite(
-        _ decision: DayDecision, verdict: ReconcileVerdict, route: String, runId: String, now: Date
+        _ decision: DayDecision, verdict: ReconcileVerdict, route: String, runId: String, call: AuditedCall? = nil,
+        now: Date
     ) -> DayDecisionWrite {
         var write = DayDecisionWrite(decision, at: now)
         if case .quarantine(let reasons) = verdict {
             write.reviewReasons = reasons
             write.attestationLog = AttestationLogRecord(
                 walkerId: decision.log.walkerId, createdAt: now, route: route, verdict: .quarantined,
-                reasons: reasons, tokenId: nil, requestId: runId)
+                reasons: reasons, tokenId: call?.tokenId, requestId: runId, status: call?.status)
         }
         return write
     }

@@ -58,7 +58,7 @@ extension Reconciler {
     /// the re-read attached. Under the walker's lock, in the caller's transaction.
     func answer(
         _ tx: StoreTransaction, walkerId: String, id: String, nonce: String, day: LocalDate, answer: RereadAnswer,
-        route: String, requestId: String, now: Date
+        route: String, requestId: String, tokenId: String? = nil, now: Date
     ) async throws -> RereadAnswerOutcome {
         guard let unlocked = try await tx.reread(walkerId: walkerId, id: id) else { return .notFound }
         let state = try await tx.lockWalkerReadingDay(walkerId, day: unlocked.day, now: now).day
@@ -89,14 +89,15 @@ extension Reconciler {
         answered.state = .answered
         answered.answeredAt = now
         answered.answer = answerJSON
+        let call = AuditedCall(tokenId: tokenId, status: 200)
         try await write(
             tx, decision, verdict: verdict, route: route, runId: requestId,
-            reread: RereadJSON.reviewEvidence(answered, answer: answer), now: now)
+            reread: RereadJSON.reviewEvidence(answered, answer: answer), call: call, now: now)
         if case .accept = verdict {
             try await tx.insertAttestationLog(
                 AttestationLogRecord(
-                    walkerId: walkerId, createdAt: now, route: route, verdict: .accepted, reasons: [], tokenId: nil,
-                    requestId: requestId))
+                    walkerId: walkerId, createdAt: now, route: route, verdict: .accepted, reasons: [],
+                    tokenId: tokenId, requestId: requestId, status: call.status))
             if decision.log.status == .pending {
                 // Submissions newer than the request wait for their reconcile: the ones that arrived while the
                 // request was open found it open and left the day to this answer.
@@ -264,10 +265,10 @@ package struct RereadResolver: Sendable {
 
     package func answer(
         _ tx: StoreTransaction, walkerId: String, id: String, nonce: String, day: LocalDate, answer: RereadAnswer,
-        route: String, requestId: String, now: Date
+        route: String, requestId: String, tokenId: String?, now: Date
     ) async throws -> RereadAnswerOutcome {
         try await reconciler.answer(
             tx, walkerId: walkerId, id: id, nonce: nonce, day: day, answer: answer, route: route,
-            requestId: requestId, now: now)
+            requestId: requestId, tokenId: tokenId, now: now)
     }
 }

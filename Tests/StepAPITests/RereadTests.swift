@@ -412,6 +412,12 @@ struct RereadTests {
 
             let reviews = try await Self.reviews(harness)
             #expect(reviews.map(\.reasons) == [["COUNT_WENT_BACKWARDS", "REREAD_COUNT_BELOW_SUBMITTED"]])
+            // The answer's audit row names its token and its 200, as an ingest's quarantine row does.
+            let audited = try await harness.store.transaction {
+                try await $0.attestationLogs(walkerId: reviews[0].walkerId)
+            }.filter { $0.route == "/step/reread" }
+            #expect(audited.map(\.verdict) == [.quarantined])
+            #expect(audited.first?.status == 200 && audited.first?.tokenId != nil)
             let listed = try await client.admin("/admin/reviews?status=open").json["items"]?[0]?["reread"]
             #expect(listed?["requestId"] == request["id"])
             #expect(listed?["state"] == .string("answered"))
@@ -595,9 +601,23 @@ struct RereadTests {
             #expect(fields?["sampleDigest"] != nil)
 
             // The right nonce still works after all of that: nothing above spent it.
-            let right = try await client.reread(try Self.answer(request), token: token)
+            let rightBody = try Self.answer(request)
+            let right = try await client.reread(rightBody, token: token)
             #expect(right.status == .ok, "\(right.text)")
             #expect(try right.json["outcome"] == .string("ACCEPTED"))
+            #expect(try await client.reread(rightBody, token: token).status == .ok)
+
+            // Every call wrote its audit row, as an ingest's do: the answer's status, its code, App Check's token id.
+            let rows = try await harness.store.transaction { try await $0.attestationLogs(walkerId: Self.walker) }
+                .filter { $0.route == "/step/reread" }
+            let seen = rows.map { "\($0.verdict.rawValue) \($0.status ?? 0) \($0.reasons.joined(separator: ","))" }
+            #expect(
+                seen.sorted()
+                    == [
+                        "ACCEPTED 200 ", "REFUSED 400 INVALID_REQUEST", "REFUSED 400 INVALID_REQUEST",
+                        "REFUSED 404 REREAD_NOT_FOUND", "REFUSED 422 REREAD_NONCE_MISMATCH", "REPLAYED 200 ",
+                    ], "\(seen)")
+            #expect(rows.allSatisfy { $0.tokenId != nil && $0.requestId != nil }, "\(rows)")
         }
         // Without App Check no answer is taken.
         let (bare, bareToken, _) = try await Self.setUp(kind)

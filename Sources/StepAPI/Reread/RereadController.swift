@@ -28,33 +28,36 @@ struct RereadController: Sendable {
     }
 
     func answer(_ request: Request, context: AppRequestContext) async throws -> Response {
-        let walkerId = try context.walker().walkerId
+        let principal = try context.walker()
+        let walkerId = principal.walkerId
         let headerKey = request.headers[.init("Idempotency-Key")!]
         let parsed = await JSONBody.read(request, maxBytes: maxBodyBytes, as: IngestAPIError.self) {
             bytes throws(RequestValidationError) in try RereadRequest.decode(body: bytes, headerKey: headerKey)
         }
         let requestId = context.requestId
+        // Every call is audited as an ingest is: each answer's row names the token id and the HTTP status.
+        let trail = IngestAuditTrail(principal: principal, route: Self.route, context: context, now: clock())
         var writer = IdempotentWrite<IngestAPIError>(
             store: store, policy: policy, leaseSeconds: idempotencyLeaseSeconds, keyReused: .idempotencyKeyReused,
             inFlight: .idempotencyInFlight)
-        writer.suspended = (
-            .walkerSuspended,
-            { now in
-                var row = AttestationLogRecord(
-                    walkerId: walkerId, createdAt: now, route: Self.route, verdict: .refused,
-                    reasons: ["WALKER_SUSPENDED"], tokenId: nil, requestId: requestId)
-                row.status = Int(IngestAPIError.walkerSuspended.status.code)
+        writer.suspended = (.walkerSuspended, { _ in trail.refused(.walkerSuspended) })
+        writer.audit = IdempotentAudit(
+            refused: { trail.refused($0) }, rateLimited: trail.rateLimited,
+            replayed: { status in
+                var row = trail.store.replayed
+                row.status = status
                 return row
-            }
-        )
+            })
         let decided = Decision()
-        let response = try await writer.respond(walkerId: walkerId, parsed: parsed, now: clock()) {
+        let response = try await writer.respond(walkerId: walkerId, parsed: parsed, now: trail.now) {
             [resolver] tx, valid, now in
             let result = try await resolver.answer(
                 tx, walkerId: walkerId, id: valid.requestId, nonce: valid.nonce, day: valid.day, answer: valid.answer,
-                route: Self.route, requestId: requestId, now: now)
+                route: Self.route, requestId: requestId, tokenId: trail.tokenId, now: now)
             decided.set(result)
-            return Self.render(result, request: valid)
+            let (status, body, refusal) = Self.render(result, request: valid)
+            if let refusal { try await tx.insertAttestationLog(trail.refused(refusal)) }
+            return (status, body)
         }
         // Once the decision has committed: the request line's verdict and the anti-cheat line (never a count).
         if let (day, verdict) = decided.value {
@@ -86,13 +89,14 @@ struct RereadController: Sendable {
         }
     }
 
+    /// The answer's status and body, and the error when it is a refusal (whose audit row the caller writes).
     private static func render(_ outcome: RereadAnswerOutcome, request: RereadRequest) -> (
-        HTTPResponse.Status, String
+        HTTPResponse.Status, String, IngestAPIError?
     ) {
         let error: IngestAPIError
         switch outcome {
         case .decided(let log, let verdict):
-            return (.ok, RereadResponse.body(requestId: request.requestId, log: log, verdict: verdict))
+            return (.ok, RereadResponse.body(requestId: request.requestId, log: log, verdict: verdict), nil)
         case .notFound: error = .rereadNotFound
         case .dayMismatch(let expected):
             error = .invalidRequest(
@@ -101,6 +105,6 @@ struct RereadController: Sendable {
         case .alreadyAnswered: error = .rereadAlreadyAnswered
         case .expired: error = .rereadExpired
         }
-        return (error.status, error.bodyString)
+        return (error.status, error.bodyString, error)
     }
 }

@@ -24,6 +24,9 @@ struct IdempotentWrite<Failure: WalkerReadError>: Sendable {
     /// When set, a suspended walker's claimed request is refused with `error`: the key is given back and only
     /// the audit row `auditRow` (made for the request's time) is written.
     var suspended: (error: Failure, auditRow: @Sendable (Date) -> AttestationLogRecord)? = nil
+    /// When set, the AttestationLog rows of the answers given before the write, in its transaction: a malformed
+    /// body's, a replay's, a reused or in-flight key's, and the rate window's first 429. The write writes its own.
+    var audit: IdempotentAudit<Failure>? = nil
 
     private enum Outcome: Sendable {
         case stored(status: HTTPResponse.Status, body: String)
@@ -37,17 +40,32 @@ struct IdempotentWrite<Failure: WalkerReadError>: Sendable {
     ) async throws -> Response {
         let valid = try? parsed.get()
         let outcome: (RateLimitDecision, Outcome?) = try await store.transaction {
-            [policy, leaseSeconds, keyReused, inFlight, suspended] tx in
+            [policy, leaseSeconds, keyReused, inFlight, suspended, audit] tx in
             let idempotency = valid.map {
                 IdempotencyRequest(key: $0.storedKey, requestHash: $0.payloadHash, leaseSeconds: leaseSeconds)
             }
             let (decision, admission) = try await tx.admit(
                 AdmissionRequest(walkerId: walkerId, policy: policy, idempotency: idempotency, now: now))
-            guard decision.allowed, let valid else { return (decision, nil) }
+            guard decision.allowed else {
+                if let audit, decision.isFirstRefusal { try await tx.insertAttestationLog(audit.rateLimited) }
+                return (decision, nil)
+            }
+            guard let valid else {
+                if let audit, case .failure(let error) = parsed {
+                    try await tx.insertAttestationLog(audit.refused(error))
+                }
+                return (decision, nil)
+            }
             switch admission.claim {
-            case .replay(let status, let body): return (decision, .replay(status: status, body: body))
-            case .payloadMismatch: return (decision, .refused(keyReused))
-            case .inFlight: return (decision, .refused(inFlight))
+            case .replay(let status, let body):
+                if let audit { try await tx.insertAttestationLog(audit.replayed(status)) }
+                return (decision, .replay(status: status, body: body))
+            case .payloadMismatch:
+                if let audit { try await tx.insertAttestationLog(audit.refused(keyReused)) }
+                return (decision, .refused(keyReused))
+            case .inFlight:
+                if let audit { try await tx.insertAttestationLog(audit.refused(inFlight)) }
+                return (decision, .refused(inFlight))
             case .claimed, nil: break
             }
             if let suspended, admission.walker.suspendedAt != nil {
@@ -72,4 +90,14 @@ struct IdempotentWrite<Failure: WalkerReadError>: Sendable {
             }
         }
     }
+}
+
+/// The AttestationLog rows of an idempotent write's answers before its write (`IdempotentWrite.audit`).
+struct IdempotentAudit<Failure: Sendable>: Sendable {
+    /// The row of a call refused with `Failure` (REFUSED, its status, its error code).
+    var refused: @Sendable (Failure) -> AttestationLogRecord
+    /// The rate window's one 429 row.
+    var rateLimited: AttestationLogRecord
+    /// The row of a replay of a stored answer with `status`.
+    var replayed: @Sendable (_ status: Int) -> AttestationLogRecord
 }
