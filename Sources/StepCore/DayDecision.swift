@@ -205,6 +205,9 @@ package struct DayDecision: Sendable, Hashable {
             let newer = evidence.submissions.filter { $0.receivedAt >= askedAt }
             if let highest = newer.map(\.count).max() {
                 decision.log.status = .pending
+                // Attested only once ACCEPTED: the day keeps the streak state it had until its reconcile decides it.
+                decision.log.attested = log.attested
+                decision.streakChange = streak.setting(attested: log.attested).nonEmpty
                 decision.log.reportedCount = max(count, highest)
                 decision.log.provisionalEnergy = EnergyMath.energy(
                     steps: decision.log.reportedCount, multiplierPermille: decision.log.multiplierPermille ?? 1_000)

@@ -101,9 +101,11 @@ extension Reconciler {
             if decision.log.status == .pending {
                 // Submissions newer than the request wait for their reconcile: the ones that arrived while the
                 // request was open found it open and left the day to this answer.
-                _ = try await JobQueue.enqueue(
-                    ReconcileJob.newJob(walkerId: walkerId, day: log.day, runAt: now, maxAttempts: jobMaxAttempts),
-                    in: tx, now: now)
+                var job = ReconcileJob.newJob(walkerId: walkerId, day: log.day, runAt: now, maxAttempts: jobMaxAttempts)
+                // A job of the day already waiting (a later ingest's, due after the reconcile delay) is brought
+                // forward: it is the one that judges them.
+                job.earlierRunAtWins = true
+                _ = try await JobQueue.enqueue(job, in: tx, now: now)
             }
         }
         return .decided(decision.log, verdict)

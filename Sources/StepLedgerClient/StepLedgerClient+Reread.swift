@@ -25,9 +25,11 @@ public struct RereadOutcome: Sendable, Hashable {
     public var requestId: String
     /// The day as the answer left it: ``DayState/Status-swift.enum/accepted`` at the highest bundle count when the
     /// re-read was consistent, else ``DayState/Status-swift.enum/quarantined`` with the reasons, for a reviewer.
+    /// ``DayState/Status-swift.enum/pending`` when the re-read was consistent but a newer count of the day reached
+    /// the server after the request: the re-read's count is credited, and the day is reconciled again next.
     public var day: DayState
-
-    public var isAccepted: Bool { day.status == .accepted }
+    /// Whether the re-read was consistent (the day credited at its count), whatever the day's status.
+    public var isAccepted: Bool
 }
 
 extension StepLedgerClient {
@@ -176,12 +178,14 @@ extension RereadOutcome {
         let status: DayState.Status =
             switch wire.stepLog.reconciliationStatus {
             case .accepted: .accepted
+            case .pending: .pending
             case .quarantined: .quarantined
             }
         self.init(
             requestId: wire.requestId,
             day: DayState(
                 day: day, status: status, reportedCount: wire.stepLog.reportedCount,
-                acceptedCount: wire.stepLog.acceptedCount, reasons: wire.reasons))
+                acceptedCount: wire.stepLog.acceptedCount, reasons: wire.reasons),
+            isAccepted: wire.outcome == .accepted)
     }
 }

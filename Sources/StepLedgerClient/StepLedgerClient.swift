@@ -195,7 +195,7 @@ public actor StepLedgerClient {
 
     /// The buckets waiting to be sent, in the order they would go.
     public func queuedBuckets() -> [QueuedBucket] {
-        state.buckets.sorted { a, b in a.day != b.day ? a.day > b.day : a.sequence < b.sequence }
+        state.buckets.sorted { a, b in a.day != b.day ? a.day < b.day : a.sequence < b.sequence }
     }
 
     /// Buckets the queue dropped unsent (the latest 200), and how many it ever dropped.

@@ -276,7 +276,7 @@ struct ClientIntegrationTests {
         }
     }
     @Test(
-        "production: re-read requests from GET /walker and the event stream, answered through the SDK: a consistent read accepts the day, a replay answers the same, another key is refused, a low read quarantines",
+        "production: re-read requests from GET /walker and the event stream, answered through the SDK: a consistent read accepts the day, a replay answers the same, another key is refused, a low read quarantines, a read older than a count sent since is credited and the day reconciled next",
         arguments: TestDatabases.kinds)
     func reread(kind: DatabaseKind) async throws {
         let (harness, token) = try await AdminTests.setUp(kind) { $0.reread.enabled = true }
@@ -288,23 +288,25 @@ struct ClientIntegrationTests {
             let credentials = ClosureCredentials(
                 sessionToken: { _ in token }, appCheckToken: { try appCheck.token(now: clock.now) })
             let client = try Self.client(harness, port: http.port, store: folder, credentials: credentials)
-            // Two days whose count went backwards (6 000, then 5 000): the reconcile asks for a re-read of each.
-            let (day, other) = (Self.today.adding(days: -1), Self.today.adding(days: -2))
+            // Three days whose count went backwards (6 000, then 5 000): the reconcile asks for a re-read of each.
+            let (day, other, third) = (
+                Self.today.adding(days: -1), Self.today.adding(days: -2), Self.today.adding(days: -3)
+            )
             for count in [6_000, 5_000] {
-                for each in [day, other] { try await Self.record(client, each, count, now: clock.now) }
-                #expect(try await client.flush().delivered.count == 2)
+                for each in [day, other, third] { try await Self.record(client, each, count, now: clock.now) }
+                #expect(try await client.flush().delivered.count == 3)
                 clock.advance(seconds: 10)
             }
             clock.advance(seconds: 60)
             _ = try await harness.app.worker.drain()
             let requests = try await client.walker().rereadRequests
-            #expect(requests.map(\.day) == [other, day])
+            #expect(requests.map(\.day) == [third, other, day])
             let announced = try await withThrowingTaskGroup(of: [WalkerState.RereadRequest].self) { group in
                 group.addTask {
                     var seen: [WalkerState.RereadRequest] = []
                     for try await event in client.events() {
                         if case .rereadRequested(let request) = event.kind { seen.append(request) }
-                        if seen.count == 2 { break }
+                        if seen.count == 3 { break }
                     }
                     return seen
                 }
@@ -349,13 +351,30 @@ struct ClientIntegrationTests {
             #expect(quarantined.day.status == .quarantined)
             #expect(quarantined.day.reasons == ["COUNT_WENT_BACKWARDS", "REREAD_COUNT_BELOW_SUBMITTED"])
 
+            // A newer count of the third day reaches the server before its answer (6 300 after the request): the
+            // re-read is held only against what came before it, credited, and the day reconciled again next.
+            let older = try #require(requests.first { $0.day == third })
+            clock.advance(seconds: 5)
+            try await Self.record(client, third, 6_300, now: clock.now)
+            #expect(try await client.flush().delivered.count == 1)
+            clock.advance(seconds: 61)
+            _ = try await harness.app.worker.drain()
+            var read = reading
+            read.sampleStart.addTimeInterval(-2 * 86_400)
+            read.sampleEnd.addTimeInterval(-2 * 86_400)
+            let credited = try await client.answerReread(older, readings: [read], sampleDigest: "sha256:older")
+            #expect(credited.isAccepted)
+            #expect(credited.day.status == .pending && credited.day.reportedCount == 6_300)
+            #expect(try await harness.app.worker.drain() == 1)
+            #expect(try await client.days(from: third, to: third).map(\.acceptedCount) == [6_300])
+
             let states = Dictionary(uniqueKeysWithValues: await client.dayStates().map { ($0.day, $0) })
             #expect(states[day]?.status == .accepted)
             #expect(states[day]?.acceptedCount == 6_200)
             #expect(states[other]?.status == .quarantined)
             #expect(try await client.walker().rereadRequests.isEmpty)
-            let days = try await client.days(from: other, to: day)
-            #expect(days.map(\.status) == [.quarantined, .accepted])
+            let days = try await client.days(from: third, to: day)
+            #expect(days.map(\.status) == [.accepted, .quarantined, .accepted])
         }
     }
 }

@@ -131,6 +131,7 @@ struct DayRereadTests {
             return
         }
         #expect(decided.log.status == .pending)
+        #expect(!decided.log.attested && decided.streakChange == nil, "attested only once ACCEPTED")
         #expect(decided.credit == 6_200 && decided.log.energyCredited == 6_200)
         #expect(decided.log.reportedCount == 6_300 && decided.log.provisionalEnergy == 6_300)
         // With nothing newer, the day is ACCEPTED at the re-read.

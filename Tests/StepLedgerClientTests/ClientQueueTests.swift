@@ -148,6 +148,8 @@ struct ClientQueueTests {
         let server = FakeServer(clock: clock)
         let client = try makeClient(store: store, server: server, clock: clock, batchSize: 3)
         for back in [5, 1, 3, 0, 2, 4, 6] { try await client.record(today.adding(days: -back), 1_000 + back) }
+        // The queue lists its buckets in the order they go.
+        #expect(await client.queuedBuckets().map(\.day) == (0...6).reversed().map { today.adding(days: -$0) })
         let report = try await client.flush()
         #expect(report.requests == 3)
         let days = server.sent.flatMap(\.keys).count

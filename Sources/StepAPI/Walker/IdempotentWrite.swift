@@ -13,7 +13,8 @@ protocol IdempotentBody: Sendable {
 /// A walker's write that an idempotency key makes safe to resend (`POST /walker/allocations`,
 /// `POST /step/reread`): the admission against the route's per-walker limit, the key's claim, the write and its
 /// stored answer in one transaction, so a replay answers the bytes of the first answer (an error included) and
-/// the write happens once. A malformed body is still counted against the limit and writes nothing.
+/// the write happens once. A malformed body is still counted against the limit and writes nothing (but its audit
+/// row, with `audit`).
 struct IdempotentWrite<Failure: WalkerReadError>: Sendable {
     let store: Store
     let policy: RateLimitPolicy

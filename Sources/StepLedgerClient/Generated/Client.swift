@@ -318,10 +318,12 @@ internal struct Client: APIProtocol {
     /// CROSS_SOURCE_OVERLAP (and reread.enabled), it asks the app for a fresh read of the day instead: a
     /// step-reread-requested walker event (pull, stream, webhook) and an entry of GET /walker's rereadRequests
     /// carry the request's id, day, window, one-time nonce and deadline (reread.timeoutSeconds). This answer
-    /// decides the day at once: consistent (no source bundle below its highest submission of the day, a bundle
-    /// left out reading 0; no overlap between different bundles' sampleSpans; the highest count within
+    /// decides the day at once: consistent (no source bundle below its highest submission of the day made before
+    /// the request, a bundle left out reading 0; no overlap between different bundles' sampleSpans; the highest count within
     /// ingest.maxStepsPerDay; each bundle's count within the burst guard over its sampleSpan; each bundle on the
-    /// whitelist as it stands) → ACCEPTED at the highest bundle count, credited; otherwise QUARANTINED with the
+    /// whitelist as it stands) → ACCEPTED at the highest bundle count, credited (when a submission arrived after the
+    /// request was made, the day is credited at the re-read's count but its stepLog stays PENDING for the
+    /// reconcile queued at once to judge what arrived since); otherwise QUARANTINED with the
     /// reasons, the re-read attached to the review entry (GET /admin/reviews, reread). Every ingest check runs
     /// again over the day first: a reason a re-read cannot clear still quarantines. No answer by the deadline →
     /// QUARANTINED with REREAD_NOT_ANSWERED. Same authentication, App Check, per-walker limit

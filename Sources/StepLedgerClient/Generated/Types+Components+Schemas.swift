@@ -1119,11 +1119,16 @@ extension Components {
                 internal var reportedCount: Swift.Int
                 /// - Remark: Generated from `#/components/schemas/RereadResponse/stepLog/acceptedCount`.
                 internal var acceptedCount: Swift.Int?
+                /// ACCEPTED or QUARANTINED as the outcome says; PENDING after an ACCEPTED outcome when a submission arrived after the request was made (credited at the re-read's count, reconciled next).
+                ///
                 /// - Remark: Generated from `#/components/schemas/RereadResponse/stepLog/reconciliationStatus`.
                 internal enum ReconciliationStatusPayload: String, Codable, Hashable, Sendable, CaseIterable {
                     case accepted = "ACCEPTED"
+                    case pending = "PENDING"
                     case quarantined = "QUARANTINED"
                 }
+                /// ACCEPTED or QUARANTINED as the outcome says; PENDING after an ACCEPTED outcome when a submission arrived after the request was made (credited at the re-read's count, reconciled next).
+                ///
                 /// - Remark: Generated from `#/components/schemas/RereadResponse/stepLog/reconciliationStatus`.
                 internal var reconciliationStatus: Components.Schemas.RereadResponse.StepLogPayload.ReconciliationStatusPayload
                 /// Creates a new `StepLogPayload`.
@@ -1132,7 +1137,7 @@ extension Components {
                 ///   - day:
                 ///   - reportedCount:
                 ///   - acceptedCount:
-                ///   - reconciliationStatus:
+                ///   - reconciliationStatus: ACCEPTED or QUARANTINED as the outcome says; PENDING after an ACCEPTED outcome when a submission arrived after the request was made (credited at the re-read's count, reconciled next).
                 internal init(
                     day: Swift.String,
                     reportedCount: Swift.Int,
