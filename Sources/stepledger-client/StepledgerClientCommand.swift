@@ -245,6 +245,7 @@ struct Reread: AsyncParsableCommand {
         try? FileManager.default.removeItem(at: pendingFile)
         var line: [String: Any] = [
             "requestId": outcome.requestId, "day": "\(outcome.day.day)", "status": outcome.day.status.rawValue,
+            "outcome": outcome.isAccepted ? "ACCEPTED" : "QUARANTINED",
             "reportedCount": outcome.day.reportedCount, "reasons": outcome.day.reasons,
         ]
         if let accepted = outcome.day.acceptedCount { line["acceptedCount"] = accepted }
