@@ -98,6 +98,18 @@ extension StoreTransaction {
         return .expired
     }
 
+    /// Whether the walker's `nonce` is still on record as used. A request that used a nonce before the walker was
+    /// erased finds it gone (the erasure deletes every nonce of the walker), even when a later request of the same
+    /// token has made the walker's row again: such a request must write nothing.
+    package func holdsUsedHealthNonce(walkerId: String, nonce: String) async throws -> Bool {
+        try await sql.raw(
+            """
+            SELECT 1 AS found FROM health_nonces
+            WHERE walker_id = \(bind: walkerId) AND nonce = \(bind: nonce) AND used_at IS NOT NULL
+            """
+        ).first() != nil
+    }
+
     /// Registers a key the walker's device just attested. False when the walker already has a key with this
     /// id: a key is attested once, and a second registration would reset its counter and reopen old
     /// assertions to replay.

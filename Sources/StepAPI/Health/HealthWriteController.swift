@@ -126,18 +126,20 @@ struct HealthWriteController: Sendable {
             case .success(let verified): attestation = verified
             case .failure(let failure):
                 return await refuse(
-                    walkerId: walkerId, code: failure.code, detail: failure.detail, answer: .attestationFailed,
+                    walkerId: walkerId, nonce: submission.nonce, code: failure.code, detail: failure.detail,
+                    answer: .attestationFailed,
                     now: now,
                     context: context)
             }
             if let date = submission.date, date > LocalDate(instant: now, in: Self.latestZone) {
-                try await keepAttestedKey(attestation, now: now)
+                try await keepAttestedKey(attestation, nonce: submission.nonce, now: now)
                 return HealthAPIError.badRequest("Date must not be in the future").response
             }
             if let (code, message) = submission.implausibility(settings.limits) {
-                try await keepAttestedKey(attestation, now: now)
+                try await keepAttestedKey(attestation, nonce: submission.nonce, now: now)
                 return await refuse(
-                    walkerId: walkerId, code: code, detail: message, answer: .badRequest(message), now: now,
+                    walkerId: walkerId, nonce: submission.nonce, code: code, detail: message,
+                    answer: .badRequest(message), now: now,
                     context: context)
             }
             let date =
@@ -156,7 +158,8 @@ struct HealthWriteController: Sendable {
                 return .json(status: .created, body: HealthResponse.record(stored))
             case .failure(let failure):
                 return await refuse(
-                    walkerId: walkerId, code: failure.code, detail: failure.detail, answer: .attestationFailed,
+                    walkerId: walkerId, nonce: submission.nonce, code: failure.code, detail: failure.detail,
+                    answer: .attestationFailed,
                     now: now,
                     context: context)
             }
@@ -169,13 +172,20 @@ struct HealthWriteController: Sendable {
     /// A first use's attestation proved the key genuine even when the values it carried are refused: the key is
     /// registered all the same, so the app's next submission, an assertion with it, is not refused as made with an
     /// unknown key (the app keeps a key once Apple attested it). A key registered meanwhile changes nothing.
-    private func keepAttestedKey(_ attestation: HealthAttestation, now: Date) async throws {
+    private func keepAttestedKey(_ attestation: HealthAttestation, nonce: String, now: Date) async throws {
         guard case .registerKey(let key) = attestation else { return }
         _ = try await store.transaction { tx in
             // Not for a walker erased meanwhile: the key would outlive the erasure.
-            guard try await tx.lockExistingWalker(key.walkerId) != nil else { return false }
+            guard try await Self.lockUnerased(key.walkerId, nonce: nonce, tx: tx) else { return false }
             return try await tx.registerAppAttestKey(key, now: now)
         }
+    }
+
+    /// Locks the walker and says whether it is the one that used `nonce`: false when it was erased since, its row
+    /// gone or made again by a later request of the same token (the erasure deleted the nonce either way).
+    static func lockUnerased(_ walkerId: String, nonce: String, tx: StoreTransaction) async throws -> Bool {
+        guard try await tx.lockExistingWalker(walkerId) != nil else { return false }
+        return try await tx.holdsUsedHealthNonce(walkerId: walkerId, nonce: nonce)
     }
 
     /// The key registration or counter advance, the record and its audit row: all or nothing, under the walker's
@@ -186,7 +196,7 @@ struct HealthWriteController: Sendable {
         _ submission: HealthSubmission, attestation: HealthAttestation, walkerId: String, date: LocalDate, now: Date,
         requestId: String, tx: StoreTransaction
     ) async throws -> Result<HealthRecord, HealthAttestationFailure>? {
-        guard try await tx.lockExistingWalker(walkerId) != nil else { return nil }
+        guard try await lockUnerased(walkerId, nonce: submission.nonce, tx: tx) else { return nil }
         switch attestation {
         case .registerKey(let key):
             guard try await tx.registerAppAttestKey(key, now: now) else {
@@ -213,7 +223,8 @@ struct HealthWriteController: Sendable {
     /// A refused submission: the typed reason to the anti-cheat sink and one REJECTED audit row with the status
     /// of `answer`, which it returns; nothing else.
     private func refuse(
-        walkerId: String, code: String, detail: String, answer: HealthAPIError, now: Date, context: AppRequestContext
+        walkerId: String, nonce: String, code: String, detail: String, answer: HealthAPIError, now: Date,
+        context: AppRequestContext
     ) async -> Response {
         record(verdict: .rejected, walkerId: walkerId, reasons: [code], detail: detail, context: context)
         let row = AttestationLogRecord(
@@ -222,7 +233,7 @@ struct HealthWriteController: Sendable {
         do {
             try await store.transaction { tx in
                 // Not for a walker erased meanwhile: the row would outlive the erasure.
-                guard try await tx.lockExistingWalker(walkerId) != nil else { return }
+                guard try await Self.lockUnerased(walkerId, nonce: nonce, tx: tx) else { return }
                 try await tx.insertAttestationLog(row)
             }
         } catch {
