@@ -103,6 +103,11 @@ package enum PrunedTable: String, Sendable, CaseIterable {
         }
     }
 
+    /// Whether a run's batches go on from the age the last one reached, rather than from the oldest row: a table
+    /// whose old rows may be kept (`stillNeeded`) would otherwise have every batch step over all the kept rows at the
+    /// front of its age index again. The rows are then taken in age order, which the age index gives without a sort.
+    var resumesByAge: Bool { self == .stepSubmissions }
+
     func retentionSeconds(_ policy: RetentionPolicy) -> Double {
         switch self {
         case .attestationLogs: policy.attestationLogSeconds
@@ -125,12 +130,14 @@ extension Store {
         var removed: [PrunedTable: Int] = [:]
         for table in tables {
             let cutoff = now.addingTimeInterval(-table.retentionSeconds(retention)).millisecondsSince1970
+            var from: Int? = nil
             while true {
-                let count = try await transaction { tx in
-                    try await tx.pruneBatch(table, before: cutoff, limit: batchSize)
+                let (count, newest) = try await transaction { [from] tx in
+                    try await tx.pruneBatch(table, before: cutoff, from: from, limit: batchSize)
                 }
                 removed[table, default: 0] += count
                 if count < batchSize { break }
+                if table.resumesByAge { from = newest }
             }
         }
         return PruneReport(
@@ -141,23 +148,37 @@ extension Store {
 }
 
 extension StoreTransaction {
-    /// Deletes at most `limit` rows of `table` older than `cutoff` (milliseconds) and says how many went.
-    package func pruneBatch(_ table: PrunedTable, before cutoff: Int, limit: Int) async throws -> Int {
-        try await sql.raw(Self.pruneBatchStatement(table, before: cutoff, limit: limit)).all().count
+    /// Deletes at most `limit` rows of `table` older than `cutoff` (milliseconds), with `from` only those at least
+    /// that old (a table that `resumesByAge`), and says how many went and the age of the newest of them.
+    package func pruneBatch(_ table: PrunedTable, before cutoff: Int, from: Int? = nil, limit: Int) async throws
+        -> (count: Int, newest: Int?)
+    {
+        let rows = try await sql.raw(Self.pruneBatchStatement(table, before: cutoff, from: from, limit: limit)).all()
+        let ages = try rows.map { try $0.decode(column: "age", as: Int.self) }
+        return (ages.count, ages.max())
     }
 
     /// The batch's statement; the rows past retention are found through an index on the age column
     /// (`PrunePlanTests` reads each engine's plan). The age is checked again on the row deleted: on PostgreSQL a
     /// row that a concurrent write renewed after the subquery read it (a rate-limit window opened again) is then
     /// left alone, where the key alone would delete the new window.
-    package static func pruneBatchStatement(_ table: PrunedTable, before cutoff: Int, limit: Int) -> SQLText {
-        """
-        DELETE FROM \(unsafeRaw: table.rawValue) WHERE (\(unsafeRaw: table.key)) IN (
-            SELECT \(unsafeRaw: table.key) FROM \(unsafeRaw: table.rawValue)
-            WHERE \(unsafeRaw: table.ageColumn) < \(bind: cutoff) AND NOT (\(table.stillNeeded))
-            LIMIT \(bind: limit)
-        ) AND \(unsafeRaw: table.ageColumn) < \(bind: cutoff)
-        RETURNING 1 AS removed
-        """
+    package static func pruneBatchStatement(_ table: PrunedTable, before cutoff: Int, from: Int? = nil, limit: Int)
+        -> SQLText
+    {
+        let age = table.ageColumn
+        var resume: SQLText = ""
+        var order: SQLText = ""
+        if table.resumesByAge {
+            if let from { resume = " AND \(unsafeRaw: age) >= \(bind: from)" }
+            order = " ORDER BY \(unsafeRaw: age)"
+        }
+        return """
+            DELETE FROM \(unsafeRaw: table.rawValue) WHERE (\(unsafeRaw: table.key)) IN (
+                SELECT \(unsafeRaw: table.key) FROM \(unsafeRaw: table.rawValue)
+                WHERE \(unsafeRaw: age) < \(bind: cutoff)\(resume) AND NOT (\(table.stillNeeded))\(order)
+                LIMIT \(bind: limit)
+            ) AND \(unsafeRaw: age) < \(bind: cutoff)
+            RETURNING \(unsafeRaw: age) AS age
+            """
     }
 }

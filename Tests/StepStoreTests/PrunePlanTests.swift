@@ -42,4 +42,36 @@ struct PrunePlanTests {
         }
         try await test.close()
     }
+
+    @Test(
+        "the submissions' batches go on from the age the last one reached, in the age index's order without a sort",
+        arguments: TestDatabases.kinds)
+    func submissionsResumeByAge(kind: DatabaseKind) async throws {
+        let test = try await TestDatabases.make(kind)
+        let statement = StoreTransaction.pruneBatchStatement(
+            .stepSubmissions, before: 1_700_000_000_000, from: 1_600_000_000_000, limit: 1_000)
+        let text = statement.rendered(.dollar).sql
+        #expect(text.contains("received_at >= "), "\(text)")
+        let plan = try await test.store.transaction { tx in
+            // An empty table is as cheap to read whole, or through a bitmap and then sorted; PostgreSQL is told to
+            // avoid both, so the plan shows whether the age index alone can give the rows in order.
+            if tx.kind == .postgres {
+                try await tx.sql.raw("SET LOCAL enable_seqscan = off").run()
+                try await tx.sql.raw("SET LOCAL enable_bitmapscan = off").run()
+            }
+            var explain: SQLText = tx.kind == .sqlite ? "EXPLAIN QUERY PLAN " : "EXPLAIN "
+            explain += statement
+            return try await tx.sql.raw(explain).all().map {
+                try tx.kind == .sqlite
+                    ? $0.decode(column: "detail", as: String.self)
+                    : $0.decode(column: "QUERY PLAN", as: String.self)
+            }.joined(separator: " | ")
+        }
+        #expect(plan.contains("step_submissions_by_age"), "\(plan)")
+        switch kind {
+        case .sqlite: #expect(!plan.contains("TEMP B-TREE FOR ORDER BY"), "\(plan)")
+        case .postgres: #expect(!plan.contains("Sort"), "\(plan)")
+        }
+        try await test.close()
+    }
 }

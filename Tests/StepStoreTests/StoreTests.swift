@@ -228,7 +228,7 @@ struct StoreTests {
         let firstBatch = try await store.transaction {
             try await $0.pruneBatch(.attestationLogs, before: cutoff, limit: 10)
         }
-        #expect(firstBatch == 10)
+        #expect(firstBatch.count == 10)
         let report = try await store.prune(now: Self.t0, retention: RetentionPolicy(), batchSize: 4)
         #expect(report.attestationLogs == 15)
         let remaining = try await store.transaction { tx in
