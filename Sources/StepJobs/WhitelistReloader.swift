@@ -46,6 +46,7 @@ package struct WhitelistReloader: Service {
     }
 
     package func run() async throws {
+        await catchUp()
         await cancelWhenGracefulShutdown {
             await withTaskGroup(of: Void.self) { group in
                 group.addTask {
@@ -74,6 +75,24 @@ package struct WhitelistReloader: Service {
         guard lastSeen.replace(with: stamp) != stamp else { return false }
         await reloadNow(because: "config file changed")
         return true
+    }
+
+    /// At the start of watching: the file is first stamped when this service is made, which comes after the
+    /// configuration was read (the database opened and checked in between), so an edit made meanwhile would be
+    /// taken as the baseline and never applied. The whitelist is read again once; a change is applied and logged.
+    package func catchUp() async {
+        do {
+            let new = try await reload()
+            guard new != whitelist.current else { return }
+            whitelist.replace(with: new)
+            logger.info(
+                "source whitelist reloaded",
+                metadata: ["trigger": "changed while starting", "entries": "\(new.count)", "changed": "true"])
+        } catch {
+            logger.warning(
+                "source whitelist not reloaded; keeping the previous one",
+                metadata: ["trigger": "changed while starting", "error": .string(String(describing: error))])
+        }
     }
 
     package func reloadNow(because trigger: String) async {

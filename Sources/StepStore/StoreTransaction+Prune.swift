@@ -124,8 +124,11 @@ extension Store {
     /// Removes rows past retention in batches of at most `batchSize`, each batch its own short transaction,
     /// so pruning never holds the write lock for long nor loads more than one batch. Spans walkers, so it
     /// runs off the request path.
+    /// `stop` is asked between batches: once it says so (the process is shutting down), the prune ends there, each
+    /// batch done committed, and the next run carries on.
     package func prune(
-        now: Date, retention: RetentionPolicy, batchSize: Int = 1_000, tables: [PrunedTable] = PrunedTable.allCases
+        now: Date, retention: RetentionPolicy, batchSize: Int = 1_000, tables: [PrunedTable] = PrunedTable.allCases,
+        stop: @Sendable () -> Bool = { false }
     ) async throws -> PruneReport {
         var removed: [PrunedTable: Int] = [:]
         for table in tables {
@@ -136,7 +139,7 @@ extension Store {
                     try await tx.pruneBatch(table, before: cutoff, from: from, limit: batchSize)
                 }
                 removed[table, default: 0] += count
-                if count < batchSize { break }
+                if count < batchSize || stop() { break }
                 if table.resumesByAge { from = newest }
             }
         }

@@ -2,6 +2,7 @@ import Configuration
 import Foundation
 import HTTPTypes
 import HummingbirdTesting
+import SQLKit
 import StepAPI
 import StepCore
 import StepDatabase
@@ -9,6 +10,7 @@ import StepLogging
 import StepSettings
 import StepStore
 import StepTestSupport
+import Synchronization
 import Testing
 
 @Suite("Operations: health, metrics, contract, logs, configuration")
@@ -33,6 +35,34 @@ struct OpsTests {
             #expect(response.status == .serviceUnavailable)
         }
         try? await harness.testStore.close()
+    }
+
+    @Test(
+        "/metrics answers with the last values while the database holds its reads (PostgreSQL, the jobs table locked)",
+        .enabled(if: TestDatabases.postgresURL != nil))
+    func metricsWhileTheDatabaseHolds() async throws {
+        let harness = try await TestHarness.make(kind: .postgres)
+        try await harness.run { client in
+            let depth = #"stepledger_jobs_queue_depth_jobs{state="pending"} 0"#
+            #expect(try await client.execute(uri: "/metrics", method: .get).text.contains(depth))
+            // Another session locks the jobs table for 8 s, past a scraper's 10 s with both reads waiting in turn.
+            let (locked, lockTaken) = AsyncStream.makeStream(of: Void.self)
+            let released = ReleaseFlag()
+            async let locker: Void = harness.store.transaction { tx in
+                try await tx.sql.raw("LOCK TABLE jobs IN ACCESS EXCLUSIVE MODE").run()
+                lockTaken.yield()
+                try await Task.sleep(for: .seconds(8))
+                released.set()
+            }
+            for await _ in locked { break }
+            let scraped = try await client.execute(uri: "/metrics", method: .get)
+            let answeredWhileLocked = !released.isSet
+            try await locker
+            #expect(scraped.status == .ok)
+            #expect(answeredWhileLocked, "the scrape waited for the lock to end")
+            #expect(scraped.text.contains(depth), "the last values are kept")
+            #expect(scraped.text.contains("stepledger_http_requests_total"))
+        }
     }
 
     @Test("/metrics exposes request counts, latency histograms and verdicts by reason", arguments: TestDatabases.kinds)
@@ -296,4 +326,13 @@ struct OpsTests {
             }
         }
     }
+}
+
+/// Set once, read from another task: whether a lock holder has let go.
+final class ReleaseFlag: Sendable {
+    private let state = Mutex(false)
+
+    var isSet: Bool { state.withLock { $0 } }
+
+    func set() { state.withLock { $0 = true } }
 }

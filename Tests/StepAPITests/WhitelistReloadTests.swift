@@ -48,6 +48,28 @@ struct WhitelistReloadTests {
         #expect(whitelist.current == ["com.example.only"])
     }
 
+    @Test("an edit made between reading the configuration and starting to watch it is applied when watching starts")
+    func editWhileStarting() async throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("wl-\(UUID().uuidString).json").path
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        // The configuration was read with one whitelist; the file changed before the watcher was made (the database
+        // being opened and checked meanwhile), so the watcher's first stamp is of the new file.
+        try Self.write("com.apple.health, com.example.newwatch", to: path)
+        let whitelist = SourceWhitelist(["com.apple.health"])
+        let logs = LogSink.memory()
+        let reloader = WhitelistReloader(
+            whitelist: whitelist, reload: Self.reader(path), watchedFile: path, pollIntervalSeconds: 3600,
+            logger: Logger(label: "test") { JSONLogHandler(label: $0, sink: logs, level: .info) })
+        #expect(await !reloader.reloadIfFileChanged(), "the stamp alone cannot see this edit")
+        await reloader.catchUp()
+        #expect(whitelist.current == ["com.apple.health", "com.example.newwatch"])
+        #expect(logs.lines.contains { $0.contains("changed while starting") })
+        // Nothing changed since: the next catch-up writes nothing.
+        let lines = logs.lines.count
+        await reloader.catchUp()
+        #expect(logs.lines.count == lines)
+    }
+
     @Test("a config file reached through a symbolic link is watched through it: swapping the link's target counts")
     func symlinkSwap() async throws {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("wl-\(UUID().uuidString)").path

@@ -28,7 +28,7 @@ struct OpsController: Sendable {
                 response.status = .serviceUnavailable
                 return response
             }
-            let ready = await store.database.ping()
+            let ready = await Self.bounded(Self.probeSeconds) { await store.database.ping() } ?? false
             var response = Self.text(
                 ready ? #"{"status":"ready","database":"ok"}"# : #"{"status":"unavailable","database":"unreachable"}"#,
                 contentType: "application/json")
@@ -41,13 +41,18 @@ struct OpsController: Sendable {
                     return Self.metricsRefused
                 }
             }
-            // The queue's depth is read at scrape time; a database that is away leaves the last values.
-            if let depth = try? await jobs.depth() {
+            // The queue's depth and the review desk's figures are read at scrape time, side by side and each for at
+            // most `probeSeconds`: a database that is away or slow leaves the last values, and the scrape is
+            // answered within the scraper's timeout whatever the database does.
+            let now = clock()
+            async let depth = Self.bounded(Self.probeSeconds) { try await jobs.depth() }
+            async let snapshot = Self.bounded(Self.probeSeconds) {
+                try await store.withoutTransaction { try await $0.adminMetrics(now: now) }
+            }
+            if let depth = await depth {
                 metrics.setQueueDepth(Dictionary(uniqueKeysWithValues: depth.map { ($0.key.rawValue, $0.value) }))
             }
-            if let snapshot = try? await store.withoutTransaction({ try await $0.adminMetrics(now: clock()) }) {
-                metrics.setAdminMetrics(snapshot)
-            }
+            if let snapshot = await snapshot { metrics.setAdminMetrics(snapshot) }
             if let counts = store.replicas?.readCounts {
                 metrics.raiseReadCounters(
                     primary: counts.primary, replica: counts.replica, replicaFailures: counts.replicaFailures)
@@ -59,6 +64,26 @@ struct OpsController: Sendable {
         }
         group.on(.get, "/openapi.yaml", catalog: &catalog) { _, _ in
             Self.text(Self.openAPIDocument, contentType: "application/yaml")
+        }
+    }
+
+    /// How long `/readyz` and `/metrics` wait for each database read: a probe or a scrape must be answered within
+    /// its own timeout (Prometheus' 10 s, a load balancer's few seconds), while an unreachable database holds a
+    /// read up to the unit deadline (15 s by default) and, on PostgreSQL, for the pool's first minute of failed
+    /// connects.
+    static let probeSeconds: Double = 2
+
+    /// `body`'s value, or nil when it fails or has not answered within `seconds` (it is then cancelled).
+    static func bounded<T: Sendable>(_ seconds: Double, _ body: @escaping @Sendable () async throws -> T) async -> T? {
+        await withTaskGroup(of: T?.self) { group in
+            group.addTask { try? await body() }
+            group.addTask {
+                try? await Task.sleep(for: .seconds(seconds))
+                return nil
+            }
+            let first = await group.next() ?? nil
+            group.cancelAll()
+            return first
         }
     }
 
