@@ -38,30 +38,37 @@ struct OpsTests {
     }
 
     @Test(
-        "/metrics answers with the last values while the database holds its reads (PostgreSQL, the jobs table locked)",
-        .enabled(if: TestDatabases.postgresURL != nil))
-    func metricsWhileTheDatabaseHolds() async throws {
-        let harness = try await TestHarness.make(kind: .postgres)
+        "/metrics answers with the last values while the database holds its reads (PostgreSQL: the jobs table locked; SQLite: the writer busy)",
+        arguments: TestDatabases.kinds)
+    func metricsWhileTheDatabaseHolds(kind: DatabaseKind) async throws {
+        let harness = try await TestHarness.make(kind: kind)
         try await harness.run { client in
             let depth = #"stepledger_jobs_queue_depth_jobs{state="pending"} 0"#
             #expect(try await client.execute(uri: "/metrics", method: .get).text.contains(depth))
-            // Another session locks the jobs table for 8 s, past a scraper's 10 s with both reads waiting in turn.
+            // Another unit holds the database for 8 s, past a scraper's 10 s with both reads waiting in turn: on
+            // PostgreSQL it locks the jobs table, on SQLite it holds the one writer every unit queues behind.
             let (locked, lockTaken) = AsyncStream.makeStream(of: Void.self)
             let released = ReleaseFlag()
-            async let locker: Void = harness.store.transaction { tx in
-                try await tx.sql.raw("LOCK TABLE jobs IN ACCESS EXCLUSIVE MODE").run()
+            async let holder: Void = harness.store.transaction { tx in
+                if tx.kind == .postgres { try await tx.sql.raw("LOCK TABLE jobs IN ACCESS EXCLUSIVE MODE").run() }
                 lockTaken.yield()
                 try await Task.sleep(for: .seconds(8))
                 released.set()
             }
             for await _ in locked { break }
             let scraped = try await client.execute(uri: "/metrics", method: .get)
-            let answeredWhileLocked = !released.isSet
-            try await locker
+            let answeredWhileHeld = !released.isSet
+            let ready = try await client.execute(uri: "/readyz", method: .get)
+            let readyWhileHeld = !released.isSet
+            try await holder
             #expect(scraped.status == .ok)
-            #expect(answeredWhileLocked, "the scrape waited for the lock to end")
+            #expect(answeredWhileHeld, "the scrape waited for the database")
             #expect(scraped.text.contains(depth), "the last values are kept")
             #expect(scraped.text.contains("stepledger_http_requests_total"))
+            if kind == .sqlite {
+                // SQLite's ping waits for the writer too: not ready while it cannot answer, and said at once.
+                #expect(ready.status == .serviceUnavailable && readyWhileHeld, "\(ready.status)")
+            }
         }
     }
 

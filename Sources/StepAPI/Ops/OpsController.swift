@@ -3,6 +3,7 @@ import Hummingbird
 import StepDatabase
 import StepJobs
 import StepStore
+import Synchronization
 
 /// Liveness, readiness, metrics and the API contract.
 struct OpsController: Sendable {
@@ -73,17 +74,18 @@ struct OpsController: Sendable {
     /// connects.
     static let probeSeconds: Double = 2
 
-    /// `body`'s value, or nil when it fails or has not answered within `seconds` (it is then cancelled).
+    /// `body`'s value, or nil when it fails or has not answered within `seconds`. The caller is answered at the
+    /// time limit even when `body` does not stop on cancellation (a unit queued behind SQLite's busy writer runs when
+    /// its turn comes): `body` runs in a task of its own, cancelled and left to finish by itself.
     static func bounded<T: Sendable>(_ seconds: Double, _ body: @escaping @Sendable () async throws -> T) async -> T? {
-        await withTaskGroup(of: T?.self) { group in
-            group.addTask { try? await body() }
-            group.addTask {
+        let answer = FirstAnswer<T?>()
+        return await withCheckedContinuation { continuation in
+            answer.await(continuation)
+            let work = Task { answer.give(try? await body()) }
+            Task {
                 try? await Task.sleep(for: .seconds(seconds))
-                return nil
+                if answer.give(nil) { work.cancel() }
             }
-            let first = await group.next() ?? nil
-            group.cancelAll()
-            return first
         }
     }
 
@@ -99,5 +101,28 @@ struct OpsController: Sendable {
 
     static func text(_ body: String, contentType: String) -> Response {
         Response(status: .ok, headers: [.contentType: contentType], body: .init(byteBuffer: ByteBuffer(string: body)))
+    }
+}
+
+/// A continuation resumed once, by whichever of several tasks answers first.
+final class FirstAnswer<Value: Sendable>: Sendable {
+    private let continuation = Mutex<CheckedContinuation<Value, Never>?>(nil)
+
+    func await(_ continuation: CheckedContinuation<Value, Never>) {
+        self.continuation.withLock { $0 = continuation }
+    }
+
+    /// Resumes the waiter with `value` unless another answer came first; says whether this one did.
+    @discardableResult
+    func give(_ value: Value) -> Bool {
+        guard
+            let waiting = continuation.withLock({ current in
+                defer { current = nil }; return current
+            })
+        else {
+            return false
+        }
+        waiting.resume(returning: value)
+        return true
     }
 }
