@@ -433,20 +433,10 @@ package struct JobQueue: Sendable {
         case ReconcileJob.kind:
             guard
                 let payload = try? JobJSON.decodePayload(ReconcileJob.Payload.self, from: job.payload, kind: job.kind),
-                try await tx.stepLog(walkerId: job.walkerId, day: payload.day)?.status == .pending
+                try await tx.stepLog(walkerId: job.walkerId, day: payload.day)?.status == .pending,
+                try await !queuedAgain(job, in: tx),
+                try await tx.dayJudgements(walkerId: job.walkerId, day: payload.day).openReread == nil
             else { return nil }
-            let otherDecider = try await tx.sql.raw(
-                """
-                SELECT 1 AS found FROM jobs
-                WHERE walker_id = \(bind: job.walkerId) AND dedupe_key = \(bind: job.dedupeKey)
-                    AND state IN ('pending', 'running')
-                UNION ALL
-                SELECT 1 AS found FROM step_rereads
-                WHERE walker_id = \(bind: job.walkerId) AND day = \(bind: payload.day.dayNumber) AND state = 'open'
-                LIMIT 1
-                """
-            ).first()
-            guard otherDecider == nil else { return nil }
             return "its day \(payload.day) is still PENDING and no other job will decide it: retry it"
         case RereadDeadlineJob.kind:
             guard
@@ -463,18 +453,23 @@ package struct JobQueue: Sendable {
                 let payload = try? JobJSON.decodePayload(RefundJob.Payload.self, from: job.payload, kind: job.kind),
                 let allocation = try await tx.allocation(walkerId: job.walkerId, id: payload.allocationId),
                 allocation.status == .provisional, allocation.refundPoints > 0,
-                try await tx.sql.raw(
-                    """
-                    SELECT 1 AS found FROM jobs
-                    WHERE walker_id = \(bind: job.walkerId) AND dedupe_key = \(bind: job.dedupeKey)
-                        AND state IN ('pending', 'running')
-                    """
-                ).first() == nil
+                try await !queuedAgain(job, in: tx)
             else { return nil }
             return "its allocation \(allocation.id) still waits for a refund and only this job pays it: retry it"
         default:
             return nil
         }
+    }
+
+    /// Whether another job with `job`'s dedupe key (of its walker) is pending or running: the work is queued again.
+    private static func queuedAgain(_ job: JobRecord, in tx: StoreTransaction) async throws -> Bool {
+        try await tx.sql.raw(
+            """
+            SELECT 1 AS found FROM jobs
+            WHERE walker_id = \(bind: job.walkerId) AND dedupe_key = \(bind: job.dedupeKey)
+                AND state IN ('pending', 'running')
+            """
+        ).first() != nil
     }
 
     /// How many jobs are in each state (states with none are 0).

@@ -81,24 +81,16 @@ package struct WhitelistReloader: Service {
     /// configuration was read (the database opened and checked in between), so an edit made meanwhile would be
     /// taken as the baseline and never applied. The whitelist is read again once; a change is applied and logged.
     package func catchUp() async {
-        do {
-            let new = try await reload()
-            guard new != whitelist.current else { return }
-            whitelist.replace(with: new)
-            logger.info(
-                "source whitelist reloaded",
-                metadata: ["trigger": "changed while starting", "entries": "\(new.count)", "changed": "true"])
-        } catch {
-            logger.warning(
-                "source whitelist not reloaded; keeping the previous one",
-                metadata: ["trigger": "changed while starting", "error": .string(String(describing: error))])
-        }
+        await reloadNow(because: "changed while starting", quietWhenUnchanged: true)
     }
 
-    package func reloadNow(because trigger: String) async {
+    /// Reads the whitelist again and puts it in place, logging the outcome (with `quietWhenUnchanged`, only a
+    /// change or a failure).
+    package func reloadNow(because trigger: String, quietWhenUnchanged: Bool = false) async {
         do {
             let new = try await reload()
             let old = whitelist.current
+            if quietWhenUnchanged, new == old { return }
             whitelist.replace(with: new)
             logger.info(
                 "source whitelist reloaded",

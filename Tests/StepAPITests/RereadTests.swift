@@ -606,6 +606,9 @@ struct RereadTests {
             #expect(right.status == .ok, "\(right.text)")
             #expect(try right.json["outcome"] == .string("ACCEPTED"))
             #expect(try await client.reread(rightBody, token: token).status == .ok)
+            var reused = try Self.answer(request, counts: [("com.apple.health", 6300)])
+            reused["idempotencyKey"] = rightBody["idempotencyKey"]
+            #expect(try await client.reread(reused, token: token).status == .unprocessableContent)
 
             // Every call wrote its audit row, as an ingest's do: the answer's status, its code, App Check's token id.
             let rows = try await harness.store.transaction { try await $0.attestationLogs(walkerId: Self.walker) }
@@ -615,7 +618,8 @@ struct RereadTests {
                 seen.sorted()
                     == [
                         "ACCEPTED 200 ", "REFUSED 400 INVALID_REQUEST", "REFUSED 400 INVALID_REQUEST",
-                        "REFUSED 404 REREAD_NOT_FOUND", "REFUSED 422 REREAD_NONCE_MISMATCH", "REPLAYED 200 ",
+                        "REFUSED 404 REREAD_NOT_FOUND", "REFUSED 422 IDEMPOTENCY_KEY_REUSED",
+                        "REFUSED 422 REREAD_NONCE_MISMATCH", "REPLAYED 200 ",
                     ], "\(seen)")
             #expect(rows.allSatisfy { $0.tokenId != nil && $0.requestId != nil }, "\(rows)")
         }
