@@ -133,6 +133,10 @@ extension Store {
         var removed: [PrunedTable: Int] = [:]
         for table in tables {
             let cutoff = now.addingTimeInterval(-table.retentionSeconds(retention)).millisecondsSince1970
+            if table == .rateLimits {
+                removed[table] = try await pruneRateLimits(before: cutoff, batchSize: batchSize, stop: stop)
+                continue
+            }
             var from: Int? = nil
             while true {
                 let (count, newest) = try await transaction { [from] tx in
@@ -148,6 +152,35 @@ extension Store {
             rateLimits: removed[.rateLimits] ?? 0, healthNonces: removed[.healthNonces] ?? 0,
             walkerEvents: removed[.walkerEvents] ?? 0, stepSubmissions: removed[.stepSubmissions] ?? 0)
     }
+
+    /// The rate-limit windows have no index on their age: a window that opens again rewrites its `window_start` on
+    /// the request's path, and such an index would have to follow every one. So their prune walks the primary key
+    /// instead, `batchSize` keys per transaction from where the last batch ended, deleting the old windows among
+    /// them: one pass over the table per run however many windows are kept (read by age without an index, every
+    /// batch stepped over all the kept windows again from the table's start). Returns how many went.
+    private func pruneRateLimits(before cutoff: Int, batchSize: Int, stop: @Sendable () -> Bool) async throws -> Int {
+        var removed = 0
+        var after: RateLimitKey? = nil
+        repeat {
+            let (count, next) = try await transaction { [after] tx in
+                try await tx.pruneRateLimitBatch(before: cutoff, after: after, limit: batchSize)
+            }
+            removed += count
+            after = next
+        } while after != nil && !stop()
+        return removed
+    }
+}
+
+/// A rate-limit window's key: where a walk of the windows' primary key has got to.
+package struct RateLimitKey: Sendable, Hashable {
+    package var walkerId: String
+    package var bucket: String
+
+    package init(walkerId: String, bucket: String) {
+        self.walkerId = walkerId
+        self.bucket = bucket
+    }
 }
 
 extension StoreTransaction {
@@ -159,6 +192,41 @@ extension StoreTransaction {
         let rows = try await sql.raw(Self.pruneBatchStatement(table, before: cutoff, from: from, limit: limit)).all()
         let ages = try rows.map { try $0.decode(column: "age", as: Int.self) }
         return (ages.count, ages.max())
+    }
+
+    /// One batch of the rate-limit windows' walk (`Store.pruneRateLimits`): of the `limit` keys after `after` (from
+    /// the table's first without it), the windows that began before `cutoff` are deleted. Says how many went and the
+    /// last key the batch covered, where the next one starts; nil when the batch reached the end of the table.
+    package func pruneRateLimitBatch(before cutoff: Int, after: RateLimitKey?, limit: Int) async throws
+        -> (count: Int, next: RateLimitKey?)
+    {
+        let end = try await sql.raw(Self.rateLimitBatchEndStatement(after: after, limit: limit)).first().map {
+            RateLimitKey(
+                walkerId: try $0.decode(column: "walker_id", as: String.self),
+                bucket: try $0.decode(column: "bucket", as: String.self))
+        }
+        let deleted = try await sql.raw(Self.pruneRateLimitsStatement(before: cutoff, after: after, through: end)).all()
+        return (deleted.count, end)
+    }
+
+    /// The `limit`-th key after `after`, read from the primary key alone; no row when fewer are left.
+    package static func rateLimitBatchEndStatement(after: RateLimitKey?, limit: Int) -> SQLText {
+        var query: SQLText = "SELECT walker_id, bucket FROM rate_limits"
+        if let after { query += " WHERE (walker_id, bucket) > (\(bind: after.walkerId), \(bind: after.bucket))" }
+        query += " ORDER BY walker_id, bucket LIMIT 1 OFFSET \(bind: max(limit, 1) - 1)"
+        return query
+    }
+
+    /// Deletes the windows older than `cutoff` whose keys are after `after` and up to `end` (to the table's end
+    /// without it): a range of the primary key, read through it (`PrunePlanTests`).
+    package static func pruneRateLimitsStatement(before cutoff: Int, after: RateLimitKey?, through end: RateLimitKey?)
+        -> SQLText
+    {
+        var query: SQLText = "DELETE FROM rate_limits WHERE window_start < \(bind: cutoff)"
+        if let after { query += " AND (walker_id, bucket) > (\(bind: after.walkerId), \(bind: after.bucket))" }
+        if let end { query += " AND (walker_id, bucket) <= (\(bind: end.walkerId), \(bind: end.bucket))" }
+        query += " RETURNING window_start"
+        return query
     }
 
     /// The batch's statement; the rows past retention are found through an index on the age column

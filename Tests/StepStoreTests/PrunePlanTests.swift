@@ -35,6 +35,32 @@ struct PrunePlanTests {
     }
 
     @Test(
+        "the rate-limit windows' batches read a range of the primary key, never the whole table",
+        arguments: TestDatabases.kinds)
+    func rateLimitsByKey(kind: DatabaseKind) async throws {
+        let test = try await TestDatabases.make(kind)
+        let (after, end) = (
+            RateLimitKey(walkerId: "a", bucket: "ingest"), RateLimitKey(walkerId: "b", bucket: "walker")
+        )
+        let statements = [
+            StoreTransaction.rateLimitBatchEndStatement(after: after, limit: 1_000),
+            StoreTransaction.pruneRateLimitsStatement(before: 1_700_000_000_000, after: after, through: end),
+            StoreTransaction.pruneRateLimitsStatement(before: 1_700_000_000_000, after: after, through: nil),
+        ]
+        for statement in statements {
+            let plan = try await Self.plan(
+                of: statement, in: test.store, avoiding: ["enable_seqscan", "enable_bitmapscan"])
+            switch kind {
+            case .sqlite:
+                #expect(plan.contains("SEARCH rate_limits USING") && plan.contains("(walker_id,bucket)>"), "\(plan)")
+            case .postgres:
+                #expect(plan.contains("rate_limits_pkey") && plan.contains("ROW(walker_id, bucket) >"), "\(plan)")
+            }
+        }
+        try await test.close()
+    }
+
+    @Test(
         "the submissions' batches go on from the age the last one reached, in the age index's order without a sort",
         arguments: TestDatabases.kinds)
     func submissionsResumeByAge(kind: DatabaseKind) async throws {

@@ -201,4 +201,70 @@ struct RetentionStoreTests {
         #expect(logs == 10)
         try await test.close()
     }
+
+    @Test(
+        "old rate-limit windows go in batches that walk the key from where the last ended, the kept ones between them",
+        arguments: TestDatabases.kinds)
+    func rateLimitWindows(kind: DatabaseKind) async throws {
+        let test = try await TestDatabases.make(kind)
+        let store = test.store
+        let stale = Self.t0.addingTimeInterval(-2 * 86_400).millisecondsSince1970
+        let fresh = Self.t0.addingTimeInterval(-Self.hour).millisecondsSince1970
+        // Ten walkers with two windows each, in key order (w0, ingest), (w0, walker), (w1, ingest), …: old ones
+        // at the front, at the end, at the edges of batches of three and of seven, and runs of them.
+        let old: Set<Int> = [0, 1, 2, 5, 6, 7, 8, 12, 13, 17, 18, 19]
+        let keys = (0..<10).flatMap { walker in
+            ["ingest", "walker"].map { RateLimitKey(walkerId: "w\(walker)", bucket: $0) }
+        }
+        func fill() async throws {
+            try await store.transaction { tx in
+                try await tx.sql.raw("DELETE FROM rate_limits").run()
+                for (index, key) in keys.enumerated() {
+                    try await tx.sql.raw(
+                        """
+                        INSERT INTO rate_limits (walker_id, bucket, window_start, hits)
+                        VALUES (\(bind: key.walkerId), \(bind: key.bucket), \(bind: old.contains(index) ? stale : fresh), 1)
+                        """
+                    ).run()
+                }
+            }
+        }
+        func kept() async throws -> [RateLimitKey] {
+            try await store.transaction { tx in
+                try await tx.sql.raw("SELECT walker_id, bucket FROM rate_limits ORDER BY walker_id, bucket").all().map {
+                    RateLimitKey(
+                        walkerId: try $0.decode(column: "walker_id", as: String.self),
+                        bucket: try $0.decode(column: "bucket", as: String.self))
+                }
+            }
+        }
+        let expected = keys.enumerated().filter { !old.contains($0.offset) }.map(\.element)
+        for batchSize in [1, 3, 7, 20, 1_000] {
+            try await fill()
+            let report = try await store.prune(
+                now: Self.t0, retention: RetentionPolicy(), batchSize: batchSize, tables: [.rateLimits])
+            #expect(report.rateLimits == old.count, "batches of \(batchSize)")
+            #expect(try await kept() == expected, "batches of \(batchSize)")
+        }
+        // A batch covers `limit` keys whatever it deletes, and says where the next starts; one that reached the end of
+        // the table (four keys left of the five it would cover) says none.
+        try await fill()
+        let first = try await store.transaction { tx in
+            try await tx.pruneRateLimitBatch(before: Self.t0.millisecondsSince1970 - 86_400_000, after: nil, limit: 4)
+        }
+        #expect(first.count == 3)
+        #expect(first.next == keys[3])
+        let last = try await store.transaction { tx in
+            try await tx.pruneRateLimitBatch(
+                before: Self.t0.millisecondsSince1970 - 86_400_000, after: keys[15], limit: 5)
+        }
+        #expect(last.count == 3)
+        #expect(last.next == nil)
+        // Told to stop, a run ends after the batch in hand.
+        try await fill()
+        let stopped = try await store.prune(
+            now: Self.t0, retention: RetentionPolicy(), batchSize: 3, tables: [.rateLimits], stop: { true })
+        #expect(stopped.rateLimits == 3)
+        try await test.close()
+    }
 }

@@ -25,6 +25,10 @@ struct ScaleOutSchemaTests {
         "StoreTransaction+Prune.swift pruneBatchStatement":
             "retention deletes old rows of every walker in bounded batches, each its own short transaction, off the "
             + "request path and under no walker's lock; on Citus each batch is a multi-shard delete",
+        "StoreTransaction+Prune.swift pruneRateLimitsStatement":
+            "retention deletes the old rate-limit windows of a range of walkers at a time, walking the primary key in "
+            + "bounded batches, each its own short transaction, off the request path and under no walker's lock; on "
+            + "Citus each batch is a multi-shard delete",
         "StoreTransaction+Erase.swift eraseWalker":
             "erasure moves the rows it keeps to a pseudonym by changing walker_id, which Citus refuses (the rows "
             + "would change shard); a known gap: on Citus it must copy them to the pseudonym and delete the originals",
