@@ -786,7 +786,7 @@ package struct Migrator: Sendable {
     }
 
     /// Runs `work` (one migration's transaction) again while it fails for a lock it waited for too long
-    /// (`StoreError.lockTimeout`, with `lock_timeout` set by `PostgresSettings.forMigrations`), for at most
+    /// (`StoreError.lockTimeout`, with `lock_timeout` set by `lockTimeout`), for at most
     /// `lockRetrySeconds`: a schema change behind a long reader waits in short turns, and requests go on meanwhile.
     private func retryingLocks<T>(_ work: () async throws -> T) async throws -> T {
         let started = ContinuousClock.now

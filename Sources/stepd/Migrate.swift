@@ -26,7 +26,7 @@ struct Migrate: AsyncParsableCommand {
 
     func run() async throws {
         var configuration = try await common.load()
-        configuration.postgres = configuration.postgres.forMigrations(statementTimeoutSeconds: statementTimeout)
+        configuration.postgres = configuration.postgres.withStatementTimeout(atLeastSeconds: statementTimeout)
         let committed = Mutex<[Int]>([])
         let (report, newest) = try await configuration.withStore(label: "stepd.migrate", current: false) { store in
             var migrator = Migrator(database: store.database)

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import StepDatabase
 import StepSettings
 import StepStore
 
@@ -19,7 +20,9 @@ struct WalkerCommand: AsyncParsableCommand {
                 review entries (without notes or re-read evidence; open ones closed as erased) and the walkers row \
                 (without zone or last submission, suspended) to a random pseudonym, and writes a walker.erase \
                 audit row naming it. The admin audit is append-only: its rows that name the walker stay. Refused \
-                while a job of the walker runs. Erasing again finds nothing and changes nothing.
+                while a job of the walker runs. Erasing again finds nothing and changes nothing. On PostgreSQL each \
+                statement may run for --statement-timeout (database.statementTimeoutMs is sized for requests; a \
+                walker with years of data has many rows to move).
                 """)
 
         @Argument(help: "The walker id (the session token's sub).")
@@ -28,12 +31,22 @@ struct WalkerCommand: AsyncParsableCommand {
         @Flag(help: "Erase without asking: the erasure cannot be undone.")
         var yes = false
 
+        @Option(
+            help: """
+                PostgreSQL: how long one statement of the erasure may run, in seconds (1 to 86400; never below \
+                database.statementTimeoutMs). The walker's requests wait for the erasure meanwhile.
+                """)
+        var statementTimeout = 600
+
         @OptionGroup var common: CommonOptions
 
         func validate() throws {
             // As a session token's sub: an empty id (an unset shell variable) names no walker.
             guard !walkerId.isEmpty, walkerId.utf8.count <= 128 else {
                 throw ValidationError("the walker id must be 1 to 128 bytes")
+            }
+            guard (1...86_400).contains(statementTimeout) else {
+                throw ValidationError("--statement-timeout must be 1 to 86400 seconds")
             }
         }
 
@@ -42,7 +55,8 @@ struct WalkerCommand: AsyncParsableCommand {
                 throw CommandFailure(
                     "erasing walker \(walkerId) cannot be undone; run again with --yes to erase it")
             }
-            let configuration = try await common.load()
+            var configuration = try await common.load()
+            configuration.postgres = configuration.postgres.withStatementTimeout(atLeastSeconds: statementTimeout)
             let erasure = try await configuration.withStore(label: "stepd.walker") { store in
                 do {
                     return try await store.eraseWalker(walkerId, actor: .commandLine, at: Date())

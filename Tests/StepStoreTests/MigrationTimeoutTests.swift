@@ -7,7 +7,7 @@ import Testing
 
 @testable import StepStore
 
-/// `stepd migrate` runs with `PostgresSettings.forMigrations`: a migration that reads a whole large table (a key
+/// `stepd migrate` runs with `PostgresSettings.withStatementTimeout`: a migration that reads a whole large table (a key
 /// or an index rebuilt) takes longer than `database.statementTimeoutMs`, sized for requests.
 @Suite("Migrations past the request timeout")
 struct MigrationTimeoutTests {
@@ -26,14 +26,67 @@ struct MigrationTimeoutTests {
         await #expect(throws: StoreError.self) { try await Migrator(database: strict, migrations: slow).migrate() }
         try await strict.close()
 
-        let roomy = settings.forMigrations(statementTimeoutSeconds: 5)
+        let roomy = settings.withStatementTimeout(atLeastSeconds: 5)
         #expect(roomy.statementTimeoutMilliseconds == 5_000)
-        #expect(settings.forMigrations(statementTimeoutSeconds: 0).statementTimeoutMilliseconds == 200, "never lower")
+        #expect(settings.withStatementTimeout(atLeastSeconds: 0).statementTimeoutMilliseconds == 200, "never lower")
         let migrating = try PostgreSQLDatabase.open(url: test.url, settings: roomy, logger: Logger(label: "test"))
         // Read under the roomy timeout: in a loaded run even this small read has outlasted 200 ms.
         #expect(try await Migrator(database: migrating, migrations: slow).pending() == [1], "rolled back")
         #expect(try await Migrator(database: migrating, migrations: slow).migrate().applied == [1])
         try await migrating.close()
+        try await test.close()
+    }
+
+    @Test(
+        "an erasure that outlasts the request timeout (here behind the walker's lock) fails whole under it and completes under the raised timeout of stepd walker erase",
+        .enabled(if: TestDatabases.kinds.contains(.postgres)))
+    func roomForErasure() async throws {
+        let test = try await TestDatabases.make(.postgres)
+        var settings = PostgresSettings()
+        settings.statementTimeoutMilliseconds = 200
+        let schema = try #require(test.schema)
+        settings.startupParameters["search_path"] = schema
+        let now = Date(timeIntervalSince1970: 1_779_136_950)
+        try await test.store.transaction { tx in
+            _ = try await tx.appendEvent(walkerId: "w", type: "t", data: "{}", at: now)
+            try await tx.sql.raw("INSERT INTO walkers (walker_id, created_at) VALUES ('w', 0)").run()
+        }
+        // A request of the walker holds its row for 1.5 s; the erasure waits behind it.
+        func holdingWalker(_ body: () async throws -> Void) async throws {
+            let (locked, lockHeld) = AsyncStream.makeStream(of: Void.self)
+            let holding = Task {
+                defer { lockHeld.finish() }
+                try await test.store.transaction { tx in
+                    try await tx.sql.raw("UPDATE walkers SET version = version + 1 WHERE walker_id = 'w'").run()
+                    lockHeld.yield()
+                    try await Task.sleep(for: .milliseconds(1500))
+                }
+            }
+            for await _ in locked { break }
+            try await body()
+            try await holding.value
+        }
+        func events() async throws -> Int {
+            try await test.store.transaction { try await $0.events(walkerId: "w", after: 0, limit: 10).count }
+        }
+
+        let strict = Store(
+            database: try PostgreSQLDatabase.open(url: test.url, settings: settings, logger: Logger(label: "test")))
+        try await holdingWalker {
+            await #expect(throws: StoreError.self) { try await strict.eraseWalker("w", actor: .commandLine, at: now) }
+        }
+        #expect(try await events() == 1, "nothing of the erasure was kept")
+        try await strict.close()
+
+        let roomy = settings.withStatementTimeout(atLeastSeconds: 5)
+        let erasing = Store(
+            database: try PostgreSQLDatabase.open(url: test.url, settings: roomy, logger: Logger(label: "test")))
+        try await holdingWalker {
+            let erasure = try await erasing.eraseWalker("w", actor: .commandLine, at: now)
+            #expect(erasure.pseudonym != nil)
+        }
+        #expect(try await events() == 0)
+        try await erasing.close()
         try await test.close()
     }
 
@@ -48,7 +101,7 @@ struct MigrationTimeoutTests {
         let change =
             table + [Migration(version: 2, name: "a column") { _ in ["ALTER TABLE held ADD COLUMN y INTEGER"] }]
         let migrating = try PostgreSQLDatabase.open(
-            url: test.url, settings: settings.forMigrations(statementTimeoutSeconds: 60), logger: Logger(label: "test"))
+            url: test.url, settings: settings.withStatementTimeout(atLeastSeconds: 60), logger: Logger(label: "test"))
         _ = try await Migrator(database: migrating, migrations: table).migrate()
         let reader = try PostgreSQLDatabase.open(url: test.url, settings: settings, logger: Logger(label: "test"))
 

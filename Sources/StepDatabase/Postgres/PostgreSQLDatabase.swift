@@ -21,10 +21,11 @@ package struct PostgresSettings: Sendable, Hashable {
 
     package init() {}
 
-    /// These settings with room for schema migrations: `statement_timeout` (and with it each unit's deadline,
-    /// twice that) raised to `seconds`. A migration that rebuilds a key or an index reads the whole table, minutes
-    /// on a large one, where `database.statementTimeoutMs` (5 s by default) is sized for requests.
-    package func forMigrations(statementTimeoutSeconds seconds: Int) -> PostgresSettings {
+    /// These settings with room for a command's long statements: `statement_timeout` (and with it each unit's
+    /// deadline, twice that) raised to `seconds`, never lowered. A migration that rebuilds a key or an index reads the
+    /// whole table, and an erasure rewrites all of a walker's rows, minutes on a large table or walker, where
+    /// `database.statementTimeoutMs` (5 s by default) is sized for requests.
+    package func withStatementTimeout(atLeastSeconds seconds: Int) -> PostgresSettings {
         var settings = self
         settings.statementTimeoutMilliseconds = max(settings.statementTimeoutMilliseconds, seconds * 1000)
         return settings
