@@ -54,18 +54,25 @@ extension AppConfiguration {
         label: String, migrate: Bool = false, current: Bool = true, _ body: (Store) async throws -> Result
     ) async throws -> Result {
         let checked = current && !migrate
-        // A URL that is not well-formed is refused by the opener, which never repeats it (it may hold a password);
-        // a SQLite path (bare or `sqlite://`) must name a file; a `file:` URI is SQLite's own to resolve.
-        if checked, DatabaseOpener.problem(databaseURL) == nil, let path = DatabaseOpener.sqlitePath(databaseURL),
-            !path.hasPrefix("file:"), !FileManager.default.fileExists(atPath: path)
-        {
-            throw CommandFailure("no database at \(path): name the server's with --database or --config (database.url)")
-        }
+        if checked { try requireExistingDatabase() }
         let store = try await StoreFactory.open(
             url: databaseURL, postgres: postgres, logger: Logger(label: label), migrate: migrate)
         return try await store.closing(after: { store in
             if checked { try await Migrator(database: store.database).requireCurrent() }
             return try await body(store)
         })
+    }
+
+    /// Refuses a SQLite path (bare or `sqlite://`) that names no file, before anything opens it: SQLite would create
+    /// it empty, and a mistyped path or a forgotten `--config` would then report "nothing found", or "run `stepd
+    /// migrate`", from a new file that migrating would turn into an empty database beside the real one. Every
+    /// command that needs a database that is there (all but `stepd migrate` and test-phase `serve`, which migrate)
+    /// asks this first. A URL that is not well-formed is left to the opener, which never repeats it (it may hold a
+    /// password); a `file:` URI is SQLite's own to resolve.
+    func requireExistingDatabase() throws {
+        guard DatabaseOpener.problem(databaseURL) == nil, let path = DatabaseOpener.sqlitePath(databaseURL),
+            !path.hasPrefix("file:"), !FileManager.default.fileExists(atPath: path)
+        else { return }
+        throw CommandFailure("no database at \(path): name the server's with --database or --config (database.url)")
     }
 }

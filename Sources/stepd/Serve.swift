@@ -29,6 +29,8 @@ struct Serve: AsyncParsableCommand {
         if let host { overrides["http.host"] = host }
         if let port { overrides["http.port"] = String(port) }
         let configuration = try await common.load(overrides: overrides)
+        // Test-phase mode migrates its database, a new file included; production serves only one that is there.
+        if configuration.mode == .production { try configuration.requireExistingDatabase() }
         // A port in use is said before anything else happens (no database opened, nothing migrated).
         try await ListenAddress.check(host: configuration.http.host, port: configuration.http.port)
         var dependencies = AppDependencies()

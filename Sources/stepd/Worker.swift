@@ -31,6 +31,7 @@ struct Worker: AsyncParsableCommand {
         var overrides: [String: String] = [:]
         if let concurrency { overrides["worker.concurrency"] = String(concurrency) }
         let configuration = try await common.load(overrides: overrides)
+        try configuration.requireExistingDatabase()
         let logSink = LogSink.standardOutput
         let level = configuration.telemetry.logLevel
         let provider: Logger.MetadataProvider? = configuration.tracing.otlpEndpoint != nil ? .traceIdentity : nil
