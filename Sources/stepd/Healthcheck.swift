@@ -40,11 +40,15 @@ struct Healthcheck: AsyncParsableCommand {
             if host.contains(":") { host = "[\(host)]" }
             target = "http://\(host):\(configuration.http.port)/readyz"
         }
+        // A refused connection fails at once: the shared client would try to connect again until the timeout, so
+        // a loop probing a server that is not up yet (or has stopped) would wait `--timeout` at every turn.
+        var client = HTTPClient.Configuration()
+        client.connectionPool.retryConnectionEstablishment = false
         let status: UInt
         do {
-            let response = try await HTTPClient.shared.execute(
-                HTTPClientRequest(url: target), timeout: .seconds(Int64(timeout)))
-            status = response.status.code
+            status = try await HTTPClient.withHTTPClient(configuration: client) { client in
+                try await client.execute(HTTPClientRequest(url: target), timeout: .seconds(Int64(timeout))).status.code
+            }
         } catch {
             throw CommandFailure("healthcheck: \(target) did not answer (\(error))")
         }
