@@ -9,8 +9,10 @@ struct Backup: AsyncParsableCommand {
         abstract: "Copy the SQLite database consistently while it serves (PostgreSQL: see docs/operations.md).",
         discussion: """
             Reads one snapshot on a connection of its own (SQLite's VACUUM INTO), so a running server keeps \
-            serving; the copy is checked, fsynced and renamed into place. Restore by stopping the server, copying \
-            the file into place, running stepd migrate, and starting it again.
+            serving; the copy is checked, fsynced and renamed into place. To restore: stop every stepd serve and \
+            stepd worker on the database; move the database file aside with its -wal and -shm files (a WAL left \
+            beside the restored file would be applied to it); copy the backup into its place; run stepd migrate; \
+            start the servers and workers again (docs/operations.md).
             """)
 
     @Option(help: "The file to write; refused if it exists, unless --force.")
