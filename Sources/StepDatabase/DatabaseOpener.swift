@@ -12,14 +12,21 @@ package enum DatabaseOpener {
     /// SQLite file name, and a mistyped PostgreSQL URL (`Postgres://user:password@…`) would then be shown, password
     /// and all, in the error that the file cannot be opened. So is text that starts as a PostgreSQL URL but lacks
     /// its `//` (`postgres:/user:password@…`, `postgres:user:password@…`), which would also be made a file of that
-    /// name. The text says nothing of the URL itself.
+    /// name, and a bare path with an `@` (`postgres//user:password@db/…`, `user:password@db:5432/…`: the scheme lost
+    /// or mistyped), which a file name seldom holds; such a file is named with `sqlite://`. The text says nothing of
+    /// the URL itself.
     package static func problem(_ url: String) -> String? {
-        if isPostgres(url) || url.hasPrefix("sqlite://") { return nil }
+        if isPostgres(url) || url.hasPrefix("sqlite://") || url.hasPrefix("file:") { return nil }
         let lowercased = url.lowercased()
-        guard url.contains("://") || lowercased.hasPrefix("postgres:") || lowercased.hasPrefix("postgresql:") else {
-            return nil
+        if url.contains("://") || lowercased.hasPrefix("postgres:") || lowercased.hasPrefix("postgresql:") {
+            return
+                "the URL's scheme must be postgres://, postgresql:// or sqlite:// in lower case (or give a file path)"
         }
-        return "the URL's scheme must be postgres://, postgresql:// or sqlite:// in lower case (or give a file path)"
+        if url.contains("@") {
+            return "a path with an @ reads as a PostgreSQL URL without its postgres:// (a SQLite file with an @ in its "
+                + "name is given as sqlite://PATH)"
+        }
+        return nil
     }
 
     /// The SQLite file a URL names (`sqlite://` stripped), or nil for a PostgreSQL URL.

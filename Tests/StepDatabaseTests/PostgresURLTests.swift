@@ -97,6 +97,16 @@ struct PostgresURLTests {
                 #expect(!error.description.contains("hunter2"))
             }
         }
+        // The scheme lost or mistyped past recognition: the credentials' @ gives it away.
+        for url in ["postgres//ledger:hunter2@db.example/ledger", "ledger:hunter2@db.example:5432/ledger"] {
+            await #expect {
+                try await DatabaseOpener.open(url: url, logger: Logger(label: "test")).close()
+            } throws: { error in
+                let text = (error as? StoreError)?.description ?? ""
+                return text.hasPrefix("database.url: a path with an @") && !text.contains("hunter2")
+            }
+        }
+        #expect(DatabaseOpener.problem("sqlite:///tmp/odd@name.sqlite") == nil, "the way to name such a file")
         #expect(DatabaseOpener.problem("./ledger.sqlite") == nil)
         #expect(DatabaseOpener.problem("sqlite:///tmp/ledger.sqlite") == nil)
         #expect(DatabaseOpener.problem("postgresql://db.example/ledger") == nil)
