@@ -18,7 +18,7 @@ package final class DrainState: Sendable {
 /// an instance is told to stop: `/readyz` turns 503 at once, every request is still served for `drainSeconds`,
 /// then this service returns and the group shuts the server down gracefully (it stops accepting, finishes the
 /// requests it holds, and the worker finishes or releases its jobs). SIGINT (Ctrl-C) and other graceful shutdowns
-/// skip the wait.
+/// skip the wait, before SIGTERM or during the drain it started.
 package struct DrainService: Service {
     let state: DrainState
     let drainSeconds: Double
@@ -40,6 +40,7 @@ package struct DrainService: Service {
         guard terminated else { return }
         state.begin()
         logger.notice("SIGTERM: draining, /readyz answers 503", metadata: ["drainSeconds": "\(drainSeconds)"])
-        try? await Task.sleep(for: .milliseconds(Int64(drainSeconds * 1000)))
+        // A graceful shutdown meanwhile (SIGINT: the operator will not wait) ends the drain there.
+        try? await cancelWhenGracefulShutdown { try await Task.sleep(for: .milliseconds(Int64(drainSeconds * 1000))) }
     }
 }
