@@ -13,16 +13,17 @@ package enum DatabaseOpener {
     /// and all, in the error that the file cannot be opened. So is text that starts as a PostgreSQL URL but lacks
     /// its `//` (`postgres:/user:password@…`, `postgres:user:password@…`), which would also be made a file of that
     /// name, and a bare path with an `@` (`postgres//user:password@db/…`, `user:password@db:5432/…`: the scheme lost
-    /// or mistyped), which a file name seldom holds; such a file is named with `sqlite://`. The text says nothing of
+    /// or mistyped), which a file name seldom holds; such a file is named with `sqlite://` (or a `file:` URI). The text says nothing of
     /// the URL itself.
     package static func problem(_ url: String) -> String? {
-        if isPostgres(url) || url.hasPrefix("sqlite://") || url.hasPrefix("file:") { return nil }
+        if isPostgres(url) || url.hasPrefix("sqlite://") { return nil }
         let lowercased = url.lowercased()
         if url.contains("://") || lowercased.hasPrefix("postgres:") || lowercased.hasPrefix("postgresql:") {
             return
                 "the URL's scheme must be postgres://, postgresql:// or sqlite:// in lower case (or give a file path)"
         }
-        if url.contains("@") {
+        // SQLite's own `file:` URI (without `//`) may hold one.
+        if url.contains("@"), !url.hasPrefix("file:") {
             return "a path with an @ reads as a PostgreSQL URL without its postgres:// (a SQLite file with an @ in its "
                 + "name is given as sqlite://PATH)"
         }

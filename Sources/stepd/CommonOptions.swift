@@ -65,9 +65,9 @@ extension AppConfiguration {
 
     /// Refuses a SQLite path (bare or `sqlite://`) that names no file, before anything opens it: SQLite would create
     /// it empty, and a mistyped path or a forgotten `--config` would then report "nothing found", or "run `stepd
-    /// migrate`", from a new file that migrating would turn into an empty database beside the real one. Every
-    /// command that needs a database that is there (all but `stepd migrate` and test-phase `serve`, which migrate)
-    /// asks this first. A URL that is not well-formed is left to the opener, which never repeats it (it may hold a
+    /// migrate`", from a new file that migrating would turn into an empty database beside the real one. The commands
+    /// that work on a database that is there ask this first (`withStore` unless it migrates, `worker`, production
+    /// `serve`); those that migrate (`stepd migrate`, test-phase `serve`, `token` and `device`) create the file. A URL that is not well-formed is left to the opener, which never repeats it (it may hold a
     /// password); a `file:` URI is SQLite's own to resolve.
     func requireExistingDatabase() throws {
         guard DatabaseOpener.problem(databaseURL) == nil, let path = DatabaseOpener.sqlitePath(databaseURL),

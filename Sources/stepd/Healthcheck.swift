@@ -44,6 +44,8 @@ struct Healthcheck: AsyncParsableCommand {
         // a loop probing a server that is not up yet (or has stopped) would wait `--timeout` at every turn.
         var client = HTTPClient.Configuration()
         client.connectionPool.retryConnectionEstablishment = false
+        // A connection that is neither made nor refused (a full backlog, dropped packets) may take the whole timeout.
+        client.timeout.connect = .seconds(Int64(timeout))
         let status: UInt
         do {
             status = try await HTTPClient.withHTTPClient(configuration: client) { client in

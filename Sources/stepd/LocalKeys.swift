@@ -89,8 +89,12 @@ struct LocalKeys: AsyncParsableCommand {
         func absolute(_ path: String) -> String {
             URL(fileURLWithPath: path).standardizedFileURL.path
         }
-        // A SQLite file by its absolute path (so the configuration works from any folder); a PostgreSQL URL as is.
-        let database = DatabaseOpener.sqlitePath(configuration.databaseURL).map(absolute) ?? configuration.databaseURL
+        // A SQLite file by its absolute path (so the configuration works from any folder), as `sqlite://PATH` when the
+        // path holds an `@` (a bare one reads as a PostgreSQL URL that lost its scheme); a PostgreSQL URL as is.
+        let database =
+            DatabaseOpener.sqlitePath(configuration.databaseURL).map(absolute).map {
+                $0.contains("@") ? "sqlite://" + $0 : $0
+            } ?? configuration.databaseURL
         let object: [String: Any] = [
             "mode": "production",
             "dataDirectory": absolute(configuration.dataDirectoryPath),

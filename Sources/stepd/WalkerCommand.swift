@@ -21,8 +21,9 @@ struct WalkerCommand: AsyncParsableCommand {
                 (without zone or last submission, suspended) to a random pseudonym, and writes a walker.erase \
                 audit row naming it. The admin audit is append-only: its rows that name the walker stay. Refused \
                 while a job of the walker runs. Erasing again finds nothing and changes nothing. On PostgreSQL each \
-                statement may run for --statement-timeout (database.statementTimeoutMs is sized for requests; a \
-                walker with years of data has many rows to move).
+                statement may run for --statement-timeout and the whole erasure twice that \
+                (database.statementTimeoutMs is sized for requests; a walker with years of data has many rows to \
+                move).
                 """)
 
         @Argument(help: "The walker id (the session token's sub).")

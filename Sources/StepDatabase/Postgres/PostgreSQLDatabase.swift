@@ -420,6 +420,8 @@ package final class PostgreSQLDatabase: Database {
             if state.hasPrefix("08") || state.hasPrefix("57") || state.hasPrefix("53") || state == "40001"
                 || state == "40P01" || state == "25006"
             {
+                // The one an operator meets most, named: a long command's statement outlasting its timeout.
+                if state == "57014" { return "PostgreSQL SQLSTATE 57014: a statement ran past statement_timeout" }
                 return "PostgreSQL SQLSTATE \(state)"
             }
             return nil
