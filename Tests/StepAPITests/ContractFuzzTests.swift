@@ -112,6 +112,13 @@ struct ContractFuzzTests {
                 uri: "/walker/events/stream?after=0", method: .get,
                 headers: [.authorization: "Bearer \(token)", HTTPField.Name("Last-Event-ID")!: "0"])
             #expect(good.status == .ok)
+            // The stream has no `wait` (the poll's): one sent to it is left alone, as any parameter it does not have.
+            for wait in ["abc", "99", "5&wait=5"] {
+                let ignored = try await client.execute(
+                    uri: "/walker/events/stream?after=0&wait=\(wait)", method: .get,
+                    headers: [.authorization: "Bearer \(token)"])
+                #expect(ignored.status == .ok, "wait=\(wait)")
+            }
         }
     }
 

@@ -171,17 +171,19 @@ struct EventsQuery: Sendable {
     var after = 0
     var wait = 0
 
-    static func decode(_ parameters: Parameters) throws(RequestValidationError) -> EventsQuery {
+    /// The query's fields; a stream (`waits` false) has no `wait` and leaves one it is sent alone, as any parameter
+    /// a route does not have.
+    static func decode(_ parameters: Parameters, waits: Bool = true) throws(RequestValidationError) -> EventsQuery {
         var query = EventsQuery()
         var problems: [String: String] = [:]
-        if let name = parameters.repeated(among: ["after", "wait"]) {
+        if let name = parameters.repeated(among: waits ? ["after", "wait"] : ["after"]) {
             throw RequestValidationError(
                 message: "Query parameters failed validation.", fields: [name: "must be given once"])
         }
         if let text = parameters.get("after") {
             if let after = cursor(text) { query.after = after } else { problems["after"] = cursorProblem }
         }
-        if let text = parameters.get("wait") {
+        if waits, let text = parameters.get("wait") {
             if let wait = Int(text), (0...EventsController.maxWaitSeconds).contains(wait) {
                 query.wait = wait
             } else {
@@ -197,7 +199,7 @@ struct EventsQuery: Sendable {
     /// Where a stream starts: after `Last-Event-ID` when the client sends one (a reconnect), else after
     /// `?after=`, else from the first event. A bad `?after=` is refused even when the header wins.
     static func streamStart(_ request: Request) throws(RequestValidationError) -> Int {
-        let query = try decode(request.uri.queryParameters)
+        let query = try decode(request.uri.queryParameters, waits: false)
         if let header = request.headers[HTTPField.Name("Last-Event-ID")!] {
             guard let after = cursor(Substring(header).trimmingHTTPWhitespace) else {
                 throw RequestValidationError(
