@@ -14,6 +14,9 @@ package struct ReviewResolver: Sendable {
         case alreadyResolved(ReviewEntry)
         /// Another operator holds a live claim on the entry.
         case claimed(ReviewClaim)
+        /// The day's submissions are no longer those the decision was made on (`evidenceSeen`): nothing was decided;
+        /// `current` is their version now.
+        case evidenceChanged(current: String)
     }
 
     package let store: Store
@@ -33,10 +36,13 @@ package struct ReviewResolver: Sendable {
     /// nothing and takes it out of the streak (what it was credited before stays in the append-only ledger).
     /// Resolving a repeated-rejections entry ends that episode. The walker's row is locked before the entry,
     /// the order every ingest takes them in. Another operator's live claim refuses the decision; deciding
-    /// releases the claim and names the operator on the entry.
-    package func resolve(id: String, decision: ReviewDecision, note: String, by actor: AdminActor, now: Date)
-        async throws -> Outcome
-    {
+    /// releases the claim and names the operator on the entry. With `evidenceSeen` (the version of the day's
+    /// submissions the reviewer was shown, `SubmissionEvidence.version`), an entry of a day whose submissions have
+    /// changed since is not decided: the walker kept syncing while the reviewer looked.
+    package func resolve(
+        id: String, decision: ReviewDecision, note: String, by actor: AdminActor, now: Date,
+        evidenceSeen: String? = nil
+    ) async throws -> Outcome {
         guard let peek = try await store.withoutTransaction({ try await $0.review(id: id) }) else { return .notFound }
         return try await store.transaction { [limits, refundGraceSeconds, jobMaxAttempts] tx in
             // An erasure that committed while this waited took the walker's entries with it: nothing to decide, and
@@ -53,6 +59,11 @@ package struct ReviewResolver: Sendable {
             guard let entry = try await tx.review(id: id, locking: true) else { return .notFound }
             guard entry.isOpen else { return .alreadyResolved(entry) }
             if let claim = entry.liveClaim(at: now), claim.operatorId != actor.id { return .claimed(claim) }
+            if let evidenceSeen, let day = entry.day {
+                let current = SubmissionEvidence.version(
+                    of: try await tx.submissionEvidence(walkerId: entry.walkerId, day: day))
+                guard current == evidenceSeen else { return .evidenceChanged(current: current) }
+            }
             if entry.kind == .quarantinedDay, let state, let log = state.log,
                 let decided = DayDecision.review(
                     log, decision: decision, judgedHighest: try await Self.judgedHighest(tx, log: log),

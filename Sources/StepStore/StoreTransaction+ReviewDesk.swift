@@ -79,6 +79,13 @@ package struct SubmissionEvidence: Sendable, Hashable {
     /// Nil for a row stored before App Check presence was kept.
     package var appCheck: Bool?
     package var receivedAt: Date
+
+    /// What a reviewer was shown of a day's submissions (`submissions` as `submissionEvidence` reads them): how many
+    /// and the last to arrive. A decision sent with the version its reviewer saw is refused once another submission
+    /// of the day has arrived (`ReviewResolver.resolve`).
+    package static func version(of submissions: [SubmissionEvidence]) -> String {
+        "\(submissions.count):\(submissions.last?.id ?? "none")"
+    }
 }
 
 /// An open allocation that drew on a day: how much of it the day's decision settles.

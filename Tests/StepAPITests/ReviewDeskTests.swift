@@ -70,9 +70,12 @@ struct ReviewDeskTests {
         return (ids, pages)
     }
 
-    static func decision(_ decision: String, note: String, ids: [String]? = nil) throws -> ByteBuffer {
+    static func decision(_ decision: String, note: String, ids: [String]? = nil, evidenceVersion: JSONValue? = nil)
+        throws -> ByteBuffer
+    {
         var body: [String: JSONValue] = ["decision": .string(decision), "note": .string(note)]
         if let ids { body["ids"] = .array(ids.map(JSONValue.string)) }
+        if let evidenceVersion { body["evidenceVersion"] = evidenceVersion }
         return ByteBuffer(string: try JSONCoding.encode(JSONValue.object(body)))
     }
 
@@ -439,6 +442,49 @@ struct ReviewDeskTests {
                 body: ByteBuffer(string: #"{"note":"late"}"#))
             #expect(reversed.status == .notFound, "\(reversed.text)")
             #expect(try await harness.store.transaction { try await $0.walker(AdminTests.walker) } == nil)
+        }
+    }
+
+    @Test(
+        "a decision sent with the evidence it was shown is refused once the app sent the day again, and decides once sent with what is shown now",
+        arguments: TestDatabases.kinds)
+    func evidenceSeen(kind: DatabaseKind) async throws {
+        let (harness, token) = try await AdminTests.setUp(kind)
+        try await harness.run { client in
+            let id = try await AdminTests.quarantinedDay(harness, client, token: token)
+            guard case .string(let seen) = try await client.admin("/admin/reviews/\(id)").json["evidence"]?["version"]
+            else { throw JSONShapeError() }
+            #expect(seen.hasPrefix("2:"), "two submissions shown: \(seen)")
+            // The walker's app sends the day again while the reviewer looks.
+            harness.clock.advance(seconds: 5)
+            #expect(try await client.ingest(IngestBody(count: 9000), token: token).status == .ok)
+            let resolve = "/admin/reviews/\(id)/resolve"
+            for bad: JSONValue in [.int(5), .string(""), .null] {
+                let refused = try await client.admin(
+                    resolve, method: .post, body: try Self.decision("accept", note: "ok", evidenceVersion: bad))
+                #expect(refused.status == .badRequest, "\(bad)")
+            }
+            let stale = try await client.admin(
+                resolve, method: .post,
+                body: try Self.decision("accept", note: "looked fine", evidenceVersion: .string(seen)))
+            #expect(stale.status == .conflict)
+            #expect(try stale.json["error"] == .string("EVIDENCE_CHANGED"))
+            guard case .string(let current) = try stale.json["details"]?["evidenceVersion"] else {
+                throw JSONShapeError()
+            }
+            #expect(current.hasPrefix("3:") && current != seen, "\(current)")
+            // Nothing was decided.
+            #expect(
+                try await client.admin("/admin/reviews/\(id)?claim=false").json["entry"]?["status"] == .string("open"))
+            #expect(try await Self.days(client, token: token) == .string("QUARANTINED"))
+            // Shown again, with the third submission: decided.
+            let shown = try await client.admin("/admin/reviews/\(id)")
+            #expect(try shown.json["evidence"]?["version"] == .string(current))
+            let decided = try await client.admin(
+                resolve, method: .post, body: try Self.decision("accept", note: "ok", evidenceVersion: .string(current))
+            )
+            #expect(decided.status == .ok, "\(decided.text)")
+            #expect(try await Self.days(client, token: token) == .string("ACCEPTED"))
         }
     }
 

@@ -92,7 +92,8 @@ struct AdminController: Sendable {
         return Self.json(
             .ok,
             .object([
-                "entry": Self.item(entry, now: now), "evidence": ReviewDeskJSON.evidence(evidence),
+                "entry": Self.item(entry, now: now),
+                "evidence": ReviewDeskJSON.evidence(evidence, hasDay: entry.day != nil),
                 "walker": ReviewDeskJSON.walker(id: entry.walkerId, evidence.walker),
             ]))
     }
@@ -129,8 +130,18 @@ struct AdminController: Sendable {
     private func resolve(_ request: Request, id: String, actor: AdminActor) async throws -> Response {
         let fields = try await AdminRequestBody.read(request).fields
         let (decision, note) = try Self.decisionAndNote(fields)
+        var seen: String?
+        if let value = fields["evidenceVersion"] {
+            guard case .string(let version) = value, !version.isEmpty, version.unicodeScalars.count <= 200 else {
+                throw AdminAPIError.badRequest(
+                    "evidenceVersion must be the evidence.version of the entry as it was shown (a string).")
+            }
+            seen = version
+        }
         let now = clock()
-        switch try await resolver.resolve(id: id, decision: decision, note: note, by: actor, now: now) {
+        switch try await resolver.resolve(
+            id: id, decision: decision, note: note, by: actor, now: now, evidenceSeen: seen)
+        {
         case .resolved(let entry):
             logger.adminAction(
                 actor, action: "review.\(decision.rawValue)", target: entry.id, outcome: "decided", note: note,
@@ -142,6 +153,11 @@ struct AdminController: Sendable {
             throw AdminAPIError.alreadyResolved
         case .claimed(let claim):
             throw Self.claimed(claim)
+        case .evidenceChanged(let current):
+            throw AdminAPIError.conflict(
+                code: "EVIDENCE_CHANGED",
+                message: "The day's submissions changed since the entry was shown; look again before deciding.",
+                details: ["evidenceVersion": .string(current)])
         }
     }
 
@@ -178,6 +194,8 @@ struct AdminController: Sendable {
                 entry = Self.item(resolved, now: now)
             case .claimed: outcome = "claimed"
             case .notFound: outcome = "not_found"
+            // Bulk decisions send no evidence version: they are made from the queue, not from what an entry showed.
+            case .evidenceChanged: outcome = "evidence_changed"
             }
             items.append(.object(["id": .string(id), "outcome": .string(outcome), "entry": entry]))
         }

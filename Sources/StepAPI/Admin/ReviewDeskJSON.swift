@@ -5,8 +5,11 @@ import StepStore
 /// The bodies of `GET /admin/reviews/{id}` beside the entry: the evidence a reviewer decides from and the walker.
 /// Counts are shown to operators here; they never reach a log line.
 enum ReviewDeskJSON {
-    static func evidence(_ evidence: ReviewEvidence) -> JSONValue {
+    /// `hasDay`: the entry is about a day, whose submissions' version (`SubmissionEvidence.version`) a decision may
+    /// send back as `evidenceVersion`.
+    static func evidence(_ evidence: ReviewEvidence, hasDay: Bool) -> JSONValue {
         .object([
+            "version": hasDay ? .string(SubmissionEvidence.version(of: evidence.submissions)) : .null,
             "submissions": .array(evidence.submissions.map(submission)),
             "day": evidence.day.map { log in
                 .object([

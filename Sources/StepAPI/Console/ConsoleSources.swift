@@ -1045,6 +1045,9 @@ package enum ConsoleSources {
   async function decide(decision) {
     if (state.busy || !canDecideEntry()) return;
     const { entry } = state.detail;
+    // The day's submissions as shown (the refresh pauses while the dialog is open): if the walker synced again
+    // meanwhile, the server refuses the decision (EVIDENCE_CHANGED) and the entry is read again.
+    const evidenceVersion = state.detail.evidence.version;
     const verb = decision === "accept" ? "Accept" : "Reject";
     const note = await ask({
       title: `${verb} ${entry.walkerId}${entry.day ? ` · ${entry.day}` : ""}?`,
@@ -1055,7 +1058,8 @@ package enum ConsoleSources {
     if (note === null || !state.detail || state.detail.entry.id !== entry.id) return;
     state.busy = true;
     try {
-      await api("POST", `/admin/reviews/${enc(entry.id)}/resolve`, { decision, note });
+      const body = evidenceVersion ? { decision, note, evidenceVersion } : { decision, note };
+      await api("POST", `/admin/reviews/${enc(entry.id)}/resolve`, body);
       state.flash = { notice: `${verb}ed ${entry.walkerId}${entry.day ? ` ${entry.day}` : ""}.` };
       await advance(entry.id);
     } catch (error) {

@@ -1238,7 +1238,8 @@ paths:
         reopen it. Resolving a repeated_rejections entry ends its episode; five later rejections open a new entry.
         The decision, its time, the note and the deciding operator (decidedBy) are recorded on the entry, with a
         review.accept or review.reject audit row; deciding releases the entry's claim. Another operator's live
-        claim refuses the decision (409 CLAIMED).
+        claim refuses the decision (409 CLAIMED), and so does a day whose submissions changed since the evidence
+        the decision names was shown (evidenceVersion; 409 EVIDENCE_CHANGED).
       security:
         - adminToken: []
         - adminSession: []
@@ -2214,7 +2215,9 @@ components:
     AdminReviewConflict:
       description: |
         CLAIMED, another operator holds a live claim on the entry (details.operator names them, details.until is
-        when the claim expires); or ALREADY_RESOLVED, the entry was decided before. Nothing changed.
+        when the claim expires); ALREADY_RESOLVED, the entry was decided before; or EVIDENCE_CHANGED, the day's
+        submissions changed since the evidenceVersion sent (details.evidenceVersion is theirs now). Nothing
+        changed.
       content:
         application/json:
           schema:
@@ -2794,6 +2797,14 @@ components:
           type: string
           minLength: 1
           maxLength: 2000
+        evidenceVersion:
+          type: string
+          minLength: 1
+          maxLength: 200
+          description: |
+            The evidence.version the entry was shown with (GET /admin/reviews/{id}). For an entry of a day, the
+            decision is refused (409 EVIDENCE_CHANGED, details.evidenceVersion the version now) when another
+            submission of the day has arrived since; without it the day is decided as it stands.
     ReviewDetail:
       type: object
       required: [entry, evidence, walker]
@@ -2802,8 +2813,14 @@ components:
           $ref: '#/components/schemas/ReviewEntry'
         evidence:
           type: object
-          required: [submissions, day, neighbours, rejections, allocations]
+          required: [version, submissions, day, neighbours, rejections, allocations]
           properties:
+            version:
+              type: [string, 'null']
+              description: |
+                The version of the day's submissions shown here (their number and the last to arrive); null for an
+                entry without a day. Send it back as evidenceVersion when deciding, so a decision is refused once the
+                walker's app has sent the day again since (409 EVIDENCE_CHANGED).
             submissions:
               type: array
               description: Every submission of the entry's day, in order of arrival (none for an entry without a day).
