@@ -20,12 +20,14 @@ struct GroupCommitTests {
     }
 
     static func requestIds(_ store: Store) async throws -> Set<String> {
-        try await store.transaction { tx in
-            Set(
-                try await tx.sql.raw("SELECT request_id FROM attestation_logs").all().map {
-                    try $0.decode(column: "request_id", as: String.self)
-                })
-        }
+        try await store.transaction { tx in try await requestIds(tx) }
+    }
+
+    static func requestIds(_ tx: StoreTransaction) async throws -> Set<String> {
+        Set(
+            try await tx.sql.raw("SELECT request_id FROM attestation_logs").all().map {
+                try $0.decode(column: "request_id", as: String.self)
+            })
     }
 
     /// A unit that holds the connection until `open` is yielded, started and running when this returns: the units
@@ -182,6 +184,40 @@ struct GroupCommitTests {
         }
         try await store.transaction { tx in try await Self.insert(tx, 5) }
         #expect(try await Self.requestIds(store) == ["unit-5"])
+        try await test.close()
+    }
+
+    @Test("a unit that runs alone, queued between transactions, does not split their batch: it runs right after it")
+    func aloneDoesNotSplit() async throws {
+        let test = try await TestDatabases.make(.sqlite)
+        let store = test.store
+        let database = try #require(store.database as? SQLiteDatabase)
+        let (blocker, open) = await Self.holdConnection(store)
+        let deadline = ContinuousClock.now + .seconds(30)
+        func queued(_ count: Int) async throws {
+            while database.queuedUnits < count, ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(5))
+            }
+            try #require(database.queuedUnits == count)
+        }
+        let first = Task { try await store.transaction { tx in try await Self.insert(tx, 1) } }
+        try await queued(1)
+        // A read that runs alone (a readiness ping, an admin lockout read), then another transaction behind it.
+        let alone = Task {
+            try await store.withoutTransaction { tx in try await Self.requestIds(tx) }
+        }
+        try await queued(2)
+        let second = Task { try await store.transaction { tx in try await Self.insert(tx, 2) } }
+        try await queued(3)
+        let before = database.groupCommitStatistics
+        open.yield()
+        try await blocker.value
+        try await first.value
+        try await second.value
+        #expect(try await alone.value == ["unit-1", "unit-2"], "the alone unit ran after the batch it was queued in")
+        let after = database.groupCommitStatistics
+        #expect(after.transactions - before.transactions == 3)
+        #expect(after.batches - before.batches == 2, "the blocker's batch, then both transactions in one")
         try await test.close()
     }
 

@@ -292,12 +292,20 @@ private struct UnitQueue: Sendable {
     /// No unit is accepted any more.
     var closed = false
 
-    /// The next unit that runs alone, or the transactions before it (at most `maximum`).
+    /// The first unit when it runs alone; else the first `maximum` transactions of the queue, those queued behind
+    /// a unit that runs alone included: that unit runs right after their batch rather than split it in two. A unit
+    /// waiting in the queue has not started, so nobody can tell it ran after one submitted later; and units a
+    /// client can ask for as often as it likes (a readiness probe's ping, an unauthenticated admin request's
+    /// lockout read) would otherwise break the ingests' group commits into one fsync each.
     mutating func nextBatch(maximum: Int) -> [WorkUnit] {
         guard let first = units.first else { return [] }
-        let count = first.kind == .alone ? 1 : units.prefix(maximum).prefix { $0.kind == .transaction }.count
-        let taken = Array(units.prefix(count))
-        units.removeFirst(count)
+        if first.kind == .alone { return [units.removeFirst()] }
+        var taken: [WorkUnit] = []
+        var left: [WorkUnit] = []
+        for unit in units {
+            if unit.kind == .transaction, taken.count < maximum { taken.append(unit) } else { left.append(unit) }
+        }
+        units = left
         return taken
     }
 }
