@@ -1,3 +1,4 @@
+import Foundation
 import Logging
 
 /// Opens the database a URL names: `postgres://…` (or `postgresql://…`) for PostgreSQL, anything else a SQLite
@@ -28,6 +29,20 @@ package enum DatabaseOpener {
                 + "name is given as sqlite://PATH)"
         }
         return nil
+    }
+
+    /// The file on disk a SQLite URL names: `sqlitePath`, with SQLite's own `file:` URI read as its path (its query
+    /// and an empty or `localhost` authority dropped, percent-escapes decoded); nil for a PostgreSQL URL.
+    package static func sqliteFilePath(_ url: String) -> String? {
+        guard let path = sqlitePath(url) else { return nil }
+        guard path.hasPrefix("file:") else { return path }
+        var rest = path.dropFirst("file:".count)
+        if let end = rest.firstIndex(where: { $0 == "?" || $0 == "#" }) { rest = rest[..<end] }
+        if rest.hasPrefix("//") {
+            rest = rest.dropFirst(2)
+            rest = rest[(rest.firstIndex(of: "/") ?? rest.endIndex)...]
+        }
+        return String(rest).removingPercentEncoding ?? String(rest)
     }
 
     /// The SQLite file a URL names (`sqlite://` stripped), or nil for a PostgreSQL URL.

@@ -188,7 +188,7 @@ extension AppConfiguration {
     /// database's own directory, else (PostgreSQL) `./stepledger-data`.
     package var dataDirectoryPath: String {
         if let dataDirectory { return dataDirectory }
-        guard let file = DatabaseOpener.sqlitePath(database.url) else { return "./stepledger-data" }
+        guard let file = DatabaseOpener.sqliteFilePath(database.url) else { return "./stepledger-data" }
         let directory = (file as NSString).deletingLastPathComponent
         return directory.isEmpty ? "." : directory
     }

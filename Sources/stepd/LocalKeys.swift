@@ -90,11 +90,13 @@ struct LocalKeys: AsyncParsableCommand {
             URL(fileURLWithPath: path).standardizedFileURL.path
         }
         // A SQLite file by its absolute path (so the configuration works from any folder), as `sqlite://PATH` when the
-        // path holds an `@` (a bare one reads as a PostgreSQL URL that lost its scheme); a PostgreSQL URL as is.
+        // path holds an `@` (a bare one reads as a PostgreSQL URL that lost its scheme); a PostgreSQL URL, or SQLite's
+        // own `file:` URI (which SQLite resolves, not a path to make absolute), as is.
+        let url = configuration.databaseURL
         let database =
-            DatabaseOpener.sqlitePath(configuration.databaseURL).map(absolute).map {
-                $0.contains("@") ? "sqlite://" + $0 : $0
-            } ?? configuration.databaseURL
+            url.hasPrefix("file:")
+            ? url
+            : DatabaseOpener.sqlitePath(url).map(absolute).map { $0.contains("@") ? "sqlite://" + $0 : $0 } ?? url
         let object: [String: Any] = [
             "mode": "production",
             "dataDirectory": absolute(configuration.dataDirectoryPath),

@@ -108,6 +108,12 @@ struct PostgresURLTests {
         }
         #expect(DatabaseOpener.problem("sqlite:///tmp/odd@name.sqlite") == nil, "the way to name such a file")
         #expect(DatabaseOpener.problem("./ledger.sqlite") == nil)
+        // The file a SQLite URL names on disk, a file: URI read as its path.
+        #expect(DatabaseOpener.sqliteFilePath("sqlite:///data/a.sqlite") == "/data/a.sqlite")
+        #expect(DatabaseOpener.sqliteFilePath("file:/data/a%40b.sqlite?mode=rwc") == "/data/a@b.sqlite")
+        #expect(DatabaseOpener.sqliteFilePath("file://localhost/data/a.sqlite#x") == "/data/a.sqlite")
+        #expect(DatabaseOpener.sqliteFilePath("file:ledger.sqlite") == "ledger.sqlite")
+        #expect(DatabaseOpener.sqliteFilePath("postgres://db/ledger") == nil)
         #expect(DatabaseOpener.problem("sqlite:///tmp/ledger.sqlite") == nil)
         #expect(DatabaseOpener.problem("postgresql://db.example/ledger") == nil)
         // A file whose name only starts with the word is a file.
