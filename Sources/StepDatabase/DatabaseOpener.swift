@@ -1,4 +1,3 @@
-import Foundation
 import Logging
 
 /// Opens the database a URL names: `postgres://…` (or `postgresql://…`) for PostgreSQL, anything else a SQLite
@@ -31,8 +30,10 @@ package enum DatabaseOpener {
         return nil
     }
 
-    /// The file on disk a SQLite URL names: `sqlitePath`, with SQLite's own `file:` URI read as its path (its query
-    /// and an empty or `localhost` authority dropped, percent-escapes decoded); nil for a PostgreSQL URL.
+    /// The file on disk a SQLite URL names: `sqlitePath`, with SQLite's own `file:` URI read as its path as SQLite
+    /// reads it (its query and fragment cut, an authority dropped: SQLite opens only an empty one or `localhost`,
+    /// percent-escapes decoded where they are two hex digits and kept as written where not, the rest ignored from a
+    /// `%00`); nil for a PostgreSQL URL.
     package static func sqliteFilePath(_ url: String) -> String? {
         guard let path = sqlitePath(url) else { return nil }
         guard path.hasPrefix("file:") else { return path }
@@ -42,7 +43,36 @@ package enum DatabaseOpener {
             rest = rest.dropFirst(2)
             rest = rest[(rest.firstIndex(of: "/") ?? rest.endIndex)...]
         }
-        return String(rest).removingPercentEncoding ?? String(rest)
+        return decodingEscapes(rest)
+    }
+
+    /// `text` with each `%` and two hex digits decoded, as SQLite decodes a URI's path.
+    private static func decodingEscapes(_ text: Substring) -> String {
+        func hex(_ byte: UInt8) -> UInt8? {
+            switch byte {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
+            default: nil
+            }
+        }
+        let bytes = Array(text.utf8)
+        var decoded: [UInt8] = []
+        var index = 0
+        while index < bytes.count {
+            if bytes[index] == UInt8(ascii: "%"), index + 2 < bytes.count, let high = hex(bytes[index + 1]),
+                let low = hex(bytes[index + 2])
+            {
+                let byte = high << 4 | low
+                if byte == 0 { break }
+                decoded.append(byte)
+                index += 3
+            } else {
+                decoded.append(bytes[index])
+                index += 1
+            }
+        }
+        return String(decoding: decoded, as: UTF8.self)
     }
 
     /// The SQLite file a URL names (`sqlite://` stripped), or nil for a PostgreSQL URL.

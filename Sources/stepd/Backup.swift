@@ -25,7 +25,8 @@ struct Backup: AsyncParsableCommand {
 
     func run() async throws {
         let configuration = try await common.load()
-        guard let path = DatabaseOpener.sqlitePath(configuration.databaseURL) else {
+        // The file itself (a `file:` URI read as its path): the copy opens it on a connection of its own.
+        guard let path = DatabaseOpener.sqliteFilePath(configuration.databaseURL) else {
             throw CommandFailure(
                 "stepd backup copies SQLite databases only; back up PostgreSQL with pg_dump -Fc, or base backups and WAL archiving (docs/operations.md, Backups)"
             )

@@ -93,10 +93,19 @@ struct LocalKeys: AsyncParsableCommand {
         // path holds an `@` (a bare one reads as a PostgreSQL URL that lost its scheme); a PostgreSQL URL, or SQLite's
         // own `file:` URI (which SQLite resolves, not a path to make absolute), as is.
         let url = configuration.databaseURL
-        let database =
-            url.hasPrefix("file:")
-            ? url
-            : DatabaseOpener.sqlitePath(url).map(absolute).map { $0.contains("@") ? "sqlite://" + $0 : $0 } ?? url
+        let database: String
+        if let path = DatabaseOpener.sqlitePath(url), path.hasPrefix("file:") {
+            // A relative one would name another file from another folder.
+            guard DatabaseOpener.sqliteFilePath(url)?.hasPrefix("/") == true else {
+                throw CommandFailure(
+                    "\(path) names a file relative to this folder: give the file: URI an absolute path (file:/…), so "
+                        + "local-production.json works from any folder")
+            }
+            database = path
+        } else {
+            database =
+                DatabaseOpener.sqlitePath(url).map(absolute).map { $0.contains("@") ? "sqlite://" + $0 : $0 } ?? url
+        }
         let object: [String: Any] = [
             "mode": "production",
             "dataDirectory": absolute(configuration.dataDirectoryPath),

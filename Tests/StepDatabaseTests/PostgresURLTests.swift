@@ -113,6 +113,9 @@ struct PostgresURLTests {
         #expect(DatabaseOpener.sqliteFilePath("file:/data/a%40b.sqlite?mode=rwc") == "/data/a@b.sqlite")
         #expect(DatabaseOpener.sqliteFilePath("file://localhost/data/a.sqlite#x") == "/data/a.sqlite")
         #expect(DatabaseOpener.sqliteFilePath("file:ledger.sqlite") == "ledger.sqlite")
+        // As SQLite reads them: an escape that is not two hex digits stays as written, and %00 ends the path.
+        #expect(DatabaseOpener.sqliteFilePath("file:/srv/my%20data/100%.sqlite") == "/srv/my data/100%.sqlite")
+        #expect(DatabaseOpener.sqliteFilePath("file:/srv/a.sqlite%00junk") == "/srv/a.sqlite")
         #expect(DatabaseOpener.sqliteFilePath("postgres://db/ledger") == nil)
         #expect(DatabaseOpener.problem("sqlite:///tmp/ledger.sqlite") == nil)
         #expect(DatabaseOpener.problem("postgresql://db.example/ledger") == nil)
