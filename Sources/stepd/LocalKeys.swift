@@ -51,6 +51,8 @@ struct LocalKeys: AsyncParsableCommand {
 
     func run() async throws {
         let configuration = try await common.load()
+        // The configuration's database first: a URL it cannot name refuses the command before any key is written.
+        let database = try Self.configuredDatabase(configuration)
         // Each file is written whole with its mode from the start; the folder is made owner-only (AtomicFile).
         let algorithm = LocalSigningKey.Algorithm(rawValue: sessionAlgorithm.uppercased()) ?? .es256
         let session = try writeKey(
@@ -61,10 +63,30 @@ struct LocalKeys: AsyncParsableCommand {
             configuration: configuration)
 
         let config = LocalKeyFiles.path(LocalKeyFiles.productionConfig, in: configuration)
-        try writeProductionConfiguration(to: config, configuration: configuration)
+        try writeProductionConfiguration(to: config, configuration: configuration, database: database)
         print("\(session.verb) \(session.path) (\(session.key.algorithm.rawValue), kid \(session.key.keyID))")
         print("\(appCheck.verb) \(appCheck.path) (RS256, kid \(appCheck.key.keyID))")
         print("wrote \(config)")
+    }
+
+    /// The database as `local-production.json` names it. A SQLite file by its absolute path (so the configuration
+    /// works from any folder), as `sqlite://PATH` when the path holds an `@` (a bare one reads as a PostgreSQL URL that
+    /// lost its scheme); a PostgreSQL URL, or SQLite's own `file:` URI (which SQLite resolves, not a path to make
+    /// absolute), as is; a relative `file:` URI refused.
+    static func configuredDatabase(_ configuration: AppConfiguration) throws -> String {
+        let url = configuration.databaseURL
+        if let path = DatabaseOpener.sqlitePath(url), path.hasPrefix("file:") {
+            // A relative one would name another file from another folder.
+            guard DatabaseOpener.sqliteFilePath(url)?.hasPrefix("/") == true else {
+                throw CommandFailure(
+                    "\(path) names a file relative to this folder: give the file: URI an absolute path (file:/…), so "
+                        + "local-production.json works from any folder")
+            }
+            return path
+        }
+        guard let path = DatabaseOpener.sqlitePath(url) else { return url }
+        let full = URL(fileURLWithPath: path).standardizedFileURL.path
+        return full.contains("@") ? "sqlite://" + full : full
     }
 
     /// Keeps a key that exists (unless `--force`), else writes a new one; the JWKS is always written from the key.
@@ -85,26 +107,11 @@ struct LocalKeys: AsyncParsableCommand {
     }
 
     /// The production configuration that trusts the local keys, with absolute paths so it works from anywhere.
-    private func writeProductionConfiguration(to path: String, configuration: AppConfiguration) throws {
+    private func writeProductionConfiguration(to path: String, configuration: AppConfiguration, database: String)
+        throws
+    {
         func absolute(_ path: String) -> String {
             URL(fileURLWithPath: path).standardizedFileURL.path
-        }
-        // A SQLite file by its absolute path (so the configuration works from any folder), as `sqlite://PATH` when the
-        // path holds an `@` (a bare one reads as a PostgreSQL URL that lost its scheme); a PostgreSQL URL, or SQLite's
-        // own `file:` URI (which SQLite resolves, not a path to make absolute), as is.
-        let url = configuration.databaseURL
-        let database: String
-        if let path = DatabaseOpener.sqlitePath(url), path.hasPrefix("file:") {
-            // A relative one would name another file from another folder.
-            guard DatabaseOpener.sqliteFilePath(url)?.hasPrefix("/") == true else {
-                throw CommandFailure(
-                    "\(path) names a file relative to this folder: give the file: URI an absolute path (file:/…), so "
-                        + "local-production.json works from any folder")
-            }
-            database = path
-        } else {
-            database =
-                DatabaseOpener.sqlitePath(url).map(absolute).map { $0.contains("@") ? "sqlite://" + $0 : $0 } ?? url
         }
         let object: [String: Any] = [
             "mode": "production",
