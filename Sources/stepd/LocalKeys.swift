@@ -85,7 +85,7 @@ struct LocalKeys: AsyncParsableCommand {
             return path
         }
         guard let path = DatabaseOpener.sqlitePath(url) else { return url }
-        let full = URL(fileURLWithPath: path).standardizedFileURL.path
+        let full = absolute(path)
         return full.contains("@") ? "sqlite://" + full : full
     }
 
@@ -106,24 +106,26 @@ struct LocalKeys: AsyncParsableCommand {
         return (key, path, "wrote")
     }
 
+    /// `path` made absolute from the working folder, so the configuration works from any folder.
+    private static func absolute(_ path: String) -> String {
+        URL(fileURLWithPath: path).standardizedFileURL.path
+    }
+
     /// The production configuration that trusts the local keys, with absolute paths so it works from anywhere.
     private func writeProductionConfiguration(to path: String, configuration: AppConfiguration, database: String)
         throws
     {
-        func absolute(_ path: String) -> String {
-            URL(fileURLWithPath: path).standardizedFileURL.path
-        }
         let object: [String: Any] = [
             "mode": "production",
-            "dataDirectory": absolute(configuration.dataDirectoryPath),
+            "dataDirectory": Self.absolute(configuration.dataDirectoryPath),
             "database": ["url": database],
             "jwt": [
-                "jwksFile": absolute(LocalKeyFiles.path(LocalKeyFiles.sessionJWKS, in: configuration)),
+                "jwksFile": Self.absolute(LocalKeyFiles.path(LocalKeyFiles.sessionJWKS, in: configuration)),
                 "issuer": configuration.jwt.issuer, "audience": configuration.jwt.audience,
             ],
             "appCheck": [
                 "projectNumber": configuration.appCheck.projectNumber ?? LocalKeyFiles.defaultProjectNumber,
-                "jwksFile": absolute(LocalKeyFiles.path(LocalKeyFiles.appCheckJWKS, in: configuration)),
+                "jwksFile": Self.absolute(LocalKeyFiles.path(LocalKeyFiles.appCheckJWKS, in: configuration)),
             ],
             "admin": ["enabled": true],
         ]
