@@ -68,11 +68,24 @@ extension AppConfiguration {
     /// migrate`", from a new file that migrating would turn into an empty database beside the real one. The commands
     /// that work on a database that is there ask this first (`withStore` unless it migrates, `worker`, production
     /// `serve`); those that migrate (`stepd migrate`, test-phase `serve`, `token` and `device`) create the file. A URL that is not well-formed is left to the opener, which never repeats it (it may hold a
-    /// password); a `file:` URI is SQLite's own to resolve.
+    /// password). A `file:` URI is checked for the file it names, read as SQLite reads it, unless it names an
+    /// in-memory database (`mode=memory`, `:memory:`), which has no file.
     func requireExistingDatabase() throws {
-        guard DatabaseOpener.problem(databaseURL) == nil, let path = DatabaseOpener.sqlitePath(databaseURL),
-            !path.hasPrefix("file:"), !FileManager.default.fileExists(atPath: path)
+        guard DatabaseOpener.problem(databaseURL) == nil, let given = DatabaseOpener.sqlitePath(databaseURL),
+            let path = DatabaseOpener.sqliteFilePath(databaseURL), !Self.namesMemory(uri: given, path: path),
+            !FileManager.default.fileExists(atPath: path)
         else { return }
-        throw CommandFailure("no database at \(path): name the server's with --database or --config (database.url)")
+        throw CommandFailure("no database at \(given): name the server's with --database or --config (database.url)")
+    }
+
+    /// Whether a SQLite path names an in-memory database: `:memory:`, or a `file:` URI whose path is empty or
+    /// `:memory:` or whose query says `mode=memory`.
+    private static func namesMemory(uri: String, path: String) -> Bool {
+        if path.isEmpty || path == ":memory:" { return true }
+        guard uri.hasPrefix("file:"), let query = uri.split(separator: "?", maxSplits: 1).dropFirst().first else {
+            return false
+        }
+        let parameters = query.split(separator: "#", maxSplits: 1).first ?? ""
+        return parameters.split(separator: "&").contains("mode=memory")
     }
 }
