@@ -327,7 +327,7 @@ package func buildApplication(
             catalog: &catalog)
 
     OpsController(
-        store: store, metrics: metrics, jobs: jobs, drain: dependencies.drain,
+        store: store, metrics: metrics, drain: dependencies.drain,
         metricsCredential: configuration.http.metricsToken.map(BearerSecret.init(token:)), clock: dependencies.clock
     )
     .register(in: router.group(), catalog: &catalog)

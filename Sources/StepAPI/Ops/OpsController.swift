@@ -1,7 +1,6 @@
 import Foundation
 import Hummingbird
 import StepDatabase
-import StepJobs
 import StepStore
 import Synchronization
 
@@ -9,7 +8,6 @@ import Synchronization
 struct OpsController: Sendable {
     let store: Store
     let metrics: ServiceMetrics
-    let jobs: JobQueue
     let drain: DrainState
     /// `http.metricsToken`: when set, `/metrics` answers only a request that presents it as its bearer secret.
     var metricsCredential: BearerSecret? = nil
@@ -42,18 +40,17 @@ struct OpsController: Sendable {
                     return Self.metricsRefused
                 }
             }
-            // The queue's depth and the review desk's figures are read at scrape time, side by side and each for at
-            // most `probeSeconds`: a database that is away or slow leaves the last values, and the scrape is
-            // answered within the scraper's timeout whatever the database does.
+            // The review desk's figures, the queue's depth among them, are read at scrape time, for at most
+            // `probeSeconds`: a database that is away or slow leaves the last values, and the scrape is answered
+            // within the scraper's timeout whatever the database does.
             let now = clock()
-            async let depth = Self.bounded(Self.probeSeconds) { try await jobs.depth() }
-            async let snapshot = Self.bounded(Self.probeSeconds) {
+            let snapshot = await Self.bounded(Self.probeSeconds) {
                 try await store.withoutTransaction { try await $0.adminMetrics(now: now) }
             }
-            if let depth = await depth {
-                metrics.setQueueDepth(Dictionary(uniqueKeysWithValues: depth.map { ($0.key.rawValue, $0.value) }))
+            if let snapshot {
+                metrics.setQueueDepth(snapshot.jobsByState)
+                metrics.setAdminMetrics(snapshot)
             }
-            if let snapshot = await snapshot { metrics.setAdminMetrics(snapshot) }
             if let counts = store.replicas?.readCounts {
                 metrics.raiseReadCounters(
                     primary: counts.primary, replica: counts.replica, replicaFailures: counts.replicaFailures)
