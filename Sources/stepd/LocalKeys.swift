@@ -72,7 +72,7 @@ struct LocalKeys: AsyncParsableCommand {
     /// The database as `local-production.json` names it. A SQLite file by its absolute path (so the configuration
     /// works from any folder), as `sqlite://PATH` when the path holds an `@` (a bare one reads as a PostgreSQL URL that
     /// lost its scheme); a PostgreSQL URL, or SQLite's own `file:` URI (which SQLite resolves, not a path to make
-    /// absolute), as is; a relative `file:` URI refused.
+    /// absolute), as given (with its `sqlite://` if it had one: `file:///…` needs it); a relative `file:` URI refused.
     static func configuredDatabase(_ configuration: AppConfiguration) throws -> String {
         let url = configuration.databaseURL
         if let path = DatabaseOpener.sqlitePath(url), path.hasPrefix("file:") {
@@ -82,7 +82,7 @@ struct LocalKeys: AsyncParsableCommand {
                     "\(path) names a file relative to this folder: give the file: URI an absolute path (file:/…), so "
                         + "local-production.json works from any folder")
             }
-            return path
+            return url
         }
         guard let path = DatabaseOpener.sqlitePath(url) else { return url }
         let full = absolute(path)
