@@ -77,8 +77,9 @@ final class PostgresPreparedSlots: Sendable {
 /// A statement text as the slots' key, hashed from a sample of its bytes: its length, its first and last 64 and
 /// one in every `stride` between, rather than all of it (an ingest's two texts run to 3–4 KB each): `scripts/bench-ab`
 /// gave 0.979 and 0.991 of `stepd`'s CPU per ingest with it. Equality still compares whole texts, so texts that
-/// agree on the sample only share a hash bucket.
-private struct SlotKey: Hashable {
+/// agree on the sample only share a hash bucket; it compares their bytes, as the hash reads them (`String`'s own `==`
+/// calls canonically equivalent texts equal, which would hash apart: a `Dictionary` may trap on such keys).
+struct SlotKey: Hashable {
     let text: String
     static let edge = 64
     static let stride = 64
@@ -87,7 +88,7 @@ private struct SlotKey: Hashable {
         self.text = text
     }
 
-    static func == (lhs: SlotKey, rhs: SlotKey) -> Bool { lhs.text == rhs.text }
+    static func == (lhs: SlotKey, rhs: SlotKey) -> Bool { lhs.text.utf8.elementsEqual(rhs.text.utf8) }
 
     func hash(into hasher: inout Hasher) {
         var text = text
