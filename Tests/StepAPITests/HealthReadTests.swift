@@ -203,7 +203,10 @@ struct HealthReadTests {
             ("/health/statistics?period=", "period must be one of: day, week, month"),
             ("/health/statistics?period=WEEK", "period must be one of: day, week, month"),
             ("/health/statistics?startDate=2026-05-02&endDate=2026-05-01", "startDate must not be after endDate"),
-            ("/health/statistics?startDate=2026-05-19", "startDate must not be after endDate"),
+            (
+                "/health/statistics?startDate=2026-05-19",
+                "startDate must not be after endDate, which is today (2026-05-18) when not given"
+            ),
             (
                 "/health/statistics?startDate=2023-05-01&endDate=2026-05-01",
                 "The date range must not exceed 3 years"

@@ -30,7 +30,13 @@ struct HealthStatisticsQuery: Sendable, Hashable {
     func range(today: LocalDate) throws(HealthAPIError) -> ClosedRange<LocalDate> {
         let first = startDate ?? today
         let last = endDate ?? today
-        guard first <= last else { throw .badRequest("startDate must not be after endDate") }
+        guard first <= last else {
+            // Without an endDate the range ends today, which the client may not know: the message says which day.
+            throw .badRequest(
+                endDate == nil
+                    ? "startDate must not be after endDate, which is today (\(today)) when not given"
+                    : "startDate must not be after endDate")
+        }
         guard last.dayNumber < Self.firstDayPastLimit(from: first) else {
             throw .badRequest("The date range must not exceed \(Self.maxYears) years")
         }
