@@ -96,7 +96,7 @@ let package = Package(
         .target(
             name: "StepStore",
             dependencies: [
-                "StepTracing", .product(name: "Tracing", package: "swift-distributed-tracing"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
                 "StepCore",
                 "StepDatabase",
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -147,6 +147,7 @@ let package = Package(
                 "StepDatabase",
                 "StepJobs",
                 "StepAttestation",
+                "StepLogging",
                 .product(name: "Configuration", package: "swift-configuration"),
                 .product(name: "Logging", package: "swift-log"),
             ],

@@ -60,7 +60,7 @@ package func buildApplication(
             metadataProvider: tracing ? .traceIdentity : nil)
     }
     logger.logLevel = configuration.telemetry.logLevel
-    let (antiCheat, antiCheatSink) = try antiCheatLogger(configuration, sink: dependencies.antiCheatSink)
+    let (antiCheat, antiCheatSink) = try configuration.antiCheatLogger(sink: dependencies.antiCheatSink)
 
     // Before serving: migrations (test-phase), the schema check, and the development shortcuts that are on
     // (`dev.*`, test-phase only): the development key and the development App Attest CA (`stepd device`), both
@@ -449,18 +449,4 @@ struct StoreService: Service {
         try? await gracefulShutdown()
         if ownsStore { try await store.close() }
     }
-}
-
-/// The anti-cheat logger (`log.antiCheatSink`, or `sink` when given) and its sink, which the caller flushes: for
-/// `stepd serve`'s requests and jobs and `stepd worker`'s jobs alike.
-package func antiCheatLogger(_ configuration: AppConfiguration, sink provided: LogSink? = nil) throws -> (
-    logger: Logger, sink: LogSink
-) {
-    let sink: LogSink
-    do {
-        sink = try provided ?? LogSink.named(configuration.telemetry.antiCheatSink)
-    } catch let error as LogSinkError {
-        throw ConfigurationError(key: "log.antiCheatSink", problem: error.description)
-    }
-    return (Logger(label: "stepledger.anticheat") { JSONLogHandler(label: $0, sink: sink, level: .info) }, sink)
 }

@@ -1,6 +1,5 @@
 import ArgumentParser
 import Logging
-import StepAPI
 import StepCore
 import StepDatabase
 import StepJobs
@@ -44,7 +43,7 @@ struct Worker: AsyncParsableCommand {
         // (the line saying why a failed worker stopped included).
         defer { logSink.flush() }
         // The jobs' decisions go to the anti-cheat sink, as the requests' verdicts do in `stepd serve`.
-        let (antiCheat, antiCheatSink) = try antiCheatLogger(configuration)
+        let (antiCheat, antiCheatSink) = try configuration.antiCheatLogger()
         defer { antiCheatSink.flush() }
         try await runStandaloneWorker(
             databaseURL: configuration.databaseURL, postgres: configuration.postgres,
