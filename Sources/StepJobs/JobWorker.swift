@@ -147,7 +147,8 @@ package struct JobWorker: Service {
     /// when there are several (`runTogether`), one by one when that fails, and the standalone ones one by one.
     /// Returns how many were claimed.
     private func runBatch() async throws -> Int {
-        let jobs = try await queue.claim(limit: max(1, settings.batchSize), now: clock(), excludingKinds: excludedKinds)
+        let jobs = Self.runOrder(
+            try await queue.claim(limit: max(1, settings.batchSize), now: clock(), excludingKinds: excludedKinds))
         guard !jobs.isEmpty else { return 0 }
         var together: [TransactionalRun] = []
         var alone: [ClaimedJob] = []
@@ -209,15 +210,50 @@ package struct JobWorker: Service {
         let body: @Sendable (ClaimedJob, StoreTransaction) async throws -> JobCommitted
     }
 
+    /// A claim's jobs in the order they run, together or one by one: by walker, so two slots' batches lock walkers in
+    /// the same order and never deadlock; a walker's jobs by id (the order they were queued in: ids are time-ordered),
+    /// except that its reconcile jobs take their places in the order of their days. A day's multiplier is fixed at its
+    /// first acceptance from the streak before it, so a later day decided while an earlier one is still PENDING
+    /// would lose its tier; and ids made in one millisecond sort at random, while a later day's job may have been
+    /// queued before an earlier day's (a streak sent newest first, or an offline day sent after today).
+    static func runOrder(_ jobs: [ClaimedJob]) -> [ClaimedJob] {
+        var ordered = jobs.sorted { ($0.walkerId, $0.id) < ($1.walkerId, $1.id) }
+        var start = ordered.startIndex
+        while start < ordered.endIndex {
+            let walker = ordered[start].walkerId
+            let end = ordered[start...].firstIndex { $0.walkerId != walker } ?? ordered.endIndex
+            let places = (start..<end).filter { ordered[$0].kind == ReconcileJob.kind }
+            if places.count > 1 {
+                let days = places.map { place in
+                    let job = ordered[place]
+                    let day = try? JobJSON.decodePayload(ReconcileJob.Payload.self, from: job.payload, kind: job.kind)
+                        .day
+                    return (job: job, day: day)
+                }
+                // A payload that cannot be read (its job fails anyway) keeps to the front, by id.
+                let byDay = days.sorted { first, second in
+                    switch (first.day, second.day) {
+                    case (nil, nil): first.job.id < second.job.id
+                    case (nil, _): true
+                    case (_, nil): false
+                    case (let one?, let other?): (one, first.job.id) < (other, second.job.id)
+                    }
+                }
+                for (place, entry) in zip(places, byDay) { ordered[place] = entry.job }
+            }
+            start = end
+        }
+        return ordered
+    }
+
     /// Runs transactional jobs in one transaction that also completes them all: one commit and one completing
-    /// statement for the batch instead of one each, and on SQLite one turn at the writer. They run sorted by
-    /// walker, so two slots' batches lock walkers in the same order and never deadlock; jobs of one kind with a
-    /// batch handler (`BatchTransactionalJob`) run in one call to it. Returns false when the
+    /// statement for the batch instead of one each, and on SQLite one turn at the writer. They run in `runOrder`
+    /// (the claim's order); jobs of one kind with a batch handler (`BatchTransactionalJob`) run in one call to it.
+    /// Returns false when the
     /// transaction failed (a job threw, or a lease ran out): nothing of it was written, the jobs are still this
     /// worker's at the same attempt, and the caller runs them one by one, each with its own outcome and retry.
     private func runTogether(_ runs: [TransactionalRun]) async -> Bool {
-        let sorted = runs.sorted { ($0.job.walkerId, $0.job.id) < ($1.job.walkerId, $1.job.id) }
-        let jobs = sorted.map(\.job)
+        let jobs = runs.map(\.job)
         let kinds = Set(jobs.map(\.kind)).sorted().joined(separator: ",")
         for job in jobs {
             logger.debug(
@@ -240,7 +276,7 @@ package struct JobWorker: Service {
                         committed = try await batch(jobs, tx)
                     } else {
                         var each: [JobCommitted] = []
-                        for run in sorted { each.append(try await run.body(run.job, tx)) }
+                        for run in runs { each.append(try await run.body(run.job, tx)) }
                         committed = { [each] in for done in each { done() } }
                     }
                     guard try await JobQueue.complete(jobs, in: tx) else { throw JobError.leaseLost }

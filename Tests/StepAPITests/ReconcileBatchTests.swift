@@ -88,6 +88,34 @@ struct ReconcileBatchTests {
         #expect(alone.walkers.values.contains { $0.allocations.contains { $0.hasPrefix("provisional|") } })
     }
 
+    @Test(
+        "a walker's days claimed together are reconciled oldest first: a streak sent newest first earns today's ×1.20",
+        arguments: TestDatabases.kinds)
+    func daysInOrder(kind: DatabaseKind) async throws {
+        let (harness, token) = try await AdminTests.setUp(kind) { $0.worker.batchSize = 64 }
+        // 2026-05-18 and the 7 days before it, sent newest first: each later request's job has a later id, and the
+        // harness's clock stands still, so all eight fall due at once and are claimed together.
+        let days = (0...7).map { LocalDate(iso: "2026-05-18")!.adding(days: -$0).description }
+        try await harness.run { client in
+            for day in days {
+                let response = try await client.ingest(
+                    IngestBody(day: day, count: day == "2026-05-18" ? 8421 : 3000, key: "newest-first-\(day)"),
+                    token: token)
+                #expect(response.status == .ok, "\(day)")
+            }
+            harness.clock.advance(seconds: 61)
+            #expect(try await harness.app.worker.drain() == days.count)
+            let today = try await harness.store.transaction {
+                try await $0.stepLog(walkerId: AdminTests.walker, day: LocalDate(iso: "2026-05-18")!)
+            }
+            #expect(today?.status == .accepted)
+            #expect(today?.multiplierPermille == 1200, "today's tier rests on the seven days before it")
+            #expect(today?.energyCredited == 10105)
+            // Newest first would have credited every day ×1.00: 7 × 3000 + 8421.
+            #expect(try await IngestBatchTests.balance(harness, AdminTests.walker) == 7 * 3000 + 10105)
+        }
+    }
+
     /// What a walker ended with, ids and times of rows left out.
     struct WalkerEnd: Hashable {
         var days: [String: JSONValue]

@@ -136,4 +136,23 @@ struct JobBatchHandlerTests {
                 column: "n", as: Int.self) ?? 0
         }
     }
+
+    @Test("a claim's jobs run by walker, by id, and a walker's reconcile jobs in the order of their days")
+    func runOrder() {
+        func job(_ id: String, _ walker: String, _ kind: String, day: String? = nil) -> ClaimedJob {
+            ClaimedJob(
+                id: id, walkerId: walker, kind: kind, payload: day.map { #"{"day":"\#($0)"}"# } ?? "{}",
+                dedupeKey: nil, attempt: 1, maxAttempts: 8)
+        }
+        let claimed = [
+            job("07", "b", ReconcileJob.kind, day: "2026-05-17"),
+            job("01", "a", ReconcileJob.kind, day: "2026-05-18"),
+            job("02", "a", RefundJob.kind),
+            job("03", "a", ReconcileJob.kind, day: "2026-05-16"),
+            job("04", "a", ReconcileJob.kind, day: "2026-05-17"),
+            job("05", "b", ReconcileJob.kind, day: "2026-05-18"),
+            job("06", "a", ReconcileJob.kind, day: "not a day"),
+        ]
+        #expect(JobWorker.runOrder(claimed).map(\.id) == ["06", "02", "03", "04", "01", "07", "05"])
+    }
 }
