@@ -20,7 +20,8 @@ package struct AppDependencies: Sendable {
     package var logSink: LogSink = .standardOutput
     package var antiCheatSink: LogSink?
     package var store: Store?
-    package var httpClient: HTTPClient = .shared
+    /// Fetches key sets (`HTTPAppCheckJWKSFetcher.client`: no redirects).
+    package var httpClient: HTTPClient = HTTPAppCheckJWKSFetcher.client
     /// Reads the source whitelist again from configuration (`stepd serve` re-reads its sources); with it the
     /// whitelist is reloaded on SIGHUP and when `configFile` changes.
     package var reloadWhitelist: (@Sendable () async throws -> Set<String>)?

@@ -110,6 +110,23 @@ package struct AppConfiguration: Sendable {
             throw ConfigurationError(
                 key: AppCheck.Key.projectNumber.name, problem: "is required in production mode (App Check, seed 000)")
         }
+        // Keys fetched in the clear could be anyone's on the path: a forged key set signs in as any walker.
+        for (key, source) in [(JWT.Key.jwksUrl.name, jwt.jwks), (AppCheck.Key.jwksUrl.name, appCheck.jwks)] {
+            if case .url(let url) = source, !Self.isTrustedKeySetURL(url) {
+                throw ConfigurationError(
+                    key: key,
+                    problem: "must be an https:// URL in production mode (http:// only to this machine's loopback)")
+            }
+        }
+    }
+
+    /// An `https` URL, or an `http` one to the loopback interface (a key server on this machine).
+    static func isTrustedKeySetURL(_ url: String) -> Bool {
+        if url.lowercased().hasPrefix("https://") { return true }
+        guard let host = URL(string: url)?.host?.lowercased() else { return false }
+        if host == "localhost" || host == "::1" || host == "[::1]" { return true }
+        let octets = host.split(separator: ".", omittingEmptySubsequences: false).map { UInt8($0) }
+        return octets.count == 4 && !octets.contains(nil) && octets.first == 127
     }
 }
 

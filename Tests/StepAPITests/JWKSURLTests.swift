@@ -81,6 +81,10 @@ struct JWKSURLTests {
         _ state: KeyServerState, delay: Duration = .zero, _ body: @Sendable (_ url: String) async throws -> Void
     ) async throws {
         let router = Router()
+        // A key host that moved its keys: the fetch must not follow it.
+        router.get("/moved") { _, _ -> Response in
+            Response(status: .found, headers: [.location: "/jwks.json"])
+        }
         router.get("/jwks.json") { _, _ -> Response in
             let document = state.answer()
             try await Task.sleep(for: delay)
@@ -501,6 +505,33 @@ struct JWKSURLTests {
                 }
                 #expect(state.fetchCount == 2)
             }
+        }
+    }
+
+    @Test("a key-set URL that redirects is not followed: start-up stops, naming the key and the answer")
+    func redirectNotFollowed() async throws {
+        let keys = try AuthTests.KeySet()
+        let state = KeyServerState(serving: keys.jwks)
+        try await Self.withKeyServer(state) { url in
+            var configuration = AppConfiguration()
+            configuration.databaseURL =
+                FileManager.default.temporaryDirectory
+                .appendingPathComponent("jwks-url-\(UUID().uuidString).sqlite").path
+            configuration.jwt.jwks = .url(url.replacingOccurrences(of: "/jwks.json", with: "/moved"))
+            var dependencies = AppDependencies()
+            dependencies.logSink = .memory()
+            dependencies.antiCheatSink = .memory()
+            let test = try await TestDatabases.make(.sqlite)
+            dependencies.store = test.store
+            do {
+                _ = try await buildApplication(configuration: configuration, dependencies: dependencies)
+                Issue.record("started with keys fetched through a redirect")
+            } catch let error as KeyLoadingError {
+                #expect(error.description.contains("jwt.jwksUrl"))
+                #expect(error.description.contains("302"), "\(error.description)")
+            }
+            #expect(state.fetchCount == 0, "the redirect's target was never fetched")
+            try await test.close()
         }
     }
 

@@ -10,6 +10,16 @@ import Tracing
 package struct HTTPAppCheckJWKSFetcher: Sendable {
     package static let firebaseJWKSURL = "https://firebaseappcheck.googleapis.com/v1/jwks"
 
+    /// The client key sets are fetched with: one of their own, which follows no redirect. A shared client follows
+    /// up to 20, to any host and from `https` down to `http`, where anyone on the path could answer with keys of
+    /// their own. A redirect is an answer that is not a 200, so the fetch fails and names it: configure the URL the
+    /// keys are served at. Made once, never shut down (as `HTTPClient.shared`).
+    package static let client: HTTPClient = {
+        var configuration = HTTPClient.Configuration()
+        configuration.redirectConfiguration = .disallow
+        return HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration)
+    }()
+
     private let httpClient: HTTPClient
     private let url: String
     private let timeout: TimeAmount
