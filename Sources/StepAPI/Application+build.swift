@@ -133,7 +133,7 @@ package func buildApplication(
         keyRing: keyRing)
     let authenticator = Authenticator(
         verifier: verifier, limiter: InvalidTokenLimiter(maxFailures: configuration.jwt.maxInvalidPerMinute),
-        clock: dependencies.clock)
+        clock: dependencies.clock, keysRetryAfter: backoffRetryAfter(configuration.jwt.jwks, in: jwksCache))
     let metrics = ServiceMetrics()
     let telemetry = Telemetry(metrics: metrics, antiCheat: antiCheat, logger: logger)
     let whitelist = SourceWhitelist(configuration.limits.sourceBundleWhitelist)
@@ -224,7 +224,9 @@ package func buildApplication(
         windowSeconds: configuration.rateLimits.windowSeconds)
     if let appCheck {
         ingest.add(
-            middleware: AppCheckMiddleware(gate: appCheck, store: store, policy: ingestPolicy, telemetry: telemetry))
+            middleware: AppCheckMiddleware(
+                gate: appCheck, store: store, policy: ingestPolicy, telemetry: telemetry,
+                keysRetryAfter: backoffRetryAfter(configuration.appCheck.jwks, in: jwksCache)))
     }
     IngestController(
         service: IngestService(
@@ -398,6 +400,13 @@ package func buildApplication(
 
 /// Production's App Check gate, from the `appCheck` section alone; nil without a project number. A key file is read
 /// now, so a bad one stops start-up; a URL is fetched on the first ingest, since its keys are Google's to serve.
+/// The `Retry-After` of a 503 for a key set from `source` that cannot be had: the seconds left of its host's back-off,
+/// nil when none runs (or the keys come from a file).
+private func backoffRetryAfter(_ source: JWKSSource, in cache: JWKSCache) -> @Sendable () async -> Int? {
+    guard case .url(let url) = source else { return { nil } }
+    return { await cache.retryAfterSeconds(for: url) }
+}
+
 private func makeAppCheckGate(
     _ settings: AppConfiguration.AppCheck, cache: JWKSCache, clock: @escaping @Sendable () -> Date, logger: Logger
 ) throws -> AppCheckGate? {

@@ -224,7 +224,8 @@ struct JWKSURLTests {
                 let first = try await client.execute(
                     uri: "/walker", method: .get, headers: [.authorization: "Bearer \(rotatedToken)"])
                 #expect(first.status == .serviceUnavailable)
-                #expect(first.headers[.retryAfter] != nil)
+                // No refetch before the back-off (1 s) ends: the answer says so.
+                #expect(first.headers[.retryAfter] == "1")
                 #expect(harness.logs.lines.contains { $0.contains(#""authReason":"TOKEN_KEYS_UNAVAILABLE""#) })
                 #expect(state.fetchCount == 2)
                 // During the back-off the keys held still verify, and nothing is fetched however many requests come.
@@ -245,7 +246,10 @@ struct JWKSURLTests {
                 #expect(try await status(rotatedToken) == .serviceUnavailable)
                 #expect(state.fetchCount == 3)
                 harness.clock.advance(seconds: 1)
-                #expect(try await status(rotatedToken) == .serviceUnavailable)
+                let third = try await client.execute(
+                    uri: "/walker", method: .get, headers: [.authorization: "Bearer \(rotatedToken)"])
+                #expect(third.status == .serviceUnavailable)
+                #expect(third.headers[.retryAfter] == "4", "the third failure's back-off")
                 #expect(state.fetchCount == 4)
                 // The host is back with rotated keys: once the back-off is over, the next request picks them up.
                 state.serve(Self.ecJWKS(rotated, kid: "ec-rotated"))
@@ -376,7 +380,7 @@ struct JWKSURLTests {
                     IngestBody(), token: session, headers: [AppCheckTestKey.header: token])
                 #expect(down.status == .serviceUnavailable)
                 #expect(try down.json["error"] == .string("SERVICE_UNAVAILABLE"))
-                #expect(down.headers[.retryAfter] != nil)
+                #expect(down.headers[.retryAfter] == "1", "the first failure's back-off")
                 #expect(state.fetchCount == 2)
                 #expect(harness.logs.lines.contains { $0.contains(#""authReason":"APP_CHECK_UNAVAILABLE""#) })
                 // Back with the rotated key: once the back-off (1 s) is over, the next request refetches and verifies.

@@ -18,6 +18,8 @@ struct AppCheckMiddleware: RouterMiddleware {
     /// The ingest routes' per-walker limit, which refusals count against.
     let policy: RateLimitPolicy
     let telemetry: Telemetry
+    /// Seconds until the App Check key set's host may be asked again, while its back-off runs (nil when not).
+    var keysRetryAfter: @Sendable () async -> Int? = { nil }
 
     func handle(
         _ request: Request, context: Context, next: (Request, Context) async throws -> Response
@@ -46,7 +48,11 @@ struct AppCheckMiddleware: RouterMiddleware {
             telemetry.logger.warning(
                 "App Check keys unavailable",
                 metadata: ["requestId": .string(context.requestId), "error": .string(rejection.detail)])
-            throw IngestAPIError.unavailable
+            // While the key host's back-off runs, no retry can succeed before it ends: `Retry-After` says when.
+            guard let retryAfter = await keysRetryAfter() else { throw IngestAPIError.unavailable }
+            var response = IngestAPIError.unavailable.response
+            response.headers[.retryAfter] = String(retryAfter)
+            return response
         }
         let walkerId = principal.walkerId
         var audit = IngestAuditTrail(principal: principal, route: route, context: context, now: gate.clock())

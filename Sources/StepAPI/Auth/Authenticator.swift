@@ -16,6 +16,9 @@ package struct Authenticator: Sendable {
     let verifier: SessionTokenVerifier
     let limiter: InvalidTokenLimiter
     let clock: @Sendable () -> Date
+    /// Seconds until the session key set's host may be asked again, while its back-off runs (nil when not): the
+    /// `Retry-After` of a 503 for keys that cannot be had.
+    var keysRetryAfter: @Sendable () async -> Int? = { nil }
 
     func authenticate(_ request: Request, address: String) async throws(SessionTokenError) -> SessionPrincipal {
         let now = clock()

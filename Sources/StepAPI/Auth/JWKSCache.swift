@@ -143,6 +143,15 @@ package actor JWKSCache {
         return (entries[url]?.consecutiveFailures ?? 0) > 0 ? .hostFailing : .current
     }
 
+    /// Whole seconds (at least 1) until the back-off of `url`'s failing host ends, when one is running: no fetch of
+    /// the URL starts before then, so a request that needs a key set it cannot give waits at least that long.
+    package func retryAfterSeconds(for url: String) -> Int? {
+        guard let until = entries[url]?.backoffUntil else { return nil }
+        let seconds = until.timeIntervalSince(clock())
+        guard seconds > 0 else { return nil }
+        return max(1, Int(seconds.rounded(.up)))
+    }
+
     /// Starts a fetch unless one is in flight or a back-off is running; returns the fetch in flight either way.
     private func startFetchIfAllowed(_ url: String) -> Task<Void, Never>? {
         let now = clock()

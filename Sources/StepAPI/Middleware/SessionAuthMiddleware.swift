@@ -24,8 +24,14 @@ struct SessionAuthMiddleware<Failure: WalkerReadError>: RouterMiddleware {
                 return response
             }
             // The token names a key the server cannot fetch now: the server's trouble, so a 503 to retry, not a
-            // 401 that would send the app to sign in again (with a token of the same key).
-            if case .keysUnavailable = error { throw Failure.unavailable }
+            // 401 that would send the app to sign in again (with a token of the same key). While the key host's
+            // back-off runs, no retry can succeed before it ends: `Retry-After` says when (else the surface's 2 s).
+            if case .keysUnavailable = error {
+                guard let retryAfter = await authenticator.keysRetryAfter() else { throw Failure.unavailable }
+                var response = Failure.unavailable.response
+                response.headers[.retryAfter] = String(retryAfter)
+                return response
+            }
             throw Failure.sessionRefused(reason: reason)
         }
         let walkerId = principal.walkerId
