@@ -82,10 +82,11 @@ extension AppConfiguration {
     /// `:memory:` or whose query says `mode=memory`.
     private static func namesMemory(uri: String, path: String) -> Bool {
         if path.isEmpty || path == ":memory:" { return true }
-        guard uri.hasPrefix("file:"), let query = uri.split(separator: "?", maxSplits: 1).dropFirst().first else {
+        // SQLite reads the URI up to a `#`: a query after one is no query.
+        let read = uri.split(separator: "#", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
+        guard uri.hasPrefix("file:"), let query = read.split(separator: "?", maxSplits: 1).dropFirst().first else {
             return false
         }
-        let parameters = query.split(separator: "#", maxSplits: 1).first ?? ""
-        return parameters.split(separator: "&").contains("mode=memory")
+        return query.split(separator: "&").contains("mode=memory")
     }
 }

@@ -208,6 +208,10 @@ struct HealthReadTests {
                 "startDate must not be after endDate, which is today (2026-05-18) when not given"
             ),
             (
+                "/health/statistics?endDate=2026-05-17",
+                "endDate must not be before startDate, which is today (2026-05-18) when not given"
+            ),
+            (
                 "/health/statistics?startDate=2023-05-01&endDate=2026-05-01",
                 "The date range must not exceed 3 years"
             ),

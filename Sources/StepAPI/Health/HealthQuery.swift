@@ -35,7 +35,9 @@ struct HealthStatisticsQuery: Sendable, Hashable {
             throw .badRequest(
                 endDate == nil
                     ? "startDate must not be after endDate, which is today (\(today)) when not given"
-                    : "startDate must not be after endDate")
+                    : startDate == nil
+                        ? "endDate must not be before startDate, which is today (\(today)) when not given"
+                        : "startDate must not be after endDate")
         }
         guard last.dayNumber < Self.firstDayPastLimit(from: first) else {
             throw .badRequest("The date range must not exceed \(Self.maxYears) years")
