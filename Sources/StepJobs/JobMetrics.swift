@@ -18,6 +18,9 @@ package enum ReconcileOutcome: String, Sendable, Hashable {
     case rereadPending = "reread_pending"
     /// The day was no longer PENDING (decided already, or under review).
     case unchanged
+    /// The day would be accepted for the first time while the day before is still PENDING with its reconcile job
+    /// queued: it stays PENDING and its job runs again after that one (`Reconciler.deferral`).
+    case deferred
 }
 
 /// Reports nothing.

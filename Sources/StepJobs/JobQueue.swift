@@ -461,6 +461,19 @@ package struct JobQueue: Sendable {
         }
     }
 
+    /// The earliest run time of the walker's jobs with this dedupe key that are pending or running; nil when none is.
+    package static func queuedRunAt(walkerId: String, dedupeKey: String, in tx: StoreTransaction) async throws -> Date?
+    {
+        let row = try await tx.sql.raw(
+            """
+            SELECT run_at FROM jobs
+            WHERE walker_id = \(bind: walkerId) AND dedupe_key = \(bind: dedupeKey) AND state IN ('pending', 'running')
+            ORDER BY run_at LIMIT 1
+            """
+        ).first()
+        return try row.map { Date(millisecondsSince1970: try $0.decode(column: "run_at", as: Int.self)) }
+    }
+
     /// Whether another job with `job`'s dedupe key (of its walker) is pending or running: the work is queued again.
     private static func queuedAgain(_ job: JobRecord, in tx: StoreTransaction) async throws -> Bool {
         try await tx.sql.raw(

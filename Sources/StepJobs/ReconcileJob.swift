@@ -100,6 +100,7 @@ package struct ReconcileJob: BatchTransactionalJob {
         case .rereadRequested: metrics.recordReconcile(.rereadRequested)
         case .rereadPending: metrics.recordReconcile(.rereadPending)
         case .unchanged: metrics.recordReconcile(.unchanged)
+        case .deferred: metrics.recordReconcile(.deferred)
         }
     }
 }
@@ -144,6 +145,8 @@ struct Reconciler: Sendable {
         case rereadPending
         /// The day was not PENDING (already decided, or under review).
         case unchanged
+        /// The day stays PENDING until the day before is decided: its job was queued again (`deferral`).
+        case deferred
     }
 
     func reconcile(_ tx: StoreTransaction, walkerId: String, day: LocalDate, now: Date, runId: String) async throws
@@ -200,8 +203,35 @@ struct Reconciler: Sendable {
             try await tx.bumpWalkerVersion(log.walkerId)
             return .settled(asked ? .rereadRequested : .rereadPending)
         }
+        if case .accept = verdict, let runAt = try await deferral(tx, of: log, now: now) {
+            // The day stays PENDING and its job is queued again: as with any outcome, the walker's version moves.
+            let job = ReconcileJob.newJob(
+                walkerId: log.walkerId, day: log.day, runAt: runAt, maxAttempts: jobMaxAttempts)
+            _ = try await JobQueue.enqueue(job, in: tx, now: now)
+            try await tx.bumpWalkerVersion(log.walkerId)
+            return .settled(.deferred)
+        }
         if let open { _ = try await tx.closeReread(walkerId: log.walkerId, id: open.id, state: .expired, at: now) }
         return .decide(verdict, decision)
+    }
+
+    /// When a day about to be accepted for the first time waits for the day before: while that day is PENDING with
+    /// its reconcile job queued or running, a millisecond after that job's time, so that job is claimed first, or in
+    /// the same claim and run first (`JobWorker.runOrder`); while it runs, a walker's other reconcile jobs are passed
+    /// over (`JobQueue.claim`). Nil when it need not wait. A day's multiplier is fixed at its first acceptance, from the streak that ends the day before
+    /// (seed 001), so deciding it first would keep ×1.00 for good where the day before, accepted a moment later,
+    /// makes a run that earns a tier. Days claimed together already run in day order (`JobWorker.runOrder`); this
+    /// covers jobs claimed apart (two slots or instances, an offline day sent after the next one, a retry). The day
+    /// before waits for its own day before in turn. A day before that waits for something else (its re-read's
+    /// answer, or a job parked dead) has no job queued, so the later day is not held for it.
+    func deferral(_ tx: StoreTransaction, of log: StepLogRecord, now: Date) async throws -> Date? {
+        guard log.multiplierPermille == nil else { return nil }
+        let before = log.day.adding(days: -1)
+        guard try await tx.stepLog(walkerId: log.walkerId, day: before)?.status == .pending,
+            let runAt = try await JobQueue.queuedRunAt(
+                walkerId: log.walkerId, dedupeKey: DayState.reconcileJobKey(before), in: tx)
+        else { return nil }
+        return runAt.addingTimeInterval(0.001)
     }
 
     /// What the day is judged by: its submissions (those after its last acceptance by a reviewer, or since the
@@ -310,7 +340,7 @@ extension Logger {
         switch outcome {
         case .decided(let decided): (verdict, reasons) = (decided.attestationVerdict.rawValue, decided.reasons)
         case .rereadRequested: (verdict, reasons) = ("REREAD_REQUESTED", [])
-        case .rereadPending, .unchanged: return
+        case .rereadPending, .unchanged, .deferred: return
         }
         info(
             "job verdict",

@@ -68,7 +68,11 @@ struct ReconcileBatchTests {
     func batchEqualsOneByOne(kind: DatabaseKind, reread: Bool) async throws {
         let alone = try await Self.run(kind, batchSize: 1, reread: reread)
         let together = try await Self.run(kind, batchSize: 64, reread: reread)
-        #expect(alone.ran == together.ran)
+        // One by one, a walker's later day claimed before the day before waits for it (`backwardsAndZoneJump`, three
+        // walkers): its job runs once more. Together, the claim runs the days in order and nothing waits.
+        #expect(alone.deferred == 3)
+        #expect(together.deferred == 0)
+        #expect(alone.ran == together.ran + alone.deferred)
         #expect(alone.batches == 0)
         #expect(together.batches == 1, "the jobs ran together in one batch: \(together.batches)")
         for walker in Self.walkers {
@@ -116,6 +120,54 @@ struct ReconcileBatchTests {
         }
     }
 
+    @Test(
+        "a day whose job runs before the day before is decided waits for it: today sent first still earns its ×1.20",
+        arguments: TestDatabases.kinds)
+    func dayBeforeFirst(kind: DatabaseKind) async throws {
+        let (harness, token) = try await AdminTests.setUp(kind)
+        let today = LocalDate(iso: "2026-05-18")!
+        let earlier = (1...7).map { today.adding(days: -$0) }
+        try await harness.run { client in
+            #expect(
+                try await client.ingest(IngestBody(day: "2026-05-18", count: 8421, key: "today"), token: token)
+                    .status == .ok)
+            // The seven days before it arrive half a minute later (an app back online): their jobs fall due later.
+            harness.clock.advance(seconds: 30)
+            for day in earlier {
+                let response = try await client.ingest(
+                    IngestBody(day: day.description, count: 3000, key: "earlier-\(day)"), token: token)
+                #expect(response.status == .ok, "\(day)")
+            }
+            // Today's job alone is due: the day before is PENDING with its job queued, so today waits for it.
+            harness.clock.advance(seconds: 31)
+            #expect(try await harness.app.worker.drain() == 1)
+            let waiting = try await harness.store.transaction {
+                try await $0.stepLog(walkerId: AdminTests.walker, day: today)
+            }
+            #expect(waiting?.status == .pending)
+            #expect(waiting?.multiplierPermille == nil)
+            let (queued, before) = try await harness.store.transaction { tx in
+                (
+                    try await JobQueue.queuedRunAt(
+                        walkerId: AdminTests.walker, dedupeKey: DayState.reconcileJobKey(today), in: tx),
+                    try await JobQueue.queuedRunAt(
+                        walkerId: AdminTests.walker, dedupeKey: DayState.reconcileJobKey(earlier[0]), in: tx)
+                )
+            }
+            // A millisecond after the day before's job, 60 s after the later ingests.
+            #expect(before?.millisecondsSince1970 == harness.clock.now.addingTimeInterval(29).millisecondsSince1970)
+            #expect(queued?.millisecondsSince1970 == before.map { $0.millisecondsSince1970 + 1 })
+            harness.clock.advance(seconds: 31)
+            #expect(try await harness.app.worker.drain() == 8)
+            let decided = try await harness.store.transaction {
+                try await $0.stepLog(walkerId: AdminTests.walker, day: today)
+            }
+            #expect(decided?.status == .accepted)
+            #expect(decided?.multiplierPermille == 1200, "today's tier rests on the seven days before it")
+            #expect(try await IngestBatchTests.balance(harness, AdminTests.walker) == 7 * 3000 + 10105)
+        }
+    }
+
     /// What a walker ended with, ids and times of rows left out.
     struct WalkerEnd: Hashable {
         var days: [String: JSONValue]
@@ -131,6 +183,8 @@ struct ReconcileBatchTests {
 
     struct RunEnd {
         var ran: Int
+        /// Runs that left a day waiting for the day before (`stepledger_reconcile_verdicts_total{verdict="deferred"}`).
+        var deferred: Int
         /// Worker log lines of jobs that finished in a batch of several.
         var batches: Int
         var walkers: [String: WalkerEnd]
@@ -174,7 +228,12 @@ struct ReconcileBatchTests {
             for walker in walkers {
                 ends[walker] = try await end(of: walker, harness: harness, client: client, token: signed[walker] ?? "")
             }
-            return RunEnd(ran: ran, batches: batches > 0 ? 1 : 0, walkers: ends)
+            let metrics = try await client.execute(uri: "/metrics", method: .get).text
+            let prefix = #"stepledger_reconcile_verdicts_total{verdict="deferred"} "#
+            let deferred =
+                metrics.split(separator: "\n").first { $0.hasPrefix(prefix) }
+                .flatMap { Int($0.dropFirst(prefix.count)) } ?? 0
+            return RunEnd(ran: ran, deferred: deferred, batches: batches > 0 ? 1 : 0, walkers: ends)
         }
     }
 

@@ -480,9 +480,9 @@ struct JobQueueTests {
         #expect(try await worker.runNext())
         let order = runs.withLock { $0 }
         #expect(order.prefix(5) == ["w1", "w2", "w3", "w4", "w5"], "the batch runs sorted by walker")
-        #expect(order.dropFirst(5) == ["w5", "w4", "w3", "w2", "w1"], "then each job alone, in claim order")
+        #expect(order.dropFirst(5) == ["w1", "w2", "w3", "w4", "w5"], "then each job alone, in the same order")
         // Only the lone runs' rows exist (runs 6 to 10): the batch's were rolled back with it.
-        #expect(try await secrets(store) == ["w1-10", "w2-9", "w3-8", "w4-7", "w5-6"])
+        #expect(try await secrets(store) == ["w1-6", "w2-7", "w3-8", "w4-9", "w5-10"])
         #expect(outcomes.withLock { $0 } == [.completed, .completed, .completed, .completed, .completed, .dead])
         #expect(try await queue.depth() == [.pending: 0, .running: 0, .dead: 1])
 
