@@ -461,14 +461,18 @@ package struct JobQueue: Sendable {
         }
     }
 
-    /// The earliest run time of the walker's jobs with this dedupe key that are pending or running; nil when none is.
-    package static func queuedRunAt(walkerId: String, dedupeKey: String, in tx: StoreTransaction) async throws -> Date?
-    {
+    /// The run time of the walker's job with this dedupe key that is still to run: a pending one (the earliest), else
+    /// one running but for the jobs in `running` (which the caller runs itself); nil when there is none.
+    package static func queuedRunAt(
+        walkerId: String, dedupeKey: String, notRunning running: Set<String> = [], in tx: StoreTransaction
+    ) async throws -> Date? {
+        let others: SQLText = running.isEmpty ? "" : " AND job_id NOT IN (\(binds: running.sorted()))"
         let row = try await tx.sql.raw(
             """
             SELECT run_at FROM jobs
-            WHERE walker_id = \(bind: walkerId) AND dedupe_key = \(bind: dedupeKey) AND state IN ('pending', 'running')
-            ORDER BY run_at LIMIT 1
+            WHERE walker_id = \(bind: walkerId) AND dedupe_key = \(bind: dedupeKey)
+                AND (state = 'pending' OR (state = 'running'\(others)))
+            ORDER BY CASE WHEN state = 'pending' THEN 0 ELSE 1 END, run_at LIMIT 1
             """
         ).first()
         return try row.map { Date(millisecondsSince1970: try $0.decode(column: "run_at", as: Int.self)) }

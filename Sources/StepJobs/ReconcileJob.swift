@@ -149,16 +149,19 @@ struct Reconciler: Sendable {
         case deferred
     }
 
-    func reconcile(_ tx: StoreTransaction, walkerId: String, day: LocalDate, now: Date, runId: String) async throws
-        -> Outcome
-    {
+    /// `batch`: the ids of the jobs the caller runs in this transaction (a batch's), whose days are decided here.
+    func reconcile(
+        _ tx: StoreTransaction, walkerId: String, day: LocalDate, now: Date, runId: String, batch: Set<String> = []
+    ) async throws -> Outcome {
         let state = try await tx.lockWalkerReadingDay(walkerId, day: day, now: now).day
         guard let log = state.log, log.status == .pending else {
             try await tx.bumpWalkerVersion(walkerId)
             return .unchanged
         }
         let (evidence, open) = try await evidence(tx, log: log)
-        switch try await plan(tx, log: log, state: state, evidence: evidence, open: open, runId: runId, now: now) {
+        switch try await plan(
+            tx, log: log, state: state, evidence: evidence, open: open, runId: runId, batch: batch, now: now)
+        {
         case .settled(let outcome):
             if outcome == .unchanged { try await tx.bumpWalkerVersion(walkerId) }
             return outcome
@@ -182,7 +185,7 @@ struct Reconciler: Sendable {
     /// request as moot (written here) and is returned for the caller to write.
     func plan(
         _ tx: StoreTransaction, log: StepLogRecord, state: DayState, evidence: DayEvidence,
-        open: RereadRequestRecord?, runId: String, now: Date
+        open: RereadRequestRecord?, runId: String, batch: Set<String> = [], now: Date
     ) async throws -> Plan {
         guard
             let (verdict, decision) = DayDecision.reconcile(
@@ -203,7 +206,7 @@ struct Reconciler: Sendable {
             try await tx.bumpWalkerVersion(log.walkerId)
             return .settled(asked ? .rereadRequested : .rereadPending)
         }
-        if case .accept = verdict, let runAt = try await deferral(tx, of: log, now: now) {
+        if case .accept = verdict, let runAt = try await deferral(tx, of: log, batch: batch) {
             // The day stays PENDING and its job is queued again: as with any outcome, the walker's version moves.
             let job = ReconcileJob.newJob(
                 walkerId: log.walkerId, day: log.day, runAt: runAt, maxAttempts: jobMaxAttempts)
@@ -216,20 +219,21 @@ struct Reconciler: Sendable {
     }
 
     /// When a day about to be accepted for the first time waits for the day before: while that day is PENDING with
-    /// its reconcile job queued or running, a millisecond after that job's time, so that job is claimed first, or in
-    /// the same claim and run first (`JobWorker.runOrder`); while it runs, a walker's other reconcile jobs are passed
-    /// over (`JobQueue.claim`). Nil when it need not wait. A day's multiplier is fixed at its first acceptance, from the streak that ends the day before
+    /// its reconcile job queued (pending), or running elsewhere than in this transaction's `batch` (whose jobs have
+    /// run by now: a day before still PENDING among them waits for something else, or was queued again), a millisecond
+    /// after that job's time, so that job is claimed first, or in the same claim and run first (`JobWorker.runOrder`);
+    /// while it runs, a walker's other reconcile jobs are passed over (`JobQueue.claim`). Nil when it need not wait. A day's multiplier is fixed at its first acceptance, from the streak that ends the day before
     /// (seed 001), so deciding it first would keep ×1.00 for good where the day before, accepted a moment later,
     /// makes a run that earns a tier. Days claimed together already run in day order (`JobWorker.runOrder`); this
     /// covers jobs claimed apart (two slots or instances, an offline day sent after the next one, a retry). The day
     /// before waits for its own day before in turn. A day before that waits for something else (its re-read's
     /// answer, or a job parked dead) has no job queued, so the later day is not held for it.
-    func deferral(_ tx: StoreTransaction, of log: StepLogRecord, now: Date) async throws -> Date? {
+    func deferral(_ tx: StoreTransaction, of log: StepLogRecord, batch: Set<String>) async throws -> Date? {
         guard log.multiplierPermille == nil else { return nil }
         let before = log.day.adding(days: -1)
         guard try await tx.stepLog(walkerId: log.walkerId, day: before)?.status == .pending,
             let runAt = try await JobQueue.queuedRunAt(
-                walkerId: log.walkerId, dedupeKey: DayState.reconcileJobKey(before), in: tx)
+                walkerId: log.walkerId, dedupeKey: DayState.reconcileJobKey(before), notRunning: batch, in: tx)
         else { return nil }
         return runAt.addingTimeInterval(0.001)
     }

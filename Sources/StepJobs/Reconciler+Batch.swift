@@ -28,6 +28,7 @@ extension Reconciler {
             if walkers.insert(item.day.walkerId).inserted { firsts.append(index) } else { later.append(index) }
         }
         let states = try await tx.lockWalkersReadingDays(firsts.map { items[$0].day })
+        let batch = Set(items.map(\.runId))
         let pending = zip(firsts, states).compactMap {
             index, state -> (index: Int, log: StepLogRecord, state: DayState)? in
             guard let log = state.log, log.status == .pending else { return nil }
@@ -38,7 +39,7 @@ extension Reconciler {
         for (day, (evidence, open)) in zip(pending, evidence) {
             switch try await plan(
                 tx, log: day.log, state: day.state, evidence: evidence, open: open, runId: items[day.index].runId,
-                now: now)
+                batch: batch, now: now)
             {
             case .settled(let outcome): outcomes[day.index] = outcome
             case .decide(let verdict, let decision): decided.append((day.index, verdict, decision))
@@ -61,7 +62,7 @@ extension Reconciler {
         for index in later {
             let item = items[index]
             outcomes[index] = try await reconcile(
-                tx, walkerId: item.day.walkerId, day: item.day.day, now: now, runId: item.runId)
+                tx, walkerId: item.day.walkerId, day: item.day.day, now: now, runId: item.runId, batch: batch)
         }
         return outcomes
     }

@@ -69,7 +69,8 @@ struct ReconcileBench: AsyncParsableCommand {
                 + "ratio \(BenchFormat.fixed(many / one, digits: 2))")
     }
 
-    /// PENDING days with two growing submissions each and a due reconcile job, as production ingests leave them.
+    /// PENDING days with two growing submissions each and a due reconcile job, as production ingests leave them (the
+    /// oldest day first, as an app catching up sends them).
     private func seed(_ store: Store, tag: String) async throws -> Int {
         let now = Date()
         let today = LocalDate(instant: now, in: .gmt)
@@ -78,7 +79,7 @@ struct ReconcileBench: AsyncParsableCommand {
             let walkerId = "bench-\(tag)-\(walker)"
             try await store.transaction { tx in
                 _ = try await tx.lockWalker(walkerId, now: now)
-                for offset in 0..<7 {
+                for offset in (0..<7).reversed() {
                     let day = today.adding(days: -offset)
                     let count = 3_000 + 10 * offset
                     try await tx.saveStepLog(
@@ -117,8 +118,10 @@ struct ReconcileBench: AsyncParsableCommand {
             }
             var done = 0
             for try await count in group { done += count }
-            guard done == expected else {
-                throw ValidationError("ran \(done) jobs, expected \(expected)")
+            // A day whose job ran while the day before was still PENDING with its job queued (claimed by another
+            // slot at the same moment) waited for it: its job ran once more.
+            guard done >= expected else {
+                throw ValidationError("ran \(done) jobs, expected at least \(expected)")
             }
         }
         let depth = try await worker.queue.depth()

@@ -168,6 +168,47 @@ struct ReconcileBatchTests {
         }
     }
 
+    @Test(
+        "days of one claim waiting for an older day are queued after it once, not again at once",
+        arguments: TestDatabases.kinds)
+    func waitingChainInOneClaim(kind: DatabaseKind) async throws {
+        let (harness, token) = try await AdminTests.setUp(kind) { $0.worker.batchSize = 64 }
+        let days = ["2026-05-18", "2026-05-17", "2026-05-16"].map { LocalDate(iso: $0)! }
+        try await harness.run { client in
+            // Newest first, two seconds apart: the two newest fall due together, the oldest two seconds later.
+            for day in days {
+                let response = try await client.ingest(
+                    IngestBody(day: day.description, count: 3000, key: "chain-\(day)"), token: token)
+                #expect(response.status == .ok, "\(day)")
+                harness.clock.advance(seconds: 2)
+            }
+            harness.clock.advance(seconds: 56)
+            // One claim of 05-17 and 05-18: 05-17 waits for 05-16, and 05-18 for 05-17's new job; neither runs again
+            // before then (its day before's job in the same claim has run: only the one queued again counts).
+            #expect(try await harness.app.worker.drain() == 2)
+            let runAts = try await harness.store.transaction { tx in
+                var runAts: [Int?] = []
+                for day in days {
+                    runAts.append(
+                        try await JobQueue.queuedRunAt(
+                            walkerId: AdminTests.walker, dedupeKey: DayState.reconcileJobKey(day), in: tx
+                        )?.millisecondsSince1970)
+                }
+                return runAts
+            }
+            let oldest = try #require(runAts[2])
+            #expect(runAts == [oldest + 2, oldest + 1, oldest])
+            harness.clock.advance(seconds: 3)
+            #expect(try await harness.app.worker.drain() == 3)
+            for day in days {
+                let log = try await harness.store.transaction {
+                    try await $0.stepLog(walkerId: AdminTests.walker, day: day)
+                }
+                #expect(log?.status == .accepted, "\(day)")
+            }
+        }
+    }
+
     /// What a walker ended with, ids and times of rows left out.
     struct WalkerEnd: Hashable {
         var days: [String: JSONValue]
