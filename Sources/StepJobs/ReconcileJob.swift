@@ -206,7 +206,9 @@ struct Reconciler: Sendable {
             try await tx.bumpWalkerVersion(log.walkerId)
             return .settled(asked ? .rereadRequested : .rereadPending)
         }
-        if case .accept = verdict, let runAt = try await deferral(tx, of: log, batch: batch) {
+        // A day with an open re-read request is decided now, as before: waiting could let the request's deadline
+        // quarantine a day found acceptable.
+        if case .accept = verdict, open == nil, let runAt = try await deferral(tx, of: log, batch: batch) {
             // The day stays PENDING and its job is queued again: as with any outcome, the walker's version moves.
             let job = ReconcileJob.newJob(
                 walkerId: log.walkerId, day: log.day, runAt: runAt, maxAttempts: jobMaxAttempts)

@@ -61,7 +61,9 @@ package final class ServiceMetrics: Sendable {
     static var reconcileVerdicts: MetricNameDescriptor {
         descriptor(
             "reconcile", "verdicts", unit: "total",
-            help: "Reconcile job verdicts (accepted, quarantined, unchanged, reread_requested, reread_pending, deferred).")
+            help:
+                "Reconcile job verdicts (accepted, quarantined, unchanged, reread_requested, reread_pending, deferred)."
+        )
     }
 
     /// Every metric is named `stepledger_<subsystem>_<name>_<unit>`.
