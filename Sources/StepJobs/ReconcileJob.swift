@@ -224,8 +224,9 @@ struct Reconciler: Sendable {
     /// its reconcile job queued (pending), or running elsewhere than in this transaction's `batch` (whose jobs have
     /// run by now: a day before still PENDING among them waits for something else, or was queued again), a millisecond
     /// after that job's time, so that job is claimed first, or in the same claim and run first (`JobWorker.runOrder`);
-    /// while it runs, a walker's other reconcile jobs are passed over (`JobQueue.claim`). Nil when it need not wait. A day's multiplier is fixed at its first acceptance, from the streak that ends the day before
-    /// (seed 001), so deciding it first would keep ×1.00 for good where the day before, accepted a moment later,
+    /// while it runs, a walker's other reconcile jobs are passed over (`JobQueue.claim`). Nil when it need not wait.
+    /// A day's multiplier is fixed at its first acceptance, from the streak that ends the day before (seed 001), so
+    /// deciding it first would keep ×1.00 for good where the day before, accepted a moment later,
     /// makes a run that earns a tier. Days claimed together already run in day order (`JobWorker.runOrder`); this
     /// covers jobs claimed apart (two slots or instances, an offline day sent after the next one, a retry). The day
     /// before waits for its own day before in turn. A day before that waits for something else (its re-read's
