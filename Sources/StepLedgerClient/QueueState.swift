@@ -52,20 +52,47 @@ struct QueueState: Codable, Sendable, Equatable {
     /// counts reach the server in the order they were read. Oldest first because a day's Energy multiplier is the
     /// streak before it, fixed when the day is first accepted: a day that reached the server before the day in
     /// front of it (a later request of the flush) would keep the tier of a broken streak. The server orders the
-    /// buckets of one request by day; across requests only this order does. It also sends the days nearest the
-    /// offline cap first.
+    /// buckets of one request by day; across requests only this order does, so a bucket also waits while a bucket
+    /// of an earlier day waits out its backoff (`sendable(at:)`). It also sends the days nearest the offline cap first.
     func due(at now: Date) -> [QueuedBucket] {
         if holding(pausedUntil, at: now) != nil { return [] }
-        return buckets.filter { holding($0.notBefore, at: now) == nil }.sorted { a, b in
-            a.day != b.day ? a.day < b.day : a.sequence < b.sequence
-        }
+        return sendable(at: now).filter { $0.until == nil }.map(\.bucket)
     }
 
     /// The earliest instant a bucket may be sent, if any is queued.
     func nextAttempt(after now: Date) -> Date? {
         guard !buckets.isEmpty else { return nil }
-        let earliest = buckets.map { holding($0.notBefore, at: now) ?? now }.min() ?? now
+        let earliest = sendable(at: now).map { $0.until ?? now }.min() ?? now
         return max(earliest, holding(pausedUntil, at: now) ?? earliest)
+    }
+
+    /// Every bucket in the order they go (oldest day first, then in order of recording), each with the instant until
+    /// which it waits, if it waits at `now`: its own backoff, or the latest backoff of a bucket of an earlier day.
+    /// Backoffs are drawn bucket by bucket, so without the second a later day could go alone while the day in front
+    /// of it still waits, and keep a broken streak's multiplier.
+    private func sendable(at now: Date) -> [(bucket: QueuedBucket, until: Date?)] {
+        let ordered = buckets.sorted { a, b in a.day != b.day ? a.day < b.day : a.sequence < b.sequence }
+        var result: [(bucket: QueuedBucket, until: Date?)] = []
+        var day: CalendarDay?
+        var earlierDays: Date?
+        var sameDay: Date?
+        for bucket in ordered {
+            if bucket.day != day {
+                earlierDays = Self.later(earlierDays, sameDay)
+                sameDay = nil
+                day = bucket.day
+            }
+            let own = holding(bucket.notBefore, at: now)
+            sameDay = Self.later(sameDay, own)
+            result.append((bucket, Self.later(own, earlierDays)))
+        }
+        return result
+    }
+
+    private static func later(_ a: Date?, _ b: Date?) -> Date? {
+        guard let a else { return b }
+        guard let b else { return a }
+        return max(a, b)
     }
 
     /// `until` when it still holds at `now`: in the future, but not further than `maximumWait` (beyond that the

@@ -163,6 +163,39 @@ struct ClientQueueTests {
         #expect(server.sent.map(\.keys.count) == [3, 3, 1])
     }
 
+    @Test("a later day waits while a bucket of an earlier day waits out its backoff, and then goes after it")
+    func laterDayWaitsForBackoff() async throws {
+        let store = temporaryStore()
+        defer { try? FileManager.default.removeItem(at: store) }
+        let clock = ManualClock(seedInstant)
+        let server = FakeServer(clock: clock)
+        let client = try makeClient(store: store, server: server, clock: clock)
+        let yesterday = try await client.record(today.adding(days: -1), 4_000)
+        server.script { key, _ in key == yesterday.idempotencyKey ? .serverError : .accept }
+        // Four failures: yesterday's bucket waits several seconds.
+        for _ in 0..<4 {
+            let report = try await client.flush()
+            #expect(report.requests == 1)
+            clock.advance(try #require(report.nextAttemptAt).timeIntervalSince(clock.now))
+        }
+        _ = try await client.flush()
+        let held = try #require(await client.queuedBuckets().first?.notBefore)
+        #expect(held > clock.now)
+        try await client.record(today, 9_000)
+        let waiting = try await client.flush()
+        #expect(waiting.requests == 0, "today did not go before yesterday")
+        #expect(waiting.nextAttemptAt == held)
+        #expect(server.dayCounts[today.description] == nil)
+
+        server.script { _, _ in .accept }
+        clock.advance(held.timeIntervalSince(clock.now))
+        let sent = try await client.flush()
+        #expect(sent.delivered.count == 2)
+        #expect(server.sent.last?.keys.count == 2, "both in one request, which the server orders by day")
+        #expect(server.dayCounts[today.description] == 9_000)
+        #expect(server.dayCounts[today.adding(days: -1).description] == 4_000)
+    }
+
     @Test("a bucket past the offline cap is dropped unsent, counted and reported")
     func expiry() async throws {
         let store = temporaryStore()
