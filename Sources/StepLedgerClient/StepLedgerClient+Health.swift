@@ -67,7 +67,8 @@ extension StepLedgerClient {
                 return .value(body.nonce)
             case .unauthorized(let response): return .unauthorized(reason: Self.message(response.body))
             case .tooManyRequests(let response): return .failure(Self.rateLimited(response.headers.retryAfter))
-            case .serviceUnavailable: return .failure(.serverUnavailable(retryAfter: nil))
+            case .serviceUnavailable(let response):
+                return .failure(.serverUnavailable(retryAfter: response.headers.retryAfter.map(TimeInterval.init)))
             case .internalServerError: return .failure(.unexpectedResponse(status: 500, code: nil))
             case .undocumented(let status, _): return .failure(.unexpectedResponse(status: status, code: nil))
             }
@@ -97,7 +98,8 @@ extension StepLedgerClient {
             case .contentTooLarge: return .failure(.invalidRequest("the request is too large"))
             case .unsupportedMediaType: return .failure(.invalidRequest("unsupported media type"))
             case .tooManyRequests(let response): return .failure(Self.rateLimited(response.headers.retryAfter))
-            case .serviceUnavailable: return .failure(.serverUnavailable(retryAfter: nil))
+            case .serviceUnavailable(let response):
+                return .failure(.serverUnavailable(retryAfter: response.headers.retryAfter.map(TimeInterval.init)))
             case .internalServerError: return .failure(.unexpectedResponse(status: 500, code: nil))
             case .undocumented(let status, _): return .failure(.unexpectedResponse(status: status, code: nil))
             }

@@ -212,10 +212,15 @@ extension StepLedgerClient {
     }
 
     /// Runs `send` up to `attempts` times for a request under one idempotency key `key`: a try that met a 5xx, a
-    /// 409 `IDEMPOTENCY_IN_FLIGHT` or no network is sent again after the retry policy's wait. Once a try went
+    /// 409 `IDEMPOTENCY_IN_FLIGHT` or no network is sent again after the retry policy's wait, or after a 503's
+    /// `Retry-After` when that is longer; a `Retry-After` beyond `longestWaitInCall` ends the tries (a call does not
+    /// wait that long, and a try sooner would be refused again). Once a try went
     /// unanswered the server may have acted on it, so from then on every way out short of an answer about the key
     /// (the tries used up, a later 429 or 401, a cancellation) throws `unanswered(key, last error)`: calling again
     /// with that key cannot act twice. An answer about the key is thrown as it is.
+    /// The longest `underOneKey` waits between two tries.
+    static let longestWaitInCall: TimeInterval = 30
+
     func underOneKey<Value: Sendable>(
         _ key: String, attempts: Int, unanswered wrap: (String, StepLedgerError) -> StepLedgerError,
         send: () async throws -> Value
@@ -236,10 +241,14 @@ extension StepLedgerClient {
                     .unexpectedResponse(500..., _):
                     unanswered = error
                     guard failures < max(1, attempts) else { throw ending(error) }
-                    let wait = configuration.retry.delay(
+                    var wait = configuration.retry.delay(
                         afterFailures: failures, random: Double.random(in: 0...1, using: &random))
+                    if case .serverUnavailable(let retryAfter?) = error {
+                        guard retryAfter <= Self.longestWaitInCall else { throw ending(error) }
+                        wait = max(wait, retryAfter)
+                    }
                     do {
-                        try await Task.sleep(nanoseconds: UInt64(min(wait, 30) * 1_000_000_000))
+                        try await Task.sleep(nanoseconds: UInt64(min(wait, Self.longestWaitInCall) * 1_000_000_000))
                     } catch {
                         throw ending(.transport("cancelled while waiting to try again"))
                     }

@@ -591,6 +591,51 @@ struct ClientEventsTests {
         }
     }
 
+    @Test("an allocation's 503 Retry-After is waited out before the next try; one longer than a call waits ends it")
+    func allocationRetryAfter() async throws {
+        let store = temporaryStore()
+        defer { try? FileManager.default.removeItem(at: store) }
+        let clock = ManualClock(seedInstant)
+        let server = FakeServer(clock: clock)
+        let tries = Mutex<[ContinuousClock.Instant]>([])
+        let retryAfter = Mutex("1")
+        let unavailableTries = Mutex(1)
+        server.route("createAllocation") { _ in
+            let count = tries.withLock {
+                $0.append(ContinuousClock.now)
+                return $0.count
+            }
+            guard count > unavailableTries.withLock({ $0 }) else {
+                var response = HTTPResponse(status: .serviceUnavailable)
+                response.headerFields[.contentType] = "application/json"
+                response.headerFields[.retryAfter] = retryAfter.withLock { $0 }
+                return (response, HTTPBody(#"{"error":"SERVICE_UNAVAILABLE","message":"later","details":{}}"#))
+            }
+            var response = HTTPResponse(status: .created)
+            response.headerFields[.contentType] = "application/json"
+            return (response, HTTPBody(Self.allocationJSON("a-3", "confirmed", points: 500)))
+        }
+        let client = try makeClient(store: store, server: server, clock: clock, retry: Self.fast)
+        let allocation = try await client.allocate(kind: .tree, nodeId: "oak", points: 500, attempts: 3)
+        #expect(allocation.id == "a-3")
+        let times = tries.withLock { $0 }
+        #expect(times.count == 2)
+        #expect(times[1] - times[0] >= .seconds(1), "the second try waited for the Retry-After, not the policy's 10 ms")
+
+        // Longer than a call waits: no try is spent on it, and the key comes back with the server's Retry-After.
+        tries.withLock { $0 = [] }
+        retryAfter.withLock { $0 = "600" }
+        unavailableTries.withLock { $0 = 3 }
+        do {
+            _ = try await client.allocate(kind: .tree, nodeId: "oak", points: 500, attempts: 3)
+            Issue.record("an allocation the server could not take returned")
+        } catch StepLedgerError.allocationUnanswered(let key, let last) {
+            #expect(!key.isEmpty)
+            #expect(last == .serverUnavailable(retryAfter: 600))
+        }
+        #expect(tries.withLock { $0.count } == 1)
+    }
+
     /// An allocation as the server lists it, for 2026-05-18.
     static func allocationJSON(_ id: String, _ state: String, points: Int) -> String {
         #"{"id":"\#(id)","kind":"tree","nodeId":"oak","points":\#(points),"refundedPoints":0,"status":"\#(state)","dependsOn":["2026-05-18"],"createdAt":"2026-05-18T20:42:30.123Z"}"#

@@ -79,6 +79,35 @@ struct ClientHealthTests {
         #expect(attestor.mostAtOnce == 1, "two submissions were in flight together")
     }
 
+    @Test("a 503 of the nonce or of the submission is thrown with its Retry-After")
+    func unavailableCarriesRetryAfter() async throws {
+        let store = temporaryStore()
+        defer { try? FileManager.default.removeItem(at: store) }
+        let clock = ManualClock(seedInstant)
+        let server = FakeServer(clock: clock)
+        let unavailable: @Sendable (HTTPRequest) -> (HTTPResponse, HTTPBody?) = { _ in
+            var (response, body) = Self.json(
+                .serviceUnavailable, #"{"statusCode":503,"message":"later","error":"Service Unavailable"}"#)
+            response.headerFields[.retryAfter] = "42"
+            return (response, body)
+        }
+        server.route("getHealthNonce", unavailable)
+        let client = try makeClient(store: store, server: server, clock: clock)
+        let totals = HealthTotals(
+            date: CalendarDay("2026-05-18"), steps: 8_421, duration: 3_600, calories: 320.5, distance: 6_100,
+            source: "healthkit")
+        await #expect(throws: StepLedgerError.serverUnavailable(retryAfter: 42)) {
+            try await client.submitHealth(totals, attestor: SlowAttestor(delay: .zero))
+        }
+        server.route("getHealthNonce") { _ in
+            Self.json(.ok, #"{"nonce":"\#(String(repeating: "n", count: 43))","expiresAt":"2026-05-18T20:57:30Z"}"#)
+        }
+        server.route("submitHealth", unavailable)
+        await #expect(throws: StepLedgerError.serverUnavailable(retryAfter: 42)) {
+            try await client.submitHealth(totals, attestor: SlowAttestor(delay: .zero))
+        }
+    }
+
     @Test("a cancelled submission ends, and the next one runs")
     func cancelled() async throws {
         let store = temporaryStore()
