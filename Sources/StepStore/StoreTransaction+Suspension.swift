@@ -31,22 +31,26 @@ extension StoreTransaction {
         ).first() != nil
     }
 
-    /// The operator's view of a walker; nil when no walker has this id.
+    /// The operator's view of a walker; nil when no walker has this id. One statement, so its figures come from
+    /// one snapshot: a decision, spend or refund committing meanwhile shows wholly or not at all.
     package func adminWalker(_ walkerId: String) async throws -> AdminWalkerView? {
         guard
             let row = try await sql.raw(
                 """
-                SELECT lifetime_steps, suspended_at, suspension_note FROM walkers WHERE walker_id = \(bind: walkerId)
+                SELECT lifetime_steps, suspended_at, suspension_note, \(Self.energyColumns(walkerId)),
+                    (SELECT COUNT(*) FROM review_queue
+                        WHERE walker_id = \(bind: walkerId) AND resolved_at IS NULL) AS open_reviews
+                FROM walkers WHERE walker_id = \(bind: walkerId)
                 """
             ).first()
         else { return nil }
-        let position = try await energyPosition(walkerId: walkerId)
         return AdminWalkerView(
             walkerId: walkerId,
             suspendedAt: try row.decode(column: "suspended_at", as: Int?.self).map(Date.init(millisecondsSince1970:)),
             suspensionNote: try row.decode(column: "suspension_note", as: String?.self),
             lifetimeSteps: try row.decode(column: "lifetime_steps", as: Int.self),
-            confirmedEnergy: position.confirmed, pendingEnergy: position.pending,
-            openReviews: try await openReviewCount(walkerId: walkerId))
+            confirmedEnergy: try row.decode(column: "confirmed_energy", as: Int.self),
+            pendingEnergy: try row.decode(column: "pending_energy", as: Int.self),
+            openReviews: try row.decode(column: "open_reviews", as: Int.self))
     }
 }

@@ -53,26 +53,33 @@ extension StoreTransaction {
     }
 
     /// One row: the walker, its latest run (NULLs without one), the ledger's sum and the pending Energy.
-    /// `CASE` rather than `GREATEST`/`MAX(a, b)`, which only one engine each has; the sums are cast because
-    /// PostgreSQL sums BIGINTs as NUMERIC.
     static func walkerOverviewStatement(_ walkerId: String) -> SQLText {
         """
         SELECT w.lifetime_steps AS lifetime_steps, w.last_tz AS last_tz,
-            r.start_day AS start_day, r.end_day AS end_day,
-            (SELECT CAST(COALESCE(SUM(amount), 0) AS BIGINT) FROM energy_ledger
-                WHERE walker_id = \(bind: walkerId)) AS confirmed_energy,
-            (SELECT CAST(COALESCE(SUM(CASE WHEN provisional_energy > energy_credited
-                    THEN provisional_energy - energy_credited ELSE 0 END), 0) AS BIGINT)
-                FROM step_logs
-                WHERE walker_id = \(bind: walkerId)
-                    AND status IN (\(bind: ReconciliationStatus.pending.rawValue),
-                        \(bind: ReconciliationStatus.quarantined.rawValue))) AS pending_energy
+            r.start_day AS start_day, r.end_day AS end_day, \(energyColumns(walkerId))
         FROM walkers w
         LEFT JOIN (
             SELECT start_day, end_day FROM streak_runs WHERE walker_id = \(bind: walkerId)
             ORDER BY end_day DESC LIMIT 1
         ) r ON 1 = 1
         WHERE w.walker_id = \(bind: walkerId)
+        """
+    }
+
+    /// The walker's `confirmed_energy` (the ledger's sum) and `pending_energy` (what its undecided days showed the
+    /// app beyond what the ledger credited for them), as two columns of a statement on `walkers`, so they come from
+    /// the statement's one snapshot. `CASE` rather than `GREATEST`/`MAX(a, b)`, which only one engine each has; the
+    /// sums are cast because PostgreSQL sums BIGINTs as NUMERIC.
+    static func energyColumns(_ walkerId: String) -> SQLText {
+        """
+        (SELECT CAST(COALESCE(SUM(amount), 0) AS BIGINT) FROM energy_ledger
+            WHERE walker_id = \(bind: walkerId)) AS confirmed_energy,
+        (SELECT CAST(COALESCE(SUM(CASE WHEN provisional_energy > energy_credited
+                THEN provisional_energy - energy_credited ELSE 0 END), 0) AS BIGINT)
+            FROM step_logs
+            WHERE walker_id = \(bind: walkerId)
+                AND status IN (\(bind: ReconciliationStatus.pending.rawValue),
+                    \(bind: ReconciliationStatus.quarantined.rawValue))) AS pending_energy
         """
     }
 

@@ -295,6 +295,30 @@ struct AdminActionsTests {
     }
 
     @Test(
+        "the operator's walker view shows the ledger's Energy, the undecided days' Energy and the open reviews, as the walker reads them",
+        arguments: TestDatabases.kinds)
+    func walkerViewFigures(kind: DatabaseKind) async throws {
+        let (harness, token) = try await AdminTests.setUp(kind)
+        try await harness.run { client in
+            // 2026-05-18 quarantined (an open review), 2026-05-17 accepted, 2026-05-16 still PENDING.
+            _ = try await AdminTests.quarantinedDay(harness, client, token: token)
+            _ = try await client.ingest(IngestBody(day: "2026-05-17", count: 3000), token: token)
+            harness.clock.advance(seconds: 61)
+            _ = try await harness.app.worker.drain()
+            _ = try await client.ingest(IngestBody(day: "2026-05-16", count: 2000), token: token)
+
+            let view = try await client.admin("/admin/walkers/\(AdminTests.walker)").json
+            let own = try await client.read("/walker", token: token).json
+            #expect(view["energy"]?["confirmed"] == .int(3000))
+            #expect(view["energy"]?["pending"] == .int(6000 + 2000))
+            #expect(view["energy"]?["confirmed"] == own["energy"]?["confirmed"])
+            #expect(view["energy"]?["pending"] == own["energy"]?["pending"])
+            #expect(view["lifetimeSteps"] == .int(3000))
+            #expect(view["openReviews"] == .int(1))
+        }
+    }
+
+    @Test(
         "a walker id with characters a path must escape (auth0|…, an e-mail address) is found, suspended and reinstated by its percent-encoded path",
         arguments: TestDatabases.kinds)
     func escapedWalkerId(kind: DatabaseKind) async throws {
