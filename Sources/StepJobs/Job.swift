@@ -56,6 +56,10 @@ package struct ClaimedJob: Sendable, Hashable {
     package var dedupeKey: String?
     package var attempt: Int
     package var maxAttempts: Int
+    /// With jobs of several kinds claimed together, the ids of those that run in one transaction with this one, this
+    /// one among them (`JobWorker.runTogether`); empty when it runs in a transaction of its own. A reconcile job does not wait for a day whose
+    /// job is one of them: it has run by then (`Reconciler.deferral`).
+    package var runsWith: Set<String> = []
 }
 
 /// What a heartbeat found (`JobQueue.extendLease`).

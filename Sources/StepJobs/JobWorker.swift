@@ -276,7 +276,12 @@ package struct JobWorker: Service {
                         committed = try await batch(jobs, tx)
                     } else {
                         var each: [JobCommitted] = []
-                        for run in runs { each.append(try await run.body(run.job, tx)) }
+                        let ids = Set(jobs.map(\.id))
+                        for run in runs {
+                            var job = run.job
+                            job.runsWith = ids
+                            each.append(try await run.body(job, tx))
+                        }
                         committed = { [each] in for done in each { done() } }
                     }
                     guard try await JobQueue.complete(jobs, in: tx) else { throw JobError.leaseLost }

@@ -69,7 +69,7 @@ package struct ReconcileJob: BatchTransactionalJob {
     /// The outcome is counted once the transaction has committed.
     package func run(_ payload: Payload, job: ClaimedJob, in tx: StoreTransaction) async throws -> JobCommitted {
         let outcome = try await reconciler.reconcile(
-            tx, walkerId: job.walkerId, day: payload.day, now: clock(), runId: job.id)
+            tx, walkerId: job.walkerId, day: payload.day, now: clock(), runId: job.id, batch: job.runsWith)
         return {
             record(outcome)
             antiCheat?.verdict(job: job, day: payload.day, verdict: outcome, route: Reconciler.route)

@@ -209,6 +209,43 @@ struct ReconcileBatchTests {
         }
     }
 
+    @Test(
+        "in a claim of several kinds, a day whose day before asked for a re-read in the same transaction is decided, not queued again",
+        arguments: TestDatabases.kinds)
+    func rereadDayBeforeInMixedClaim(kind: DatabaseKind) async throws {
+        let (harness, token) = try await AdminTests.setUp(kind) {
+            $0.worker.batchSize = 64
+            $0.reread.enabled = true
+        }
+        try await harness.run { client in
+            // 05-17's count goes backwards (a re-read is asked for), then 05-18.
+            for (day, count, key) in [("2026-05-17", 6000, "a"), ("2026-05-17", 5000, "b"), ("2026-05-18", 3000, "c")] {
+                let response = try await client.ingest(IngestBody(day: day, count: count, key: key), token: token)
+                #expect(response.status == .ok)
+                harness.clock.advance(seconds: 1)
+            }
+            // A job of another kind due with them, so the claim's jobs run one after another in one transaction.
+            let now = harness.clock.now
+            _ = try await harness.store.transaction { tx in
+                try await JobQueue.enqueue(
+                    RereadDeadlineJob.newJob(
+                        .init(requestId: "none"), walkerId: "someone-else", runAt: now, maxAttempts: 3),
+                    in: tx, now: now)
+            }
+            harness.clock.advance(seconds: 60)
+            // Three runs: 05-18's job is not queued again to wait for 05-17's, which ran in its transaction.
+            #expect(try await harness.app.worker.drain() == 3)
+            let logs = try await harness.store.transaction { tx in
+                (
+                    try await tx.stepLog(walkerId: AdminTests.walker, day: LocalDate(iso: "2026-05-17")!),
+                    try await tx.stepLog(walkerId: AdminTests.walker, day: LocalDate(iso: "2026-05-18")!)
+                )
+            }
+            #expect(logs.0?.status == .pending, "waiting for the re-read")
+            #expect(logs.1?.status == .accepted)
+        }
+    }
+
     /// What a walker ended with, ids and times of rows left out.
     struct WalkerEnd: Hashable {
         var days: [String: JSONValue]
