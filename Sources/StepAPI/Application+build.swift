@@ -355,7 +355,8 @@ package func buildApplication(
                 additionalChannelHandlers: [
                     RequestDeadlineHandler(
                         headTimeout: .nanoseconds(Int64(http.requestHeadTimeoutSeconds * 1e9)),
-                        bodyTimeout: .nanoseconds(Int64(http.requestBodyTimeoutSeconds * 1e9)))
+                        bodyTimeout: .nanoseconds(Int64(http.requestBodyTimeoutSeconds * 1e9)),
+                        stallTimeout: .nanoseconds(Int64(http.responseStallTimeoutSeconds * 1e9)))
                 ],
                 httpDecoderConfiguration: .init(
                     maxHeaderFieldSize: http.maxHeaderBytes, maxHeaderListSize: http.maxHeaderBytes,

@@ -19,6 +19,9 @@ extension AppConfiguration {
         /// its last response sent), and the body within `requestBodyTimeoutSeconds` of the head, or it is closed.
         package var requestHeadTimeoutSeconds: Double = 30
         package var requestBodyTimeoutSeconds: Double = 30
+        /// A connection none of whose answer the client takes for this long (the server's outbound buffer stays
+        /// full) is closed.
+        package var responseStallTimeoutSeconds: Double = 30
         /// After SIGTERM, how long `/readyz` answers 503 while every request is still served, so a load balancer
         /// takes the instance out before it stops accepting.
         package var drainSeconds: Double = 5
@@ -32,13 +35,13 @@ extension AppConfiguration {
 
         package enum Key: String, ConfigurationKeys {
             case host, port, maxBodyBytes, maxHeaderBytes, requestHeadTimeoutSeconds, requestBodyTimeoutSeconds,
-                drainSeconds, trustedProxies, metricsToken
+                responseStallTimeoutSeconds, drainSeconds, trustedProxies, metricsToken
             package static let section = "http"
             package var isSecret: Bool {
                 switch self {
                 case .metricsToken: true
                 case .host, .port, .maxBodyBytes, .maxHeaderBytes, .requestHeadTimeoutSeconds,
-                    .requestBodyTimeoutSeconds, .drainSeconds, .trustedProxies:
+                    .requestBodyTimeoutSeconds, .responseStallTimeoutSeconds, .drainSeconds, .trustedProxies:
                     false
                 }
             }
@@ -56,6 +59,8 @@ extension AppConfiguration {
                 try reader.double(.requestHeadTimeoutSeconds, in: 0.1...3600) ?? requestHeadTimeoutSeconds
             requestBodyTimeoutSeconds =
                 try reader.double(.requestBodyTimeoutSeconds, in: 0.1...3600) ?? requestBodyTimeoutSeconds
+            responseStallTimeoutSeconds =
+                try reader.double(.responseStallTimeoutSeconds, in: 0.1...3600) ?? responseStallTimeoutSeconds
             drainSeconds = try reader.double(.drainSeconds, in: 0...300) ?? drainSeconds
             metricsToken = try reader.secret(.metricsToken)
             if let proxies = try reader.list(.trustedProxies, of: "IP address") {

@@ -19,9 +19,14 @@ final class RawConnection: @unchecked Sendable {
     private let descriptor: Int32
 
     /// `receiveTimeout`: how long a read waits for bytes before it gives up and reports the connection open.
-    init(port: Int, receiveTimeout: Int = 10) throws {
+    /// `receiveBuffer`: the socket's receive buffer in bytes (the kernel's default when nil), set before it connects
+    /// so the window it offers is that small.
+    init(port: Int, receiveTimeout: Int = 10, receiveBuffer: Int32? = nil) throws {
         descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard descriptor >= 0 else { throw RawConnectionError() }
+        if var size = receiveBuffer {
+            setsockopt(descriptor, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+        }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = in_port_t(UInt16(port).bigEndian)
@@ -258,6 +263,29 @@ struct HostileClientTests {
             // Both long-polls are answered, the second 2 s after the first, past the 1 s head timeout.
             #expect(text.components(separatedBy: "HTTP/1.1 200 OK").count == 3, "\(text)")
             #expect(text.components(separatedBy: #"{"events":[],"next":"0"}"#).count == 3)
+        }
+    }
+
+    @Test("a client that reads none of its answers is closed once the answer has stalled for the stall timeout")
+    func stalledReader() async throws {
+        // Head timeout far off, so only the stall can close the connection within the read's 10 s.
+        let harness = try await TestHarness.make(kind: .sqlite) {
+            $0.http.requestHeadTimeoutSeconds = 120
+            $0.http.responseStallTimeoutSeconds = 1
+        }
+        try await harness.run(.live) { client in
+            let port = try #require(client.port)
+            let reader = try RawConnection(port: port, receiveBuffer: 4096)
+            // 100 answers of the OpenAPI document (over 100 KB each): far more than the kernel's buffers hold.
+            let count = 100
+            reader.send(String(repeating: "GET /openapi.yaml HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", count: count))
+            // Read nothing while the answer stalls: reading would let it go on.
+            try await Task.sleep(for: .seconds(4))
+            #expect(try await RawConnection.get(port: port, "/livez").hasPrefix("HTTP/1.1 200 OK"))
+            let (text, closed) = try await RawConnection.offPool { reader.readUntilClosed() }
+            #expect(closed, "the connection was closed")
+            let answers = text.components(separatedBy: "HTTP/1.1 200 OK").count - 1
+            #expect(answers < count, "it was closed before its answers were all written: \(answers)")
         }
     }
 

@@ -8,6 +8,12 @@ import NIOHTTPTypes
 /// never cut short by this, however long its answer takes (a long-poll, an event stream). A request answered
 /// before its body has come (a 401, a 413 from its `Content-Length`) still has its body timeout, and once the body
 /// is in, the connection is idle again under the head timeout.
+///
+/// It also closes a connection that takes none of its answers: one whose outbound buffer stays over its high-water
+/// mark (the client reads nothing, the kernel's buffers are full) for `stallTimeout`. Such a client would otherwise
+/// hold the connection, its buffers and its handler for good, since an answer that cannot be written never ends and
+/// no other deadline runs while a request is being answered. A client that reads, however slowly, makes the
+/// connection writable again now and then, and each time the stall's clock starts over.
 final class RequestDeadlineHandler: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPRequestPart
     typealias InboundOut = HTTPRequestPart
@@ -28,10 +34,14 @@ final class RequestDeadlineHandler: ChannelDuplexHandler, RemovableChannelHandle
     /// disarms once), so a request costs no timer of its own: a timer that fires before `due` schedules itself
     /// again for `due`, and one that finds no `due` ends. A new `due` earlier than the timer replaces it.
     private var timer: (task: Scheduled<Void>, at: NIODeadline)?
+    private let stallTimeout: TimeAmount
+    /// Runs while the connection cannot be written; it closes the connection if that is still so when it fires.
+    private var stall: Scheduled<Void>?
 
-    init(headTimeout: TimeAmount, bodyTimeout: TimeAmount) {
+    init(headTimeout: TimeAmount, bodyTimeout: TimeAmount, stallTimeout: TimeAmount) {
         self.headTimeout = headTimeout
         self.bodyTimeout = bodyTimeout
+        self.stallTimeout = stallTimeout
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
@@ -50,6 +60,24 @@ final class RequestDeadlineHandler: ChannelDuplexHandler, RemovableChannelHandle
     func channelInactive(context: ChannelHandlerContext) {
         stop()
         context.fireChannelInactive()
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if context.channel.isWritable {
+            stall?.cancel()
+            stall = nil
+        } else if stall == nil {
+            let bound = NIOLoopBound((handler: self, context: context), eventLoop: context.eventLoop)
+            stall = context.eventLoop.assumeIsolated().scheduleTask(in: stallTimeout) {
+                bound.value.handler.stalled(bound.value.context)
+            }
+        }
+        context.fireChannelWritabilityChanged()
+    }
+
+    private func stalled(_ context: ChannelHandlerContext) {
+        stall = nil
+        if !context.channel.isWritable { context.close(promise: nil) }
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -121,5 +149,7 @@ final class RequestDeadlineHandler: ChannelDuplexHandler, RemovableChannelHandle
         due = nil
         timer?.task.cancel()
         timer = nil
+        stall?.cancel()
+        stall = nil
     }
 }
