@@ -167,6 +167,13 @@
   }
 
   /** One JSON request to this server; a non-2xx answer throws an APIError carrying the server's envelope. */
+  // URLSearchParams writes a space as "+", which the server reads as a plus (a query is not a form there): send it
+  // as "%20". A "+" of the value itself was written "%2B", and an id from enc() has neither.
+  function wire(path) {
+    const mark = path.indexOf("?");
+    return mark < 0 ? path : path.slice(0, mark + 1) + path.slice(mark + 1).replace(/\+/g, "%20");
+  }
+
   async function api(method, path, body) {
     const init = { method, credentials: "same-origin", cache: "no-store", headers: { Accept: "application/json" } };
     if (body !== undefined) {
@@ -175,7 +182,7 @@
     }
     let response;
     try {
-      response = await fetch(path, init);
+      response = await fetch(wire(path), init);
     } catch (error) {
       throw new APIError(0, "NETWORK", `The server did not answer (${error.message}).`);
     }
