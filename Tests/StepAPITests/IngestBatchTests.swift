@@ -4,6 +4,7 @@ import HTTPTypes
 import HummingbirdTesting
 import JWTKit
 import NIOCore
+import SQLKit
 import StepAPI
 import StepCore
 import StepDatabase
@@ -282,7 +283,7 @@ struct IngestBatchTests {
     // MARK: - Rate limit
 
     @Test(
-        "every bucket is one hit of the ingest limit: the latest days past the limit are 429, the headers follow the last",
+        "each bucket is one hit of the ingest limit until one is refused: the latest days are 429, the headers follow the last counted",
         arguments: TestDatabases.kinds)
     func rateLimitCountsBuckets(kind: DatabaseKind) async throws {
         // 20:42:30Z: the minute window ends in 30 s.
@@ -308,6 +309,12 @@ struct IngestBatchTests {
             #expect(response.headers[Self.policy] == "\"walker\";q=5;w=60")
             #expect(response.headers[.retryAfter] == "30")
             #expect(try await harness.count("step_submissions", walker: "walker-rl") == 2 + 3)
+            // The first refused bucket counted its hit; the one after it got the same 429 without touching the store.
+            let hits = try await harness.store.transaction { tx in
+                try await tx.sql.raw("SELECT hits FROM rate_limits WHERE walker_id = 'walker-rl'").first()?.decode(
+                    column: "hits", as: Int.self)
+            }
+            #expect(hits == 2 + 3 + 1)
             // The limit is spent for single ingests too, until the window turns.
             #expect(try await client.ingest(IngestBody(), token: token).status == .tooManyRequests)
             harness.clock.advance(seconds: 30)

@@ -33,11 +33,18 @@ extension IngestController {
         var answers: [IngestAnswer?] = Array(repeating: nil, count: batch.buckets.count)
         var decision: RateLimitDecision?
         var storeUnavailable = false
+        var refused: IngestAnswer?
         var arrival: Date?
         for bucket in batch.processingOrder {
             // Once the database is out, the rest are answered 503 at once rather than each waiting out the timeouts.
             guard !storeUnavailable else {
                 answers[bucket.index] = IngestAnswer(.unavailable)
+                continue
+            }
+            // Once a bucket finds the walker's limit used up, so would every later one of the window: they get its
+            // 429 at once, not two writes each (the hit and the walker's row) for the same answer.
+            if let refused {
+                answers[bucket.index] = refused
                 continue
             }
             // Each bucket is an ingest of its own and writes its own audit row under the single route, so the
@@ -52,6 +59,7 @@ extension IngestController {
             answers[bucket.index] = result
             decision = result.decision ?? decision
             storeUnavailable = result.status == .serviceUnavailable
+            if result.status == .tooManyRequests { refused = result }
         }
         // The request's log line speaks for the batch; each bucket's verdict went to the metrics and anti-cheat sink.
         context.trace.update {
