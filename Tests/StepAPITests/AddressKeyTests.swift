@@ -26,4 +26,25 @@ struct AddressKeyTests {
         #expect(limiter.lockout(address: "2001:db8:1:3::1", now: now) == nil)
         #expect(limiter.lockout(address: "192.0.2.7", now: now) == nil)
     }
+
+    @Test(
+        "full of this minute's addresses, the limiter sheds the half with the fewest failures, not one at each new address"
+    )
+    func shedsHalf() {
+        let limiter = InvalidTokenLimiter(maxFailures: 3, maxAddresses: 8)
+        let now = Date(timeIntervalSince1970: 1_779_137_000)
+        for _ in 1...3 { limiter.recordFailure(address: "192.0.2.1", now: now) }
+        for host in 2...8 { limiter.recordFailure(address: "192.0.2.\(host)", now: now) }
+        #expect(limiter.addresses == 8)
+        limiter.recordFailure(address: "192.0.2.9", now: now)
+        #expect(limiter.addresses == 5, "four kept and the new one")
+        #expect(limiter.lockout(address: "192.0.2.1", now: now) != nil, "the address with the most failures stays")
+        // Room again: the next new addresses are added without another pass.
+        for host in 10...12 { limiter.recordFailure(address: "192.0.2.\(host)", now: now) }
+        #expect(limiter.addresses == 8)
+        // Windows of a minute that has ended go first.
+        let later = now.addingTimeInterval(60)
+        limiter.recordFailure(address: "192.0.2.13", now: later)
+        #expect(limiter.addresses == 1)
+    }
 }

@@ -5,7 +5,8 @@ import Synchronization
 /// address (an IPv6 address by its /64, `AddressKey`) in one-minute windows, in memory: what it protects is this instance's CPU (signature checks), so it
 /// need not be shared. The address is the peer's, or the client's that a trusted proxy names
 /// (`http.trustedProxies`). At most `maxAddresses` addresses are kept; past that, windows that ended are forgotten
-/// first, then any one.
+/// first, then, when this minute's windows alone fill it, the half with the fewest failures: a new address costs
+/// a pass over the windows once per `maxAddresses / 2` new addresses, not at each.
 package final class InvalidTokenLimiter: Sendable {
 
     private struct Window {
@@ -37,7 +38,10 @@ package final class InvalidTokenLimiter: Sendable {
         windows.withLock { windows in
             if windows[address] == nil, windows.count >= maxAddresses {
                 windows = windows.filter { $0.value.minute == minute }
-                if windows.count >= maxAddresses, let any = windows.keys.first { windows[any] = nil }
+                if windows.count >= maxAddresses {
+                    let fewest = windows.sorted { $0.value.failures < $1.value.failures }
+                    for (key, _) in fewest.prefix(windows.count - maxAddresses / 2) { windows[key] = nil }
+                }
             }
             var window = windows[address] ?? Window(minute: minute, failures: 0)
             if window.minute != minute { window = Window(minute: minute, failures: 0) }
@@ -45,6 +49,9 @@ package final class InvalidTokenLimiter: Sendable {
             windows[address] = window
         }
     }
+
+    /// How many addresses have a window.
+    var addresses: Int { windows.withLock { $0.count } }
 
     private static func minute(_ now: Date) -> Int { Int((now.timeIntervalSince1970 / 60).rounded(.down)) }
 }
