@@ -4,6 +4,7 @@ import JWTKit
 import Logging
 import StepSettings
 import StepTestSupport
+import Synchronization
 import Testing
 
 @testable import StepAPI
@@ -75,6 +76,45 @@ struct SessionKeyRingTests {
             let token = try await signer.sign(claims, kid: "k1")
             #expect(try await verifier.verify(token, now: Date()).walkerId == "walker-shared", "\(name)")
         }
+    }
+
+    @Test(
+        "an expired token whose signature held is refused again without another signature check; a forged copy is not")
+    func expiredRemembered() async throws {
+        let keys = try AuthTests.KeySet()
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("jwks-\(UUID().uuidString).json")
+        try keys.jwks.write(to: file, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(at: file) }
+        let cache = JWKSCache(clock: { Date() }, logger: Logger(label: "test")) { _ in
+            throw JWKSUnavailableError(url: "none", reason: "no URL in this test")
+        }
+        let ring = SessionKeyRing(
+            source: .file(file.path), developmentSecret: nil, cache: cache, logger: Logger(label: "test"))
+        try await ring.load()
+        let verifier = SessionTokenVerifier(
+            settings: .init(
+                issuer: "https://auth.example", audience: "stepledger-api", leewaySeconds: 30,
+                allowedAlgorithms: ["ES256"]),
+            keyRing: ring)
+        let now = Date()
+        var claims = AuthTests.validClaims(now, sub: "walker-expired")
+        claims.exp = Int(now.timeIntervalSince1970) - 120
+        let token = try await keys.collection().sign(claims, kid: "ec-test")
+        let checks = Mutex(0)
+        for _ in 0..<3 {
+            await #expect(throws: SessionTokenError.expired) {
+                try await verifier.verify(token, now: now) { () throws(SessionTokenError) in checks.withLock { $0 += 1 }
+                }
+            }
+        }
+        #expect(checks.withLock { $0 } == 1, "one signature check, the first time")
+        // The same claims under another signature are another token: checked, and refused as a forgery.
+        let parts = token.split(separator: ".")
+        let forged = "\(parts[0]).\(parts[1]).\(String(parts[2].reversed()))"
+        await #expect(throws: SessionTokenError.badSignature) {
+            try await verifier.verify(forged, now: now) { () throws(SessionTokenError) in checks.withLock { $0 += 1 } }
+        }
+        #expect(checks.withLock { $0 } == 2)
     }
 
     @Test("a JWKS with no key the server can use is refused, naming what it skipped")

@@ -10,8 +10,9 @@ import StepStore
 /// Only a refusal that cost a signature check counts (a signature that does not verify): what the limiter saves
 /// is that work. A missing, malformed or expired token, or one of a key the server does not hold (a lookup in
 /// memory; a key set from a URL is fetched again at most once a minute), is refused before any such work (an
-/// expired one only after its signature held, so it is no forgery), and counting those would let anyone lock the
-/// address out with requests that cost nothing.
+/// expired one only after its signature held, so it is no forgery, and when presented again from a memory of
+/// expired tokens, `VerifiedTokenCache.noteExpired`), and counting those would let anyone lock the address out
+/// with requests that cost nothing.
 package struct Authenticator: Sendable {
     let verifier: SessionTokenVerifier
     let limiter: InvalidTokenLimiter

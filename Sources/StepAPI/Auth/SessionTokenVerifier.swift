@@ -102,6 +102,7 @@ package struct SessionTokenVerifier: Sendable {
             try checkTime(expiresAt: verified.expiresAt, notBefore: verified.notBefore, now: nowSeconds)
             return verified.principal
         }
+        if cache.isExpired(token) { throw .expired }
         if !cache.knows(token, now: now) { try beforeSignatureCheck() }
         let parts = token.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 3, let headerData = Base64URL.decode(parts[0]), let header = Header(headerData)
@@ -128,7 +129,12 @@ package struct SessionTokenVerifier: Sendable {
             throw .badSignature
         }
         guard let exp = claims.exp else { throw .expired }
-        try checkTime(expiresAt: exp, notBefore: claims.nbf, now: nowSeconds)
+        do throws(SessionTokenError) {
+            try checkTime(expiresAt: exp, notBefore: claims.nbf, now: nowSeconds)
+        } catch {
+            if error == .expired { cache.noteExpired(token) }
+            throw error
+        }
         guard claims.iss == settings.issuer else { throw .wrongIssuer }
         guard let aud = claims.aud, aud.value.contains(settings.audience) else { throw .wrongAudience }
         guard let sub = claims.sub, !sub.isEmpty, sub.utf8.count <= 128 else { throw .invalidSubject }

@@ -30,6 +30,9 @@ final class VerifiedTokenCache: Sendable {
     private let entries = Mutex<[String: Entry]>([:])
     /// SHA-256 of each token verified, and when it expires (seconds since 1970).
     private let known = Mutex<[Data: Double]>([:])
+    /// SHA-256 of tokens whose signature held but which had expired: refused again without a signature check
+    /// (an expired token stays expired). Bounded to `knownCapacity`, emptied when full.
+    private let expired = Mutex<Set<Data>>([])
 
     init(
         lifetimeSeconds: Double = defaultLifetimeSeconds, capacity: Int = defaultCapacity,
@@ -57,6 +60,23 @@ final class VerifiedTokenCache: Sendable {
     func knows(_ token: String, now: Date) -> Bool {
         let digest = Self.digest(token)
         return known.withLock { $0[digest].map { now.timeIntervalSince1970 < $0 } ?? false }
+    }
+
+    /// Whether `token` was found expired after its signature held (`noteExpired`).
+    func isExpired(_ token: String) -> Bool {
+        let digest = Self.digest(token)
+        return expired.withLock { $0.contains(digest) }
+    }
+
+    /// Remembers a token whose signature held but which had expired, so that presenting it again costs no
+    /// signature check: a client replaying its own expired token gets no forged-token lockout (no forgery), and
+    /// would otherwise have a signature check per request for nothing.
+    func noteExpired(_ token: String) {
+        let digest = Self.digest(token)
+        expired.withLock { expired in
+            if expired.count >= knownCapacity { expired.removeAll(keepingCapacity: true) }
+            expired.insert(digest)
+        }
     }
 
     private static func digest(_ token: String) -> Data { Data(SHA256.hash(data: Array(token.utf8))) }
