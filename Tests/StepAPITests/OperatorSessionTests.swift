@@ -191,6 +191,35 @@ struct OperatorSessionTests {
         }
     }
 
+    @Test(
+        "cookie values naming live sessions of two operators are refused, in either order; each alone signs its operator in",
+        arguments: TestDatabases.kinds)
+    func twoOperatorsSessions(kind: DatabaseKind) async throws {
+        let (harness, _) = try await AdminTests.setUp(kind)
+        let ruiSecret = try await Self.created(harness, name: "rui", role: .reviewer)
+        let malSecret = try await Self.created(harness, name: "mal", role: .operator)
+        try await harness.run { client in
+            let value = try Self.cookieValue(try await Self.signIn(client, credential: ruiSecret))
+            let mallory = try Self.cookieValue(try await Self.signIn(client, credential: malSecret))
+            // mal's value planted by a sibling site (sent first, or after) beside rui's own: neither is taken, so
+            // nothing rui does from the console is recorded as mal's.
+            for pair in ["\(mallory); stepledger_admin=\(value)", "\(value); stepledger_admin=\(mallory)"] {
+                let mixed: HTTPFields = [.cookie: "stepledger_admin=\(pair)"]
+                #expect(
+                    try await client.execute(uri: "/admin/reviews", method: .get, headers: mixed).status
+                        == .unauthorized)
+                #expect(
+                    try await client.execute(uri: "/admin/session", method: .get, headers: mixed).status
+                        == .unauthorized)
+            }
+            for (cookieValue, name) in [(value, "rui"), (mallory, "mal")] {
+                let who = try await client.execute(
+                    uri: "/admin/session", method: .get, headers: Self.withCookie(cookieValue))
+                #expect(try who.json["operator"]?["name"] == .string(name))
+            }
+        }
+    }
+
     @Test("a session ends after admin.sessionSeconds, and when its operator is revoked", arguments: TestDatabases.kinds)
     func expiryAndRevocation(kind: DatabaseKind) async throws {
         let (harness, _) = try await AdminTests.setUp(kind) { $0.admin.sessionSeconds = 600 }

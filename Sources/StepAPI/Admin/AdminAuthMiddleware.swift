@@ -59,7 +59,10 @@ struct AdminAuthenticator: Sendable {
     }
 
     /// The operator a request's bearer secret or session cookie names, nil when it names none (nothing counted).
-    /// Of several values of the cookie, the first that names a live session (all looked up in one statement).
+    /// Of several values of the cookie, the operator of those that name a live session (all looked up in one
+    /// statement); none when they name live sessions of two operators: a site under the same parent domain planted
+    /// a session of its own operator's, and which value is the browser's own cannot be told, so the request is
+    /// not taken in either name.
     func actor(_ request: Request, now: Date) async throws -> AdminActor? {
         if let presented = Self.bearer(request) {
             return try await actor(secret: presented)
@@ -67,10 +70,9 @@ struct AdminAuthenticator: Sendable {
         let digests = cookie.values(in: request).map(OperatorSecret.digest)
         guard !digests.isEmpty else { return nil }
         let sessions = try await store.withoutTransaction { try await $0.activeSessions(digests: digests, now: now) }
-        for digest in digests {
-            if let session = sessions[digest].flatMap(stillBound) { return session.actor }
-        }
-        return nil
+        let live = digests.compactMap { sessions[$0].flatMap(stillBound) }
+        guard let first = live.first, live.allSatisfy({ $0.actor.id == first.actor.id }) else { return nil }
+        return first.actor
     }
 
     /// The operator a credential names: the bootstrap secret, or an active named operator's.
