@@ -455,7 +455,9 @@ package enum ConsoleSources {
   function route() {
     if (!state.me) return;
     state.generation += 1;
+    const left = state.detail;
     state.route = parseRoute();
+    releaseLeft(left, state.route);
     state.detail = null;
     clearError();
     notify("");
@@ -671,6 +673,16 @@ package enum ConsoleSources {
     });
     const row = rows[state.queue.selected];
     if (row) row.scrollIntoView({ block: "nearest" });
+  }
+
+  // Leaving an open entry this reviewer holds gives it back: moving through entries (j and k, the queue link) would
+  // otherwise leave every one passed over claimed for admin.claimSeconds, out of the other reviewers' reach.
+  function releaseLeft(detail, next) {
+    const entry = detail && detail.entry;
+    const claim = entry && entry.status === "open" ? entry.claim : null;
+    if (!claim || !state.me || claim.operator !== state.me.name || Date.parse(claim.until) <= Date.now()) return;
+    if (next.view === "review" && next.id === entry.id) return;
+    api("POST", `/admin/reviews/${enc(entry.id)}/release`).catch(() => {});
   }
 
   function openEntry(id) {
