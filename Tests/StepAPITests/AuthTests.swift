@@ -107,7 +107,7 @@ struct AuthTests {
     enum Forgery: String, CaseIterable, Sendable {
         case missingHeader, notBearer, garbage, algNone, unknownKid, expired, notYetValid, wrongAudience, wrongIssuer
         case missingSubject, longSubject, tamperedPayload, hs256WithRSAPublicKey, rs256HeaderOnECKey, missingExp
-        case emptySubject, multibyteLongSubject
+        case emptySubject, multibyteLongSubject, missingIssuer, missingAudience
 
         /// The `details.reason` the 401 names.
         var reason: String {
@@ -119,8 +119,8 @@ struct AuthTests {
             case .unknownKid, .hs256WithRSAPublicKey: "TOKEN_UNKNOWN_KEY"
             case .expired, .missingExp: "TOKEN_EXPIRED"
             case .notYetValid: "TOKEN_NOT_YET_VALID"
-            case .wrongAudience: "TOKEN_AUDIENCE"
-            case .wrongIssuer: "TOKEN_ISSUER"
+            case .wrongAudience, .missingAudience: "TOKEN_AUDIENCE"
+            case .wrongIssuer, .missingIssuer: "TOKEN_ISSUER"
             case .missingSubject, .longSubject, .emptySubject, .multibyteLongSubject: "TOKEN_SUBJECT"
             case .tamperedPayload: "TOKEN_SIGNATURE"
             }
@@ -160,6 +160,13 @@ struct AuthTests {
             headers[.authorization] = "Bearer \(try await sign(claims))"
         case .wrongIssuer:
             claims.iss = "https://evil.example"
+            headers[.authorization] = "Bearer \(try await sign(claims))"
+        case .missingIssuer:
+            // `iss` and `aud` are required: a token without one is not addressed to this server.
+            claims.iss = nil
+            headers[.authorization] = "Bearer \(try await sign(claims))"
+        case .missingAudience:
+            claims.aud = nil
             headers[.authorization] = "Bearer \(try await sign(claims))"
         case .missingSubject:
             claims.sub = nil
