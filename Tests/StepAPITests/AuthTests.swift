@@ -377,6 +377,62 @@ struct AuthTests {
     }
 
     @Test(
+        "the leeway covers nbf too: a token valid 20 s from now passes, one valid 31 s from now is TOKEN_NOT_YET_VALID",
+        arguments: TestDatabases.kinds)
+    func notBeforeLeeway(kind: DatabaseKind) async throws {
+        let keys = try KeySet()
+        let harness = try await Self.harness(kind: kind, keys: keys)
+        let signer = try await keys.collection()
+        let now = Int(harness.clock.now.timeIntervalSince1970)
+        var soon = Self.validClaims(harness.clock.now, sub: "walker-soon")
+        soon.nbf = now + 20
+        var later = Self.validClaims(harness.clock.now, sub: "walker-later")
+        later.nbf = now + 31
+        let soonToken = try await signer.sign(soon, kid: JWKIdentifier(string: "ec-test"))
+        let laterToken = try await signer.sign(later, kid: JWKIdentifier(string: "ec-test"))
+        try await harness.run { client in
+            let accepted = try await client.read("/walker", token: soonToken)
+            #expect(accepted.status == .ok, "\(accepted.text)")
+            let refused = try await client.read("/walker", token: laterToken)
+            #expect(refused.status == .unauthorized)
+            #expect(try refused.json["details"] == .object(["reason": .string("TOKEN_NOT_YET_VALID")]))
+            #expect(try await harness.count("walkers", walker: "walker-later") == 0)
+        }
+    }
+
+    @Test(
+        "jwt.leewaySeconds is the leeway on exp and nbf: with 5 s, 4 s past exp or before nbf passes, 6 s is 401",
+        arguments: TestDatabases.kinds)
+    func configuredLeeway(kind: DatabaseKind) async throws {
+        let keys = try KeySet()
+        let harness = try await Self.harness(kind: kind, keys: keys) { $0.jwt.leewaySeconds = 5 }
+        let signer = try await keys.collection()
+        let now = Int(harness.clock.now.timeIntervalSince1970)
+        func token(_ sub: String, exp: Int? = nil, nbf: Int? = nil) async throws -> String {
+            var claims = Self.validClaims(harness.clock.now, sub: sub)
+            if let exp { claims.exp = exp }
+            claims.nbf = nbf
+            return try await signer.sign(claims, kid: JWKIdentifier(string: "ec-test"))
+        }
+        let justExpired = try await token("walker-exp-4", exp: now - 4)
+        let expired = try await token("walker-exp-6", exp: now - 6)
+        let almostValid = try await token("walker-nbf-4", nbf: now + 4)
+        let notYetValid = try await token("walker-nbf-6", nbf: now + 6)
+        try await harness.run { client in
+            for accepted in [justExpired, almostValid] {
+                let response = try await client.read("/walker", token: accepted)
+                #expect(response.status == .ok, "\(response.text)")
+            }
+            for (refused, reason) in [(expired, "TOKEN_EXPIRED"), (notYetValid, "TOKEN_NOT_YET_VALID")] {
+                let response = try await client.read("/walker", token: refused)
+                #expect(response.status == .unauthorized)
+                #expect(try response.json["details"] == .object(["reason": .string(reason)]))
+            }
+            #expect(try await harness.count("walkers") == 2)
+        }
+    }
+
+    @Test(
         "the development HS256 token works in test-phase with dev.sessionTokens on beside a JWKS, and is refused in production",
         arguments: TestDatabases.kinds)
     func developmentTokens(kind: DatabaseKind) async throws {
