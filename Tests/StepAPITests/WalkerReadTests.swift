@@ -296,6 +296,48 @@ struct WalkerReadTests {
         }
     }
 
+    @Test(
+        "the event poll and stream, the ledger, the allocations list and the health reads each count against the walker limit and past it are 429 with Retry-After; the stream is refused without opening",
+        arguments: TestDatabases.kinds)
+    func otherRoutesRateLimited(kind: DatabaseKind) async throws {
+        let routes = [
+            "/walker/events", "/walker/events/stream", "/walker/ledger", "/walker/allocations", "/health/today",
+            "/health/statistics?startDate=2026-05-01&endDate=2026-05-31&period=day",
+        ]
+        // 20:42:30Z: the minute window ends in 30 s. A stream that opens ends after a second.
+        let harness = try await TestHarness.make(kind: kind) {
+            $0.rateLimits.walkerPerWindow = routes.count
+            $0.events.streamMaxSeconds = 1
+        }
+        let token = try await harness.token(for: "walker-reader")
+        try await harness.run(.live) { client in
+            // Each route once: each counts one request.
+            for (index, uri) in routes.enumerated() {
+                let allowed = try await client.read(uri, token: token)
+                #expect(allowed.status == .ok, "\(uri)")
+                #expect(allowed.headers[Self.policy] == "\"walker\";q=\(routes.count);w=60", "\(uri)")
+                #expect(allowed.headers[Self.state] == "\"walker\";r=\(routes.count - index - 1);t=30", "\(uri)")
+            }
+            for uri in routes {
+                let limited = try await client.read(uri, token: token)
+                #expect(limited.status == .tooManyRequests, "\(uri)")
+                #expect(limited.headers[.retryAfter] == "30", "\(uri)")
+                #expect(limited.headers[Self.policy] == "\"walker\";q=\(routes.count);w=60", "\(uri)")
+                #expect(limited.headers[Self.state] == "\"walker\";r=0;t=30", "\(uri)")
+                #expect(limited.headers[.contentType] != "text/event-stream; charset=utf-8", "\(uri)")
+                if uri.hasPrefix("/health/") {
+                    #expect(limited.text == healthError(429, "Too Many Requests", "Too many requests; retry later"))
+                } else {
+                    #expect(try limited.json["error"] == .string("RATE_LIMITED"), "\(uri)")
+                    #expect(try limited.json["details"]?["retryAfterSeconds"] == .int(30), "\(uri)")
+                }
+            }
+            harness.clock.advance(seconds: 30)
+            let nextWindow = try await client.read("/walker/ledger", token: token)
+            #expect(nextWindow.status == .ok)
+        }
+    }
+
     /// Row counts of every table a request could write, and the walker's lifetime steps.
     static func snapshot(_ harness: TestHarness) async throws -> [String: Int] {
         var counts: [String: Int] = [:]
