@@ -217,6 +217,31 @@ struct ClientQueueTests {
         #expect(report.remaining == 0)
     }
 
+    @Test("the default offline cap is 7 days: a bucket 7 days old stays queued and is sent, one 8 days old expires")
+    func defaultOfflineCap() async throws {
+        let store = temporaryStore()
+        defer { try? FileManager.default.removeItem(at: store) }
+        let clock = ManualClock(seedInstant)
+        let server = FakeServer(clock: clock)
+        let client = try makeClient(store: store, server: server, clock: clock)
+        server.script { _, _ in .offline }
+        let kept = try await client.record(today.adding(days: -7), 4_000)
+        let old = try await client.record(today.adding(days: -8), 5_000)
+        let offline = try await client.flush()
+        #expect(offline.expired.map(\.idempotencyKey) == [old.idempotencyKey])
+        #expect(offline.expired.first?.reason == .offlineCapExceeded)
+        #expect(await client.queuedBuckets().map(\.idempotencyKey) == [kept.idempotencyKey])
+        // A minute on (past the first backoff, still the same day), the server is back.
+        clock.advance(60)
+        server.script { _, _ in .accept }
+        let report = try await client.flush()
+        #expect(report.expired.isEmpty)
+        #expect(report.delivered.map(\.bucket.idempotencyKey) == [kept.idempotencyKey])
+        #expect(server.committed[kept.idempotencyKey] != nil)
+        #expect(server.committed[old.idempotencyKey] == nil)
+        #expect(report.remaining == 0)
+    }
+
     @Test("record refuses a bad bucket or a full queue and stores nothing")
     func refusals() async throws {
         let store = temporaryStore()
