@@ -2,9 +2,10 @@ import Foundation
 import SQLKit
 import StepCore
 import StepDatabase
-import StepStore
 import StepTestSupport
 import Testing
+
+@testable import StepStore
 
 @Suite("Streak runs in the store, on every engine")
 struct StreakRunStoreTests {
@@ -62,6 +63,36 @@ struct StreakRunStoreTests {
             let read = try await store.transaction { try await $0.streakNeighbourhood(walkerId: "w", day: day) }
             #expect(read == StreakNeighbourhood(day: day, runs: runs), "day \(day)")
             #expect(read.tierBeforeDay == StreakCalculator.tier(forDay: day, attested: attested))
+        }
+        try await test.close()
+    }
+
+    @Test(
+        "an ingest's day-state statement reads at most four run rows, at the start, middle and end of a long history",
+        arguments: TestDatabases.kinds)
+    func boundedDayStateRead(kind: DatabaseKind) async throws {
+        let test = try await TestDatabases.make(kind)
+        let store = test.store
+        let base = LocalDate(iso: "2024-01-01")!
+        // 320 runs of two days separated by one-day gaps: 0-1, 3-4, … 957-958.
+        let attested = Set((0..<320).flatMap { [base.adding(days: 3 * $0), base.adding(days: 3 * $0 + 1)] })
+        let runs = StreakCalculator.runs(of: attested)
+        #expect(runs.count == 320)
+        try await store.transaction { tx in
+            try await tx.applyStreakChange(
+                walkerId: "w",
+                StreakRunChange(removed: [], inserted: runs, after: StreakNeighbourhood(day: base, runs: [])))
+        }
+        for offset in [-5, 0, 2, 480, 700, 957, 959, 1_200] {
+            let day = base.adding(days: offset)
+            // The statement itself, as the ingest runs it: its rows are what the database hands back.
+            let rows = try await store.transaction { tx in
+                try await tx.sql.raw(StoreTransaction.dayStateStatement(walkerId: "w", day: day)).all()
+            }
+            let runRows = try rows.filter { try $0.decode(column: "end_day", as: Int?.self) != nil }
+            #expect(runRows.count <= 4, "day \(day): \(runRows.count) run rows")
+            #expect(rows.count <= 4, "day \(day): \(rows.count) rows")
+            #expect(try StoreTransaction.dayState(rows, day: day).streak == StreakNeighbourhood(day: day, runs: runs))
         }
         try await test.close()
     }
