@@ -340,6 +340,42 @@ struct HealthSubmitTests {
     }
 
     @Test(
+        "health.maxCalories, health.maxDistanceMeters and health.maxDurationSeconds, read from configuration, each bound their own field: at the limit 201, above it seed 002's 400",
+        arguments: TestDatabases.kinds)
+    func configuredFieldLimits(kind: DatabaseKind) async throws {
+        // Distinct limits above the body's other amounts (350.5 kcal, 5 200.75 m, 3 600 s): a limit read into
+        // another field's place refuses a body at this one's limit, or lets one above it through.
+        let configured = try AppConfiguration(
+            reader: HealthConfigurationTests.reader([
+                "health.maxCalories": "400", "health.maxDistanceMeters": "6000", "health.maxDurationSeconds": "7200",
+            ]))
+        let harness = try await Self.make(kind) { $0.health = configured.health }
+        let token = try await harness.token(for: "walker-limits")
+        try await harness.run(.live) { client in
+            func submit(_ field: String, _ value: JSONValue) async throws -> TestResponse {
+                let nonce = try await client.fetchNonce(token: token)
+                var body = HealthBody(nonce: nonce, token: try Self.token(harness, nonce: nonce))
+                body.fields[field] = value
+                return try await client.submitHealth(body, token: token)
+            }
+            let cases: [(field: String, limit: JSONValue, above: JSONValue, message: String)] = [
+                ("calories", .int(400), .double(400.5), "Calorie count is implausibly high"),
+                ("distance", .int(6000), .double(6000.5), "Distance is implausibly high"),
+                ("duration", .int(7200), .int(7201), "Duration is implausibly high"),
+            ]
+            for (field, limit, above, message) in cases {
+                let atLimit = try await submit(field, limit)
+                #expect(atLimit.status == .created, "\(field): \(atLimit.text)")
+                #expect(try atLimit.json[field] == limit, "\(field)")
+                let over = try await submit(field, above)
+                #expect(over.status == .badRequest, "\(field)")
+                #expect(over.text == healthError(400, "Bad Request", message), "\(field)")
+            }
+            #expect(try await harness.count("health_records", walker: "walker-limits") == 1)
+        }
+    }
+
+    @Test(
         "the nonce, POST /health and POST /walker/allocations count against the walker routes' limit: past it 429, nothing written",
         arguments: TestDatabases.kinds)
     func walkerLimit(kind: DatabaseKind) async throws {
