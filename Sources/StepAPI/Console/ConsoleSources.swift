@@ -731,7 +731,11 @@ package enum ConsoleSources {
       showError(error);
       return;
     }
-    if (generation !== state.generation) return;
+    // Left while it loaded: the claim the read took goes back, as when leaving an entry on the page.
+    if (generation !== state.generation) {
+      releaseLeft({ entry: data.entry }, state.route);
+      return;
+    }
     state.detail = { entry: data.entry, evidence: data.evidence || {}, walker: data.walker || {}, account: null };
     paintDetail();
     loadAccount(generation);
@@ -1079,6 +1083,8 @@ package enum ConsoleSources {
     try {
       const body = evidenceVersion ? { decision, note, evidenceVersion } : { decision, note };
       await api("POST", `/admin/reviews/${enc(entry.id)}/resolve`, body);
+      // Decided, it holds no claim to give back when the console moves on.
+      if (state.detail && state.detail.entry.id === entry.id) state.detail.entry.status = "resolved";
       state.flash = { notice: `${verb}ed ${entry.walkerId}${entry.day ? ` ${entry.day}` : ""}.` };
       await advance(entry.id);
     } catch (error) {

@@ -10,10 +10,13 @@ import NIOHTTPTypes
 /// is in, the connection is idle again under the head timeout.
 ///
 /// It also closes a connection that takes none of its answers: one whose outbound buffer stays over its high-water
-/// mark (the client reads nothing, the kernel's buffers are full) for `stallTimeout`. Such a client would otherwise
-/// hold the connection, its buffers and its handler for good, since an answer that cannot be written never ends and
-/// no other deadline runs while a request is being answered. A client that reads, however slowly, makes the
-/// connection writable again now and then, and each time the stall's clock starts over.
+/// mark (64 KiB beyond what the kernel's buffers hold: the client reads nothing) for `stallTimeout`. Such a client
+/// would otherwise hold the connection, its buffers and its handler for good, since an answer that cannot be written
+/// never ends and no other deadline runs while a request is being answered. The clock stops when the buffer is back
+/// under its low-water mark (32 KiB), so a client must take that much of a stalled answer within `stallTimeout`: a
+/// walker's answers are far smaller and never stall, but a very slow link fetching a large one (the OpenAPI
+/// document, the console's script, a long admin list) can be cut. Progress short of that is not seen: the kernel's
+/// queue is not visible to a channel handler.
 final class RequestDeadlineHandler: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPRequestPart
     typealias InboundOut = HTTPRequestPart
