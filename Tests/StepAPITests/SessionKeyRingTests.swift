@@ -53,20 +53,7 @@ struct SessionKeyRingTests {
         let rsaShared = keys.rsaJWK.replacingOccurrences(of: #""kid": "rsa-test""#, with: #""kid": "k1""#)
         #expect(rsaShared.contains(#""kid": "k1""#))
         let document = #"{"keys":[\#(rsaShared),{"kty":"EC","crv":"P-256","kid":"k1",\#(point)}]}"#
-        let file = FileManager.default.temporaryDirectory.appendingPathComponent("jwks-\(UUID().uuidString).json")
-        try document.write(to: file, atomically: true, encoding: .utf8)
-        defer { try? FileManager.default.removeItem(at: file) }
-        let cache = JWKSCache(clock: { Date() }, logger: Logger(label: "test")) { _ in
-            throw JWKSUnavailableError(url: "none", reason: "no URL in this test")
-        }
-        let ring = SessionKeyRing(
-            source: .file(file.path), developmentSecret: nil, cache: cache, logger: Logger(label: "test"))
-        try await ring.load()
-        let verifier = SessionTokenVerifier(
-            settings: .init(
-                issuer: "https://auth.example", audience: "stepledger-api", leewaySeconds: 30,
-                allowedAlgorithms: ["ES256", "RS256"]),
-            keyRing: ring)
+        let verifier = try await Self.verifier(jwks: document, algorithms: ["ES256", "RS256"])
         let claims = AuthTests.validClaims(Date(), sub: "walker-shared")
         let ecSigner = JWTKeyCollection()
         await ecSigner.add(ecdsa: try ES256PrivateKey(backing: keys.ecKey), kid: "k1")
@@ -82,20 +69,7 @@ struct SessionKeyRingTests {
         "an expired token whose signature held is refused again without another signature check; a forged copy is not")
     func expiredRemembered() async throws {
         let keys = try AuthTests.KeySet()
-        let file = FileManager.default.temporaryDirectory.appendingPathComponent("jwks-\(UUID().uuidString).json")
-        try keys.jwks.write(to: file, atomically: true, encoding: .utf8)
-        defer { try? FileManager.default.removeItem(at: file) }
-        let cache = JWKSCache(clock: { Date() }, logger: Logger(label: "test")) { _ in
-            throw JWKSUnavailableError(url: "none", reason: "no URL in this test")
-        }
-        let ring = SessionKeyRing(
-            source: .file(file.path), developmentSecret: nil, cache: cache, logger: Logger(label: "test"))
-        try await ring.load()
-        let verifier = SessionTokenVerifier(
-            settings: .init(
-                issuer: "https://auth.example", audience: "stepledger-api", leewaySeconds: 30,
-                allowedAlgorithms: ["ES256"]),
-            keyRing: ring)
+        let verifier = try await Self.verifier(jwks: keys.jwks, algorithms: ["ES256"])
         let now = Date()
         var claims = AuthTests.validClaims(now, sub: "walker-expired")
         claims.exp = Int(now.timeIntervalSince1970) - 120
@@ -115,6 +89,24 @@ struct SessionKeyRingTests {
             try await verifier.verify(forged, now: now) { () throws(SessionTokenError) in checks.withLock { $0 += 1 } }
         }
         #expect(checks.withLock { $0 } == 2)
+    }
+
+    /// A verifier of `algorithms` over the keys of the JWKS `document`, read from a file as `jwt.jwksFile` is.
+    static func verifier(jwks document: String, algorithms: Set<String>) async throws -> SessionTokenVerifier {
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("jwks-\(UUID().uuidString).json")
+        try document.write(to: file, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(at: file) }
+        let cache = JWKSCache(clock: { Date() }, logger: Logger(label: "test")) { _ in
+            throw JWKSUnavailableError(url: "none", reason: "no URL in this test")
+        }
+        let ring = SessionKeyRing(
+            source: .file(file.path), developmentSecret: nil, cache: cache, logger: Logger(label: "test"))
+        try await ring.load()
+        return SessionTokenVerifier(
+            settings: .init(
+                issuer: "https://auth.example", audience: "stepledger-api", leewaySeconds: 30,
+                allowedAlgorithms: algorithms),
+            keyRing: ring)
     }
 
     @Test("a JWKS with no key the server can use is refused, naming what it skipped")
