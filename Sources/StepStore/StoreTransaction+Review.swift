@@ -136,10 +136,15 @@ extension StoreTransaction {
     }
 
     package func openReviewCount(walkerId: String) async throws -> Int {
-        let row = try await sql.raw(
-            "SELECT COUNT(*) AS n FROM review_queue WHERE walker_id = \(bind: walkerId) AND resolved_at IS NULL"
-        ).first()
-        return try row?.decode(column: "n", as: Int.self) ?? 0
+        let row = try await sql.raw("SELECT \(Self.openReviewsColumn(walkerId))").first()
+        return try row?.decode(column: "open_reviews", as: Int.self) ?? 0
+    }
+
+    /// The walker's open review entries, counted, as a column `open_reviews` of a statement.
+    static func openReviewsColumn(_ walkerId: String) -> SQLText {
+        """
+        (SELECT COUNT(*) FROM review_queue WHERE walker_id = \(bind: walkerId) AND resolved_at IS NULL) AS open_reviews
+        """
     }
 
     /// Entries that are open (or resolved), oldest first (open) or most recently resolved first.

@@ -38,8 +38,7 @@ extension StoreTransaction {
             let row = try await sql.raw(
                 """
                 SELECT lifetime_steps, suspended_at, suspension_note, \(Self.energyColumns(walkerId)),
-                    (SELECT COUNT(*) FROM review_queue
-                        WHERE walker_id = \(bind: walkerId) AND resolved_at IS NULL) AS open_reviews
+                    \(Self.openReviewsColumn(walkerId))
                 FROM walkers WHERE walker_id = \(bind: walkerId)
                 """
             ).first()

@@ -68,3 +68,13 @@ struct VerifiedTokenCacheTests {
         #expect(cache.entry(for: "more-9", now: later) != nil)
     }
 }
+
+extension VerifiedTokenCache {
+    /// `store` keyed by the token's own digest, as the verifier keys it.
+    func store(_ token: String, _ entry: Entry) { store(token, digest: Self.digest(token), entry) }
+
+    /// Whether `token`'s signature held before and it has not expired.
+    func knows(_ token: String, now: Date) -> Bool {
+        expiry(of: Self.digest(token)).map { now.timeIntervalSince1970 < $0 } ?? false
+    }
+}

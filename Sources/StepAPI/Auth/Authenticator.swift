@@ -4,7 +4,7 @@ import StepStore
 
 /// Turns `Authorization: Bearer …` into a walker, or a typed refusal. A client address that presented
 /// `limiter`'s maximum of forged tokens this minute gets no further signature checks until the minute ends,
-/// except for tokens this instance verified before (`VerifiedTokenCache.knows`): the walkers already signed in
+/// except for tokens this instance verified before (`VerifiedTokenCache.expiry`): the walkers already signed in
 /// behind the same address (a carrier's NAT) keep working while a neighbour forges.
 ///
 /// Only a refusal that cost a signature check counts (a signature that does not verify): what the limiter saves

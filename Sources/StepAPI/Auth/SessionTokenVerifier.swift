@@ -93,7 +93,8 @@ package struct SessionTokenVerifier: Sendable {
 
     /// `beforeSignatureCheck` runs when the token is not one verified already, before any work on it: it may
     /// refuse (a client address that sent too many bad tokens). A token verified before and not yet expired
-    /// (`VerifiedTokenCache.knows`) is checked in full again without it.
+    /// (`VerifiedTokenCache.expiry`) is checked in full again without it; one whose signature held before and that
+    /// has expired since is refused at once.
     package func verify(
         _ token: String, now: Date, beforeSignatureCheck: () throws(SessionTokenError) -> Void = {}
     ) async throws(SessionTokenError) -> SessionPrincipal {
@@ -102,8 +103,10 @@ package struct SessionTokenVerifier: Sendable {
             try checkTime(expiresAt: verified.expiresAt, notBefore: verified.notBefore, now: nowSeconds)
             return verified.principal
         }
-        if cache.isExpired(token) { throw .expired }
-        if !cache.knows(token, now: now) { try beforeSignatureCheck() }
+        let digest = VerifiedTokenCache.digest(token)
+        let expiry = cache.expiry(of: digest)
+        if let expiry, nowSeconds >= expiry + settings.leewaySeconds { throw .expired }
+        if !(expiry.map { nowSeconds < $0 } ?? false) { try beforeSignatureCheck() }
         let parts = token.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 3, let headerData = Base64URL.decode(parts[0]), let header = Header(headerData)
         else { throw .malformed }
@@ -132,7 +135,7 @@ package struct SessionTokenVerifier: Sendable {
         do throws(SessionTokenError) {
             try checkTime(expiresAt: exp, notBefore: claims.nbf, now: nowSeconds)
         } catch {
-            if error == .expired { cache.noteExpired(token) }
+            if error == .expired { cache.noteExpired(digest, expiresAt: exp, now: now) }
             throw error
         }
         guard claims.iss == settings.issuer else { throw .wrongIssuer }
@@ -140,7 +143,7 @@ package struct SessionTokenVerifier: Sendable {
         guard let sub = claims.sub, !sub.isEmpty, sub.utf8.count <= 128 else { throw .invalidSubject }
         let principal = SessionPrincipal(walkerId: sub, tokenId: Self.tokenId(jti: claims.jti, token: token))
         cache.store(
-            token, .init(principal: principal, expiresAt: exp, notBefore: claims.nbf, verifiedAt: now))
+            token, digest: digest, .init(principal: principal, expiresAt: exp, notBefore: claims.nbf, verifiedAt: now))
         return principal
     }
 

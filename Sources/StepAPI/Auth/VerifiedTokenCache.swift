@@ -28,11 +28,9 @@ final class VerifiedTokenCache: Sendable {
     let capacity: Int
     let knownCapacity: Int
     private let entries = Mutex<[String: Entry]>([:])
-    /// SHA-256 of each token verified, and when it expires (seconds since 1970).
+    /// SHA-256 of each token whose signature held, and when it expires (seconds since 1970): the tokens verified,
+    /// and those refused only for having expired (`noteExpired`).
     private let known = Mutex<[Data: Double]>([:])
-    /// SHA-256 of tokens whose signature held but which had expired: refused again without a signature check
-    /// (an expired token stays expired). Bounded to `knownCapacity`, emptied when full.
-    private let expired = Mutex<Set<Data>>([])
 
     init(
         lifetimeSeconds: Double = defaultLifetimeSeconds, capacity: Int = defaultCapacity,
@@ -56,34 +54,25 @@ final class VerifiedTokenCache: Sendable {
         }
     }
 
-    /// Whether `token` passed every check before and has not expired since (while `knownCapacity` holds it).
-    func knows(_ token: String, now: Date) -> Bool {
-        let digest = Self.digest(token)
-        return known.withLock { $0[digest].map { now.timeIntervalSince1970 < $0 } ?? false }
-    }
-
-    /// Whether `token` was found expired after its signature held (`noteExpired`).
-    func isExpired(_ token: String) -> Bool {
-        let digest = Self.digest(token)
-        return expired.withLock { $0.contains(digest) }
+    /// When the token of `digest` expires, if its signature held before (while `knownCapacity` holds it): one
+    /// not yet expired passed every check (`store`); one expired is refused again without a signature check.
+    func expiry(of digest: Data) -> Double? {
+        known.withLock { $0[digest] }
     }
 
     /// Remembers a token whose signature held but which had expired, so that presenting it again costs no
     /// signature check: a client replaying its own expired token gets no forged-token lockout (no forgery), and
     /// would otherwise have a signature check per request for nothing.
-    func noteExpired(_ token: String) {
-        let digest = Self.digest(token)
-        expired.withLock { expired in
-            if expired.count >= knownCapacity { expired.removeAll(keepingCapacity: true) }
-            expired.insert(digest)
-        }
+    func noteExpired(_ digest: Data, expiresAt: Double, now: Date) {
+        remember(digest, expiresAt: expiresAt, now: now)
     }
 
-    private static func digest(_ token: String) -> Data { Data(SHA256.hash(data: Array(token.utf8))) }
+    /// What `known` keys a token by.
+    static func digest(_ token: String) -> Data { Data(SHA256.hash(data: Array(token.utf8))) }
 
-    /// Keeps a token that passed every check at `entry.verifiedAt`. When full, entries past their lifetime go
-    /// first, and everything when none is.
-    func store(_ token: String, _ entry: Entry) {
+    /// Keeps a token (of `digest`) that passed every check at `entry.verifiedAt`. When full, entries past their
+    /// lifetime go first, and everything when none is.
+    func store(_ token: String, digest: Data, _ entry: Entry) {
         entries.withLock { entries in
             if entries.count >= capacity, entries[token] == nil {
                 entries = entries.filter { entry.verifiedAt.timeIntervalSince($0.value.verifiedAt) < lifetimeSeconds }
@@ -91,8 +80,11 @@ final class VerifiedTokenCache: Sendable {
             }
             entries[token] = entry
         }
-        let digest = Self.digest(token)
-        let now = entry.verifiedAt.timeIntervalSince1970
+        remember(digest, expiresAt: entry.expiresAt, now: entry.verifiedAt)
+    }
+
+    private func remember(_ digest: Data, expiresAt: Double, now: Date) {
+        let now = now.timeIntervalSince1970
         known.withLock { known in
             // Full: the expired go; should none have, every one (a new sign-in is then needed behind a locked
             // address, as it was before the digests were kept).
@@ -100,7 +92,7 @@ final class VerifiedTokenCache: Sendable {
                 known = known.filter { $0.value > now }
                 if known.count >= knownCapacity { known.removeAll(keepingCapacity: true) }
             }
-            known[digest] = entry.expiresAt
+            known[digest] = expiresAt
         }
     }
 
