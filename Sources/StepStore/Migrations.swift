@@ -679,6 +679,24 @@ package enum Migrations {
                 """
             ]
         },
+        Migration(version: 25, name: "the Energy balance kept on the walker's row; open allocations indexed") { _ in
+            // The confirmed balance was the sum of the walker's ledger, read by every `GET /walker` and every
+            // spend: a walker spending a point at a time grows it by thousands of rows a day. Each ledger entry now
+            // moves `energy_balance` in the same transaction (the ledger stays the record it is the sum of), and
+            // the provisional allocations a spend, a decision and a refund read are found without reading the
+            // walker's settled ones. Literal `'provisional'`: a partial index serves only a query that names it.
+            [
+                "ALTER TABLE walkers ADD COLUMN energy_balance BIGINT NOT NULL DEFAULT 0",
+                """
+                UPDATE walkers SET energy_balance = (SELECT COALESCE(SUM(amount), 0) FROM energy_ledger
+                    WHERE energy_ledger.walker_id = walkers.walker_id)
+                """,
+                """
+                CREATE INDEX allocations_provisional ON allocations (walker_id, created_at, allocation_id)
+                WHERE status = 'provisional'
+                """,
+            ]
+        },
     ]
 }
 

@@ -67,13 +67,15 @@ extension StoreTransaction {
     /// Which of `walkers` have a provisional allocation (whose draws a decision settles).
     func walkersWithProvisionalAllocations(_ walkers: Set<String>) async throws -> Set<String> {
         guard !walkers.isEmpty else { return [] }
-        let rows = try await sql.raw(
-            """
-            SELECT DISTINCT walker_id FROM allocations
-            WHERE walker_id IN (\(binds: walkers.sorted())) AND status = \(bind: AllocationStatus.provisional.rawValue)
-            """
-        ).all()
+        let rows = try await sql.raw(Self.provisionalWalkersStatement(walkers.sorted())).all()
         return Set(try rows.map { try $0.decode(column: "walker_id", as: String.self) })
+    }
+
+    static func provisionalWalkersStatement(_ walkers: [String]) -> SQLText {
+        """
+        SELECT DISTINCT walker_id FROM allocations
+        WHERE walker_id IN (\(binds: walkers)) AND \(allocationStatus(is: .provisional))
+        """
     }
 
     /// Runs `statements` as one: `SELECT <i> AS batch_index, q.* FROM (statement i) q UNION ALL …`, and returns

@@ -49,7 +49,7 @@ extension StoreTransaction {
         var statements: [SQLText] = [
             """
             UPDATE walkers SET lifetime_steps = lifetime_steps + \(bind: decision.lifetimeStepsDelta),
-                version = version + 1
+                energy_balance = energy_balance + \(bind: decision.credit), version = version + 1
             WHERE walker_id = \(bind: walkerId)
             """,
             Self.upsertStepLogStatement(decision.log),

@@ -36,6 +36,9 @@ package struct IngestWrite: Sendable {
     /// (`CachedDay`).
     package var reconcileQueuedAt: Date? = nil
 
+    /// What the ledger entry adds: `credit` when the write has a day log and a positive credit, else nothing.
+    var ledgerCredit: Int { stepLog != nil && credit > 0 ? credit : 0 }
+
     package init(
         walkerId: String, walkerVersion: Int, stepLog: StepLogRecord?, submission: StepSubmissionRecord?,
         streakChange: StreakRunChange? = nil, credit: Int, timeZone: String?, lifetimeStepsDelta: Int,
@@ -82,12 +85,13 @@ extension StoreTransaction {
         }
     }
 
-    /// The walker's update that checks and bumps its version; one row when the version was as planned.
-    /// With `condition`, only when it holds as well.
+    /// The walker's update that checks and bumps its version, and moves its balance by the ledger entry the
+    /// write adds; one row when the version was as planned. With `condition`, only when it holds as well.
     static func walkerGuardStatement(_ write: IngestWrite, when condition: SQLText? = nil) -> SQLText {
         recordSubmissionStatement(
             walkerId: write.walkerId, timeZone: write.timeZone, at: write.at,
-            lifetimeStepsDelta: write.lifetimeStepsDelta, expectedVersion: write.walkerVersion, when: condition)
+            lifetimeStepsDelta: write.lifetimeStepsDelta, energyDelta: write.ledgerCredit,
+            expectedVersion: write.walkerVersion, when: condition)
     }
 
     /// Every write of an ingest after the walker's, in order, each applied only when `condition` holds; the
@@ -98,11 +102,12 @@ extension StoreTransaction {
         var statements: [SQLText] = []
         if let log = write.stepLog {
             statements.append(upsertStepLogStatement(log, when: condition))
-            if write.credit > 0 {
+            if write.ledgerCredit > 0 {
+                // The walker's guard moved the balance by it.
                 statements.append(
                     insertLedgerEntryStatement(
-                        walkerId: write.walkerId, day: log.day, kind: .stepCredit, amount: write.credit, at: write.at,
-                        when: condition))
+                        walkerId: write.walkerId, day: log.day, kind: .stepCredit, amount: write.ledgerCredit,
+                        at: write.at, when: condition))
             }
         }
         if let submission = write.submission {

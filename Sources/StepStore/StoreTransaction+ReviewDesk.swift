@@ -280,13 +280,7 @@ extension StoreTransaction {
             """
         ).all().map(Self.stepLogRecord)
         evidence.neighbours = before.reversed() + after
-        let open = try await sql.raw(
-            """
-            SELECT \(unsafeRaw: Self.allocationColumns) FROM allocations
-            WHERE walker_id = \(bind: walkerId) AND status = \(bind: AllocationStatus.provisional.rawValue)
-            ORDER BY created_at, allocation_id
-            """
-        ).all().map { try Self.allocationRecord($0, walkerId: walkerId) }
+        let open = try await provisionalAllocations(walkerId: walkerId)
         evidence.allocations = open.filter { $0.pendingDays.contains(day) }.map { allocation in
             let drawn =
                 allocation.draws.isEmpty

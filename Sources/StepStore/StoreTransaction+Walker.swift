@@ -202,18 +202,19 @@ extension StoreTransaction {
         ).run()
     }
 
-    /// The walker's update of an ingest, which bumps its version (and, with `timeZone`, records the submission's
-    /// zone and time); with `expectedVersion` only while the version is that and the walker is not suspended,
+    /// The walker's update of an ingest, which bumps its version, moves its balance by `energyDelta` (the ledger
+    /// entry the ingest adds) and, with `timeZone`, records the submission's zone and time; with `expectedVersion` only while the version is that and the walker is not suspended,
     /// returning a row when it was (the guard of `recordIngest`).
     /// A suspension does not bump the version, so a plan read before one committed would otherwise still apply.
     static func recordSubmissionStatement(
-        walkerId: String, timeZone: String?, at now: Date, lifetimeStepsDelta: Int, expectedVersion: Int? = nil,
-        when condition: SQLText? = nil
+        walkerId: String, timeZone: String?, at now: Date, lifetimeStepsDelta: Int, energyDelta: Int = 0,
+        expectedVersion: Int? = nil, when condition: SQLText? = nil
     ) -> SQLText {
         let zone: SQLText =
             timeZone.map { "last_tz = \(bind: $0), last_submission_at = \(bind: now.millisecondsSince1970), " } ?? ""
+        let energy: SQLText = energyDelta == 0 ? "" : "energy_balance = energy_balance + \(bind: energyDelta), "
         var query: SQLText = """
-            UPDATE walkers SET \(zone)lifetime_steps = lifetime_steps + \(bind: lifetimeStepsDelta),
+            UPDATE walkers SET \(zone)\(energy)lifetime_steps = lifetime_steps + \(bind: lifetimeStepsDelta),
                 version = version + 1
             WHERE walker_id = \(bind: walkerId)
             """

@@ -66,14 +66,13 @@ extension StoreTransaction {
         """
     }
 
-    /// The walker's `confirmed_energy` (the ledger's sum) and `pending_energy` (what its undecided days showed the
-    /// app beyond what the ledger credited for them), as two columns of a statement on `walkers`, so they come from
-    /// the statement's one snapshot. `CASE` rather than `GREATEST`/`MAX(a, b)`, which only one engine each has; the
+    /// The walker's `confirmed_energy` (the ledger's sum, kept on the walker's row) and `pending_energy` (what its
+    /// undecided days showed the app beyond what the ledger credited for them), as two columns of a statement on
+    /// `walkers`, so they come from the statement's one snapshot. `CASE` rather than `GREATEST`/`MAX(a, b)`, which only one engine each has; the
     /// sums are cast because PostgreSQL sums BIGINTs as NUMERIC.
     static func energyColumns(_ walkerId: String) -> SQLText {
         """
-        (SELECT CAST(COALESCE(SUM(amount), 0) AS BIGINT) FROM energy_ledger
-            WHERE walker_id = \(bind: walkerId)) AS confirmed_energy,
+        energy_balance AS confirmed_energy,
         (SELECT CAST(COALESCE(SUM(CASE WHEN provisional_energy > energy_credited
                 THEN provisional_energy - energy_credited ELSE 0 END), 0) AS BIGINT)
             FROM step_logs

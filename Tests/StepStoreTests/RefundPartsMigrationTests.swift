@@ -19,6 +19,9 @@ struct RefundPartsMigrationTests {
         let due = Date(millisecondsSince1970: 1_779_200_000_000)
         try await store.transaction { tx in
             try await tx.sql.raw(
+                "INSERT INTO walkers (walker_id, created_at) VALUES ('walker-old', 1779100000000)"
+            ).run()
+            try await tx.sql.raw(
                 """
                 INSERT INTO allocations (walker_id, allocation_id, kind, node_id, points, status, depends_on,
                     pending_days, refund_due_at, created_at, updated_at, draws, refund_points, refund_days,

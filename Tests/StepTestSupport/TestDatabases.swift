@@ -111,9 +111,50 @@ package struct TestStore: Sendable {
     /// The URL another process would use; for PostgreSQL it selects the test's schema.
     package var connectionURL: String { url }
 
+    /// Checks that every walker's balance is its ledger's sum (`verifyEnergyBalances`), then closes the store and
+    /// removes what it created: every test that closes its store checks the balance of whatever it did.
     package func close() async throws {
+        do {
+            try await verifyEnergyBalances()
+        } catch {
+            await closeQuietly()
+            throw error
+        }
         try await store.database.close()
         await cleanup()
+    }
+
+    /// Throws when a walker's `energy_balance` differs from the sum of its ledger entries, or entries name a walker
+    /// without a row. Skipped when the store cannot be read or its schema is behind (a closed store, a test of the
+    /// migrations).
+    package func verifyEnergyBalances() async throws {
+        guard let pending = try? await Migrator(database: store.database).pending(), pending.isEmpty else { return }
+        let rows = try await store.transaction { tx in
+            try await tx.sql.raw(
+                """
+                SELECT walker_id, balance, ledger FROM (
+                    SELECT w.walker_id AS walker_id, w.energy_balance AS balance,
+                        (SELECT CAST(COALESCE(SUM(l.amount), 0) AS BIGINT) FROM energy_ledger l
+                            WHERE l.walker_id = w.walker_id) AS ledger
+                    FROM walkers w
+                    UNION ALL
+                    SELECT l.walker_id, 0, CAST(SUM(l.amount) AS BIGINT) FROM energy_ledger l
+                    WHERE NOT EXISTS (SELECT 1 FROM walkers w WHERE w.walker_id = l.walker_id)
+                    GROUP BY l.walker_id
+                ) sums
+                WHERE balance <> ledger
+                ORDER BY walker_id
+                """
+            ).all()
+        }
+        guard !rows.isEmpty else { return }
+        let described = try rows.map { row in
+            let walker = try row.decode(column: "walker_id", as: String.self)
+            let balance = try row.decode(column: "balance", as: Int.self)
+            let ledger = try row.decode(column: "ledger", as: Int.self)
+            return "\(walker): balance \(balance), ledger \(ledger)"
+        }
+        throw StoreError.corrupt("energy_balance is not the ledger's sum for " + described.joined(separator: "; "))
     }
 
     /// `close()` for a failure path, where a second error would hide the first.

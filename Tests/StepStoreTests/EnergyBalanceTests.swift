@@ -1,0 +1,149 @@
+import Foundation
+import SQLKit
+import StepCore
+import StepDatabase
+import StepTestSupport
+import Testing
+
+@testable import StepStore
+
+/// The confirmed balance lives on the walker's row (migration 25), so the reads of a walker's Energy cost the same
+/// after a million spends as after one. Every test that closes its store also checks that each balance is its
+/// ledger's sum (`TestStore.verifyEnergyBalances`).
+@Suite("The Energy balance on the walker's row, on every engine")
+struct EnergyBalanceTests {
+    static let t0 = Date(timeIntervalSince1970: 1_779_136_950)  // 2026-05-18T20:42:30Z
+
+    @Test("migration 25 sets each walker's balance to its ledger's sum", arguments: TestDatabases.kinds)
+    func migrationBackfills(kind: DatabaseKind) async throws {
+        let test = try await TestDatabases.make(kind, migrate: false)
+        let store = test.store
+        try await Migrator(database: store.database, migrations: Migrations.all.filter { $0.version < 25 }).migrate()
+        // (walker, ledger amounts)
+        let walkers: [(String, [Int])] = [
+            ("walker-spent", [500, -120, -80, 30]),
+            ("walker-credited", [700, 300]),
+            ("walker-none", []),
+            ("walker-overdrawn", [100, -150]),
+        ]
+        try await store.transaction { tx in
+            for (walker, amounts) in walkers {
+                try await tx.sql.raw(
+                    "INSERT INTO walkers (walker_id, created_at) VALUES (\(bind: walker), 1779100000000)"
+                ).run()
+                for (index, amount) in amounts.enumerated() {
+                    try await tx.sql.raw(
+                        """
+                        INSERT INTO energy_ledger (walker_id, entry_id, day, kind, amount, created_at)
+                        VALUES (\(bind: walker), \(bind: "e\(index)"), NULL, 'allocation', \(bind: amount),
+                            \(bind: 1_779_100_000_000 + index))
+                        """
+                    ).run()
+                }
+            }
+        }
+        let report = try await Migrator(database: store.database).migrate()
+        #expect(report.applied == [25])
+        for (walker, amounts) in walkers {
+            let balance = try await store.transaction { try await $0.energyBalance(walkerId: walker) }
+            #expect(balance == amounts.reduce(0, +), "\(walker)")
+        }
+        try await test.close()
+    }
+
+    @Test("spends, refunds and decisions move the balance with their ledger entries", arguments: TestDatabases.kinds)
+    func writesMoveBalance(kind: DatabaseKind) async throws {
+        let test = try await TestDatabases.make(kind)
+        let store = test.store
+        let day = LocalDate(iso: "2026-05-17")!
+        try await store.transaction { tx in
+            _ = try await tx.lockWalker("w", now: Self.t0)
+            try await tx.appendLedgerEntry(walkerId: "w", day: day, kind: .stepCredit, amount: 900, at: Self.t0)
+            try await tx.insertAllocation(
+                AllocationRecord(
+                    walkerId: "w", id: "a1", kind: .tree, nodeId: "n1", points: 250, status: .confirmed, dependsOn: [],
+                    pendingDays: [], createdAt: Self.t0, updatedAt: Self.t0))
+        }
+        #expect(try await store.transaction { try await $0.energyBalance(walkerId: "w") } == 650)
+        // A ledger entry for a walker who has no row is refused: its balance could not move.
+        await #expect(throws: StoreError.self) {
+            try await store.transaction { tx in
+                try await tx.appendLedgerEntry(walkerId: "nobody", kind: .refund, amount: 5, at: Self.t0)
+            }
+        }
+        #expect(try await store.transaction { try await $0.energyBalance(walkerId: "nobody") } == 0)
+        try await test.close()
+    }
+
+    @Test(
+        "the balance, the open allocations and the walkers with one are read without the settled history",
+        arguments: TestDatabases.kinds)
+    func readsSkipHistory(kind: DatabaseKind) async throws {
+        let test = try await TestDatabases.make(kind)
+        let store = test.store
+        try await store.transaction { tx in
+            _ = try await tx.lockWalker("w", now: Self.t0)
+            for index in 0..<400 {
+                let at = Self.t0.addingTimeInterval(Double(index))
+                try await tx.insertAllocation(
+                    AllocationRecord(
+                        walkerId: "w", id: String(format: "a%04d", index), kind: .tree, nodeId: "n", points: 1,
+                        status: index < 398 ? .confirmed : .provisional, dependsOn: [], pendingDays: [],
+                        createdAt: at, updatedAt: at))
+            }
+        }
+        if kind == .postgres {
+            _ = try await store.transaction { try await $0.sql.raw("ANALYZE").run() }
+        }
+        let plans = try await store.transaction { tx in
+            // On a table this small PostgreSQL may read it whole whatever the indexes: the plan with sequential
+            // scans priced out is the one it would use on a large one.
+            if kind == .postgres { try await tx.sql.raw("SET LOCAL enable_seqscan = off").run() }
+            var plans: [String: String] = [:]
+            let statements: [(String, SQLText)] = [
+                ("balance", StoreTransaction.energyBalanceStatement("w")),
+                ("overview", StoreTransaction.walkerOverviewStatement("w")),
+                ("provisional", StoreTransaction.provisionalAllocationsStatement("w")),
+                ("walkers", StoreTransaction.provisionalWalkersStatement(["v", "w"])),
+                ("listed", StoreTransaction.allocationsStatement("w", status: .provisional, limit: 50)),
+            ]
+            for (name, statement) in statements {
+                plans[name] = try await Self.plan(statement, kind: kind, tx: tx)
+            }
+            return plans
+        }
+        for (name, plan) in plans {
+            #expect(!plan.contains("energy_ledger"), "\(name) reads the ledger: \(plan)")
+        }
+        for name in ["provisional", "walkers", "listed"] {
+            #expect(plans[name]?.contains("allocations_provisional") == true, "\(name): \(plans[name] ?? "")")
+        }
+        let open = try await store.transaction { try await $0.provisionalAllocations(walkerId: "w") }
+        #expect(open.map(\.id) == ["a0398", "a0399"])
+        #expect(try await store.transaction { try await $0.energyBalance(walkerId: "w") } == -400)
+        try await test.close()
+    }
+
+    /// The engine's plan of `statement`, its lines joined. On PostgreSQL the generic plan of the statement prepared
+    /// with its placeholders, as a server's prepared statement gets after its first executions: a plan that holds
+    /// for any value of the binds (SQLite plans a prepared statement again for the values bound when they could
+    /// change the choice of a partial index).
+    static func plan(_ statement: SQLText, kind: DatabaseKind, tx: StoreTransaction) async throws -> String {
+        guard kind == .postgres else {
+            let rows = try await tx.sql.raw("EXPLAIN QUERY PLAN " + statement).all()
+            return try rows.map { try $0.decode(column: "detail", as: String.self) }.joined(separator: " | ")
+        }
+        let (sql, binds) = statement.rendered(.dollar)
+        let literals = try binds.map { bind -> String in
+            if let text = bind as? String { return "'" + text.replacingOccurrences(of: "'", with: "''") + "'" }
+            if let number = bind as? Int { return String(number) }
+            throw StoreError.corrupt("a bind of type \(type(of: bind)) in a planned statement")
+        }
+        try await tx.sql.raw(SQLText("PREPARE planned AS " + sql)).run()
+        try await tx.sql.raw("SET LOCAL plan_cache_mode = force_generic_plan").run()
+        let execute = "EXPLAIN EXECUTE planned" + (literals.isEmpty ? "" : "(" + literals.joined(separator: ", ") + ")")
+        let rows = try await tx.sql.raw(SQLText(execute)).all()
+        try await tx.sql.raw("DEALLOCATE planned").run()
+        return try rows.map { try $0.decode(column: "QUERY PLAN", as: String.self) }.joined(separator: " | ")
+    }
+}
