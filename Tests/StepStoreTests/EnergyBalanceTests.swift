@@ -51,7 +51,9 @@ struct EnergyBalanceTests {
         try await test.close()
     }
 
-    @Test("spends, refunds and decisions move the balance with their ledger entries", arguments: TestDatabases.kinds)
+    @Test(
+        "a credit and a spend move the balance with their ledger entries; an entry for a walker without a row is refused",
+        arguments: TestDatabases.kinds)
     func writesMoveBalance(kind: DatabaseKind) async throws {
         let test = try await TestDatabases.make(kind)
         let store = test.store
