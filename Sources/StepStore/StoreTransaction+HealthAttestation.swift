@@ -53,12 +53,7 @@ extension StoreTransaction {
         walkerId: String, nonce: String, now: Date, lifetimeSeconds: Double, maxLive: Int
     ) async throws -> HealthNonceIssue {
         let at = now.millisecondsSince1970
-        let live = try await sql.raw(
-            """
-            SELECT COUNT(*) AS live, MIN(expires_at) AS earliest FROM health_nonces
-            WHERE walker_id = \(bind: walkerId) AND used_at IS NULL AND expires_at > \(bind: at)
-            """
-        ).first()
+        let live = try await sql.raw(Self.liveHealthNoncesStatement(walkerId, at: at)).first()
         if let live, try live.decode(column: "live", as: Int.self) >= maxLive {
             let earliest = try live.decode(column: "earliest", as: Int?.self) ?? at
             return .capped(retryAt: Date(millisecondsSince1970: earliest))
@@ -71,6 +66,15 @@ extension StoreTransaction {
             """
         ).run()
         return .issued(expiresAt: expiresAt)
+    }
+
+    /// How many live nonces the walker holds and when the first of them expires: a range of `health_nonces_live`
+    /// (migration 26), the walker's unused nonces only, however many it has used in the day they are kept.
+    static func liveHealthNoncesStatement(_ walkerId: String, at: Int) -> SQLText {
+        """
+        SELECT COUNT(*) AS live, MIN(expires_at) AS earliest FROM health_nonces
+        WHERE walker_id = \(bind: walkerId) AND used_at IS NULL AND expires_at > \(bind: at)
+        """
     }
 
     /// Marks the walker's `nonce` used if it is live, in one conditional update: of two requests presenting

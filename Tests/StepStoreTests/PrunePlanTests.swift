@@ -21,7 +21,7 @@ struct PrunePlanTests {
         for (table, index) in Self.indexes {
             let statement = StoreTransaction.pruneBatchStatement(table, before: 1_700_000_000_000, limit: 1_000)
             // An empty table costs nothing to read whole, so PostgreSQL is told to avoid that where it can.
-            let plan = try await Self.plan(of: statement, in: test.store, avoiding: ["enable_seqscan"])
+            let plan = try await QueryPlan.of(statement, in: test.store, avoiding: ["enable_seqscan"])
             #expect(plan.contains(index), "\(table): \(plan)")
             switch kind {
             case .sqlite:
@@ -48,8 +48,8 @@ struct PrunePlanTests {
             StoreTransaction.pruneRateLimitsStatement(before: 1_700_000_000_000, after: after, through: nil),
         ]
         for statement in statements {
-            let plan = try await Self.plan(
-                of: statement, in: test.store, avoiding: ["enable_seqscan", "enable_bitmapscan"])
+            let plan = try await QueryPlan.of(
+                statement, in: test.store, avoiding: ["enable_seqscan", "enable_bitmapscan"])
             switch kind {
             case .sqlite:
                 #expect(plan.contains("SEARCH rate_limits USING") && plan.contains("(walker_id,bucket)>"), "\(plan)")
@@ -71,30 +71,13 @@ struct PrunePlanTests {
         #expect(text.contains("received_at >= "), "\(text)")
         // An empty table is as cheap to read whole, or through a bitmap and then sorted; PostgreSQL is told to avoid
         // both, so the plan shows whether the age index alone can give the rows in order.
-        let plan = try await Self.plan(
-            of: statement, in: test.store, avoiding: ["enable_seqscan", "enable_bitmapscan"])
+        let plan = try await QueryPlan.of(
+            statement, in: test.store, avoiding: ["enable_seqscan", "enable_bitmapscan"])
         #expect(plan.contains("step_submissions_by_age"), "\(plan)")
         switch kind {
         case .sqlite: #expect(!plan.contains("TEMP B-TREE FOR ORDER BY"), "\(plan)")
         case .postgres: #expect(!plan.contains("Sort"), "\(plan)")
         }
         try await test.close()
-    }
-
-    /// `statement`'s plan on the store's engine, its lines joined by " | "; on PostgreSQL with each of `settings`
-    /// (planner switches) off for the reading.
-    static func plan(of statement: SQLText, in store: Store, avoiding settings: [String]) async throws -> String {
-        try await store.transaction { tx in
-            if tx.kind == .postgres {
-                for setting in settings { try await tx.sql.raw("SET LOCAL \(unsafeRaw: setting) = off").run() }
-            }
-            var explain: SQLText = tx.kind == .sqlite ? "EXPLAIN QUERY PLAN " : "EXPLAIN "
-            explain += statement
-            return try await tx.sql.raw(explain).all().map {
-                try tx.kind == .sqlite
-                    ? $0.decode(column: "detail", as: String.self)
-                    : $0.decode(column: "QUERY PLAN", as: String.self)
-            }.joined(separator: " | ")
-        }
     }
 }

@@ -51,7 +51,7 @@ struct ReviewPagePlanTests {
             #expect(query.after != nil)
             for filtered in [false, true] {
                 if filtered { query.kind = .quarantinedDay }
-                let plan = try await Self.plan(store, StoreTransaction.reviewPageStatement(query))
+                let plan = try await QueryPlan.of(StoreTransaction.reviewPageStatement(query), in: store)
                 let label = "\(status) \(order)\(filtered ? " kind" : ""): \(plan)"
                 switch kind {
                 case .sqlite:
@@ -66,18 +66,5 @@ struct ReviewPagePlanTests {
             }
         }
         try await test.close()
-    }
-
-    /// The engine's plan of `statement`, one line per node.
-    static func plan(_ store: Store, _ statement: SQLText) async throws -> String {
-        try await store.withoutTransaction { tx in
-            var explain: SQLText = tx.kind == .sqlite ? "EXPLAIN QUERY PLAN " : "EXPLAIN "
-            explain += statement
-            let rows = try await tx.sql.raw(explain).all()
-            return try rows.map {
-                try tx.kind == .sqlite
-                    ? $0.decode(column: "detail", as: String.self) : $0.decode(column: "QUERY PLAN", as: String.self)
-            }.joined(separator: " | ")
-        }
     }
 }
