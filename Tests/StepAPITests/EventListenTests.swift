@@ -95,4 +95,37 @@ struct EventListenTests {
         try await store.database.close()
         try await test.close()
     }
+
+    @Test(
+        "the safety net's poll wakes a wait for an event that no notification announced, on every engine",
+        arguments: TestDatabases.kinds)
+    func safetyNetWithoutNotify(kind: DatabaseKind) async throws {
+        let test = try await TestDatabases.make(kind)
+        let signals = EventSignals()
+        let service = EventSignalService(
+            signals: signals, store: test.store, pollIntervalSeconds: 0.2, logger: Logger(label: "test"))
+        let running = Task { try await service.run() }
+        let subscriptions = ["w", "v"].map { signals.subscribe(walkerId: $0, cursor: 0) }
+        defer { for subscription in subscriptions { signals.unsubscribe(subscription) } }
+        if kind == .postgres {
+            // The LISTEN connection wakes every wait once it listens (what was notified before is read from the
+            // log): that wake-up is not the one this test is about.
+            _ = await subscriptions[0].wakeup.wait(for: .seconds(5))
+        }
+        // Written as a transaction of another instance whose NOTIFY was lost would leave it: the row alone.
+        try await test.store.transaction { tx in
+            try await tx.sql.raw(
+                """
+                INSERT INTO walker_events (walker_id, seq, type, data, created_at)
+                VALUES ('w', 1, 'allocation-reverted', '{}', 1779136950000)
+                """
+            ).run()
+        }
+        #expect(await subscriptions[0].wakeup.wait(for: .seconds(20)), "the safety net did not find the event")
+        let newest = try await test.store.withoutTransaction { try await $0.newestEventSeqs(walkerIds: ["v", "w"]) }
+        #expect(newest == ["w": 1])
+        running.cancel()
+        _ = await running.result
+        try await test.close()
+    }
 }

@@ -89,6 +89,10 @@ struct PostgresUnitDatabase: SQLDatabase {
         } else if let flag = value as? Bool {
             bindings.append(flag)
             return .bool
+        } else if let texts = value as? [String] {
+            // One parameter for a whole list (`= ANY($1)`), so the statement's text does not depend on its length.
+            bindings.append(texts)
+            return .textArray
         }
         throw StoreError.corrupt("cannot bind a value of type \(type(of: value)) for PostgreSQL")
     }
