@@ -38,14 +38,24 @@ package final class SQLiteDatabase: Database {
     /// the ingest's p99 at 64 connections from 27–28 ms to 21–23 ms (docs/benchmarks.md).
     static let writerCheckpointPages = 50_000
 
+    /// How long a unit may wait in the queue for the connection by default: past it, it is answered
+    /// `StoreError.unavailable` (a 503 a client may retry) without running. The queue has no other bound, so without
+    /// this a writer held up (another process holding the write lock through a long migration, a stalled disk, a long
+    /// unit of this process) would keep every request waiting for as long, and run the stale backlog afterwards. The
+    /// same as PostgreSQL's bound on a unit (twice its default `statement_timeout`).
+    package static let defaultQueueWaitLimit = Duration.seconds(10)
+
+    private let queueWaitLimit: Duration?
+
     private init(
         path: String, handle: SQLiteHandle, executor: ThreadExecutor, checkpointer: SQLiteCheckpointer,
-        logger: Logger
+        queueWaitLimit: Duration?, logger: Logger
     ) {
         self.path = path
         self.handle = handle
         self.executor = executor
         self.checkpointer = checkpointer
+        self.queueWaitLimit = queueWaitLimit
         self.logger = logger
     }
 
@@ -61,9 +71,11 @@ package final class SQLiteDatabase: Database {
     /// What the background checkpointer has done.
     package var checkpointProgress: SQLiteCheckpointProgress { checkpointer.lastProgress }
 
-    /// Opens (creating if needed) the database file at `path`.
+    /// Opens (creating if needed) the database file at `path`. A unit that waits in the queue longer than
+    /// `queueWaitLimit` is answered unavailable without running (nil: no bound).
     package static func open(
-        path: String, synchronous: SQLiteSynchronous = .full, logger: Logger
+        path: String, synchronous: SQLiteSynchronous = .full, queueWaitLimit: Duration? = defaultQueueWaitLimit,
+        logger: Logger
     ) async throws -> SQLiteDatabase {
         let executor = ThreadExecutor(name: "sqlite-writer")
         do {
@@ -93,7 +105,8 @@ package final class SQLiteDatabase: Database {
                 throw error
             }
             return SQLiteDatabase(
-                path: path, handle: handle, executor: executor, checkpointer: checkpointer, logger: logger)
+                path: path, handle: handle, executor: executor, checkpointer: checkpointer,
+                queueWaitLimit: queueWaitLimit, logger: logger)
         } catch {
             try? await executor.shutdown()
             throw error
@@ -134,7 +147,7 @@ package final class SQLiteDatabase: Database {
     private func closeOnce() async throws {
         await checkpointer.stop()
         let handle = self.handle
-        _ = try await submit(.alone) { _ in
+        _ = try await submit(.alone, expiring: false) { _ in
             handle.close()
             return true
         }
@@ -146,11 +159,14 @@ package final class SQLiteDatabase: Database {
         try await executor.shutdown()
     }
 
+    /// Queues `body`; an `expiring` unit is answered unavailable if it waits longer than `queueWaitLimit`.
     private func submit<T: Sendable>(
-        _ kind: WorkUnit.Kind, _ body: @escaping @Sendable (any SQLDatabase) async throws -> T
+        _ kind: WorkUnit.Kind, expiring: Bool = true, _ body: @escaping @Sendable (any SQLDatabase) async throws -> T
     ) async throws -> T {
+        let deadline = expiring ? queueWaitLimit.map { ContinuousClock.now.advanced(by: $0) } : nil
         let value = try await withCheckedThrowingContinuation { continuation in
-            let unit = WorkUnit(kind: kind, body: { try await body($0) }, continuation: continuation)
+            let unit = WorkUnit(
+                kind: kind, body: { try await body($0) }, continuation: continuation, deadline: deadline)
             let accepted = queue.withLock { queue in
                 guard !queue.closed else { return false }
                 queue.units.append(unit)
@@ -163,6 +179,13 @@ package final class SQLiteDatabase: Database {
         }
         guard let typed = value as? T else { throw StoreError.corrupt("a transaction returned an unexpected type") }
         return typed
+    }
+
+    /// What a unit gets that waited in the queue past `queueWaitLimit`: it did not run.
+    private var waitedTooLong: StoreError {
+        StoreError.unavailable(
+            "the SQLite database was busy for more than \(queueWaitLimit ?? .zero) (another process holding its write "
+                + "lock, or a long transaction); nothing was done")
     }
 
     /// What every unit of a batch gets when SQLite ended the batch's transaction by itself (a full disk, an I/O error,
@@ -178,11 +201,13 @@ package final class SQLiteDatabase: Database {
         var units = database
         units.transactional = true
         while true {
-            let batch = queue.withLock { queue in
+            let (batch, expired) = queue.withLock { queue in
+                let expired = queue.removeExpired(at: .now)
                 let taken = queue.nextBatch(maximum: Self.maximumBatch)
                 if taken.isEmpty { queue.drain = nil }
-                return taken
+                return (taken, expired)
             }
+            for unit in expired { unit.continuation.resume(throwing: waitedTooLong) }
             guard let first = batch.first else { return }
             if first.kind == .alone {
                 first.continuation.resume(with: await Self.outcome(first, database))
@@ -282,6 +307,8 @@ private struct WorkUnit: Sendable {
     let kind: Kind
     let body: @Sendable (any SQLDatabase) async throws -> any Sendable
     let continuation: CheckedContinuation<any Sendable, any Error>
+    /// When it stops waiting for the connection; nil: never.
+    let deadline: ContinuousClock.Instant?
 }
 
 private struct UnitQueue: Sendable {
@@ -291,6 +318,20 @@ private struct UnitQueue: Sendable {
     var closing: Task<Void, any Error>?
     /// No unit is accepted any more.
     var closed = false
+
+    /// The units whose deadline has passed, taken out of the queue. Units are queued in order of submission and
+    /// the limit is the same for all, so none has passed while the first's has not (only the first is looked at
+    /// when nothing is due: a batch costs no scan of a long queue then).
+    mutating func removeExpired(at now: ContinuousClock.Instant) -> [WorkUnit] {
+        guard let first = units.first, first.deadline.map({ $0 < now }) ?? true else { return [] }
+        var expired: [WorkUnit] = []
+        var kept: [WorkUnit] = []
+        for unit in units {
+            if let deadline = unit.deadline, deadline < now { expired.append(unit) } else { kept.append(unit) }
+        }
+        units = kept
+        return expired
+    }
 
     /// The first unit when it runs alone; else the first `maximum` transactions of the queue, those queued behind
     /// a unit that runs alone included: that unit runs right after their batch rather than split it in two. A unit
