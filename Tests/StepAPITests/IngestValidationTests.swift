@@ -247,6 +247,16 @@ struct IngestValidationTests {
             let unterminated = try await client.ingest(
                 IngestBody(key: nil), token: token, headers: [HTTPField.Name("Idempotency-Key")!: "\"abc"])
             #expect(unterminated.status == .badRequest)
+            // Two header lines arrive joined by ", ": no key the client sent, in either form.
+            var twice = HTTPFields()
+            twice.append(HTTPField(name: HTTPField.Name("Idempotency-Key")!, value: "abc-3"))
+            twice.append(HTTPField(name: HTTPField.Name("Idempotency-Key")!, value: "abc-4"))
+            #expect(twice[HTTPField.Name("Idempotency-Key")!] == "abc-3, abc-4")
+            for joined in ["abc-3, abc-4", "\"abc-3\", \"abc-4\""] {
+                let refused = try await client.ingest(
+                    IngestBody(key: nil), token: token, headers: [HTTPField.Name("Idempotency-Key")!: joined])
+                #expect(refused.status == .badRequest, "\(joined)")
+            }
             #expect(try await harness.count("step_submissions", walker: "walker-hdr") == 1)
         }
     }

@@ -575,7 +575,9 @@ struct RereadTests {
             #expect(missing.status == .notFound)
             #expect(try missing.json["error"] == .string("REREAD_NOT_FOUND"))
 
-            let otherDay = try await client.reread(try Self.answer(request, day: "2026-05-17"), token: token)
+            // Bad input claims no key: the answer corrected under the same key is decided below.
+            let key = UUID().uuidString
+            let otherDay = try await client.reread(try Self.answer(request, key: key, day: "2026-05-17"), token: token)
             #expect(otherDay.status == .badRequest)
             #expect(try otherDay.json["details"]?["fields"]?["day"] != nil)
 
@@ -601,7 +603,7 @@ struct RereadTests {
             #expect(fields?["sampleDigest"] != nil)
 
             // The right nonce still works after all of that: nothing above spent it.
-            let rightBody = try Self.answer(request)
+            let rightBody = try Self.answer(request, key: key)
             let right = try await client.reread(rightBody, token: token)
             #expect(right.status == .ok, "\(right.text)")
             #expect(try right.json["outcome"] == .string("ACCEPTED"))

@@ -173,11 +173,12 @@ extension IngestRequest {
         !text.isEmpty && text.utf8.count <= maxStringLength && text.utf8.allSatisfy { $0 >= 0x20 && $0 < 0x7F }
     }
 
-    /// `Idempotency-Key` is a structured-field string (`"abc"`); a bare token is accepted too.
+    /// `Idempotency-Key` is a structured-field string (`"abc"`); a bare token is accepted too, without a comma: two
+    /// header lines reach the server joined by ", " (`HTTPFields`), which names no key the client sent.
     static func parseHeaderKey(_ raw: String) -> String? {
         let trimmed = String(raw[...].trimmingHTTPWhitespace)
         guard trimmed.hasPrefix("\"") else {
-            return isValidKey(trimmed) && !trimmed.contains("\"") ? trimmed : nil
+            return isValidKey(trimmed) && !trimmed.contains("\"") && !trimmed.contains(",") ? trimmed : nil
         }
         guard trimmed.count >= 2, trimmed.hasSuffix("\"") else { return nil }
         var result = ""

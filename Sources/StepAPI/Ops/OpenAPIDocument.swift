@@ -34,9 +34,9 @@ paths:
           in: header
           required: false
           description: |
-            Alternative to the body's idempotencyKey: the key bare (1 to 255 printable ASCII characters, no `"`) or
-            as a structured-field string (`"..."` with `\"` and `\\` escapes). A request needs a key in the body or
-            in this header (else 400); when both are sent they must be equal (else 400).
+            Alternative to the body's idempotencyKey: the key bare (1 to 255 printable ASCII characters, no `"` or
+            `,`) or as a structured-field string (`"..."` with `\"` and `\\` escapes); sent twice, 400. A request
+            needs a key in the body or in this header (else 400); when both are sent they must be equal (else 400).
           schema:
             type: string
             pattern: '^(?:[!#-~](?:[ !#-~]{0,253}[!#-~])?|"(?:[ !#-\[\]-~]|\\["\\]){1,255}")$'

@@ -11,7 +11,8 @@ import Synchronization
 /// ingest route group (session token; App Check in production), counted against the ingest's per-walker limit,
 /// in the ingest's error envelope, with an idempotency key as on the ingest. The day is decided with the
 /// re-read in one transaction with the admission, the key's claim and its stored answer, so a replay answers
-/// the bytes of the first answer (a 404, 409 or 422 included) and the nonce is spent once.
+/// the bytes of the first answer (a 404, 409 or 422 included) and the nonce is spent once. A 400 (an answer naming
+/// another day than its request's) claims no key, as a body that does not parse claims none.
 struct RereadController: Sendable {
     static let route = "/step/reread"
 

@@ -75,8 +75,14 @@ struct IdempotentWrite<Failure: WalkerReadError>: Sendable {
                 return (decision, .refused(suspended.error))
             }
             let (status, body) = try await write(tx, valid, now)
-            try await tx.completeIdempotencyKey(
-                walkerId: walkerId, key: valid.storedKey, status: Int(status.code), body: body)
+            if status == .badRequest {
+                // Bad input changes nothing: like a body that does not parse, a 400 the write finds (a re-read
+                // answer naming another day than its request's) leaves the key unclaimed for the corrected request.
+                try await tx.releaseIdempotencyKey(walkerId: walkerId, key: valid.storedKey)
+            } else {
+                try await tx.completeIdempotencyKey(
+                    walkerId: walkerId, key: valid.storedKey, status: Int(status.code), body: body)
+            }
             return (decision, .stored(status: status, body: body))
         }
         let (decision, result) = outcome
