@@ -326,6 +326,24 @@ struct IngestBatchTests {
         }
     }
 
+    @Test(
+        "malformed buckets run after the valid ones, whatever their day: they do not spend the limit a valid one needs",
+        arguments: TestDatabases.kinds)
+    func malformedLast(kind: DatabaseKind) async throws {
+        let harness = try await TestHarness.make(kind: kind) { $0.rateLimits.ingestPerWindow = 1 }
+        let token = try await harness.token(for: "walker-malformed")
+        try await harness.run { client in
+            let response = try await client.ingestBatch(
+                [
+                    IngestBody(day: "2026-05-16", count: -1, key: "bad-16"),
+                    IngestBody(day: "2026-05-18", count: 3000, key: "good-18"),
+                ], token: token)
+            let results = try Self.results(response)
+            #expect(results.map(\.status) == [429, 200])
+            #expect(try await harness.count("step_submissions", walker: "walker-malformed") == 1)
+        }
+    }
+
     // MARK: - Whole-request refusals
 
     @Test(

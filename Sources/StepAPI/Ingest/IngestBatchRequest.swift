@@ -14,15 +14,21 @@ struct IngestBatchRequest: Sendable {
         /// The bucket read as the single endpoint reads a body: a 400 for a malformed one, a 413 for one longer than
         /// the single endpoint's body limit.
         var parsed: Result<IngestRequest, IngestAPIError>
+
+        var isValid: Bool {
+            if case .success = parsed { true } else { false }
+        }
     }
 
     var buckets: [Bucket]
 
-    /// The order buckets are processed in: by day, request order among equal days, and buckets without a
-    /// readable day last (they write nothing, so they should not spend the rate limit before the others).
+    /// The order buckets are processed in: the valid ones by day, request order among equal days, then the
+    /// malformed ones (they write nothing, so they should not spend the rate limit before the others), by day too.
     var processingOrder: [Bucket] {
         buckets.sorted { first, second in
-            switch (first.day, second.day) {
+            let (firstValid, secondValid) = (first.isValid, second.isValid)
+            if firstValid != secondValid { return firstValid }
+            return switch (first.day, second.day) {
             case (let firstDay?, let secondDay?) where firstDay != secondDay: firstDay < secondDay
             case (.some, .none): true
             case (.none, .some): false

@@ -204,7 +204,7 @@ paths:
         its own idempotency key (the bucket's idempotencyKey; the Idempotency-Key header is not used by a batch),
         its own checks, reasons, audit row and stored answer, and its own hit of the walker's ingest rate limit
         (rateLimit.ingestPerMinute counts buckets, not requests). Buckets run one after another in day order (request
-        order for equal days; buckets without a readable day last); the results come back in request order, each
+        order for equal days; malformed buckets last); the results come back in request order, each
         with the status and body POST /step/ingest would have answered (a replayed bucket gets its stored answer,
         a bucket past the rate limit 429 RATE_LIMITED, every bucket of a suspended walker 403 WALKER_SUSPENDED).
         One bad bucket fails only itself. The session token and, in
