@@ -236,22 +236,13 @@ struct JobQueueTests {
                 _ = try await JobQueue.enqueue(Self.job("w\(index)", key: nil, at: runAt), in: tx, now: Self.t0)
             }
         }
-        let plan = try await test.store.withoutTransaction { tx in
+        let claim = try await test.store.withoutTransaction { tx in
             try await tx.sql.raw("ANALYZE jobs").run()
-            let claim = JobQueue.claimStatement(
+            return JobQueue.claimStatement(
                 tx, limit: 16, lease: Self.t0.addingTimeInterval(60).millisecondsSince1970,
                 now: Self.t0.millisecondsSince1970)
-            switch tx.kind {
-            case .postgres:
-                return try await tx.sql.raw("EXPLAIN " + claim).all().map {
-                    try $0.decode(column: "QUERY PLAN", as: String.self)
-                }
-            case .sqlite:
-                return try await tx.sql.raw("EXPLAIN QUERY PLAN " + claim).all().map {
-                    try $0.decode(column: "detail", as: String.self)
-                }
-            }
         }
+        let plan = try await QueryPlan.of(claim, in: test.store).components(separatedBy: " | ")
         #expect(!plan.isEmpty)
         // PostgreSQL calls a whole-table read "Seq Scan on jobs", SQLite "SCAN jobs" (SEARCH is a lookup).
         let wholeTable = plan.filter { $0.contains("Seq Scan on jobs") || $0.hasPrefix("SCAN jobs") }
