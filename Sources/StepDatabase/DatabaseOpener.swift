@@ -16,6 +16,8 @@ package enum DatabaseOpener {
     /// or mistyped), which a file name seldom holds; such a file is named with `sqlite://` (or a `file:` URI). The text says nothing of
     /// the URL itself.
     package static func problem(_ url: String) -> String? {
+        // SQLite opens a private temporary database for an empty name, deleted when it closes: nothing would be kept.
+        if url == "sqlite://" { return "sqlite:// names no file: give sqlite://PATH" }
         if isPostgres(url) || url.hasPrefix("sqlite://") { return nil }
         let lowercased = url.lowercased()
         if url.contains("://") || lowercased.hasPrefix("postgres:") || lowercased.hasPrefix("postgresql:") {

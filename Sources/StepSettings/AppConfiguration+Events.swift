@@ -47,6 +47,7 @@ extension AppConfiguration {
                 else {
                     throw reader.error(.webhookUrl, "must be an http or https URL")
                 }
+                if let problem = OutboundURL.portProblem(url) { throw reader.error(.webhookUrl, problem) }
                 webhookURL = url
             }
             webhookSecret = try reader.signingKey(.webhookSecret)

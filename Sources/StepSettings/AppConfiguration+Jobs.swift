@@ -58,11 +58,16 @@ extension AppConfiguration {
         package init(reader config: ConfigReader) throws {
             let reader = SettingsReader<Key>(config)
             maxAttempts = try reader.int(.maxAttempts, in: 1...100) ?? maxAttempts
-            leaseSeconds = try reader.double(.leaseSeconds, in: 1...86_400) ?? leaseSeconds
+            // A lease and heartbeat that disagree are blamed on a key that was set, not on one left at its default.
+            let lease = try reader.double(.leaseSeconds, in: 1...86_400)
+            leaseSeconds = lease ?? leaseSeconds
             heartbeatSeconds = try reader.double(.heartbeatSeconds, in: 0.1...3600) ?? min(10, leaseSeconds / 3)
             guard leaseSeconds > heartbeatSeconds else {
-                throw reader.error(.leaseSeconds, "must exceed jobs.heartbeatSeconds")
+                throw lease == nil
+                    ? reader.error(.heartbeatSeconds, "must be below jobs.leaseSeconds (\(leaseSeconds), its default)")
+                    : reader.error(.leaseSeconds, "must exceed jobs.heartbeatSeconds")
             }
+            // The base's range ends at the cap's default, so a cap below the base is always one that was set.
             backoffBaseSeconds = try reader.double(.backoffBaseSeconds, in: 0.01...3600) ?? backoffBaseSeconds
             backoffCapSeconds = try reader.double(.backoffCapSeconds, in: 0.01...86_400) ?? backoffCapSeconds
             guard backoffCapSeconds >= backoffBaseSeconds else {

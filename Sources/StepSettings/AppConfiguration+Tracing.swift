@@ -25,6 +25,7 @@ extension AppConfiguration {
             if let endpoint = try reader.string(.otlpEndpoint) {
                 guard let url = URL(string: endpoint), url.scheme == "http" || url.scheme == "https", url.host != nil
                 else { throw reader.error(.otlpEndpoint, "must be an http:// or https:// URL, not '\(endpoint)'") }
+                if let problem = OutboundURL.portProblem(endpoint) { throw reader.error(.otlpEndpoint, problem) }
                 otlpEndpoint = endpoint
             }
             if let name = try reader.string(.serviceName) {

@@ -125,7 +125,13 @@ package struct AppConfiguration: Sendable {
         if url.lowercased().hasPrefix("https://") { return true }
         guard let host = URL(string: url)?.host?.lowercased() else { return false }
         if host == "localhost" || host == "::1" || host == "[::1]" { return true }
-        let octets = host.split(separator: ".", omittingEmptySubsequences: false).map { UInt8($0) }
+        // Each octet in plain decimal: the resolver reads `0127` as octal (87) and may take other spellings too.
+        let octets = host.split(separator: ".", omittingEmptySubsequences: false).map { octet -> UInt8? in
+            guard (1...3).contains(octet.count), octet.allSatisfy(\.isASCII), octet.allSatisfy(\.isNumber),
+                octet == "0" || !octet.hasPrefix("0")
+            else { return nil }
+            return UInt8(octet)
+        }
         return octets.count == 4 && !octets.contains(nil) && octets.first == 127
     }
 }

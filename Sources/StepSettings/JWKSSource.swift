@@ -17,6 +17,7 @@ extension SettingsReader {
             guard url.hasPrefix("https://") || url.hasPrefix("http://") else {
                 throw error(urlKey, "must be an http(s) URL")
             }
+            if let problem = OutboundURL.portProblem(url) { throw error(urlKey, problem) }
             return .url(url)
         case (nil, nil):
             return nil

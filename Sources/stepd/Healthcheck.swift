@@ -27,6 +27,7 @@ struct Healthcheck: AsyncParsableCommand {
         if let url, URL(string: url)?.scheme?.hasPrefix("http") != true {
             throw ValidationError("--url must be an http:// or https:// URL")
         }
+        if let url, let problem = OutboundURL.portProblem(url) { throw ValidationError("--url \(problem)") }
     }
 
     func run() async throws {

@@ -15,6 +15,10 @@ struct KeySetURLTests {
             ("jwt.jwksUrl", "http://auth.example/jwks.json"),
             ("jwt.jwksUrl", "http://127.evil.example/jwks.json"),
             ("jwt.jwksUrl", "http://10.0.0.7:8080/jwks.json"),
+            // The resolver reads a leading zero as octal: 0127.0.0.1 is 87.0.0.1, another machine.
+            ("jwt.jwksUrl", "http://0127.0.0.1:8080/jwks.json"),
+            ("jwt.jwksUrl", "http://127.0.0.01/jwks.json"),
+            ("jwt.jwksUrl", "http://+127.0.0.1/jwks.json"),
             ("appCheck.jwksUrl", "http://keys.example/v1/jwks"),
         ])
     func refused(key: String, url: String) {
@@ -31,7 +35,7 @@ struct KeySetURLTests {
     @Test(
         "https, and http to this machine's loopback, are taken in production; test-phase takes any http(s) URL",
         arguments: [
-            "https://auth.example/jwks.json", "http://127.0.0.1:8080/jwks.json",
+            "https://auth.example/jwks.json", "http://127.0.0.1:8080/jwks.json", "http://127.0.0.0:8080/jwks.json",
             "http://localhost:9/jwks.json", "http://[::1]:9/jwks.json",
         ])
     func taken(url: String) throws {

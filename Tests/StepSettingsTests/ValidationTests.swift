@@ -90,6 +90,8 @@ struct ValidationTests {
         (["jobs.leaseSeconds": "10", "jobs.heartbeatSeconds": "10"], "jobs.leaseSeconds"),
         (["jobs.leaseSeconds": "5", "jobs.heartbeatSeconds": "6"], "jobs.leaseSeconds"),
         (["jobs.heartbeatSeconds": "0.01"], "jobs.heartbeatSeconds"),
+        // Only the heartbeat set, beyond the lease's default (30 s): the heartbeat is named, not the lease.
+        (["jobs.heartbeatSeconds": "45"], "jobs.heartbeatSeconds"),
         (["jobs.backoffBaseSeconds": "0"], "jobs.backoffBaseSeconds"),
         (["jobs.backoffBaseSeconds": "10", "jobs.backoffCapSeconds": "5"], "jobs.backoffCapSeconds"),
         (["idempotency.leaseSeconds": "3601"], "idempotency.leaseSeconds"),
@@ -105,6 +107,26 @@ struct ValidationTests {
             "events.webhookUrl"
         ),
         (["events.webhookUrl": "https://push.example", "events.webhookSecret": "short"], "events.webhookSecret"),
+        // A port no connection can use: the HTTP client would stop the process on it at the first delivery.
+        (
+            [
+                "events.webhookUrl": "https://10.0.0.5:84430/hook",
+                "events.webhookSecret": String(repeating: "s", count: 32),
+            ],
+            "events.webhookUrl"
+        ),
+        (
+            [
+                "events.webhookUrl": "http://127.0.0.1:99999999999999999999/hook",
+                "events.webhookSecret": String(repeating: "s", count: 32),
+            ],
+            "events.webhookUrl"
+        ),
+        (["tracing.otlpEndpoint": "http://127.0.0.1:65536/v1/traces"], "tracing.otlpEndpoint"),
+        (["tracing.otlpEndpoint": "http://[::1]:0/v1/traces"], "tracing.otlpEndpoint"),
+        (["jwt.jwksUrl": "https://auth.example:443443/jwks.json"], "jwt.jwksUrl"),
+        (["appCheck.jwksUrl": "https://keys.example:/jwks", "jwt.jwksFile": "/k.json"], "appCheck.jwksUrl"),
+        (["database.url": "sqlite://"], "database.url"),
         (["events.webhookMaxAttempts": "101"], "events.webhookMaxAttempts"),
         (["events.webhookTimeoutSeconds": "0.05"], "events.webhookTimeoutSeconds"),
         (["events.pollIntervalSeconds": "0"], "events.pollIntervalSeconds"),
