@@ -11,6 +11,18 @@ package enum JobState: String, Sendable, Hashable, CaseIterable {
     case dead
 }
 
+/// What recording a failed attempt did to its job (`JobQueue.fail`).
+package enum FailedAttempt: Sendable, Hashable {
+    /// Pending again, after its backoff.
+    case pending
+    /// Dead: that was its last allowed attempt, or the failure was final.
+    case dead
+    /// Removed: a pending job with its dedupe key does the same work.
+    case coalesced
+    /// Nothing: the job is no longer this claim's (its lease ran out and another claim holds it, or it is gone).
+    case leaseLost
+}
+
 /// A job to enqueue: a kind with a JSON payload, scoped to a walker (or to none, `walkerId` ""), run no
 /// earlier than `runAt`. While a pending job with the same `dedupeKey` exists for the walker, enqueueing
 /// another does nothing: a burst of work for one walker × day coalesces into one job.

@@ -95,7 +95,7 @@ package struct JobQueue: Sendable {
         let nowMs = now.millisecondsSince1970
         let rescue = turns.claimRescue(at: now, every: rescueIntervalSeconds)
         return try await store.withoutTransaction { tx in
-            if rescue { _ = try await Self.rescue(tx, now: now) }
+            if rescue { turns.noteAbandoned(try await Self.rescue(tx, now: now)) }
             let rows = try await tx.sql.raw(
                 Self.claimStatement(tx, limit: limit, lease: lease, now: nowMs, excludingKinds: excludingKinds)
             ).all()
@@ -182,7 +182,7 @@ package struct JobQueue: Sendable {
     /// Parks as dead every job whose lease ran out during its last allowed attempt: its worker died or hung
     /// on it `maxAttempts` times (River's rescuer, Oban's Lifeline). Returns how many.
     @discardableResult
-    static func rescue(_ tx: StoreTransaction, now: Date) async throws -> Int {
+    static func rescue(_ tx: StoreTransaction, now: Date) async throws -> [(id: String, kind: String)] {
         let nowMs = now.millisecondsSince1970
         return try await tx.sql.raw(
             """
@@ -192,10 +192,16 @@ package struct JobQueue: Sendable {
                 SELECT job_id FROM jobs
                 WHERE state = 'running' AND lease_until <= \(bind: nowMs) AND attempts >= max_attempts
                 \(tx.forUpdateSkipLocked))
-            RETURNING job_id
+            RETURNING job_id, kind
             """
-        ).all().count
+        ).all().map {
+            (try $0.decode(column: "job_id", as: String.self), try $0.decode(column: "kind", as: String.self))
+        }
     }
+
+    /// The jobs this queue's claims parked as dead since the last call (`rescue`), each once: a worker reports
+    /// them, since no attempt of theirs ended to report itself.
+    package func takeAbandoned() -> [(id: String, kind: String)] { turns.takeAbandoned() }
 
     /// The heartbeat: extends the lease of a job this claim still holds to `leaseSeconds` from `now`.
     /// Returns what it found, so a worker can tell a lost lease from a job that is simply gone (finished).
@@ -257,17 +263,22 @@ package struct JobQueue: Sendable {
 
     /// Records a failed attempt: pending again after the backoff, or dead after the last attempt (or at once when
     /// the failure is `final`: no attempt can succeed). A job whose dedupe key already has a pending job (enqueued
-    /// while this one ran) is removed instead of retried: that job does the same work. Returns the state the job is
-    /// left in, nil when it was removed or no longer this claim's.
+    /// while this one ran) is removed instead of retried: that job does the same work. Returns what became of the
+    /// job: left pending or dead, removed into its pending twin (`coalesced`), or nothing, the job being no longer
+    /// this claim's (`leaseLost`: its lease ran out and another claim holds it, or it is gone).
     @discardableResult
-    package func fail(_ job: ClaimedJob, error: String, final: Bool = false, now: Date) async throws -> JobState? {
+    package func fail(_ job: ClaimedJob, error: String, final: Bool = false, now: Date) async throws
+        -> FailedAttempt
+    {
         let retryAt = now.addingTimeInterval(backoff.delay(afterAttempt: job.attempt)).millisecondsSince1970
         let message = String(error.prefix(500))
         // An enqueue of the key that commits between the check and the update makes the update conflict; run
         // again, the check finds the pending job.
         return try await store.transactionRerunOnConflict { tx in
             let fence = Self.fence(job)
-            if !final, job.attempt < job.maxAttempts, try await Self.removeForPendingTwin(job, in: tx) { return nil }
+            if !final, job.attempt < job.maxAttempts, try await Self.removeForPendingTwin(job, in: tx) {
+                return .coalesced
+            }
             let row = try await tx.sql.raw(
                 """
                 UPDATE jobs SET state = CASE WHEN attempts >= max_attempts OR \(bind: final) THEN 'dead' ELSE 'pending' END,
@@ -277,7 +288,8 @@ package struct JobQueue: Sendable {
                 RETURNING state
                 """
             ).first()
-            return try row.flatMap { JobState(rawValue: try $0.decode(column: "state", as: String.self)) }
+            guard let row else { return .leaseLost }
+            return try row.decode(column: "state", as: String.self) == JobState.dead.rawValue ? .dead : .pending
         }
     }
 
@@ -514,6 +526,10 @@ package struct JobQueue: Sendable {
     {
         let nowMs = now.millisecondsSince1970
         let next = now.addingTimeInterval(seconds).millisecondsSince1970
+        // A schedule further off than a whole period (and a minute, for clocks that disagree) was set with a longer
+        // period than this one: the period was shortened (a retention made stricter), so it runs now rather than
+        // after the rest of the old one.
+        let shortened = next + Self.scheduleSlackMs
         return try await store.transaction { tx in
             try await tx.sql.raw(
                 """
@@ -524,7 +540,7 @@ package struct JobQueue: Sendable {
             let moved = try await tx.sql.raw(
                 """
                 UPDATE job_schedules SET next_run_at = \(bind: next)
-                WHERE name = \(bind: name) AND next_run_at <= \(bind: nowMs)
+                WHERE name = \(bind: name) AND (next_run_at <= \(bind: nowMs) OR next_run_at > \(bind: shortened))
                 RETURNING name
                 """
             ).first()
@@ -533,6 +549,9 @@ package struct JobQueue: Sendable {
             return true
         }
     }
+
+    /// How far past a whole period a schedule may lie before it is taken as set by a longer period.
+    static let scheduleSlackMs = 60_000
 
     // MARK: Rows
 
@@ -583,6 +602,18 @@ private final class QueueTurns: Sendable {
     private let lastRescue = Mutex<Date?>(nil)
     /// Jobs claimed since the queue last vacuumed its table (`JobQueue.vacuumIfChurned`).
     let claimed = Atomic<Int>(0)
+    private let abandoned = Mutex<[(id: String, kind: String)]>([])
+
+    func noteAbandoned(_ jobs: [(id: String, kind: String)]) {
+        if !jobs.isEmpty { abandoned.withLock { $0 += jobs } }
+    }
+
+    func takeAbandoned() -> [(id: String, kind: String)] {
+        abandoned.withLock { jobs in
+            defer { jobs = [] }
+            return jobs
+        }
+    }
 
     /// True, and the turn taken, when no rescue ran within `interval` of `now` (by the callers' clock, which
     /// tests pin).

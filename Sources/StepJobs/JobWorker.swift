@@ -149,6 +149,14 @@ package struct JobWorker: Service {
     private func runBatch() async throws -> Int {
         let jobs = Self.runOrder(
             try await queue.claim(limit: max(1, settings.batchSize), now: clock(), excludingKinds: excludedKinds))
+        // Jobs the claim parked as dead (their worker stopped during their last attempt): no attempt of theirs
+        // ended to count them, so they are counted and logged here.
+        for abandoned in queue.takeAbandoned() {
+            logger.warning(
+                "job dead: its worker stopped during its last allowed attempt",
+                metadata: ["job": .string(abandoned.id), "kind": .string(abandoned.kind)])
+            observe(abandoned.kind, .dead)
+        }
         guard !jobs.isEmpty else { return 0 }
         var together: [TransactionalRun] = []
         var alone: [ClaimedJob] = []
@@ -408,8 +416,9 @@ package struct JobWorker: Service {
             let final = if case JobError.unrecoverable = error { true } else { false }
             switch try await queue.fail(job, error: message, final: final, now: clock()) {
             case .dead: return .dead
-            case .pending, .running: return .retried
-            case nil: return .coalesced
+            case .pending: return .retried
+            case .coalesced: return .coalesced
+            case .leaseLost: return .leaseLost
             }
         } catch {
             // The lease runs out and the job is claimed again; the failure is counted then.

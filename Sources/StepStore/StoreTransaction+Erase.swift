@@ -14,10 +14,19 @@ package struct WalkerErasure: Sendable, Hashable {
 package struct WalkerErasureRefusal: Error, Hashable, CustomStringConvertible {
     package var walkerId: String
     package var runningJobKinds: [String]
+    /// Of those, the jobs whose lease has run out: their worker stopped, and they finish only once a worker takes
+    /// them over.
+    package var lapsedJobKinds: [String] = []
 
     package var description: String {
-        "walker \(walkerId) has \(runningJobKinds.count) job(s) running (\(runningJobKinds.joined(separator: ", "))); "
-            + "try again once they finish (stepd jobs list --state running)"
+        let running =
+            "walker \(walkerId) has \(runningJobKinds.count) job(s) running (\(runningJobKinds.joined(separator: ", ")))"
+        guard lapsedJobKinds.isEmpty else {
+            return running + "; the worker of \(lapsedJobKinds.count) of them stopped, and a worker takes such a job "
+                + "over once its lease has run out: start one (stepd worker, or stepd serve with the worker on) and try "
+                + "again once they finish (stepd jobs list --state running)"
+        }
+        return running + "; try again once they finish (stepd jobs list --state running)"
     }
 }
 
@@ -63,11 +72,17 @@ extension StoreTransaction {
         // claims one between the check and the delete; SQLite has one writer anyway.
         _ = try await sql.raw("SELECT walker_id FROM walkers WHERE walker_id = \(bind: walkerId)\(forUpdate)").all()
         let jobs = try await sql.raw(
-            "SELECT kind, state FROM jobs WHERE walker_id = \(bind: walkerId)\(forUpdate)"
+            "SELECT kind, state, lease_until FROM jobs WHERE walker_id = \(bind: walkerId)\(forUpdate)"
         ).all()
         let running = try jobs.filter { try $0.decode(column: "state", as: String.self) == "running" }
-            .map { try $0.decode(column: "kind", as: String.self) }
-        guard running.isEmpty else { throw WalkerErasureRefusal(walkerId: walkerId, runningJobKinds: running) }
+        guard running.isEmpty else {
+            let lapsed = try running.filter {
+                try ($0.decode(column: "lease_until", as: Int?.self) ?? 0) <= now.millisecondsSince1970
+            }
+            throw WalkerErasureRefusal(
+                walkerId: walkerId, runningJobKinds: try running.map { try $0.decode(column: "kind", as: String.self) },
+                lapsedJobKinds: try lapsed.map { try $0.decode(column: "kind", as: String.self) })
+        }
 
         let pseudonym = "erased-" + String(StoreTransactionID.makeRandom().filter { $0 != "-" }.prefix(16))
         var erasure = WalkerErasure(pseudonym: pseudonym)

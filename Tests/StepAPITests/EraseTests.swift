@@ -95,11 +95,23 @@ struct EraseTests {
         try await harness.run { client in
             let token = try await harness.token(for: Self.erased)
             #expect(try await client.ingest(IngestBody(count: 8421), token: token).status == .ok)
-            try await Self.insertJob(harness, walker: Self.erased, id: "running-job", state: "running")
+            let leaseEnd = harness.clock.now.addingTimeInterval(30).millisecondsSince1970
+            try await Self.insertJob(
+                harness, walker: Self.erased, id: "running-job", state: "running", leaseUntil: leaseEnd)
             let before = try await Self.rowCounts(harness, walker: Self.erased)
-            await #expect(throws: WalkerErasureRefusal.self) {
+            let refusal = await #expect(throws: WalkerErasureRefusal.self) {
                 try await harness.store.eraseWalker(Self.erased, actor: .commandLine, at: harness.clock.now)
             }
+            #expect(refusal?.runningJobKinds == ["reconcile-steps"] && refusal?.lapsedJobKinds == [])
+            #expect(refusal?.description.contains("worker of") == false)
+            #expect(try await Self.rowCounts(harness, walker: Self.erased) == before)
+            // Its worker stopped (the lease has run out): the refusal says a worker must take the job over first.
+            let lapsed = await #expect(throws: WalkerErasureRefusal.self) {
+                try await harness.store.eraseWalker(
+                    Self.erased, actor: .commandLine, at: harness.clock.now.addingTimeInterval(31))
+            }
+            #expect(lapsed?.lapsedJobKinds == ["reconcile-steps"])
+            #expect(lapsed?.description.contains("start one (stepd worker") == true)
             #expect(try await Self.rowCounts(harness, walker: Self.erased) == before)
         }
     }
@@ -154,13 +166,16 @@ struct EraseTests {
         try await insertJob(harness, walker: walker, id: "job-" + walker, state: "pending")
     }
 
-    static func insertJob(_ harness: TestHarness, walker: String, id: String, state: String) async throws {
+    static func insertJob(
+        _ harness: TestHarness, walker: String, id: String, state: String, leaseUntil: Int? = nil
+    ) async throws {
         try await harness.store.transaction { tx in
             try await tx.sql.raw(
                 """
-                INSERT INTO jobs (walker_id, job_id, kind, payload, state, run_at, max_attempts, created_at, updated_at)
+                INSERT INTO jobs (walker_id, job_id, kind, payload, state, run_at, lease_until, max_attempts,
+                    created_at, updated_at)
                 VALUES (\(bind: walker), \(bind: id), 'reconcile-steps', \(bind: #"{"walkerId":"\#(walker)"}"#),
-                    \(bind: state), 0, 3, 0, 0)
+                    \(bind: state), 0, \(bind: leaseUntil), 3, 0, 0)
                 """
             ).run()
         }

@@ -181,7 +181,7 @@ struct JobQueueTests {
         #expect(second.id == first.id && second.attempt == 2)
         // The first claim is fenced off: it can neither finish nor fail the job.
         #expect(try await !test.store.transaction { try await JobQueue.complete(first, in: $0) })
-        #expect(try await queue.fail(first, error: "late", now: Self.t0.addingTimeInterval(71)) == nil)
+        #expect(try await queue.fail(first, error: "late", now: Self.t0.addingTimeInterval(71)) == .leaseLost)
         #expect(try await queue.job(id: first.id)?.state == .running)
         #expect(try await test.store.transaction { try await JobQueue.complete(second, in: $0) })
         #expect(try await queue.job(id: first.id) == nil)
@@ -353,7 +353,7 @@ struct JobQueueTests {
         try await #require(Self.enqueue(Self.job(attempts: 2), test.store))
         let running = try #require(try await queue.claim(limit: 1, now: Self.t0).first)
         try await #require(Self.enqueue(Self.job(attempts: 2), test.store))
-        #expect(try await queue.fail(running, error: "boom", now: Self.t0) == nil)
+        #expect(try await queue.fail(running, error: "boom", now: Self.t0) == .coalesced)
         #expect(try await queue.job(id: running.id) == nil)
         #expect(try await queue.list(state: .pending).count == 1)
 
@@ -558,6 +558,14 @@ struct JobQueueTests {
                 schedule: "prune", every: 3600, job: job, now: Self.t0.addingTimeInterval(3600)))
         // The first period's job was still pending, so the second coalesced into it.
         #expect(try await queues[0].list(state: .pending).count == 1)
+        // The period shortened to 600 s (a restart with a stricter retention): the run due in an hour under the
+        // old period comes now, and the next one a new period later; a period shortened by less than the slack
+        // keeps its schedule.
+        let restart = Self.t0.addingTimeInterval(3700)
+        #expect(try await queues[0].enqueueIfDue(schedule: "prune", every: 600, job: job, now: restart))
+        #expect(try await !queues[0].enqueueIfDue(schedule: "prune", every: 600, job: job, now: restart + 599))
+        #expect(try await !queues[0].enqueueIfDue(schedule: "prune", every: 570, job: job, now: restart + 1))
+        #expect(try await queues[0].enqueueIfDue(schedule: "prune", every: 600, job: job, now: restart + 600))
         try await other.database.close()
         try await test.close()
     }

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import SQLKit
 import StepDatabase
 import StepStore
 import StepTestSupport
@@ -129,6 +130,61 @@ struct JobRescueTests {
         #expect(try await queue.job(id: current.id)?.leaseUntil == now.addingTimeInterval(5 + Self.lease))
         #expect(try await test.store.transaction { try await JobQueue.complete(current, in: $0) })
         #expect(try await queue.extendLease(current, now: now.addingTimeInterval(6)) == .gone)
+        try await test.close()
+    }
+
+    @Test(
+        "a job the rescuer parks is counted dead once, by the worker whose claim parked it",
+        arguments: TestDatabases.kinds)
+    func rescuedCountedDead(kind: DatabaseKind) async throws {
+        let test = try await TestDatabases.make(kind)
+        let queue = JobQueue(store: test.store, leaseSeconds: Self.lease)
+        _ = try await Self.enqueueOne(test.store, maxAttempts: 1)
+        // Its only attempt's worker dies: claimed, never finished.
+        let claimed = try #require(try await queue.claim(limit: 1, now: Self.t0).first)
+        let clock = Mutex(Self.t0.addingTimeInterval(Self.lease + queue.rescueIntervalSeconds))
+        let outcomes = Mutex<[String]>([])
+        let worker = JobWorker(
+            queue: queue, handlers: JobRegistry([:]), settings: WorkerSettings(), clock: { clock.withLock { $0 } },
+            logger: Logger(label: "test"),
+            observe: { kind, outcome in outcomes.withLock { $0.append("\(kind) \(outcome.rawValue)") } })
+        #expect(try await !worker.runNext())
+        #expect(try await queue.job(id: claimed.id)?.state == .dead)
+        #expect(outcomes.withLock { $0 } == ["poison dead"])
+        // The next claims count it no more.
+        clock.withLock { $0 = $0.addingTimeInterval(queue.rescueIntervalSeconds) }
+        #expect(try await !worker.runNext())
+        #expect(outcomes.withLock { $0 } == ["poison dead"])
+        #expect(queue.takeAbandoned().isEmpty)
+        try await test.close()
+    }
+
+    @Test(
+        "a failed attempt whose job another claim took over is counted lease_lost, not coalesced",
+        arguments: TestDatabases.kinds)
+    func failureAfterTakeover(kind: DatabaseKind) async throws {
+        let test = try await TestDatabases.make(kind)
+        let store = test.store
+        let handlers: [String: JobHandler] = [
+            "poison": .standalone { job, store in
+                // Another worker claims the job again meanwhile (its claim bumps the attempt), then this attempt
+                // fails.
+                try await store.transaction { tx in
+                    try await tx.sql.raw("UPDATE jobs SET attempts = attempts + 1 WHERE job_id = \(bind: job.id)").run()
+                }
+                throw JobError.failed("the push service answered 503")
+            }
+        ]
+        let outcomes = Mutex<[JobOutcome]>([])
+        let worker = JobWorker(
+            queue: JobQueue(store: store, leaseSeconds: Self.lease), handlers: JobRegistry(handlers),
+            settings: WorkerSettings(), clock: { Self.t0 }, logger: Logger(label: "test"),
+            observe: { _, outcome in outcomes.withLock { $0.append(outcome) } })
+        _ = try await Self.enqueueOne(store, maxAttempts: 3)
+        #expect(try await worker.runNext())
+        #expect(outcomes.withLock { $0 } == [.leaseLost])
+        let row = try #require(try await JobQueue(store: store).list(state: nil).first)
+        #expect(row.state == .running && row.attempts == 2 && row.lastError == nil, "the other claim's row stays")
         try await test.close()
     }
 }
