@@ -4,18 +4,38 @@ import OpenAPIRuntime
 import struct Foundation.URL
 
 /// Remembers that the server refused the last session token, so the next request asks the app for a new one.
+/// While that refresh is under way, every other request waits for its token instead of taking the provider's
+/// cached one, which the server has just refused: a request retried after a 401 then always carries a refreshed
+/// token, even when another request (the events stream, a read) started the refresh.
 actor TokenGate {
     private var refreshNext = false
+    private var refreshing: Task<String, any Error>?
 
     func requestRefresh() { refreshNext = true }
 
     func token(from credentials: any StepLedgerCredentials) async throws -> String {
-        let refresh = refreshNext
+        if let refreshing {
+            do {
+                return try await refreshing.value
+            } catch {
+                throw CredentialsUnavailable(underlying: String(describing: error))
+            }
+        }
+        guard refreshNext else {
+            do {
+                return try await credentials.sessionToken(refresh: false)
+            } catch {
+                throw CredentialsUnavailable(underlying: String(describing: error))
+            }
+        }
         refreshNext = false
+        let refresh = Task { try await credentials.sessionToken(refresh: true) }
+        refreshing = refresh
+        defer { refreshing = nil }
         do {
-            return try await credentials.sessionToken(refresh: refresh)
+            return try await refresh.value
         } catch {
-            if refresh { refreshNext = true }
+            refreshNext = true
             throw CredentialsUnavailable(underlying: String(describing: error))
         }
     }
