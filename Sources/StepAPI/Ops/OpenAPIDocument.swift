@@ -2987,6 +2987,7 @@ components:
         decision:
           type: [string, 'null']
           enum: [accept, reject, null]
+          description: The decision on a resolved entry; null when the entry was closed without one, by the walker's erasure (`stepd walker erase`).
         note:
           type: [string, 'null']
         decidedBy:

@@ -13,6 +13,7 @@
 
   const REFRESH_MS = 3000;
   const BULK_CHUNK = 100;
+  const ADVANCE_PAGES = 5;
   const PERMISSIONS = {
     viewer: ["read"],
     reviewer: ["read", "decide"],
@@ -58,6 +59,28 @@
     }
     append(node, children);
     return node;
+  }
+
+  /**
+   * Runs `paint`, which replaces nodes, and gives the keyboard focus back to the control that had it, found again
+   * in the new nodes by its id or by its data-test and data-id: a live refresh must not throw a keyboard user's
+   * place away. When the control is gone or now disabled, the focus stays where the browser left it.
+   */
+  function keepingFocus(paint) {
+    const active = document.activeElement;
+    const key = active instanceof HTMLElement && active !== document.body ? focusKey(active) : null;
+    paint();
+    if (!key || active.isConnected) return;
+    const again = key.id ? document.getElementById(key.id) : document.querySelector(key.selector);
+    if (again instanceof HTMLElement && !again.disabled) again.focus({ preventScroll: true });
+  }
+
+  function focusKey(node) {
+    if (node.id) return { id: node.id };
+    if (!node.dataset.test) return null;
+    let selector = `[data-test="${CSS.escape(node.dataset.test)}"]`;
+    if (node.dataset.id) selector += `[data-id="${CSS.escape(node.dataset.id)}"]`;
+    return { selector };
   }
 
   function append(node, children) {
@@ -307,6 +330,11 @@
   }
 
   async function signOut() {
+    // The entry open on the page is given back first, as leaving it would: the session ends, and the claim would
+    // otherwise hold colleagues off it until it expires.
+    const detail = state.detail;
+    const released = heldByMe(detail)
+      && await api("POST", `/admin/reviews/${enc(detail.entry.id)}/release`).then(() => true, () => false);
     try {
       await api("DELETE", "/admin/session");
     } catch (error) {
@@ -314,6 +342,7 @@
       // 401 means it had ended already.
       if (error.status !== 401) {
         showError(new APIError(error.status, error.code, `Not signed out: ${error.message} Try again.`));
+        if (released) reloadDetail();
         return;
       }
     }
@@ -474,7 +503,7 @@
       const data = await api("GET", `/admin/reviews?${queueParams()}`);
       if (generation !== state.generation) return;
       takeQueue(data);
-      paintQueue();
+      keepingFocus(paintQueue);
     } catch (error) {
       if (generation === state.generation) showError(error);
     }
@@ -503,6 +532,17 @@
       `${mine ? "you" : claim.operator} until ${clock(claim.until)}`);
   }
 
+  /** A resolved entry's status in one word: accepted, rejected, or closed (no decision: the walker was erased). */
+  function resolvedAs(entry) {
+    return entry.decision === "accept" ? "accepted" : entry.decision === "reject" ? "rejected" : "closed";
+  }
+
+  /** How a resolved entry ended: the decision and who made it, or closed by the walker's erasure. */
+  function resolution(entry) {
+    if (!entry.decision) return "closed without a decision (the walker was erased)";
+    return `resolved: ${entry.decision} by ${entry.decidedBy || "—"}`;
+  }
+
   function paintQueue() {
     const body = $("queue-body");
     if (!body) return;
@@ -522,7 +562,7 @@
     h("td", { class: "number" }, number(entry.energyAtStake)),
     h("td", { title: instant(entry.openedAt) }, age(entry.openedAt)),
     h("td", { test: "row-claim" }, claimText(entry.claim)),
-    h("td", { test: "row-status" }, entry.status === "resolved" ? `${entry.decision || "resolved"}ed` : "open")));
+    h("td", { test: "row-status" }, entry.status === "resolved" ? resolvedAs(entry) : "open")));
     if (!rows.length) {
       rows.push(h("tr", {}, h("td", { colspan: "9", class: "empty", test: "queue-empty" },
         "No entries match these filters.")));
@@ -580,11 +620,16 @@
   // Leaving an open entry this reviewer holds gives it back: moving through entries (j and k, the queue link) would
   // otherwise leave every one passed over claimed for admin.claimSeconds, out of the other reviewers' reach.
   function releaseLeft(detail, next) {
+    if (!heldByMe(detail)) return;
+    if (next.view === "review" && next.id === detail.entry.id) return;
+    api("POST", `/admin/reviews/${enc(detail.entry.id)}/release`).catch(() => {});
+  }
+
+  /** Whether the open entry of `detail` is claimed by the signed-in operator, and the claim still holds. */
+  function heldByMe(detail) {
     const entry = detail && detail.entry;
     const claim = entry && entry.status === "open" ? entry.claim : null;
-    if (!claim || !state.me || claim.operator !== state.me.name || Date.parse(claim.until) <= Date.now()) return;
-    if (next.view === "review" && next.id === entry.id) return;
-    api("POST", `/admin/reviews/${enc(entry.id)}/release`).catch(() => {});
+    return Boolean(claim && state.me && claim.operator === state.me.name && Date.parse(claim.until) > Date.now());
   }
 
   function openEntry(id) {
@@ -654,7 +699,7 @@
       state.detail.entry = data.entry;
       state.detail.evidence = data.evidence || {};
       state.detail.walker = data.walker || {};
-      paintDetailSides();
+      keepingFocus(paintDetailSides);
       await loadAccount(generation);
     } catch (error) {
       if (generation === state.generation) showError(error);
@@ -674,7 +719,7 @@
       if (error.status !== 404) showError(error);
     }
     const node = $("walker-panel");
-    if (node) node.replaceWith(walkerPanel());
+    if (node) keepingFocus(() => node.replaceWith(walkerPanel()));
   }
 
   async function loadQueueList(generation) {
@@ -744,7 +789,7 @@
       fact("Energy at stake", h("span", { test: "entry-stake" }, number(entry.energyAtStake))),
       fact("Opened", `${instant(entry.openedAt)} (${age(entry.openedAt)} ago)`),
       fact("Status", h("span", { test: "entry-status" }, entry.status === "resolved"
-        ? `resolved: ${entry.decision} by ${entry.decidedBy || "—"} at ${instant(entry.resolvedAt)}` : "open")),
+        ? `${resolution(entry)} at ${instant(entry.resolvedAt)}` : "open")),
       entry.note ? fact("Note", h("span", { test: "entry-note" }, entry.note)) : null)));
     $("evidence-slot").replaceChildren(
       panel("Submissions of the day", "submissions-panel",
@@ -830,7 +875,8 @@
     const { entry } = state.detail;
     const line = $("claim-line");
     if (entry.status === "resolved") {
-      line.textContent = `Resolved: ${entry.decision} by ${entry.decidedBy || "—"}.`;
+      const text = resolution(entry);
+      line.textContent = `${text[0].toUpperCase()}${text.slice(1)}.`;
     } else if (!entry.claim) {
       line.textContent = can("decide") ? "Not claimed." : "Your role may look but not decide.";
     } else if (claimedByOther(entry)) {
@@ -997,30 +1043,57 @@
     }
   }
 
-  /** After a decision: the next open entry of the queue (the one after the decided entry, in the queue's order). */
+  /**
+   * After a decision: the next open entry of the queue, in the queue's order, that nobody else holds. Read from the
+   * reviewer's own page (its cursor kept): an entry after the decided one, else the first of the pages after it
+   * (at most ADVANCE_PAGES read), else one the reviewer passed over on that page, else the first page's first.
+   */
   async function advance(doneId) {
     // The reviewer may go elsewhere while the queue is read: then that is where the console stays.
     const generation = state.generation;
-    const params = queueParams();
-    params.delete("cursor");
+    const start = queueParams();
     const before = state.queue.items.map((entry) => entry.id);
     const after = new Set(before.slice(before.indexOf(doneId) + 1));
-    let next = null;
+    const open = (entry) => entry.id !== doneId && entry.status === "open" && !claimedByOther(entry);
+    let found = null;
+    let failed = false;
     try {
-      const data = await api("GET", `/admin/reviews?${params}`);
-      takeQueue(data);
-      const candidates = state.queue.items.filter((entry) => entry.id !== doneId && entry.status === "open"
-        && !claimedByOther(entry));
-      next = candidates.find((entry) => after.has(entry.id)) || candidates[0] || null;
+      let params = start;
+      let passedOver = null;
+      for (let page = 0; page < ADVANCE_PAGES && !found; page += 1) {
+        const data = await api("GET", `/admin/reviews?${params}`);
+        const items = Array.isArray(data.items) ? data.items : [];
+        const next = items.find((entry) => open(entry) && (page > 0 || after.has(entry.id)));
+        if (next) found = { id: next.id, params, data };
+        else if (page === 0 && items.some(open)) passedOver = { id: items.find(open).id, params, data };
+        if (!data.nextCursor) break;
+        params = new URLSearchParams(params);
+        params.set("cursor", data.nextCursor);
+      }
+      found = found || passedOver;
+      if (!found && start.get("cursor")) {
+        const first = new URLSearchParams(start);
+        first.delete("cursor");
+        const data = await api("GET", `/admin/reviews?${first}`);
+        const next = (Array.isArray(data.items) ? data.items : []).find(open);
+        if (next) found = { id: next.id, params: first, data };
+      }
     } catch (error) {
+      failed = true;
       state.flash = { ...(state.flash || {}), error };
     }
     if (generation !== state.generation) return;
-    if (next) {
-      navigate("review", next.id, params);
+    if (found) {
+      takeQueue(found.data);
+      navigate("review", found.id, found.params);
     } else {
-      state.flash = { ...(state.flash || {}), notice: `${(state.flash && state.flash.notice) || ""} No more open entries here.`.trim() };
-      navigate("queue", null, params);
+      if (!failed) {
+        const notice = `${(state.flash && state.flash.notice) || ""} No more open entries here.`.trim();
+        state.flash = { ...(state.flash || {}), notice };
+      }
+      const first = new URLSearchParams(start);
+      first.delete("cursor");
+      navigate("queue", null, first);
     }
   }
 
@@ -1117,7 +1190,7 @@
       state.jobs.nextCursor = data.nextCursor || null;
       const dead = new Set(state.jobs.items.filter((job) => job.state === "dead").map((job) => job.id));
       for (const id of [...state.jobs.checked]) if (!dead.has(id)) state.jobs.checked.delete(id);
-      paintJobs();
+      keepingFocus(paintJobs);
     } catch (error) {
       if (generation === state.generation) showError(error);
     }
