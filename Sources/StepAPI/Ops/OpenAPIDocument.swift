@@ -239,7 +239,7 @@ paths:
               schema:
                 $ref: '#/components/schemas/IngestBatchResponse'
         '400':
-          description: 'INVALID_REQUEST for the whole request: the body is not JSON or not an object, or buckets is missing, not an array, empty or longer than ingest.batchMaxBuckets (details.fields.buckets).'
+          description: 'INVALID_REQUEST for the whole request: the body is not JSON or not an object (details.fields empty), or buckets is missing, not an array, empty or longer than ingest.batchMaxBuckets (details.fields.buckets).'
           content:
             application/json:
               schema:

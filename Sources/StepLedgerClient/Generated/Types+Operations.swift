@@ -176,7 +176,7 @@ internal enum Operations {
                     self.body = body
                 }
             }
-            /// INVALID_REQUEST for the whole request: the body is not JSON or not an object, or buckets is missing, not an array, empty or longer than ingest.batchMaxBuckets (details.fields.buckets).
+            /// INVALID_REQUEST for the whole request: the body is not JSON or not an object (details.fields empty), or buckets is missing, not an array, empty or longer than ingest.batchMaxBuckets (details.fields.buckets).
             ///
             /// - Remark: Generated from `#/paths//step/ingest:batch/post(ingestStepBatch)/responses/400`.
             ///
