@@ -245,6 +245,12 @@ struct AuthTests {
         var other = Self.validClaims(harness.clock.now, sub: "walker-other")
         other.exp = Int(harness.clock.now.timeIntervalSince1970) + 3600
         let unseen = try await signer.sign(other, kid: JWKIdentifier(string: "ec-test"))
+        // Signed by the server's key for another issuer (the identity provider's other tenant): no forgery, and
+        // refused for good once its signature held.
+        var elsewhere = Self.validClaims(harness.clock.now)
+        elsewhere.iss = "https://tenant.example"
+        elsewhere.exp = Int(harness.clock.now.timeIntervalSince1970) + 3600
+        let foreign = try await signer.sign(elsewhere, kid: JWKIdentifier(string: "ec-test"))
         try await harness.run { client in
             #expect(try await client.read("/walker", token: good).status == .ok)
             // Requests that cost no signature check, however many, lock nobody out.
@@ -257,6 +263,8 @@ struct AuthTests {
                     let unknown = try await client.read("/walker", token: token)
                     #expect(try unknown.json["details"] == .object(["reason": .string("TOKEN_UNKNOWN_KEY")]))
                 }
+                let issuer = try await client.read("/walker", token: foreign)
+                #expect(try issuer.json["details"] == .object(["reason": .string("TOKEN_ISSUER")]))
             }
             for _ in 0..<3 {
                 let refused = try await client.read("/walker", token: forged)
@@ -270,6 +278,11 @@ struct AuthTests {
             #expect((1...60).contains(retryAfter))
             // A valid token never seen before needs a signature check: refused too while the lockout lasts.
             #expect(try await client.read("/walker", token: unseen).status == .tooManyRequests)
+            // The other issuer's token, refused before after its signature held, is refused the same way without a
+            // check: its repeats cost nothing, lockout or not.
+            let issuer = try await client.read("/walker", token: foreign)
+            #expect(issuer.status == .unauthorized)
+            #expect(try issuer.json["details"] == .object(["reason": .string("TOKEN_ISSUER")]))
             // The token verified before the lockout is served from the verified cache; past the cache's 30 s, with
             // the lockout still on, it is checked in full again rather than refused: a walker signed in behind the
             // forger's address (a carrier's NAT) keeps working.
@@ -281,6 +294,40 @@ struct AuthTests {
             #expect(try await client.read("/walker", token: unseen).status == .ok)
         }
         #expect(harness.logs.lines.contains { $0.contains(#""authReason":"TOKEN_RATE_LIMITED""#) })
+    }
+
+    @Test(
+        "forged tokens sent at once are counted before they are checked: no more than the limit get a signature check",
+        arguments: TestDatabases.kinds)
+    func concurrentForgeries(kind: DatabaseKind) async throws {
+        let keys = try KeySet()
+        let harness = try await Self.harness(kind: kind, keys: keys) { $0.jwt.maxInvalidPerMinute = 3 }
+        // The start of a minute, so every request falls in the same window.
+        harness.clock.advance(seconds: 30)
+        let forger = try await KeySet().collection()
+        var tokens: [String] = []
+        for index in 0..<24 {
+            tokens.append(
+                try await forger.sign(
+                    Self.validClaims(harness.clock.now, sub: "walker-\(index)"), kid: JWKIdentifier(string: "ec-test")))
+        }
+        try await harness.run { [tokens] client in
+            let reasons = try await withThrowingTaskGroup(of: String.self) { group in
+                for token in tokens {
+                    group.addTask {
+                        let response = try await client.read("/walker", token: token)
+                        guard response.status != .tooManyRequests else { return "429" }
+                        guard case .string(let reason)? = try response.json["details"]?["reason"] else {
+                            return "\(response.status)"
+                        }
+                        return reason
+                    }
+                }
+                return try await group.reduce(into: [String]()) { $0.append($1) }
+            }
+            #expect(reasons.filter { $0 == "TOKEN_SIGNATURE" }.count == 3, "\(reasons)")
+            #expect(reasons.filter { $0 == "429" }.count == 21, "\(reasons)")
+        }
     }
 
     @Test(

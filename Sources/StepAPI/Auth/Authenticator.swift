@@ -1,6 +1,7 @@
 import Foundation
 import Hummingbird
 import StepStore
+import Synchronization
 
 /// Turns `Authorization: Bearer …` into a walker, or a typed refusal. A client address that presented
 /// `limiter`'s maximum of forged tokens this minute gets no further signature checks until the minute ends,
@@ -23,22 +24,25 @@ package struct Authenticator: Sendable {
 
     func authenticate(_ request: Request, address: String) async throws(SessionTokenError) -> SessionPrincipal {
         let now = clock()
+        guard let header = request.headers[.authorization] else { throw .missing }
+        let parts = header.split(separator: " ", maxSplits: 1)
+        guard parts.count == 2, parts[0].lowercased() == "bearer" else { throw .malformed }
+        let token = String(parts[1].trimmingHTTPWhitespace)
+        guard !token.isEmpty, token.utf8.count <= 8192 else { throw .malformed }
+        // The check's turn is taken before it is made, so tokens sent together cannot all pass the lockout before
+        // the first forgery is counted; any outcome but a forgery gives the turn back.
+        let reserved = Mutex(false)
         do throws(SessionTokenError) {
-            guard let header = request.headers[.authorization] else { throw .missing }
-            let parts = header.split(separator: " ", maxSplits: 1)
-            guard parts.count == 2, parts[0].lowercased() == "bearer" else { throw .malformed }
-            let token = String(parts[1].trimmingHTTPWhitespace)
-            guard !token.isEmpty, token.utf8.count <= 8192 else { throw .malformed }
-            return try await verifier.verify(token, now: now) { () throws(SessionTokenError) in
-                if let retryAfter = limiter.lockout(address: address, now: now) {
+            let principal = try await verifier.verify(token, now: now) { () throws(SessionTokenError) in
+                if let retryAfter = limiter.reserve(address: address, now: now) {
                     throw .tooManyInvalid(retryAfterSeconds: retryAfter)
                 }
+                reserved.withLock { $0 = true }
             }
+            if reserved.withLock({ $0 }) { limiter.release(address: address, now: now) }
+            return principal
         } catch {
-            switch error {
-            case .badSignature: limiter.recordFailure(address: address, now: now)
-            default: break
-            }
+            if error != .badSignature, reserved.withLock({ $0 }) { limiter.release(address: address, now: now) }
             throw error
         }
     }

@@ -29,25 +29,60 @@ package final class InvalidTokenLimiter: Sendable {
         let minute = Self.minute(now)
         let failures = windows.withLock { $0[address].flatMap { $0.minute == minute ? $0.failures : nil } ?? 0 }
         guard failures >= maxFailures else { return nil }
-        return max(1, Int((Double(minute + 1) * 60 - now.timeIntervalSince1970).rounded(.up)))
+        return Self.wait(until: minute, now: now)
+    }
+
+    /// Seconds from `now` to the end of `minute`, at least 1.
+    private static func wait(until minute: Int, now: Date) -> Int {
+        max(1, Int((Double(minute + 1) * 60 - now.timeIntervalSince1970).rounded(.up)))
+    }
+
+    /// Takes one of the address's signature checks for this minute before it is made, or answers its lockout (as
+    /// `lockout`) when none is left. Counted before the check, so a burst of tokens sent together cannot all pass
+    /// the lockout before the first failure is counted; a check whose signature holds gives its turn back
+    /// (`release`).
+    func reserve(address: String, now: Date) -> Int? {
+        let address = AddressKey.of(address)
+        let minute = Self.minute(now)
+        let allowed = windows.withLock { windows in
+            let failures = windows[address].flatMap { $0.minute == minute ? $0.failures : nil } ?? 0
+            guard failures < maxFailures else { return false }
+            count(in: &windows, address: address, minute: minute)
+            return true
+        }
+        return allowed ? nil : Self.wait(until: minute, now: now)
+    }
+
+    /// Gives back a turn `reserve` took in the minute of `now`, the check having found no forgery.
+    func release(address: String, now: Date) {
+        let address = AddressKey.of(address)
+        let minute = Self.minute(now)
+        windows.withLock { windows in
+            guard var window = windows[address], window.minute == minute, window.failures > 0 else { return }
+            window.failures -= 1
+            windows[address] = window
+        }
     }
 
     func recordFailure(address: String, now: Date) {
         let address = AddressKey.of(address)
         let minute = Self.minute(now)
-        windows.withLock { windows in
-            if windows[address] == nil, windows.count >= maxAddresses {
-                windows = windows.filter { $0.value.minute == minute }
-                if windows.count >= maxAddresses {
-                    let fewest = windows.sorted { $0.value.failures < $1.value.failures }
-                    for (key, _) in fewest.prefix(windows.count - maxAddresses / 2) { windows[key] = nil }
-                }
+        windows.withLock { count(in: &$0, address: address, minute: minute) }
+    }
+
+    /// One more failure of `address` in `minute`, making room first when `maxAddresses` have a window.
+    private func count(in windows: inout [String: Window], address: String, minute: Int) {
+        if windows[address] == nil, windows.count >= maxAddresses {
+            windows = windows.filter { $0.value.minute == minute }
+            if windows.count >= maxAddresses {
+                let fewest = windows.sorted { $0.value.failures < $1.value.failures }
+                for (key, _) in fewest.prefix(windows.count - maxAddresses / 2) { windows[key] = nil }
             }
-            var window = windows[address] ?? Window(minute: minute, failures: 0)
-            if window.minute != minute { window = Window(minute: minute, failures: 0) }
-            window.failures += 1
-            windows[address] = window
         }
+        var window = windows[address] ?? Window(minute: minute, failures: 0)
+        if window.minute != minute { window = Window(minute: minute, failures: 0) }
+        window.failures += 1
+        windows[address] = window
     }
 
     /// How many addresses have a window.

@@ -106,6 +106,9 @@ package struct SessionTokenVerifier: Sendable {
         let digest = VerifiedTokenCache.digest(token)
         let expiry = cache.expiry(of: digest)
         if let expiry, nowSeconds >= expiry + settings.leewaySeconds { throw .expired }
+        if let refused = cache.refusal(of: digest) {
+            throw nowSeconds >= refused.expiresAt + settings.leewaySeconds ? .expired : refused.error
+        }
         if !(expiry.map { nowSeconds < $0 } ?? false) { try beforeSignatureCheck() }
         let parts = token.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 3, let headerData = Base64URL.decode(parts[0]), let header = Header(headerData)
@@ -138,9 +141,17 @@ package struct SessionTokenVerifier: Sendable {
             if error == .expired { cache.noteExpired(digest, expiresAt: exp, now: now) }
             throw error
         }
-        guard claims.iss == settings.issuer else { throw .wrongIssuer }
-        guard let aud = claims.aud, aud.value.contains(settings.audience) else { throw .wrongAudience }
-        guard let sub = claims.sub, !sub.isEmpty, sub.utf8.count <= 128 else { throw .invalidSubject }
+        let sub: String
+        do throws(SessionTokenError) {
+            guard claims.iss == settings.issuer else { throw .wrongIssuer }
+            guard let aud = claims.aud, aud.value.contains(settings.audience) else { throw .wrongAudience }
+            guard let subject = claims.sub, !subject.isEmpty, subject.utf8.count <= 128 else { throw .invalidSubject }
+            sub = subject
+        } catch {
+            // These never change for the token: its next presentation is refused without a signature check.
+            cache.noteRefused(digest, error, expiresAt: exp, now: now)
+            throw error
+        }
         let principal = SessionPrincipal(walkerId: sub, tokenId: Self.tokenId(jti: claims.jti, token: token))
         cache.store(
             token, digest: digest, .init(principal: principal, expiresAt: exp, notBefore: claims.nbf, verifiedAt: now))

@@ -31,6 +31,12 @@ final class VerifiedTokenCache: Sendable {
     /// SHA-256 of each token whose signature held, and when it expires (seconds since 1970): the tokens verified,
     /// and those refused only for having expired (`noteExpired`).
     private let known = Mutex<[Data: Double]>([:])
+    private let refused = Mutex<[Data: Refusal]>([:])
+
+    private struct Refusal: Sendable {
+        var error: SessionTokenError
+        var expiresAt: Double
+    }
 
     init(
         lifetimeSeconds: Double = defaultLifetimeSeconds, capacity: Int = defaultCapacity,
@@ -65,6 +71,26 @@ final class VerifiedTokenCache: Sendable {
     /// would otherwise have a signature check per request for nothing.
     func noteExpired(_ digest: Data, expiresAt: Double, now: Date) {
         remember(digest, expiresAt: expiresAt, now: now)
+    }
+
+    /// Remembers a token whose signature held but whose claims refused it for good (`iss`, `aud`, `sub`), until it
+    /// expires: presented again, it is refused the same way without a signature check. Such a token is no forgery,
+    /// so it does not count against its address; without this memory, one token signed by the identity provider for
+    /// another tenant, sent again and again, would cost a signature check every time.
+    func noteRefused(_ digest: Data, _ refusal: SessionTokenError, expiresAt: Double, now: Date) {
+        let now = now.timeIntervalSince1970
+        refused.withLock { refused in
+            if refused.count >= knownCapacity, refused[digest] == nil {
+                refused = refused.filter { $0.value.expiresAt > now }
+                if refused.count >= knownCapacity { refused.removeAll(keepingCapacity: true) }
+            }
+            refused[digest] = Refusal(error: refusal, expiresAt: expiresAt)
+        }
+    }
+
+    /// The refusal `noteRefused` remembered for the token of `digest`, and when the token expires.
+    func refusal(of digest: Data) -> (error: SessionTokenError, expiresAt: Double)? {
+        refused.withLock { $0[digest].map { ($0.error, $0.expiresAt) } }
     }
 
     /// What `known` keys a token by.
