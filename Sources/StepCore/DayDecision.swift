@@ -183,15 +183,17 @@ package struct DayDecision: Sendable, Hashable {
     /// (`DayReread.verdict`): accepted at the re-read's count, which also becomes the day's reported count (it is
     /// the freshest read of the day), or quarantined. A submission that arrived since the request was made is newer
     /// than what the re-read judged: the day is credited at the re-read's count but stays PENDING, its reported
-    /// count the higher of the two, for its next reconcile. Nil when the day is not PENDING.
+    /// count the higher of the two, for its next reconcile. Nil when the day is not PENDING. The answer is judged in
+    /// `timeZone`, the zone of the window the request gave the app to read (the day's zone when it was asked; a
+    /// later submission from another zone moves the day's own zone, not the window the app read), else the day's.
     package static func reread(
         _ log: StepLogRecord?, evidence: DayEvidence, answer: RereadAnswer, streak: StreakNeighbourhood,
-        limits: IngestLimits, askedAt: Date = .distantFuture, at now: Date
+        limits: IngestLimits, timeZone: TimeZone? = nil, askedAt: Date = .distantFuture, at now: Date
     ) -> (verdict: ReconcileVerdict, decision: DayDecision)? {
         guard let log, log.status == .pending else { return nil }
         let verdict = DayReread.verdict(
             evidence, answer: answer, limits: limits, day: log.day,
-            timeZone: TimeZoneCatalog.zone(named: log.timeZone) ?? .gmt, askedAt: askedAt, at: now)
+            timeZone: timeZone ?? TimeZoneCatalog.zone(named: log.timeZone) ?? .gmt, askedAt: askedAt, at: now)
         switch verdict {
         case .accept(let count):
             // The fresh read is the day's count now, below an earlier submission's too: those were set aside as

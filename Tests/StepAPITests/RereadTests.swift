@@ -304,6 +304,36 @@ struct RereadTests {
     }
 
     @Test(
+        "an answer is judged in the zone of the window its request gave, though a newer submission moved the day's zone",
+        arguments: TestDatabases.kinds)
+    func judgedInTheRequestsZone(kind: DatabaseKind) async throws {
+        let (harness, token) = try await ProductionModeTests.setUp(kind)
+        try await harness.run { client in
+            // Asked in Warsaw: the window is [05-17T22:00Z, 05-18T22:00Z).
+            let request = try await Self.backwards(harness, client, token: token)
+            #expect(request["window"]?["startUtc"] == .string("2026-05-17T22:00:00Z"))
+            // The walker flies to New York; a newer reading moves the day's zone there ([05-18T04:00Z, …)).
+            harness.clock.advance(seconds: 5)
+            _ = try await client.ingest(IngestBody(count: 6300, tz: "America/New_York"), token: token)
+            harness.clock.advance(seconds: 61)
+            #expect(try await harness.app.worker.drain() == 1)
+            // The app read its samples inside the window it was given, before New York's day began.
+            var body = try Self.answer(request)
+            body["counts"] = .array([
+                .object([
+                    "sourceBundleId": .string("com.apple.health"), "count": .int(6200),
+                    "sampleSpan": .object([
+                        "startUtc": .string("2026-05-17T22:30:00Z"), "endUtc": .string("2026-05-18T03:30:00Z"),
+                    ]),
+                ])
+            ])
+            let response = try await client.reread(body, token: token)
+            #expect(try response.json["outcome"] == .string("ACCEPTED"), "\(response.text)")
+            #expect(try await Self.reviews(harness).isEmpty)
+        }
+    }
+
+    @Test(
         "a re-read is judged against what was submitted before its request: a newer reading that arrived meanwhile does not quarantine it, and the day's next reconcile credits it",
         arguments: TestDatabases.kinds)
     func newerSubmissionWhileOpen(kind: DatabaseKind) async throws {

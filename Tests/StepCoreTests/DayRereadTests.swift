@@ -277,6 +277,33 @@ struct DayRereadDecisionTests {
             status: status, multiplierPermille: nil, energyCredited: 0, attested: false, updatedAt: now)
     }
 
+    @Test(
+        "the answer is judged in the zone of the window the request gave, not the zone a later submission moved the day to"
+    )
+    func judgedInTheRequestsZone() throws {
+        let tests = DayRereadTests()
+        let tokyo = try #require(TimeZone(identifier: "Asia/Tokyo"))
+        // Asked while the day was in Tokyo: the window is [05-17T15:00Z, 05-18T15:00Z). A later submission from UTC
+        // moved the day's own zone. The app read its samples inside the window it was given, before UTC's day began.
+        let answer = RereadAnswer(counts: [tests.read("a", 6_000, from: -16, to: -12)], sampleDigest: "d")
+        let streak = StreakNeighbourhood(day: DayRereadTests.day, runs: [])
+        let inWindow = try #require(
+            DayDecision.reread(
+                Self.log(reported: 5_000), evidence: tests.evidence(tests.backwards), answer: answer, streak: streak,
+                limits: tests.limits, timeZone: tokyo, at: DayRereadTests.endOfDay))
+        #expect(inWindow.verdict == .accept(acceptedCount: 6_000))
+        // Judged in the day's zone now, the same samples lie outside the day.
+        let moved = try #require(
+            DayDecision.reread(
+                Self.log(reported: 5_000), evidence: tests.evidence(tests.backwards), answer: answer, streak: streak,
+                limits: tests.limits, at: DayRereadTests.endOfDay))
+        guard case .quarantine(let reasons) = moved.verdict else {
+            Issue.record("judged in UTC, the answer is inconsistent: \(moved.verdict)")
+            return
+        }
+        #expect(reasons.contains("REREAD_BURST_RATE_EXCEEDED"))
+    }
+
     @Test("a consistent re-read accepts and credits at its count; an inconsistent one quarantines; only PENDING")
     func decides() throws {
         let tests = DayRereadTests()

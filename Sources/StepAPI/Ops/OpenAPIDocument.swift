@@ -306,8 +306,9 @@ paths:
         reasons, the re-read attached to the review entry (GET /admin/reviews, reread). Every ingest check runs
         again over the day first: a reason a re-read cannot clear still quarantines. No answer by the deadline →
         QUARANTINED with REREAD_NOT_ANSWERED. Same authentication, App Check, per-walker limit
-        (rateLimit.ingestPerMinute) and idempotency as POST /step/ingest; every stored answer (200, 400 for a
-        wrong day, 404, 409, 422) replays with the same bytes under its key.
+        (rateLimit.ingestPerMinute) and idempotency as POST /step/ingest; every stored answer (200, 404, 409, 422) replays with the same bytes
+        under its key. A 400 (a body that does not parse, or a day other than the request's) stores nothing: the
+        corrected answer may be sent under the same key.
       security:
         - sessionJWT: []
       parameters:
