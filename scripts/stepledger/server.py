@@ -1,5 +1,6 @@
 """The processes under test: which stepd binary, free ports, starting and stopping `stepd serve` and
 `stepd worker`, waiting until a server answers, and the configurations the suites give them."""
+import atexit
 import contextlib
 import json
 import os
@@ -69,14 +70,40 @@ def migrate(stepd, *arguments, env=None):
         raise Failure(f"stepd migrate failed ({migrated.returncode}): {migrated.stderr.strip()}")
 
 
+_STARTED = []
+
+
+def _kill_left_running():
+    """At exit, every process `start` or `track` was given that still runs is killed: a check that fails between
+    starting a server and stopping it must not leave it running (and reconnecting to a database the next phase
+    removes) on a machine that runs suites one after another."""
+    for process in _STARTED:
+        if process.poll() is None:
+            process.kill()
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+
+
+atexit.register(_kill_left_running)
+
+
+def track(process):
+    """`process`, killed at exit should it still run then (see `_kill_left_running`)."""
+    _STARTED.append(process)
+    return process
+
+
 def start(stepd, arguments, cwd, env=None, log=None, preexec_fn=None):
-    """Starts `stepd ARGUMENTS` in `cwd`; its output is appended to the file `log`, or dropped without one."""
+    """Starts `stepd ARGUMENTS` in `cwd`; its output is appended to the file `log`, or dropped without one. The
+    process is killed at exit if it still runs then."""
     if log is None:
-        return subprocess.Popen([stepd, *arguments], cwd=cwd, env=env, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL, preexec_fn=preexec_fn)
+        return track(subprocess.Popen([stepd, *arguments], cwd=cwd, env=env, stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.DEVNULL, preexec_fn=preexec_fn))
     with open(log, "ab") as out:  # the child keeps its own descriptor
-        return subprocess.Popen([stepd, *arguments], cwd=cwd, env=env, stdout=out, stderr=out,
-                                preexec_fn=preexec_fn)
+        return track(subprocess.Popen([stepd, *arguments], cwd=cwd, env=env, stdout=out, stderr=out,
+                                      preexec_fn=preexec_fn))
 
 
 def _wait_for(port, process, path, timeout, what):

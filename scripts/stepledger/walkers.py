@@ -1,5 +1,6 @@
 """Simulated walkers for the crash and outage suites, and the checks run on them afterwards: every request a
 walker was acknowledged replays byte for byte, nothing is lost or doubled, and the ledger adds up."""
+import http.client
 import json
 import random
 import threading
@@ -63,7 +64,9 @@ class WalkerClient(threading.Thread):
                 status, body, headers = request(self.port, "POST", path, self.token,
                                                 self.app_check if kind == "ingest" else None, payload, timeout=20,
                                                 raw=True, with_headers=True)
-            except (OSError, urllib.error.URLError):
+            except (OSError, urllib.error.URLError, http.client.HTTPException):
+                # No answer, or one cut short (the server killed after its headers): the client retries, as an app
+                # would, with the same key.
                 status, body, headers = None, b"", {}
             if status == 503 and not headers.get("Retry-After"):
                 self.retry_after_missing += 1
