@@ -71,18 +71,25 @@ struct OpsController: Sendable {
     /// connects.
     static let probeSeconds: Double = 2
 
-    /// `body`'s value, or nil when it fails or has not answered within `seconds`. The caller is answered at the
-    /// time limit even when `body` does not stop on cancellation (a unit queued behind SQLite's busy writer runs when
-    /// its turn comes): `body` runs in a task of its own, cancelled and left to finish by itself.
+    /// `body`'s value, or nil when it fails, has not answered within `seconds`, or the caller is cancelled (a probe
+    /// whose client hung up). The caller is answered then even when `body` does not stop on cancellation (a unit
+    /// queued behind SQLite's busy writer runs when its turn comes): `body` runs in a task of its own, cancelled and
+    /// left to finish by itself.
     static func bounded<T: Sendable>(_ seconds: Double, _ body: @escaping @Sendable () async throws -> T) async -> T? {
         let answer = FirstAnswer<T?>()
-        return await withCheckedContinuation { continuation in
-            answer.await(continuation)
-            let work = Task { answer.give(try? await body()) }
-            Task {
-                try? await Task.sleep(for: .seconds(seconds))
-                if answer.give(nil) { work.cancel() }
-            }
+        let work = Task { answer.give(try? await body()) }
+        let timer = Task {
+            try? await Task.sleep(for: .seconds(seconds))
+            answer.give(nil)
+        }
+        defer {
+            work.cancel()
+            timer.cancel()
+        }
+        return await withTaskCancellationHandler {
+            await answer.value()
+        } onCancel: {
+            answer.give(nil)
         }
     }
 
@@ -101,25 +108,53 @@ struct OpsController: Sendable {
     }
 }
 
-/// A continuation resumed once, by whichever of several tasks answers first.
+/// The first of several answers, whichever task gives it, awaited once (`value`); an answer given before the wait
+/// is kept for it, the later ones dropped.
 final class FirstAnswer<Value: Sendable>: Sendable {
-    private let continuation = Mutex<CheckedContinuation<Value, Never>?>(nil)
-
-    func await(_ continuation: CheckedContinuation<Value, Never>) {
-        self.continuation.withLock { $0 = continuation }
+    private enum State {
+        case empty
+        case waiting(CheckedContinuation<Value, Never>)
+        case given(Value)
+        case taken
     }
 
-    /// Resumes the waiter with `value` unless another answer came first; says whether this one did.
+    private let state = Mutex<State>(.empty)
+
+    /// The first answer, once one is given. Awaited by one task, once.
+    func value() async -> Value {
+        await withCheckedContinuation { continuation in
+            let given: Value? = state.withLock { state in
+                switch state {
+                case .given(let value):
+                    state = .taken
+                    return value
+                case .empty:
+                    state = .waiting(continuation)
+                    return nil
+                case .waiting, .taken:
+                    preconditionFailure("FirstAnswer.value() awaited twice")
+                }
+            }
+            if let given { continuation.resume(returning: given) }
+        }
+    }
+
+    /// Gives `value` unless another answer came first; says whether this one did.
     @discardableResult
     func give(_ value: Value) -> Bool {
-        guard
-            let waiting = continuation.withLock({ current in
-                defer { current = nil }; return current
-            })
-        else {
-            return false
+        let (first, waiting) = state.withLock { state -> (Bool, CheckedContinuation<Value, Never>?) in
+            switch state {
+            case .empty:
+                state = .given(value)
+                return (true, nil)
+            case .waiting(let continuation):
+                state = .taken
+                return (true, continuation)
+            case .given, .taken:
+                return (false, nil)
+            }
         }
-        waiting.resume(returning: value)
-        return true
+        waiting?.resume(returning: value)
+        return first
     }
 }
