@@ -39,9 +39,10 @@ package struct WebhookJob: StandaloneJob {
     /// follows a 301, 302 or 303 to a POST with a GET without the body, which the new address may well answer
     /// 200: the event would count as delivered though the push service never saw it. A redirect is an answer
     /// like any other that is not a 2xx, so the attempt fails and names it. Made once, never shut down (as
-    /// `HTTPClient.shared`).
+    /// `HTTPClient.shared`). Untraced: the delivery's own span covers the call, and the client's would carry the
+    /// webhook's whole URL, a token in its query or path included, to the trace collector.
     static let client: HTTPClient = {
-        var configuration = HTTPClient.Configuration()
+        var configuration = HTTPClient.Configuration.untraced()
         configuration.redirectConfiguration = .disallow
         return HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration)
     }()

@@ -46,7 +46,11 @@ package final class OTLPExporter: Service, Sendable {
     private let wake: AsyncStream<Void>.Continuation
     private let wakes: AsyncStream<Void>
 
-    package init(settings: Settings, httpClient: HTTPClient = .shared, logger: Logger) {
+    /// The client spans are posted with: one of its own, untraced (a span of each export would be exported in
+    /// the next, and so on for good). Made once, never shut down (as `HTTPClient.shared`).
+    package static let client = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: .untraced())
+
+    package init(settings: Settings, httpClient: HTTPClient = OTLPExporter.client, logger: Logger) {
         self.settings = settings
         self.httpClient = httpClient
         self.logger = logger

@@ -15,7 +15,7 @@ package struct HTTPAppCheckJWKSFetcher: Sendable {
     /// their own. A redirect is an answer that is not a 200, so the fetch fails and names it: configure the URL the
     /// keys are served at. Made once, never shut down (as `HTTPClient.shared`).
     package static let client: HTTPClient = {
-        var configuration = HTTPClient.Configuration()
+        var configuration = HTTPClient.Configuration.untraced()
         configuration.redirectConfiguration = .disallow
         return HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration)
     }()
