@@ -311,6 +311,31 @@
     route();
   }
 
+  /**
+   * The browser holds one session cookie for all its tabs: signing in as someone else in another tab changes who
+   * this page acts as, and signing out there ends this page's session. Checked when the page comes back into view,
+   * before anything can be done on it: the header, the claims and the buttons follow the operator the server sees.
+   */
+  async function recheckSession() {
+    if (!state.me || document.hidden || state.rechecking) return;
+    state.rechecking = true;
+    let operator;
+    try {
+      operator = (await api("GET", "/admin/session")).operator;
+    } catch (error) {
+      if (error.status === 401 && state.me) {
+        showSignIn();
+        showError(new APIError(401, "UNAUTHORIZED", "The session ended (signed out in another tab?); sign in again."));
+      }
+      return;
+    } finally {
+      state.rechecking = false;
+    }
+    if (!state.me || (operator.name === state.me.name && operator.role === state.me.role)) return;
+    signedIn(operator);
+    notify(`Signed in as ${operator.name} in another tab: this page now acts as ${operator.name} (${operator.role}).`);
+  }
+
   async function signIn(event) {
     event.preventDefault();
     const input = $("credential");
@@ -1552,6 +1577,8 @@
       });
     }
     document.addEventListener("keydown", onKey);
+    document.addEventListener("visibilitychange", recheckSession);
+    window.addEventListener("focus", recheckSession);
     window.addEventListener("hashchange", route);
   }
 
