@@ -447,6 +447,30 @@ struct AdminActionsTests {
         }
     }
 
+    @Test(
+        "a bulk job action that fails partway answers the failure with the outcomes of the ids done before it",
+        arguments: TestDatabases.kinds)
+    func bulkJobsInterrupted(kind: DatabaseKind) async throws {
+        let (harness, _) = try await AdminTests.setUp(kind)
+        try await harness.run { client in
+            let ids = try await Self.deadJobs(harness, count: 3)
+            try await ReviewDeskTests.refuseUpdates(of: "jobs", where: "job_id", is: ids[1], in: harness.store)
+            let response = try await client.admin(
+                "/admin/jobs/bulk", method: .post,
+                body: ByteBuffer(string: #"{"action":"retry","ids":["\#(ids[0])","\#(ids[1])","\#(ids[2])"]}"#))
+            #expect(response.status == .internalServerError)
+            #expect(
+                try response.json["details"]?["items"]
+                    == .array([.object(["id": .string(ids[0]), "outcome": .string("retried")])]))
+            let states = try await harness.store.transaction { tx in
+                try await tx.sql.raw("SELECT job_id, state FROM jobs ORDER BY job_id").all().map {
+                    "\(try $0.decode(column: "job_id", as: String.self)) \(try $0.decode(column: "state", as: String.self))"
+                }
+            }
+            #expect(states == ["\(ids[0]) pending", "\(ids[1]) dead", "\(ids[2]) dead"])
+        }
+    }
+
     @Test("open reviews and decisions by operator are counted from the database", arguments: TestDatabases.kinds)
     func reviewMetrics(kind: DatabaseKind) async throws {
         let (harness, token) = try await AdminTests.setUp(kind)

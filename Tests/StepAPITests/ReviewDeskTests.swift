@@ -542,6 +542,82 @@ struct ReviewDeskTests {
         }
     }
 
+    /// A trigger that makes every update of the row of `table` whose `column` is `key` fail, as a database failing
+    /// in the middle of a request would.
+    static func refuseUpdates(of table: String, where column: String, is key: String, in store: Store) async throws {
+        let literal = "'" + key.replacingOccurrences(of: "'", with: "''") + "'"
+        try await store.transaction { tx in
+            switch tx.kind {
+            case .sqlite:
+                try await tx.sql.raw(
+                    """
+                    CREATE TRIGGER refuse_\(unsafeRaw: table) BEFORE UPDATE ON \(unsafeRaw: table)
+                    WHEN OLD.\(unsafeRaw: column) = \(unsafeRaw: literal) BEGIN SELECT RAISE(ABORT, 'refused'); END
+                    """
+                ).run()
+            case .postgres:
+                try await tx.sql.raw(
+                    """
+                    CREATE FUNCTION refuse_\(unsafeRaw: table)() RETURNS trigger LANGUAGE plpgsql AS $$
+                    BEGIN IF OLD.\(unsafeRaw: column) = \(unsafeRaw: literal) THEN RAISE EXCEPTION 'refused'; END IF;
+                    RETURN NEW; END $$
+                    """
+                ).run()
+                try await tx.sql.raw(
+                    """
+                    CREATE TRIGGER refuse_\(unsafeRaw: table) BEFORE UPDATE ON \(unsafeRaw: table)
+                    FOR EACH ROW EXECUTE FUNCTION refuse_\(unsafeRaw: table)()
+                    """
+                ).run()
+            }
+        }
+    }
+
+    @Test(
+        "a bulk decision that fails partway answers the failure with the outcomes of the ids done before it",
+        arguments: TestDatabases.kinds)
+    func bulkInterrupted(kind: DatabaseKind) async throws {
+        let (harness, token) = try await AdminTests.setUp(kind)
+        try await harness.run { client in
+            for day in ["2026-05-15", "2026-05-16", "2026-05-17"] {
+                var gyroless = IngestBody(day: day, count: 6000)
+                gyroless["gyroSamplesObserved"] = .bool(false)
+                #expect(try await client.ingest(gyroless, token: token).status == .ok)
+            }
+            guard case .array(let listed) = try await client.admin("/admin/reviews").json["items"] else {
+                throw JSONShapeError()
+            }
+            let ids = listed.compactMap { item -> String? in
+                guard case .string(let id) = item["id"] else { return nil }
+                return id
+            }
+            try #require(ids.count == 3)
+            // The second entry's decision fails in the database (a trigger refuses its update), after the first
+            // committed in a transaction of its own.
+            try await Self.refuseUpdates(of: "review_queue", where: "entry_id", is: ids[1], in: harness.store)
+            let response = try await client.admin(
+                "/admin/reviews/bulk", method: .post, body: try Self.decision("reject", note: "farm", ids: ids))
+            #expect(response.status == .internalServerError)
+            let json = try response.json
+            #expect(json["error"] == .string("INTERNAL_ERROR"))
+            guard case .array(let done)? = json["details"]?["items"] else {
+                Issue.record("the ids done before the failure: \(response.text)")
+                return
+            }
+            #expect(done.count == 1 && done.first?["id"] == .string(ids[0]))
+            #expect(done.first?["outcome"] == .string("decided"))
+            guard case .string(let message)? = json["message"] else { throw JSONShapeError() }
+            #expect(message.contains("1 of the 3 ids were done before it"))
+            // What the answer says was done was done, and nothing after the failure.
+            let statuses = try await harness.store.transaction { tx in
+                var open: [Bool?] = []
+                for id in ids { open.append(try await tx.review(id: id)?.isOpen) }
+                return open
+            }
+            #expect(statuses == [false, true, true])
+        }
+    }
+
     @Test(
         "bulk decides each entry on its own, answers per item in order, and changes nothing when resent",
         arguments: TestDatabases.kinds)

@@ -1,6 +1,8 @@
 import HTTPTypes
 import Hummingbird
+import Logging
 import StepCore
+import StepDatabase
 import StepLogging
 import StepStore
 
@@ -22,6 +24,31 @@ enum AdminAPIError: SurfaceError {
     case alreadyResolved
     case unavailable
     case internalError
+    /// A bulk request that failed (`cause`) after it had done some of its ids, each in its own transaction: the
+    /// cause's answer, with the outcomes of the ids done before it in `details.items`, so the caller knows what
+    /// was applied and sends only the rest again.
+    indirect case interrupted(cause: AdminAPIError, applied: [JSONValue], total: Int)
+
+    /// `interrupted` when a bulk request failed with `error` after its first `applied.count` ids; `error` as it
+    /// is when none was done. An error of the store's becomes `unavailable` or `internalError`, as the surface's
+    /// middleware would make it.
+    static func bulk(_ error: any Error, applied: [JSONValue], total: Int, logger: Logger) -> any Error {
+        guard !applied.isEmpty else { return error }
+        let cause: AdminAPIError
+        if let error = error as? AdminAPIError {
+            cause = error
+        } else if let error = error as? StoreError, error.isUnavailable {
+            cause = .unavailable
+        } else {
+            cause = .internalError
+        }
+        logger.warning(
+            "bulk request interrupted",
+            metadata: [
+                "done": "\(applied.count)", "of": "\(total)", "error": .string(String(describing: type(of: error))),
+            ])
+        return AdminAPIError.interrupted(cause: cause, applied: applied, total: total)
+    }
 
     /// The admin API's answer whenever it is off or a path names nothing.
     static let absent = AdminAPIError.notFound("Not found.")
@@ -40,6 +67,7 @@ enum AdminAPIError: SurfaceError {
         case .alreadyResolved: .conflict
         case .unavailable: .serviceUnavailable
         case .internalError: .internalServerError
+        case .interrupted(let cause, _, _): cause.status
         }
     }
 
@@ -60,6 +88,16 @@ enum AdminAPIError: SurfaceError {
         case .alreadyResolved: ("ALREADY_RESOLVED", "This review entry is already resolved.", [:])
         case .unavailable: ("SERVICE_UNAVAILABLE", "The service is temporarily unavailable.", [:])
         case .internalError: ("INTERNAL_ERROR", "An unexpected error occurred.", [:])
+        case .interrupted(let cause, let applied, let total):
+            {
+                let (code, message, details) = cause.codeMessageAndDetails
+                return (
+                    code,
+                    message + " \(applied.count) of the \(total) ids were done before it: their outcomes are in "
+                        + "details.items; send the others again.",
+                    details.merging(["items": .array(applied)]) { $1 }
+                )
+            }()
         }
     }
 
@@ -67,6 +105,7 @@ enum AdminAPIError: SurfaceError {
         switch self {
         case .unauthorized: [.wwwAuthenticate: "Bearer"]
         case .lockedOut(let retryAfter): [.retryAfter: String(retryAfter)]
+        case .interrupted(let cause, _, _): cause.headers
         case .notFound, .badRequest, .forbidden, .crossSiteRefused, .conflict, .alreadyResolved, .unavailable,
             .internalError:
             [:]

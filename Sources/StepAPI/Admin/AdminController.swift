@@ -182,7 +182,13 @@ struct AdminController: Sendable {
             let now = clock()
             let outcome: String
             var entry: JSONValue = .null
-            switch try await resolver.resolve(id: id, decision: decision, note: note, by: actor, now: now) {
+            let resolution: ReviewResolver.Outcome
+            do {
+                resolution = try await resolver.resolve(id: id, decision: decision, note: note, by: actor, now: now)
+            } catch {
+                throw AdminAPIError.bulk(error, applied: items, total: ids.count, logger: logger)
+            }
+            switch resolution {
             case .resolved(let resolved):
                 logger.adminAction(
                     actor, action: "review.\(decision.rawValue)", target: id, outcome: "decided", note: note,

@@ -119,7 +119,12 @@ struct AdminJobsController: Sendable {
         }
         var items: [JSONValue] = []
         for id in ids {
-            let outcome = try await apply(action, id: id, actor: actor)
+            let outcome: String
+            do {
+                outcome = try await apply(action, id: id, actor: actor)
+            } catch {
+                throw AdminAPIError.bulk(error, applied: items, total: ids.count, logger: logger)
+            }
             items.append(.object(["id": .string(id), "outcome": .string(outcome)]))
         }
         return AdminController.json(.ok, .object(["items": .array(items)]))

@@ -1289,6 +1289,8 @@ paths:
         route decides it (one day decision and one audit row per entry), in the order given, and answered with its
         outcome - decided, already_resolved (decided before, by anyone, including this same request sent again),
         claimed (another operator holds a live claim) or not_found. Sending the same body again changes nothing.
+        When the database fails partway (503, or 500), the ids decided before the failure stay decided, and the
+        error's details.items holds their outcomes (as in a 200's items); send the others again.
       security:
         - adminToken: []
         - adminSession: []
@@ -1753,6 +1755,10 @@ paths:
     post:
       operationId: bulkJobAction
       summary: Retry or discard up to 100 jobs (manageJobs); one outcome per id, in the order given.
+      description: |
+        Each id in its own transaction, in the order given. When the database fails partway (503, or 500), what
+        was done before the failure stays done, and the error's details.items holds those ids' outcomes (as in a
+        200's items); send the others again.
       security:
         - adminToken: []
         - adminSession: []

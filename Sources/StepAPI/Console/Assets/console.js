@@ -683,6 +683,12 @@
       const summary = Object.entries(outcomes).map(([outcome, count]) => `${count} ${outcome.replace("_", " ")}`);
       notify(`${verb} ${plural(ids.length, "entry", "entries")}: ${summary.join(", ")}.`);
     } catch (error) {
+      // A failure partway names what was done before it: say so beside the error.
+      for (const item of (error.details && error.details.items) || []) {
+        outcomes[item.outcome] = (outcomes[item.outcome] || 0) + 1;
+      }
+      const summary = Object.entries(outcomes).map(([outcome, count]) => `${count} ${outcome.replace("_", " ")}`);
+      if (summary.length) notify(`Done before the failure: ${summary.join(", ")}.`);
       showError(error);
     }
     loadQueue();
@@ -1292,6 +1298,12 @@
       const summary = Object.entries(outcomes).map(([outcome, count]) => `${count} ${outcome.replace("_", " ")}`);
       notify(`${verb} ${plural(ids.length, "job", "jobs")}: ${summary.join(", ")}.`);
     } catch (error) {
+      // A failure partway names what was done before it: say so beside the error.
+      for (const item of (error.details && error.details.items) || []) {
+        outcomes[item.outcome] = (outcomes[item.outcome] || 0) + 1;
+      }
+      const summary = Object.entries(outcomes).map(([outcome, count]) => `${count} ${outcome.replace("_", " ")}`);
+      if (summary.length) notify(`Done before the failure: ${summary.join(", ")}.`);
       showError(error);
     }
     loadJobs();
