@@ -542,6 +542,26 @@ struct ReviewDeskTests {
         }
     }
 
+    /// Three days quarantined by ingests without gyroscope samples (2026-05-15 to 17): their open entries' ids, in
+    /// day order (they opened at the same instant).
+    static func threeQuarantinedDays(_ client: some TestClientProtocol, token: String) async throws -> [String] {
+        for day in ["2026-05-15", "2026-05-16", "2026-05-17"] {
+            var gyroless = IngestBody(day: day, count: 6000)
+            gyroless["gyroSamplesObserved"] = .bool(false)
+            #expect(try await client.ingest(gyroless, token: token).status == .ok)
+        }
+        guard case .array(let listed) = try await client.admin("/admin/reviews").json["items"] else {
+            throw JSONShapeError()
+        }
+        let ids = listed.sorted { "\($0["day"] ?? .null)" < "\($1["day"] ?? .null)" }.compactMap {
+            item -> String? in
+            guard case .string(let id) = item["id"] else { return nil }
+            return id
+        }
+        try #require(ids.count == 3)
+        return ids
+    }
+
     /// A trigger that makes every update of the row of `table` whose `column` is `key` fail, as a database failing
     /// in the middle of a request would.
     static func refuseUpdates(of table: String, where column: String, is key: String, in store: Store) async throws {
@@ -579,19 +599,7 @@ struct ReviewDeskTests {
     func bulkInterrupted(kind: DatabaseKind) async throws {
         let (harness, token) = try await AdminTests.setUp(kind)
         try await harness.run { client in
-            for day in ["2026-05-15", "2026-05-16", "2026-05-17"] {
-                var gyroless = IngestBody(day: day, count: 6000)
-                gyroless["gyroSamplesObserved"] = .bool(false)
-                #expect(try await client.ingest(gyroless, token: token).status == .ok)
-            }
-            guard case .array(let listed) = try await client.admin("/admin/reviews").json["items"] else {
-                throw JSONShapeError()
-            }
-            let ids = listed.compactMap { item -> String? in
-                guard case .string(let id) = item["id"] else { return nil }
-                return id
-            }
-            try #require(ids.count == 3)
+            let ids = try await Self.threeQuarantinedDays(client, token: token)
             // The second entry's decision fails in the database (a trigger refuses its update), after the first
             // committed in a transaction of its own.
             try await Self.refuseUpdates(of: "review_queue", where: "entry_id", is: ids[1], in: harness.store)
@@ -626,21 +634,7 @@ struct ReviewDeskTests {
         let ana = try await AdminAccessTests.createOperator(harness, name: "ana", role: .reviewer)
         let vic = try await AdminAccessTests.createOperator(harness, name: "vic", role: .viewer)
         try await harness.run { client in
-            for day in ["2026-05-15", "2026-05-16", "2026-05-17"] {
-                var gyroless = IngestBody(day: day, count: 6000)
-                gyroless["gyroSamplesObserved"] = .bool(false)
-                #expect(try await client.ingest(gyroless, token: token).status == .ok)
-            }
-            // The entries in day order (they opened at the same instant).
-            guard case .array(let listed) = try await client.admin("/admin/reviews").json["items"] else {
-                throw JSONShapeError()
-            }
-            let open = listed.sorted { "\($0["day"] ?? .null)" < "\($1["day"] ?? .null)" }.compactMap {
-                item -> String? in
-                guard case .string(let id) = item["id"] else { return nil }
-                return id
-            }
-            try #require(open.count == 3)
+            let open = try await Self.threeQuarantinedDays(client, token: token)
             #expect(try await client.admin("/admin/reviews/\(open[1])/claim", method: .post, token: ana).status == .ok)
             let ids = [open[2], "no-such-entry", open[1], open[0]]
             let body = try Self.decision("reject", note: "emulator farm", ids: ids)
