@@ -14,20 +14,16 @@ actor TokenGate {
     func requestRefresh() { refreshNext = true }
 
     func token(from credentials: any StepLedgerCredentials) async throws -> String {
-        if let refreshing {
-            do {
-                return try await refreshing.value
-            } catch {
-                throw CredentialsUnavailable(underlying: String(describing: error))
-            }
+        do {
+            return try await sessionToken(from: credentials)
+        } catch {
+            throw CredentialsUnavailable(underlying: String(describing: error))
         }
-        guard refreshNext else {
-            do {
-                return try await credentials.sessionToken(refresh: false)
-            } catch {
-                throw CredentialsUnavailable(underlying: String(describing: error))
-            }
-        }
+    }
+
+    private func sessionToken(from credentials: any StepLedgerCredentials) async throws -> String {
+        if let refreshing { return try await refreshing.value }
+        guard refreshNext else { return try await credentials.sessionToken(refresh: false) }
         refreshNext = false
         let refresh = Task { try await credentials.sessionToken(refresh: true) }
         refreshing = refresh
@@ -36,7 +32,7 @@ actor TokenGate {
             return try await refresh.value
         } catch {
             refreshNext = true
-            throw CredentialsUnavailable(underlying: String(describing: error))
+            throw error
         }
     }
 }

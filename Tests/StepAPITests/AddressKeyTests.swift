@@ -21,7 +21,7 @@ struct AddressKeyTests {
     func sharedLockout() {
         let limiter = InvalidTokenLimiter(maxFailures: 3)
         let now = Date(timeIntervalSince1970: 1_779_137_000)
-        for host in 1...3 { limiter.recordFailure(address: "2001:db8:1:2::\(host)", now: now) }
+        for host in 1...3 { _ = limiter.reserve(address: "2001:db8:1:2::\(host)", now: now) }
         #expect(limiter.lockout(address: "2001:db8:1:2::ffff", now: now) != nil)
         #expect(limiter.lockout(address: "2001:db8:1:3::1", now: now) == nil)
         #expect(limiter.lockout(address: "192.0.2.7", now: now) == nil)
@@ -33,18 +33,18 @@ struct AddressKeyTests {
     func shedsHalf() {
         let limiter = InvalidTokenLimiter(maxFailures: 3, maxAddresses: 8)
         let now = Date(timeIntervalSince1970: 1_779_137_000)
-        for _ in 1...3 { limiter.recordFailure(address: "192.0.2.1", now: now) }
-        for host in 2...8 { limiter.recordFailure(address: "192.0.2.\(host)", now: now) }
+        for _ in 1...3 { _ = limiter.reserve(address: "192.0.2.1", now: now) }
+        for host in 2...8 { _ = limiter.reserve(address: "192.0.2.\(host)", now: now) }
         #expect(limiter.addresses == 8)
-        limiter.recordFailure(address: "192.0.2.9", now: now)
+        _ = limiter.reserve(address: "192.0.2.9", now: now)
         #expect(limiter.addresses == 5, "four kept and the new one")
         #expect(limiter.lockout(address: "192.0.2.1", now: now) != nil, "the address with the most failures stays")
         // Room again: the next new addresses are added without another pass.
-        for host in 10...12 { limiter.recordFailure(address: "192.0.2.\(host)", now: now) }
+        for host in 10...12 { _ = limiter.reserve(address: "192.0.2.\(host)", now: now) }
         #expect(limiter.addresses == 8)
         // Windows of a minute that has ended go first.
         let later = now.addingTimeInterval(60)
-        limiter.recordFailure(address: "192.0.2.13", now: later)
+        _ = limiter.reserve(address: "192.0.2.13", now: later)
         #expect(limiter.addresses == 1)
     }
 }

@@ -2,7 +2,6 @@ import HTTPTypes
 import Hummingbird
 import Logging
 import StepCore
-import StepDatabase
 import StepLogging
 import StepStore
 
@@ -30,23 +29,13 @@ enum AdminAPIError: SurfaceError {
     indirect case interrupted(cause: AdminAPIError, applied: [JSONValue], total: Int)
 
     /// `interrupted` when a bulk request failed with `error` after its first `applied.count` ids; `error` as it
-    /// is when none was done. An error of the store's becomes `unavailable` or `internalError`, as the surface's
-    /// middleware would make it.
-    static func bulk(_ error: any Error, applied: [JSONValue], total: Int, logger: Logger) -> any Error {
+    /// is when none was done. Any other error than the surface's own becomes what the surface's middleware makes
+    /// of it (`failure`, which logs it).
+    static func bulk(
+        _ error: any Error, applied: [JSONValue], total: Int, requestId: String, logger: Logger
+    ) -> any Error {
         guard !applied.isEmpty else { return error }
-        let cause: AdminAPIError
-        if let error = error as? AdminAPIError {
-            cause = error
-        } else if let error = error as? StoreError, error.isUnavailable {
-            cause = .unavailable
-        } else {
-            cause = .internalError
-        }
-        logger.warning(
-            "bulk request interrupted",
-            metadata: [
-                "done": "\(applied.count)", "of": "\(total)", "error": .string(String(describing: type(of: error))),
-            ])
+        let cause = error as? AdminAPIError ?? failure(error, requestId: requestId, logger: logger)
         return AdminAPIError.interrupted(cause: cause, applied: applied, total: total)
     }
 

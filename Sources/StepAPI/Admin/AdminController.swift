@@ -29,7 +29,7 @@ struct AdminController: Sendable {
             return try await reviews(request)
         }
         group.on(.post, Self.bulkRoute, catalog: &catalog) { request, context in
-            try await bulk(request, actor: context.requireAdmin(.bulkDecide))
+            try await bulk(request, actor: context.requireAdmin(.bulkDecide), requestId: context.requestId)
         }
         group.on(.get, Self.reviewRoute, catalog: &catalog) { request, context in
             try await detail(request, id: context.parameters.get("id") ?? "", actor: context.requireAdmin(.read))
@@ -163,7 +163,7 @@ struct AdminController: Sendable {
 
     /// Decides each id in its own transaction through the one resolver, in the order given; an id decided
     /// before (by this request sent again, or anyone) answers `already_resolved`.
-    private func bulk(_ request: Request, actor: AdminActor) async throws -> Response {
+    private func bulk(_ request: Request, actor: AdminActor, requestId: String) async throws -> Response {
         let fields = try await AdminRequestBody.read(request).fields
         guard case .array(let values) = fields["ids"], (1...Self.maxBulkIds).contains(values.count) else {
             throw AdminAPIError.badRequest("ids must be an array of 1 to \(Self.maxBulkIds) entry ids.")
@@ -186,7 +186,8 @@ struct AdminController: Sendable {
             do {
                 resolution = try await resolver.resolve(id: id, decision: decision, note: note, by: actor, now: now)
             } catch {
-                throw AdminAPIError.bulk(error, applied: items, total: ids.count, logger: logger)
+                throw AdminAPIError.bulk(
+                    error, applied: items, total: ids.count, requestId: requestId, logger: logger)
             }
             switch resolution {
             case .resolved(let resolved):

@@ -41,7 +41,7 @@ struct AdminJobsController: Sendable {
                 .discard, id: context.parameters.get("id") ?? "", actor: context.requireAdmin(.manageJobs))
         }
         group.on(.post, Self.bulkRoute, catalog: &catalog) { request, context in
-            try await bulk(request, actor: context.requireAdmin(.manageJobs))
+            try await bulk(request, actor: context.requireAdmin(.manageJobs), requestId: context.requestId)
         }
     }
 
@@ -102,7 +102,7 @@ struct AdminJobsController: Sendable {
         }
     }
 
-    private func bulk(_ request: Request, actor: AdminActor) async throws -> Response {
+    private func bulk(_ request: Request, actor: AdminActor, requestId: String) async throws -> Response {
         let body = try await AdminRequestBody.read(request)
         guard case .string(let actionText) = body.fields["action"], let action = Action(rawValue: actionText) else {
             throw AdminAPIError.badRequest("action must be retry or discard.")
@@ -123,7 +123,8 @@ struct AdminJobsController: Sendable {
             do {
                 outcome = try await apply(action, id: id, actor: actor)
             } catch {
-                throw AdminAPIError.bulk(error, applied: items, total: ids.count, logger: logger)
+                throw AdminAPIError.bulk(
+                    error, applied: items, total: ids.count, requestId: requestId, logger: logger)
             }
             items.append(.object(["id": .string(id), "outcome": .string(outcome)]))
         }

@@ -1,7 +1,6 @@
 import Foundation
 import Hummingbird
 import StepStore
-import Synchronization
 
 /// Turns `Authorization: Bearer …` into a walker, or a typed refusal. A client address that presented
 /// `limiter`'s maximum of forged tokens this minute gets no further signature checks until the minute ends,
@@ -31,18 +30,18 @@ package struct Authenticator: Sendable {
         guard !token.isEmpty, token.utf8.count <= 8192 else { throw .malformed }
         // The check's turn is taken before it is made, so tokens sent together cannot all pass the lockout before
         // the first forgery is counted; any outcome but a forgery gives the turn back.
-        let reserved = Mutex(false)
+        var reserved = false
         do throws(SessionTokenError) {
             let principal = try await verifier.verify(token, now: now) { () throws(SessionTokenError) in
                 if let retryAfter = limiter.reserve(address: address, now: now) {
                     throw .tooManyInvalid(retryAfterSeconds: retryAfter)
                 }
-                reserved.withLock { $0 = true }
+                reserved = true
             }
-            if reserved.withLock({ $0 }) { limiter.release(address: address, now: now) }
+            if reserved { limiter.release(address: address, now: now) }
             return principal
         } catch {
-            if error != .badSignature, reserved.withLock({ $0 }) { limiter.release(address: address, now: now) }
+            if error != .badSignature, reserved { limiter.release(address: address, now: now) }
             throw error
         }
     }

@@ -64,12 +64,6 @@ package final class InvalidTokenLimiter: Sendable {
         }
     }
 
-    func recordFailure(address: String, now: Date) {
-        let address = AddressKey.of(address)
-        let minute = Self.minute(now)
-        windows.withLock { count(in: &$0, address: address, minute: minute) }
-    }
-
     /// One more failure of `address` in `minute`, making room first when `maxAddresses` have a window.
     private func count(in windows: inout [String: Window], address: String, minute: Int) {
         if windows[address] == nil, windows.count >= maxAddresses {
