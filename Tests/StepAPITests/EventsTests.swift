@@ -175,6 +175,36 @@ struct EventsTests {
         }
     }
 
+    @Test(
+        "a stream and a waiting poll end when the session token expires, well before their own limits",
+        arguments: TestDatabases.kinds)
+    func endAtTokenExpiry(kind: DatabaseKind) async throws {
+        // Streams of ten minutes and polls of 25 s, a token accepted for 2 s more (no leeway): only the token's
+        // expiry can end them within the connections' 10-s receive limit.
+        let harness = try await TestHarness.make(kind: kind) {
+            $0.events.streamMaxSeconds = 600
+            $0.jwt.leewaySeconds = 0
+        }
+        let token = try await harness.token(for: "walker-expiring", ttl: 2)
+        try await harness.run(.live) { client in
+            let port = try #require(client.port)
+            func open(_ path: String) throws -> RawConnection {
+                let connection = try RawConnection(port: port, receiveTimeout: 10)
+                connection.send("GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(token)\r\n\r\n")
+                return connection
+            }
+            let stream = try open("/walker/events/stream")
+            let poll = try open("/walker/events?wait=25")
+            let streamed = try await RawConnection.offPool { stream.read(through: "0\r\n\r\n") }
+            #expect(streamed.hasPrefix("HTTP/1.1 200 OK") && streamed.contains("retry: 1000\n\n"), "\(streamed)")
+            #expect(streamed.hasSuffix("0\r\n\r\n"), "the stream outlived its token: \(streamed)")
+            #expect(!streamed.contains("retry: 15000"), "it ended as at its time limit, not superseded")
+            let answered = try await RawConnection.offPool { poll.read(through: "}") }
+            #expect(answered.hasPrefix("HTTP/1.1 200 OK"), "\(answered)")
+            #expect(answered.hasSuffix(#"{"events":[],"next":"0"}"#), "the poll outlived its token: \(answered)")
+        }
+    }
+
     @Test("webhook.* and events.* settings are checked at start-up")
     func configuration() throws {
         func read(_ values: [String: String]) throws -> AppConfiguration {

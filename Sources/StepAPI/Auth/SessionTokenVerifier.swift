@@ -47,6 +47,9 @@ package struct SessionPrincipal: Sendable, Hashable {
     package var walkerId: String
     /// The session token's id for the audit rows (`SessionTokenVerifier.tokenId`).
     package var tokenId: String?
+    /// When the token stops being accepted (its `exp` and the leeway, seconds since 1970): a request that stays
+    /// open (an event stream, a waiting poll) ends by then. Nil when unknown (tests that build a principal).
+    package var validUntil: Double? = nil
 }
 
 /// The claims StepLedger reads from a session JWT. Checked by `SessionTokenVerifier`, not by jwt-kit, so the
@@ -152,7 +155,9 @@ package struct SessionTokenVerifier: Sendable {
             cache.noteRefused(digest, error, expiresAt: exp, now: now)
             throw error
         }
-        let principal = SessionPrincipal(walkerId: sub, tokenId: Self.tokenId(jti: claims.jti, token: token))
+        let principal = SessionPrincipal(
+            walkerId: sub, tokenId: Self.tokenId(jti: claims.jti, token: token),
+            validUntil: exp + settings.leewaySeconds)
         cache.store(
             token, digest: digest, .init(principal: principal, expiresAt: exp, notBefore: claims.nbf, verifiedAt: now))
         return principal

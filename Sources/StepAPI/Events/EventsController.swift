@@ -45,10 +45,13 @@ struct EventsController: Sendable {
         }.mapError(WalkerAPIError.invalidQuery)
         return try await runner.respond(context: context, query: query) { tx, walkerId, _, query in
             .success(try await tx.events(walkerId: walkerId, after: query.after, limit: Self.pageLimit))
-        } render: { [store, signals, maxWaits = settings.maxWaitsPerWalker] walkerId, query, first in
+        } render: {
+            [store, signals, maxWaits = settings.maxWaitsPerWalker, tokenLife = tokenLife(context)]
+            walkerId,
+            query, first in
             var events = first
             if events.isEmpty, query.wait > 0 {
-                let deadline = ContinuousClock.now + .seconds(query.wait)
+                let deadline = ContinuousClock.now + min(.seconds(query.wait), tokenLife)
                 // Subscribed before the read below, so an event committed in between still wakes this wait.
                 let subscription = signals.subscribe(
                     walkerId: walkerId, cursor: query.after, limit: maxWaits)
@@ -79,17 +82,18 @@ struct EventsController: Sendable {
     }
 
     /// Server-Sent Events: each event as `id: <seq>`, `event: <type>`, `data: <JSON>`; a comment line every
-    /// `events.streamKeepAliveSeconds`; the stream ends after `events.streamMaxSeconds` (with a `retry:` hint),
-    /// at shutdown, or when the client goes, and the client resumes with `Last-Event-ID` (or `?after=`).
+    /// `events.streamKeepAliveSeconds`; the stream ends after `events.streamMaxSeconds` or when the session token
+    /// expires, whichever comes first (with a `retry:` hint), at shutdown, or when the client goes, and the client
+    /// resumes with `Last-Event-ID` (or `?after=`).
     func stream(_ request: Request, context: AppRequestContext) async throws -> Response {
         let start = Result { () throws(RequestValidationError) in try EventsQuery.streamStart(request) }
             .mapError(WalkerAPIError.invalidQuery)
         return try await runner.respond(context: context, query: start) { _, _, _, _ in
             .success(())
-        } render: { [store, settings, signals, logger] walkerId, after, _ in
+        } render: { [store, settings, signals, logger, tokenLife = tokenLife(context)] walkerId, after, _ in
             let body = ResponseBody { writer in
                 var cursor = after
-                let end = ContinuousClock.now + .seconds(settings.streamMaxSeconds)
+                let end = ContinuousClock.now + min(.seconds(settings.streamMaxSeconds), tokenLife)
                 let keepAlive = Duration.seconds(settings.streamKeepAliveSeconds)
                 var lastWrite = ContinuousClock.now
                 let subscription = signals.subscribe(
@@ -154,6 +158,13 @@ struct EventsController: Sendable {
 }
 
 extension EventsController {
+    /// How long the request's session token is still accepted: a waiting poll or a stream ends by then, as at its
+    /// own limit, and the client comes back with a fresh token. Unbounded when the principal does not say.
+    func tokenLife(_ context: AppRequestContext) -> Duration {
+        guard let validUntil = context.principal?.validUntil else { return .seconds(Int64.max) }
+        return .seconds(max(0, validUntil - runner.clock().timeIntervalSince1970))
+    }
+
     /// Waits for the subscription's wake-up for at most `timeout`; graceful shutdown wakes it at once. True when
     /// woken (the log may have grown), false when the time passed.
     static func wake(_ subscription: EventSignals.Subscription, within timeout: Duration) async -> Bool {

@@ -708,7 +708,7 @@ paths:
         `after` next time (the last event's id, or `after` again when there was none). Counts once against the
         walker's limit (rateLimit.walkerPerMinute) however long it waits. A waiting poll is answered early, with
         what it has, when newer streams and waiting polls of the walker exceed events.maxWaitsPerWalker (4) on the
-        instance.
+        instance, and when the session token expires (its `exp` and jwt.leewaySeconds).
       security:
         - sessionJWT: []
       parameters:
@@ -757,7 +757,8 @@ paths:
       description: |
         Starts with `retry: 1000`, then each event as `id: <id>`, `event: <type>`, `data: <the event object of
         GET /walker/events>`; a `: keep-alive` comment every events.streamKeepAliveSeconds. The stream ends after
-        events.streamMaxSeconds (300), at shutdown, when the store cannot be read, or when newer streams and
+        events.streamMaxSeconds (300) or when the session token expires (its `exp` and jwt.leewaySeconds),
+        whichever comes first, at shutdown, when the store cannot be read, or when newer streams and
         waiting polls of the walker exceed events.maxWaitsPerWalker (4) on the instance (the oldest ends, with
         `retry: 15000`: come back after 15 s rather than 1); the client reconnects with `Last-Event-ID` (an EventSource does this by itself) and misses nothing. Without
         Last-Event-ID it starts after `?after=` or at the walker's first event. Counts once against the walker's
