@@ -3,6 +3,7 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
+import JWTKit
 import NIOCore
 import SQLKit
 import StepAPI
@@ -202,6 +203,32 @@ struct EventsTests {
             let answered = try await RawConnection.offPool { poll.read(through: "}") }
             #expect(answered.hasPrefix("HTTP/1.1 200 OK"), "\(answered)")
             #expect(answered.hasSuffix(#"{"events":[],"next":"0"}"#), "the poll outlived its token: \(answered)")
+        }
+    }
+
+    @Test(
+        "a signed token that claims an absurd exp polls and streams as any other: the wait's bound stays a day",
+        arguments: TestDatabases.kinds)
+    func absurdExpiry(kind: DatabaseKind) async throws {
+        struct FarClaims: JWTPayload {
+            var sub = "walker-far"
+            var iss = "https://auth.example"
+            var aud = ["stepledger-api"]
+            var exp = 1e300
+            func verify(using algorithm: some JWTAlgorithm) async throws {}
+        }
+        let keys = try AuthTests.KeySet()
+        let harness = try await AuthTests.harness(kind: kind, keys: keys) { $0.events.streamMaxSeconds = 1 }
+        let token = try await keys.collection().sign(FarClaims(), kid: JWKIdentifier(string: "ec-test"))
+        try await Self.append(harness, "walker-far", count: 1)
+        try await harness.run { client in
+            let authorization: HTTPFields = [.authorization: "Bearer \(token)"]
+            let poll = try await client.execute(uri: "/walker/events?wait=1", method: .get, headers: authorization)
+            #expect(poll.status == .ok)
+            #expect(String(buffer: poll.body).contains(#""type":"allocation-reverted""#))
+            let stream = try await client.execute(uri: "/walker/events/stream", method: .get, headers: authorization)
+            #expect(stream.status == .ok)
+            #expect(String(buffer: stream.body).contains("event: allocation-reverted"))
         }
     }
 

@@ -159,10 +159,13 @@ struct EventsController: Sendable {
 
 extension EventsController {
     /// How long the request's session token is still accepted: a waiting poll or a stream ends by then, as at its
-    /// own limit, and the client comes back with a fresh token. Unbounded when the principal does not say.
+    /// own limit, and the client comes back with a fresh token. At most a day, longer than any wait or stream
+    /// (`Duration.seconds` traps past about 1.7e20 s, and a signed token may claim any finite `exp`); a day too
+    /// when the principal does not say.
     func tokenLife(_ context: AppRequestContext) -> Duration {
-        guard let validUntil = context.principal?.validUntil else { return .seconds(Int64.max) }
-        return .seconds(max(0, validUntil - runner.clock().timeIntervalSince1970))
+        let day = 86_400.0
+        guard let validUntil = context.principal?.validUntil else { return .seconds(day) }
+        return .seconds(min(day, max(0, validUntil - runner.clock().timeIntervalSince1970)))
     }
 
     /// Waits for the subscription's wake-up for at most `timeout`; graceful shutdown wakes it at once. True when
