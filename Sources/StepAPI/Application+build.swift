@@ -322,10 +322,12 @@ package func buildApplication(
         .register(in: admin, catalog: &catalog)
     AdminMetricsController(store: store, clock: dependencies.clock).register(in: admin, catalog: &catalog)
 
-    // The console's page and assets: no authentication (the page signs in), but only while the admin API is on.
-    ConsoleController(enabled: adminEnabled)
+    // The console's page and assets: no authentication (the page signs in), but only while the admin API is on
+    // (404 before the URL's checks, as for the admin routes).
+    ConsoleController()
         .register(
-            in: router.group().add(middleware: SurfaceErrorMiddleware<AdminAPIError>(logger: logger))
+            in: router.group().add(middleware: AdminEnabledMiddleware(enabled: adminEnabled))
+                .add(middleware: SurfaceErrorMiddleware<AdminAPIError>(logger: logger))
                 .add(middleware: EncodedNULMiddleware<AdminAPIError>()),
             catalog: &catalog)
 

@@ -86,6 +86,11 @@ struct NULInputTests {
             ] {
                 let response = try await client.execute(uri: uri, method: .get, headers: headers)
                 #expect(response.status == .badRequest, "\(uri): \(response.text)")
+                if !uri.contains("cursor") {
+                    #expect(
+                        try response.json["message"]
+                            == .string("The URL must not contain an encoded NUL character (%00)."), "\(uri)")
+                }
             }
         }
     }

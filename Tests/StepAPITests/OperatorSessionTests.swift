@@ -434,7 +434,8 @@ struct OperatorSessionTests {
             #expect(signIn.status == .notFound)
             for (uri, method) in [
                 ("/admin/reviews", HTTPRequest.Method.get), ("/admin/session", .get), ("/admin/session", .delete),
-                ("/admin/audit", .get), ("/admin/nothing", .get),
+                ("/admin/audit", .get), ("/admin/nothing", .get), ("/admin/", .get), ("/admin/?x=%00", .get),
+                ("/admin/assets/console.js?%00", .get), ("/admin/reviews?walker=%00", .get),
             ] {
                 #expect(try await client.admin(uri, method: method, token: offSecret).status == .notFound, "\(uri)")
             }

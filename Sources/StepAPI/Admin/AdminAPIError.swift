@@ -101,8 +101,12 @@ enum AdminAPIError: SurfaceError {
         }
     }
 
-    /// The admin API reads its one body itself (any media type); a refused one is a plain 400.
-    static func bodyRefused(_: JSONBody.Refusal) -> AdminAPIError { .badRequest("The body must be a JSON object.") }
+    /// The admin API reads its one body itself (any media type); a refused one is a plain 400. A request refused
+    /// before its body is read (a URL with `%00`) says why.
+    static func bodyRefused(_ refusal: JSONBody.Refusal) -> AdminAPIError {
+        guard case .invalid(let error) = refusal else { return .badRequest("The body must be a JSON object.") }
+        return .badRequest(error.message)
+    }
 
     var bodyString: String {
         let (code, message, details) = codeMessageAndDetails
