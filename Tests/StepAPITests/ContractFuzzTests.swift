@@ -60,13 +60,14 @@ struct ContractFuzzTests {
                 (.get, "/step/ingest", "POST"), (.patch, "/step/ingest:batch", "POST"), (.trace, "/livez", "GET"),
                 (.options, "/health", "POST"), (.get, "/admin/reviews/some-id/resolve", "POST"),
                 (.post, "/openapi.yaml", "GET"), (.head, "/walker/events/stream", "GET"),
+                (.delete, "//health/today", "GET"),
             ] {
                 let response = try await client.execute(
                     uri: uri, method: method, headers: [.authorization: "Bearer \(token)"])
                 #expect(response.status == .methodNotAllowed, "\(method) \(uri)")
                 #expect(response.headers[HTTPField.Name("Allow")!] == allow, "\(method) \(uri)")
                 if method == .head { continue }
-                if uri.hasPrefix("/health") {
+                if uri.hasPrefix("/health") || uri.hasPrefix("//health") {
                     // Seed 002's envelope for every answer under /health.
                     #expect(try response.json["statusCode"] == .int(405), "\(method) \(uri)")
                     #expect(try response.json["error"] == .string("Method Not Allowed"), "\(method) \(uri)")
@@ -77,6 +78,12 @@ struct ContractFuzzTests {
             for uri in ["/walker/nothing", "/nowhere", "/admin/reviews/x/y/resolve"] {
                 let response = try await client.execute(uri: uri, method: .delete)
                 #expect(response.status == .notFound, "\(uri)")
+            }
+            // Under /health, however the path is spelled, the 404 is seed 002's too.
+            for uri in ["/health/nothing", "//health/nothing"] {
+                let response = try await client.execute(uri: uri, method: .get)
+                #expect(response.status == .notFound, "\(uri)")
+                #expect(try response.json["statusCode"] == .int(404), "\(uri)")
             }
             // A declared method still reaches its route; the refused ones touched nothing.
             #expect(try await harness.count("walkers") == 0)

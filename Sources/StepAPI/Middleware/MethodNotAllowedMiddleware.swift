@@ -57,9 +57,14 @@ struct MethodNotAllowedMiddleware: RouterMiddleware {
         }
     }
 
-    /// The surface whose prefix `path` falls under (the prefix itself or below it), if any.
+    /// The surface whose prefix `path` falls under (the prefix itself or below it), if any: compared by segments,
+    /// as the router reads a path, so `//health/x` is the health surface's as `/health/x` is.
     private func surface(for path: String) -> SurfaceMisses? {
-        surfaces.first { path == $0.prefix || path.hasPrefix($0.prefix + "/") }
+        let requested = Self.segments(path)
+        return surfaces.first { surface in
+            let prefix = Self.segments(surface.prefix)
+            return requested.count >= prefix.count && zip(prefix, requested).allSatisfy { $0 == $1 }
+        }
     }
 
     /// The methods of the catalogued path that `path` names, or nil when none does.
