@@ -486,6 +486,16 @@ struct HealthSubmitTests {
             }
             let text = try await client.submitHealth(raw: valid.buffer, token: token, contentType: "text/plain")
             #expect(text.status == .unsupportedMediaType)
+            let gzipped = try await client.execute(
+                uri: "/health", method: .post,
+                headers: [
+                    .contentType: "application/json", .contentEncoding: "gzip", .authorization: "Bearer \(token)",
+                ],
+                body: valid.buffer)
+            #expect(
+                gzipped.text
+                    == healthError(
+                        415, "Unsupported Media Type", "Content-Encoding is not supported; send the body uncompressed"))
             let huge = try await client.submitHealth(
                 raw: ByteBuffer(string: #"{"nonce":""# + String(repeating: "n", count: 20_000) + #""}"#), token: token)
             #expect(huge.status == .contentTooLarge)

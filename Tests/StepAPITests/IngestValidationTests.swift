@@ -220,8 +220,29 @@ struct IngestValidationTests {
                 headers: [.authorization: "Bearer \(token)", .contentType: "application/x-www-form-urlencoded"],
                 body: IngestBody().buffer)
             #expect(response.status == .unsupportedMediaType)
+            #expect(try response.json["message"] == .string("Content-Type must be application/json."))
             try await Self.expectOnlyRefusalAudited(
                 harness, walker: "walker-ct", status: 415, code: "UNSUPPORTED_MEDIA_TYPE")
+        }
+    }
+
+    @Test(
+        "a body sent with a Content-Encoding (gzip) is a 415 that says so; identity is no coding",
+        arguments: TestDatabases.kinds)
+    func contentEncoding(kind: DatabaseKind) async throws {
+        let harness = try await TestHarness.make(kind: kind)
+        let token = try await harness.token(for: "walker-gz")
+        try await harness.run { client in
+            let gzipped = try await client.ingest(IngestBody(), token: token, headers: [.contentEncoding: "gzip"])
+            #expect(gzipped.status == .unsupportedMediaType)
+            #expect(
+                try gzipped.json["message"]
+                    == .string("Content-Encoding is not supported; send the body uncompressed."))
+            try await Self.expectOnlyRefusalAudited(
+                harness, walker: "walker-gz", status: 415, code: "UNSUPPORTED_MEDIA_TYPE")
+            let identity = try await client.ingest(
+                IngestBody(key: "gz-2"), token: token, headers: [.contentEncoding: "Identity"])
+            #expect(identity.status == .ok, "\(identity.text)")
         }
     }
 

@@ -14,7 +14,7 @@ struct AdminRequestBody: Sendable {
         guard let body = try? await request.collectBody(upTo: maxBytes),
             case .object(let fields) = JSONReader.read(body.readableBytesView)
         else {
-            throw AdminAPIError.bodyRefused(.unsupportedMediaType)
+            throw AdminAPIError.bodyRefused(.unsupportedMediaType())
         }
         return AdminRequestBody(fields: fields)
     }

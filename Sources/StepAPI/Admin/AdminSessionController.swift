@@ -39,7 +39,7 @@ struct AdminSessionController: Sendable {
         guard let body = try? await request.collectBody(upTo: 16 * 1024),
             case .object(let fields) = JSONReader.read(body.readableBytesView)
         else {
-            throw AdminAPIError.bodyRefused(.unsupportedMediaType)
+            throw AdminAPIError.bodyRefused(.unsupportedMediaType())
         }
         guard case .string(let credential) = fields["credential"], !credential.isEmpty else {
             throw AdminAPIError.badRequest("credential must be a non-empty string.")

@@ -13,7 +13,7 @@ enum HealthAPIError: WalkerReadError, Equatable {
     /// Seed 002's 401 for an attestation that did not verify; why is for the audit row, not the client.
     case attestationFailed
     case payloadTooLarge(limit: Int)
-    case unsupportedMediaType
+    case unsupportedMediaType(JSONBody.Unsupported)
     case rateLimited
     /// The walker holds `health.maxLiveNonces` unused nonces.
     case tooManyNonces
@@ -46,7 +46,7 @@ enum HealthAPIError: WalkerReadError, Equatable {
         case .badRequest(let message): message
         case .attestationFailed: "Attestation verification failed"
         case .payloadTooLarge(let limit): "Request body must be at most \(limit) bytes"
-        case .unsupportedMediaType: "Content-Type must be application/json"
+        case .unsupportedMediaType(let unsupported): unsupported.message
         case .rateLimited: "Too many requests; retry later"
         case .tooManyNonces: "Too many unused nonces; use one or retry when one expires"
         case .notFound: "No route serves this path"
@@ -75,7 +75,7 @@ enum HealthAPIError: WalkerReadError, Equatable {
 
     static func bodyRefused(_ refusal: JSONBody.Refusal) -> HealthAPIError {
         switch refusal {
-        case .unsupportedMediaType: .unsupportedMediaType
+        case .unsupportedMediaType(let unsupported): .unsupportedMediaType(unsupported)
         case .tooLarge(let limit): .payloadTooLarge(limit: limit)
         case .invalid(let validation): .badRequest(validation.message)
         }

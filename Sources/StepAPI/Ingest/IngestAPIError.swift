@@ -12,7 +12,7 @@ enum IngestAPIError: WalkerReadError {
     /// an app knows to mint a new token rather than retry the same one.
     case appCheckRefused(AppCheckReasonCode)
     case invalidRequest(RequestValidationError)
-    case unsupportedMediaType
+    case unsupportedMediaType(JSONBody.Unsupported)
     case payloadTooLarge(limit: Int)
     case sourceNotWhitelisted(sourceBundleId: String)
     /// An operator suspended the walker: ingests and re-reads are refused until they are reinstated.
@@ -64,10 +64,9 @@ enum IngestAPIError: WalkerReadError {
             IngestErrorBody(
                 error: "INVALID_REQUEST", message: validation.message,
                 details: .object(["fields": .object(validation.fields.mapValues { .string($0) })]))
-        case .unsupportedMediaType:
+        case .unsupportedMediaType(let unsupported):
             IngestErrorBody(
-                error: "UNSUPPORTED_MEDIA_TYPE", message: "Content-Type must be application/json.",
-                details: .object([:]))
+                error: "UNSUPPORTED_MEDIA_TYPE", message: unsupported.message + ".", details: .object([:]))
         case .payloadTooLarge(let limit):
             IngestErrorBody(
                 error: "PAYLOAD_TOO_LARGE", message: "Request body exceeds \(limit) bytes.",
@@ -142,7 +141,7 @@ enum IngestAPIError: WalkerReadError {
 
     static func bodyRefused(_ refusal: JSONBody.Refusal) -> IngestAPIError {
         switch refusal {
-        case .unsupportedMediaType: .unsupportedMediaType
+        case .unsupportedMediaType(let unsupported): .unsupportedMediaType(unsupported)
         case .tooLarge(let limit): .payloadTooLarge(limit: limit)
         case .invalid(let validation): .invalidRequest(validation)
         }

@@ -142,7 +142,7 @@ paths:
               schema:
                 $ref: '#/components/schemas/IngestError'
         '415':
-          description: UNSUPPORTED_MEDIA_TYPE, Content-Type is not application/json.
+          description: UNSUPPORTED_MEDIA_TYPE, Content-Type is not application/json, or the body has a Content-Encoding (send it uncompressed).
           headers:
             RateLimit-Policy:
               $ref: '#/components/headers/RateLimitPolicy'
@@ -257,7 +257,7 @@ paths:
               schema:
                 $ref: '#/components/schemas/IngestError'
         '415':
-          description: UNSUPPORTED_MEDIA_TYPE, Content-Type is not application/json.
+          description: UNSUPPORTED_MEDIA_TYPE, Content-Type is not application/json, or the body has a Content-Encoding (send it uncompressed).
           content:
             application/json:
               schema:
@@ -396,7 +396,7 @@ paths:
               schema:
                 $ref: '#/components/schemas/IngestError'
         '415':
-          description: UNSUPPORTED_MEDIA_TYPE, Content-Type is not application/json.
+          description: UNSUPPORTED_MEDIA_TYPE, Content-Type is not application/json, or the body has a Content-Encoding (send it uncompressed).
           content:
             application/json:
               schema:
@@ -673,7 +673,7 @@ paths:
               schema:
                 $ref: '#/components/schemas/IngestError'
         '415':
-          description: UNSUPPORTED_MEDIA_TYPE, Content-Type is not application/json.
+          description: UNSUPPORTED_MEDIA_TYPE, Content-Type is not application/json, or the body has a Content-Encoding (send it uncompressed).
           content:
             application/json:
               schema:
@@ -886,7 +886,7 @@ paths:
               schema:
                 $ref: '#/components/schemas/HealthError'
         '415':
-          description: Content-Type is not application/json.
+          description: Content-Type is not application/json, or the body has a Content-Encoding (send it uncompressed).
           content:
             application/json:
               schema:

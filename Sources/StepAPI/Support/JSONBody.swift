@@ -1,15 +1,39 @@
 import Hummingbird
 import NIOCore
 
-/// Reading a JSON request body, the same for every route that takes one: the media type, then the size
-/// (declared or actual), then the route's own decoder. A refusal is the surface's error (415, 413 with the
+/// Reading a JSON request body, the same for every route that takes one: the media type and its coding, then the
+/// size (declared or actual), then the route's own decoder. A refusal is the surface's error (415, 413 with the
 /// limit, 400 with the decoder's details), decided here before any database work.
 enum JSONBody {
     /// Why a body was refused before its content was judged, or the decoder's per-field verdict.
     enum Refusal: Error, Sendable {
-        case unsupportedMediaType
+        case unsupportedMediaType(Unsupported = .contentType)
         case tooLarge(limit: Int)
         case invalid(RequestValidationError)
+    }
+
+    /// What of a body's representation the server does not take (415, RFC 9110 §15.5.16).
+    enum Unsupported: Sendable {
+        /// A `Content-Type` other than `application/json`.
+        case contentType
+        /// A `Content-Encoding` other than `identity` (a gzipped body): the server reads bodies as sent.
+        case contentEncoding
+
+        /// The 415's message, without a final full stop.
+        var message: String {
+            switch self {
+            case .contentType: "Content-Type must be application/json"
+            case .contentEncoding: "Content-Encoding is not supported; send the body uncompressed"
+            }
+        }
+    }
+
+    /// Whether a `Content-Encoding` value names no coding but `identity` (any case, blanks allowed).
+    static func isIdentity(_ contentEncoding: String) -> Bool {
+        contentEncoding.split(separator: ",").allSatisfy { coding in
+            let name = coding.trimmingHTTPWhitespace
+            return name.isEmpty || name.lowercased() == "identity"
+        }
     }
 
     /// Whether a `Content-Type` value is `application/json` (any case; parameters and blanks allowed).
@@ -52,7 +76,10 @@ enum JSONBody {
     private static func collect(_ request: Request, maxBytes: Int) async -> Result<ByteBuffer, Refusal> {
         if let refusal = request.encodedNULRefusal { return .failure(.invalid(refusal)) }
         guard let contentType = request.headers[.contentType], isJSON(contentType) else {
-            return .failure(.unsupportedMediaType)
+            return .failure(.unsupportedMediaType())
+        }
+        if let coding = request.headers[.contentEncoding], !isIdentity(coding) {
+            return .failure(.unsupportedMediaType(.contentEncoding))
         }
         if let declared = request.headers[.contentLength].flatMap(Int.init), declared > maxBytes {
             return .failure(.tooLarge(limit: maxBytes))

@@ -329,7 +329,7 @@ internal enum Operations {
                     self.body = body
                 }
             }
-            /// UNSUPPORTED_MEDIA_TYPE, Content-Type is not application/json.
+            /// UNSUPPORTED_MEDIA_TYPE, Content-Type is not application/json, or the body has a Content-Encoding (send it uncompressed).
             ///
             /// - Remark: Generated from `#/paths//step/ingest:batch/post(ingestStepBatch)/responses/415`.
             ///
@@ -1143,7 +1143,7 @@ internal enum Operations {
                     self.body = body
                 }
             }
-            /// UNSUPPORTED_MEDIA_TYPE, Content-Type is not application/json.
+            /// UNSUPPORTED_MEDIA_TYPE, Content-Type is not application/json, or the body has a Content-Encoding (send it uncompressed).
             ///
             /// - Remark: Generated from `#/paths//step/reread/post(answerReread)/responses/415`.
             ///
@@ -2964,7 +2964,7 @@ internal enum Operations {
                     self.body = body
                 }
             }
-            /// UNSUPPORTED_MEDIA_TYPE, Content-Type is not application/json.
+            /// UNSUPPORTED_MEDIA_TYPE, Content-Type is not application/json, or the body has a Content-Encoding (send it uncompressed).
             ///
             /// - Remark: Generated from `#/paths//walker/allocations/post(createAllocation)/responses/415`.
             ///
@@ -4243,7 +4243,7 @@ internal enum Operations {
                     self.body = body
                 }
             }
-            /// Content-Type is not application/json.
+            /// Content-Type is not application/json, or the body has a Content-Encoding (send it uncompressed).
             ///
             /// - Remark: Generated from `#/paths//health/post(submitHealth)/responses/415`.
             ///
