@@ -41,11 +41,7 @@ package struct WebhookJob: StandaloneJob {
     /// like any other that is not a 2xx, so the attempt fails and names it. Made once, never shut down (as
     /// `HTTPClient.shared`). Untraced: the delivery's own span covers the call, and the client's would carry the
     /// webhook's whole URL, a token in its query or path included, to the trace collector.
-    static let client: HTTPClient = {
-        var configuration = HTTPClient.Configuration.untraced()
-        configuration.redirectConfiguration = .disallow
-        return HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration)
-    }()
+    static let client = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: .outbound())
 
     package func run(_ payload: Payload, job: ClaimedJob, on store: Store) async throws {
         // Only retention deletes an event (an erasure deletes the walker's jobs with its events): a delivery that

@@ -47,8 +47,9 @@ package final class OTLPExporter: Service, Sendable {
     private let wakes: AsyncStream<Void>
 
     /// The client spans are posted with: one of its own, untraced (a span of each export would be exported in
-    /// the next, and so on for good). Made once, never shut down (as `HTTPClient.shared`).
-    package static let client = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: .untraced())
+    /// the next, and so on for good), which follows no redirect (`outbound`). Made once, never shut down (as
+    /// `HTTPClient.shared`).
+    package static let client = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: .outbound())
 
     package init(settings: Settings, httpClient: HTTPClient = OTLPExporter.client, logger: Logger) {
         self.settings = settings

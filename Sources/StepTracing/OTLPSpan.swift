@@ -78,10 +78,32 @@ package final class OTLPSpan: Tracing.Span {
 
     package func addLink(_ link: SpanLink) {}
 
+    /// The most UTF-8 bytes a string attribute keeps when it leaves the process.
+    static let maxStringAttributeBytes = 512
+
     /// The attributes as they leave the process. A request's query (`url.query`, set by the HTTP tracing
     /// middleware) keeps its parameter names only, and only names that look like one (up to 32 letters, digits,
-    /// `_`, `-`, `.`; anything else is `?`): its values, or a bare value, are whatever a client put there.
+    /// `_`, `-`, `.`; anything else is `?`): its values, or a bare value, are whatever a client put there. Every
+    /// string is then cut to `maxStringAttributeBytes` (a path or `User-Agent` may be as long as the header limit
+    /// allows, and the export queue holds thousands of spans while a collector does not answer).
     static func exported(_ attributes: SpanAttributes) -> SpanAttributes {
+        let named = namesOfQuery(attributes)
+        var exported = named
+        named.forEach { name, value in
+            guard case .string(let text) = value, text.utf8.count > maxStringAttributeBytes else { return }
+            // Whole characters, and room for the mark of the cut (three bytes).
+            var kept = ""
+            for character in text {
+                guard kept.utf8.count + character.utf8.count <= maxStringAttributeBytes - 3 else { break }
+                kept.append(character)
+            }
+            exported.set(name, value: .string(kept + "…"))
+        }
+        return exported
+    }
+
+    /// `url.query` with its parameter names only (see `exported`).
+    private static func namesOfQuery(_ attributes: SpanAttributes) -> SpanAttributes {
         guard case .string(let query)? = attributes.get("url.query") else { return attributes }
         var exported = attributes
         let names = query.split(separator: "&", omittingEmptySubsequences: true).map { parameter -> String in

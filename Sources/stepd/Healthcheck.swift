@@ -45,6 +45,9 @@ struct Healthcheck: AsyncParsableCommand {
         // a loop probing a server that is not up yet (or has stopped) would wait `--timeout` at every turn.
         var client = HTTPClient.Configuration()
         client.connectionPool.retryConnectionEstablishment = false
+        // The probe judges the answer of the URL it was given: a redirect is not ready (and AsyncHTTPClient traps on
+        // a `Location` whose port is past 65535).
+        client.redirectConfiguration = .disallow
         // A connection that is neither made nor refused (a full backlog, dropped packets) may take the whole timeout.
         client.timeout.connect = .seconds(Int64(timeout))
         let status: UInt

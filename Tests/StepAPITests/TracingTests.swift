@@ -76,6 +76,31 @@ struct TracingTests {
         #expect(!json.contains("SECRET") && !json.contains("2026-05-01"))
     }
 
+    @Test("a string attribute leaves the process cut to 512 bytes, at a whole character, marked; short ones whole")
+    func longStringsCut() throws {
+        let finished = Mutex<[FinishedSpan]>([])
+        let span = OTLPSpan(
+            name: "GET", kind: .server, identity: .random(), parentSpanID: nil, context: .topLevel,
+            startNanoseconds: 1, finish: { span in finished.withLock { $0.append(span) } })
+        span.attributes["url.path"] = "/" + String(repeating: "a", count: 16 * 1024)
+        span.attributes["user_agent.original"] = String(repeating: "é", count: 400)  // two bytes each
+        span.attributes["url.query"] = Array(repeating: "n", count: 4000).joined(separator: "&")
+        span.attributes["http.request.method"] = "GET"
+        span.end()
+        let exported = try #require(finished.withLock { $0.first })
+        for name in ["url.path", "user_agent.original", "url.query"] {
+            guard case .string(let text)? = exported.attributes.get(name) else {
+                Issue.record("\(name) is not a string")
+                continue
+            }
+            #expect(text.utf8.count <= OTLPSpan.maxStringAttributeBytes, "\(name)")
+            #expect(text.utf8.count > OTLPSpan.maxStringAttributeBytes - 6, "\(name) lost more than its last character")
+            #expect(text.hasSuffix("…"), "\(name)")
+        }
+        #expect(exported.attributes.get("user_agent.original") == .string(String(repeating: "é", count: 254) + "…"))
+        #expect(exported.attributes.get("http.request.method") == .string("GET"))
+    }
+
     @Test("a finished span is encoded as OTLP/JSON: hex ids, its parent, nanosecond strings, kind and attributes")
     func json() throws {
         let parent = TraceIdentity.random()
@@ -106,6 +131,33 @@ struct TracingTests {
 }
 
 extension TracingTests {
+    /// Answers every request with a 307 to `location`, and counts the requests.
+    final class RedirectingCollector: ChannelInboundHandler, Sendable {
+        typealias InboundIn = ByteBuffer
+        typealias OutboundOut = ByteBuffer
+        let location: String
+        let requests = Mutex(0)
+        private let received = Mutex("")
+
+        init(location: String) { self.location = location }
+
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            let text = String(buffer: unwrapInboundIn(data))
+            // One answer per request whose head has arrived (the body is small and follows it).
+            let heads = received.withLock { received in
+                received += text
+                let count = received.components(separatedBy: "\r\n\r\n").count - 1
+                received = received.components(separatedBy: "\r\n\r\n").last ?? ""
+                return count
+            }
+            for _ in 0..<heads {
+                requests.withLock { $0 += 1 }
+                let answer = "HTTP/1.1 307 Temporary Redirect\r\nLocation: \(location)\r\nContent-Length: 0\r\n\r\n"
+                context.writeAndFlush(wrapOutboundOut(ByteBuffer(string: answer)), promise: nil)
+            }
+        }
+    }
+
     /// Counts the connections made to it and never answers on any: a collector that hangs.
     final class SilentCollector: ChannelInboundHandler, Sendable {
         typealias InboundIn = ByteBuffer
@@ -152,6 +204,34 @@ extension TracingTests {
         // Nothing is left to send.
         await exporter.exportWaiting(atShutdown: true)
         #expect(collector.connections.withLock { $0 } == 2)
+        try await server.close()
+    }
+
+    @Test("a collector that answers with a redirect, even to a port past 65535, is refused, not followed")
+    func redirectNotFollowed() async throws {
+        let collector = RedirectingCollector(location: "http://127.0.0.1:70000/v1/traces")
+        let server = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(collector) }
+            }
+            .bind(host: "127.0.0.1", port: 0).get()
+        let port = try #require(server.localAddress?.port)
+        var settings = OTLPExporter.Settings(endpoint: "http://127.0.0.1:\(port)", serviceName: "stepledger-test")
+        settings.timeout = .seconds(5)
+        let logs = LogLines()
+        let exporter = OTLPExporter(
+            settings: settings, logger: Logger(label: "t") { _ in LinesLogHandler(lines: logs) })
+        exporter.enqueue(
+            FinishedSpan(
+                name: "span", kind: .internal, identity: TraceIdentity.random(), parentSpanID: nil,
+                startNanoseconds: 1, endNanoseconds: 2, attributes: [:], isError: false, statusMessage: nil,
+                events: []))
+        // Following the `Location` traps in AsyncHTTPClient (the port does not fit in 16 bits): this process would
+        // end here.
+        await exporter.exportWaiting()
+        #expect(logs.messages == ["trace export refused"])
+        #expect(logs.metadata.first?["status"] == "307")
+        #expect(collector.requests.withLock { $0 } == 1)
         try await server.close()
     }
 

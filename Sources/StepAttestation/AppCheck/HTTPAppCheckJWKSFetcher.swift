@@ -14,11 +14,8 @@ package struct HTTPAppCheckJWKSFetcher: Sendable {
     /// up to 20, to any host and from `https` down to `http`, where anyone on the path could answer with keys of
     /// their own. A redirect is an answer that is not a 200, so the fetch fails and names it: configure the URL the
     /// keys are served at. Made once, never shut down (as `HTTPClient.shared`).
-    package static let client: HTTPClient = {
-        var configuration = HTTPClient.Configuration.untraced()
-        configuration.redirectConfiguration = .disallow
-        return HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration)
-    }()
+    package static let client = HTTPClient(
+        eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: .outbound())
 
     private let httpClient: HTTPClient
     private let url: String
