@@ -47,7 +47,7 @@ extension StoreTransaction {
             if let start = try row.decode(column: "start_day", as: Int?.self),
                 let end = try row.decode(column: "end_day", as: Int?.self)
             {
-                runs.append(StreakRun(start: LocalDate(dayNumber: start), end: LocalDate(dayNumber: end)))
+                runs.append(try Self.storedRun(start: start, end: end))
             }
         }
         return DayState(
@@ -94,10 +94,17 @@ extension StoreTransaction {
             "SELECT start_day, end_day FROM streak_runs WHERE walker_id = \(bind: walkerId) ORDER BY end_day"
         ).all()
         return try rows.map { row in
-            StreakRun(
-                start: LocalDate(dayNumber: try row.decode(column: "start_day", as: Int.self)),
-                end: LocalDate(dayNumber: try row.decode(column: "end_day", as: Int.self)))
+            try Self.storedRun(
+                start: try row.decode(column: "start_day", as: Int.self),
+                end: try row.decode(column: "end_day", as: Int.self))
         }
+    }
+
+    /// A run as a row stores it (day numbers); a row that ends before it starts, which StepLedger never writes, is
+    /// corrupt (a 500 for its walker's requests, where the run's own check would stop the process).
+    static func storedRun(start: Int, end: Int) throws -> StreakRun {
+        guard start <= end else { throw StoreError.corrupt("streak run ends before it starts") }
+        return StreakRun(start: LocalDate(dayNumber: start), end: LocalDate(dayNumber: end))
     }
 
     package func applyStreakChange(walkerId: String, _ change: StreakRunChange) async throws {

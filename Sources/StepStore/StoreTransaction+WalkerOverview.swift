@@ -40,8 +40,7 @@ extension StoreTransaction {
         let end = try row.decode(column: "end_day", as: Int?.self)
         var latestRun: StreakRun?
         if let start, let end {
-            guard start <= end else { throw StoreError.corrupt("streak run ends before it starts") }
-            latestRun = StreakRun(start: LocalDate(dayNumber: start), end: LocalDate(dayNumber: end))
+            latestRun = try Self.storedRun(start: start, end: end)
         }
         return WalkerOverview(
             walkerId: walkerId,

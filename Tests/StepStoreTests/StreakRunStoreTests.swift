@@ -45,6 +45,35 @@ struct StreakRunStoreTests {
         try await test.close()
     }
 
+    @Test(
+        "a stored run that ends before it starts is read as corrupt (an error for its walker), never a trap",
+        arguments: TestDatabases.kinds)
+    func corruptRun(kind: DatabaseKind) async throws {
+        let test = try await TestDatabases.make(kind)
+        let store = test.store
+        let day = LocalDate(iso: "2026-05-18")!
+        try await store.transaction { tx in
+            try await tx.sql.raw(
+                """
+                INSERT INTO walkers (walker_id, created_at) VALUES ('w', \(bind: Self.t0.millisecondsSince1970))
+                """
+            ).run()
+            try await tx.sql.raw(
+                """
+                INSERT INTO streak_runs (walker_id, end_day, start_day)
+                VALUES ('w', \(bind: day.dayNumber - 1), \(bind: day.dayNumber))
+                """
+            ).run()
+        }
+        let corrupt = StoreError.corrupt("streak run ends before it starts")
+        await #expect(throws: corrupt) { try await store.transaction { try await $0.streakRuns(walkerId: "w") } }
+        await #expect(throws: corrupt) {
+            try await store.transaction { try await $0.dayState(walkerId: "w", day: day) }
+        }
+        await #expect(throws: corrupt) { try await store.transaction { try await $0.walkerOverview("w") } }
+        try await test.close()
+    }
+
     @Test("the neighbourhood read selects the runs around a day and the latest run", arguments: TestDatabases.kinds)
     func neighbourhoodQuery(kind: DatabaseKind) async throws {
         let test = try await TestDatabases.make(kind)
