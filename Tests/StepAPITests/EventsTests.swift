@@ -20,6 +20,13 @@ import Testing
 /// The walker's event log: long-poll, Server-Sent Events and the signed webhook, all over the stored log.
 @Suite("Walker events: poll, stream, webhook")
 struct EventsTests {
+    /// A GET of `path` with the walker's token sent on a connection of its own (10-s receive limit), not yet read.
+    static func get(_ path: String, port: Int, token: String) throws -> RawConnection {
+        let connection = try RawConnection(port: port, receiveTimeout: 10)
+        connection.send("GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(token)\r\n\r\n")
+        return connection
+    }
+
     static func append(_ harness: TestHarness, _ walker: String, count: Int) async throws {
         try await harness.store.transaction { tx in
             for index in 0..<count {
@@ -105,11 +112,7 @@ struct EventsTests {
         try await harness.run(.live) { client in
             let port = try #require(client.port)
             // Each on a connection of its own; a stream has subscribed once it has sent its `retry:` line.
-            func open(_ path: String) throws -> RawConnection {
-                let connection = try RawConnection(port: port, receiveTimeout: 10)
-                connection.send("GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(token)\r\n\r\n")
-                return connection
-            }
+            func open(_ path: String) throws -> RawConnection { try Self.get(path, port: port, token: token) }
             func stream() async throws -> RawConnection {
                 let connection = try open("/walker/events/stream")
                 let opened = try await RawConnection.offPool { connection.read(through: "retry: 1000\n\n") }
@@ -189,13 +192,8 @@ struct EventsTests {
         let token = try await harness.token(for: "walker-expiring", ttl: 2)
         try await harness.run(.live) { client in
             let port = try #require(client.port)
-            func open(_ path: String) throws -> RawConnection {
-                let connection = try RawConnection(port: port, receiveTimeout: 10)
-                connection.send("GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(token)\r\n\r\n")
-                return connection
-            }
-            let stream = try open("/walker/events/stream")
-            let poll = try open("/walker/events?wait=25")
+            let stream = try Self.get("/walker/events/stream", port: port, token: token)
+            let poll = try Self.get("/walker/events?wait=25", port: port, token: token)
             let streamed = try await RawConnection.offPool { stream.read(through: "0\r\n\r\n") }
             #expect(streamed.hasPrefix("HTTP/1.1 200 OK") && streamed.contains("retry: 1000\n\n"), "\(streamed)")
             #expect(streamed.hasSuffix("0\r\n\r\n"), "the stream outlived its token: \(streamed)")

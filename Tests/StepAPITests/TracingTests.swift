@@ -131,6 +131,16 @@ struct TracingTests {
 }
 
 extension TracingTests {
+    /// A listener on 127.0.0.1 whose every connection is handled by `handler`, and its port.
+    static func serve(_ handler: some ChannelInboundHandler & Sendable) async throws -> (any Channel, Int) {
+        let server = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(handler) }
+            }
+            .bind(host: "127.0.0.1", port: 0).get()
+        return (server, try #require(server.localAddress?.port))
+    }
+
     /// Answers every request with a 307 to `location`, and counts the requests.
     final class RedirectingCollector: ChannelInboundHandler, Sendable {
         typealias InboundIn = ByteBuffer
@@ -171,12 +181,7 @@ extension TracingTests {
     @Test("a collector that does not answer costs a send loop one batch, and shutdown one timeout; the rest is dropped")
     func shutdownExportBounded() async throws {
         let collector = SilentCollector()
-        let server = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-            .childChannelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(collector) }
-            }
-            .bind(host: "127.0.0.1", port: 0).get()
-        let port = try #require(server.localAddress?.port)
+        let (server, port) = try await Self.serve(collector)
         var settings = OTLPExporter.Settings(endpoint: "http://127.0.0.1:\(port)", serviceName: "stepledger-test")
         settings.batchSize = 2
         settings.timeout = .milliseconds(300)
@@ -210,12 +215,7 @@ extension TracingTests {
     @Test("a collector that answers with a redirect, even to a port past 65535, is refused, not followed")
     func redirectNotFollowed() async throws {
         let collector = RedirectingCollector(location: "http://127.0.0.1:70000/v1/traces")
-        let server = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-            .childChannelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(collector) }
-            }
-            .bind(host: "127.0.0.1", port: 0).get()
-        let port = try #require(server.localAddress?.port)
+        let (server, port) = try await Self.serve(collector)
         var settings = OTLPExporter.Settings(endpoint: "http://127.0.0.1:\(port)", serviceName: "stepledger-test")
         settings.timeout = .seconds(5)
         let logs = LogLines()
