@@ -137,7 +137,13 @@ extension StepLedgerClient {
             output = try await client.ingestStepBatch(
                 .init(headers: .init(xFirebaseAppCheck: appCheck), body: .json(body)))
         } catch {
-            return .failed(Self.failure(error))
+            // A refusal the generated client could not read (a proxy's page): what its status says.
+            switch Self.undecodedRefusal(error, now: now()) {
+            case (401, _)?: return .unauthorized(reason: nil)
+            case (429, let retryAfter)?: return .rateLimited(retryAfter: retryAfter)
+            case (503, let retryAfter)?: return .unavailable(retryAfter: retryAfter)
+            default: return .failed(Self.failure(error))
+            }
         }
         switch output {
         case .ok(let ok):
@@ -281,6 +287,31 @@ extension StepLedgerClient {
         }
     }
 
+    /// A 401, 429 or 503 whose answer the generated client could not read: a proxy's, a load balancer's or a
+    /// gateway's page (HTML, or nothing) rather than the server's JSON, or a `Retry-After` given as an HTTP date.
+    /// Its status and `Retry-After` (whole seconds, or the time until the date, at least 0; nil when absent or
+    /// unreadable), so it means what the server's own would. Nil for any other error.
+    static func undecodedRefusal(_ error: any Error, now: Date = Date()) -> (status: Int, retryAfter: TimeInterval?)? {
+        guard let error = error as? ClientError, let response = error.response,
+            [401, 429, 503].contains(response.status.code)
+        else { return nil }
+        return (response.status.code, retryAfter(response.headerFields[.retryAfter], now: now))
+    }
+
+    /// A `Retry-After` value (RFC 9110 §10.2.3): a number of seconds, or an IMF-fixdate.
+    static func retryAfter(_ value: String?, now: Date) -> TimeInterval? {
+        guard let value = value?.trimmingCharacters(in: .whitespaces), !value.isEmpty else { return nil }
+        if value.utf8.allSatisfy({ (0x30...0x39).contains($0) }) {
+            return value.utf8.count <= 9 ? TimeInterval(value) : nil
+        }
+        let parser = DateFormatter()
+        parser.locale = Locale(identifier: "en_US_POSIX")
+        parser.timeZone = TimeZone(identifier: "GMT")
+        parser.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
+        guard let date = parser.date(from: value) else { return nil }
+        return max(0, date.timeIntervalSince(now))
+    }
+
     /// A thrown error of the generated client as the client's own.
     static func failure(_ error: any Error) -> StepLedgerError {
         if let error = error as? StepLedgerError { return error }
@@ -289,6 +320,13 @@ extension StepLedgerClient {
             // it is no sign the walker must sign in again, so it is handled like a lost network and tried later.
             if let unavailable = error.underlyingError as? CredentialsUnavailable {
                 return .transport("the session token provider failed: \(unavailable.underlying)")
+            }
+            if let (status, retryAfter) = undecodedRefusal(error) {
+                switch status {
+                case 401: return .unauthorized(reason: nil)
+                case 429: return .rateLimited(retryAfter: retryAfter ?? 60)
+                default: return .serverUnavailable(retryAfter: retryAfter)
+                }
             }
             if let status = error.response?.status.code {
                 // A success whose body could not be read (the connection lost halfway, a cancelled read): the

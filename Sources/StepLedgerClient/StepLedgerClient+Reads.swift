@@ -17,7 +17,9 @@ extension StepLedgerClient {
             do {
                 answer = try await attempt()
             } catch {
-                throw Self.failure(error)
+                // A 401 the generated client could not read (a gateway's page) is a 401 all the same.
+                guard case (401, _)? = Self.undecodedRefusal(error) else { throw Self.failure(error) }
+                answer = .unauthorized(reason: nil)
             }
             switch answer {
             case .value(let value):

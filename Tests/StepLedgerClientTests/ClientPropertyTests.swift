@@ -15,6 +15,31 @@ struct ClientPropertyTests {
         return Int(generator.next() % 100)
     }
 
+    @Test("a retry policy's fields set out of range, NaN included, hold the nearest allowed value: no wait is negative")
+    func retryPolicyBounds() {
+        var policy = RetryPolicy()
+        policy.jitter = 2
+        #expect(policy.jitter == 1)
+        policy.jitter = .nan
+        #expect(policy.jitter == 0)
+        policy.initialDelay = -1
+        #expect(policy.initialDelay == 0.001)
+        policy.maximumDelay = .infinity
+        #expect(policy.maximumDelay == 86_400)
+        policy.defaultPause = .nan
+        #expect(policy.defaultPause == 1)
+        policy.suspendedPause = -.infinity
+        #expect(policy.suspendedPause == 1)
+        policy.jitter = 1.5
+        for failures in [0, 1, 2, 30, 1_000, Int.max] {
+            for random in [0.0, 0.5, 1.0] {
+                let wait = policy.delay(afterFailures: failures, random: random)
+                #expect(wait >= 0 && wait <= 86_400, "\(failures) failures, random \(random): \(wait)")
+            }
+        }
+        #expect(RetryPolicy(initialDelay: .nan, jitter: -.nan) == RetryPolicy(initialDelay: 0.001, jitter: 0))
+    }
+
     @Test(
         "no request before its retry time, one payload per key, one request per key in flight, nothing lost",
         arguments: Array(UInt64(1)...UInt64(12)))

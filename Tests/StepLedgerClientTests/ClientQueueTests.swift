@@ -426,6 +426,49 @@ struct ClientAnswerTests {
         #expect(sent.delivered.count == 1)
     }
 
+    @Test(
+        "a proxy's 429, 503 or 401 page means what the server's would: the queue pauses for its Retry-After (seconds or a date), or asks for a fresh token"
+    )
+    func proxyAnswers() async throws {
+        let store = temporaryStore()
+        defer { try? FileManager.default.removeItem(at: store) }
+        let clock = ManualClock(seedInstant)
+        let server = FakeServer(clock: clock)
+        let credentials = CountingCredentials(appCheck: "app-check-token")
+        let client = try makeClient(store: store, server: server, clock: clock, credentials: credentials)
+        try await client.record(today, 1_000)
+        let date = DateFormatter()
+        date.locale = Locale(identifier: "en_US_POSIX")
+        date.timeZone = TimeZone(identifier: "GMT")
+        date.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
+        let in120 = date.string(from: clock.now.addingTimeInterval(120))
+        server.script { key, _ in key == nil ? .proxy(status: 429, retryAfter: in120, pause: 120) : .accept }
+        let limited = try await client.flush()
+        #expect(limited.pausedUntil == clock.now.addingTimeInterval(120))
+        #expect(limited.interruption == .rateLimited(retryAfter: 120))
+        clock.advance(120)
+        server.script { key, _ in key == nil ? .proxy(status: 503, retryAfter: "30", pause: 30) : .accept }
+        let unavailable = try await client.flush()
+        #expect(unavailable.pausedUntil == clock.now.addingTimeInterval(30))
+        #expect(unavailable.interruption == .serverUnavailable(retryAfter: 30))
+        clock.advance(30)
+        server.script { key, attempt in
+            key == nil && attempt == 3 ? .proxy(status: 401, retryAfter: nil, pause: nil) : .accept
+        }
+        let delivered = try await client.flush()
+        #expect(delivered.delivered.count == 1)
+        #expect(credentials.refreshes.withLock { $0 } == 1, "the gateway's 401 asked for a fresh token")
+        #expect(server.state.withLock { $0.violations }.isEmpty)
+        // The reads too.
+        server.route("getWalker") { _ in FakeServer.page(429, retryAfter: nil) }
+        await #expect(throws: StepLedgerError.rateLimited(retryAfter: 60)) { try await client.walker() }
+        server.route("getWalker") { _ in FakeServer.page(503, retryAfter: "7") }
+        await #expect(throws: StepLedgerError.serverUnavailable(retryAfter: 7)) { try await client.walker() }
+        server.route("getWalker") { _ in FakeServer.page(401, retryAfter: nil) }
+        await #expect(throws: StepLedgerError.unauthorized(reason: nil)) { try await client.walker() }
+        #expect(credentials.refreshes.withLock { $0 } == 2, "the read asked for a fresh token once before giving up")
+    }
+
     @Test("a 401 asks the app for a fresh token once, then retries; a second 401 is thrown and keeps the bucket")
     func unauthorized() async throws {
         let store = temporaryStore()

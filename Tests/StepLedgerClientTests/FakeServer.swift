@@ -53,6 +53,9 @@ enum Script: Sendable, Equatable {
     case bucketRateLimited(retryAfter: Int)
     /// The request never reaches the server.
     case offline
+    /// A proxy or gateway answers the whole request with this status and an HTML page (`Retry-After` as given;
+    /// `pause` is the wait it means, for the server's checks).
+    case proxy(status: Int, retryAfter: String?, pause: TimeInterval?)
 }
 
 /// A scripted `POST /step/ingest:batch` (and `GET /walker`…) server that checks the client's promises as requests
@@ -199,6 +202,9 @@ final class FakeServer: ClientTransport, Sendable {
             mark(failed: Set(keys))
             throw URLError(.notConnectedToInternet)
         case .unauthorized: return try Self.json(401, ["error": "UNAUTHORIZED", "message": "no", "details": [:]])
+        case .proxy(let status, let retryAfter, let pause):
+            mark(failed: pause == nil && status != 401 ? Set(keys) : [], pause: pause)
+            return Self.page(status, retryAfter: retryAfter)
         case .unauthorizedFor(let reason):
             return try Self.json(401, ["error": "UNAUTHORIZED", "message": "no", "details": ["reason": reason]])
         case .tooLargeUnlessAlone where keys.count > 1:
@@ -318,6 +324,14 @@ final class FakeServer: ClientTransport, Sendable {
 
     static func error(_ key: String, _ status: Int, _ code: String, _ details: [String: Any]) -> [String: Any] {
         ["idempotencyKey": key, "status": status, "body": ["error": code, "message": code, "details": details]]
+    }
+
+    /// A proxy's answer: an HTML page, not the server's JSON.
+    static func page(_ status: Int, retryAfter: String?) -> (HTTPResponse, HTTPBody?) {
+        var response = HTTPResponse(status: .init(code: status))
+        response.headerFields[.contentType] = "text/html"
+        if let retryAfter { response.headerFields[.retryAfter] = retryAfter }
+        return (response, HTTPBody("<html><body>\(status)</body></html>"))
     }
 
     static func json(_ status: Int, _ object: Any, response: HTTPResponse? = nil) throws -> (HTTPResponse, HTTPBody?) {
