@@ -37,6 +37,27 @@ struct PostgresPreparedStatementTests {
     }
 
     @Test(
+        "a statement with more parameters than the protocol counts is refused with an error every time, never prepared",
+        .enabled(if: TestDatabases.kinds.contains(.postgres)))
+    func tooManyParameters() async throws {
+        let test = try await TestDatabases.make(.postgres)
+        let values = Array(0..<70_000)
+        try await test.store.database.withConnection { sql in
+            // The second sighting of a text is where a statement is prepared: postgres-nio's prepared path would
+            // trap on the 16-bit parameter count.
+            for _ in 0..<3 {
+                await #expect(throws: (any Error).self) {
+                    try await sql.raw("SELECT 1 AS one WHERE 1 IN (\(binds: values))").run()
+                }
+            }
+            // The connection is still good.
+            let two = try await sql.raw("SELECT 2 AS two").first()?.decode(column: "two", as: Int.self)
+            #expect(two == 2)
+        }
+        try await test.close()
+    }
+
+    @Test(
         "a statement with a NULL parameter is prepared too, typed by what the NULL wraps",
         .enabled(if: TestDatabases.kinds.contains(.postgres)))
     func nullsPrepared() async throws {

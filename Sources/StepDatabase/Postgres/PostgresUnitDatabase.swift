@@ -48,7 +48,10 @@ struct PostgresUnitDatabase: SQLDatabase {
         types.reserveCapacity(binds.count)
         for bind in binds { types.append(try Self.append(bind, to: &bindings)) }
         sent.add()
-        if let slot = PostgresPreparedSlots.shared.slot(for: sql, types: types) {
+        // More parameters than the protocol's 16-bit count: postgres-nio's plain query refuses such a statement
+        // with an error, its prepared path would trap. None of the store's statements comes near (at most about
+        // 11 000), so it is never prepared.
+        if binds.count <= Int(UInt16.max), let slot = PostgresPreparedSlots.shared.slot(for: sql, types: types) {
             do {
                 try await slot.run(on: connection, bindings: bindings, logger: logger) { onRow(PostgresFastRow($0)) }
             } catch {
