@@ -254,6 +254,16 @@ struct AppAttestAttestationTests {
         let badLeafBytes = CBORTestEncoder.encode(CBORTestEncoder.replacing("attStmt", in: root, with: badLeaf))
         #expect(await appAttestFailure { try await vector.verify(attestation: badLeafBytes) } == .malformedCertificate)
 
+        // Apple's two certificates and nothing else: an intermediate sent twice (or a root) is refused before any
+        // signature is checked.
+        for extra in [[chain[1]], [chain[1], chain[1]]] {
+            let longer = CBORTestEncoder.replacing("x5c", in: statement, with: .array(chain + extra))
+            let longerBytes = CBORTestEncoder.encode(CBORTestEncoder.replacing("attStmt", in: root, with: longer))
+            #expect(
+                await appAttestFailure { try await vector.verify(attestation: longerBytes) }
+                    == .malformedAttestationObject)
+        }
+
         let noReceipt = CBORTestEncoder.replacing("receipt", in: statement, with: .null)
         let noReceiptBytes = CBORTestEncoder.encode(CBORTestEncoder.replacing("attStmt", in: root, with: noReceipt))
         #expect(

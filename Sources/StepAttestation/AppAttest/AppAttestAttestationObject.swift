@@ -4,7 +4,10 @@ import X509
 /// The decoded CBOR attestation object: `{fmt, attStmt: {x5c, receipt}, authData}`.
 package struct AppAttestAttestationObject: Sendable {
     package static let format = "apple-appattest"
-    private static let maximumCertificates = 4
+    /// Apple sends the credential certificate and its intermediate, and the chain the policy accepts is those two
+    /// and the root (`AppAttestCertificatePolicy`): any other count could never verify, and each extra certificate
+    /// would only add the signature checks of the path search.
+    private static let certificateCount = 2
 
     package let format: String
     /// x5c in the order received: leaf (credential certificate) first, then intermediates.
@@ -28,7 +31,7 @@ package struct AppAttestAttestationObject: Sendable {
             throw AppAttestError(
                 .malformedAttestationObject, detail: "attStmt.x5c, attStmt.receipt or authData missing")
         }
-        guard (2...Self.maximumCertificates).contains(chain.count) else {
+        guard chain.count == Self.certificateCount else {
             throw AppAttestError(.malformedAttestationObject, detail: "x5c holds \(chain.count) certificates")
         }
         var certificates: [Certificate] = []
