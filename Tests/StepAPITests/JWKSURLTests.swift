@@ -166,6 +166,46 @@ struct JWKSURLTests {
     }
 
     @Test(
+        "tokens waiting for a refetch of their unknown kid hold none of the address's checks: its other tokens still pass",
+        arguments: TestDatabases.kinds)
+    func waitingHoldsNoTurn(kind: DatabaseKind) async throws {
+        let keys = try AuthTests.KeySet()
+        let state = KeyServerState(serving: keys.jwks)
+        try await Self.withKeyServer(state, delay: .seconds(2)) { url in
+            let harness = try await TestHarness.make(kind: kind) {
+                $0.jwt.jwks = .url(url)
+                $0.jwt.issuer = "https://auth.example"
+                $0.jwt.audience = "stepledger-api"
+                $0.jwt.maxInvalidPerMinute = 3
+            }
+            let stranger = JWTKeyCollection()
+            await stranger.add(ecdsa: ES256PrivateKey(), kid: "zz")
+            let unknown = try await stranger.sign(AuthTests.validClaims(harness.clock.now), kid: "zz")
+            let known = try await keys.collection().sign(
+                AuthTests.validClaims(harness.clock.now, sub: "walker-neighbour"), kid: "ec-test")
+            try await harness.run { client in
+                try await withThrowingTaskGroup(of: String.self) { group in
+                    // Six tokens of a kid nobody serves, from one address: they wait for the refetch (2 s).
+                    for _ in 0..<6 {
+                        group.addTask {
+                            let response = try await client.execute(
+                                uri: "/walker", method: .get, headers: [.authorization: "Bearer \(unknown)"])
+                            return "\(response.status.code) \(response.text)"
+                        }
+                    }
+                    try await Task.sleep(for: .milliseconds(500))
+                    let neighbour = try await client.read("/walker", token: known)
+                    #expect(neighbour.status == .ok, "\(neighbour.text)")
+                    for try await answer in group {
+                        #expect(answer.hasPrefix("401") && answer.contains("TOKEN_UNKNOWN_KEY"), "\(answer)")
+                    }
+                }
+            }
+            #expect(state.fetchCount == 2)
+        }
+    }
+
+    @Test(
         "requests that arrive together with a rotated kid all wait for the same single refetch",
         arguments: TestDatabases.kinds)
     func concurrentRotation(kind: DatabaseKind) async throws {

@@ -94,8 +94,8 @@ package struct SessionTokenVerifier: Sendable {
         self.cache = cache
     }
 
-    /// `beforeSignatureCheck` runs when the token is not one verified already, before any work on it: it may
-    /// refuse (a client address that sent too many bad tokens). A token verified before and not yet expired
+    /// `beforeSignatureCheck` runs when the token is not one verified already, right before its signature is checked
+    /// (the token read and its key found): it may refuse (a client address that sent too many bad tokens). A token verified before and not yet expired
     /// (`VerifiedTokenCache.expiry`) is checked in full again without it; one whose signature held before and that
     /// has expired since is refused at once.
     package func verify(
@@ -112,7 +112,6 @@ package struct SessionTokenVerifier: Sendable {
         if let refused = cache.refusal(of: digest) {
             throw nowSeconds >= refused.expiresAt + settings.leewaySeconds ? .expired : refused.error
         }
-        if !(expiry.map { nowSeconds < $0 } ?? false) { try beforeSignatureCheck() }
         let parts = token.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 3, let headerData = Base64URL.decode(parts[0]), let header = Header(headerData)
         else { throw .malformed }
@@ -130,6 +129,10 @@ package struct SessionTokenVerifier: Sendable {
         case .unavailable: throw .keysUnavailable
         }
         guard key.algorithm == alg else { throw .algorithmMismatch }
+        // The turn is taken here, once the key is at hand: a token whose key is being fetched (an unknown `kid`
+        // waits up to the fetch's timeout) holds none meanwhile, so a burst of them cannot fill the address's
+        // window and refuse its other tokens.
+        if !(expiry.map { nowSeconds < $0 } ?? false) { try beforeSignatureCheck() }
 
         let claims: SessionClaims
         do {
