@@ -30,6 +30,7 @@ struct Stepd: AsyncParsableCommand {
             } else {
                 try command.run()
             }
+            try flushOutput()
         } catch let error as ConfigurationError {
             exitReporting(error)
         } catch let error as ConfigurationSourceError {
@@ -44,6 +45,17 @@ struct Stepd: AsyncParsableCommand {
             exitReporting(error)
         } catch {
             exit(withError: error)
+        }
+    }
+
+    /// What a command printed (a secret shown once, an erasure's pseudonym) has reached stdout's reader, or the
+    /// command fails: `print` ignores a failed write (a full disk, `/dev/full`, a closed pipe), and the exit would
+    /// have said 0 with the output lost. Into a file or a pipe the few lines a command prints are still in the
+    /// stream's buffer here, so flushing every stream (`stdout` itself cannot be named under strict concurrency)
+    /// writes them and says whether that failed.
+    private static func flushOutput() throws {
+        guard fflush(nil) == 0 else {
+            throw CommandFailure("the output could not be written to stdout (\(String(cString: strerror(errno))))")
         }
     }
 
