@@ -206,6 +206,50 @@ struct JWKSURLTests {
     }
 
     @Test(
+        "a token whose key was fetched while the minute turned counts in the new minute: it never lifts a lockout",
+        arguments: TestDatabases.kinds)
+    func turnTakenWhenChecked(kind: DatabaseKind) async throws {
+        let keys = try AuthTests.KeySet()
+        let rotated = P256.Signing.PrivateKey()
+        let state = KeyServerState(serving: keys.jwks)
+        try await Self.withKeyServer(state, delay: .seconds(2)) { url in
+            let harness = try await TestHarness.make(kind: kind) {
+                $0.jwt.jwks = .url(url)
+                $0.jwt.issuer = "https://auth.example"
+                $0.jwt.audience = "stepledger-api"
+                $0.jwt.maxInvalidPerMinute = 3
+            }
+            // The rotated set keeps the old key beside the new one.
+            let rotatedKeys = Self.ecJWKS(rotated, kid: "ec-rotated")
+            state.serve(
+                String(keys.jwks.dropLast(2)) + "," + String(rotatedKeys.dropFirst(9).dropLast(2)) + "]}")
+            // Forgeries: a signature of a key nobody serves under a kid that is served.
+            @Sendable func forged(kid: String, _ index: Int) async throws -> String {
+                let forger = JWTKeyCollection()
+                await forger.add(ecdsa: ES256PrivateKey(), kid: JWKIdentifier(string: kid))
+                return try await forger.sign(
+                    AuthTests.validClaims(harness.clock.now, sub: "walker-\(index)"), kid: JWKIdentifier(string: kid))
+            }
+            let waiting = try await forged(kid: "ec-rotated", 0)
+            try await harness.run { client in
+                async let waited = client.read("/walker", token: waiting)
+                // While it waits for the key set (2 s), the minute turns and the address uses up the new one.
+                try await Task.sleep(for: .milliseconds(500))
+                harness.clock.advance(seconds: 60)
+                for index in 1...3 {
+                    let refused = try await client.read("/walker", token: try await forged(kid: "ec-test", index))
+                    #expect(try refused.json["details"] == .object(["reason": .string("TOKEN_SIGNATURE")]))
+                }
+                #expect(try await client.read("/walker", token: try await forged(kid: "ec-test", 4)).status == 429)
+                #expect(try await waited.status == .tooManyRequests, "the waiting token was checked in a past minute")
+                let after = try await client.read("/walker", token: try await forged(kid: "ec-test", 5))
+                #expect(after.status == .tooManyRequests, "the lockout was lifted: \(after.text)")
+            }
+            #expect(state.fetchCount == 2)
+        }
+    }
+
+    @Test(
         "requests that arrive together with a rotated kid all wait for the same single refetch",
         arguments: TestDatabases.kinds)
     func concurrentRotation(kind: DatabaseKind) async throws {

@@ -29,19 +29,22 @@ package struct Authenticator: Sendable {
         let token = String(parts[1].trimmingHTTPWhitespace)
         guard !token.isEmpty, token.utf8.count <= 8192 else { throw .malformed }
         // The check's turn is taken before it is made, so tokens sent together cannot all pass the lockout before
-        // the first forgery is counted; any outcome but a forgery gives the turn back.
-        var reserved = false
+        // the first forgery is counted; any outcome but a forgery gives the turn back. It is taken at the clock's
+        // time then, not the request's: the token's key may have been fetched meanwhile (up to 10 s), and a turn
+        // counted in a minute already past would start the address's window again.
+        var reservedAt: Date?
         do throws(SessionTokenError) {
             let principal = try await verifier.verify(token, now: now) { () throws(SessionTokenError) in
-                if let retryAfter = limiter.reserve(address: address, now: now) {
+                let at = clock()
+                if let retryAfter = limiter.reserve(address: address, now: at) {
                     throw .tooManyInvalid(retryAfterSeconds: retryAfter)
                 }
-                reserved = true
+                reservedAt = at
             }
-            if reserved { limiter.release(address: address, now: now) }
+            if let reservedAt { limiter.release(address: address, now: reservedAt) }
             return principal
         } catch {
-            if error != .badSignature, reserved { limiter.release(address: address, now: now) }
+            if error != .badSignature, let reservedAt { limiter.release(address: address, now: reservedAt) }
             throw error
         }
     }

@@ -2255,7 +2255,8 @@ components:
         same reason, never the token). A client address that presented jwt.maxInvalidPerMinute
         forged tokens (TOKEN_SIGNATURE: a signature that does not verify; unknown keys count nothing) in the current
         minute is answered 429 RATE_LIMITED with Retry-After instead, without a signature check, until the minute
-        ends (a token this instance verified before, and not yet expired, still passes).
+        ends (a token this instance verified before, and not yet expired, still passes); only a token that would
+        reach a signature check is answered so.
       headers:
         WWW-Authenticate:
           schema:

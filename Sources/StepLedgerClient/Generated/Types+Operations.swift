@@ -1590,7 +1590,7 @@ internal enum Operations {
                     }
                 }
             }
-            /// UNAUTHORIZED, a missing or refused session JWT (header WWW-Authenticate Bearer); details.reason says why: TOKEN_MISSING, TOKEN_MALFORMED, TOKEN_ALGORITHM, TOKEN_UNKNOWN_KEY, TOKEN_SIGNATURE, TOKEN_EXPIRED, TOKEN_NOT_YET_VALID, TOKEN_ISSUER, TOKEN_AUDIENCE or TOKEN_SUBJECT (the request's log line carries the same reason, never the token). A client address that presented jwt.maxInvalidPerMinute forged tokens (TOKEN_SIGNATURE: a signature that does not verify; unknown keys count nothing) in the current minute is answered 429 RATE_LIMITED with Retry-After instead, without a signature check, until the minute ends (a token this instance verified before, and not yet expired, still passes).
+            /// UNAUTHORIZED, a missing or refused session JWT (header WWW-Authenticate Bearer); details.reason says why: TOKEN_MISSING, TOKEN_MALFORMED, TOKEN_ALGORITHM, TOKEN_UNKNOWN_KEY, TOKEN_SIGNATURE, TOKEN_EXPIRED, TOKEN_NOT_YET_VALID, TOKEN_ISSUER, TOKEN_AUDIENCE or TOKEN_SUBJECT (the request's log line carries the same reason, never the token). A client address that presented jwt.maxInvalidPerMinute forged tokens (TOKEN_SIGNATURE: a signature that does not verify; unknown keys count nothing) in the current minute is answered 429 RATE_LIMITED with Retry-After instead, without a signature check, until the minute ends (a token this instance verified before, and not yet expired, still passes); only a token that would reach a signature check is answered so.
             ///
             /// - Remark: Generated from `#/paths//walker/get(getWalker)/responses/401`.
             ///
@@ -1936,7 +1936,7 @@ internal enum Operations {
                     }
                 }
             }
-            /// UNAUTHORIZED, a missing or refused session JWT (header WWW-Authenticate Bearer); details.reason says why: TOKEN_MISSING, TOKEN_MALFORMED, TOKEN_ALGORITHM, TOKEN_UNKNOWN_KEY, TOKEN_SIGNATURE, TOKEN_EXPIRED, TOKEN_NOT_YET_VALID, TOKEN_ISSUER, TOKEN_AUDIENCE or TOKEN_SUBJECT (the request's log line carries the same reason, never the token). A client address that presented jwt.maxInvalidPerMinute forged tokens (TOKEN_SIGNATURE: a signature that does not verify; unknown keys count nothing) in the current minute is answered 429 RATE_LIMITED with Retry-After instead, without a signature check, until the minute ends (a token this instance verified before, and not yet expired, still passes).
+            /// UNAUTHORIZED, a missing or refused session JWT (header WWW-Authenticate Bearer); details.reason says why: TOKEN_MISSING, TOKEN_MALFORMED, TOKEN_ALGORITHM, TOKEN_UNKNOWN_KEY, TOKEN_SIGNATURE, TOKEN_EXPIRED, TOKEN_NOT_YET_VALID, TOKEN_ISSUER, TOKEN_AUDIENCE or TOKEN_SUBJECT (the request's log line carries the same reason, never the token). A client address that presented jwt.maxInvalidPerMinute forged tokens (TOKEN_SIGNATURE: a signature that does not verify; unknown keys count nothing) in the current minute is answered 429 RATE_LIMITED with Retry-After instead, without a signature check, until the minute ends (a token this instance verified before, and not yet expired, still passes); only a token that would reach a signature check is answered so.
             ///
             /// - Remark: Generated from `#/paths//step/days/get(listStepDays)/responses/401`.
             ///
@@ -2225,7 +2225,7 @@ internal enum Operations {
                     }
                 }
             }
-            /// UNAUTHORIZED, a missing or refused session JWT (header WWW-Authenticate Bearer); details.reason says why: TOKEN_MISSING, TOKEN_MALFORMED, TOKEN_ALGORITHM, TOKEN_UNKNOWN_KEY, TOKEN_SIGNATURE, TOKEN_EXPIRED, TOKEN_NOT_YET_VALID, TOKEN_ISSUER, TOKEN_AUDIENCE or TOKEN_SUBJECT (the request's log line carries the same reason, never the token). A client address that presented jwt.maxInvalidPerMinute forged tokens (TOKEN_SIGNATURE: a signature that does not verify; unknown keys count nothing) in the current minute is answered 429 RATE_LIMITED with Retry-After instead, without a signature check, until the minute ends (a token this instance verified before, and not yet expired, still passes).
+            /// UNAUTHORIZED, a missing or refused session JWT (header WWW-Authenticate Bearer); details.reason says why: TOKEN_MISSING, TOKEN_MALFORMED, TOKEN_ALGORITHM, TOKEN_UNKNOWN_KEY, TOKEN_SIGNATURE, TOKEN_EXPIRED, TOKEN_NOT_YET_VALID, TOKEN_ISSUER, TOKEN_AUDIENCE or TOKEN_SUBJECT (the request's log line carries the same reason, never the token). A client address that presented jwt.maxInvalidPerMinute forged tokens (TOKEN_SIGNATURE: a signature that does not verify; unknown keys count nothing) in the current minute is answered 429 RATE_LIMITED with Retry-After instead, without a signature check, until the minute ends (a token this instance verified before, and not yet expired, still passes); only a token that would reach a signature check is answered so.
             ///
             /// - Remark: Generated from `#/paths//walker/ledger/get(listLedgerEntries)/responses/401`.
             ///
@@ -2523,7 +2523,7 @@ internal enum Operations {
                     }
                 }
             }
-            /// UNAUTHORIZED, a missing or refused session JWT (header WWW-Authenticate Bearer); details.reason says why: TOKEN_MISSING, TOKEN_MALFORMED, TOKEN_ALGORITHM, TOKEN_UNKNOWN_KEY, TOKEN_SIGNATURE, TOKEN_EXPIRED, TOKEN_NOT_YET_VALID, TOKEN_ISSUER, TOKEN_AUDIENCE or TOKEN_SUBJECT (the request's log line carries the same reason, never the token). A client address that presented jwt.maxInvalidPerMinute forged tokens (TOKEN_SIGNATURE: a signature that does not verify; unknown keys count nothing) in the current minute is answered 429 RATE_LIMITED with Retry-After instead, without a signature check, until the minute ends (a token this instance verified before, and not yet expired, still passes).
+            /// UNAUTHORIZED, a missing or refused session JWT (header WWW-Authenticate Bearer); details.reason says why: TOKEN_MISSING, TOKEN_MALFORMED, TOKEN_ALGORITHM, TOKEN_UNKNOWN_KEY, TOKEN_SIGNATURE, TOKEN_EXPIRED, TOKEN_NOT_YET_VALID, TOKEN_ISSUER, TOKEN_AUDIENCE or TOKEN_SUBJECT (the request's log line carries the same reason, never the token). A client address that presented jwt.maxInvalidPerMinute forged tokens (TOKEN_SIGNATURE: a signature that does not verify; unknown keys count nothing) in the current minute is answered 429 RATE_LIMITED with Retry-After instead, without a signature check, until the minute ends (a token this instance verified before, and not yet expired, still passes); only a token that would reach a signature check is answered so.
             ///
             /// - Remark: Generated from `#/paths//walker/allocations/get(listAllocations)/responses/401`.
             ///
@@ -2811,7 +2811,7 @@ internal enum Operations {
                     }
                 }
             }
-            /// UNAUTHORIZED, a missing or refused session JWT (header WWW-Authenticate Bearer); details.reason says why: TOKEN_MISSING, TOKEN_MALFORMED, TOKEN_ALGORITHM, TOKEN_UNKNOWN_KEY, TOKEN_SIGNATURE, TOKEN_EXPIRED, TOKEN_NOT_YET_VALID, TOKEN_ISSUER, TOKEN_AUDIENCE or TOKEN_SUBJECT (the request's log line carries the same reason, never the token). A client address that presented jwt.maxInvalidPerMinute forged tokens (TOKEN_SIGNATURE: a signature that does not verify; unknown keys count nothing) in the current minute is answered 429 RATE_LIMITED with Retry-After instead, without a signature check, until the minute ends (a token this instance verified before, and not yet expired, still passes).
+            /// UNAUTHORIZED, a missing or refused session JWT (header WWW-Authenticate Bearer); details.reason says why: TOKEN_MISSING, TOKEN_MALFORMED, TOKEN_ALGORITHM, TOKEN_UNKNOWN_KEY, TOKEN_SIGNATURE, TOKEN_EXPIRED, TOKEN_NOT_YET_VALID, TOKEN_ISSUER, TOKEN_AUDIENCE or TOKEN_SUBJECT (the request's log line carries the same reason, never the token). A client address that presented jwt.maxInvalidPerMinute forged tokens (TOKEN_SIGNATURE: a signature that does not verify; unknown keys count nothing) in the current minute is answered 429 RATE_LIMITED with Retry-After instead, without a signature check, until the minute ends (a token this instance verified before, and not yet expired, still passes); only a token that would reach a signature check is answered so.
             ///
             /// - Remark: Generated from `#/paths//walker/allocations/post(createAllocation)/responses/401`.
             ///
@@ -3345,7 +3345,7 @@ internal enum Operations {
                     }
                 }
             }
-            /// UNAUTHORIZED, a missing or refused session JWT (header WWW-Authenticate Bearer); details.reason says why: TOKEN_MISSING, TOKEN_MALFORMED, TOKEN_ALGORITHM, TOKEN_UNKNOWN_KEY, TOKEN_SIGNATURE, TOKEN_EXPIRED, TOKEN_NOT_YET_VALID, TOKEN_ISSUER, TOKEN_AUDIENCE or TOKEN_SUBJECT (the request's log line carries the same reason, never the token). A client address that presented jwt.maxInvalidPerMinute forged tokens (TOKEN_SIGNATURE: a signature that does not verify; unknown keys count nothing) in the current minute is answered 429 RATE_LIMITED with Retry-After instead, without a signature check, until the minute ends (a token this instance verified before, and not yet expired, still passes).
+            /// UNAUTHORIZED, a missing or refused session JWT (header WWW-Authenticate Bearer); details.reason says why: TOKEN_MISSING, TOKEN_MALFORMED, TOKEN_ALGORITHM, TOKEN_UNKNOWN_KEY, TOKEN_SIGNATURE, TOKEN_EXPIRED, TOKEN_NOT_YET_VALID, TOKEN_ISSUER, TOKEN_AUDIENCE or TOKEN_SUBJECT (the request's log line carries the same reason, never the token). A client address that presented jwt.maxInvalidPerMinute forged tokens (TOKEN_SIGNATURE: a signature that does not verify; unknown keys count nothing) in the current minute is answered 429 RATE_LIMITED with Retry-After instead, without a signature check, until the minute ends (a token this instance verified before, and not yet expired, still passes); only a token that would reach a signature check is answered so.
             ///
             /// - Remark: Generated from `#/paths//walker/events/get(listWalkerEvents)/responses/401`.
             ///
@@ -3609,7 +3609,7 @@ internal enum Operations {
                     }
                 }
             }
-            /// UNAUTHORIZED, a missing or refused session JWT (header WWW-Authenticate Bearer); details.reason says why: TOKEN_MISSING, TOKEN_MALFORMED, TOKEN_ALGORITHM, TOKEN_UNKNOWN_KEY, TOKEN_SIGNATURE, TOKEN_EXPIRED, TOKEN_NOT_YET_VALID, TOKEN_ISSUER, TOKEN_AUDIENCE or TOKEN_SUBJECT (the request's log line carries the same reason, never the token). A client address that presented jwt.maxInvalidPerMinute forged tokens (TOKEN_SIGNATURE: a signature that does not verify; unknown keys count nothing) in the current minute is answered 429 RATE_LIMITED with Retry-After instead, without a signature check, until the minute ends (a token this instance verified before, and not yet expired, still passes).
+            /// UNAUTHORIZED, a missing or refused session JWT (header WWW-Authenticate Bearer); details.reason says why: TOKEN_MISSING, TOKEN_MALFORMED, TOKEN_ALGORITHM, TOKEN_UNKNOWN_KEY, TOKEN_SIGNATURE, TOKEN_EXPIRED, TOKEN_NOT_YET_VALID, TOKEN_ISSUER, TOKEN_AUDIENCE or TOKEN_SUBJECT (the request's log line carries the same reason, never the token). A client address that presented jwt.maxInvalidPerMinute forged tokens (TOKEN_SIGNATURE: a signature that does not verify; unknown keys count nothing) in the current minute is answered 429 RATE_LIMITED with Retry-After instead, without a signature check, until the minute ends (a token this instance verified before, and not yet expired, still passes); only a token that would reach a signature check is answered so.
             ///
             /// - Remark: Generated from `#/paths//walker/events/stream/get(streamWalkerEvents)/responses/401`.
             ///
