@@ -7,9 +7,16 @@ import Foundation
 /// `jitter` is taken off, so many phones that failed together do not come back together.
 public struct RetryPolicy: Sendable, Hashable {
     /// Seconds after the first failure.
-    public var initialDelay: TimeInterval { didSet { initialDelay = Self.seconds(initialDelay, atLeast: 0.001) } }
-    /// The longest wait, in seconds.
-    public var maximumDelay: TimeInterval { didSet { maximumDelay = Self.seconds(maximumDelay, atLeast: 0.001) } }
+    public var initialDelay: TimeInterval {
+        didSet {
+            initialDelay = Self.seconds(initialDelay, atLeast: 0.001)
+            maximumDelay = max(initialDelay, maximumDelay)
+        }
+    }
+    /// The longest wait, in seconds; never below `initialDelay`.
+    public var maximumDelay: TimeInterval {
+        didSet { maximumDelay = max(initialDelay, Self.seconds(maximumDelay, atLeast: 0.001)) }
+    }
     /// The share of each wait (0…1) that is random.
     public var jitter: Double { didSet { jitter = Self.share(jitter) } }
     /// Seconds the queue pauses after a 429 or 503 that carries no `Retry-After`.

@@ -38,6 +38,12 @@ struct ClientPropertyTests {
             }
         }
         #expect(RetryPolicy(initialDelay: .nan, jitter: -.nan) == RetryPolicy(initialDelay: 0.001, jitter: 0))
+        // Set one field at a time, a policy is the one the initialiser makes of the same values.
+        var raised = RetryPolicy()
+        raised.initialDelay = 3_600
+        #expect(raised == RetryPolicy(initialDelay: 3_600))
+        raised.maximumDelay = 60
+        #expect(raised.maximumDelay == 3_600)
     }
 
     @Test(
