@@ -248,8 +248,13 @@ extension WalkerEvent {
         self.init(id: wire.id, type: wire._type, createdAt: wire.createdAt, data: wire.data)
     }
 
+    /// The ids a StepLedger server issues, as its cursor takes them back (at most 18 digits).
+    static let ids: ClosedRange<Int64> = 1...999_999_999_999_999_999
+
+    /// Nil for an event the client does not read, or with an id no StepLedger server issues (its cursor would be
+    /// refused at every reconnection, and stop the events for good).
     private init?(id: String, type: String, createdAt: Date, data: OpenAPIObjectContainer) {
-        guard let sequence = Int64(id) else { return nil }
+        guard let sequence = Int64(id), Self.ids.contains(sequence) else { return nil }
         let kind: Kind
         switch type {
         case "allocation-reverted":

@@ -14,6 +14,37 @@ struct ClientEventsTests {
 
     static let fast = RetryPolicy(initialDelay: 0.01, maximumDelay: 0.05, jitter: 0, defaultPause: 1)
 
+    @Test("an event whose id no StepLedger server issues (past 18 digits) is passed over: the cursor never takes it")
+    func idOutOfRange() async throws {
+        let store = temporaryStore()
+        defer { try? FileManager.default.removeItem(at: store) }
+        let clock = ManualClock(seedInstant)
+        let server = FakeServer(clock: clock)
+        let lastEventIds = Mutex<[String?]>([])
+        server.route("streamWalkerEvents") { request in
+            let count = lastEventIds.withLock { ids -> Int in
+                ids.append(request.headerFields[HTTPField.Name("Last-Event-ID")!])
+                return ids.count
+            }
+            var response = HTTPResponse(status: .ok)
+            response.headerFields[.contentType] = "text/event-stream"
+            let events = count == 1 ? [(1, "a-1"), (1_000_000_000_000_000_000, "a-far")] : [(2, "a-2")]
+            var text = "retry: 10\n\n"
+            for (id, allocation) in events {
+                text += "id: \(id)\nevent: allocation-reverted\ndata: \(Self.event(id, allocation: allocation))\n\n"
+            }
+            return (response, HTTPBody(text))
+        }
+        let client = try makeClient(store: store, server: server, clock: clock, retry: Self.fast)
+        var received: [Int64] = []
+        for try await event in client.events() {
+            received.append(event.id)
+            if received.count == 2 { break }
+        }
+        #expect(received == [1, 2])
+        #expect(lastEventIds.withLock { $0 } == ["0", "1"], "the stream resumed after the last event it could take")
+    }
+
     @Test(
         "the SSE stream is resumed with Last-Event-ID after the last event handed over; a new client resumes after the last one acknowledged (asked past), so the event the consumer left on comes again"
     )
@@ -190,7 +221,9 @@ struct ClientEventsTests {
         }
         #expect(first == 1, "no event within 20 s: the failing polls kept the sequence off the stream")
         #expect(polls.withLock { $0 } == 10)
-        #expect(streams.withLock { $0 } == 4)
+        // The fourth stream is the one that answered; its body ends after the event, so the sequence may have asked
+        // for a fifth before the consumer's return cancelled it.
+        #expect((4...5).contains(streams.withLock { $0 }))
     }
 
     @Test(
