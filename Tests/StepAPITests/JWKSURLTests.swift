@@ -100,11 +100,14 @@ struct JWKSURLTests {
     }
 
     /// A test-phase server whose session keys come from `url`, for tokens of `AuthTests`' issuer and audience.
-    static func harness(kind: DatabaseKind, keysAt url: String) async throws -> TestHarness {
+    static func harness(kind: DatabaseKind, keysAt url: String, maxInvalidPerMinute: Int? = nil) async throws
+        -> TestHarness
+    {
         try await TestHarness.make(kind: kind) {
             $0.jwt.jwks = .url(url)
             $0.jwt.issuer = "https://auth.example"
             $0.jwt.audience = "stepledger-api"
+            if let maxInvalidPerMinute { $0.jwt.maxInvalidPerMinute = maxInvalidPerMinute }
         }
     }
 
@@ -172,12 +175,7 @@ struct JWKSURLTests {
         let keys = try AuthTests.KeySet()
         let state = KeyServerState(serving: keys.jwks)
         try await Self.withKeyServer(state, delay: .seconds(2)) { url in
-            let harness = try await TestHarness.make(kind: kind) {
-                $0.jwt.jwks = .url(url)
-                $0.jwt.issuer = "https://auth.example"
-                $0.jwt.audience = "stepledger-api"
-                $0.jwt.maxInvalidPerMinute = 3
-            }
+            let harness = try await Self.harness(kind: kind, keysAt: url, maxInvalidPerMinute: 3)
             let stranger = JWTKeyCollection()
             await stranger.add(ecdsa: ES256PrivateKey(), kid: "zz")
             let unknown = try await stranger.sign(AuthTests.validClaims(harness.clock.now), kid: "zz")
@@ -213,12 +211,7 @@ struct JWKSURLTests {
         let rotated = P256.Signing.PrivateKey()
         let state = KeyServerState(serving: keys.jwks)
         try await Self.withKeyServer(state, delay: .seconds(2)) { url in
-            let harness = try await TestHarness.make(kind: kind) {
-                $0.jwt.jwks = .url(url)
-                $0.jwt.issuer = "https://auth.example"
-                $0.jwt.audience = "stepledger-api"
-                $0.jwt.maxInvalidPerMinute = 3
-            }
+            let harness = try await Self.harness(kind: kind, keysAt: url, maxInvalidPerMinute: 3)
             // The rotated set keeps the old key beside the new one.
             let rotatedKeys = Self.ecJWKS(rotated, kid: "ec-rotated")
             state.serve(
