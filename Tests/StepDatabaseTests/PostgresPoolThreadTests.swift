@@ -95,7 +95,9 @@ struct PostgresPoolThreadTests {
         let url = try #require(TestDatabases.postgresURL)
         var settings = PostgresSettings()
         settings.maximumConnections = 1
-        settings.connectionWaitLimit = .seconds(3)
+        // Long enough for a busy machine (the full suite), short of the test's own end: a listener holding the one
+        // request connection makes the first unit wait all of it and fail.
+        settings.connectionWaitLimit = .seconds(10)
         let database = try PostgreSQLDatabase.open(url: url, settings: settings, logger: Logger(label: "test"))
         let channel = "test_listener_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
         let heard = Heard()

@@ -41,13 +41,14 @@ struct PostgresPreparedStatementTests {
         .enabled(if: TestDatabases.kinds.contains(.postgres)))
     func tooManyParameters() async throws {
         let test = try await TestDatabases.make(.postgres)
-        let values = Array(0..<70_000)
+        let values: [any Encodable & Sendable] = Array(0...Int(UInt16.max))
+        let statement: SQLText = "SELECT 1 AS one WHERE 1 IN (\(binds: values))"
         try await test.store.database.withConnection { sql in
             // The second sighting of a text is where a statement is prepared: postgres-nio's prepared path would
             // trap on the 16-bit parameter count.
-            for _ in 0..<3 {
+            for _ in 0..<2 {
                 await #expect(throws: (any Error).self) {
-                    try await sql.raw("SELECT 1 AS one WHERE 1 IN (\(binds: values))").run()
+                    try await sql.execute(sql: statement) { _ in }
                 }
             }
             // The connection is still good.
