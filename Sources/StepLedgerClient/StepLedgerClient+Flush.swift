@@ -324,7 +324,7 @@ extension StepLedgerClient {
             if let (status, retryAfter) = undecodedRefusal(error) {
                 switch status {
                 case 401: return .unauthorized(reason: nil)
-                case 429: return .rateLimited(retryAfter: retryAfter ?? 60)
+                case 429: return .rateLimited(retryAfter: retryAfter ?? Self.unannouncedRateLimitWait)
                 default: return .serverUnavailable(retryAfter: retryAfter)
                 }
             }

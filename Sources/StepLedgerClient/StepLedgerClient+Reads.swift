@@ -315,8 +315,11 @@ extension StepLedgerClient {
         return error.details.string("reason")
     }
 
+    /// What a 429 without a `Retry-After` asks the app to wait, in seconds: the server's limits count by the minute.
+    static let unannouncedRateLimitWait: TimeInterval = 60
+
     static func rateLimited(_ retryAfter: Int?) -> StepLedgerError {
-        .rateLimited(retryAfter: TimeInterval(retryAfter ?? 60))
+        .rateLimited(retryAfter: retryAfter.map(TimeInterval.init) ?? unannouncedRateLimitWait)
     }
 }
 

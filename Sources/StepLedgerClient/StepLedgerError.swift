@@ -24,7 +24,8 @@ public enum StepLedgerError: Error, Sendable, Hashable {
     case insufficientEnergy(required: Int, spendable: Int)
     /// 400: the server found the request malformed; the message names the field.
     case invalidRequest(String)
-    /// 429: the walker's rate limit is used up; the queue sends nothing before `retryAfter` seconds have passed.
+    /// 429: the walker's rate limit is used up; the queue sends nothing before `retryAfter` seconds have passed (60
+    /// when the answer named no wait).
     case rateLimited(retryAfter: TimeInterval)
     /// 401 after a refreshed session token too; `reason` is the server's `details.reason` when it gave one. A reason
     /// that starts with `APP_CHECK_` is about the App Check token, asked for again once: the session is fine, and

@@ -4,6 +4,7 @@ import Foundation
 import NIOCore
 import NIOHTTP1
 import StepSettings
+import StepTracing
 
 /// `stepd healthcheck`: asks a running server whether it is ready, for container images without curl.
 struct Healthcheck: AsyncParsableCommand {
@@ -41,13 +42,12 @@ struct Healthcheck: AsyncParsableCommand {
             if host.contains(":") { host = "[\(host)]" }
             target = "http://\(host):\(configuration.http.port)/readyz"
         }
+        // The probe judges the answer of the URL it was given: like the server's own outbound calls it follows no
+        // redirect (a 3xx is not ready, and AsyncHTTPClient traps on a `Location` whose port is past 65535).
+        var client = HTTPClient.Configuration.outbound()
         // A refused connection fails at once: the shared client would try to connect again until the timeout, so
         // a loop probing a server that is not up yet (or has stopped) would wait `--timeout` at every turn.
-        var client = HTTPClient.Configuration()
         client.connectionPool.retryConnectionEstablishment = false
-        // The probe judges the answer of the URL it was given: a redirect is not ready (and AsyncHTTPClient traps on
-        // a `Location` whose port is past 65535).
-        client.redirectConfiguration = .disallow
         // A connection that is neither made nor refused (a full backlog, dropped packets) may take the whole timeout.
         client.timeout.connect = .seconds(Int64(timeout))
         let status: UInt
