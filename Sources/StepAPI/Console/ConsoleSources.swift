@@ -1381,8 +1381,9 @@ package enum ConsoleSources {
       confirm: `${verb} ${ids.length}`, note: false, danger: action === "discard",
     });
     if (confirmed === null) return;
+    // Counted outside the try: a failure partway reports what was done before it.
+    const outcomes = {};
     try {
-      const outcomes = {};
       if (ids.length === 1) {
         const data = await api("POST", `/admin/jobs/${enc(ids[0])}/${action}`);
         outcomes[data.outcome] = 1;
