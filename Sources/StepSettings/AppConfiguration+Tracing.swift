@@ -23,8 +23,11 @@ extension AppConfiguration {
         package init(reader config: ConfigReader) throws {
             let reader = SettingsReader<Key>(config)
             if let endpoint = try reader.string(.otlpEndpoint) {
-                guard let url = URL(string: endpoint), url.scheme == "http" || url.scheme == "https", url.host != nil
-                else { throw reader.error(.otlpEndpoint, "must be an http:// or https:// URL, not '\(endpoint)'") }
+                // The value is not repeated in the error: a collector's URL may carry its credentials, and the
+                // error of a configuration reload is logged.
+                guard let url = URL(string: endpoint), url.scheme == "http" || url.scheme == "https",
+                    url.host?.isEmpty == false
+                else { throw reader.error(.otlpEndpoint, "must be an http:// or https:// URL with a host") }
                 if let problem = OutboundURL.portProblem(endpoint) { throw reader.error(.otlpEndpoint, problem) }
                 otlpEndpoint = endpoint
             }

@@ -169,6 +169,27 @@ struct ValidationTests {
     }
 
     @Test(
+        "a refused outbound URL is not repeated in its error (it may carry the far side's credentials)",
+        arguments: [
+            ("tracing.otlpEndpoint", "htps://tenant:hunter2@otlp.example/v1/traces"),
+            ("tracing.otlpEndpoint", "http://tenant:hunter2@:4318"),
+            ("tracing.otlpEndpoint", "http://otlp.example:70000/v1/traces?key=hunter2"),
+            ("events.webhookUrl", "ftp://hooks.example/?token=hunter2"),
+            ("jwt.jwksUrl", "file:///keys?token=hunter2"),
+            ("appCheck.jwksUrl", "https://keys.example:0/jwks?token=hunter2"),
+        ])
+    func outboundURLNotRepeated(key: String, url: String) {
+        var values = [key: url]
+        if key == "events.webhookUrl" { values["events.webhookSecret"] = String(repeating: "s", count: 32) }
+        #expect {
+            _ = try AppConfiguration(reader: reader(values))
+        } throws: { error in
+            guard let error = error as? ConfigurationError else { return false }
+            return error.key == key && !error.description.contains("hunter2")
+        }
+    }
+
+    @Test(
         "file paths and the three schemes are database URLs",
         arguments: [
             "./stepledger.sqlite", "/var/lib/stepledger/ledger.sqlite", "sqlite:///var/lib/ledger.sqlite",
