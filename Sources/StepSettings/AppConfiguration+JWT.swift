@@ -7,8 +7,9 @@ extension AppConfiguration {
         package var issuer = "stepledger-dev"
         package var audience = "stepledger"
         package var leewaySeconds: Double = 30
-        /// Forged session tokens (a failed signature, an unknown key) a client address may present per minute before
-        /// the rest of the minute is answered 429 without a signature check (a token already verified still passes).
+        /// Session tokens whose signature failed that a client address may present per minute before the rest of the
+        /// minute is answered 429 without a signature check (a token already verified still passes; a missing,
+        /// malformed or unknown-key token counts nothing).
         package var maxInvalidPerMinute = 60
         /// The HS256 development secret; generated and kept in the database when not configured (test-phase only).
         package var developmentSecret: [UInt8]?

@@ -2038,7 +2038,7 @@ paths:
               schema:
                 $ref: '#/components/schemas/Readiness'
         '503':
-          description: The database is unreachable (with Retry-After).
+          description: The database is unreachable (with Retry-After), or the server is draining after SIGTERM ({"status":"draining"}).
           content:
             application/json:
               schema:
@@ -2046,7 +2046,7 @@ paths:
   /metrics:
     get:
       operationId: getMetrics
-      summary: Prometheus metrics (stepledger_http_requests_total, stepledger_http_request_duration_seconds, stepledger_ingest_verdicts_total, stepledger_ingest_reasons_total, stepledger_reviews_open{kind}, stepledger_reviews_oldest_open_age_seconds{kind}, stepledger_jobs{state}, stepledger_jobs_oldest_runnable_age_seconds, stepledger_admin_decisions_total{operator,outcome}; the review desk's figures are read from the database at scrape time).
+      summary: Prometheus metrics (stepledger_http_requests_total, stepledger_http_request_duration_seconds, stepledger_ingest_verdicts_total, stepledger_ingest_reasons_total, stepledger_reviews_open{kind}, stepledger_reviews_oldest_open_age_seconds{kind}, stepledger_jobs{state}, stepledger_jobs_oldest_runnable_age_seconds, stepledger_admin_decisions_total{operator,outcome}, and the job, reconcile, read-routing and ingest-cache counters docs/operations.md lists; the review desk's figures are read from the database at scrape time).
       description: |
         Open unless http.metricsToken is set; then a scrape must present it as its bearer secret
         (Authorization: Bearer <http.metricsToken>).
