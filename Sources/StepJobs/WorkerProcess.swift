@@ -71,12 +71,11 @@ package func runStandaloneWorker(
                 .init(service: worker),
                 .init(service: MaintenanceScheduler(worker: worker, settings: settings.maintenance)),
             ] + (reloader.map { [.init(service: $0)] } ?? []),
-            gracefulShutdownSignals: [.sigterm, .sigint],
             logger: logger))
     logger.info(
         "worker started",
         metadata: ["concurrency": "\(settings.worker.concurrency)", "database": .string(store.kind.rawValue)])
-    try await group.run()
+    try await group.run(stoppingOn: [.sigterm, .sigint], logger: logger)
 }
 
 /// Closes the store once the services after it have stopped (a service group stops them in reverse order).

@@ -4,6 +4,7 @@ import ServiceLifecycle
 import StepAPI
 import StepCore
 import StepDatabase
+import StepJobs
 import StepLogging
 import StepSettings
 import StepStore
@@ -47,7 +48,7 @@ struct Serve: AsyncParsableCommand {
             app.antiCheatSink.flush()
         }
         // SIGTERM drains first (DrainService returns after http.drainSeconds and the group then stops the server
-        // gracefully); SIGINT stops at once, gracefully.
+        // gracefully); SIGINT skips the drain and stops gracefully, and a second SIGINT stops at once.
         let drain = ServiceGroupConfiguration.ServiceConfiguration(
             service: DrainService(
                 state: dependencies.drain, drainSeconds: configuration.http.drainSeconds, logger: app.application.logger
@@ -56,10 +57,9 @@ struct Serve: AsyncParsableCommand {
         let group = ServiceGroup(
             configuration: ServiceGroupConfiguration(
                 services: (exporter.map { [.init(service: $0)] } ?? []) + [.init(service: app.application), drain],
-                gracefulShutdownSignals: [.sigint],
                 logger: app.application.logger))
         do {
-            try await group.run()
+            try await group.run(stoppingOn: [.sigint], logger: app.application.logger)
         } catch {
             // Taken between the check and the server's bind: said the same way.
             throw ListenFailure(host: configuration.http.host, port: configuration.http.port, error: error) ?? error

@@ -3,6 +3,7 @@ import Foundation
 import StepAPI
 import StepAttestation
 import StepDatabase
+import StepJobs
 import StepSettings
 
 @main
@@ -40,6 +41,8 @@ struct Stepd: AsyncParsableCommand {
         } catch let error as ListenFailure {
             exitReporting(error)
         } catch let error as CommandFailure {
+            exitReporting(error)
+        } catch let error as StoppedAtOnce {
             exitReporting(error)
         } catch let error as LocalSigningKey.Failure {
             exitReporting(error)
