@@ -383,7 +383,9 @@ extension StoreTransaction {
     package func flagRepeatedRejections(walkerId: String, route: String, rule: RepeatedRejections, now: Date)
         async throws
     {
-        var since = now.addingTimeInterval(-rule.windowSeconds)
+        // Inside the window: less than `windowSeconds` old (one exactly 24 h old no longer counts, as in the zone-jump
+        // rule), to the millisecond the rows are kept in.
+        var since = now.addingTimeInterval(-rule.windowSeconds + 0.001)
         if let resolved = try await lastResolvedReview(walkerId: walkerId, kind: .repeatedRejections) {
             since = max(since, resolved.addingTimeInterval(0.001))
         }
