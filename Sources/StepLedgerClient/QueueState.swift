@@ -53,16 +53,18 @@ struct QueueState: Codable, Sendable, Equatable {
     /// streak before it, fixed when the day is first accepted: a day that reached the server before the day in
     /// front of it (a later request of the flush) would keep the tier of a broken streak. The server orders the
     /// buckets of one request by day; across requests only this order does, so a bucket also waits while a bucket
-    /// of an earlier day waits out its backoff (`sendable(at:)`). It also sends the days nearest the offline cap first.
-    func due(at now: Date) -> [QueuedBucket] {
+    /// of an earlier day waits out its backoff (`sendable(at:longestBackoff:)`). It also sends the days nearest the
+    /// offline cap first. A bucket's backoff holds for at most `longestBackoff` (the retry policy's `maximumDelay`):
+    /// one that reaches further was drawn before the device's clock went back.
+    func due(at now: Date, longestBackoff: TimeInterval) -> [QueuedBucket] {
         if holding(pausedUntil, at: now) != nil { return [] }
-        return sendable(at: now).filter { $0.until == nil }.map(\.bucket)
+        return sendable(at: now, longestBackoff: longestBackoff).filter { $0.until == nil }.map(\.bucket)
     }
 
     /// The earliest instant a bucket may be sent, if any is queued.
-    func nextAttempt(after now: Date) -> Date? {
+    func nextAttempt(after now: Date, longestBackoff: TimeInterval) -> Date? {
         guard !buckets.isEmpty else { return nil }
-        let earliest = sendable(at: now).map { $0.until ?? now }.min() ?? now
+        let earliest = sendable(at: now, longestBackoff: longestBackoff).map { $0.until ?? now }.min() ?? now
         return max(earliest, holding(pausedUntil, at: now) ?? earliest)
     }
 
@@ -70,7 +72,7 @@ struct QueueState: Codable, Sendable, Equatable {
     /// which it waits, if it waits at `now`: its own backoff, or the latest backoff of a bucket of an earlier day.
     /// Backoffs are drawn bucket by bucket, so without the second a later day could go alone while the day in front
     /// of it still waits, and keep a broken streak's multiplier.
-    private func sendable(at now: Date) -> [(bucket: QueuedBucket, until: Date?)] {
+    private func sendable(at now: Date, longestBackoff: TimeInterval) -> [(bucket: QueuedBucket, until: Date?)] {
         let ordered = buckets.sorted { a, b in a.day != b.day ? a.day < b.day : a.sequence < b.sequence }
         var result: [(bucket: QueuedBucket, until: Date?)] = []
         var day: CalendarDay?
@@ -82,7 +84,7 @@ struct QueueState: Codable, Sendable, Equatable {
                 sameDay = nil
                 day = bucket.day
             }
-            let own = holding(bucket.notBefore, at: now)
+            let own = holding(bucket.notBefore, at: now, within: longestBackoff)
             sameDay = Self.later(sameDay, own)
             result.append((bucket, Self.later(own, earlierDays)))
         }
@@ -95,10 +97,10 @@ struct QueueState: Codable, Sendable, Equatable {
         return max(a, b)
     }
 
-    /// `until` when it still holds at `now`: in the future, but not further than `maximumWait` (beyond that the
-    /// clock has gone back since it was set).
-    func holding(_ until: Date?, at now: Date) -> Date? {
-        guard let until, until > now, until <= now.addingTimeInterval(Self.maximumWait) else { return nil }
+    /// `until` when it still holds at `now`: in the future, but not further than `longest` (beyond that the clock has
+    /// gone back since it was set).
+    func holding(_ until: Date?, at now: Date, within longest: TimeInterval = maximumWait) -> Date? {
+        guard let until, until > now, until <= now.addingTimeInterval(longest) else { return nil }
         return until
     }
 

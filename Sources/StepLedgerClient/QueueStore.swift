@@ -68,10 +68,12 @@ final class QueueStore: @unchecked Sendable {
             throw StepLedgerError.storeUnavailable("cannot read \(file.path): \(error.localizedDescription)")
         }
         do {
-            let state = try decoder.decode(QueueState.self, from: bytes)
-            guard state.version == QueueState.currentVersion else {
-                throw StepLedgerError.storeUnavailable("\(file.path) has version \(state.version)")
+            // The version first, alone: a newer client's queue may have another shape, which is not damage.
+            let version = try decoder.decode(QueueVersion.self, from: bytes).version
+            guard version == QueueState.currentVersion else {
+                throw StepLedgerError.storeUnavailable("\(file.path) has version \(version)")
             }
+            let state = try decoder.decode(QueueState.self, from: bytes)
             onDisk = state
             return state
         } catch let error as StepLedgerError {
@@ -130,4 +132,9 @@ final class QueueStore: @unchecked Sendable {
     }
 
     private static func lastError() -> String { String(cString: strerror(errno)) }
+}
+
+/// The one field every version of the queue file has.
+private struct QueueVersion: Decodable {
+    let version: Int
 }

@@ -12,7 +12,9 @@ extension StepLedgerClient {
     /// retried later with the same key and bytes (unless a newer count of its day and source bundle was recorded
     /// meanwhile, which replaces it). A 403 `WALKER_SUSPENDED` keeps every bucket and pauses the queue for
     /// ``RetryPolicy/suspendedPause`` (an operator may reinstate the walker). Only one flush runs at a time: a
-    /// second call waits for the first, then flushes again.
+    /// second call waits for the first, then flushes again. Cancelling the calling task stops the flush once the
+    /// request in flight returns (at once, when the transport gives up on cancellation): what was answered is kept,
+    /// the rest stays queued under the same keys, not backed off, and the call throws `CancellationError`.
     ///
     /// - Throws: ``StepLedgerError/unauthorized(reason:)`` when the server refuses a freshly asked session token
     ///   too, or a freshly asked App Check token (its `reason` then starts with `APP_CHECK_`: the walker's session is
@@ -27,7 +29,12 @@ extension StepLedgerClient {
         let task = Task { try await self.runFlush() }
         flushTask = task
         defer { if flushTask == task { flushTask = nil } }
-        return try await task.value
+        // The caller's cancellation reaches the flush (an app's background time running out).
+        return try await withTaskCancellationHandler {
+            try await task.value
+        } onCancel: {
+            task.cancel()
+        }
     }
 
     private enum BatchAnswer {
@@ -46,7 +53,11 @@ extension StepLedgerClient {
         var appCheckAskedAgain = false
         var batchSize = configuration.batchSize
         flushing: while true {
-            let due = state.due(at: now())
+            if Task.isCancelled {
+                try save()
+                throw CancellationError()
+            }
+            let due = state.due(at: now(), longestBackoff: configuration.retry.maximumDelay)
             guard !due.isEmpty else { break }
             let batch = Array(due.prefix(batchSize))
             // The attempt is on disk before the request leaves: a bucket that may have reached the server is never
@@ -59,6 +70,11 @@ extension StepLedgerClient {
             let answer = await send(batch)
             sending = []
             defer { state.dropSuperseded() }
+            if Task.isCancelled, case .failed = answer {
+                // Given up for the cancellation, not failed: the buckets go again, unpunished, at the next flush.
+                try save()
+                throw CancellationError()
+            }
             switch answer {
             case .results(let results):
                 for (bucket, result) in zip(batch, results) {
@@ -120,7 +136,7 @@ extension StepLedgerClient {
         try save()
         let current = now()
         report.remaining = state.buckets.count
-        report.nextAttemptAt = state.nextAttempt(after: current)
+        report.nextAttemptAt = state.nextAttempt(after: current, longestBackoff: configuration.retry.maximumDelay)
         report.pausedUntil = state.holding(state.pausedUntil, at: current)
         return report
     }

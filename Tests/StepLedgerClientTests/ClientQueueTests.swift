@@ -324,6 +324,14 @@ struct ClientQueueTests {
         try encoder.encode(state).write(to: newer.appendingPathComponent("queue.json"))
         #expect(throws: StepLedgerError.self) { _ = try makeClient(store: newer, server: server, clock: clock) }
         #expect(FileManager.default.fileExists(atPath: newer.appendingPathComponent("queue.json").path))
+        // Nor is one whose shape this version cannot read (a later client's fields): refused, not set aside.
+        let reshaped = Data(#"{"version":2,"entries":{"2026-05-19":[]}}"#.utf8)
+        try reshaped.write(to: newer.appendingPathComponent("queue.json"))
+        #expect(throws: StepLedgerError.self) { _ = try makeClient(store: newer, server: server, clock: clock) }
+        #expect(try Data(contentsOf: newer.appendingPathComponent("queue.json")) == reshaped)
+        #expect(
+            try FileManager.default.contentsOfDirectory(atPath: newer.path).filter { $0.contains("unreadable") }.isEmpty
+        )
     }
 }
 
@@ -585,6 +593,54 @@ struct ClientAnswerTests {
         #expect(await client.pausedUntil() == nil)
         server.script { _, _ in .accept }
         #expect(try await client.flush().delivered.count == 1)
+    }
+
+    @Test("a backoff drawn before the device's clock went back by 6 hours holds no longer than the longest backoff")
+    func backoffAfterClockWentBack() async throws {
+        let store = temporaryStore()
+        defer { try? FileManager.default.removeItem(at: store) }
+        let clock = ManualClock(seedInstant.addingTimeInterval(6 * 3_600))
+        let server = FakeServer(clock: clock)
+        let client = try makeClient(store: store, server: server, clock: clock)
+        let bucket = try await client.record(
+            CalendarDay(containing: clock.now, in: TimeZone(identifier: "UTC")!), 1_000)
+        server.script { _, attempt in attempt == 1 ? .serverError : .accept }
+        let failed = try await client.flush()
+        let retryAt = try #require(failed.nextAttemptAt)
+        #expect(retryAt > clock.now && retryAt <= clock.now.addingTimeInterval(2))
+        // NTP steps the clock back 6 hours: the 2-s backoff now ends 6 hours ahead, further than any backoff
+        // (15 minutes at most) reaches.
+        clock.advance(-6 * 3_600)
+        let report = try await client.flush()
+        #expect(report.delivered.map(\.bucket.idempotencyKey) == [bucket.idempotencyKey])
+        #expect(server.violations.isEmpty, "\(server.violations)")
+    }
+
+    @Test("cancelling the task awaiting flush() stops it: CancellationError, the bucket queued and not backed off")
+    func cancelledFlush() async throws {
+        let store = temporaryStore()
+        defer { try? FileManager.default.removeItem(at: store) }
+        let clock = ManualClock(seedInstant)
+        let server = FakeServer(clock: clock)
+        let stalling = StallingTransport(server: server)
+        let client = try StepLedgerClient(
+            configuration: .init(
+                serverURL: URL(string: "http://127.0.0.1:1")!, storeDirectory: store, appVersion: "1.0.0+1"),
+            credentials: CountingCredentials(), transport: stalling, now: { clock.now },
+            random: SplitMix64(seed: 1))
+        let bucket = try await client.record(today, 1_000)
+        let flushing = Task { try await client.flush() }
+        try await Task.sleep(for: .milliseconds(200))
+        let cancelled = ContinuousClock.now
+        flushing.cancel()
+        await #expect(throws: CancellationError.self) { try await flushing.value }
+        #expect(ContinuousClock.now - cancelled < .seconds(10))
+        let queued = await client.queuedBuckets()
+        #expect(queued.map(\.idempotencyKey) == [bucket.idempotencyKey])
+        #expect(queued.first?.failures == 0 && queued.first?.notBefore == nil)
+        stalling.stalls.withLock { $0 = false }
+        let report = try await client.flush()
+        #expect(report.delivered.map(\.bucket.idempotencyKey) == [bucket.idempotencyKey])
     }
 
     @Test("409 and 5xx retry later with the same key; a whole-request 503 with Retry-After pauses the queue")

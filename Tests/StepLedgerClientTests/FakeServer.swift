@@ -374,3 +374,18 @@ final class CountingCredentials: StepLedgerCredentials {
         return freshAppCheck ? "ac-\(call)" : appCheck
     }
 }
+
+/// Holds every request for a minute (until its task is cancelled) before the server sees it, while `stalls` is set.
+final class StallingTransport: ClientTransport, Sendable {
+    let server: FakeServer
+    let stalls = Mutex(true)
+
+    init(server: FakeServer) { self.server = server }
+
+    func send(_ request: HTTPRequest, body: HTTPBody?, baseURL: URL, operationID: String) async throws -> (
+        HTTPResponse, HTTPBody?
+    ) {
+        if stalls.withLock({ $0 }) { try await Task.sleep(for: .seconds(60)) }
+        return try await server.send(request, body: body, baseURL: baseURL, operationID: operationID)
+    }
+}
