@@ -19,7 +19,9 @@ public struct FlushReport: Sendable, Hashable {
 
     public var delivered: [Delivered] = []
     public var refused: [Refused] = []
-    /// Buckets dropped unsent because their day fell past the offline cap.
+    /// Buckets dropped unsent because their day fell more than 30 days past the offline cap by the device's clock.
+    /// Nearer the cap they are sent (the device's clock may be ahead), and the server refuses one past the cap by its
+    /// own clock: ``refused``, with ``StepLedgerError/rejected(reasons:)`` `["OFFLINE_CAP_EXCEEDED"]`.
     public var expired: [ExpiredBucket] = []
     /// Requests sent.
     public var requests = 0

@@ -37,6 +37,12 @@ extension StepLedgerClient {
         }
     }
 
+    /// How many days past the offline cap, by the device's clock, a bucket is still sent rather than dropped unsent.
+    /// The cap is the server's, judged by its own clock; the device's may be days ahead (set by hand, or wrong after
+    /// the battery ran out), and the queued days it would drop are real ones the server still takes. Sent, a bucket
+    /// past the cap by the server's clock is refused there (`OFFLINE_CAP_EXCEEDED`) and leaves the queue all the same.
+    static let deviceClockGraceDays = 30
+
     private enum BatchAnswer {
         case results([Components.Schemas.IngestBatchResponse.ResultsPayloadPayload])
         case unauthorized(reason: String?)
@@ -48,7 +54,8 @@ extension StepLedgerClient {
 
     private func runFlush() async throws -> FlushReport {
         var report = FlushReport()
-        report.expired = state.dropExpired(now: now(), capDays: configuration.offlineCapDays)
+        report.expired = state.dropExpired(
+            now: now(), capDays: configuration.offlineCapDays + Self.deviceClockGraceDays)
         var refreshed = false
         var appCheckAskedAgain = false
         var batchSize = configuration.batchSize

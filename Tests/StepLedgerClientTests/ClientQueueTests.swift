@@ -196,7 +196,7 @@ struct ClientQueueTests {
         #expect(server.dayCounts[today.adding(days: -1).description] == 4_000)
     }
 
-    @Test("a bucket past the offline cap is dropped unsent, counted and reported")
+    @Test("a bucket more than 30 days past the offline cap by the device's clock is dropped unsent and reported")
     func expiry() async throws {
         let store = temporaryStore()
         defer { try? FileManager.default.removeItem(at: store) }
@@ -205,19 +205,22 @@ struct ClientQueueTests {
         let client = try makeClient(store: store, server: server, clock: clock)
         server.script { _, _ in .offline }
         let old = try await client.record(today.adding(days: -6), 4_000)
-        try await client.record(today, 1_000)
+        let recent = try await client.record(today, 1_000)
         _ = try await client.flush()
-        clock.advance(2 * 86_400)
+        // 38 and 32 days on: the first is dropped unsent; the second is sent, and the server refuses it.
+        clock.advance(32 * 86_400)
         server.script { _, _ in .accept }
         let report = try await client.flush()
         #expect(report.expired.map(\.idempotencyKey) == [old.idempotencyKey])
         #expect(report.expired.first?.reason == .offlineCapExceeded)
         #expect(await client.expiredBuckets().total == 1)
         #expect(server.committed[old.idempotencyKey] == nil)
+        #expect(report.refused.map(\.bucket.idempotencyKey) == [recent.idempotencyKey])
+        #expect(report.refused.first?.error == .rejected(reasons: ["OFFLINE_CAP_EXCEEDED"]))
         #expect(report.remaining == 0)
     }
 
-    @Test("the default offline cap is 7 days: a bucket 7 days old stays queued and is sent, one 8 days old expires")
+    @Test("the offline cap is the server's: 7 days old is delivered, 8 days old is sent and refused there")
     func defaultOfflineCap() async throws {
         let store = temporaryStore()
         defer { try? FileManager.default.removeItem(at: store) }
@@ -228,17 +231,41 @@ struct ClientQueueTests {
         let kept = try await client.record(today.adding(days: -7), 4_000)
         let old = try await client.record(today.adding(days: -8), 5_000)
         let offline = try await client.flush()
-        #expect(offline.expired.map(\.idempotencyKey) == [old.idempotencyKey])
-        #expect(offline.expired.first?.reason == .offlineCapExceeded)
-        #expect(await client.queuedBuckets().map(\.idempotencyKey) == [kept.idempotencyKey])
+        #expect(offline.expired.isEmpty)
+        #expect(Set(await client.queuedBuckets().map(\.idempotencyKey)) == [kept.idempotencyKey, old.idempotencyKey])
         // A minute on (past the first backoff, still the same day), the server is back.
         clock.advance(60)
         server.script { _, _ in .accept }
         let report = try await client.flush()
         #expect(report.expired.isEmpty)
         #expect(report.delivered.map(\.bucket.idempotencyKey) == [kept.idempotencyKey])
+        #expect(report.refused.map(\.bucket.idempotencyKey) == [old.idempotencyKey])
+        #expect(report.refused.first?.error == .rejected(reasons: ["OFFLINE_CAP_EXCEEDED"]))
         #expect(server.committed[kept.idempotencyKey] != nil)
         #expect(server.committed[old.idempotencyKey] == nil)
+        #expect(report.remaining == 0)
+    }
+
+    @Test("a device clock set 10 days ahead costs no queued day: the server, by its clock, takes them all")
+    func deviceClockAhead() async throws {
+        let store = temporaryStore()
+        defer { try? FileManager.default.removeItem(at: store) }
+        let serverClock = ManualClock(seedInstant)
+        let deviceClock = ManualClock(seedInstant)
+        let server = FakeServer(clock: serverClock)
+        let client = try makeClient(store: store, server: server, clock: deviceClock)
+        server.script { _, _ in .offline }
+        var recorded: [String] = []
+        for daysBack in 0...3 {
+            recorded.append(try await client.record(today.adding(days: -daysBack), 8_000 - daysBack).idempotencyKey)
+        }
+        _ = try await client.flush()
+        // The walker sets the phone's date 10 days ahead (a game's time travel), then the network is back.
+        deviceClock.advance(10 * 86_400)
+        server.script { _, _ in .accept }
+        let report = try await client.flush()
+        #expect(report.expired.isEmpty)
+        #expect(Set(report.delivered.map(\.bucket.idempotencyKey)) == Set(recorded))
         #expect(report.remaining == 0)
     }
 
@@ -402,7 +429,7 @@ struct ClientAnswerTests {
         server.script { _, _ in .offline }
         try await client!.record(old, 4_500)
         _ = try await client!.flush()
-        clock.advance(2 * 86_400)
+        clock.advance(32 * 86_400)
         let expired = try await client!.flush()
         #expect(expired.expired.count == 1)
         client = nil

@@ -236,6 +236,13 @@ final class FakeServer: ClientTransport, Sendable {
             }
             let day = bucket["day"] as? String ?? ""
             let count = bucket["count"] as? Int ?? 0
+            // The server's offline cap, by its own clock in the bucket's zone, before anything else.
+            if let calendarDay = CalendarDay(day), let zone = TimeZone(identifier: bucket["tz"] as? String ?? ""),
+                CalendarDay(containing: now, in: zone).days(since: calendarDay) > 7
+            {
+                results.append(Self.error(key, 422, "STEP_REJECTED", ["reasons": ["OFFLINE_CAP_EXCEEDED"], "day": day]))
+                continue
+            }
             switch script {
             case .accept, .commitThenDrop:
                 let highest = state.withLock { server -> Int in
