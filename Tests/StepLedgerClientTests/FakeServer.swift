@@ -240,7 +240,8 @@ final class FakeServer: ClientTransport, Sendable {
             if let calendarDay = CalendarDay(day), let zone = TimeZone(identifier: bucket["tz"] as? String ?? ""),
                 CalendarDay(containing: now, in: zone).days(since: calendarDay) > 7
             {
-                results.append(Self.error(key, 422, "STEP_REJECTED", ["reasons": ["OFFLINE_CAP_EXCEEDED"], "day": day]))
+                results.append(
+                    Self.error(key, 422, "STEP_REJECTED", ["reasons": ["OFFLINE_CAP_EXCEEDED"], "day": day]))
                 continue
             }
             switch script {
