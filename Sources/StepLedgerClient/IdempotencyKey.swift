@@ -12,6 +12,17 @@ enum IdempotencyKey {
         }
     }
 
+    /// When a key of this shape was minted (its first 48 bits); nil for a key of another shape.
+    static func mintedAt(_ key: String) -> Date? {
+        let digits = Array(key.utf8)
+        guard digits.count == 26, digits.allSatisfy({ alphabet.contains($0) }) else { return nil }
+        // The first 10 digits are 50 bits: 2 bits of padding, then the 48 bits of milliseconds.
+        var milliseconds: UInt64 = 0
+        for digit in digits.prefix(10) { milliseconds = milliseconds << 5 | UInt64(alphabet.firstIndex(of: digit)!) }
+        guard milliseconds < 1 << 48 else { return nil }
+        return Date(timeIntervalSince1970: TimeInterval(milliseconds) / 1000)
+    }
+
     static func mint(at instant: Date, using generator: inout some RandomNumberGenerator) -> String {
         let milliseconds = UInt64(max(0, instant.timeIntervalSince1970 * 1000)) & 0xFFFF_FFFF_FFFF
         var bytes = [UInt8](repeating: 0, count: 16)

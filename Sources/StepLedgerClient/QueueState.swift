@@ -12,6 +12,9 @@ struct QueueState: Codable, Sendable, Equatable {
     var buckets: [QueuedBucket] = []
     /// A 429, a 503 or a suspension stops the whole queue until this instant, across restarts.
     var pausedUntil: Date?
+    /// How long the pause was when it was set: one reaching further ahead than that was set before the device's clock
+    /// went back. Optional, so a queue file written before it reads as none (a day then bounds the pause).
+    var pausedFor: TimeInterval?
     var days: [String: DayState] = [:]
     /// What the server last said of each day (an answer or a read), kept under a queued bucket's state: a bucket
     /// the server refuses, or one that expires unsent, gives its day back the server's state. Optional, so a queue
@@ -57,7 +60,7 @@ struct QueueState: Codable, Sendable, Equatable {
     /// offline cap first. A bucket's backoff holds for at most `longestBackoff` (the retry policy's `maximumDelay`):
     /// one that reaches further was drawn before the device's clock went back.
     func due(at now: Date, longestBackoff: TimeInterval) -> [QueuedBucket] {
-        if holding(pausedUntil, at: now) != nil { return [] }
+        if pause(at: now) != nil { return [] }
         return sendable(at: now, longestBackoff: longestBackoff).filter { $0.until == nil }.map(\.bucket)
     }
 
@@ -65,7 +68,7 @@ struct QueueState: Codable, Sendable, Equatable {
     func nextAttempt(after now: Date, longestBackoff: TimeInterval) -> Date? {
         guard !buckets.isEmpty else { return nil }
         let earliest = sendable(at: now, longestBackoff: longestBackoff).map { $0.until ?? now }.min() ?? now
-        return max(earliest, holding(pausedUntil, at: now) ?? earliest)
+        return max(earliest, pause(at: now) ?? earliest)
     }
 
     /// Every bucket in the order they go (oldest day first, then in order of recording), each with the instant until
@@ -97,6 +100,11 @@ struct QueueState: Codable, Sendable, Equatable {
         return max(a, b)
     }
 
+    /// The end of the queue's pause when it still holds at `now`: in the future, but no further than it was long.
+    func pause(at now: Date) -> Date? {
+        holding(pausedUntil, at: now, within: pausedFor ?? Self.maximumWait)
+    }
+
     /// `until` when it still holds at `now`: in the future, but not further than `longest` (beyond that the clock has
     /// gone back since it was set).
     func holding(_ until: Date?, at now: Date, within longest: TimeInterval = maximumWait) -> Date? {
@@ -104,17 +112,27 @@ struct QueueState: Codable, Sendable, Equatable {
         return until
     }
 
-    /// Drops every bucket whose day is more than `capDays` before today in its own zone, and returns them.
-    mutating func dropExpired(now: Date, capDays: Int) -> [ExpiredBucket] {
+    /// Whether a bucket's day is more than `capDays` before today, at `now`, in its own zone.
+    static func isPast(_ bucket: QueuedBucket, capDays: Int, at now: Date) -> Bool {
+        let zone = TimeZone(identifier: bucket.timeZoneIdentifier) ?? TimeZone(secondsFromGMT: 0)!
+        return CalendarDay(containing: now, in: zone).days(since: bucket.day) > capDays
+    }
+
+    /// Whether any bucket's day is more than `capDays` before today, at `now`, in its own zone.
+    func hasBucket(pastCapDays capDays: Int, at now: Date) -> Bool {
+        buckets.contains { Self.isPast($0, capDays: capDays, at: now) }
+    }
+
+    /// Drops every bucket whose day is more than `capDays` before today (at `now`, in its own zone) and returns them,
+    /// dropped at `droppedAt`.
+    mutating func dropExpired(now: Date, capDays: Int, droppedAt: Date) -> [ExpiredBucket] {
         var dropped: [ExpiredBucket] = []
         buckets.removeAll { bucket in
-            let zone = TimeZone(identifier: bucket.timeZoneIdentifier) ?? TimeZone(secondsFromGMT: 0)!
-            let today = CalendarDay(containing: now, in: zone)
-            guard today.days(since: bucket.day) > capDays else { return false }
+            guard Self.isPast(bucket, capDays: capDays, at: now) else { return false }
             dropped.append(
                 ExpiredBucket(
                     idempotencyKey: bucket.idempotencyKey, day: bucket.day, count: bucket.count,
-                    sourceBundleId: bucket.sourceBundleId, reason: .offlineCapExceeded, droppedAt: now))
+                    sourceBundleId: bucket.sourceBundleId, reason: .offlineCapExceeded, droppedAt: droppedAt))
             return true
         }
         expired.append(contentsOf: dropped)

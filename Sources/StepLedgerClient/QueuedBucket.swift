@@ -39,8 +39,8 @@ public struct QueuedBucket: Sendable, Hashable, Codable, Identifiable {
 /// A bucket the queue gave up on without sending it: it fell outside the server's offline cap.
 public struct ExpiredBucket: Sendable, Hashable, Codable {
     public enum Reason: String, Sendable, Hashable, Codable {
-        /// The day is more than the offline cap (7 days) behind today in its zone: the server would refuse it
-        /// with `OFFLINE_CAP_EXCEEDED`.
+        /// The day is more than the offline cap (7 days) behind today in its zone by the server's clock (or more
+        /// than 37 days by the device's): the server would refuse it with `OFFLINE_CAP_EXCEEDED`.
         case offlineCapExceeded = "OFFLINE_CAP_EXCEEDED"
     }
 

@@ -37,11 +37,27 @@ extension StepLedgerClient {
         }
     }
 
-    /// How many days past the offline cap, by the device's clock, a bucket is still sent rather than dropped unsent.
-    /// The cap is the server's, judged by its own clock; the device's may be days ahead (set by hand, or wrong after
-    /// the battery ran out), and the queued days it would drop are real ones the server still takes. Sent, a bucket
-    /// past the cap by the server's clock is refused there (`OFFLINE_CAP_EXCEEDED`) and leaves the queue all the same.
+    /// How many days past the offline cap, by the device's clock, a bucket is dropped unsent without asking the
+    /// server's clock (so a queue that is never online does not fill up with days the server would refuse). Nearer the
+    /// cap the server's clock decides: the device's may be days ahead (set by hand, or wrong after the battery ran
+    /// out), and the queued days it would drop are real ones the server still takes.
     static let deviceClockGraceDays = 30
+
+    /// The server's clock now: the `Date` of its answer to `GET /livez` (any answer carries one, a proxy's too; the
+    /// device's clock when it has none); a transport failure when no answer came.
+    func serverClock() async -> Result<Date, StepLedgerError> {
+        let request = HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/livez")
+        do {
+            let (response, body) = try await transport.send(
+                request, body: nil, baseURL: configuration.serverURL, operationID: "getLiveness")
+            if let body { _ = try? await Data(collecting: body, upTo: 65_536) }
+            // An answer without a date (a gateway that strips it) leaves the device's clock to judge, as no answer
+            // at all would keep the queue from ever moving.
+            return .success(response.headerFields[.date].flatMap(Self.httpDate) ?? now())
+        } catch {
+            return .failure(.transport("the server's clock could not be read: \(error)"))
+        }
+    }
 
     private enum BatchAnswer {
         case results([Components.Schemas.IngestBatchResponse.ResultsPayloadPayload])
@@ -55,11 +71,27 @@ extension StepLedgerClient {
     private func runFlush() async throws -> FlushReport {
         var report = FlushReport()
         report.expired = state.dropExpired(
-            now: now(), capDays: configuration.offlineCapDays + Self.deviceClockGraceDays)
+            now: now(), capDays: configuration.offlineCapDays + Self.deviceClockGraceDays, droppedAt: now())
+        var held = false
+        if state.hasBucket(pastCapDays: configuration.offlineCapDays, at: now()),
+            !state.due(at: now(), longestBackoff: configuration.retry.maximumDelay).isEmpty
+        {
+            // Past the cap by the device's clock, which may be ahead: the server's clock decides. A bucket past the
+            // cap by it too is dropped unsent (sent, it would be refused, and its rejection counted against the
+            // walker); without the server's clock nothing is sent, nor dropped.
+            switch await serverClock() {
+            case .success(let serverNow):
+                report.expired += state.dropExpired(
+                    now: serverNow, capDays: configuration.offlineCapDays, droppedAt: now())
+            case .failure(let error):
+                report.interruption = error
+                held = true
+            }
+        }
         var refreshed = false
         var appCheckAskedAgain = false
         var batchSize = configuration.batchSize
-        flushing: while true {
+        flushing: while !held {
             if Task.isCancelled {
                 try save()
                 throw CancellationError()
@@ -144,7 +176,7 @@ extension StepLedgerClient {
         let current = now()
         report.remaining = state.buckets.count
         report.nextAttemptAt = state.nextAttempt(after: current, longestBackoff: configuration.retry.maximumDelay)
-        report.pausedUntil = state.holding(state.pausedUntil, at: current)
+        report.pausedUntil = state.pause(at: current)
         return report
     }
 
@@ -286,7 +318,9 @@ extension StepLedgerClient {
         let current = now()
         let wait = min(QueueState.maximumWait, max(1, seconds ?? configuration.retry.defaultPause))
         let until = current.addingTimeInterval(wait)
-        state.pausedUntil = max(state.holding(state.pausedUntil, at: current) ?? until, until)
+        let paused = max(state.pause(at: current) ?? until, until)
+        state.pausedUntil = paused
+        state.pausedFor = paused.timeIntervalSince(current)
     }
 
     private func backOff(_ buckets: [QueuedBucket]) {
@@ -327,12 +361,17 @@ extension StepLedgerClient {
         if value.utf8.allSatisfy({ (0x30...0x39).contains($0) }) {
             return value.utf8.count <= 9 ? TimeInterval(value) : nil
         }
+        guard let date = httpDate(value) else { return nil }
+        return max(0, date.timeIntervalSince(now))
+    }
+
+    /// An HTTP date (RFC 9110 §5.6.7, IMF-fixdate): `Sun, 06 Nov 1994 08:49:37 GMT`.
+    static func httpDate(_ value: String) -> Date? {
         let parser = DateFormatter()
         parser.locale = Locale(identifier: "en_US_POSIX")
         parser.timeZone = TimeZone(identifier: "GMT")
         parser.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
-        guard let date = parser.date(from: value) else { return nil }
-        return max(0, date.timeIntervalSince(now))
+        return parser.date(from: value.trimmingCharacters(in: .whitespaces))
     }
 
     /// A thrown error of the generated client as the client's own.

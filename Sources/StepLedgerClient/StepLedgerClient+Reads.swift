@@ -173,7 +173,8 @@ extension StepLedgerClient {
     /// shows it; the stored answer when the read fails (badged while provisional, until the next read) or does
     /// not show it (older than the newest 100).
     /// - Throws: ``StepLedgerError/insufficientEnergy(required:spendable:)``,
-    ///   ``StepLedgerError/invalidRequest(_:)`` for a bad node id, number of points or key,
+    ///   ``StepLedgerError/invalidRequest(_:)`` for a bad node id, number of points or key (one this client minted
+    ///   more than 7 days before: the server keeps a key 8 days, and would take the call as a new spend),
     ///   ``StepLedgerError/allocationUnanswered(idempotencyKey:lastError:)`` with the key to call again with when
     ///   no try was answered, and the errors of a read.
     public func allocate(
@@ -185,7 +186,17 @@ extension StepLedgerClient {
         guard (1...1_000_000_000).contains(points) else {
             throw StepLedgerError.invalidRequest("points must be 1 to 1000000000")
         }
-        if let idempotencyKey { try IdempotencyKey.check(idempotencyKey) }
+        if let idempotencyKey {
+            try IdempotencyKey.check(idempotencyKey)
+            // The server keeps a key 8 days; past that it would take the call as a new spend and charge again.
+            if let minted = IdempotencyKey.mintedAt(idempotencyKey),
+                now().timeIntervalSince(minted) > Self.allocationKeyLifetime
+            {
+                throw StepLedgerError.invalidRequest(
+                    "idempotencyKey was minted more than 7 days ago: the server may no longer hold it and would spend "
+                        + "again; read allocations() to see whether that spend was made")
+            }
+        }
         let body = Components.Schemas.AllocationRequest(
             kind: kind == .tree ? .tree : .keystone, nodeId: nodeId, points: points,
             idempotencyKey: idempotencyKey ?? IdempotencyKey.mint(at: now(), using: &random))
@@ -220,6 +231,10 @@ extension StepLedgerClient {
     /// unanswered the server may have acted on it, so from then on every way out short of an answer about the key
     /// (the tries used up, a later 429 or 401, a cancellation) throws `unanswered(key, last error)`: calling again
     /// with that key cannot act twice. An answer about the key is thrown as it is.
+    /// How long after it was minted an allocation's key may be sent again: a day less than the 8 days the server
+    /// keeps it, for the two clocks' difference.
+    static let allocationKeyLifetime: TimeInterval = 7 * 86_400
+
     /// The longest `underOneKey` waits between two tries.
     static let longestWaitInCall: TimeInterval = 30
 

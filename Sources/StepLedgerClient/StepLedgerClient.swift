@@ -62,6 +62,8 @@ public actor StepLedgerClient {
     let configuration: Configuration
     let credentials: any StepLedgerCredentials
     let client: Client
+    /// The transport under `client`, for the one request the generated client has no operation for (`GET /livez`).
+    let transport: any ClientTransport
     let tokens = TokenGate()
     let store: QueueStore
     var state: QueueState
@@ -109,11 +111,13 @@ public actor StepLedgerClient {
         self.unreadableQueueFile = store.setAside
         self.now = now
         self.random = ClientRandom(base: random)
+        let transport = transport ?? Self.platformTransport()
+        self.transport = transport
         self.client = Client(
             serverURL: configuration.serverURL,
             configuration: OpenAPIRuntime.Configuration(
                 dateTranscoder: WireDateTranscoder(), jsonEncodingOptions: [.sortedKeys]),
-            transport: transport ?? Self.platformTransport(),
+            transport: transport,
             middlewares: [SessionTokenMiddleware(gate: tokens, credentials: credentials)])
     }
 
@@ -215,7 +219,7 @@ public actor StepLedgerClient {
 
     /// Until when a 429, a 503 or the walker's suspension pauses the queue, if it does.
     public func pausedUntil() -> Date? {
-        state.holding(state.pausedUntil, at: now())
+        state.pause(at: now())
     }
 
     private static let knownZoneNames = Set(TimeZone.knownTimeZoneIdentifiers)

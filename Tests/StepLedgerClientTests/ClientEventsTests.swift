@@ -578,6 +578,21 @@ struct ClientEventsTests {
         }
         let allocation = try await client.allocate(kind: .tree, nodeId: "oak", points: 500, idempotencyKey: key)
         #expect(allocation.id == "a-9")
+        // Called with it more than 7 days after it was minted, the spend is refused unsent: the server keeps a key
+        // 8 days, and past them would charge the walker again.
+        clock.advance(7 * 86_400 + 1)
+        tries.withLock { $0 = 0 }
+        server.route("createAllocation") { _ in
+            tries.withLock { $0 += 1 }
+            return (HTTPResponse(status: .created), nil)
+        }
+        await #expect {
+            try await client.allocate(kind: .tree, nodeId: "oak", points: 500, idempotencyKey: key)
+        } throws: { error in
+            guard case StepLedgerError.invalidRequest(let message) = error else { return false }
+            return message.contains("7 days")
+        }
+        #expect(tries.withLock { $0 } == 0)
         // A refusal that is an answer is thrown as it is.
         server.route("createAllocation") { _ in
             var response = HTTPResponse(status: .badRequest)

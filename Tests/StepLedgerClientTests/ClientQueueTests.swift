@@ -196,7 +196,7 @@ struct ClientQueueTests {
         #expect(server.dayCounts[today.adding(days: -1).description] == 4_000)
     }
 
-    @Test("a bucket more than 30 days past the offline cap by the device's clock is dropped unsent and reported")
+    @Test("a bucket past the offline cap by the server's clock is dropped unsent, counted and reported")
     func expiry() async throws {
         let store = temporaryStore()
         defer { try? FileManager.default.removeItem(at: store) }
@@ -205,22 +205,22 @@ struct ClientQueueTests {
         let client = try makeClient(store: store, server: server, clock: clock)
         server.script { _, _ in .offline }
         let old = try await client.record(today.adding(days: -6), 4_000)
-        let recent = try await client.record(today, 1_000)
+        try await client.record(today, 1_000)
         _ = try await client.flush()
-        // 38 and 32 days on: the first is dropped unsent; the second is sent, and the server refuses it.
-        clock.advance(32 * 86_400)
+        clock.advance(2 * 86_400)
         server.script { _, _ in .accept }
         let report = try await client.flush()
         #expect(report.expired.map(\.idempotencyKey) == [old.idempotencyKey])
         #expect(report.expired.first?.reason == .offlineCapExceeded)
         #expect(await client.expiredBuckets().total == 1)
         #expect(server.committed[old.idempotencyKey] == nil)
-        #expect(report.refused.map(\.bucket.idempotencyKey) == [recent.idempotencyKey])
-        #expect(report.refused.first?.error == .rejected(reasons: ["OFFLINE_CAP_EXCEEDED"]))
+        #expect(report.refused.isEmpty)
         #expect(report.remaining == 0)
+        #expect(server.state.withLock { $0.clockReads } == 1)
     }
 
-    @Test("the offline cap is the server's: 7 days old is delivered, 8 days old is sent and refused there")
+    @Test(
+        "the default offline cap is 7 days: 7 days old is sent; 8 days old waits for the server's clock, then expires")
     func defaultOfflineCap() async throws {
         let store = temporaryStore()
         defer { try? FileManager.default.removeItem(at: store) }
@@ -230,20 +230,53 @@ struct ClientQueueTests {
         server.script { _, _ in .offline }
         let kept = try await client.record(today.adding(days: -7), 4_000)
         let old = try await client.record(today.adding(days: -8), 5_000)
+        // Offline, the server's clock cannot be read: nothing is dropped, and nothing is sent.
         let offline = try await client.flush()
-        #expect(offline.expired.isEmpty)
+        #expect(offline.expired.isEmpty && offline.requests == 0)
+        #expect(offline.interruption.map { if case .transport = $0 { true } else { false } } == true)
         #expect(Set(await client.queuedBuckets().map(\.idempotencyKey)) == [kept.idempotencyKey, old.idempotencyKey])
-        // A minute on (past the first backoff, still the same day), the server is back.
         clock.advance(60)
         server.script { _, _ in .accept }
         let report = try await client.flush()
-        #expect(report.expired.isEmpty)
+        #expect(report.expired.map(\.idempotencyKey) == [old.idempotencyKey])
         #expect(report.delivered.map(\.bucket.idempotencyKey) == [kept.idempotencyKey])
-        #expect(report.refused.map(\.bucket.idempotencyKey) == [old.idempotencyKey])
-        #expect(report.refused.first?.error == .rejected(reasons: ["OFFLINE_CAP_EXCEEDED"]))
+        #expect(report.refused.isEmpty)
         #expect(server.committed[kept.idempotencyKey] != nil)
         #expect(server.committed[old.idempotencyKey] == nil)
         #expect(report.remaining == 0)
+    }
+
+    @Test("offline, a day more than 37 days behind by the device's clock is dropped without the server's clock")
+    func farPastDroppedOffline() async throws {
+        let store = temporaryStore()
+        defer { try? FileManager.default.removeItem(at: store) }
+        let clock = ManualClock(seedInstant)
+        let server = FakeServer(clock: clock)
+        let client = try makeClient(store: store, server: server, clock: clock)
+        server.script { _, _ in .offline }
+        let old = try await client.record(today.adding(days: -6), 4_000)
+        let recent = try await client.record(today, 1_000)
+        _ = try await client.flush()
+        // 38 and 32 days on, still offline: the first is dropped; the second waits for the server's clock.
+        clock.advance(32 * 86_400)
+        let report = try await client.flush()
+        #expect(report.expired.map(\.idempotencyKey) == [old.idempotencyKey])
+        #expect(await client.queuedBuckets().map(\.idempotencyKey) == [recent.idempotencyKey])
+    }
+
+    @Test("an answer without a Date leaves the device's clock to judge the cap: the queue does not stall")
+    func serverClockWithoutDate() async throws {
+        let store = temporaryStore()
+        defer { try? FileManager.default.removeItem(at: store) }
+        let clock = ManualClock(seedInstant)
+        let server = FakeServer(clock: clock)
+        server.state.withLock { $0.sendsDate = false }
+        let client = try makeClient(store: store, server: server, clock: clock)
+        let old = try await client.record(today.adding(days: -8), 5_000)
+        let kept = try await client.record(today, 4_000)
+        let report = try await client.flush()
+        #expect(report.expired.map(\.idempotencyKey) == [old.idempotencyKey])
+        #expect(report.delivered.map(\.bucket.idempotencyKey) == [kept.idempotencyKey])
     }
 
     @Test("a device clock set 10 days ahead costs no queued day: the server, by its clock, takes them all")
@@ -267,6 +300,7 @@ struct ClientQueueTests {
         #expect(report.expired.isEmpty)
         #expect(Set(report.delivered.map(\.bucket.idempotencyKey)) == Set(recorded))
         #expect(report.remaining == 0)
+        #expect(server.state.withLock { $0.clockReads } == 1)
     }
 
     @Test("record refuses a bad bucket or a full queue and stores nothing")
@@ -429,7 +463,8 @@ struct ClientAnswerTests {
         server.script { _, _ in .offline }
         try await client!.record(old, 4_500)
         _ = try await client!.flush()
-        clock.advance(32 * 86_400)
+        clock.advance(2 * 86_400)
+        server.script { _, _ in .accept }
         let expired = try await client!.flush()
         #expect(expired.expired.count == 1)
         client = nil
@@ -668,6 +703,23 @@ struct ClientAnswerTests {
         stalling.stalls.withLock { $0 = false }
         let report = try await client.flush()
         #expect(report.delivered.map(\.bucket.idempotencyKey) == [bucket.idempotencyKey])
+    }
+
+    @Test("a pause set before the device's clock went back 6 hours holds no longer than it was long")
+    func pauseAfterClockWentBack() async throws {
+        let store = temporaryStore()
+        defer { try? FileManager.default.removeItem(at: store) }
+        let clock = ManualClock(seedInstant.addingTimeInterval(6 * 3_600))
+        let server = FakeServer(clock: clock)
+        let client = try makeClient(store: store, server: server, clock: clock)
+        try await client.record(CalendarDay(containing: clock.now, in: TimeZone(identifier: "UTC")!), 1_000)
+        server.script { key, _ in key == nil ? .unavailable(retryAfter: 30) : .accept }
+        let paused = try await client.flush()
+        #expect(paused.pausedUntil == clock.now.addingTimeInterval(30))
+        clock.advance(-6 * 3_600)
+        #expect(await client.pausedUntil() == nil)
+        server.script { _, _ in .accept }
+        #expect(try await client.flush().delivered.count == 1)
     }
 
     @Test("409 and 5xx retry later with the same key; a whole-request 503 with Retry-After pauses the queue")

@@ -85,6 +85,17 @@ final class FakeServer: ClientTransport, Sendable {
         var attempts: [String: Int] = [:]
         var extraRoutes: [String: @Sendable (HTTPRequest) -> (HTTPResponse, HTTPBody?)] = [:]
         var bodyRoutes: [String: @Sendable (HTTPRequest, Data) throws -> (HTTPResponse, HTTPBody?)] = [:]
+        /// `GET /livez` requests (the client reading the server's clock), and whether their answer has a `Date`.
+        var clockReads = 0
+        var sendsDate = true
+    }
+
+    static func httpDate(_ instant: Date) -> String {
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "GMT")
+        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
+        return formatter.string(from: instant)
     }
 
     let clock: ManualClock
@@ -151,6 +162,17 @@ final class FakeServer: ClientTransport, Sendable {
     func send(_ request: HTTPRequest, body: HTTPBody?, baseURL: URL, operationID: String) async throws -> (
         HTTPResponse, HTTPBody?
     ) {
+        if operationID == "getLiveness" {
+            // The server's clock, asked by a client whose queue holds a day past the offline cap by its own.
+            let (offline, date) = state.withLock { server in
+                server.clockReads += 1
+                return (server.script(nil, (server.attempts["*"] ?? 0) + 1) == .offline, server.sendsDate)
+            }
+            if offline { throw URLError(.notConnectedToInternet) }
+            var response = HTTPResponse(status: .ok)
+            if date { response.headerFields[.date] = Self.httpDate(clock.now) }
+            return (response, HTTPBody(#"{"status":"ok"}"#))
+        }
         let token = request.headerFields[.authorization] ?? ""
         let appCheck = request.headerFields[HTTPField.Name("X-Firebase-AppCheck")!]
         state.withLock {
