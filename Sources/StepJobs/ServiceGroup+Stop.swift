@@ -18,11 +18,13 @@ extension ServiceGroup {
     /// its time cancels every service at once and throws `StoppedAtOnce`, so an operator's second Ctrl-C is never
     /// lost. The group itself must trap none of `signals`.
     package func run(stoppingOn signals: [UnixSignal], logger: Logger) async throws {
+        // Trapped before any service starts: until then a signal would end the process by its default action.
+        let caught = await UnixSignalsSequence(trapping: signals)
         try await withThrowingTaskGroup(of: Void.self) { tasks in
             tasks.addTask { try await self.run() }
             tasks.addTask {
                 var stopping = false
-                for await signal in await UnixSignalsSequence(trapping: signals) {
+                for await signal in caught {
                     if stopping {
                         logger.notice("signal while stopping: stopping at once", metadata: ["signal": "\(signal)"])
                         throw StoppedAtOnce(signal: signal)
