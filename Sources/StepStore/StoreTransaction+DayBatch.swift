@@ -20,16 +20,21 @@ package struct WalkerDay: Sendable, Hashable {
 /// result is in the order of the request.
 extension StoreTransaction {
     /// Locks the walkers of `days` and reads each day's state under the locks, in two statements. The walkers
-    /// are locked in order of id, as every batch locks them, so two batches never wait on each other in a cycle
-    /// (an ingest locks one walker). A walker without a row is not created: its day has no log. SQLite
-    /// serialises every writer, so it only reads.
+    /// are locked in the byte order of their ids (`COLLATE "C"`, whatever the database's collation: an ICU or
+    /// language collation may put `a2` before `B1`), the order in which the worker runs every other batch's jobs
+    /// (`JobWorker.runOrder`, by Swift's `String`), so two batches never wait on each other in a cycle (an ingest
+    /// locks one walker). A walker without a row is not created: its day has no log. SQLite serialises every
+    /// writer, so it only reads.
     package func lockWalkersReadingDays(_ days: [WalkerDay]) async throws -> [DayState] {
         guard !days.isEmpty else { return [] }
         let walkers = Set(days.map(\.walkerId)).sorted()
         for walkerId in walkers { noteWrite(of: walkerId) }
         if kind == .postgres {
             _ = try await sql.raw(
-                "SELECT walker_id FROM walkers WHERE walker_id IN (\(binds: walkers)) ORDER BY walker_id FOR UPDATE"
+                """
+                SELECT walker_id FROM walkers WHERE walker_id IN (\(binds: walkers))
+                ORDER BY walker_id COLLATE "C" FOR UPDATE
+                """
             ).all()
         }
         let rows = try await taggedRows(days.map { Self.dayStateStatement(walkerId: $0.walkerId, day: $0.day) })

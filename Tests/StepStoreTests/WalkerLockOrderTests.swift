@@ -1,0 +1,87 @@
+import Foundation
+import SQLKit
+import StepCore
+import StepDatabase
+import StepStore
+import StepTestSupport
+import Testing
+
+@Suite("The order a batch locks its walkers in (PostgreSQL)")
+struct WalkerLockOrderTests {
+    /// An ICU collation that sorts `a2` before `B1`, where bytes (and Swift's `String`, by which the worker orders
+    /// a claim's jobs) put `B1` first.
+    static let icuCollation = "en-US-x-icu"
+
+    @Test("a batch locks its walkers in byte order whatever the collation of walker_id, as the worker runs its jobs")
+    func byteOrder() async throws {
+        let test = try await TestDatabases.make(.postgres)
+        let now = Date(timeIntervalSince1970: 1_779_137_550)
+        let collations = try await test.store.database.withConnection { db in
+            try await db.raw("SELECT collname FROM pg_collation WHERE collname = \(bind: Self.icuCollation)").all()
+        }
+        try #require(collations.count == 1, "PostgreSQL has no ICU collation \(Self.icuCollation)")
+        try await test.store.transaction { tx in
+            try await tx.sql.raw(
+                "ALTER TABLE walkers ALTER COLUMN walker_id TYPE text COLLATE \"\(unsafeRaw: Self.icuCollation)\""
+            ).run()
+            _ = try await tx.lockWalker("a2", now: now)
+            _ = try await tx.lockWalker("B1", now: now)
+        }
+        let holder = try await TestDatabases.another(test)
+        let batch = try await TestDatabases.another(test)
+        let (locked, lockedNow) = AsyncStream.makeStream(of: Void.self)
+        let (release, releaseNow) = AsyncStream.makeStream(of: Void.self)
+        // Another unit holds B1 (a refund job of B1, say, which then wants a2).
+        let holding = Task {
+            try await holder.transaction { tx in
+                try await tx.sql.raw("SELECT walker_id FROM walkers WHERE walker_id = 'B1' FOR UPDATE").run()
+                lockedNow.yield()
+                for await _ in release { break }
+            }
+        }
+        for await _ in locked { break }
+        let day = LocalDate(iso: "2026-05-17")!
+        let batching = Task {
+            try await batch.transaction { tx in
+                _ = try await tx.lockWalkersReadingDays([
+                    WalkerDay(walkerId: "a2", day: day), WalkerDay(walkerId: "B1", day: day),
+                ])
+            }
+        }
+        // Once the batch waits for a lock: in byte order it waits for B1 holding nothing; in the collation's order
+        // it already holds a2, and the two units would deadlock.
+        let waiting = ContinuousClock.now.advanced(by: .seconds(20))
+        while try await Self.lockWaits(test.store) == 0 {
+            try #require(ContinuousClock.now < waiting, "the batch never waited for B1")
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        let a2Free = try await test.store.database.withConnection { db in
+            do {
+                try await db.raw("SELECT walker_id FROM walkers WHERE walker_id = 'a2' FOR UPDATE NOWAIT").run()
+                return true
+            } catch {
+                return false
+            }
+        }
+        releaseNow.yield()
+        try await holding.value
+        try await batching.value
+        #expect(a2Free, "the batch locked a2 before B1")
+        try await holder.database.close()
+        try await batch.database.close()
+        try await test.close()
+    }
+
+    /// Backends of this database waiting for a lock.
+    static func lockWaits(_ store: Store) async throws -> Int {
+        try await store.database.withConnection { db in
+            let row = try await db.raw(
+                """
+                SELECT COUNT(*) AS n FROM pg_stat_activity
+                WHERE datname = current_database() AND wait_event_type = 'Lock'
+                """
+            ).first()
+            return try row?.decode(column: "n", as: Int.self) ?? 0
+        }
+    }
+}
