@@ -19,9 +19,9 @@ public struct FlushReport: Sendable, Hashable {
 
     public var delivered: [Delivered] = []
     public var refused: [Refused] = []
-    /// Buckets dropped unsent because their day fell more than 30 days past the offline cap by the device's clock.
-    /// Nearer the cap they are sent (the device's clock may be ahead), and the server refuses one past the cap by its
-    /// own clock: ``refused``, with ``StepLedgerError/rejected(reasons:)`` `["OFFLINE_CAP_EXCEEDED"]`.
+    /// Buckets dropped unsent because their day fell past the offline cap (7 days) by the server's clock, read when
+    /// the device's clock puts a queued day past it (the device's may be ahead), or more than 37 days past by the
+    /// device's clock alone.
     public var expired: [ExpiredBucket] = []
     /// Requests sent.
     public var requests = 0

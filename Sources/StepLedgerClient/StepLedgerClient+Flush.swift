@@ -79,11 +79,18 @@ extension StepLedgerClient {
             // Past the cap by the device's clock, which may be ahead: the server's clock decides. A bucket past the
             // cap by it too is dropped unsent (sent, it would be refused, and its rejection counted against the
             // walker); without the server's clock nothing is sent, nor dropped.
-            switch await serverClock() {
+            let clock = await serverClock()
+            if Task.isCancelled {
+                try save()
+                throw CancellationError()
+            }
+            switch clock {
             case .success(let serverNow):
                 report.expired += state.dropExpired(
                     now: serverNow, capDays: configuration.offlineCapDays, droppedAt: now())
             case .failure(let error):
+                // As a request that met no network: the due buckets back off.
+                backOff(state.due(at: now(), longestBackoff: configuration.retry.maximumDelay))
                 report.interruption = error
                 held = true
             }

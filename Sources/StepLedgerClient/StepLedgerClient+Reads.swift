@@ -224,6 +224,10 @@ extension StepLedgerClient {
         return allocation
     }
 
+    /// How long after it was minted (by the device's clock, then and now) an allocation's key may be sent again: a day
+    /// less than the 8 days the server keeps it, for the clocks' difference.
+    static let allocationKeyLifetime: TimeInterval = 7 * 86_400
+
     /// Runs `send` up to `attempts` times for a request under one idempotency key `key`: a try that met a 5xx, a
     /// 409 `IDEMPOTENCY_IN_FLIGHT` or no network is sent again after the retry policy's wait, or after a 503's
     /// `Retry-After` when that is longer; a `Retry-After` beyond `longestWaitInCall` ends the tries (a call does not
@@ -231,10 +235,6 @@ extension StepLedgerClient {
     /// unanswered the server may have acted on it, so from then on every way out short of an answer about the key
     /// (the tries used up, a later 429 or 401, a cancellation) throws `unanswered(key, last error)`: calling again
     /// with that key cannot act twice. An answer about the key is thrown as it is.
-    /// How long after it was minted an allocation's key may be sent again: a day less than the 8 days the server
-    /// keeps it, for the two clocks' difference.
-    static let allocationKeyLifetime: TimeInterval = 7 * 86_400
-
     /// The longest `underOneKey` waits between two tries.
     static let longestWaitInCall: TimeInterval = 30
 

@@ -233,6 +233,8 @@ struct ClientQueueTests {
         // Offline, the server's clock cannot be read: nothing is dropped, and nothing is sent.
         let offline = try await client.flush()
         #expect(offline.expired.isEmpty && offline.requests == 0)
+        // As a request that met no network, the buckets back off: the report does not ask to try again at once.
+        #expect(try #require(offline.nextAttemptAt) > clock.now)
         #expect(offline.interruption.map { if case .transport = $0 { true } else { false } } == true)
         #expect(Set(await client.queuedBuckets().map(\.idempotencyKey)) == [kept.idempotencyKey, old.idempotencyKey])
         clock.advance(60)
@@ -703,6 +705,15 @@ struct ClientAnswerTests {
         stalling.stalls.withLock { $0 = false }
         let report = try await client.flush()
         #expect(report.delivered.map(\.bucket.idempotencyKey) == [bucket.idempotencyKey])
+
+        // Cancelled while it reads the server's clock (a day queued past the cap by the device's): the same.
+        let old = try await client.record(today.adding(days: -8), 2_000)
+        stalling.stalls.withLock { $0 = true }
+        let reading = Task { try await client.flush() }
+        try await Task.sleep(for: .milliseconds(200))
+        reading.cancel()
+        await #expect(throws: CancellationError.self) { try await reading.value }
+        #expect(await client.queuedBuckets().map(\.idempotencyKey) == [old.idempotencyKey])
     }
 
     @Test("a pause set before the device's clock went back 6 hours holds no longer than it was long")
