@@ -224,12 +224,17 @@ package struct JobWorker: Service {
     /// first acceptance from the streak before it, so a later day decided while an earlier one is still PENDING
     /// would lose its tier; and ids made in one millisecond sort at random, while a later day's job may have been
     /// queued before an earlier day's (a streak sent newest first, or an offline day sent after today).
+    /// Walkers go in the byte order of their ids, as a reconcile batch locks them (`COLLATE "C"`): `String` orders
+    /// by canonical equivalence (an NFD `é` after `f`), the database by bytes.
     static func runOrder(_ jobs: [ClaimedJob]) -> [ClaimedJob] {
-        var ordered = jobs.sorted { ($0.walkerId, $0.id) < ($1.walkerId, $1.id) }
+        var ordered = jobs.sorted { first, second in
+            first.walkerId.utf8.elementsEqual(second.walkerId.utf8)
+                ? first.id < second.id : first.walkerId.utf8.lexicographicallyPrecedes(second.walkerId.utf8)
+        }
         var start = ordered.startIndex
         while start < ordered.endIndex {
             let walker = ordered[start].walkerId
-            let end = ordered[start...].firstIndex { $0.walkerId != walker } ?? ordered.endIndex
+            let end = ordered[start...].firstIndex { !$0.walkerId.utf8.elementsEqual(walker.utf8) } ?? ordered.endIndex
             let places = (start..<end).filter { ordered[$0].kind == ReconcileJob.kind }
             if places.count > 1 {
                 let days = places.map { place in

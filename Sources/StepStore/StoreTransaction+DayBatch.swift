@@ -27,7 +27,11 @@ extension StoreTransaction {
     /// writer, so it only reads.
     package func lockWalkersReadingDays(_ days: [WalkerDay]) async throws -> [DayState] {
         guard !days.isEmpty else { return [] }
-        let walkers = Set(days.map(\.walkerId)).sorted()
+        // Distinct by their bytes and in their bytes' order, as `COLLATE "C"`: `String` takes canonically equivalent
+        // spellings (an NFD and an NFC `é`), which are two walkers to the database, for one.
+        var seen = Set<[UInt8]>()
+        let walkers = days.map(\.walkerId).filter { seen.insert(Array($0.utf8)).inserted }
+            .sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
         for walkerId in walkers { noteWrite(of: walkerId) }
         if kind == .postgres {
             _ = try await sql.raw(

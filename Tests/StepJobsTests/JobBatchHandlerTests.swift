@@ -154,5 +154,11 @@ struct JobBatchHandlerTests {
             job("06", "a", ReconcileJob.kind, day: "not a day"),
         ]
         #expect(JobWorker.runOrder(claimed).map(\.id) == ["06", "02", "03", "04", "01", "07", "05"])
+        // By the ids' bytes, as a reconcile batch locks walkers (COLLATE "C"): an NFD "é" (65 CC 81) before "f" (66),
+        // where String puts it after; an NFC "é" (C3 A9) is another walker, after "f".
+        let spelled = [
+            job("11", "f", RefundJob.kind), job("12", "e\u{301}", RefundJob.kind), job("13", "\u{e9}", RefundJob.kind),
+        ]
+        #expect(JobWorker.runOrder(spelled).map(\.id) == ["12", "11", "13"])
     }
 }

@@ -29,17 +29,24 @@ struct WalkerLockOrderTests {
         }
         let holder = try await TestDatabases.another(test)
         let batch = try await TestDatabases.another(test)
-        let (locked, lockedNow) = AsyncStream.makeStream(of: Void.self)
+        let (locked, lockedNow) = AsyncStream.makeStream(of: Int.self)
         let (release, releaseNow) = AsyncStream.makeStream(of: Void.self)
         // Another unit holds B1 (a refund job of B1, say, which then wants a2).
         let holding = Task {
             try await holder.transaction { tx in
                 try await tx.sql.raw("SELECT walker_id FROM walkers WHERE walker_id = 'B1' FOR UPDATE").run()
-                lockedNow.yield()
+                let pid = try await tx.sql.raw("SELECT pg_backend_pid() AS pid").first()?.decode(
+                    column: "pid", as: Int.self)
+                lockedNow.yield(pid ?? 0)
                 for await _ in release { break }
             }
         }
-        for await _ in locked { break }
+        var holderPid = 0
+        for await pid in locked {
+            holderPid = pid
+            break
+        }
+        try #require(holderPid != 0)
         let day = LocalDate(iso: "2026-05-17")!
         let batching = Task {
             try await batch.transaction { tx in
@@ -48,10 +55,10 @@ struct WalkerLockOrderTests {
                 ])
             }
         }
-        // Once the batch waits for a lock: in byte order it waits for B1 holding nothing; in the collation's order
-        // it already holds a2, and the two units would deadlock.
+        // Once the batch waits for the holder: in byte order it waits for B1 holding nothing; in the collation's
+        // order it already holds a2, and the two units would deadlock.
         let waiting = ContinuousClock.now.advanced(by: .seconds(20))
-        while try await Self.lockWaits(test.store) == 0 {
+        while try await Self.blocked(by: holderPid, test.store) == 0 {
             try #require(ContinuousClock.now < waiting, "the batch never waited for B1")
             try await Task.sleep(for: .milliseconds(20))
         }
@@ -72,14 +79,11 @@ struct WalkerLockOrderTests {
         try await test.close()
     }
 
-    /// Backends of this database waiting for a lock.
-    static func lockWaits(_ store: Store) async throws -> Int {
+    /// Backends waiting for a lock the backend `pid` holds.
+    static func blocked(by pid: Int, _ store: Store) async throws -> Int {
         try await store.database.withConnection { db in
             let row = try await db.raw(
-                """
-                SELECT COUNT(*) AS n FROM pg_stat_activity
-                WHERE datname = current_database() AND wait_event_type = 'Lock'
-                """
+                "SELECT COUNT(*) AS n FROM pg_stat_activity WHERE \(bind: pid) = ANY(pg_blocking_pids(pid))"
             ).first()
             return try row?.decode(column: "n", as: Int.self) ?? 0
         }
