@@ -640,20 +640,25 @@ struct ClientAnswerTests {
         #expect(server.violations.isEmpty, "\(server.violations)")
     }
 
-    @Test("a pause set before the device's clock went back by a year does not hold the queue")
-    func clockWentBack() async throws {
+    @Test(
+        "a pause set before the device's clock went back holds no longer than it was long",
+        arguments: [
+            (365.0 * 86_400, Script.rateLimited(retryAfter: 600), 600.0),
+            (6.0 * 3_600, Script.unavailable(retryAfter: 30), 30.0),
+        ])
+    func clockWentBack(setBack: TimeInterval, refusal: Script, pause: TimeInterval) async throws {
         let store = temporaryStore()
         defer { try? FileManager.default.removeItem(at: store) }
-        let clock = ManualClock(seedInstant.addingTimeInterval(365 * 86_400))
+        let clock = ManualClock(seedInstant.addingTimeInterval(setBack))
         let server = FakeServer(clock: clock)
         let client = try makeClient(store: store, server: server, clock: clock)
         try await client.record(CalendarDay(containing: clock.now, in: TimeZone(identifier: "UTC")!), 1_000)
-        server.script { key, _ in key == nil ? .rateLimited(retryAfter: 600) : .accept }
+        server.script { key, _ in key == nil ? refusal : .accept }
         let paused = try await client.flush()
-        #expect(paused.pausedUntil == clock.now.addingTimeInterval(600))
+        #expect(paused.pausedUntil == clock.now.addingTimeInterval(pause))
         #expect(try await client.flush().requests == 0)
-        // The clock is corrected: the pause now ends a year and ten minutes ahead, which no pause may.
-        clock.advance(-365 * 86_400)
+        // The clock is corrected: the pause now ends further ahead than it was long.
+        clock.advance(-setBack)
         #expect(await client.pausedUntil() == nil)
         server.script { _, _ in .accept }
         #expect(try await client.flush().delivered.count == 1)
@@ -714,23 +719,6 @@ struct ClientAnswerTests {
         reading.cancel()
         await #expect(throws: CancellationError.self) { try await reading.value }
         #expect(await client.queuedBuckets().map(\.idempotencyKey) == [old.idempotencyKey])
-    }
-
-    @Test("a pause set before the device's clock went back 6 hours holds no longer than it was long")
-    func pauseAfterClockWentBack() async throws {
-        let store = temporaryStore()
-        defer { try? FileManager.default.removeItem(at: store) }
-        let clock = ManualClock(seedInstant.addingTimeInterval(6 * 3_600))
-        let server = FakeServer(clock: clock)
-        let client = try makeClient(store: store, server: server, clock: clock)
-        try await client.record(CalendarDay(containing: clock.now, in: TimeZone(identifier: "UTC")!), 1_000)
-        server.script { key, _ in key == nil ? .unavailable(retryAfter: 30) : .accept }
-        let paused = try await client.flush()
-        #expect(paused.pausedUntil == clock.now.addingTimeInterval(30))
-        clock.advance(-6 * 3_600)
-        #expect(await client.pausedUntil() == nil)
-        server.script { _, _ in .accept }
-        #expect(try await client.flush().delivered.count == 1)
     }
 
     @Test("409 and 5xx retry later with the same key; a whole-request 503 with Retry-After pauses the queue")
