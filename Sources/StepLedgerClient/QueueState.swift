@@ -107,7 +107,7 @@ struct QueueState: Codable, Sendable, Equatable {
 
     /// `until` when it still holds at `now`: in the future, but not further than `longest` (beyond that the clock has
     /// gone back since it was set).
-    func holding(_ until: Date?, at now: Date, within longest: TimeInterval = maximumWait) -> Date? {
+    func holding(_ until: Date?, at now: Date, within longest: TimeInterval) -> Date? {
         guard let until, until > now, until <= now.addingTimeInterval(longest) else { return nil }
         return until
     }

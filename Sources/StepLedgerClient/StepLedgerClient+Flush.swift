@@ -68,6 +68,13 @@ extension StepLedgerClient {
         case failed(StepLedgerError)
     }
 
+    /// Throws `CancellationError` when the flush's caller has cancelled it, with what the flush changed saved first.
+    private func stopIfCancelled() throws {
+        guard Task.isCancelled else { return }
+        try save()
+        throw CancellationError()
+    }
+
     private func runFlush() async throws -> FlushReport {
         var report = FlushReport()
         report.expired = state.dropExpired(
@@ -80,10 +87,7 @@ extension StepLedgerClient {
             // cap by it too is dropped unsent (sent, it would be refused, and its rejection counted against the
             // walker); without the server's clock nothing is sent, nor dropped.
             let clock = await serverClock()
-            if Task.isCancelled {
-                try save()
-                throw CancellationError()
-            }
+            try stopIfCancelled()
             switch clock {
             case .success(let serverNow):
                 report.expired += state.dropExpired(
@@ -99,10 +103,7 @@ extension StepLedgerClient {
         var appCheckAskedAgain = false
         var batchSize = configuration.batchSize
         flushing: while !held {
-            if Task.isCancelled {
-                try save()
-                throw CancellationError()
-            }
+            try stopIfCancelled()
             let due = state.due(at: now(), longestBackoff: configuration.retry.maximumDelay)
             guard !due.isEmpty else { break }
             let batch = Array(due.prefix(batchSize))
@@ -116,10 +117,9 @@ extension StepLedgerClient {
             let answer = await send(batch)
             sending = []
             defer { state.dropSuperseded() }
-            if Task.isCancelled, case .failed = answer {
+            if case .failed = answer {
                 // Given up for the cancellation, not failed: the buckets go again, unpunished, at the next flush.
-                try save()
-                throw CancellationError()
+                try stopIfCancelled()
             }
             switch answer {
             case .results(let results):
