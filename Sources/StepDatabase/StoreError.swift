@@ -42,6 +42,8 @@ package struct StoreError: Error, Hashable, Sendable, CustomStringConvertible {
     package var isLockTimeout: Bool { code == .lockTimeout }
     package var isConflict: Bool { code == .conflict }
     package var isSchemaBehind: Bool { code == .schemaBehind }
+    /// A setting, or the database role's privileges, the operator must mend; its detail names no value.
+    package var isInvalidConfiguration: Bool { code == .invalidConfiguration }
 
     package var description: String { detail }
 }

@@ -739,20 +739,20 @@ package struct Migrator: Sendable {
 
     package var latestVersion: Int { migrations.map(\.version).max() ?? 0 }
 
+    /// The versions recorded in `schema_migrations`, read without writing anything: the table is created only by
+    /// `migrate()`, under the migrations' lock (two `CREATE TABLE IF NOT EXISTS` at once can fail on PostgreSQL's
+    /// catalog index), and a serving role that does not own the schema has no right to create it (on PostgreSQL 15
+    /// only the owner may create in `public`). What is committed is read without waiting for a migration that runs.
     package func appliedVersions() async throws -> Set<Int> {
-        let kind = database.kind
+        let present: SQLQueryString =
+            switch database.kind {
+            case .postgres: "SELECT to_regclass('schema_migrations') IS NOT NULL AS present"
+            case .sqlite:
+                "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations') AS present"
+            }
         return try await database.transaction { sql in
-            // The table is created only under the migrations' lock: two `CREATE TABLE IF NOT EXISTS` at once (a
-            // server starting while `stepd migrate` runs on an empty database) can fail on PostgreSQL's catalog
-            // index. While a migration holds the lock, what is committed is read without waiting for it (a long
-            // migration would otherwise hold a starting server past its statement timeout).
-            if kind == .postgres, try await !Self.tryLock(sql) {
-                let present = try await sql.raw(
-                    "SELECT to_regclass('schema_migrations') IS NOT NULL AS present"
-                ).first()?.decode(column: "present", as: Bool.self)
-                guard present == true else { return [] }
-            } else {
-                try await Self.ensureTable(sql)
+            guard try await sql.raw(present).first()?.decode(column: "present", as: Bool.self) == true else {
+                return []
             }
             let rows = try await sql.raw("SELECT version FROM schema_migrations").all()
             return Set(try rows.map { try $0.decode(column: "version", as: Int.self) })
@@ -833,12 +833,6 @@ package struct Migrator: Sendable {
     private static func lock(_ sql: any SQLDatabase, kind: DatabaseKind) async throws {
         guard kind == .postgres else { return }
         try await sql.raw("SELECT pg_advisory_xact_lock(7301957, hashtext(current_schema()))").run()
-    }
-
-    /// The migrations' lock without waiting; false when another transaction holds it (PostgreSQL only).
-    private static func tryLock(_ sql: any SQLDatabase) async throws -> Bool {
-        try await sql.raw("SELECT pg_try_advisory_xact_lock(7301957, hashtext(current_schema())) AS locked")
-            .first()?.decode(column: "locked", as: Bool.self) ?? false
     }
 
     private static func ensureTable(_ sql: any SQLDatabase) async throws {

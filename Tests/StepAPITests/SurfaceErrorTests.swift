@@ -18,12 +18,15 @@ struct SurfaceErrorTests {
     struct Unexpected: Error {}
 
     /// A router with one group behind `SurfaceErrorMiddleware<Failure>` whose routes throw what they are told.
-    static func router<Failure: SurfaceError>(_: Failure.Type) -> Router<AppRequestContext> {
+    static func router<Failure: SurfaceError>(
+        _: Failure.Type, logger: Logger = Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
+    ) -> Router<AppRequestContext> {
         let router = Router(context: AppRequestContext.self)
-        let group = router.group().add(
-            middleware: SurfaceErrorMiddleware<Failure>(
-                logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })))
+        let group = router.group().add(middleware: SurfaceErrorMiddleware<Failure>(logger: logger))
         group.get("/unexpected") { _, _ -> Response in throw Unexpected() }
+        group.get("/privilege") { _, _ -> Response in
+            throw StoreError.invalidConfiguration("PostgreSQL SQLSTATE 42501: permission denied for table walkers")
+        }
         group.get("/outage") { _, _ -> Response in throw StoreError.unavailable("the database is away") }
         group.get("/own") { _, _ -> Response in throw Failure.sessionRefused(reason: "TOKEN_EXPIRED") }
         return router
@@ -45,6 +48,24 @@ struct SurfaceErrorTests {
             #expect(try response.json["statusCode"] == .int(500))
             #expect(try response.json["error"] == .string("Internal Server Error"))
         }
+    }
+
+    @Test(
+        "a 500's log line names only the error's type, except a privilege or setting the operator must mend, said in full"
+    )
+    func failureLogged() async throws {
+        let capture = LogCapture()
+        let app = Application(router: Self.router(IngestAPIError.self, logger: capture.logger()))
+        try await app.test(.router) { client in
+            let unexpected = try await client.execute(uri: "/unexpected", method: .get)
+            let privilege = try await client.execute(uri: "/privilege", method: .get)
+            #expect(unexpected.status == .internalServerError && privilege.status == .internalServerError)
+            #expect(!String(buffer: privilege.body).contains("42501"), "the client hears nothing of it")
+        }
+        let failed = capture.all.filter { $0.contains("request failed") }
+        #expect(failed.count == 2)
+        #expect(failed.first?.contains("Unexpected") == true)
+        #expect(failed.last?.contains("SQLSTATE 42501: permission denied for table walkers") == true, "\(failed)")
     }
 
     @Test("a store outage is the surface's 503; its own 401 carries WWW-Authenticate")

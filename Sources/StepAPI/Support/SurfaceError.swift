@@ -36,9 +36,15 @@ extension SurfaceError {
                 "store unavailable", metadata: ["requestId": .string(requestId), "error": .string(storeError.detail)])
             return .unavailable
         }
-        logger.error(
-            "request failed",
-            metadata: ["requestId": .string(requestId), "error": .string(String(describing: type(of: error)))])
+        // Only the error's type, which names nothing a client sent; a setting or a privilege the database role
+        // lacks (PostgreSQL SQLSTATE 42501) is said in full, for the operator to mend.
+        let said =
+            if let storeError = error as? StoreError, storeError.isInvalidConfiguration {
+                storeError.detail
+            } else {
+                String(describing: type(of: error))
+            }
+        logger.error("request failed", metadata: ["requestId": .string(requestId), "error": .string(said)])
         return .internalError
     }
 }

@@ -383,6 +383,13 @@ package final class PostgreSQLDatabase: Database {
             if error.code == .server, error.serverInfo?[.sqlState] == "55P03" {
                 throw StoreError.lockTimeout("PostgreSQL SQLSTATE 55P03: a lock was not granted within lock_timeout")
             }
+            if error.code == .server, error.serverInfo?[.sqlState] == "42501" {
+                // The role lacks a privilege (its message names the object, never a value): an operator's to
+                // mend, said plainly rather than as the driver's redacted description.
+                let message = error.serverInfo?[.message].map { ": \($0)" } ?? ""
+                throw StoreError.invalidConfiguration(
+                    "PostgreSQL SQLSTATE 42501\(message) (grant the database role what docs/production.md lists)")
+            }
             if error.code == .server, error.serverInfo?[.sqlState] == "23505" {
                 let constraint = error.serverInfo?[.constraintName].map { " on \($0)" } ?? ""
                 throw StoreError.conflict("PostgreSQL SQLSTATE 23505\(constraint)")

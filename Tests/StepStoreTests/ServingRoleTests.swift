@@ -1,0 +1,63 @@
+import Foundation
+import Logging
+import SQLKit
+import StepDatabase
+import StepTestSupport
+import Testing
+
+@testable import StepStore
+
+/// A server, a worker or a `stepd` command may run as a PostgreSQL role that does not own the schema (only
+/// `stepd migrate` creates tables): on PostgreSQL 15 such a role has no CREATE on `public`.
+@Suite("A serving role that does not own the schema")
+struct ServingRoleTests {
+    @Test(
+        "the start-up check of the schema reads only, so a role with only USAGE and row privileges starts and serves; a privilege it lacks is named (SQLSTATE 42501)",
+        .enabled(if: TestDatabases.kinds.contains(.postgres)))
+    func notTheOwner() async throws {
+        let test = try await TestDatabases.make(.postgres)
+        let schema = try #require(test.schema)
+        let role = "serving_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
+        try await test.store.withoutTransaction { tx in
+            try await tx.sql.raw("CREATE ROLE \(unsafeRaw: role) LOGIN").run()
+            try await tx.sql.raw("GRANT USAGE ON SCHEMA \(unsafeRaw: schema) TO \(unsafeRaw: role)").run()
+            try await tx.sql.raw(
+                "GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA \(unsafeRaw: schema) TO \(unsafeRaw: role)"
+            ).run()
+        }
+        var components = try #require(URLComponents(string: test.url))
+        components.user = role
+        var settings = PostgresSettings()
+        settings.startupParameters["search_path"] = schema
+        let serving = Store(
+            database: try PostgreSQLDatabase.open(
+                url: try #require(components.string), settings: settings, logger: Logger(label: "test")))
+        do {
+            try await Migrator(database: serving.database).requireCurrent()
+            #expect(try await Migrator(database: serving.database).pending().isEmpty)
+            let now = Date(timeIntervalSince1970: 1_779_136_950)
+            try await serving.transaction { tx in
+                _ = try await tx.appendEvent(walkerId: "w", type: "t", data: "{}", at: now)
+            }
+            #expect(
+                try await serving.transaction { try await $0.events(walkerId: "w", after: 0, limit: 10).count } == 1)
+
+            try await test.store.withoutTransaction { tx in
+                try await tx.sql.raw("REVOKE SELECT ON walker_events FROM \(unsafeRaw: role)").run()
+            }
+            let refused = await #expect(throws: StoreError.self) {
+                try await serving.transaction { try await $0.events(walkerId: "w", after: 0, limit: 10) }
+            }
+            let detail = refused?.detail ?? ""
+            #expect(detail.contains("42501") && detail.contains("permission denied"), "\(detail)")
+        } catch {
+            Issue.record(error)
+        }
+        try await serving.close()
+        try await test.store.withoutTransaction { tx in
+            try await tx.sql.raw("DROP OWNED BY \(unsafeRaw: role)").run()
+            try await tx.sql.raw("DROP ROLE \(unsafeRaw: role)").run()
+        }
+        try await test.close()
+    }
+}
