@@ -125,4 +125,9 @@ package struct JobRegistry: Sendable {
     /// The kinds a worker may be configured without: the webhook's, registered only with `events.webhookUrl`. A
     /// worker that lacks one leaves its jobs to the workers that have it (`JobQueue.claim`).
     package static let optionalKinds: Set<String> = [WebhookJob.kind]
+
+    /// The kinds whose jobs wait on a service outside StepLedger (the webhook's receiver, up to
+    /// `events.webhookTimeoutSeconds` a delivery). A worker of two slots or more keeps its first slot from them
+    /// (`JobWorker.run`).
+    package static let outboundKinds: Set<String> = [WebhookJob.kind]
 }

@@ -71,11 +71,16 @@ package struct JobWorker: Service {
 
     package func run() async throws {
         await withTaskGroup(of: Void.self) { group in
-            for _ in 0..<max(1, settings.concurrency) {
+            let slots = max(1, settings.concurrency)
+            for index in 0..<slots {
+                // With two slots or more the first never claims a kind that waits on a service outside StepLedger
+                // (`JobRegistry.outboundKinds`): a webhook receiver that is slow or away can hold the other slots
+                // but never every one, and reconciles, refunds and re-read deadlines go on meanwhile.
+                let excluding = index == 0 && slots > 1 ? excludedKinds.union(JobRegistry.outboundKinds) : excludedKinds
                 if let executor {
-                    group.addTask(executorPreference: executor) { await slot() }
+                    group.addTask(executorPreference: executor) { await slot(excluding: excluding) }
                 } else {
-                    group.addTask { await slot() }
+                    group.addTask { await slot(excluding: excluding) }
                 }
             }
             group.addTask(executorPreference: executor) { await vacuumer() }
@@ -100,18 +105,18 @@ package struct JobWorker: Service {
         }
     }
 
-    private func slot() async {
+    private func slot(excluding: Set<String>) async {
         while !Task.isShuttingDownGracefully && !Task.isCancelled {
             let ran: Bool
             do {
-                ran = try await runNext()
+                ran = try await runBatch(excluding: excluding) > 0
             } catch {
                 logger.warning("job claim failed", metadata: ["error": .string(Self.describe(error))])
                 ran = false
             }
             if !ran {
                 // Idle (or the database is away): wait, but wake at once for a shutdown.
-                let wait = await idleWait()
+                let wait = await idleWait(excluding: excluding)
                 try? await cancelWhenGracefulShutdown { try await Task.sleep(for: .seconds(wait)) }
             }
         }
@@ -123,32 +128,33 @@ package struct JobWorker: Service {
     /// How long an idle slot waits before its next claim: the poll interval (with ±20 % jitter, so slots spread
     /// out), or less when a pending job falls due sooner, so a job runs when it is due rather than up to a poll
     /// interval later; never less than `minimumIdleWaitSeconds`. The poll interval when the queue cannot be read.
-    func idleWait() async -> Double {
+    func idleWait(excluding: Set<String>? = nil) async -> Double {
         let poll = settings.pollIntervalSeconds * Double.random(in: 0.8...1.2)
-        guard let next = try? await queue.nextRunAt(excludingKinds: excludedKinds) else { return poll }
+        guard let next = try? await queue.nextRunAt(excludingKinds: excluding ?? excludedKinds) else { return poll }
         return min(poll, max(Self.minimumIdleWaitSeconds, next.timeIntervalSince(clock())))
     }
 
     /// Claims up to `settings.batchSize` due jobs and runs them; false when none was due.
     @discardableResult
     package func runNext() async throws -> Bool {
-        try await runBatch() > 0
+        try await runBatch(excluding: excludedKinds) > 0
     }
 
     /// Runs every job that is due now until none is left, and returns how many ran (tests and `stepd jobs`).
     @discardableResult
     package func drain() async throws -> Int {
         var count = 0
-        while case let ran = try await runBatch(), ran > 0 { count += ran }
+        while case let ran = try await runBatch(excluding: excludedKinds), ran > 0 { count += ran }
         return count
     }
 
-    /// Claims up to `settings.batchSize` due jobs and runs them: the transactional ones in one transaction
-    /// when there are several (`runTogether`), one by one when that fails, and the standalone ones one by one.
+    /// Claims up to `settings.batchSize` due jobs (none of the kinds `excluding`) and runs them: the transactional
+    /// ones in one transaction when there are several (`runTogether`), one by one when that fails; then the
+    /// standalone ones, a walker's one after another and different walkers' side by side (`standaloneLanes`).
     /// Returns how many were claimed.
-    private func runBatch() async throws -> Int {
+    private func runBatch(excluding: Set<String>) async throws -> Int {
         let jobs = Self.runOrder(
-            try await queue.claim(limit: max(1, settings.batchSize), now: clock(), excludingKinds: excludedKinds))
+            try await queue.claim(limit: max(1, settings.batchSize), now: clock(), excludingKinds: excluding))
         // Jobs the claim parked as dead (their worker stopped during their last attempt): no attempt of theirs
         // ended to count them, so they are counted and logged here.
         for abandoned in queue.takeAbandoned() {
@@ -176,19 +182,60 @@ package struct JobWorker: Service {
                 finished.insert(together.map(\.job))
                 together = []
             }
-            for job in together.map(\.job) + alone {
-                // Shutting down: what has not started goes back to the queue now, rather than keeping the worker
-                // running through the rest of the batch (or, killed meanwhile, waiting for its lease to run out).
-                if Task.isShuttingDownGracefully {
-                    await release(job)
-                } else {
-                    await execute(job)
-                }
+            for job in together.map(\.job) {
+                await runOrRelease(job)
                 finished.insert([job])
+            }
+            // A webhook delivery may wait `events.webhookTimeoutSeconds` on its receiver: one after another, a batch
+            // of them to a receiver that is away would hold the slot for the batch times the timeout.
+            await withTaskGroup(of: Void.self) { lanes in
+                var running = 0
+                for lane in Self.standaloneLanes(alone) {
+                    if running == Self.standaloneWidth {
+                        await lanes.next()
+                        running -= 1
+                    }
+                    lanes.addTask {
+                        for job in lane {
+                            await runOrRelease(job)
+                            finished.insert([job])
+                        }
+                    }
+                    running += 1
+                }
             }
             group.cancelAll()
         }
         return jobs.count
+    }
+
+    /// How many walkers' standalone jobs of a batch run at once: AsyncHTTPClient's connections to one host (8 by
+    /// default) for the webhook's deliveries, beyond which a delivery would wait for a connection inside its timeout.
+    static let standaloneWidth = 8
+
+    /// A batch's standalone jobs (in run order) cut into lanes, one per walker, each in run order: a walker's jobs
+    /// run one after another, different walkers' side by side. `runOrder` keeps a walker's jobs together.
+    static func standaloneLanes(_ jobs: [ClaimedJob]) -> [[ClaimedJob]] {
+        var lanes: [[ClaimedJob]] = []
+        for job in jobs {
+            if let last = lanes.last?.last, last.walkerId.utf8.elementsEqual(job.walkerId.utf8) {
+                lanes[lanes.count - 1].append(job)
+            } else {
+                lanes.append([job])
+            }
+        }
+        return lanes
+    }
+
+    /// Runs a claimed job, or when the worker is shutting down gives it back to the queue: what has not started goes
+    /// back now, rather than keeping the worker running through the rest of the batch (or, killed meanwhile,
+    /// waiting for its lease to run out).
+    private func runOrRelease(_ job: ClaimedJob) async {
+        if Task.isShuttingDownGracefully {
+            await release(job)
+        } else {
+            await execute(job)
+        }
     }
 
     private func release(_ job: ClaimedJob) async {
