@@ -16,7 +16,8 @@
         /// Tries of one DeviceCheck call while Apple answers `serverUnavailable`, with the same key.
         private let attempts: Int
 
-        /// - Parameter keychainService: the keychain service the key id is stored under.
+        /// - Parameter keychainService: the keychain service the key id is stored under. The server keeps keys per
+        ///   walker: where several walkers may sign in on one phone, give each its own (`"StepLedgerClient.<walker>"`).
         public init(keychainService: String = "StepLedgerClient", attempts: Int = 3) {
             self.service = keychainService
             self.attempts = max(1, attempts)

@@ -179,6 +179,9 @@ extension StepLedgerClient {
                 break flushing
             }
         }
+        // Cancelled while the last request was answered (a 429, a 503, a refusal): what the answer changed is
+        // kept, and the caller hears of the cancellation rather than a report.
+        try stopIfCancelled()
         try save()
         let current = now()
         report.remaining = state.buckets.count

@@ -38,7 +38,7 @@ public actor StepLedgerClient {
         public var deviceModel: String?
         /// Buckets per `POST /step/ingest:batch`, 1…14 (the server's `ingest.batchMaxBuckets`).
         public var batchSize: Int
-        /// Days a bucket may stay queued behind today before the server would refuse it (seed 001: 7).
+        /// Days a bucket may stay queued behind today before the server would refuse it (seed 001: 7); 0…36 500.
         public var offlineCapDays: Int
         /// The most buckets the queue holds; `record` refuses more.
         public var maxQueuedBuckets: Int
@@ -53,9 +53,20 @@ public actor StepLedgerClient {
             self.appVersion = appVersion
             self.deviceModel = deviceModel
             self.batchSize = min(14, max(1, batchSize))
-            self.offlineCapDays = max(0, offlineCapDays)
+            self.offlineCapDays = min(Self.longestOfflineCapDays, max(0, offlineCapDays))
             self.maxQueuedBuckets = max(1, maxQueuedBuckets)
             self.retry = retry
+        }
+
+        /// The longest offline cap the client takes (a century): longer means none.
+        static let longestOfflineCapDays = 36_500
+
+        /// The configuration with every bound applied again, as `init` applies them: a field set after `init`
+        /// (they are `var`s) may be out of range.
+        var bounded: Configuration {
+            Configuration(
+                serverURL: serverURL, storeDirectory: storeDirectory, appVersion: appVersion, deviceModel: deviceModel,
+                batchSize: batchSize, offlineCapDays: offlineCapDays, maxQueuedBuckets: maxQueuedBuckets, retry: retry)
         }
     }
 
@@ -100,7 +111,7 @@ public actor StepLedgerClient {
         configuration: Configuration, credentials: some StepLedgerCredentials, transport: (any ClientTransport)?,
         now: @escaping @Sendable () -> Date, random: some RandomNumberGenerator
     ) throws {
-        self.configuration = configuration
+        self.configuration = configuration.bounded
         self.credentials = credentials
         self.store = try QueueStore(directory: configuration.storeDirectory)
         var loaded = try store.load()
@@ -141,7 +152,8 @@ public actor StepLedgerClient {
     /// - Parameters:
     ///   - day: the day in `timeZone` the steps were walked on.
     ///   - count: the day's total so far, 0…2 147 483 648.
-    ///   - sampleStart: the start of the samples behind `count`; `sampleEnd` is their end (not before the start).
+    ///   - sampleStart: the start of the samples behind `count`; `sampleEnd` is their end (not before the start);
+    ///     both within the years 1 to 9999.
     ///   - sourceBundleId: the operating system's source of the samples, e.g. `com.apple.health`.
     ///   - gyroSamplesObserved: whether the system saw gyroscope samples with the steps.
     ///   - timeZone: the zone the day is in; an IANA name (`Europe/Warsaw`, `UTC`), as the server requires, not a
@@ -155,6 +167,12 @@ public actor StepLedgerClient {
     ) throws -> QueuedBucket {
         guard (0...2_147_483_648).contains(count) else {
             throw StepLedgerError.invalidBucket("count must be 0 to 2147483648")
+        }
+        // Whole seconds of years 1 to 9999, as the wire's dates are written; beyond them a date is no sample's.
+        guard sampleStart.timeIntervalSince1970.isFinite, sampleEnd.timeIntervalSince1970.isFinite,
+            sampleStart >= Self.earliestSample, sampleEnd <= Self.latestSample
+        else {
+            throw StepLedgerError.invalidBucket("sampleStart and sampleEnd must be within the years 1 to 9999")
         }
         guard sampleEnd >= sampleStart else {
             throw StepLedgerError.invalidBucket("sampleEnd must not be before sampleStart")
@@ -196,6 +214,10 @@ public actor StepLedgerClient {
         state = next
         return bucket
     }
+
+    /// 0001-01-01T00:00:00Z and 9999-12-31T23:59:59Z, the bounds of a bucket's sample span.
+    static let earliestSample = Date(timeIntervalSince1970: -62_135_596_800)
+    static let latestSample = Date(timeIntervalSince1970: 253_402_300_799)
 
     /// The buckets waiting to be sent, in the order they would go.
     public func queuedBuckets() -> [QueuedBucket] {

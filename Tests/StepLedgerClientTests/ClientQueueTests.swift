@@ -320,6 +320,17 @@ struct ClientQueueTests {
                 day: today, count: 1, source: .healthKit, timeZone: .current, sampleStart: seedInstant,
                 sampleEnd: seedInstant.addingTimeInterval(-1), sourceBundleId: "b", gyroSamplesObserved: true)
         }
+        // A date no sample has (beyond the years 1 to 9999, or not a number) is refused, not a trap.
+        for (start, end) in [(1e19, 1e19), (-1e13, 0), (Double.nan, Double.nan), (0, 253_402_300_800)] {
+            await #expect(
+                throws: StepLedgerError.invalidBucket("sampleStart and sampleEnd must be within the years 1 to 9999")
+            ) {
+                try await client.record(
+                    day: today, count: 1, source: .healthKit, timeZone: .current,
+                    sampleStart: Date(timeIntervalSince1970: start), sampleEnd: Date(timeIntervalSince1970: end),
+                    sourceBundleId: "b", gyroSamplesObserved: true)
+            }
+        }
         for zone in [TimeZone(secondsFromGMT: 7_200)!, TimeZone(secondsFromGMT: -18_000)!] {
             await #expect(
                 throws: StepLedgerError.invalidBucket("timeZone must have an IANA name, not \(zone.identifier)")
@@ -719,6 +730,52 @@ struct ClientAnswerTests {
         reading.cancel()
         await #expect(throws: CancellationError.self) { try await reading.value }
         #expect(await client.queuedBuckets().map(\.idempotencyKey) == [old.idempotencyKey])
+    }
+
+    @Test(
+        "a flush cancelled while its request is answered 503 with Retry-After throws CancellationError, and the pause the answer set is kept"
+    )
+    func cancelledFlushAnswered() async throws {
+        let store = temporaryStore()
+        defer { try? FileManager.default.removeItem(at: store) }
+        let clock = ManualClock(seedInstant)
+        let server = FakeServer(clock: clock)
+        let answering = StallingTransport(server: server, answersWhenCancelled: true)
+        let client = try StepLedgerClient(
+            configuration: .init(
+                serverURL: URL(string: "http://127.0.0.1:1")!, storeDirectory: store, appVersion: "1.0.0+1"),
+            credentials: CountingCredentials(), transport: answering, now: { clock.now },
+            random: SplitMix64(seed: 1))
+        let bucket = try await client.record(today, 1_000)
+        server.script { key, _ in key == nil ? .unavailable(retryAfter: 30) : .accept }
+        let flushing = Task { try await client.flush() }
+        // Cancelled once the request is on its way, not before it leaves.
+        while answering.entered.withLock({ $0 }) == 0 { try await Task.sleep(for: .milliseconds(5)) }
+        flushing.cancel()
+        await #expect(throws: CancellationError.self) { try await flushing.value }
+        answering.stalls.withLock { $0 = false }
+        let paused = try await client.flush()
+        #expect(paused.requests == 0 && paused.pausedUntil == clock.now.addingTimeInterval(30), "\(paused)")
+        #expect(await client.queuedBuckets().map(\.idempotencyKey) == [bucket.idempotencyKey])
+    }
+
+    @Test("fields of the configuration set after init are bounded as init bounds them: no trap, no batch too large")
+    func boundedConfiguration() async throws {
+        let store = temporaryStore()
+        defer { try? FileManager.default.removeItem(at: store) }
+        let clock = ManualClock(seedInstant)
+        let server = FakeServer(clock: clock)
+        var configuration = StepLedgerClient.Configuration(
+            serverURL: URL(string: "http://127.0.0.1:1")!, storeDirectory: store, appVersion: "1.0.0+1")
+        configuration.offlineCapDays = .max
+        configuration.batchSize = 100
+        let client = try StepLedgerClient(
+            configuration: configuration, credentials: CountingCredentials(), transport: server, now: { clock.now },
+            random: SplitMix64(seed: 1))
+        for bundle in 0..<15 { try await client.record(today, 1_000, bundle: "com.example.b\(bundle)") }
+        let report = try await client.flush()
+        #expect(report.delivered.count == 15)
+        #expect(report.requests == 2, "14 and 1: the server's largest batch")
     }
 
     @Test("409 and 5xx retry later with the same key; a whole-request 503 with Retry-After pauses the queue")

@@ -409,13 +409,26 @@ final class CountingCredentials: StepLedgerCredentials {
 final class StallingTransport: ClientTransport, Sendable {
     let server: FakeServer
     let stalls = Mutex(true)
+    /// Whether a stalled request cancelled by its caller is answered all the same (the answer was on its way), or
+    /// throws as a transport does that gives up.
+    let answersWhenCancelled: Bool
+    /// How many requests have reached the transport.
+    let entered = Mutex(0)
 
-    init(server: FakeServer) { self.server = server }
+    init(server: FakeServer, answersWhenCancelled: Bool = false) {
+        self.server = server
+        self.answersWhenCancelled = answersWhenCancelled
+    }
 
     func send(_ request: HTTPRequest, body: HTTPBody?, baseURL: URL, operationID: String) async throws -> (
         HTTPResponse, HTTPBody?
     ) {
-        if stalls.withLock({ $0 }) { try await Task.sleep(for: .seconds(60)) }
+        entered.withLock { $0 += 1 }
+        if stalls.withLock({ $0 }) {
+            do {
+                try await Task.sleep(for: .seconds(60))
+            } catch  where answersWhenCancelled {}
+        }
         return try await server.send(request, body: body, baseURL: baseURL, operationID: operationID)
     }
 }
