@@ -427,7 +427,9 @@ final class StallingTransport: ClientTransport, Sendable {
         if stalls.withLock({ $0 }) {
             do {
                 try await Task.sleep(for: .seconds(60))
-            } catch  where answersWhenCancelled {}
+            } catch {
+                if !answersWhenCancelled { throw error }
+            }
         }
         return try await server.send(request, body: body, baseURL: baseURL, operationID: operationID)
     }
