@@ -55,6 +55,8 @@ package struct JobWorker: Service {
     package var executor: (any TaskExecutor)?
     /// The optional kinds this worker has no handler for, left out of every claim (`JobQueue.claim`).
     private let excludedKinds: Set<String>
+    /// The standalone lanes running at once, across all the worker's slots (`standaloneWidth`).
+    private let lanePermits = LanePermits(JobWorker.standaloneWidth)
 
     package init(
         queue: JobQueue, handlers: JobRegistry, settings: WorkerSettings, clock: @escaping @Sendable () -> Date,
@@ -189,19 +191,15 @@ package struct JobWorker: Service {
             // A webhook delivery may wait `events.webhookTimeoutSeconds` on its receiver: one after another, a batch
             // of them to a receiver that is away would hold the slot for the batch times the timeout.
             await withTaskGroup(of: Void.self) { lanes in
-                var running = 0
                 for lane in Self.standaloneLanes(alone) {
-                    if running == Self.standaloneWidth {
-                        await lanes.next()
-                        running -= 1
-                    }
                     lanes.addTask {
+                        await lanePermits.acquire()
+                        defer { lanePermits.release() }
                         for job in lane {
                             await runOrRelease(job)
                             finished.insert([job])
                         }
                     }
-                    running += 1
                 }
             }
             group.cancelAll()
@@ -209,8 +207,9 @@ package struct JobWorker: Service {
         return jobs.count
     }
 
-    /// How many walkers' standalone jobs of a batch run at once: AsyncHTTPClient's connections to one host (8 by
-    /// default) for the webhook's deliveries, beyond which a delivery would wait for a connection inside its timeout.
+    /// How many lanes of standalone jobs run at once in the worker, all its slots together: AsyncHTTPClient's
+    /// connections to one host (8 by default, one client for every delivery of the process), beyond which a delivery
+    /// to an HTTP/1.1 receiver would wait for a connection inside its timeout.
     static let standaloneWidth = 8
 
     /// A batch's standalone jobs (in run order) cut into lanes, one per walker, each in run order: a walker's jobs
@@ -486,5 +485,47 @@ package struct JobWorker: Service {
         case let error as StoreError: error.description
         default: String(describing: type(of: error))
         }
+    }
+}
+
+/// A counting semaphore for the worker's standalone lanes: `acquire` waits, first come first served, until fewer than
+/// `count` hold a permit. A holder always releases (its deliveries are bounded by their timeout), so a waiter is not
+/// woken by its own cancellation.
+final class LanePermits: Sendable {
+    private struct State {
+        var free: Int
+        var waiters: [CheckedContinuation<Void, Never>] = []
+    }
+
+    private let state: Mutex<State>
+
+    init(_ count: Int) {
+        state = Mutex(State(free: max(1, count)))
+    }
+
+    func acquire() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let granted = state.withLock { state -> Bool in
+                guard state.free > 0 else {
+                    state.waiters.append(continuation)
+                    return false
+                }
+                state.free -= 1
+                return true
+            }
+            if granted { continuation.resume() }
+        }
+    }
+
+    /// Hands the permit to the longest waiter, or frees it.
+    func release() {
+        let next = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            guard !state.waiters.isEmpty else {
+                state.free += 1
+                return nil
+            }
+            return state.waiters.removeFirst()
+        }
+        next?.resume()
     }
 }

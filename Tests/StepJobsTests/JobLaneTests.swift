@@ -112,6 +112,29 @@ struct JobLaneTests {
         try await test.close()
     }
 
+    @Test(
+        "the worker's slots together run at most eight lanes at once, as the one webhook client keeps eight connections to a receiver",
+        arguments: TestDatabases.kinds)
+    func lanesAcrossSlots(kind: DatabaseKind) async throws {
+        let test = try await TestDatabases.make(kind)
+        let gate = Gate()
+        let handlers = JobRegistry([WebhookJob.kind: .standalone { job, _ in await gate.pass(job.walkerId) }])
+        for index in 0..<20 {
+            try await Self.enqueue(WebhookJob.kind, walker: "w\(index)", payload: #"{"seq":1}"#, test.store)
+        }
+        // Two slots take deliveries, ten walkers' each: sixteen lanes if each slot ran eight.
+        let worker = Self.worker(test.store, handlers, concurrency: 3, batchSize: 10)
+        let running = Task { try await worker.run() }
+        #expect(try await JobHeartbeatTests.eventually { gate.started.count >= JobWorker.standaloneWidth })
+        try await Task.sleep(for: .milliseconds(500))
+        #expect(gate.started.count == JobWorker.standaloneWidth, "\(gate.started)")
+        gate.open()
+        #expect(try await JobHeartbeatTests.eventually { gate.started.count == 20 }, "the rest ran as lanes ended")
+        running.cancel()
+        try? await running.value
+        try await test.close()
+    }
+
     @Test("a batch's standalone jobs cut into lanes by walker, by the bytes of its id, in order")
     func lanes() {
         func job(_ id: String, _ walker: String) -> ClaimedJob {
