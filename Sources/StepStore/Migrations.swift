@@ -744,14 +744,26 @@ package struct Migrator: Sendable {
     /// catalog index), and a serving role that does not own the schema has no right to create it (on PostgreSQL 15
     /// only the owner may create in `public`). What is committed is read without waiting for a migration that runs.
     package func appliedVersions() async throws -> Set<Int> {
+        // PostgreSQL leaves out of the search path a schema the role may not use (no USAGE): then no schema is
+        // current, and the table would seem missing. Said as what it is, not as a schema behind the build.
         let present: SQLQueryString =
             switch database.kind {
-            case .postgres: "SELECT to_regclass('schema_migrations') IS NOT NULL AS present"
+            case .postgres:
+                "SELECT to_regclass('schema_migrations') IS NOT NULL AS present, current_schema() IS NULL AS unusable"
             case .sqlite:
-                "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations') AS present"
+                """
+                SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations')
+                    AS present, 0 AS unusable
+                """
             }
         return try await database.transaction { sql in
-            guard try await sql.raw(present).first()?.decode(column: "present", as: Bool.self) == true else {
+            let row = try await sql.raw(present).first()
+            guard try row?.decode(column: "present", as: Bool.self) == true else {
+                if try row?.decode(column: "unusable", as: Bool.self) == true {
+                    throw StoreError.invalidConfiguration(
+                        "PostgreSQL: the database role may use no schema of its search_path (GRANT USAGE ON SCHEMA "
+                            + "to it; see docs/production.md)")
+                }
                 return []
             }
             let rows = try await sql.raw("SELECT version FROM schema_migrations").all()

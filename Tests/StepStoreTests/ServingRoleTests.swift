@@ -53,6 +53,17 @@ struct ServingRoleTests {
         } catch {
             Issue.record(error)
         }
+        // Without USAGE on the schema PostgreSQL drops it from the role's search path: said so, not "run stepd
+        // migrate", which would find nothing to do.
+        try await test.store.withoutTransaction { tx in
+            try await tx.sql.raw("REVOKE USAGE ON SCHEMA \(unsafeRaw: schema) FROM \(unsafeRaw: role)").run()
+        }
+        let unusable = await #expect(throws: StoreError.self) {
+            try await Migrator(database: serving.database).requireCurrent()
+        }
+        #expect(
+            unusable?.isSchemaBehind == false && unusable?.detail.contains("GRANT USAGE") == true,
+            "\(String(describing: unusable))")
         try await serving.close()
         try await test.store.withoutTransaction { tx in
             try await tx.sql.raw("DROP OWNED BY \(unsafeRaw: role)").run()
