@@ -29,7 +29,28 @@ package enum DatabaseOpener {
             return "a path with an @ reads as a PostgreSQL URL without its postgres:// (a SQLite file with an @ in its "
                 + "name is given as sqlite://PATH)"
         }
+        // PostgreSQL's key=value connection string (`host=db user=app password=… dbname=ledger`): taken for a file
+        // name, `stepd migrate` would make that file and a server would serve an empty ledger from it.
+        if !url.hasPrefix("file:"), isConnectionString(url) {
+            return "a path of key=value words reads as a PostgreSQL connection string (host=… dbname=…), which is "
+                + "given as a postgres:// URL (a SQLite file of such a name is given as sqlite://PATH)"
+        }
         return nil
+    }
+
+    /// libpq's connection keywords a key=value connection string is made of.
+    private static let connectionKeywords: Set<Substring> = [
+        "host", "hostaddr", "port", "dbname", "user", "password", "passfile", "sslmode", "service", "options",
+        "connect_timeout", "application_name", "target_session_attrs",
+    ]
+
+    /// Whether `text` has a word that starts with a libpq connection keyword and `=` (`host=db`), at its start or
+    /// after a space.
+    private static func isConnectionString(_ text: String) -> Bool {
+        text.split(whereSeparator: { $0 == " " || $0 == "\t" }).contains { word in
+            guard let equals = word.firstIndex(of: "=") else { return false }
+            return connectionKeywords.contains(word[..<equals].lowercased()[...])
+        }
     }
 
     /// The file on disk a SQLite URL names: `sqlitePath`, with SQLite's own `file:` URI read as its path as SQLite

@@ -29,8 +29,9 @@ extension AppConfiguration {
             package static let section = "events"
             package var isSecret: Bool {
                 switch self {
-                case .webhookSecret: true
-                case .webhookUrl, .webhookMaxAttempts, .webhookTimeoutSeconds, .pollIntervalSeconds,
+                // The receiver's URL may carry a token in its query or path.
+                case .webhookSecret, .webhookUrl: true
+                case .webhookMaxAttempts, .webhookTimeoutSeconds, .pollIntervalSeconds,
                     .streamMaxSeconds, .streamKeepAliveSeconds, .maxWaitsPerWalker:
                     false
                 }

@@ -13,7 +13,9 @@ extension AppConfiguration {
             package static let section = "tracing"
             package var isSecret: Bool {
                 switch self {
-                case .otlpEndpoint, .serviceName: false
+                // A collector's URL may carry its credentials (`https://user:key@…`, a token in its path).
+                case .otlpEndpoint: true
+                case .serviceName: false
                 }
             }
         }

@@ -1,3 +1,5 @@
+import Foundation
+
 /// Where session verification keys (or App Check keys) come from.
 package enum JWKSSource: Sendable, Hashable {
     case none
@@ -14,8 +16,12 @@ extension SettingsReader {
         case (.some(let file), nil):
             return .file(file)
         case (nil, .some(let url)):
-            guard url.hasPrefix("https://") || url.hasPrefix("http://") else {
-                throw error(urlKey, "must be an http(s) URL")
+            // Parsed as it will be fetched, with a host: `https://` alone (or a URL with a space in it) would pass
+            // the start and fail every fetch of the keys, so every request that needs them.
+            guard url.hasPrefix("https://") || url.hasPrefix("http://"), let parsed = URL(string: url),
+                parsed.host?.isEmpty == false
+            else {
+                throw error(urlKey, "must be an http(s) URL with a host")
             }
             if let problem = OutboundURL.portProblem(url) { throw error(urlKey, problem) }
             return .url(url)

@@ -41,7 +41,12 @@ package struct SettingsReader<Key: ConfigurationKeys> {
 
     /// `, not 'value'` for a message, or nothing for a secret.
     private func shown(_ key: Key, _ value: String) -> String {
-        key.isSecret ? "" : ", not '\(value)'"
+        let trimmed = value.trimmingCharacters(in: .whitespacesAndNewlines)
+        // A line break or another control character inside it is named, not repeated: the error is one line.
+        if trimmed.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) {
+            return key.isSecret ? "" : " (it holds a line break, a tab or another control character)"
+        }
+        return key.isSecret ? "" : ", not '\(trimmed)'"
     }
 
     /// Trimmed text, line breaks included (a secret written with `echo` into a file that an orchestrator turns

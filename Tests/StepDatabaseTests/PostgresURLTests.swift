@@ -106,6 +106,18 @@ struct PostgresURLTests {
                 return text.hasPrefix("database.url: a path with an @") && !text.contains("hunter2")
             }
         }
+        // PostgreSQL's key=value connection string, which would otherwise be made a SQLite file of that name.
+        for url in ["host=db.internal user=app password=hunter2 dbname=ledger", "dbname=ledger", "HOST=db port=5432"] {
+            await #expect {
+                try await DatabaseOpener.open(url: url, logger: Logger(label: "test")).close()
+            } throws: { error in
+                let text = (error as? StoreError)?.description ?? ""
+                return text.hasPrefix("database.url: a path of key=value words") && !text.contains("hunter2")
+            }
+        }
+        #expect(!FileManager.default.fileExists(atPath: "dbname=ledger"), "no file was made")
+        #expect(DatabaseOpener.problem("./data/mode=fast/ledger.sqlite") == nil, "a path with another = is a path")
+        #expect(DatabaseOpener.problem("file:ledger.sqlite?mode=rwc") == nil)
         #expect(DatabaseOpener.problem("sqlite:///tmp/odd@name.sqlite") == nil, "the way to name such a file")
         #expect(DatabaseOpener.problem("./ledger.sqlite") == nil)
         // The file a SQLite URL names on disk, a file: URI read as its path.

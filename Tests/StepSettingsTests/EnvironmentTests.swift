@@ -97,6 +97,17 @@ struct EnvironmentTests {
             fromEnvironment.description
                 == "environment variable STEPLEDGER_HTTP_PORT: configuration key 'http.port' must be an integer, not 'http'"
         )
+        // A value with a line break inside is named, not repeated: the error stays one line.
+        for (variable, value) in [
+            ("STEPLEDGER_HTTP_PORT", "80\n80"), ("STEPLEDGER_WORKER_ENABLED", "tr\rue"),
+            ("STEPLEDGER_APP_CHECK_MAX_TOKEN_AGE_SECONDS", "1\t5"),
+        ] {
+            let refused = try #require(throws: ConfigurationError.self) {
+                try ConfigurationSources(environment: [variable: value]).load()
+            }
+            #expect(!refused.description.contains("\n") && !refused.description.contains("\r"), "\(refused)")
+            #expect(refused.description.hasSuffix("(it holds a line break, a tab or another control character)"))
+        }
         let fromOption = try #require(throws: ConfigurationError.self) {
             try ConfigurationSources(commandLine: ["mode": "prod"], environment: ["STEPLEDGER_MODE": "production"])
                 .load()

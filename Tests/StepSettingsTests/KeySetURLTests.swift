@@ -46,4 +46,23 @@ struct KeySetURLTests {
         let testPhase = try AppConfiguration(reader: reader(["jwt.jwksUrl": "http://auth.example/jwks.json"]))
         #expect(testPhase.jwt.jwks == .url("http://auth.example/jwks.json"))
     }
+
+    @Test(
+        "a key-set URL without a host, or that does not parse, is refused at the start in every mode, naming the key",
+        arguments: [
+            ("jwt.jwksUrl", "https://"), ("jwt.jwksUrl", "https://auth example/jwks.json"),
+            ("appCheck.jwksUrl", "https://"), ("appCheck.jwksUrl", "http:///jwks.json"),
+        ])
+    func noHost(key: String, url: String) {
+        for values in [Self.production, [:]] {
+            var values = values.merging([key: url]) { $1 }
+            if key != "jwt.jwksUrl" { values["jwt.jwksFile"] = "/k.json" }
+            #expect {
+                _ = try AppConfiguration(reader: reader(values))
+            } throws: { error in
+                guard let error = error as? ConfigurationError else { return false }
+                return error.key == key && error.problem == "must be an http(s) URL with a host"
+            }
+        }
+    }
 }

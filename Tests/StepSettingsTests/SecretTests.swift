@@ -17,6 +17,7 @@ struct SecretTests {
             secrets == [
                 "database.url", "database.readReplicas", "jwt.devSecret", "admin.token", "events.webhookSecret",
                 "playIntegrity.decryptionKey", "playIntegrity.verificationKey", "http.metricsToken",
+                "events.webhookUrl", "tracing.otlpEndpoint",
             ])
     }
 
@@ -29,6 +30,8 @@ struct SecretTests {
             "admin.token": "admin-token-0123456789-0123456789-abcdef",
             "http.metricsToken": "metrics-token-0123456789-0123456789-abcdef",
             "events.webhookSecret": "webhook-secret-0123456789-0123456789",
+            "events.webhookUrl": "https://push.example/hook?token=hunter2-webhook-url",
+            "tracing.otlpEndpoint": "http://collector:hunter2-otlp@127.0.0.1:4318",
             "playIntegrity.decryptionKey": Data((0..<32).map { UInt8($0 + 100) }).base64EncodedString(),
             "playIntegrity.verificationKey": P256.Signing.PrivateKey().publicKey.derRepresentation
                 .base64EncodedString(),
@@ -38,7 +41,8 @@ struct SecretTests {
             {"database": {"url": "\(secrets["database.url"]!)", "readReplicas": ["\(secrets["database.readReplicas"]!)"]},
              "http": {"metricsToken": "\(secrets["http.metricsToken"]!)"},
              "jwt": {"devSecret": "\(secrets["jwt.devSecret"]!)", "issuer": "visible-issuer"},
-             "events": {"webhookUrl": "https://push.example/hook", "webhookSecret": "\(secrets["events.webhookSecret"]!)"},
+             "events": {"webhookUrl": "\(secrets["events.webhookUrl"]!)", "webhookSecret": "\(secrets["events.webhookSecret"]!)"},
+             "tracing": {"otlpEndpoint": "\(secrets["tracing.otlpEndpoint"]!)"},
              "playIntegrity": {"packageName": "dev.example", "decryptionKey": "\(secrets["playIntegrity.decryptionKey"]!)",
                                "verificationKey": "\(secrets["playIntegrity.verificationKey"]!)"}}
             """)
