@@ -21,7 +21,12 @@ package protocol Database: Sendable {
     /// Calls `received` with the payload of every notification on `channel` until cancelled or the connection
     /// fails (PostgreSQL `LISTEN`, on a connection of the pool held for it, which `check` asks a question now and
     /// then: one that does not answer in time is closed, an error). SQLite has none: it throws.
-    func listen(channel: String, check: ListenCheck, received: @escaping @Sendable (String) -> Void) async throws
+    /// Listens on `channel` until the connection fails (it throws then): `listening` once `LISTEN` is in effect,
+    /// then `received` with each notification's payload.
+    func listen(
+        channel: String, check: ListenCheck, listening: @escaping @Sendable () -> Void,
+        received: @escaping @Sendable (String) -> Void
+    ) async throws
 }
 
 /// How a connection that only listens is checked: a connection that died without a reset (a NAT's or a firewall's
@@ -43,9 +48,10 @@ package struct NotificationsUnsupported: Error, Sendable {}
 extension Database {
     package var lifecycleServices: [any Service] { [] }
 
-    package func listen(channel: String, check: ListenCheck, received: @escaping @Sendable (String) -> Void)
-        async throws
-    {
+    package func listen(
+        channel: String, check: ListenCheck, listening: @escaping @Sendable () -> Void,
+        received: @escaping @Sendable (String) -> Void
+    ) async throws {
         throw NotificationsUnsupported()
     }
 

@@ -102,7 +102,7 @@ struct PostgresPoolThreadTests {
         let channel = "test_listener_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
         let heard = Heard()
         let listening = Task {
-            try await database.listen(channel: channel, check: ListenCheck()) { payload in
+            try await database.listen(channel: channel, check: ListenCheck(), listening: {}) { payload in
                 heard.payloads.withLock { $0.append(payload) }
             }
         }

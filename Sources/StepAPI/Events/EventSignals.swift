@@ -210,10 +210,21 @@ package struct EventSignalService: Service {
 
     private func listen() async {
         var backoff = ListenBackoff(resetAfter: listenCheck.every)
+        var interrupted = false
         while !Task.isCancelled {
-            let listening = ContinuousClock.now
+            let started = ContinuousClock.now
+            let afterInterruption = interrupted
             do {
-                try await store.database.listen(channel: EventSignals.channel, check: listenCheck) { walkerId in
+                try await store.database.listen(
+                    channel: EventSignals.channel, check: listenCheck,
+                    listening: {
+                        // What was notified while no connection listened is found by reading the log, once a
+                        // notification can no longer be missed. Not at the failure: an event notified between it and
+                        // the new LISTEN would be missed until the safety net, and in an outage every wait would read
+                        // a database that is away (and every stream end) for nothing.
+                        if afterInterruption { wakeAll() }
+                    }
+                ) { walkerId in
                     signals.signal(walkerId: walkerId)
                 }
             } catch {
@@ -221,9 +232,8 @@ package struct EventSignalService: Service {
                 // A store error's detail names no value (a lost or silent connection, a timeout); others by type.
                 let reason = (error as? StoreError)?.detail ?? "\(type(of: error))"
                 logger.warning("event notifications interrupted; reconnecting", metadata: ["error": "\(reason)"])
-                let delay = backoff.delay(afterServing: ContinuousClock.now - listening)
-                // Whatever was notified meanwhile is found by the safety net, or at once here:
-                wakeAll()
+                let delay = backoff.delay(afterServing: ContinuousClock.now - started)
+                interrupted = true
                 try? await Task.sleep(for: delay)
             }
         }

@@ -255,13 +255,15 @@ package final class PostgreSQLDatabase: Database {
         return try result.get()
     }
 
-    package func listen(channel: String, check: ListenCheck, received: @escaping @Sendable (String) -> Void)
-        async throws
-    {
+    package func listen(
+        channel: String, check: ListenCheck, listening: @escaping @Sendable () -> Void,
+        received: @escaping @Sendable (String) -> Void
+    ) async throws {
         try await listener.client.withConnection { [logger] connection in
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask {
                     try await connection.listen(on: channel) { notifications in
+                        listening()
                         for try await notification in notifications {
                             received(notification.payload)
                         }
