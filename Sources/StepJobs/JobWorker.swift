@@ -192,9 +192,12 @@ package struct JobWorker: Service {
             // of them to a receiver that is away would hold the slot for the batch times the timeout.
             await withTaskGroup(of: Void.self) { lanes in
                 for lane in Self.standaloneLanes(alone) {
+                    // Only deliveries wait for a permit: a prune lane of the first slot (kept from deliveries) behind
+                    // every delivery lane waiting on a receiver that is away would hold the ledger's jobs after all.
+                    let outbound = lane.contains { JobRegistry.outboundKinds.contains($0.kind) }
                     lanes.addTask {
-                        await lanePermits.acquire()
-                        defer { lanePermits.release() }
+                        if outbound { await lanePermits.acquire() }
+                        defer { if outbound { lanePermits.release() } }
                         for job in lane {
                             await runOrRelease(job)
                             finished.insert([job])
@@ -207,7 +210,8 @@ package struct JobWorker: Service {
         return jobs.count
     }
 
-    /// How many lanes of standalone jobs run at once in the worker, all its slots together: AsyncHTTPClient's
+    /// How many lanes of deliveries (`JobRegistry.outboundKinds`) run at once in the worker, all its slots together
+    /// (other standalone lanes, the prunes, wait for none): AsyncHTTPClient's
     /// connections to one host (8 by default, one client for every delivery of the process), beyond which a delivery
     /// to an HTTP/1.1 receiver would wait for a connection inside its timeout.
     static let standaloneWidth = 8

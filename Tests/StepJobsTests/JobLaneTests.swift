@@ -135,6 +135,41 @@ struct JobLaneTests {
         try await test.close()
     }
 
+    @Test(
+        "a standalone job of the first slot (a prune) waits for no delivery's permit, however many deliveries wait on their receiver",
+        arguments: TestDatabases.kinds)
+    func prunesWaitForNoPermit(kind: DatabaseKind) async throws {
+        let test = try await TestDatabases.make(kind)
+        let gate = Gate()
+        let (done, doneSignal) = AsyncStream<Void>.makeStream()
+        let handlers = JobRegistry([
+            WebhookJob.kind: .standalone { job, _ in await gate.pass(job.walkerId) },
+            "prune": .standalone { _, _ in doneSignal.yield() },
+        ])
+        for index in 0..<12 {
+            try await Self.enqueue(WebhookJob.kind, walker: "w\(index)", payload: #"{"seq":1}"#, test.store)
+        }
+        let worker = Self.worker(test.store, handlers, concurrency: 2, batchSize: 16)
+        let running = Task { try await worker.run() }
+        // Every permit held by a delivery that waits on its receiver, and more deliveries waiting for one.
+        #expect(try await JobHeartbeatTests.eventually { gate.started.count >= JobWorker.standaloneWidth })
+        try await Self.enqueue("prune", walker: "", payload: "{}", test.store)
+        let finished = Task {
+            for await _ in done { return true }
+            return false
+        }
+        let timeout = Task {
+            try await Task.sleep(for: .seconds(15))
+            doneSignal.finish()
+        }
+        #expect(await finished.value, "the prune ran while the deliveries held every permit")
+        timeout.cancel()
+        gate.open()
+        running.cancel()
+        try? await running.value
+        try await test.close()
+    }
+
     @Test("a batch's standalone jobs cut into lanes by walker, by the bytes of its id, in order")
     func lanes() {
         func job(_ id: String, _ walker: String) -> ClaimedJob {
