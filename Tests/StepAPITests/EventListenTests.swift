@@ -95,6 +95,26 @@ struct EventListenTests {
     }
 
     @Test(
+        "a wait that parked before the instance's first LISTEN is woken once it is in effect, with no notification or poll",
+        .enabled(if: TestDatabases.kinds.contains(.postgres)))
+    func wokenAtFirstListen() async throws {
+        let test = try await TestDatabases.make(.postgres)
+        let signals = EventSignals()
+        // Parked first, as a stream a client opened while the instance was starting: a NOTIFY sent before the
+        // LISTEN was in effect reached no one.
+        // A walker of its own: notifications go to every session that listens on the server, other tests' too.
+        let subscription = signals.subscribe(walkerId: "first-listen-\(UUID().uuidString)", cursor: 0)
+        defer { signals.unsubscribe(subscription) }
+        let service = EventSignalService(
+            signals: signals, store: test.store, pollIntervalSeconds: 300, logger: Logger(label: "test"))
+        let running = Task { try await service.run() }
+        #expect(await subscription.wakeup.wait(for: .seconds(20)), "not woken when the LISTEN took effect")
+        running.cancel()
+        _ = await running.result
+        try await test.close()
+    }
+
+    @Test(
         "the safety net's poll wakes a wait for an event that no notification announced, on every engine",
         arguments: TestDatabases.kinds)
     func safetyNetWithoutNotify(kind: DatabaseKind) async throws {
@@ -106,8 +126,8 @@ struct EventListenTests {
         let subscriptions = ["w", "v"].map { signals.subscribe(walkerId: $0, cursor: 0) }
         defer { for subscription in subscriptions { signals.unsubscribe(subscription) } }
         if kind == .postgres {
-            // The LISTEN connection wakes every wait once it listens (what was notified before is read from the
-            // log): that wake-up is not the one this test is about.
+            // The LISTEN connection wakes every wait once it listens (what was notified before it did is read from
+            // the log): that wake-up is not the one this test is about.
             _ = await subscriptions[0].wakeup.wait(for: .seconds(5))
         }
         // Written as a transaction of another instance whose NOTIFY was lost would leave it: the row alone.

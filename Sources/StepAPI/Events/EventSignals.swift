@@ -210,7 +210,8 @@ package struct EventSignalService: Service {
 
     private func listen() async {
         var backoff = ListenBackoff(resetAfter: listenCheck.every)
-        var interrupted = false
+        // Before the first LISTEN nothing listened either: a wait that parked before it is woken once it is in effect.
+        var interrupted = true
         while !Task.isCancelled {
             let started = ContinuousClock.now
             let afterInterruption = interrupted
@@ -218,8 +219,8 @@ package struct EventSignalService: Service {
                 try await store.database.listen(
                     channel: EventSignals.channel, check: listenCheck,
                     listening: {
-                        // What was notified while no connection listened is found by reading the log, once a
-                        // notification can no longer be missed. Not at the failure: an event notified between it and
+                        // What was notified while no connection listened (since a failure, or since the start) is
+                        // found by reading the log, once a notification can no longer be missed. Not at the failure: an event notified between it and
                         // the new LISTEN would be missed until the safety net, and in an outage every wait would read
                         // a database that is away (and every stream end) for nothing.
                         if afterInterruption { wakeAll() }
