@@ -44,10 +44,10 @@ package enum DatabaseOpener {
         "connect_timeout", "application_name", "target_session_attrs",
     ]
 
-    /// Whether `text` has a word that starts with a libpq connection keyword and `=` (`host=db`), at its start or
-    /// after a space.
+    /// Whether `text` has a word that starts with a libpq connection keyword and `=` (`host=db`, or libpq's
+    /// `host = db`), at its start or after a space.
     private static func isConnectionString(_ text: String) -> Bool {
-        text.split(whereSeparator: { $0 == " " || $0 == "\t" }).contains { word in
+        text.replacing(/[ \t]*=[ \t]*/, with: "=").split(whereSeparator: { $0 == " " || $0 == "\t" }).contains { word in
             guard let equals = word.firstIndex(of: "=") else { return false }
             return connectionKeywords.contains(word[..<equals].lowercased()[...])
         }
@@ -110,6 +110,7 @@ package enum DatabaseOpener {
     ) async throws -> any Database {
         if let problem = problem(url) { throw StoreError.invalidConfiguration("database.url: \(problem)") }
         guard let path = sqlitePath(url) else {
+            try await PostgreSQLDatabase.checkCredentials(url: url, settings: postgres, logger: logger)
             return try PostgreSQLDatabase.open(url: url, settings: postgres, logger: logger, runner: postgresPool)
         }
         return try await SQLiteDatabase.open(path: path, synchronous: sqliteSynchronous, logger: logger)

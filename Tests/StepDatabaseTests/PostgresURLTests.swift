@@ -107,7 +107,10 @@ struct PostgresURLTests {
             }
         }
         // PostgreSQL's key=value connection string, which would otherwise be made a SQLite file of that name.
-        for url in ["host=db.internal user=app password=hunter2 dbname=ledger", "dbname=ledger", "HOST=db port=5432"] {
+        for url in [
+            "host=db.internal user=app password=hunter2 dbname=ledger", "dbname=ledger", "HOST=db port=5432",
+            "host = db.internal user = app password = hunter2 dbname = ledger", "dbname =ledger",
+        ] {
             await #expect {
                 try await DatabaseOpener.open(url: url, logger: Logger(label: "test")).close()
             } throws: { error in
