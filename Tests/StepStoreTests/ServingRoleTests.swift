@@ -12,6 +12,32 @@ import Testing
 @Suite("A serving role that does not own the schema")
 struct ServingRoleTests {
     @Test(
+        "a database or a role that does not exist is named at once, not retried until the pool gives up a minute later",
+        .enabled(if: TestDatabases.kinds.contains(.postgres)))
+    func wrongDatabaseOrRole() async throws {
+        let url = try #require(TestDatabases.postgresURL)
+        let suffix = UUID().uuidString.replacingOccurrences(of: "-", with: "").prefix(12).lowercased()
+        var noDatabase = try #require(URLComponents(string: url))
+        noDatabase.path = "/no_such_database_\(suffix)"
+        var noRole = try #require(URLComponents(string: url))
+        noRole.user = "no_such_role_\(suffix)"
+        for (wrong, state, named) in [
+            (noDatabase, "3D000", "no_such_database_\(suffix)"), (noRole, "28000", "no_such_role_\(suffix)"),
+        ] {
+            let started = ContinuousClock.now
+            await #expect {
+                let database = try await DatabaseOpener.open(
+                    url: try #require(wrong.string), logger: Logger(label: "test"))
+                try await database.close()
+            } throws: { error in
+                let detail = (error as? StoreError)?.detail ?? "\(error)"
+                return detail.contains("SQLSTATE \(state)") && detail.contains(named)
+            }
+            #expect(ContinuousClock.now - started < .seconds(15), "named at once")
+        }
+    }
+
+    @Test(
         "the start-up check of the schema reads only, so a role with only USAGE and row privileges starts and serves; a privilege it lacks is named (SQLSTATE 42501)",
         .enabled(if: TestDatabases.kinds.contains(.postgres)))
     func notTheOwner() async throws {

@@ -155,6 +155,47 @@ package final class PostgreSQLDatabase: Database {
         return clamped
     }
 
+    /// Connects once, and closes, to name an operator's mistake that the pool would only retry until its circuit
+    /// breaker trips (a minute, then an error about the pool or a deadline): a wrong password (SQLSTATE 28P01), a
+    /// role pg_hba.conf refuses or that does not exist (28000), a database that does not exist (3D000). The server's
+    /// message names the role or the database, never the password. Any other failure (the server down or slow) is
+    /// left to the pool and its deadlines, as before.
+    package static func checkCredentials(url: String, settings: PostgresSettings, logger: Logger) async throws {
+        guard let parsed = try? PostgresURL(parsing: url) else { return }
+        var configuration: PostgresConnection.Configuration
+        switch parsed.address {
+        case .tcp(let host, let port):
+            let tls: PostgresConnection.Configuration.TLS
+            switch parsed.tls {
+            case .disable: tls = .disable
+            case .prefer, .require:
+                guard let context = try? NIOSSLContext(configuration: .makeClientConfiguration()) else { return }
+                tls = parsed.tls == .prefer ? .prefer(context) : .require(context)
+            }
+            configuration = PostgresConnection.Configuration(
+                host: host, port: port, username: parsed.username, password: parsed.password,
+                database: parsed.database, tls: tls)
+        case .socket(let path):
+            configuration = PostgresConnection.Configuration(
+                unixSocketPath: path, username: parsed.username, password: parsed.password, database: parsed.database)
+        }
+        configuration.options.connectTimeout = .seconds(Int64(settings.connectTimeoutSeconds))
+        let connection: PostgresConnection
+        do {
+            connection = try await PostgresConnection.connect(
+                configuration: configuration, id: 0, logger: driverLogger(logger))
+        } catch let error as PSQLError {
+            guard error.code == .server, let state = error.serverInfo?[.sqlState],
+                ["28P01", "28000", "3D000"].contains(state)
+            else { return }
+            let message = error.serverInfo?[.message].map { ": \($0)" } ?? ""
+            throw StoreError.invalidConfiguration("PostgreSQL SQLSTATE \(state)\(message) (check database.url)")
+        } catch {
+            return
+        }
+        try? await connection.close()
+    }
+
     package static func open(
         url: String, settings: PostgresSettings, logger: Logger, runner: PostgresPoolRunner = .ownTask,
         threads: [ThreadExecutor]? = nil
