@@ -42,6 +42,9 @@ package enum WalkerErasurePlan {
     /// text. The day logs carry each credit's day, count and status, the ledger its entries, allocations what was
     /// spent, streak runs follow the day logs, the walkers row the lifetime total; review entries keep the
     /// decisions the audit names.
+    /// How every pseudonym starts.
+    package static let pseudonymPrefix = "erased-"
+
     package static let pseudonymised = [
         "walkers", "step_logs", "streak_runs", "energy_ledger", "allocations", "review_queue",
     ]
@@ -84,7 +87,8 @@ extension StoreTransaction {
                 lapsedJobKinds: try lapsed.map { try $0.decode(column: "kind", as: String.self) })
         }
 
-        let pseudonym = "erased-" + String(StoreTransactionID.makeRandom().filter { $0 != "-" }.prefix(16))
+        let pseudonym =
+            WalkerErasurePlan.pseudonymPrefix + String(StoreTransactionID.makeRandom().filter { $0 != "-" }.prefix(16))
         var erasure = WalkerErasure(pseudonym: pseudonym)
         for table in WalkerErasurePlan.deleted {
             erasure.deleted[table] = try await sql.raw(

@@ -31,6 +31,15 @@ extension StoreTransaction {
         ).first() != nil
     }
 
+    /// Whether `walkerId` is the kept record of an erased walker (its pseudonym, suspended by the erasure so no
+    /// ingest can land on it): it stays suspended.
+    package func isErasedRecord(_ walkerId: String) async throws -> Bool {
+        guard walkerId.hasPrefix(WalkerErasurePlan.pseudonymPrefix) else { return false }
+        return try await sql.raw(
+            "SELECT 1 AS one FROM walkers WHERE walker_id = \(bind: walkerId) AND suspension_note = 'erased'"
+        ).first() != nil
+    }
+
     /// The operator's view of a walker; nil when no walker has this id. One statement, so its figures come from
     /// one snapshot: a decision, spend or refund committing meanwhile shows wholly or not at all.
     package func adminWalker(_ walkerId: String) async throws -> AdminWalkerView? {

@@ -1,8 +1,11 @@
 import Foundation
 import HTTPTypes
 import HummingbirdTesting
+import NIOCore
 import SQLKit
+import StepCore
 import StepDatabase
+import StepSettings
 import StepStore
 import StepTestSupport
 import Testing
@@ -18,7 +21,7 @@ struct EraseTests {
         "erase removes the walker's id from every table, keeps the ledger consistent under a pseudonym, and is idempotent",
         arguments: TestDatabases.kinds)
     func erase(kind: DatabaseKind) async throws {
-        let harness = try await TestHarness.make(kind: kind)
+        let harness = try await TestHarness.make(kind: kind) { $0.adminToken = AdminTests.adminToken }
         try await harness.run { client in
             var tokens: [String: String] = [:]
             for walker in [Self.erased, Self.kept] {
@@ -74,6 +77,15 @@ struct EraseTests {
                 try await $0.auditRecords(action: "walker.erase", limit: 5)
             }
             #expect(audit.map(\.target) == [pseudonym])
+            // The pseudonym is in the audit every role reads; reinstating it would let a token naming it ingest.
+            let reinstate = try await client.admin(
+                "/admin/walkers/\(pseudonym)/reinstate", method: .post, body: ByteBuffer(string: #"{"note":"appeal"}"#))
+            #expect(reinstate.status == .conflict)
+            #expect(try reinstate.json["error"] == .string("WALKER_ERASED"))
+            #expect(try await harness.store.transaction { try await $0.walker(pseudonym) }?.suspendedAt != nil)
+            #expect(
+                try await harness.store.transaction { try await $0.auditRecords(action: "walker.reinstate", limit: 5) }
+                    .isEmpty)
 
             // The other walker is untouched.
             #expect(try await Self.rowCounts(harness, walker: Self.kept) == keptBefore)

@@ -96,6 +96,12 @@ struct AdminWalkerController: Sendable {
         let now = clock()
         let view: AdminWalkerView? = try await store.transaction { tx in
             guard try await tx.walker(walkerId) != nil else { return nil }
+            // The erasure's suspension keeps ingests off the pseudonym (a token with it as `sub` would credit the
+            // erased record): no reinstatement undoes it.
+            if !suspended, try await tx.isErasedRecord(walkerId) {
+                throw AdminAPIError.conflict(
+                    code: "WALKER_ERASED", message: "An erased walker's record stays suspended.", details: [:])
+            }
             guard try await tx.setSuspension(walkerId: walkerId, suspended: suspended, note: note, at: now) else {
                 throw AdminAPIError.conflict(
                     code: "NO_CHANGE",

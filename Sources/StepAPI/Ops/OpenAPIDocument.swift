@@ -1583,7 +1583,7 @@ paths:
               schema:
                 $ref: '#/components/schemas/IngestError'
         '409':
-          description: NO_CHANGE, the walker is not suspended.
+          description: NO_CHANGE, the walker is not suspended; WALKER_ERASED, the record of an erased walker, which stays suspended.
           content:
             application/json:
               schema:
