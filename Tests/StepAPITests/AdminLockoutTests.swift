@@ -189,14 +189,30 @@ struct AdminLockoutTests {
         let limiter = AdminFailureLimiter(maxFailures: 3, windowSeconds: 60, store: harness.store)
         let now = harness.clock.now
         // Six checks at once: three may go on, three are refused; the three that went on were right.
-        var verdicts: [Int?] = []
+        let window = Date(timeIntervalSince1970: (now.timeIntervalSince1970 / 60).rounded(.down) * 60)
+        var verdicts: [AdminFailureLimiter.Reservation] = []
         for _ in 1...6 { verdicts.append(try await limiter.reserve(address: "192.0.2.9", now: now)) }
-        #expect(verdicts.filter { $0 == nil }.count == 3)
-        #expect(verdicts.filter { $0 == 30 }.count == 3)
-        for _ in 1...3 { try await limiter.release(address: "192.0.2.9", now: now) }
+        #expect(verdicts.filter { $0 == .counted(window: window) }.count == 3)
+        #expect(verdicts.filter { $0 == .lockedOut(retryAfterSeconds: 30) }.count == 3)
+        for _ in 1...3 { try await limiter.release(address: "192.0.2.9", window: window) }
         #expect(try await limiter.lockout(address: "192.0.2.9", now: now) == nil)
-        #expect(try await limiter.reserve(address: "192.0.2.9", now: now) == nil)
-        try await limiter.release(address: "192.0.2.9", now: now)
+        #expect(try await limiter.reserve(address: "192.0.2.9", now: now) == .counted(window: window))
+        try await limiter.release(address: "192.0.2.9", window: window)
+
+        // Across a window's turn: an attempt read the clock just before it, and another, read just after, opened the
+        // new window first. Both counted in the new one, both are given back there: right credentials leave nothing.
+        let turn = window.addingTimeInterval(60)
+        let after = try await limiter.reserve(address: "192.0.2.10", now: turn.addingTimeInterval(0.001))
+        let before = try await limiter.reserve(address: "192.0.2.10", now: turn.addingTimeInterval(-0.001))
+        #expect(after == .counted(window: turn) && before == .counted(window: turn))
+        for reservation in [after, before] {
+            guard case .counted(let counted) = reservation else { continue }
+            try await limiter.release(address: "192.0.2.10", window: counted)
+        }
+        let left = try await harness.store.withoutTransaction {
+            try await $0.rateLimitWindow(walkerId: "192.0.2.10", bucket: AdminFailureLimiter.bucket)
+        }
+        #expect(left?.hits == 0, "a right credential counted as a failure")
 
         // Over HTTP: a burst of requests with the right token, then the next one is answered.
         try await harness.run { client in
@@ -233,7 +249,12 @@ struct AdminLockoutTests {
         let harness = try await Self.setUp(kind)
         let limiter = AdminFailureLimiter(maxFailures: 3, windowSeconds: 60, store: harness.store)
         let now = harness.clock.now
-        for _ in 1...3 { #expect(try await limiter.reserve(address: "192.0.2.7", now: now) == nil) }
+        for _ in 1...3 {
+            guard case .counted = try await limiter.reserve(address: "192.0.2.7", now: now) else {
+                Issue.record("an attempt within the limit was refused")
+                continue
+            }
+        }
         #expect(try await limiter.lockout(address: "192.0.2.7", now: now) == 30)
         #expect(try await limiter.lockout(address: "192.0.2.8", now: now) == nil)
         #expect(try await limiter.lockout(address: "2001:db8::7", now: now) == nil)

@@ -38,15 +38,17 @@ struct AdminAuthenticator: Sendable {
     func attempt<Found: Sendable>(
         address: String, now: Date, requestId: String, _ verify: () async throws -> Found?
     ) async throws -> Found {
-        if let retryAfter = try await failures.reserve(address: address, now: now) {
-            throw AdminAPIError.lockedOut(retryAfterSeconds: retryAfter)
+        let window: Date
+        switch try await failures.reserve(address: address, now: now) {
+        case .lockedOut(let retryAfter): throw AdminAPIError.lockedOut(retryAfterSeconds: retryAfter)
+        case .counted(let counted): window = counted
         }
         let found: Found?
         do {
             found = try await verify()
         } catch {
             // Not a wrong credential: the check itself failed (the database, say).
-            try? await failures.release(address: address, now: now)
+            try? await failures.release(address: address, window: window)
             throw error
         }
         guard let found else {
@@ -54,7 +56,7 @@ struct AdminAuthenticator: Sendable {
                 "admin authentication failed", metadata: ["client": .string(address), "requestId": .string(requestId)])
             throw AdminAPIError.unauthorized
         }
-        try await failures.release(address: address, now: now)
+        try await failures.release(address: address, window: window)
         return found
     }
 

@@ -38,25 +38,32 @@ package struct AdminFailureLimiter: Sendable {
     /// attempt stays counted until `release` gives it back), else the seconds until it may try again. A refused
     /// attempt is given back at once: it checked nothing, so the count holds only failures and checks in flight,
     /// and a burst of right credentials (a script, operators behind one proxy) cannot lock its address out.
-    package func reserve(address: String, now: Date) async throws -> Int? {
+    package func reserve(address: String, now: Date) async throws -> Reservation {
         let bucket = Self.bucket
-        let start = windowStart(now)
         let window = try await store.withoutTransaction {
-            try await $0.hitRateLimit(walkerId: address, bucket: bucket, windowStart: start)
+            try await $0.hitRateLimit(walkerId: address, bucket: bucket, windowStart: windowStart(now))
         }
-        guard window.hits > maxFailures else { return nil }
+        guard window.hits > maxFailures else { return .counted(window: window.windowStart) }
         try await store.withoutTransaction {
-            try await $0.releaseRateLimitHit(walkerId: address, bucket: bucket, windowStart: start)
+            try await $0.releaseRateLimitHit(walkerId: address, bucket: bucket, windowStart: window.windowStart)
         }
-        return retryAfter(windowStart: window.windowStart, now: now)
+        return .lockedOut(retryAfterSeconds: retryAfter(windowStart: window.windowStart, now: now))
     }
 
-    /// Gives back an attempt `reserve` counted whose credential was right.
-    package func release(address: String, now: Date) async throws {
+    /// What `reserve` did with an attempt.
+    package enum Reservation: Sendable, Hashable {
+        /// Counted in the window that began at `window`: the stored one, which may have begun after the attempt's
+        /// own clock reading (another request, or another instance whose clock runs ahead, opened it first).
+        case counted(window: Date)
+        /// Refused, and given back: the address may try again in this many seconds.
+        case lockedOut(retryAfterSeconds: Int)
+    }
+
+    /// Gives back an attempt `reserve` counted whose credential was right, in the window it was counted in.
+    package func release(address: String, window: Date) async throws {
         let bucket = Self.bucket
-        let start = windowStart(now)
         try await store.withoutTransaction {
-            try await $0.releaseRateLimitHit(walkerId: address, bucket: bucket, windowStart: start)
+            try await $0.releaseRateLimitHit(walkerId: address, bucket: bucket, windowStart: window)
         }
     }
 
