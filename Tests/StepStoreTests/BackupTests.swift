@@ -36,6 +36,16 @@ struct BackupTests {
         }
         _ = try await SQLiteBackup.copy(databaseAt: test.url, to: file, replacing: true)
         #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path) == ["copy.sqlite"])
+        // A folder as the target (as `cp` takes one) is refused by name, --force or not, and nothing is written.
+        for replacing in [false, true] {
+            await #expect {
+                try await SQLiteBackup.copy(databaseAt: test.url, to: directory.path, replacing: replacing)
+            } throws: { error in
+                (error as? SQLiteBackup.Failure)?.description
+                    == "\(directory.path) is a directory: give the path of the file to write"
+            }
+        }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path) == ["copy.sqlite"])
         try await test.close()
 
         let copy = try await StoreFactory.open(url: file, logger: Logger(label: "test"), migrate: false)

@@ -35,7 +35,12 @@ package enum SQLiteBackup {
         guard files.fileExists(atPath: directory.path, isDirectory: &isDirectory), isDirectory.boolValue else {
             throw Failure(description: "no directory \(directory.path) for \(destination)")
         }
-        if files.fileExists(atPath: destination) {
+        var destinationIsDirectory: ObjCBool = false
+        if files.fileExists(atPath: destination, isDirectory: &destinationIsDirectory) {
+            // A folder (`--to /backups`, as `cp` takes it) cannot be replaced by the copy, --force or not.
+            guard !destinationIsDirectory.boolValue else {
+                throw Failure(description: "\(destination) is a directory: give the path of the file to write")
+            }
             guard replacing else { throw Failure(description: "\(destination) exists; pass --force to replace it") }
             guard
                 URL(fileURLWithPath: source).standardizedFileURL.resolvingSymlinksInPath()
