@@ -55,8 +55,8 @@ package struct JobWorker: Service {
     package var executor: (any TaskExecutor)?
     /// The optional kinds this worker has no handler for, left out of every claim (`JobQueue.claim`).
     private let excludedKinds: Set<String>
-    /// The standalone lanes running at once, across all the worker's slots (`standaloneWidth`).
-    private let lanePermits = LanePermits(JobWorker.standaloneWidth)
+    /// The delivery lanes running at once, across all the worker's slots (`deliveryWidth`).
+    private let lanePermits = LanePermits(JobWorker.deliveryWidth)
 
     package init(
         queue: JobQueue, handlers: JobRegistry, settings: WorkerSettings, clock: @escaping @Sendable () -> Date,
@@ -211,10 +211,10 @@ package struct JobWorker: Service {
     }
 
     /// How many lanes of deliveries (`JobRegistry.outboundKinds`) run at once in the worker, all its slots together
-    /// (other standalone lanes, the prunes, wait for none): AsyncHTTPClient's
-    /// connections to one host (8 by default, one client for every delivery of the process), beyond which a delivery
-    /// to an HTTP/1.1 receiver would wait for a connection inside its timeout.
-    static let standaloneWidth = 8
+    /// (other standalone lanes, the prunes, wait for none): AsyncHTTPClient's connections to one host (8 by default,
+    /// one client for every delivery of the process), beyond which a delivery to an HTTP/1.1 receiver would wait for a
+    /// connection inside its timeout.
+    static let deliveryWidth = 8
 
     /// A batch's standalone jobs (in run order) cut into lanes, one per walker, each in run order: a walker's jobs
     /// run one after another, different walkers' side by side. `runOrder` keeps a walker's jobs together.
@@ -492,7 +492,7 @@ package struct JobWorker: Service {
     }
 }
 
-/// A counting semaphore for the worker's standalone lanes: `acquire` waits, first come first served, until fewer than
+/// A counting semaphore for the worker's delivery lanes: `acquire` waits, first come first served, until fewer than
 /// `count` hold a permit. A holder always releases (its deliveries are bounded by their timeout), so a waiter is not
 /// woken by its own cancellation.
 final class LanePermits: Sendable {

@@ -23,9 +23,20 @@ struct JobLaneTests {
 
         func open() { state.withLock { $0.open = true } }
 
+        /// Whether something was noted within `limit`: shorter than a held job's 20 s at the gate, so a job that
+        /// runs only once a held one gives up does not count.
+        func noted(within limit: Duration = .seconds(15)) async -> Bool {
+            let deadline = ContinuousClock.now + limit
+            while started.isEmpty, ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(5)) }
+            return !started.isEmpty
+        }
+
+        /// Notes `name` as started, without waiting.
+        func note(_ name: String) { state.withLock { $0.started.append(name) } }
+
         /// Notes `name` as started, then waits for the gate to open (20 s at most, so a failing test still ends).
         func pass(_ name: String) async {
-            state.withLock { $0.started.append(name) }
+            note(name)
             let deadline = ContinuousClock.now + .seconds(20)
             while !state.withLock({ $0.open }), ContinuousClock.now < deadline {
                 try? await Task.sleep(for: .milliseconds(5))
@@ -82,10 +93,10 @@ struct JobLaneTests {
     func slotKeptFromDeliveries(kind: DatabaseKind) async throws {
         let test = try await TestDatabases.make(kind)
         let gate = Gate()
-        let (done, doneSignal) = AsyncStream<Void>.makeStream()
+        let ledger = Gate()
         let handlers = JobRegistry([
             WebhookJob.kind: .standalone { job, _ in await gate.pass(job.walkerId) },
-            "ledger": .standalone { _, _ in doneSignal.yield() },
+            "ledger": .standalone { job, _ in ledger.note(job.walkerId) },
         ])
         try await Self.enqueue(WebhookJob.kind, walker: "w1", payload: #"{"seq":1}"#, test.store)
         try await Self.enqueue(WebhookJob.kind, walker: "w2", payload: #"{"seq":1}"#, test.store)
@@ -93,19 +104,12 @@ struct JobLaneTests {
         try await Self.enqueue("ledger", walker: "w3", payload: "{}", at: Self.t0.addingTimeInterval(0.5), test.store)
         let worker = Self.worker(test.store, handlers, concurrency: 2, batchSize: 1)
         let running = Task { try await worker.run() }
-        let finished = Task {
-            for await _ in done { return true }
-            return false
-        }
-        let timeout = Task {
-            try await Task.sleep(for: .seconds(15))
-            doneSignal.finish()
-        }
-        #expect(await finished.value, "the ledger's job ran while a delivery held its slot")
+        #expect(
+            await ledger.noted(),
+            "the ledger's job ran while a delivery held its slot")
         #expect(try await JobHeartbeatTests.eventually { !gate.started.isEmpty })
         try await Task.sleep(for: .milliseconds(300))
         #expect(gate.started.count == 1, "one slot takes deliveries: \(gate.started)")
-        timeout.cancel()
         gate.open()
         running.cancel()
         try? await running.value
@@ -125,9 +129,9 @@ struct JobLaneTests {
         // Two slots take deliveries, ten walkers' each: sixteen lanes if each slot ran eight.
         let worker = Self.worker(test.store, handlers, concurrency: 3, batchSize: 10)
         let running = Task { try await worker.run() }
-        #expect(try await JobHeartbeatTests.eventually { gate.started.count >= JobWorker.standaloneWidth })
+        #expect(try await JobHeartbeatTests.eventually { gate.started.count >= JobWorker.deliveryWidth })
         try await Task.sleep(for: .milliseconds(500))
-        #expect(gate.started.count == JobWorker.standaloneWidth, "\(gate.started)")
+        #expect(gate.started.count == JobWorker.deliveryWidth, "\(gate.started)")
         gate.open()
         #expect(try await JobHeartbeatTests.eventually { gate.started.count == 20 }, "the rest ran as lanes ended")
         running.cancel()
@@ -141,10 +145,10 @@ struct JobLaneTests {
     func prunesWaitForNoPermit(kind: DatabaseKind) async throws {
         let test = try await TestDatabases.make(kind)
         let gate = Gate()
-        let (done, doneSignal) = AsyncStream<Void>.makeStream()
+        let pruned = Gate()
         let handlers = JobRegistry([
             WebhookJob.kind: .standalone { job, _ in await gate.pass(job.walkerId) },
-            "prune": .standalone { _, _ in doneSignal.yield() },
+            "prune": .standalone { job, _ in pruned.note(job.kind) },
         ])
         for index in 0..<12 {
             try await Self.enqueue(WebhookJob.kind, walker: "w\(index)", payload: #"{"seq":1}"#, test.store)
@@ -152,18 +156,11 @@ struct JobLaneTests {
         let worker = Self.worker(test.store, handlers, concurrency: 2, batchSize: 16)
         let running = Task { try await worker.run() }
         // Every permit held by a delivery that waits on its receiver, and more deliveries waiting for one.
-        #expect(try await JobHeartbeatTests.eventually { gate.started.count >= JobWorker.standaloneWidth })
+        #expect(try await JobHeartbeatTests.eventually { gate.started.count >= JobWorker.deliveryWidth })
         try await Self.enqueue("prune", walker: "", payload: "{}", test.store)
-        let finished = Task {
-            for await _ in done { return true }
-            return false
-        }
-        let timeout = Task {
-            try await Task.sleep(for: .seconds(15))
-            doneSignal.finish()
-        }
-        #expect(await finished.value, "the prune ran while the deliveries held every permit")
-        timeout.cancel()
+        #expect(
+            await pruned.noted(),
+            "the prune ran while the deliveries held every permit")
         gate.open()
         running.cancel()
         try? await running.value

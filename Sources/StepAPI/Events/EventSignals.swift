@@ -220,9 +220,9 @@ package struct EventSignalService: Service {
                     channel: EventSignals.channel, check: listenCheck,
                     listening: {
                         // What was notified while no connection listened (since a failure, or since the start) is
-                        // found by reading the log, once a notification can no longer be missed. Not at the failure: an event notified between it and
-                        // the new LISTEN would be missed until the safety net, and in an outage every wait would read
-                        // a database that is away (and every stream end) for nothing.
+                        // found by reading the log, once a notification can no longer be missed. Not at the failure:
+                        // an event notified between it and the new LISTEN would be missed until the safety net, and in
+                        // an outage every wait would read a database that is away (and every stream end) for nothing.
                         if afterInterruption { wakeAll() }
                     }
                 ) { walkerId in
