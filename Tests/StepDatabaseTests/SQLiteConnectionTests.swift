@@ -23,6 +23,19 @@ struct SQLiteConnectionTests {
         for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
     }
 
+    @Test("a new database, its WAL and its shared memory are for their owner alone, whatever the umask")
+    func ownerOnly() async throws {
+        let (database, path) = try await Self.open()
+        defer { Self.remove(path) }
+        try await database.transaction { try await $0.raw("CREATE TABLE t (k BIGINT PRIMARY KEY)").run() }
+        for file in [path, path + "-wal", path + "-shm"] {
+            let attributes = try FileManager.default.attributesOfItem(atPath: file)
+            let mode = try #require((attributes[.posixPermissions] as? NSNumber)?.intValue)
+            #expect(mode & 0o077 == 0, "\(file) has mode \(String(mode, radix: 8))")
+        }
+        try await database.close()
+    }
+
     @Test("a statement is parsed once and reused by every later call with other values")
     func preparedOnce() async throws {
         let (database, path) = try await Self.open()

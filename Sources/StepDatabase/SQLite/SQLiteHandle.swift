@@ -1,6 +1,12 @@
 import Synchronization
 import VaporCSQLite
 
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
 /// One SQLite connection driven through the C API, with its prepared statements kept by SQL text, so a
 /// statement is parsed once per connection instead of once per call.
 ///
@@ -22,6 +28,7 @@ final class SQLiteHandle: @unchecked Sendable {
     /// Opens (creating if needed, unless `create` is false) the file at `path`. The connection is used by one
     /// thread at a time, so SQLite's own per-connection mutex is off.
     static func open(path: String, create: Bool = true) throws -> SQLiteHandle {
+        if create { try createOwnerOnly(path) }
         var connection: OpaquePointer?
         let flags = SQLITE_OPEN_READWRITE | (create ? SQLITE_OPEN_CREATE : 0) | SQLITE_OPEN_NOMUTEX
         let code = sqlite_nio_sqlite3_open_v2(path, &connection, flags, nil)
@@ -32,6 +39,18 @@ final class SQLiteHandle: @unchecked Sendable {
         }
         sqlite_nio_sqlite3_extended_result_codes(connection, 1)
         return SQLiteHandle(connection: connection)
+    }
+
+    /// Creates the file at `path` readable and writable by its owner alone, when there is none yet. SQLite would
+    /// create it 0644 under the usual umask, and its `-wal` and `-shm` take the database's mode: the database holds
+    /// the service's signing secrets and walkers' health data, not for other local users.
+    private static func createOwnerOnly(_ path: String) throws {
+        guard !path.isEmpty, path != ":memory:", !path.hasPrefix("file:") else { return }
+        let code = createExclusive(path)
+        if code == 0 { return }
+        // There already: SQLite opens it as it is (an operator may have chosen its mode).
+        if code == EEXIST { return }
+        throw StoreError.unavailable("cannot create SQLite database at \(path): \(String(cString: strerror(code)))")
     }
 
     /// Runs one statement with `binds` for its `?` placeholders, handing every result row to `onRow`.
@@ -205,4 +224,13 @@ struct SQLiteFailure: Error, CustomStringConvertible {
             return SQLiteFailure(code: code, message: message)
         }
     }
+}
+
+/// Creates the file at `path`, mode 0600, failing if it exists; 0 or the `errno` of the failure. Outside the type, whose
+/// own `open` would hide the C function's.
+private func createExclusive(_ path: String) -> Int32 {
+    let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+    guard descriptor >= 0 else { return errno }
+    close(descriptor)
+    return 0
 }
