@@ -208,6 +208,10 @@ struct HealthSubmitTests {
             #expect(logs.map(\.verdict) == [.accepted, .accepted])
             #expect(logs.allSatisfy { $0.route == "/health" })
             #expect(logs.map(\.status) == [201, 201], "each row carries its answer's status")
+            // Counted as health verdicts, not as step ingests.
+            let metrics = try await client.execute(uri: "/metrics", method: .get).text
+            #expect(metrics.contains(#"stepledger_health_verdicts_total{verdict="ACCEPTED"} 2"#))
+            #expect(!metrics.contains("stepledger_ingest_verdicts_total"))
         }
         // The anti-cheat sink and the log never see a value: steps of both submissions, calories, distance, duration.
         for value in [8500, 9000, 350, 400, 5200, 3600] {

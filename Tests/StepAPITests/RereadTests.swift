@@ -264,6 +264,8 @@ struct RereadTests {
                         && $0.contains(#""reasonCount":0"#)
                 })
             #expect(verdicts.allSatisfy { !LoggedText.mentions(6200, in: $0) })
+            let metrics = try await client.execute(uri: "/metrics", method: .get).text
+            #expect(metrics.contains(#"stepledger_reread_answers_total{verdict="accepted"} 1"#))
             #expect(
                 harness.antiCheat.lines.contains {
                     $0.contains(#""msg":"job verdict""#) && $0.contains(#""verdict":"REREAD_REQUESTED""#)
@@ -439,6 +441,8 @@ struct RereadTests {
             #expect(json["stepLog"]?["reconciliationStatus"] == .string("QUARANTINED"))
             #expect(json["stepLog"]?["acceptedCount"] == .null)
             #expect(try await harness.count("energy_ledger") == 0)
+            let metrics = try await client.execute(uri: "/metrics", method: .get).text
+            #expect(metrics.contains(#"stepledger_reread_answers_total{verdict="quarantined"} 1"#))
 
             let reviews = try await Self.reviews(harness)
             #expect(reviews.map(\.reasons) == [["COUNT_WENT_BACKWARDS", "REREAD_COUNT_BELOW_SUBMITTED"]])

@@ -252,7 +252,7 @@ struct HealthWriteController: Sendable {
             $0.verdict = verdict.rawValue
             $0.reasonCount = reasons.count
         }
-        telemetry.metrics.recordVerdict(verdict.rawValue, reasons: reasons)
+        telemetry.metrics.recordHealthVerdict(verdict.rawValue, reasons: reasons)
         var metadata: Logger.Metadata = [
             "requestId": .string(context.requestId), "walker": .string(walkerId), "route": .string(Self.submitRoute),
             "verdict": .string(verdict.rawValue), "reasons": .array(reasons.map { .string($0) }),

@@ -60,8 +60,13 @@ struct RereadController: Sendable {
             if let refusal { try await tx.insertAttestationLog(trail.refused(refusal)) }
             return (status, body)
         }
-        // Once the decision has committed: the request line's verdict and the anti-cheat line (never a count).
+        // Once the decision has committed: its metric, the request line's verdict and the anti-cheat line (never a
+        // count).
         if let (day, verdict) = decided.value {
+            switch verdict {
+            case .accept: telemetry.metrics.recordRereadAnswer("accepted")
+            case .quarantine: telemetry.metrics.recordRereadAnswer("quarantined")
+            }
             context.trace.update {
                 $0.verdict = verdict.attestationVerdict.rawValue
                 $0.reasonCount = verdict.reasons.count

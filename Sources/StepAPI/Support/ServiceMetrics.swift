@@ -31,6 +31,19 @@ package final class ServiceMetrics: Sendable {
     static var reasons: MetricNameDescriptor {
         descriptor("ingest", "reasons", unit: "total", help: "Anti-cheat reason codes reported by ingest.")
     }
+    static var healthVerdicts: MetricNameDescriptor {
+        descriptor("health", "verdicts", unit: "total", help: "Health Data API submission verdicts.")
+    }
+    static var healthReasons: MetricNameDescriptor {
+        descriptor(
+            "health", "reasons", unit: "total",
+            help: "Reasons a Health Data API submission was refused (attestation, values).")
+    }
+    static var rereadAnswers: MetricNameDescriptor {
+        descriptor(
+            "reread", "answers", unit: "total",
+            help: "Re-read answers that decided their day (accepted, quarantined).")
+    }
 
     static var jobs: MetricNameDescriptor {
         descriptor(
@@ -112,6 +125,17 @@ package final class ServiceMetrics: Sendable {
         for reason in reasons { counter(.reason(reason)).increment() }
     }
 
+    /// A Health Data API submission's verdict: counted apart from the step ingest's, so an ingest alert reads ingests.
+    func recordHealthVerdict(_ verdict: String, reasons: [String]) {
+        counter(.healthVerdict(verdict)).increment()
+        for reason in reasons { counter(.healthReason(reason)).increment() }
+    }
+
+    /// A re-read answer that decided its day (`accepted` or `quarantined`).
+    func recordRereadAnswer(_ verdict: String) {
+        counter(.rereadAnswer(verdict)).increment()
+    }
+
     private func counter(_ label: CounterLabel) -> Counter {
         Self.instrument(label, in: labelCounters) {
             switch label {
@@ -123,6 +147,12 @@ package final class ServiceMetrics: Sendable {
                 registry.makeCounter(descriptor: Self.jobs, labels: [("kind", kind), ("outcome", outcome)])
             case .reconcile(let verdict):
                 registry.makeCounter(descriptor: Self.reconcileVerdicts, labels: [("verdict", verdict)])
+            case .healthVerdict(let verdict):
+                registry.makeCounter(descriptor: Self.healthVerdicts, labels: [("verdict", verdict)])
+            case .healthReason(let reason):
+                registry.makeCounter(descriptor: Self.healthReasons, labels: [("reason", reason)])
+            case .rereadAnswer(let verdict):
+                registry.makeCounter(descriptor: Self.rereadAnswers, labels: [("verdict", verdict)])
             }
         }
     }
@@ -204,4 +234,7 @@ private enum CounterLabel: Hashable, Sendable {
     case reason(String)
     case job(kind: String, outcome: String)
     case reconcile(String)
+    case healthVerdict(String)
+    case healthReason(String)
+    case rereadAnswer(String)
 }
