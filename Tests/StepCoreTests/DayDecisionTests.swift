@@ -154,6 +154,22 @@ struct DayDecisionTests {
             Issue.record("a pending day is never final")
             return
         }
+        // A quarantined day waits for its review, however late: the submission is kept and raises the reported
+        // count, and the day stays with its reviewer.
+        let quarantined = Self.log(reported: 3_000, status: .quarantined)
+        guard case .open(let kept) = Self.ingest(quarantined, count: 9_000, mode: .production, at: later) else {
+            Issue.record("a quarantined day is never final")
+            return
+        }
+        #expect(kept.log.status == .quarantined)
+        #expect(kept.log.reportedCount == 9_000)
+        // A rejected day was decided: past its window it is final like an accepted one.
+        let rejected = Self.log(reported: 3_000, status: .rejected)
+        guard case .final(let unchanged) = Self.ingest(rejected, count: 9_000, mode: .production, at: later) else {
+            Issue.record("a rejected day past its settle window is final")
+            return
+        }
+        #expect(unchanged == rejected)
     }
 
     @Test("an open day takes the zone of its latest submission, and its settle window runs from its end there")
