@@ -19,6 +19,11 @@ struct PostgresURLTests {
         // Each part is decoded once: a percent sign is written %25, and %2541 is the three characters %41.
         let percent = try PostgresURL(parsing: "postgres://u%25s:p%25ss%2541@db.internal/d%25b%2541")
         #expect(percent.username == "u%s" && percent.password == "p%ss%41" && percent.database == "d%b%41")
+        let verified = try PostgresURL(
+            parsing: "postgres://db.internal/steps?sslmode=verify-full&sslrootcert=/etc/ca.pem")
+        #expect(verified.tls == .verifyFull && verified.rootCertificateFile == "/etc/ca.pem")
+        let system = try PostgresURL(parsing: "postgres://db.internal/steps?sslmode=verify-ca&sslrootcert=system")
+        #expect(system.tls == .verifyCA && system.rootCertificateFile == nil)
         let bare = try PostgresURL(parsing: "postgresql://10.0.0.2")
         #expect(bare.address == .tcp(host: "10.0.0.2", port: 5432))
         #expect(bare.username == "postgres" && bare.password == nil && bare.database == nil && bare.tls == .prefer)
@@ -45,7 +50,11 @@ struct PostgresURLTests {
             ("postgres://u:hunter2@/steps", "needs a host"),
             ("postgres://u:hunter2@/steps?host=run/postgresql", "absolute path"),
             ("postgres://u:hunter2@/steps?host=/run/postgresql&sslmode=require", "sslmode=require"),
-            ("postgres://u:hunter2@db/steps?sslmode=verify-full", "sslmode must be"),
+            ("postgres://u:hunter2@db/steps?sslmode=verify", "sslmode must be"),
+            ("postgres://u:hunter2@/steps?host=/run/postgresql&sslmode=verify-full", "sslmode=verify-full"),
+            ("postgres://u:hunter2@db/steps?sslmode=require&sslrootcert=/etc/ca.pem", "sslrootcert needs"),
+            ("postgres://u:hunter2@db/steps?sslrootcert=/etc/ca.pem", "sslrootcert needs"),
+            ("postgres://u:hunter2@db/steps?sslmode=verify-ca&sslrootcert=", "sslrootcert must name"),
             ("postgres://u:hunter2@/steps?host=/run&port=fifty", "port must be a number"),
             ("postgres://u:hunter2@/steps?host=/run&port=70000", "port is out of range"),
         ])

@@ -7,6 +7,11 @@ package final class ThrowawayCluster: Sendable {
     let directory: String
     let bindir: String
     let runAsPostgres: Bool
+    let tls: Bool
+
+    /// With `tls`: the PEM certificate of the authority that signed the server's certificate, which names
+    /// `localhost` (and not 127.0.0.1).
+    package var rootCertificateFile: String { directory + "/ca.crt" }
 
     package var url: String { "postgres://postgres@127.0.0.1:\(port)/postgres?sslmode=disable" }
 
@@ -14,18 +19,51 @@ package final class ThrowawayCluster: Sendable {
         ProcessInfo.processInfo.environment["STEPLEDGER_TEST_POSTGRES_BINDIR"] != nil
     }
 
-    package init() throws {
+    /// A new cluster, started; with `tls`, serving TLS with a certificate for `localhost` from an authority of its own.
+    package init(tls: Bool = false) throws {
         guard let bindir = ProcessInfo.processInfo.environment["STEPLEDGER_TEST_POSTGRES_BINDIR"] else {
             throw ClusterError(message: "STEPLEDGER_TEST_POSTGRES_BINDIR is not set")
         }
         self.bindir = bindir
         self.directory = NSTemporaryDirectory() + "stepledger-outage-\(UUID().uuidString)"
         self.runAsPostgres = getuid() == 0
+        self.tls = tls
         self.port = try Self.freePort()
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         if runAsPostgres { try Self.run("/bin/chown", ["postgres", directory]) }
         try execute("initdb", ["-D", directory + "/data", "-U", "postgres", "--auth=trust", "--no-instructions"])
+        if tls { try makeCertificates() }
         try start()
+    }
+
+    /// An authority and a server certificate it signs for `localhost`, with openssl; the server's key is the
+    /// server's own (PostgreSQL refuses a key others can read).
+    private func makeCertificates() throws {
+        let openssl = "/usr/bin/openssl"
+        let key = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+        try Self.run(
+            openssl,
+            ["req", "-x509"] + key + [
+                "-days", "2", "-subj", "/CN=StepLedger test authority", "-keyout", directory + "/ca.key", "-out",
+                rootCertificateFile,
+            ])
+        try Self.run(
+            openssl,
+            ["req"] + key + [
+                "-subj", "/CN=localhost", "-keyout", directory + "/server.key", "-out", directory + "/server.csr",
+            ])
+        try "subjectAltName=DNS:localhost\n".write(toFile: directory + "/server.ext", atomically: true, encoding: .utf8)
+        try Self.run(
+            openssl,
+            [
+                "x509", "-req", "-in", directory + "/server.csr", "-CA", rootCertificateFile, "-CAkey",
+                directory + "/ca.key", "-CAcreateserial", "-days", "2", "-extfile", directory + "/server.ext", "-out",
+                directory + "/server.crt",
+            ])
+        try Self.run("/bin/chmod", ["600", directory + "/server.key"])
+        if runAsPostgres {
+            try Self.run("/bin/chown", ["postgres", directory + "/server.key", directory + "/server.crt"])
+        }
     }
 
     package func start() throws {
@@ -33,7 +71,11 @@ package final class ThrowawayCluster: Sendable {
             "pg_ctl",
             [
                 "-D", directory + "/data", "-l", directory + "/server.log", "-w", "-t", "60", "-o",
-                "-p \(port) -k \(directory) -c listen_addresses=127.0.0.1 -c fsync=off", "start",
+                "-p \(port) -k \(directory) -c listen_addresses=127.0.0.1 -c fsync=off"
+                    + (tls
+                        ? " -c ssl=on -c ssl_cert_file=\(directory)/server.crt -c ssl_key_file=\(directory)/server.key"
+                        : ""),
+                "start",
             ])
     }
 

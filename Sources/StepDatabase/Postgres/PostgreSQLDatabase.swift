@@ -166,11 +166,9 @@ package final class PostgreSQLDatabase: Database {
         switch parsed.address {
         case .tcp(let host, let port):
             let tls: PostgresConnection.Configuration.TLS
-            switch parsed.tls {
-            case .disable: tls = .disable
-            case .prefer, .require:
-                guard let context = try? NIOSSLContext(configuration: .makeClientConfiguration()) else { return }
-                tls = parsed.tls == .prefer ? .prefer(context) : .require(context)
+            switch try parsed.tlsContext() {
+            case nil: tls = .disable
+            case let context?: tls = parsed.tls == .prefer ? .prefer(context) : .require(context)
             }
             configuration = PostgresConnection.Configuration(
                 host: host, port: port, username: parsed.username, password: parsed.password,
@@ -185,6 +183,7 @@ package final class PostgreSQLDatabase: Database {
             connection = try await PostgresConnection.connect(
                 configuration: configuration, id: 0, logger: driverLogger(logger))
         } catch let error as PSQLError {
+            if let refusal = tlsRefusal(error, mode: parsed.tls) { throw refusal }
             guard error.code == .server, let state = error.serverInfo?[.sqlState],
                 ["28P01", "28000", "3D000"].contains(state)
             else { return }
@@ -194,6 +193,25 @@ package final class PostgreSQLDatabase: Database {
             return
         }
         try? await connection.close()
+    }
+
+    /// The error naming a TLS failure of a first connection, which the pool would only retry: the server offers no
+    /// TLS to a mode that needs it, or its certificate fails the mode's check. nil for any other failure.
+    private static func tlsRefusal(_ error: PSQLError, mode: PostgresURL.TLSMode) -> StoreError? {
+        if error.code == .sslUnsupported {
+            return .invalidConfiguration(
+                "PostgreSQL offers no TLS, and sslmode=\(mode.rawValue) needs it (check database.url)")
+        }
+        guard let underlying = error.underlying,
+            underlying is NIOSSLError || underlying is NIOSSLExtraError || underlying is BoringSSLError
+        else {
+            return nil
+        }
+        let check =
+            mode.verifies
+            ? "the server's certificate failed sslmode=\(mode.rawValue)'s check (sslrootcert names the authorities trusted)"
+            : "the TLS handshake failed"
+        return .invalidConfiguration("PostgreSQL TLS: \(check): \(underlying) (check database.url)")
     }
 
     package static func open(
@@ -211,10 +229,11 @@ package final class PostgreSQLDatabase: Database {
         switch parsed.address {
         case .tcp(let host, let port):
             let tls: PostgresClient.Configuration.TLS
-            switch parsed.tls {
-            case .disable: tls = .disable
-            case .prefer: tls = .prefer(.makeClientConfiguration())
-            case .require: tls = .require(.makeClientConfiguration())
+            // Made once to name an sslrootcert that cannot be read; the pool makes its own context.
+            _ = try parsed.tlsContext()
+            switch parsed.tlsConfiguration {
+            case nil: tls = .disable
+            case let configuration?: tls = parsed.tls == .prefer ? .prefer(configuration) : .require(configuration)
             }
             configuration = PostgresClient.Configuration(
                 host: host, port: port, username: parsed.username, password: parsed.password,

@@ -12,8 +12,16 @@ package struct PostgresURL: Sendable, Hashable {
         case socket(path: String)
     }
 
-    package enum TLSMode: String, Sendable, Hashable {
+    /// libpq's `sslmode` values and meanings: `prefer` and `require` encrypt without checking the server's
+    /// certificate (`prefer` falls back to plain text when the server offers no TLS), `verify-ca` also checks that an
+    /// authority it trusts signed the certificate, `verify-full` also that the certificate names the host.
+    package enum TLSMode: String, Sendable, Hashable, CaseIterable {
         case disable, prefer, require
+        case verifyCA = "verify-ca"
+        case verifyFull = "verify-full"
+
+        /// Whether the server's certificate is checked.
+        package var verifies: Bool { self == .verifyCA || self == .verifyFull }
     }
 
     package static let defaultPort = 5432
@@ -22,8 +30,11 @@ package struct PostgresURL: Sendable, Hashable {
     package let username: String
     package let password: String?
     package let database: String?
-    /// Never `.require` with a socket: TLS is not spoken over one.
+    /// `.disable` with a socket: TLS is not spoken over one.
     package let tls: TLSMode
+    /// The PEM file of the authorities a `verify-ca` or `verify-full` connection trusts (libpq's `sslrootcert`); nil:
+    /// the system's (`sslrootcert` absent or `system`).
+    package let rootCertificateFile: String?
 
     /// Parses `url`; the error's detail never repeats the URL (it may carry a password).
     package init(parsing url: String) throws(StoreError) {
@@ -33,8 +44,20 @@ package struct PostgresURL: Sendable, Hashable {
         let query = components.queryItems ?? []
         let sslMode = query.last { $0.name == "sslmode" }?.value ?? TLSMode.prefer.rawValue
         guard let tls = TLSMode(rawValue: sslMode) else {
-            throw StoreError.invalidConfiguration("sslmode must be disable, prefer or require")
+            throw StoreError.invalidConfiguration("sslmode must be disable, prefer, require, verify-ca or verify-full")
         }
+        let rootCertificate = query.last { $0.name == "sslrootcert" }?.value
+        if let rootCertificate {
+            guard tls.verifies else {
+                throw StoreError.invalidConfiguration(
+                    "sslrootcert needs sslmode=verify-ca or verify-full (prefer and require do not check the certificate)"
+                )
+            }
+            guard !rootCertificate.isEmpty else {
+                throw StoreError.invalidConfiguration("sslrootcert must name a PEM file (or be system)")
+            }
+        }
+        rootCertificateFile = rootCertificate == "system" ? nil : rootCertificate
         var port = components.port ?? Self.defaultPort
         if let text = query.last(where: { $0.name == "port" })?.value {
             guard let value = Int(text) else { throw StoreError.invalidConfiguration("the port must be a number") }
@@ -46,8 +69,8 @@ package struct PostgresURL: Sendable, Hashable {
                 throw StoreError.invalidConfiguration(
                     "the host parameter must be the absolute path of the server's socket folder")
             }
-            guard tls != .require else {
-                throw StoreError.invalidConfiguration("sslmode=require cannot be met over a Unix-domain socket")
+            guard tls == .disable || tls == .prefer else {
+                throw StoreError.invalidConfiguration("sslmode=\(tls.rawValue) cannot be met over a Unix-domain socket")
             }
             let folder = hostParameter.hasSuffix("/") ? String(hostParameter.dropLast()) : hostParameter
             address = .socket(path: "\(folder)/.s.PGSQL.\(port)")
