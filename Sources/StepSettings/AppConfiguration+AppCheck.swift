@@ -18,7 +18,9 @@ extension AppConfiguration {
             package static let section = "appCheck"
             package var isSecret: Bool {
                 switch self {
-                case .projectNumber, .jwksFile, .jwksUrl, .appIds, .maxTokenAgeSeconds: false
+                // A key-set URL may carry credentials (`https://user:secret@host/…`, sent as Basic authentication).
+                case .jwksUrl: true
+                case .projectNumber, .jwksFile, .appIds, .maxTokenAgeSeconds: false
                 }
             }
         }

@@ -20,7 +20,9 @@ extension AppConfiguration {
             package var isSecret: Bool {
                 switch self {
                 case .devSecret: true
-                case .jwksFile, .jwksUrl, .issuer, .audience, .leewaySeconds, .maxInvalidPerMinute: false
+                // A key-set URL may carry credentials (`https://user:secret@host/…`, sent as Basic authentication).
+                case .jwksUrl: true
+                case .jwksFile, .issuer, .audience, .leewaySeconds, .maxInvalidPerMinute: false
                 }
             }
         }

@@ -17,7 +17,7 @@ struct SecretTests {
             secrets == [
                 "database.url", "database.readReplicas", "jwt.devSecret", "admin.token", "events.webhookSecret",
                 "playIntegrity.decryptionKey", "playIntegrity.verificationKey", "http.metricsToken",
-                "events.webhookUrl", "tracing.otlpEndpoint",
+                "events.webhookUrl", "tracing.otlpEndpoint", "jwt.jwksUrl", "appCheck.jwksUrl",
             ])
     }
 
@@ -32,6 +32,8 @@ struct SecretTests {
             "events.webhookSecret": "webhook-secret-0123456789-0123456789",
             "events.webhookUrl": "https://push.example/hook?token=hunter2-webhook-url",
             "tracing.otlpEndpoint": "http://collector:hunter2-otlp@127.0.0.1:4318",
+            "jwt.jwksUrl": "https://keys:hunter2-jwks@auth.example/jwks.json",
+            "appCheck.jwksUrl": "https://keys:hunter2-app-check@keys.example/jwks",
             "playIntegrity.decryptionKey": Data((0..<32).map { UInt8($0 + 100) }).base64EncodedString(),
             "playIntegrity.verificationKey": P256.Signing.PrivateKey().publicKey.derRepresentation
                 .base64EncodedString(),
@@ -40,7 +42,9 @@ struct SecretTests {
             """
             {"database": {"url": "\(secrets["database.url"]!)", "readReplicas": ["\(secrets["database.readReplicas"]!)"]},
              "http": {"metricsToken": "\(secrets["http.metricsToken"]!)"},
-             "jwt": {"devSecret": "\(secrets["jwt.devSecret"]!)", "issuer": "visible-issuer"},
+             "jwt": {"devSecret": "\(secrets["jwt.devSecret"]!)", "issuer": "visible-issuer",
+                     "jwksUrl": "\(secrets["jwt.jwksUrl"]!)"},
+             "appCheck": {"jwksUrl": "\(secrets["appCheck.jwksUrl"]!)"},
              "events": {"webhookUrl": "\(secrets["events.webhookUrl"]!)", "webhookSecret": "\(secrets["events.webhookSecret"]!)"},
              "tracing": {"otlpEndpoint": "\(secrets["tracing.otlpEndpoint"]!)"},
              "playIntegrity": {"packageName": "dev.example", "decryptionKey": "\(secrets["playIntegrity.decryptionKey"]!)",

@@ -16,7 +16,7 @@ package struct JWKSDocument: Sendable {
 package struct JWKSUnavailableError: Error, Sendable, CustomStringConvertible {
     package var url: String
     package var reason: String
-    package var description: String { "cannot fetch \(url): \(reason)" }
+    package var description: String { "cannot fetch \(JWKSCache.shown(url)): \(reason)" }
 }
 
 /// The JWKS documents of every URL the server takes keys from (the session issuer's and Firebase App Check's),
@@ -193,12 +193,23 @@ package actor JWKSCache {
             logger.warning(
                 "JWKS fetch failed; keeping the keys already held",
                 metadata: [
-                    "url": .string(url), "error": .string(String(describing: error)),
+                    "url": .string(Self.shown(url)), "error": .string(String(describing: error)),
                     "failures": .stringConvertible(entry.consecutiveFailures),
                     "backoffSeconds": .stringConvertible(backoff),
                 ])
         }
         entries[url] = entry
+    }
+
+    /// `url` as logs and errors show it: without the credentials (`https://user:secret@host/…`, which AsyncHTTPClient
+    /// sends as Basic authentication) or the query a key-set URL may carry.
+    package nonisolated static func shown(_ url: String) -> String {
+        guard var components = URLComponents(string: url) else { return "the key-set URL" }
+        components.user = nil
+        components.password = nil
+        components.query = nil
+        components.fragment = nil
+        return components.string ?? "the key-set URL"
     }
 
     /// A document that is not a JSON object with a non-empty `keys` array is a failed fetch: it must not replace
