@@ -62,13 +62,13 @@ package enum DayReconciliation {
         let highest = ordered.map(\.count).max() ?? 0
         let checks = IngestChecks(limits: limits, mode: .production)
         var found = Set<ReasonCode>()
+        let recent = RecentZones(evidence.recent)
         for submission in ordered {
             let bucket = submission.bucket
             found.formUnion(
                 checks.reasons(for: bucket, now: submission.receivedAt, previous: nil, whitelist: evidence.whitelist))
-            if evidence.recent.contains(where: {
-                $0.receivedAt < submission.receivedAt
-                    && checks.isTimeZoneJump(to: bucket.timeZone, at: submission.receivedAt, from: $0)
+            if recent.latestBefore(submission.receivedAt).contains(where: {
+                checks.isTimeZoneJump(to: bucket.timeZone, at: submission.receivedAt, from: $0)
             }) {
                 found.insert(.tzJumpDetected)
             }
@@ -117,6 +117,33 @@ package enum DayReconciliation {
             }
         }
         return false
+    }
+}
+
+/// The walker's recent submissions by zone, each zone's arrivals in order. Whether some submission before a moment
+/// makes a zone jump depends on a zone and an age alone (offsets are read at the moment judged), so of each zone
+/// only the latest arrival before the moment counts: a binary search per zone, instead of a pass over every recent
+/// submission for each of the day's (a day of tens of thousands of submissions took minutes, holding the writer).
+struct RecentZones {
+    private let zones: [(zone: TimeZone, arrivals: [Date])]
+
+    init(_ recent: [PreviousSubmission]) {
+        zones = Dictionary(grouping: recent, by: \.timeZone.identifier).values.map {
+            ($0[0].timeZone, $0.map(\.receivedAt).sorted())
+        }
+    }
+
+    /// Of each zone, its latest submission that arrived before `moment`.
+    func latestBefore(_ moment: Date) -> [PreviousSubmission] {
+        zones.compactMap { zone, arrivals in
+            var low = 0
+            var high = arrivals.count
+            while low < high {
+                let middle = (low + high) / 2
+                if arrivals[middle] < moment { low = middle + 1 } else { high = middle }
+            }
+            return low == 0 ? nil : PreviousSubmission(timeZone: zone, receivedAt: arrivals[low - 1])
+        }
     }
 }
 

@@ -123,6 +123,43 @@ struct DayReconciliationTests {
         #expect(judge(day, recent: [hoursAgo(3, TimeZone(identifier: "Asia/Tokyo")!)]) == .accept(acceptedCount: 3_000))
     }
 
+    @Test("the zone-jump check by each zone's latest arrival finds what a pass over every recent submission finds")
+    func zoneJumpByLatestArrival() {
+        let zones = ["Pacific/Kiritimati", "America/Los_Angeles", "Asia/Tokyo", "Europe/Warsaw", "UTC"].map {
+            TimeZone(identifier: $0)!
+        }
+        var generator = SystemRandomNumberGenerator()
+        let checks = IngestChecks(limits: limits, mode: .production)
+        var jumps = 0
+        for _ in 0..<300 {
+            let day = (0..<Int.random(in: 1...6, using: &generator)).map { _ in
+                submission(
+                    "a", 3_000, from: 0, to: 1, at: Double.random(in: 1...30, using: &generator),
+                    zone: zones.randomElement(using: &generator)!)
+            }
+            let recent = (0..<Int.random(in: 0...12, using: &generator)).map { _ in
+                PreviousSubmission(
+                    timeZone: zones.randomElement(using: &generator)!,
+                    receivedAt: Self.t0.addingTimeInterval(Double.random(in: -30...30, using: &generator) * 3600))
+            }
+            // The reference: every recent submission before each of the day's.
+            let jumped = day.contains { submitted in
+                recent.contains {
+                    $0.receivedAt < submitted.receivedAt
+                        && checks.isTimeZoneJump(to: submitted.bucket.timeZone, at: submitted.receivedAt, from: $0)
+                }
+            }
+            if jumped { jumps += 1 }
+            let reasons: [String]
+            switch judge(day, recent: recent) {
+            case .accept: reasons = []
+            case .quarantine(let found): reasons = found
+            }
+            #expect(reasons.contains("TZ_JUMP_DETECTED") == jumped, "\(day) after \(recent)")
+        }
+        #expect(jumps > 20 && jumps < 280, "the random cases hold jumps and no jumps: \(jumps)")
+    }
+
     @Test("the offline and future caps are measured from each submission's arrival, not from the reconcile")
     func capsFromArrival() {
         // Arrived 6 days after the day: inside the 7-day offline cap, whenever the job runs.
