@@ -34,6 +34,17 @@ struct SQLiteConnectionTests {
             #expect(mode & 0o077 == 0, "\(file) has mode \(String(mode, radix: 8))")
         }
         try await database.close()
+        // So is the file a `file:` URI names.
+        let named = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "stepledger-uri-\(UUID().uuidString).sqlite"
+        ).path
+        defer { Self.remove(named) }
+        let uri = try await SQLiteDatabase.open(path: "file:\(named)?cache=private", logger: Logger(label: "test"))
+        try await uri.transaction { try await $0.raw("CREATE TABLE t (k BIGINT PRIMARY KEY)").run() }
+        let attributes = try FileManager.default.attributesOfItem(atPath: named)
+        let mode = try #require((attributes[.posixPermissions] as? NSNumber)?.intValue)
+        #expect(mode & 0o077 == 0, "a file: URI's file has mode \(String(mode, radix: 8))")
+        try await uri.close()
     }
 
     @Test("a statement is parsed once and reused by every later call with other values")

@@ -44,13 +44,21 @@ final class SQLiteHandle: @unchecked Sendable {
     /// Creates the file at `path` readable and writable by its owner alone, when there is none yet. SQLite would
     /// create it 0644 under the usual umask, and its `-wal` and `-shm` take the database's mode: the database holds
     /// the service's signing secrets and walkers' health data, not for other local users.
+    /// A `file:` URI's file is created so too, unless the URI opens memory or an existing file only (`mode=`).
     private static func createOwnerOnly(_ path: String) throws {
-        guard !path.isEmpty, path != ":memory:", !path.hasPrefix("file:") else { return }
-        let code = createExclusive(path)
+        var file = path
+        if path.hasPrefix("file:") {
+            let query = path.split(separator: "?", maxSplits: 1).dropFirst().first?.split(separator: "#").first ?? ""
+            let mode = query.split(separator: "&").last { $0.hasPrefix("mode=") }?.dropFirst("mode=".count)
+            guard mode == nil || mode == "rwc", let named = DatabaseOpener.sqliteFilePath(path) else { return }
+            file = named
+        }
+        guard !file.isEmpty, file != ":memory:" else { return }
+        let code = createExclusive(file)
         if code == 0 { return }
         // There already: SQLite opens it as it is (an operator may have chosen its mode).
         if code == EEXIST { return }
-        throw StoreError.unavailable("cannot create SQLite database at \(path): \(String(cString: strerror(code)))")
+        throw StoreError.unavailable("cannot create SQLite database at \(file): \(String(cString: strerror(code)))")
     }
 
     /// Runs one statement with `binds` for its `?` placeholders, handing every result row to `onRow`.
