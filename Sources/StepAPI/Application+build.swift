@@ -192,6 +192,19 @@ package func buildApplication(
             "appCheck.appIds is not set: the ingest routes take an App Check token of any app of the Firebase project, a web app's included; list the mobile apps' ids"
         )
     }
+    // prefer and require check no certificate (libpq's meanings): over a network that is not this machine's, whoever
+    // sits in the middle reads the password and the data.
+    if configuration.mode == .production {
+        let urls =
+            [("database.url", configuration.databaseURL)]
+            + configuration.database.readReplicas.map { ("database.readReplicas", $0) }
+        for (key, url) in urls {
+            guard let parsed = try? PostgresURL(parsing: url), parsed.unauthenticatedOverNetwork else { continue }
+            logger.warning(
+                "\(key) reaches \(parsed.addressDescription) with sslmode=\(parsed.tls.rawValue), which checks no certificate: use sslmode=verify-full (with sslrootcert for a private authority)"
+            )
+        }
+    }
     // Test-phase runs without Android keys as a matter of course: only production is warned.
     if configuration.mode == .production, configuration.playIntegrity.configuration == nil {
         logger.warning("playIntegrity.* is not set: POST /health refuses every Android device")

@@ -58,6 +58,17 @@ struct PostgresTLSTests {
             }
             #expect(ContinuousClock.now - started < .seconds(15), "named at once, not retried by the pool")
         }
+        // The pool checks as the first connection does: opened without that connection, the first statement over
+        // 127.0.0.1 under verify-full fails.
+        var patient = PostgresSettings()
+        patient.connectTimeoutSeconds = 2
+        let unchecked = try PostgreSQLDatabase.open(
+            url: byAddress + "?sslmode=verify-full&sslrootcert=\(root)", settings: patient,
+            logger: Logger(label: "test"))
+        await #expect(throws: (any Error).self) {
+            try await unchecked.withConnection { try await $0.raw("SELECT 1").run() }
+        }
+        try await unchecked.close()
         // A file of no certificates as sslrootcert is named before any connection.
         let empty = NSTemporaryDirectory() + "stepledger-no-ca-\(UUID().uuidString).pem"
         try "not a certificate\n".write(toFile: empty, atomically: true, encoding: .utf8)
@@ -65,7 +76,7 @@ struct PostgresTLSTests {
         await #expect {
             _ = try await encrypted(byName + "?sslmode=verify-full&sslrootcert=\(empty)")
         } throws: { error in
-            ((error as? StoreError)?.detail ?? "").contains("sslrootcert")
+            ((error as? StoreError)?.detail ?? "").contains("sslrootcert \(empty)")
         }
     }
 }

@@ -29,6 +29,22 @@ struct PostgresURLTests {
         #expect(bare.username == "postgres" && bare.password == nil && bare.database == nil && bare.tls == .prefer)
     }
 
+    @Test(
+        "a connection may reach an unauthenticated server over a network only by TCP beyond loopback, in a mode that checks no certificate"
+    )
+    func unauthenticatedOverNetwork() throws {
+        for (url, exposed) in [
+            ("postgres://db.internal/steps", true), ("postgres://db.internal/steps?sslmode=require", true),
+            ("postgres://10.0.0.2/steps?sslmode=disable", true), ("postgres://[2001:db8::1]/steps", true),
+            ("postgres://db.internal/steps?sslmode=verify-ca", false),
+            ("postgres://db.internal/steps?sslmode=verify-full", false), ("postgres://127.0.0.1/steps", false),
+            ("postgres://localhost/steps?sslmode=disable", false), ("postgres://[::1]/steps", false),
+            ("postgres://u@/steps?host=/run/postgresql", false),
+        ] {
+            #expect(try PostgresURL(parsing: url).unauthenticatedOverNetwork == exposed, "\(url)")
+        }
+    }
+
     @Test("a host parameter that is an absolute path is the socket's folder; the port names the socket file")
     func socket() throws {
         let url = try PostgresURL(parsing: "postgres://ledger@/steps?host=/var/run/postgresql")

@@ -202,11 +202,16 @@ package final class PostgreSQLDatabase: Database {
             return .invalidConfiguration(
                 "PostgreSQL offers no TLS, and sslmode=\(mode.rawValue) needs it (check database.url)")
         }
-        guard let underlying = error.underlying,
-            underlying is NIOSSLError || underlying is NIOSSLExtraError || underlying is BoringSSLError
-        else {
-            return nil
+        // The handshake's own failures only: a connection closed in the middle of one (a server shutting down) is
+        // left to the pool like any other.
+        let handshake: Bool
+        switch error.underlying {
+        case let failure as NIOSSLError:
+            if case .handshakeFailed = failure { handshake = true } else { handshake = false }
+        case is NIOSSLExtraError, is BoringSSLError: handshake = true
+        default: handshake = false
         }
+        guard handshake, let underlying = error.underlying else { return nil }
         let check =
             mode.verifies
             ? "the server's certificate failed sslmode=\(mode.rawValue)'s check (sslrootcert names the authorities trusted)"

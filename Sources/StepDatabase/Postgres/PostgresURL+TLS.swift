@@ -16,6 +16,14 @@ extension PostgresURL {
         return configuration
     }
 
+    /// Whether a connection may reach a server it has not authenticated, over a network: TCP to a host other than
+    /// this machine's loopback, in a mode that checks no certificate.
+    package var unauthenticatedOverNetwork: Bool {
+        guard case .tcp(let host, _) = address, !tls.verifies else { return false }
+        let bare = host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
+        return !(bare == "localhost" || bare == "::1" || bare.hasPrefix("127."))
+    }
+
     /// The TLS context of `tlsConfiguration`, made once here so that an `sslrootcert` that cannot be read is named at
     /// start instead of failing every connection the pool opens.
     package func tlsContext() throws(StoreError) -> NIOSSLContext? {
@@ -23,7 +31,9 @@ extension PostgresURL {
         do {
             return try NIOSSLContext(configuration: configuration)
         } catch {
-            throw StoreError.invalidConfiguration("sslrootcert: cannot read PEM certificates from the file it names")
+            // A path is no secret; the rest of the URL may be.
+            let source = rootCertificateFile.map { "sslrootcert \($0)" } ?? "the system's certificate authorities"
+            throw StoreError.invalidConfiguration("cannot read PEM certificates from \(source) (database.url's TLS)")
         }
     }
 }
