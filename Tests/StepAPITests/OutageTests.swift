@@ -17,7 +17,7 @@ struct OutageTests {
         "a database restart mid-load gives 503s, never a crash or a hang, and the service recovers by itself",
         .enabled(if: ThrowawayCluster.isAvailable), .timeLimit(.minutes(3)))
     func restartMidLoad() async throws {
-        let cluster = try ThrowawayCluster()
+        let cluster = try await ThrowawayCluster()
         defer { cluster.destroy() }
         var settings = PostgresSettings()
         settings.connectTimeoutSeconds = 1
@@ -38,7 +38,7 @@ struct OutageTests {
         try await harness.app.application.test(.router) { client in
             #expect(try await client.ingest(IngestBody(count: 1000), token: token).status == .ok)
 
-            try cluster.stop()
+            try await cluster.stop()
             let started = ContinuousClock.now
             var statuses: [Int] = []
             for index in 0..<5 {
@@ -59,7 +59,7 @@ struct OutageTests {
             #expect(
                 ContinuousClock.now - started < .seconds(30), "answers must come promptly while the database is down")
 
-            try cluster.start()
+            try await cluster.start()
             var recovered = false
             for _ in 0..<40 where !recovered {
                 let response = try await client.ingest(IngestBody(count: 9000), token: token)

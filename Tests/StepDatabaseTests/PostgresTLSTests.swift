@@ -14,7 +14,7 @@ struct PostgresTLSTests {
         "prefer (the default) and require encrypt without checking the certificate, verify-ca checks its authority, verify-full also its name; a failed check is named at once",
         .enabled(if: ThrowawayCluster.isAvailable), .timeLimit(.minutes(3)))
     func modes() async throws {
-        let cluster = try ThrowawayCluster(tls: true)
+        let cluster = try await ThrowawayCluster(tls: true)
         defer { cluster.destroy() }
         let root = cluster.rootCertificateFile
         let byAddress = "postgres://postgres@127.0.0.1:\(cluster.port)/postgres"

@@ -2,6 +2,9 @@ import Foundation
 
 /// A private PostgreSQL cluster a test can stop and start (for outage tests), built with the server
 /// binaries `scripts/with-postgres` found. Runs as the postgres OS user when the tests run as root.
+///
+/// Its tools (initdb, pg_ctl, openssl) run on a thread of their own: waiting for one on a cooperative thread (two on
+/// two cores) held half the tests' threads for seconds, and a test beside it saw its own timers late.
 package final class ThrowawayCluster: Sendable {
     package let port: Int
     let directory: String
@@ -20,7 +23,7 @@ package final class ThrowawayCluster: Sendable {
     }
 
     /// A new cluster, started; with `tls`, serving TLS with a certificate for `localhost` from an authority of its own.
-    package init(tls: Bool = false) throws {
+    package init(tls: Bool = false) async throws {
         guard let bindir = ProcessInfo.processInfo.environment["STEPLEDGER_TEST_POSTGRES_BINDIR"] else {
             throw ClusterError(message: "STEPLEDGER_TEST_POSTGRES_BINDIR is not set")
         }
@@ -30,44 +33,44 @@ package final class ThrowawayCluster: Sendable {
         self.tls = tls
         self.port = try Self.freePort()
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        if runAsPostgres { try Self.run("/bin/chown", ["postgres", directory]) }
-        try execute("initdb", ["-D", directory + "/data", "-U", "postgres", "--auth=trust", "--no-instructions"])
-        if tls { try makeCertificates() }
-        try start()
+        if runAsPostgres { try await Self.run("/bin/chown", ["postgres", directory]) }
+        try await execute("initdb", ["-D", directory + "/data", "-U", "postgres", "--auth=trust", "--no-instructions"])
+        if tls { try await makeCertificates() }
+        try await start()
     }
 
     /// An authority and a server certificate it signs for `localhost`, with openssl; the server's key is the
     /// server's own (PostgreSQL refuses a key others can read).
-    private func makeCertificates() throws {
+    private func makeCertificates() async throws {
         let openssl = "/usr/bin/openssl"
         let key = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
-        try Self.run(
+        try await Self.run(
             openssl,
             ["req", "-x509"] + key + [
                 "-days", "2", "-subj", "/CN=StepLedger test authority", "-keyout", directory + "/ca.key", "-out",
                 rootCertificateFile,
             ])
-        try Self.run(
+        try await Self.run(
             openssl,
             ["req"] + key + [
                 "-subj", "/CN=localhost", "-keyout", directory + "/server.key", "-out", directory + "/server.csr",
             ])
         try "subjectAltName=DNS:localhost\n".write(toFile: directory + "/server.ext", atomically: true, encoding: .utf8)
-        try Self.run(
+        try await Self.run(
             openssl,
             [
                 "x509", "-req", "-in", directory + "/server.csr", "-CA", rootCertificateFile, "-CAkey",
                 directory + "/ca.key", "-CAcreateserial", "-days", "2", "-extfile", directory + "/server.ext", "-out",
                 directory + "/server.crt",
             ])
-        try Self.run("/bin/chmod", ["600", directory + "/server.key"])
+        try await Self.run("/bin/chmod", ["600", directory + "/server.key"])
         if runAsPostgres {
-            try Self.run("/bin/chown", ["postgres", directory + "/server.key", directory + "/server.crt"])
+            try await Self.run("/bin/chown", ["postgres", directory + "/server.key", directory + "/server.crt"])
         }
     }
 
-    package func start() throws {
-        try execute(
+    package func start() async throws {
+        try await execute(
             "pg_ctl",
             [
                 "-D", directory + "/data", "-l", directory + "/server.log", "-w", "-t", "60", "-o",
@@ -79,25 +82,45 @@ package final class ThrowawayCluster: Sendable {
             ])
     }
 
-    package func stop() throws {
-        try execute("pg_ctl", ["-D", directory + "/data", "-m", "immediate", "-w", "stop"])
+    package func stop() async throws {
+        try await execute("pg_ctl", ["-D", directory + "/data", "-m", "immediate", "-w", "stop"])
     }
 
+    /// Stops the cluster and removes its folder: for a `defer`, so it waits here (an immediate stop is quick).
     package func destroy() {
-        try? stop()
+        try? Self.runHere(tool("pg_ctl"), arguments(["-D", directory + "/data", "-m", "immediate", "-w", "stop"]))
         try? FileManager.default.removeItem(atPath: directory)
     }
 
-    private func execute(_ tool: String, _ arguments: [String]) throws {
-        if runAsPostgres {
-            try Self.run("/usr/sbin/runuser", ["-u", "postgres", "--", bindir + "/" + tool] + arguments)
-        } else {
-            try Self.run(bindir + "/" + tool, arguments)
+    private func execute(_ name: String, _ arguments: [String]) async throws {
+        try await Self.run(tool(name), self.arguments(arguments, of: name))
+    }
+
+    /// The executable that runs server tool `name`: itself, or runuser as the postgres user.
+    private func tool(_ name: String) -> String { runAsPostgres ? "/usr/sbin/runuser" : bindir + "/" + name }
+
+    /// `arguments` for `tool(name)`.
+    private func arguments(_ arguments: [String], of name: String = "pg_ctl") -> [String] {
+        runAsPostgres ? ["-u", "postgres", "--", bindir + "/" + name] + arguments : arguments
+    }
+
+    /// Runs `executable` to its end on a thread of its own.
+    private static func run(_ executable: String, _ arguments: [String]) async throws {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            let thread = Thread {
+                do {
+                    try runHere(executable, arguments)
+                    continuation.resume()
+                } catch {
+                    continuation.resume(throwing: error)
+                }
+            }
+            thread.start()
         }
     }
 
     /// posix_spawn and waitpid directly: Foundation's Process misses the child's exit under the test runner.
-    private static func run(_ executable: String, _ arguments: [String]) throws {
+    private static func runHere(_ executable: String, _ arguments: [String]) throws {
         let argv = ([executable] + arguments).map { strdup($0) } + [nil]
         defer { argv.forEach { free($0) } }
         var actions = posix_spawn_file_actions_t()
