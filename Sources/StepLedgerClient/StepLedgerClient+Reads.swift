@@ -305,7 +305,6 @@ extension StepLedgerClient {
                 guard case .json(let error) = response.body else { return .failure(.invalidRequest("")) }
                 return .failure(.invalidRequest(error.message))
             case .unauthorized(let response): return .unauthorized(reason: Self.reason(response.body))
-            case .conflict: return .failure(.unexpectedResponse(status: 409, code: "IDEMPOTENCY_IN_FLIGHT"))
             case .contentTooLarge: return .failure(.invalidRequest("the request is too large"))
             case .unsupportedMediaType: return .failure(.invalidRequest("unsupported media type"))
             case .unprocessableContent(let response):

@@ -632,7 +632,8 @@ paths:
         with refundedPoints. In test-phase every allocation is confirmed at once.
         Idempotent like POST /step/ingest, by the body's idempotencyKey (its own namespace, apart from ingest keys):
         the same key and body replays the first answer (header Idempotent-Replayed: true), the same key with another
-        body is 422 IDEMPOTENCY_KEY_REUSED, a key still in flight is 409 IDEMPOTENCY_IN_FLIGHT.
+        body is 422 IDEMPOTENCY_KEY_REUSED. A second request with a key still in flight waits for the first (both
+        take the walker's lock) and then replays its answer: never 409 here.
         Rate-limited per walker together with GET /walker.
       security:
         - sessionJWT: []
@@ -660,12 +661,6 @@ paths:
           $ref: '#/components/responses/WalkerBadRequest'
         '401':
           $ref: '#/components/responses/Unauthorized'
-        '409':
-          description: IDEMPOTENCY_IN_FLIGHT, a request with this key is still being processed.
-          content:
-            application/json:
-              schema:
-                $ref: '#/components/schemas/IngestError'
         '413':
           description: PAYLOAD_TOO_LARGE, the body is over http.maxBodyBytes.
           content:
@@ -2638,7 +2633,7 @@ components:
           properties:
             confirmed:
               type: integer
-              description: The sum of the walker's Energy ledger entries (credits, allocations, refunds); below zero while provisional allocations spend pending credit.
+              description: The sum of the walker's Energy ledger entries (credits, allocations, refunds); below zero while provisional allocations spend pending credit, or while points a decided day did not cover wait out ledger.refundGraceSeconds for their refund.
             pending:
               type: integer
               description: Over PENDING and QUARANTINED days, the provisional Energy each showed beyond what the ledger already credited for it.

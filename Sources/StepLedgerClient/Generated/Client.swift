@@ -1718,7 +1718,8 @@ internal struct Client: APIProtocol {
     /// with refundedPoints. In test-phase every allocation is confirmed at once.
     /// Idempotent like POST /step/ingest, by the body's idempotencyKey (its own namespace, apart from ingest keys):
     /// the same key and body replays the first answer (header Idempotent-Replayed: true), the same key with another
-    /// body is 422 IDEMPOTENCY_KEY_REUSED, a key still in flight is 409 IDEMPOTENCY_IN_FLIGHT.
+    /// body is 422 IDEMPOTENCY_KEY_REUSED. A second request with a key still in flight waits for the first (both
+    /// take the walker's lock) and then replays its answer: never 409 here.
     /// Rate-limited per walker together with GET /walker.
     ///
     ///
@@ -1864,28 +1865,6 @@ internal struct Client: APIProtocol {
                         headers: headers,
                         body: body
                     ))
-                case 409:
-                    let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
-                    let body: Operations.CreateAllocation.Output.Conflict.Body
-                    let chosenContentType = try converter.bestContentType(
-                        received: contentType,
-                        options: [
-                            "application/json"
-                        ]
-                    )
-                    switch chosenContentType {
-                    case "application/json":
-                        body = try await converter.getResponseBodyAsJSON(
-                            Components.Schemas.IngestError.self,
-                            from: responseBody,
-                            transforming: { value in
-                                .json(value)
-                            }
-                        )
-                    default:
-                        preconditionFailure("bestContentType chose an invalid content type.")
-                    }
-                    return .conflict(.init(body: body))
                 case 413:
                     let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
                     let body: Operations.CreateAllocation.Output.ContentTooLarge.Body

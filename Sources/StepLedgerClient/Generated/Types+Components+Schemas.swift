@@ -508,7 +508,7 @@ extension Components {
             internal var streakState: Components.Schemas.StreakState
             /// - Remark: Generated from `#/components/schemas/WalkerResponse/energy`.
             internal struct EnergyPayload: Codable, Hashable, Sendable {
-                /// The sum of the walker's Energy ledger entries (credits, allocations, refunds); below zero while provisional allocations spend pending credit.
+                /// The sum of the walker's Energy ledger entries (credits, allocations, refunds); below zero while provisional allocations spend pending credit, or while points a decided day did not cover wait out ledger.refundGraceSeconds for their refund.
                 ///
                 /// - Remark: Generated from `#/components/schemas/WalkerResponse/energy/confirmed`.
                 internal var confirmed: Swift.Int
@@ -523,7 +523,7 @@ extension Components {
                 /// Creates a new `EnergyPayload`.
                 ///
                 /// - Parameters:
-                ///   - confirmed: The sum of the walker's Energy ledger entries (credits, allocations, refunds); below zero while provisional allocations spend pending credit.
+                ///   - confirmed: The sum of the walker's Energy ledger entries (credits, allocations, refunds); below zero while provisional allocations spend pending credit, or while points a decided day did not cover wait out ledger.refundGraceSeconds for their refund.
                 ///   - pending: Over PENDING and QUARANTINED days, the provisional Energy each showed beyond what the ledger already credited for it.
                 ///   - spendable: What an allocation may still take, max(0, confirmed + pending).
                 internal init(

@@ -2659,7 +2659,8 @@ internal enum Operations {
     /// with refundedPoints. In test-phase every allocation is confirmed at once.
     /// Idempotent like POST /step/ingest, by the body's idempotencyKey (its own namespace, apart from ingest keys):
     /// the same key and body replays the first answer (header Idempotent-Replayed: true), the same key with another
-    /// body is 422 IDEMPOTENCY_KEY_REUSED, a key still in flight is 409 IDEMPOTENCY_IN_FLIGHT.
+    /// body is 422 IDEMPOTENCY_KEY_REUSED. A second request with a key still in flight waits for the first (both
+    /// take the walker's lock) and then replays its answer: never 409 here.
     /// Rate-limited per walker together with GET /walker.
     ///
     ///
@@ -2829,57 +2830,6 @@ internal enum Operations {
                     default:
                         try throwUnexpectedResponseStatus(
                             expectedStatus: "unauthorized",
-                            response: self
-                        )
-                    }
-                }
-            }
-            internal struct Conflict: Sendable, Hashable {
-                /// - Remark: Generated from `#/paths/walker/allocations/POST/responses/409/content`.
-                internal enum Body: Sendable, Hashable {
-                    /// - Remark: Generated from `#/paths/walker/allocations/POST/responses/409/content/application\/json`.
-                    case json(Components.Schemas.IngestError)
-                    /// The associated value of the enum case if `self` is `.json`.
-                    ///
-                    /// - Throws: An error if `self` is not `.json`.
-                    /// - SeeAlso: `.json`.
-                    internal var json: Components.Schemas.IngestError {
-                        get throws {
-                            switch self {
-                            case let .json(body):
-                                return body
-                            }
-                        }
-                    }
-                }
-                /// Received HTTP response body
-                internal var body: Operations.CreateAllocation.Output.Conflict.Body
-                /// Creates a new `Conflict`.
-                ///
-                /// - Parameters:
-                ///   - body: Received HTTP response body
-                internal init(body: Operations.CreateAllocation.Output.Conflict.Body) {
-                    self.body = body
-                }
-            }
-            /// IDEMPOTENCY_IN_FLIGHT, a request with this key is still being processed.
-            ///
-            /// - Remark: Generated from `#/paths//walker/allocations/post(createAllocation)/responses/409`.
-            ///
-            /// HTTP response code: `409 conflict`.
-            case conflict(Operations.CreateAllocation.Output.Conflict)
-            /// The associated value of the enum case if `self` is `.conflict`.
-            ///
-            /// - Throws: An error if `self` is not `.conflict`.
-            /// - SeeAlso: `.conflict`.
-            internal var conflict: Operations.CreateAllocation.Output.Conflict {
-                get throws {
-                    switch self {
-                    case let .conflict(response):
-                        return response
-                    default:
-                        try throwUnexpectedResponseStatus(
-                            expectedStatus: "conflict",
                             response: self
                         )
                     }

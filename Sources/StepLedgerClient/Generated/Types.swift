@@ -96,7 +96,8 @@ internal protocol APIProtocol: Sendable {
     /// with refundedPoints. In test-phase every allocation is confirmed at once.
     /// Idempotent like POST /step/ingest, by the body's idempotencyKey (its own namespace, apart from ingest keys):
     /// the same key and body replays the first answer (header Idempotent-Replayed: true), the same key with another
-    /// body is 422 IDEMPOTENCY_KEY_REUSED, a key still in flight is 409 IDEMPOTENCY_IN_FLIGHT.
+    /// body is 422 IDEMPOTENCY_KEY_REUSED. A second request with a key still in flight waits for the first (both
+    /// take the walker's lock) and then replays its answer: never 409 here.
     /// Rate-limited per walker together with GET /walker.
     ///
     ///
@@ -327,7 +328,8 @@ extension APIProtocol {
     /// with refundedPoints. In test-phase every allocation is confirmed at once.
     /// Idempotent like POST /step/ingest, by the body's idempotencyKey (its own namespace, apart from ingest keys):
     /// the same key and body replays the first answer (header Idempotent-Replayed: true), the same key with another
-    /// body is 422 IDEMPOTENCY_KEY_REUSED, a key still in flight is 409 IDEMPOTENCY_IN_FLIGHT.
+    /// body is 422 IDEMPOTENCY_KEY_REUSED. A second request with a key still in flight waits for the first (both
+    /// take the walker's lock) and then replays its answer: never 409 here.
     /// Rate-limited per walker together with GET /walker.
     ///
     ///
