@@ -161,7 +161,7 @@ extension StepLedgerClient {
     }
 
     /// Spends `points` of Energy on a node, under one idempotency key for every try (up to `attempts`): a try
-    /// that met a 5xx, a 409 or no network is sent again with the same key and body, so the walker is charged once.
+    /// that met a 5xx or no network is sent again with the same key and body, so the walker is charged once.
     /// The key is minted here unless `idempotencyKey` gives one: an app that keeps the key of a spend it has not
     /// seen answered (the app was killed, every try failed) and calls again with it is charged once too.
     ///

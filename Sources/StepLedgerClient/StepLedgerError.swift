@@ -39,7 +39,7 @@ public enum StepLedgerError: Error, Sendable, Hashable {
     case unexpectedResponse(status: Int, code: String?)
     /// The request did not reach the server or its answer did not come back.
     case transport(String)
-    /// Every try of an allocation met no answer, a 5xx or a 409 (another try still in flight): the server may have
+    /// Every try of an allocation met no answer or a 5xx: the server may have
     /// made it. Call ``StepLedgerClient/allocate(kind:nodeId:points:attempts:idempotencyKey:)`` again with this
     /// `idempotencyKey` to learn the outcome; the walker is charged once whatever happened. `lastError` is what
     /// the last try met.

@@ -39,7 +39,11 @@ struct PostgresURLTests {
             ("postgres://db.internal/steps?sslmode=verify-ca", false),
             ("postgres://db.internal/steps?sslmode=verify-full", false), ("postgres://127.0.0.1/steps", false),
             ("postgres://localhost/steps?sslmode=disable", false), ("postgres://[::1]/steps", false),
-            ("postgres://u@/steps?host=/run/postgresql", false),
+            ("postgres://u@/steps?host=/run/postgresql", false), ("postgres://127.1.2.3/steps", false),
+            ("postgres://LOCALHOST/steps", false), ("postgres://localhost./steps", false),
+            ("postgres://[0:0:0:0:0:0:0:1]/steps", false), ("postgres://[::ffff:127.0.0.1]/steps", false),
+            ("postgres://127.0.0.1.nip.io/steps", true), ("postgres://127.db.example/steps", true),
+            ("postgres://128.0.0.1/steps", true), ("postgres://[::2]/steps", true),
         ] {
             #expect(try PostgresURL(parsing: url).unauthenticatedOverNetwork == exposed, "\(url)")
         }

@@ -166,7 +166,13 @@ package final class PostgreSQLDatabase: Database {
         switch parsed.address {
         case .tcp(let host, let port):
             let tls: PostgresConnection.Configuration.TLS
-            switch try parsed.tlsContext() {
+            let context: NIOSSLContext?
+            do {
+                context = try parsed.tlsContext()
+            } catch {
+                throw StoreError.invalidConfiguration("database.url: \(error.detail)")
+            }
+            switch context {
             case nil: tls = .disable
             case let context?: tls = parsed.tls == .prefer ? .prefer(context) : .require(context)
             }
