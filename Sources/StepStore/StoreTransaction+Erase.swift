@@ -32,6 +32,11 @@ package struct WalkerErasureRefusal: Error, Hashable, CustomStringConvertible {
 
 /// How a deletion request treats each table that holds a walker's data.
 package enum WalkerErasurePlan {
+    /// How every pseudonym starts.
+    package static let pseudonymPrefix = "erased-"
+    /// The suspension note of a pseudonym's walker row: the erasure suspends it, so no ingest can land on it.
+    package static let suspensionNote = "erased"
+
     /// Personal data and what only serves the walker's requests: removed. (`jobs` loses only pending and dead
     /// jobs; a running job refuses the erasure.)
     package static let deleted = [
@@ -42,9 +47,6 @@ package enum WalkerErasurePlan {
     /// text. The day logs carry each credit's day, count and status, the ledger its entries, allocations what was
     /// spent, streak runs follow the day logs, the walkers row the lifetime total; review entries keep the
     /// decisions the audit names.
-    /// How every pseudonym starts.
-    package static let pseudonymPrefix = "erased-"
-
     package static let pseudonymised = [
         "walkers", "step_logs", "streak_runs", "energy_ledger", "allocations", "review_queue",
     ]
@@ -117,7 +119,8 @@ extension StoreTransaction {
     private static func erasedColumns(_ table: String, at ms: Int) -> SQLText {
         switch table {
         case "walkers":
-            ", last_tz = NULL, last_submission_at = NULL, suspended_at = \(bind: ms), suspension_note = 'erased'"
+            ", last_tz = NULL, last_submission_at = NULL, suspended_at = \(bind: ms), "
+                + "suspension_note = \(bind: WalkerErasurePlan.suspensionNote)"
         case "step_logs":
             // A day's zone says where the walker was that day; the kept logs only back the ledger's credits.
             ", tz = 'UTC'"

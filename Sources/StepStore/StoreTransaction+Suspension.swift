@@ -36,7 +36,10 @@ extension StoreTransaction {
     package func isErasedRecord(_ walkerId: String) async throws -> Bool {
         guard walkerId.hasPrefix(WalkerErasurePlan.pseudonymPrefix) else { return false }
         return try await sql.raw(
-            "SELECT 1 AS one FROM walkers WHERE walker_id = \(bind: walkerId) AND suspension_note = 'erased'"
+            """
+            SELECT 1 AS one FROM walkers
+            WHERE walker_id = \(bind: walkerId) AND suspension_note = \(bind: WalkerErasurePlan.suspensionNote)
+            """
         ).first() != nil
     }
 

@@ -88,7 +88,8 @@ package final class ThrowawayCluster: Sendable {
 
     /// Stops the cluster and removes its folder: for a `defer`, so it waits here (an immediate stop is quick).
     package func destroy() {
-        try? Self.runHere(tool("pg_ctl"), arguments(["-D", directory + "/data", "-m", "immediate", "-w", "stop"]))
+        try? Self.runHere(
+            tool("pg_ctl"), arguments(["-D", directory + "/data", "-m", "immediate", "-w", "stop"], of: "pg_ctl"))
         try? FileManager.default.removeItem(atPath: directory)
     }
 
@@ -100,7 +101,7 @@ package final class ThrowawayCluster: Sendable {
     private func tool(_ name: String) -> String { runAsPostgres ? "/usr/sbin/runuser" : bindir + "/" + name }
 
     /// `arguments` for `tool(name)`.
-    private func arguments(_ arguments: [String], of name: String = "pg_ctl") -> [String] {
+    private func arguments(_ arguments: [String], of name: String) -> [String] {
         runAsPostgres ? ["-u", "postgres", "--", bindir + "/" + name] + arguments : arguments
     }
 
