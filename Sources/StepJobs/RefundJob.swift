@@ -1,5 +1,6 @@
 import Foundation
 import StepCore
+import StepDatabase
 import StepStore
 
 /// Gives back the points of an allocation that the days it drew on did not cover (a day rejected, or accepted
@@ -44,9 +45,9 @@ package struct RefundJob: TransactionalJob {
     ) async throws {
         let marked = try await tx.scheduleAllocationRefunds(
             walkerId: walkerId, dueAt: now.addingTimeInterval(graceSeconds), now: now)
-        for allocation in marked {
-            _ = try await JobQueue.enqueue(newJob(allocation, maxAttempts: maxAttempts), in: tx, now: now)
-        }
+        // One job each, on its own dedupe key: no two of the statements touch one row.
+        try await tx.runDisjoint(
+            marked.map { JobQueue.enqueueStatement(newJob($0, maxAttempts: maxAttempts), now: now, when: "true") })
     }
 
     /// Under the walker's lock, pays the allocation's refund if it is due (a job that runs twice pays once) and

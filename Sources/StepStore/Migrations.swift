@@ -703,6 +703,44 @@ package enum Migrations {
             // bodies made each count read tens of thousands of rows. Only unused nonces enter this index.
             ["CREATE INDEX health_nonces_live ON health_nonces (walker_id, expires_at) WHERE used_at IS NULL"]
         },
+        Migration(version: 27, name: "what provisional allocations drew from each day, kept on the day's log") { kind in
+            // A spend read and decoded every provisional allocation of the walker to learn what earlier spends
+            // drew from each pending day: a walker with thousands of them waiting on a quarantined day paid for
+            // all of them at each spend (3 000 made each spend 20 ms on SQLite, on the writer, and 170 ms on
+            // PostgreSQL in a debug build). `energy_drawn` is what the provisional allocations that still wait on
+            // the day drew from it: a spend adds its draws, the decision that settles the day's draws zeroes it.
+            // The backfill sums the draws (`day:points,…`) of each provisional allocation whose pending days
+            // (`day,…`) still name the day.
+            let backfill =
+                switch kind {
+                case .postgres:
+                    """
+                    UPDATE step_logs SET energy_drawn = drawn.points
+                    FROM (
+                        SELECT a.walker_id, split_part(d.draw, ':', 1)::bigint AS day,
+                            SUM(split_part(d.draw, ':', 2)::bigint) AS points
+                        FROM allocations a CROSS JOIN LATERAL unnest(string_to_array(a.draws, ',')) AS d(draw)
+                        WHERE a.status = 'provisional' AND a.draws <> ''
+                            AND split_part(d.draw, ':', 1) = ANY (string_to_array(a.pending_days, ','))
+                        GROUP BY a.walker_id, split_part(d.draw, ':', 1)::bigint
+                    ) AS drawn
+                    WHERE step_logs.walker_id = drawn.walker_id AND step_logs.day = drawn.day
+                    """
+                case .sqlite:
+                    // `day:points,…` read as the JSON array `[[day,points],…]`.
+                    """
+                    UPDATE step_logs SET energy_drawn = (
+                        SELECT COALESCE(SUM(json_extract(d.value, '$[1]')), 0)
+                        FROM allocations a,
+                            json_each('[[' || replace(replace(a.draws, ',', '],['), ':', ',') || ']]') AS d
+                        WHERE a.walker_id = step_logs.walker_id AND a.status = 'provisional' AND a.draws <> ''
+                            AND json_extract(d.value, '$[0]') = step_logs.day
+                            AND (',' || a.pending_days || ',') LIKE ('%,' || step_logs.day || ',%'))
+                    WHERE walker_id IN (SELECT walker_id FROM allocations WHERE status = 'provisional' AND draws <> '')
+                    """
+                }
+            return ["ALTER TABLE step_logs ADD COLUMN energy_drawn BIGINT NOT NULL DEFAULT 0", backfill]
+        },
     ]
 }
 

@@ -207,32 +207,46 @@ extension StoreTransaction {
         "allocation_id, kind, node_id, points, status, depends_on, pending_days, refund_due_at, created_at, updated_at, draws, refund_points, refund_days, refunded_points, refund_parts, draws_covered"
 
     /// The ledger's sum, the undecided days' provisional Energy and what provisional allocations drew from it,
-    /// for a spend decided under the walker's lock.
+    /// for a spend decided under the walker's lock. What was drawn is kept on each day's log (`energy_drawn`), so
+    /// a spend reads the walker's day logs and none of its allocations, however many wait.
     package func energyPosition(walkerId: String) async throws -> EnergyPosition {
         let confirmed = try await energyBalance(walkerId: walkerId)
         let rows = try await sql.raw(
             """
-            SELECT day, provisional_energy - energy_credited AS amount FROM step_logs
+            SELECT day, status, provisional_energy - energy_credited AS amount, energy_drawn FROM step_logs
             WHERE walker_id = \(bind: walkerId)
-                AND status IN (\(bind: ReconciliationStatus.pending.rawValue),
-                    \(bind: ReconciliationStatus.quarantined.rawValue))
-                AND provisional_energy > energy_credited
+                AND ((status IN (\(bind: ReconciliationStatus.pending.rawValue),
+                        \(bind: ReconciliationStatus.quarantined.rawValue))
+                    AND provisional_energy > energy_credited)
+                    OR energy_drawn <> 0)
             ORDER BY day
             """
         ).all()
-        let pending = try rows.map {
-            (
-                day: LocalDate(dayNumber: try $0.decode(column: "day", as: Int.self)),
-                amount: try $0.decode(column: "amount", as: Int.self)
-            )
+        var pending: [(day: LocalDate, amount: Int)] = []
+        var drawn: [LocalDate: Int] = [:]
+        let open: Set<String> = [ReconciliationStatus.pending.rawValue, ReconciliationStatus.quarantined.rawValue]
+        for row in rows {
+            let day = LocalDate(dayNumber: try row.decode(column: "day", as: Int.self))
+            let amount = try row.decode(column: "amount", as: Int.self)
+            if amount > 0, open.contains(try row.decode(column: "status", as: String.self)) {
+                pending.append((day: day, amount: amount))
+            }
+            let points = try row.decode(column: "energy_drawn", as: Int.self)
+            if points != 0 { drawn[day] = points }
         }
+        return EnergyPosition(confirmed: confirmed, pendingByDay: pending, drawnByDay: drawn)
+    }
+
+    /// What the provisional allocations that still wait on each day drew from it, summed from the allocations
+    /// themselves: what `energy_drawn` keeps (tests compare the two).
+    package func drawnByPendingAllocations(walkerId: String) async throws -> [LocalDate: Int] {
         var drawn: [LocalDate: Int] = [:]
         for allocation in try await provisionalAllocations(walkerId: walkerId) {
             for draw in allocation.draws where allocation.pendingDays.contains(draw.day) {
                 drawn[draw.day, default: 0] += draw.points
             }
         }
-        return EnergyPosition(confirmed: confirmed, pendingByDay: pending, drawnByDay: drawn)
+        return drawn
     }
 
     /// Spends `points` if confirmed plus pending Energy covers them, under the walker's lock (taken by the
@@ -275,6 +289,16 @@ extension StoreTransaction {
         try await appendLedgerEntry(
             walkerId: allocation.walkerId, kind: .allocation, amount: -allocation.points,
             allocationId: allocation.id, at: allocation.createdAt)
+        // What it drew waits on each pending day until that day's decision settles it (`energyPosition`).
+        guard allocation.status == .provisional else { return }
+        for draw in allocation.draws where allocation.pendingDays.contains(draw.day) {
+            try await sql.raw(
+                """
+                UPDATE step_logs SET energy_drawn = energy_drawn + \(bind: draw.points)
+                WHERE walker_id = \(bind: allocation.walkerId) AND day = \(bind: draw.day.dayNumber)
+                """
+            ).run()
+        }
     }
 
     package func allocation(walkerId: String, id: String) async throws -> AllocationRecord? {
@@ -308,6 +332,7 @@ extension StoreTransaction {
     {
         var cover = rejected ? 0 : max(0, credit)
         let provisional = try await provisionalAllocations(walkerId: walkerId)
+        var settled: [SQLText] = []
         for var allocation in provisional where allocation.pendingDays.contains(day) {
             let stillSpent = allocation.stillSpent
             let shortfall: Int
@@ -324,12 +349,21 @@ extension StoreTransaction {
             allocation.pendingDays.removeAll { $0 == day }
             if shortfall > 0 { allocation.addRefund(shortfall, day: day) }
             allocation.status = allocation.settledStatus
-            try await writeSettlement(allocation, now: now)
+            settled.append(Self.settlementStatement(allocation, now: now))
         }
+        try await runDisjoint(settled)
+        // No allocation waits on the day any more: nothing is drawn from it.
+        try await sql.raw(
+            """
+            UPDATE step_logs SET energy_drawn = 0
+            WHERE walker_id = \(bind: walkerId) AND day = \(bind: day.dayNumber) AND energy_drawn <> 0
+            """
+        ).run()
         // Credit left over covers, oldest allocation first, what an earlier decision on the day left short and is
         // still waiting out its grace period: a later, higher acceptance of the day backs those points after all,
         // so they are not refunded (the walker would keep them and get them back). Only a part of this day alone
         // is known to be this day's shortfall.
+        var recovered: [SQLText] = []
         for var allocation in provisional where cover > 0 && !allocation.pendingDays.contains(day) {
             var cancelled = 0
             for index in allocation.refundParts.indices
@@ -343,23 +377,26 @@ extension StoreTransaction {
             allocation.refundParts.removeAll { $0.points == 0 }
             allocation.covered[day, default: 0] += cancelled
             allocation.status = allocation.settledStatus
-            try await writeSettlement(allocation, now: now)
+            recovered.append(Self.settlementStatement(allocation, now: now))
         }
+        try await runDisjoint(recovered)
         return !provisional.isEmpty
     }
 
     /// Writes what settling, reverting or refunding a decision changes on an allocation: its pending days, status,
     /// waiting refund and what each decision covered.
     private func writeSettlement(_ allocation: AllocationRecord, now: Date) async throws {
-        try await sql.raw(
-            """
-            UPDATE allocations SET pending_days = \(bind: Self.dayList(allocation.pendingDays)),
-                status = \(bind: allocation.status.rawValue), \(Self.refundAssignments(allocation)),
-                draws_covered = \(bind: Self.coveredList(allocation.covered)),
-                updated_at = \(bind: now.millisecondsSince1970)
-            WHERE walker_id = \(bind: allocation.walkerId) AND allocation_id = \(bind: allocation.id)
-            """
-        ).run()
+        try await sql.raw(Self.settlementStatement(allocation, now: now)).run()
+    }
+
+    static func settlementStatement(_ allocation: AllocationRecord, now: Date) -> SQLText {
+        """
+        UPDATE allocations SET pending_days = \(bind: Self.dayList(allocation.pendingDays)),
+            status = \(bind: allocation.status.rawValue), \(Self.refundAssignments(allocation)),
+            draws_covered = \(bind: Self.coveredList(allocation.covered)),
+            updated_at = \(bind: now.millisecondsSince1970)
+        WHERE walker_id = \(bind: allocation.walkerId) AND allocation_id = \(bind: allocation.id)
+        """
     }
 
     /// After an accepted `day` is reversed: what the day's decision covered of each allocation's draws on it
@@ -446,20 +483,21 @@ extension StoreTransaction {
         -> [AllocationRecord]
     {
         var marked: [AllocationRecord] = []
+        var dated: [SQLText] = []
         for var allocation in try await provisionalAllocations(walkerId: walkerId)
         where allocation.refundParts.contains(where: { $0.dueAt == nil }) {
             for index in allocation.refundParts.indices where allocation.refundParts[index].dueAt == nil {
                 allocation.refundParts[index].dueAt = dueAt
             }
-            try await sql.raw(
+            dated.append(
                 """
                 UPDATE allocations SET \(Self.refundAssignments(allocation)),
                     updated_at = \(bind: now.millisecondsSince1970)
                 WHERE walker_id = \(bind: walkerId) AND allocation_id = \(bind: allocation.id)
-                """
-            ).run()
+                """)
             marked.append(allocation)
         }
+        try await runDisjoint(dated)
         return marked
     }
 

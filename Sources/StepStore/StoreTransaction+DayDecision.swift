@@ -124,6 +124,29 @@ extension StoreTransaction {
         return owed
     }
 
+    /// Runs writes of which no two touch one row and none needs another's effect: on PostgreSQL as sibling
+    /// statements, `perRoundTrip` to a round trip, on SQLite (in the process) one by one. A decision settles each
+    /// allocation that drew on its day with a write of its own, and a walker may have thousands waiting on one
+    /// day: one round trip for each made such a decision outlast the unit's deadline on PostgreSQL.
+    package func runDisjoint(_ statements: [SQLText], perRoundTrip: Int = 200) async throws {
+        switch kind {
+        case .sqlite:
+            for statement in statements { try await sql.raw(statement).run() }
+        case .postgres:
+            var start = 0
+            while start < statements.count {
+                let end = min(start + perRoundTrip, statements.count)
+                let part = statements[start..<end]
+                if part.count == 1 {
+                    try await sql.raw(part[start]).run()
+                } else {
+                    try await sql.raw(Self.siblingStatements(Array(part))).run()
+                }
+                start = end
+            }
+        }
+    }
+
     /// `WITH s0 AS (statement RETURNING 1), s1 AS (…) SELECT 1`: several writes in one PostgreSQL statement. Sibling
     /// CTEs see one snapshot, so no two of the statements may touch the same row, and none may need another's
     /// effect.

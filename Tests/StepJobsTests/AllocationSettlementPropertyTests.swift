@@ -60,6 +60,7 @@ struct AllocationSettlementPropertyTests {
         var partial = 0
         var confirmedOnCredit = 0
         var reversals = 0
+        var drawnWhileOpen = 0
     }
 
     @Test(
@@ -77,6 +78,7 @@ struct AllocationSettlementPropertyTests {
         #expect(tally.partial >= 3, "only \(tally.partial) allocations confirmed with part refunded")
         #expect(tally.confirmedOnCredit >= 10, "only \(tally.confirmedOnCredit) confirmed on pending credit")
         #expect(tally.reversals >= 5, "only \(tally.reversals) reversals of accepted days")
+        #expect(tally.drawnWhileOpen >= 50, "only \(tally.drawnWhileOpen) steps with draws outstanding")
     }
 
     @Test(
@@ -134,6 +136,9 @@ struct AllocationSettlementPropertyTests {
                 try await bench.advance(seconds: Double(seconds))
             }
             try await Self.checkRefunds(bench, context: context)
+            let drawn = try await bench.drawn()
+            #expect(drawn.kept == drawn.summed, "\(context): the day logs' drawn Energy is not the allocations'")
+            if !drawn.summed.isEmpty { tally.drawnWhileOpen += 1 }
         }
 
         // Decide every open day, then let every refund fall due and run.

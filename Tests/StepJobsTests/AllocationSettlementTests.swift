@@ -194,6 +194,32 @@ struct AllocationSettlementTests {
     }
 
     @Test(
+        "a decision over more allocations than a round trip carries settles, dates and queues the refund of each",
+        arguments: TestDatabases.kinds)
+    func manyAllocations(kind: DatabaseKind) async throws {
+        let bench = try await SettlementBench.make(kind)
+        try await bench.ingest(Self.yesterday, count: 300)
+        try await bench.ingest(Self.today, count: 1000)
+        // 450 one-point spends: the first 300 drawn from yesterday, which is accepted at 200 (100 of them short),
+        // the rest from today, which is rejected; 450 writes of each kind, over three round trips on PostgreSQL.
+        var spent: [AllocationRecord] = []
+        for _ in 0..<450 { spent.append(try #require(try await bench.spend(1))) }
+        #expect(spent.filter { $0.draws == [AllocationDraw(day: Self.yesterday, points: 1)] }.count == 300)
+        #expect(try await bench.decide(Self.yesterday, .accept(count: 200)))
+        #expect(try await bench.decide(Self.today, .reject))
+        #expect(try await bench.drawn().kept.isEmpty)
+        #expect(try await bench.advance(seconds: Self.grace) == 250)
+        let allocations = Dictionary(uniqueKeysWithValues: try await bench.allocations().map { ($0.id, $0) })
+        let statuses = spent.map { allocations[$0.id]?.status }
+        #expect(statuses.prefix(200).allSatisfy { $0 == .confirmed }, "the covered 200")
+        #expect(statuses.dropFirst(200).allSatisfy { $0 == .refunded }, "the 100 short and the 150 rejected")
+        #expect(try await bench.reverted().count == 250)
+        // Yesterday's 200 of credit, all spent on the 200 kept.
+        #expect(try await bench.balance() == 0)
+        try await bench.close()
+    }
+
+    @Test(
         "an allocation over two days, one short: confirmed for the covered part, the shortfall refunded",
         arguments: TestDatabases.kinds)
     func twoDaysOneShort(kind: DatabaseKind) async throws {

@@ -141,6 +141,17 @@ struct SettlementBench {
         try await store.transaction { [walker] in try await $0.allocations(walkerId: walker, limit: 100_000) }
     }
 
+    /// What the day logs keep as drawn by provisional allocations (`energy_drawn`, which spends read), and the
+    /// same summed from the allocations: equal after every step.
+    func drawn() async throws -> (kept: [LocalDate: Int], summed: [LocalDate: Int]) {
+        try await store.transaction { [walker] tx in
+            (
+                try await tx.energyPosition(walkerId: walker).drawnByDay,
+                try await tx.drawnByPendingAllocations(walkerId: walker).filter { $0.value != 0 }
+            )
+        }
+    }
+
     func balance() async throws -> Int {
         try await store.transaction { [walker] in try await $0.energyBalance(walkerId: walker) }
     }
