@@ -80,11 +80,11 @@ package struct SubmissionEvidence: Sendable, Hashable {
     package var appCheck: Bool?
     package var receivedAt: Date
 
-    /// What a reviewer was shown of a day's submissions (`submissions` as `submissionEvidence` reads them): how many
-    /// and the last to arrive. A decision sent with the version its reviewer saw is refused once another submission
-    /// of the day has arrived (`ReviewResolver.resolve`).
-    package static func version(of submissions: [SubmissionEvidence]) -> String {
-        "\(submissions.count):\(submissions.last?.id ?? "none")"
+    /// What a reviewer was shown of a day's submissions: how many there are and the last to arrive
+    /// (`StoreTransaction.submissionsVersion`). A decision sent with the version its reviewer saw is refused once
+    /// another submission of the day has arrived (`ReviewResolver.resolve`).
+    package static func version(count: Int, lastId: String?) -> String {
+        "\(count):\(lastId ?? "none")"
     }
 }
 
@@ -95,15 +95,27 @@ package struct AllocationDependency: Sendable, Hashable {
     package var drawn: Int
 }
 
-/// What a reviewer sees beside an entry to decide it.
+/// What a reviewer sees beside an entry to decide it. The day's submissions and the allocations drawing on it are
+/// shown up to `shownAtMost` each, with their numbers: a walker's app may send a quarantined day tens of thousands of
+/// times, and spend as many single points on it, and the page was all of them.
 package struct ReviewEvidence: Sendable, Hashable {
+    package static let shownAtMost = 500
+
+    /// The latest `shownAtMost` of the day's submissions, in order of arrival.
     package var submissions: [SubmissionEvidence] = []
+    /// How many submissions the day has.
+    package var submissionCount = 0
+    /// `SubmissionEvidence.version` of the day's submissions; nil for an entry without a day.
+    package var version: String?
     package var day: StepLogRecord?
     /// The walker's existing days among the 3 before and the 3 after, in day order.
     package var neighbours: [StepLogRecord] = []
     /// The walker's REJECTED and QUARANTINED rows of the last 30 days, newest first, at most 50.
     package var rejections: [AttestationLogRecord] = []
+    /// The oldest `shownAtMost` of the open allocations drawing on the day.
     package var allocations: [AllocationDependency] = []
+    /// How many open allocations draw on the day.
+    package var allocationCount = 0
     package var walker: WalkerRecord?
 }
 
@@ -266,7 +278,9 @@ extension StoreTransaction {
         }
         guard let day = entry.day else { return evidence }
         evidence.day = try await stepLog(walkerId: walkerId, day: day)
-        evidence.submissions = try await submissionEvidence(walkerId: walkerId, day: day)
+        evidence.submissions = try await submissionEvidence(
+            walkerId: walkerId, day: day, latest: ReviewEvidence.shownAtMost)
+        (evidence.submissionCount, evidence.version) = try await submissionsVersion(walkerId: walkerId, day: day)
         let before = try await sql.raw(
             """
             SELECT \(unsafeRaw: Self.stepLogColumns) FROM step_logs
@@ -280,8 +294,9 @@ extension StoreTransaction {
             """
         ).all().map(Self.stepLogRecord)
         evidence.neighbours = before.reversed() + after
-        let open = try await provisionalAllocations(walkerId: walkerId)
-        evidence.allocations = open.filter { $0.pendingDays.contains(day) }.map { allocation in
+        let open = try await provisionalAllocations(walkerId: walkerId).filter { $0.pendingDays.contains(day) }
+        evidence.allocationCount = open.count
+        evidence.allocations = open.prefix(ReviewEvidence.shownAtMost).map { allocation in
             let drawn =
                 allocation.draws.isEmpty
                 ? allocation.points : allocation.draws.filter { $0.day == day }.reduce(0) { $0 + $1.points }
@@ -290,16 +305,34 @@ extension StoreTransaction {
         return evidence
     }
 
-    /// The day's submissions in order of arrival, as stored (what older rows did not keep is nil).
-    package func submissionEvidence(walkerId: String, day: LocalDate) async throws -> [SubmissionEvidence] {
+    /// How many submissions the day has, and their `SubmissionEvidence.version`.
+    package func submissionsVersion(walkerId: String, day: LocalDate) async throws -> (count: Int, version: String) {
+        let row = try await sql.raw(
+            """
+            SELECT COUNT(*) AS submissions,
+                (SELECT submission_id FROM step_submissions
+                    WHERE walker_id = \(bind: walkerId) AND day = \(bind: day.dayNumber)
+                    ORDER BY received_at DESC, submission_id DESC LIMIT 1) AS last_id
+            FROM step_submissions WHERE walker_id = \(bind: walkerId) AND day = \(bind: day.dayNumber)
+            """
+        ).first()
+        let count = try row?.decode(column: "submissions", as: Int.self) ?? 0
+        let lastId = try row?.decode(column: "last_id", as: String?.self)
+        return (count, SubmissionEvidence.version(count: count, lastId: lastId))
+    }
+
+    /// The day's latest `latest` submissions in order of arrival, as stored (what older rows did not keep is nil).
+    package func submissionEvidence(walkerId: String, day: LocalDate, latest: Int) async throws
+        -> [SubmissionEvidence]
+    {
         try await sql.raw(
             """
             SELECT submission_id, source, source_bundle_id, step_count, span_start, span_end, received_at, tz,
                 gyro_observed, app_check
             FROM step_submissions WHERE walker_id = \(bind: walkerId) AND day = \(bind: day.dayNumber)
-            ORDER BY received_at, submission_id
+            ORDER BY received_at DESC, submission_id DESC LIMIT \(bind: latest)
             """
-        ).all().map { row in
+        ).all().reversed().map { row in
             SubmissionEvidence(
                 id: try row.decode(column: "submission_id", as: String.self),
                 count: try row.decode(column: "step_count", as: Int.self),

@@ -235,6 +235,7 @@ struct ReviewDeskTests {
                 submissions?[0]?["startUtc"]
                     == .string(InstantParser.format(try #require(InstantParser.parse("2026-05-18T05:00:00Z")))))
             #expect(submissions?[2] == nil)
+            #expect(body["evidence"]?["submissionCount"] == .int(2))
             #expect(body["evidence"]?["day"]?["status"] == .string("QUARANTINED"))
             #expect(body["evidence"]?["day"]?["reportedCount"] == .int(6000))
             #expect(body["evidence"]?["day"]?["acceptedCount"] == .null)
@@ -442,6 +443,63 @@ struct ReviewDeskTests {
                 body: ByteBuffer(string: #"{"note":"late"}"#))
             #expect(reversed.status == .notFound, "\(reversed.text)")
             #expect(try await harness.store.transaction { try await $0.walker(AdminTests.walker) } == nil)
+        }
+    }
+
+    @Test(
+        "a day with more submissions and allocations than the page shows: the latest 500 submissions, the oldest 500 allocations, how many of each, and a version counting them all",
+        arguments: TestDatabases.kinds)
+    func boundedEvidence(kind: DatabaseKind) async throws {
+        let (harness, token) = try await AdminTests.setUp(kind)
+        try await harness.run { client in
+            let id = try await AdminTests.quarantinedDay(harness, client, token: token)
+            let day = try #require(LocalDate(year: 2026, month: 5, day: 18))
+            let at = harness.clock.now.millisecondsSince1970
+            // The app sent the day 508 times more, and spent a point on it 503 times.
+            try await harness.store.transaction { tx in
+                for index in 0..<508 {
+                    try await tx.sql.raw(
+                        """
+                        INSERT INTO step_submissions (walker_id, submission_id, day, source, source_bundle_id,
+                            step_count, span_start, span_end, received_at, tz, gyro_observed, app_check)
+                        VALUES (\(bind: AdminTests.walker), \(bind: String(format: "more-%03d", index)),
+                            \(bind: day.dayNumber), 'HealthKit', 'com.apple.health', \(bind: 6000 + index),
+                            \(bind: at - 3_600_000), \(bind: at - 60_000), \(bind: at + index), 'Europe/Warsaw', 1, 1)
+                        """
+                    ).run()
+                }
+                for index in 0..<503 {
+                    try await tx.sql.raw(
+                        """
+                        INSERT INTO allocations (walker_id, allocation_id, kind, node_id, points, status, depends_on,
+                            pending_days, created_at, updated_at, draws)
+                        VALUES (\(bind: AdminTests.walker), \(bind: String(format: "spend-%03d", index)), 'tree',
+                            'oak', 1, 'provisional', \(bind: String(day.dayNumber)), \(bind: String(day.dayNumber)),
+                            \(bind: at + index), \(bind: at + index), \(bind: "\(day.dayNumber):1"))
+                        """
+                    ).run()
+                }
+            }
+            let evidence = try await client.admin("/admin/reviews/\(id)").json["evidence"]
+            guard case .array(let submissions) = evidence?["submissions"],
+                case .array(let allocations) = evidence?["allocations"]
+            else { throw JSONShapeError() }
+            #expect(submissions.count == 500)
+            #expect(submissions.first?["id"] == .string("more-008"), "the latest 500, oldest of them first")
+            #expect(submissions.last?["id"] == .string("more-507"))
+            #expect(evidence?["submissionCount"] == .int(510))
+            #expect(evidence?["version"] == .string("510:more-507"))
+            #expect(allocations.count == 500)
+            #expect(allocations.first?["id"] == .string("spend-000") && allocations.last?["id"] == .string("spend-499"))
+            #expect(evidence?["allocationCount"] == .int(503))
+            // The version shown decides the day.
+            let decided = try await client.admin(
+                "/admin/reviews/\(id)/resolve", method: .post,
+                body: try Self.decision("reject", note: "spun up", evidenceVersion: .string("510:more-507")))
+            #expect(decided.status == .ok, "\(decided.text)")
+            // An entry's day with few of either shows them all, and says how many.
+            let few = try await client.admin("/admin/reviews/\(id)?claim=false").json["evidence"]
+            #expect(few?["allocationCount"] == .int(0) && few?["allocations"] == .array([]))
         }
     }
 

@@ -93,7 +93,7 @@ struct AdminController: Sendable {
             .ok,
             .object([
                 "entry": Self.item(entry, now: now),
-                "evidence": ReviewDeskJSON.evidence(evidence, hasDay: entry.day != nil),
+                "evidence": ReviewDeskJSON.evidence(evidence),
                 "walker": ReviewDeskJSON.walker(id: entry.walkerId, evidence.walker),
             ]))
     }

@@ -5,12 +5,14 @@ import StepStore
 /// The bodies of `GET /admin/reviews/{id}` beside the entry: the evidence a reviewer decides from and the walker.
 /// Counts are shown to operators here; they never reach a log line.
 enum ReviewDeskJSON {
-    /// `hasDay`: the entry is about a day, whose submissions' version (`SubmissionEvidence.version`) a decision may
-    /// send back as `evidenceVersion`.
-    static func evidence(_ evidence: ReviewEvidence, hasDay: Bool) -> JSONValue {
+    /// `version`: the day's submissions' version (`SubmissionEvidence.version`), which a decision may send back as
+    /// `evidenceVersion`; nil for an entry without a day.
+    static func evidence(_ evidence: ReviewEvidence) -> JSONValue {
         .object([
-            "version": hasDay ? .string(SubmissionEvidence.version(of: evidence.submissions)) : .null,
+            "version": evidence.version.map(JSONValue.string) ?? .null,
             "submissions": .array(evidence.submissions.map(submission)),
+            "submissionCount": .int(evidence.submissionCount),
+            "allocationCount": .int(evidence.allocationCount),
             "day": evidence.day.map { log in
                 .object([
                     "day": .string(log.day.description), "status": .string(log.status.rawValue),

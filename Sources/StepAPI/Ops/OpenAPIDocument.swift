@@ -2817,7 +2817,7 @@ components:
           $ref: '#/components/schemas/ReviewEntry'
         evidence:
           type: object
-          required: [version, submissions, day, neighbours, rejections, allocations]
+          required: [version, submissions, submissionCount, day, neighbours, rejections, allocations, allocationCount]
           properties:
             version:
               type: [string, 'null']
@@ -2827,7 +2827,9 @@ components:
                 walker's app has sent the day again since (409 EVIDENCE_CHANGED).
             submissions:
               type: array
-              description: Every submission of the entry's day, in order of arrival (none for an entry without a day).
+              description: The latest 500 submissions of the entry's day, in order of arrival (none for an entry
+                without a day); submissionCount says how many the day has.
+              maxItems: 500
               items:
                 type: object
                 required: [id, count, source, bundle, startUtc, endUtc, tz, gyro, appCheck, receivedAt]
@@ -2858,6 +2860,10 @@ components:
                   receivedAt:
                     type: string
                     format: date-time
+            submissionCount:
+              type: integer
+              minimum: 0
+              description: How many submissions the entry's day has (0 for an entry without a day).
             day:
               description: The entry's day as it stands; null for an entry without a day.
               oneOf:
@@ -2918,7 +2924,9 @@ components:
                       type: string
             allocations:
               type: array
-              description: Open (provisional) allocations that drew on the entry's day, with what they drew from it.
+              description: The oldest 500 open (provisional) allocations that drew on the entry's day, with what they
+                drew from it; allocationCount says how many there are.
+              maxItems: 500
               items:
                 type: object
                 required: [id, points, drawn, status]
@@ -2931,6 +2939,10 @@ components:
                     type: integer
                   status:
                     type: string
+            allocationCount:
+              type: integer
+              minimum: 0
+              description: How many open allocations drew on the entry's day.
         walker:
           type: object
           required: [id, suspended, suspendedAt, lifetimeSteps]

@@ -824,6 +824,7 @@
       entry.note ? fact("Note", h("span", { test: "entry-note" }, entry.note)) : null)));
     $("evidence-slot").replaceChildren(
       panel("Submissions of the day", "submissions-panel",
+        shownOf(submissions.length, evidence.submissionCount, "submissions-shown", "The latest", "submissions"),
         submissions.length ? submissionsChart(submissions) : null,
         table("submissions", ["Received", "Count#", "Source", "Bundle", "Span (UTC)", "tz", "Gyro", "App Check"],
           submissions.map((item) => h("tr", { test: "submission-row" },
@@ -867,6 +868,8 @@
             : "Only a day that holds credit: accepted, or rejected after an acceptance" },
         "Reverse day's credit"))));
     $("allocations-slot").replaceChildren(panel("Allocations drawing on the day", "allocations-panel",
+      shownOf((evidence.allocations || []).length, evidence.allocationCount, "allocations-shown", "The oldest",
+        "open allocations"),
       table("allocations", ["Allocation", "Points#", "Drawn#", "Status"],
         (evidence.allocations || []).map((item) => h("tr", { test: "allocation-row" },
           h("td", { class: "mono" }, item.id), h("td", { class: "number" }, number(item.points)),
@@ -875,6 +878,13 @@
     const walkerNode = $("walker-panel");
     if (walkerNode) walkerNode.replaceWith(walkerPanel());
     paintDecisionState();
+  }
+
+  /** A hint when the server showed only part of a list (it shows at most 500 of a day's submissions and
+   *  allocations); nothing when all are shown. */
+  function shownOf(shown, total, test, which, what) {
+    return total > shown
+      ? h("p", { class: "hint", test }, `${which} ${number(shown)} of ${number(total)} ${what} are shown.`) : null;
   }
 
   /** The challenge re-read behind the entry: what was asked, and what the app answered (or that nothing came). */
