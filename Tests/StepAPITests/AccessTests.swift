@@ -254,6 +254,8 @@ struct AccessTests {
         },
         "GET /livez": RouteCase(access: .open, allowed: .ok) { _, _ in Call(method: .get, uri: "/livez") },
         "GET /readyz": RouteCase(access: .open, allowed: .ok) { _, _ in Call(method: .get, uri: "/readyz") },
+        "HEAD /livez": RouteCase(access: .open, allowed: .ok) { _, _ in Call(method: .head, uri: "/livez") },
+        "HEAD /readyz": RouteCase(access: .open, allowed: .ok) { _, _ in Call(method: .head, uri: "/readyz") },
         "GET /metrics": RouteCase(access: .open, allowed: .ok) { _, _ in Call(method: .get, uri: "/metrics") },
         "GET /openapi.yaml": RouteCase(access: .open, allowed: .ok) { _, _ in Call(method: .get, uri: "/openapi.yaml")
         },

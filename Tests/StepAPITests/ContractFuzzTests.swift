@@ -57,7 +57,7 @@ struct ContractFuzzTests {
         try await harness.run { client in
             for (method, uri, allow) in [
                 (HTTPRequest.Method.delete, "/walker", "GET"), (.put, "/walker/allocations", "GET, POST"),
-                (.get, "/step/ingest", "POST"), (.patch, "/step/ingest:batch", "POST"), (.trace, "/livez", "GET"),
+                (.get, "/step/ingest", "POST"), (.patch, "/step/ingest:batch", "POST"), (.trace, "/livez", "GET, HEAD"),
                 (.options, "/health", "POST"), (.get, "/admin/reviews/some-id/resolve", "POST"),
                 (.post, "/openapi.yaml", "GET"), (.head, "/walker/events/stream", "GET"),
                 (.delete, "//health/today", "GET"),

@@ -2,6 +2,7 @@ import Configuration
 import Foundation
 import HTTPTypes
 import HummingbirdTesting
+import NIOCore
 import SQLKit
 import StepAPI
 import StepCore
@@ -26,6 +27,38 @@ struct OpsTests {
         }
     }
 
+    @Test(
+        "HEAD /livez and /readyz: the GET's status and Content-Length, no body, and the connection goes on (a real socket)"
+    )
+    func headProbes() async throws {
+        let harness = try await TestHarness.make(kind: .sqlite)
+        try await harness.run(.live) { client in
+            let port = try #require(client.port)
+            for path in ["/livez", "/readyz"] {
+                let get = try await RawConnection.get(port: port, path)
+                let body = try #require(get.components(separatedBy: "\r\n\r\n").last)
+                #expect(get.hasPrefix("HTTP/1.1 200 "), "\(get)")
+                // HEAD, then GET on the same connection: were any body bytes sent after HEAD's header fields, the
+                // second answer would not start where the first one's header fields end.
+                let answers = try await RawConnection.offPool {
+                    let connection = try RawConnection(port: port)
+                    connection.send(
+                        "HEAD \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+                            + "GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+                    return connection.readUntilClosed().text
+                }
+                let parts = answers.components(separatedBy: "\r\n\r\n")
+                #expect(parts.count == 3, "\(path): \(answers)")
+                let head = parts[0].lowercased()
+                #expect(head.hasPrefix("http/1.1 200 "), "\(path): \(head)")
+                #expect(head.contains("content-length: \(body.utf8.count)"), "\(path): \(head)")
+                #expect(head.contains("content-type: application/json"), "\(path): \(head)")
+                #expect(parts.count > 1 && parts[1].hasPrefix("HTTP/1.1 200 "), "\(path): \(answers)")
+                #expect(parts.last == body, "\(path)")
+            }
+        }
+    }
+
     @Test("/readyz answers 503 when the database is gone", arguments: TestDatabases.kinds)
     func notReady(kind: DatabaseKind) async throws {
         let harness = try await TestHarness.make(kind: kind)
@@ -33,6 +66,9 @@ struct OpsTests {
         try await harness.app.application.test(.router) { client in
             let response = try await client.execute(uri: "/readyz", method: .get)
             #expect(response.status == .serviceUnavailable)
+            let head = try await client.execute(uri: "/readyz", method: .head)
+            #expect(head.status == .serviceUnavailable)
+            #expect(head.body.readableBytes == 0)
         }
         try? await harness.testStore.close()
     }
@@ -171,7 +207,7 @@ struct OpsTests {
             if !line.isEmpty, !line.hasPrefix(" ") { break }
             let text = line.trimmingCharacters(in: .whitespaces)
             if line.hasPrefix("    "), !line.hasPrefix("     "),
-                ["get:", "post:", "put:", "patch:", "delete:"].contains(text)
+                ["get:", "head:", "post:", "put:", "patch:", "delete:"].contains(text)
             {
                 #expect(awaiting == nil, "\(awaiting ?? "") has no operationId")
                 operations += 1
@@ -208,7 +244,7 @@ struct OpsTests {
                 currentPath = String(line.dropFirst(2).dropLast())
             } else if let currentPath, line.hasPrefix("    "), !line.hasPrefix("     "), line.hasSuffix(":") {
                 let method = line.trimmingCharacters(in: .whitespaces).dropLast()
-                if ["get", "post", "put", "patch", "delete"].contains(String(method)) {
+                if ["get", "head", "post", "put", "patch", "delete"].contains(String(method)) {
                     routes.insert("\(method) \(currentPath)")
                 }
             }

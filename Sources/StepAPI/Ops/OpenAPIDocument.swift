@@ -2021,6 +2021,13 @@ paths:
                 properties:
                   status:
                     type: string
+    head:
+      operationId: headLiveness
+      summary: Liveness, for probes that send HEAD.
+      description: The GET's status and header fields (Content-Length included), without a body.
+      responses:
+        '200':
+          description: The process is up.
   /readyz:
     get:
       operationId: getReadiness
@@ -2038,6 +2045,15 @@ paths:
             application/json:
               schema:
                 $ref: '#/components/schemas/Readiness'
+    head:
+      operationId: headReadiness
+      summary: Readiness, for probes that send HEAD.
+      description: The GET's status and header fields (Content-Length included), without a body.
+      responses:
+        '200':
+          description: Ready.
+        '503':
+          description: The database is unreachable, or the server is draining after SIGTERM.
   /metrics:
     get:
       operationId: getMetrics

@@ -17,10 +17,10 @@ struct OpsController: Sendable {
     static let openAPIDocument = OpenAPIDocument.text
 
     func register(in group: RouterGroup<AppRequestContext>, catalog: inout RouteCatalog) {
-        group.on(.get, "/livez", catalog: &catalog) { _, _ in
+        let liveness: @Sendable () async -> Response = {
             Self.text(#"{"status":"ok"}"#, contentType: "application/json")
         }
-        group.on(.get, "/readyz", catalog: &catalog) { _, _ in
+        let readiness: @Sendable () async -> Response = { [store, drain] in
             // Draining after SIGTERM: still serving, but a load balancer should send new traffic elsewhere.
             if drain.isDraining {
                 var response = Self.text(#"{"status":"draining"}"#, contentType: "application/json")
@@ -33,6 +33,11 @@ struct OpsController: Sendable {
                 contentType: "application/json")
             response.status = ready ? .ok : .serviceUnavailable
             return response
+        }
+        for (path, probe) in [("/livez", liveness), ("/readyz", readiness)] {
+            group.on(.get, path, catalog: &catalog) { _, _ in await probe() }
+            // Load balancers that probe with HEAD (some do by default) get the GET's status and header fields.
+            group.on(.head, path, catalog: &catalog) { _, _ in Self.withoutBody(await probe()) }
         }
         group.on(.get, "/metrics", catalog: &catalog) { request, _ in
             if let metricsCredential {
@@ -63,6 +68,13 @@ struct OpsController: Sendable {
         group.on(.get, "/openapi.yaml", catalog: &catalog) { _, _ in
             Self.text(Self.openAPIDocument, contentType: "application/yaml")
         }
+    }
+
+    /// A GET's answer as HEAD's: the same status and header fields, `Content-Length` the GET's, and no body.
+    static func withoutBody(_ response: Response) -> Response {
+        var head = response
+        head.body = ResponseBody(contentLength: response.body.contentLength) { _ in }
+        return head
     }
 
     /// How long `/readyz` and `/metrics` wait for each database read: a probe or a scrape must be answered within
