@@ -3,6 +3,7 @@ import Foundation
 import HTTPTypes
 import HummingbirdTesting
 import JWTKit
+import SQLKit
 import StepAPI
 import StepAttestation
 import StepCore
@@ -104,10 +105,28 @@ struct AuthTests {
         }
     }
 
+    @Test("a subject beyond ASCII in composed form (NFC) is a walker like any other", arguments: TestDatabases.kinds)
+    func composedSubject(kind: DatabaseKind) async throws {
+        let keys = try KeySet()
+        let harness = try await Self.harness(kind: kind, keys: keys)
+        let token = try await keys.collection().sign(
+            Self.validClaims(harness.clock.now, sub: "walker-jos\u{00E9}"), kid: JWKIdentifier(string: "ec-test"))
+        try await harness.run { client in
+            let response = try await client.ingest(IngestBody(), token: token)
+            #expect(response.status == .ok, "\(response.text)")
+            let stored = try await harness.store.transaction {
+                try await $0.sql.raw("SELECT walker_id FROM walkers").all().map {
+                    try $0.decode(column: "walker_id", as: String.self)
+                }
+            }
+            #expect(stored.map { Array($0.utf8) } == [Array("walker-jos\u{00E9}".utf8)])
+        }
+    }
+
     enum Forgery: String, CaseIterable, Sendable {
         case missingHeader, notBearer, garbage, algNone, unknownKid, expired, notYetValid, wrongAudience, wrongIssuer
         case missingSubject, longSubject, tamperedPayload, hs256WithRSAPublicKey, rs256HeaderOnECKey, missingExp
-        case emptySubject, multibyteLongSubject, missingIssuer, missingAudience
+        case emptySubject, multibyteLongSubject, missingIssuer, missingAudience, decomposedSubject
 
         /// The `details.reason` the 401 names.
         var reason: String {
@@ -121,7 +140,8 @@ struct AuthTests {
             case .notYetValid: "TOKEN_NOT_YET_VALID"
             case .wrongAudience, .missingAudience: "TOKEN_AUDIENCE"
             case .wrongIssuer, .missingIssuer: "TOKEN_ISSUER"
-            case .missingSubject, .longSubject, .emptySubject, .multibyteLongSubject: "TOKEN_SUBJECT"
+            case .missingSubject, .longSubject, .emptySubject, .multibyteLongSubject, .decomposedSubject:
+                "TOKEN_SUBJECT"
             case .tamperedPayload: "TOKEN_SIGNATURE"
             }
         }
@@ -180,6 +200,10 @@ struct AuthTests {
         case .multibyteLongSubject:
             // 65 characters but 130 bytes: the bound counts bytes.
             claims.sub = String(repeating: "ł", count: 65)
+            headers[.authorization] = "Bearer \(try await sign(claims))"
+        case .decomposedSubject:
+            // `é` as `e` and a combining acute accent (NFD): equal to the composed `é` as a Swift string.
+            claims.sub = "walker-jose\u{0301}"
             headers[.authorization] = "Bearer \(try await sign(claims))"
         case .missingExp:
             claims.exp = nil

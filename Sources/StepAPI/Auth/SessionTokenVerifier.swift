@@ -151,7 +151,9 @@ package struct SessionTokenVerifier: Sendable {
         do throws(SessionTokenError) {
             guard claims.iss == settings.issuer else { throw .wrongIssuer }
             guard let aud = claims.aud, aud.value.contains(settings.audience) else { throw .wrongAudience }
-            guard let subject = claims.sub, !subject.isEmpty, subject.utf8.count <= 128 else { throw .invalidSubject }
+            guard let subject = claims.sub, !subject.isEmpty, subject.utf8.count <= 128, Self.isNFC(subject) else {
+                throw .invalidSubject
+            }
             sub = subject
         } catch {
             // These never change for the token: its next presentation is refused without a signature check.
@@ -164,6 +166,14 @@ package struct SessionTokenVerifier: Sendable {
         cache.store(
             token, digest: digest, .init(principal: principal, expiresAt: exp, notBefore: claims.nbf, verifiedAt: now))
         return principal
+    }
+
+    /// Whether `subject` is in Unicode's composed normal form (NFC). Swift compares strings by canonical
+    /// equivalence, the databases by their bytes: `é` as one scalar and as `e` + U+0301 would be one walker to
+    /// every in-memory map (the ingest cache, the event waits, the rate limiter's turns) and two to the database.
+    /// Equivalent strings in NFC are the same bytes, so refusing the other forms keeps the two views one.
+    static func isNFC(_ subject: String) -> Bool {
+        subject.unicodeScalars.elementsEqual(subject.precomposedStringWithCanonicalMapping.unicodeScalars)
     }
 
     /// The id an audit row records for a session token: its `jti` when it has a usable one (at most 128 bytes),
