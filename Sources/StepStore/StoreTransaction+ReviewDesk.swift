@@ -278,9 +278,10 @@ extension StoreTransaction {
         }
         guard let day = entry.day else { return evidence }
         evidence.day = try await stepLog(walkerId: walkerId, day: day)
-        evidence.submissions = try await submissionEvidence(
-            walkerId: walkerId, day: day, latest: ReviewEvidence.shownAtMost)
-        (evidence.submissionCount, evidence.version) = try await submissionsVersion(walkerId: walkerId, day: day)
+        let shown = try await submissionEvidence(walkerId: walkerId, day: day, latest: ReviewEvidence.shownAtMost)
+        evidence.submissions = shown.submissions
+        evidence.submissionCount = shown.count
+        evidence.version = SubmissionEvidence.version(count: shown.count, lastId: shown.submissions.last?.id)
         let before = try await sql.raw(
             """
             SELECT \(unsafeRaw: Self.stepLogColumns) FROM step_logs
@@ -321,18 +322,22 @@ extension StoreTransaction {
         return (count, SubmissionEvidence.version(count: count, lastId: lastId))
     }
 
-    /// The day's latest `latest` submissions in order of arrival, as stored (what older rows did not keep is nil).
+    /// The day's latest `latest` submissions in order of arrival, as stored (what older rows did not keep is nil),
+    /// and how many the day has: one statement, so the number and the last shown are of one moment (the version a
+    /// reviewer sends back must name no submission the page did not show).
     package func submissionEvidence(walkerId: String, day: LocalDate, latest: Int) async throws
-        -> [SubmissionEvidence]
+        -> (submissions: [SubmissionEvidence], count: Int)
     {
-        try await sql.raw(
+        let rows = try await sql.raw(
             """
             SELECT submission_id, source, source_bundle_id, step_count, span_start, span_end, received_at, tz,
-                gyro_observed, app_check
+                gyro_observed, app_check, COUNT(*) OVER () AS day_submissions
             FROM step_submissions WHERE walker_id = \(bind: walkerId) AND day = \(bind: day.dayNumber)
             ORDER BY received_at DESC, submission_id DESC LIMIT \(bind: latest)
             """
-        ).all().reversed().map { row in
+        ).all()
+        let count = try rows.first?.decode(column: "day_submissions", as: Int.self) ?? 0
+        let submissions = try rows.reversed().map { row in
             SubmissionEvidence(
                 id: try row.decode(column: "submission_id", as: String.self),
                 count: try row.decode(column: "step_count", as: Int.self),
@@ -345,5 +350,6 @@ extension StoreTransaction {
                 appCheck: try row.decode(column: "app_check", as: Int?.self).map { $0 != 0 },
                 receivedAt: Date(millisecondsSince1970: try row.decode(column: "received_at", as: Int.self)))
         }
+        return (submissions, count)
     }
 }

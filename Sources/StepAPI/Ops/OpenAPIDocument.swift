@@ -2838,8 +2838,8 @@ components:
             version:
               type: [string, 'null']
               description: |
-                The version of the day's submissions shown here (their number and the last to arrive); null for an
-                entry without a day. Send it back as evidenceVersion when deciding, so a decision is refused once the
+                The version of the day's submissions: the number of them all (submissionCount, shown or not) and
+                the last to arrive; null for an entry without a day. Send it back as evidenceVersion when deciding, so a decision is refused once the
                 walker's app has sent the day again since (409 EVIDENCE_CHANGED).
             submissions:
               type: array
