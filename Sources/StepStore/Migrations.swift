@@ -727,16 +727,20 @@ package enum Migrations {
                     WHERE step_logs.walker_id = drawn.walker_id AND step_logs.day = drawn.day
                     """
                 case .sqlite:
-                    // `day:points,…` read as the JSON array `[[day,points],…]`.
+                    // `day:points,…` read as the JSON array `[[day,points],…]`; summed per walker and day first, so
+                    // the allocations are read once however many days their walkers have.
                     """
-                    UPDATE step_logs SET energy_drawn = (
-                        SELECT COALESCE(SUM(json_extract(d.value, '$[1]')), 0)
+                    WITH drawn AS (
+                        SELECT a.walker_id AS walker_id, json_extract(d.value, '$[0]') AS day,
+                            SUM(json_extract(d.value, '$[1]')) AS points
                         FROM allocations a,
                             json_each('[[' || replace(replace(a.draws, ',', '],['), ':', ',') || ']]') AS d
-                        WHERE a.walker_id = step_logs.walker_id AND a.status = 'provisional' AND a.draws <> ''
-                            AND json_extract(d.value, '$[0]') = step_logs.day
-                            AND (',' || a.pending_days || ',') LIKE ('%,' || step_logs.day || ',%'))
-                    WHERE walker_id IN (SELECT walker_id FROM allocations WHERE status = 'provisional' AND draws <> '')
+                        WHERE a.status = 'provisional' AND a.draws <> ''
+                            AND (',' || a.pending_days || ',') LIKE ('%,' || json_extract(d.value, '$[0]') || ',%')
+                        GROUP BY a.walker_id, json_extract(d.value, '$[0]')
+                    )
+                    UPDATE step_logs SET energy_drawn = drawn.points FROM drawn
+                    WHERE step_logs.walker_id = drawn.walker_id AND step_logs.day = drawn.day
                     """
                 }
             return ["ALTER TABLE step_logs ADD COLUMN energy_drawn BIGINT NOT NULL DEFAULT 0", backfill]
@@ -762,9 +766,49 @@ package struct Migrator: Sendable {
     /// Throws `StoreError.schemaBehind` when a migration of this build is pending: `serve`, `worker` and the
     /// commands that work on a database refuse a schema they were not built for.
     package func requireCurrent() async throws {
-        guard try await pending().isEmpty else {
+        let applied = try await appliedVersions()
+        guard migrations.allSatisfy({ applied.contains($0.version) }) else {
+            if applied.isEmpty { try await refuseOtherApplications() }
             throw StoreError.schemaBehind("the database schema is behind this build; run `stepd migrate` first")
         }
+    }
+
+    /// `stepd migrate --other-tables`: migrate a database that holds other applications' tables and no StepLedger
+    /// schema yet (a database shared on purpose). Off, such a database is refused (`refuseOtherApplications`).
+    package var allowsOtherTables = false
+
+    /// With no `schema_migrations` (nothing of StepLedger's), a database whose schema holds tables is another
+    /// application's: `database.url` names the wrong database, and "run `stepd migrate`" would put StepLedger's
+    /// tables beside that application's. Throws naming up to three of them; tables an extension owns (PostGIS's
+    /// `spatial_ref_sys`) do not count. One statement, which finds nothing once `schema_migrations` is there: another
+    /// instance's first migration, committed since the caller looked, is StepLedger's own.
+    func refuseOtherApplications() async throws {
+        let statement: SQLQueryString =
+            switch database.kind {
+            case .postgres:
+                """
+                SELECT c.relname AS name FROM pg_class c
+                WHERE c.relnamespace = (SELECT oid FROM pg_namespace WHERE nspname = current_schema())
+                    AND c.relkind IN ('r', 'p')
+                    AND NOT EXISTS (SELECT 1 FROM pg_depend d
+                        WHERE d.classid = 'pg_class'::regclass AND d.objid = c.oid AND d.deptype = 'e')
+                    AND to_regclass('schema_migrations') IS NULL
+                ORDER BY c.relname LIMIT 3
+                """
+            case .sqlite:
+                """
+                SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite^_%' ESCAPE '^'
+                    AND NOT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations')
+                ORDER BY name LIMIT 3
+                """
+            }
+        let names = try await database.transaction { sql in
+            try await sql.raw(statement).all().map { try $0.decode(column: "name", as: String.self) }
+        }
+        guard !names.isEmpty else { return }
+        throw StoreError.invalidConfiguration(
+            "the database holds another application's tables (\(names.joined(separator: ", ")), …) and no StepLedger "
+                + "schema: check database.url (stepd migrate --other-tables migrates it all the same)")
     }
 
     /// How long a migration blocked by other sessions' locks keeps trying (`retryingLocks`).
@@ -821,6 +865,7 @@ package struct Migrator: Sendable {
     package func migrate(now: Date = Date(), applied onApplied: @Sendable (Int) -> Void = { _ in }) async throws
         -> MigrationReport
     {
+        if !allowsOtherTables, try await appliedVersions().isEmpty { try await refuseOtherApplications() }
         var applied: [Int] = []
         let kind = database.kind
         for migration in migrations.sorted(by: { $0.version < $1.version }) {

@@ -18,6 +18,13 @@ struct Migrate: AsyncParsableCommand {
             """)
     var statementTimeout = 3_600
 
+    @Flag(
+        help: """
+            Migrate a database that holds other applications' tables and no StepLedger schema yet (one shared on \
+            purpose). Without it such a database is refused: its URL is likely the wrong one.
+            """)
+    var otherTables = false
+
     func validate() throws {
         guard (1...86_400).contains(statementTimeout) else {
             throw ValidationError("--statement-timeout must be 1 to 86400 seconds")
@@ -34,6 +41,7 @@ struct Migrate: AsyncParsableCommand {
             // as one of its statements may run.
             migrator.lockTimeout = 2_000
             migrator.lockRetrySeconds = Double(statementTimeout)
+            migrator.allowsOtherTables = otherTables
             let report: MigrationReport
             do {
                 report = try await migrator.migrate(applied: { version in committed.withLock { $0.append(version) } })

@@ -322,3 +322,56 @@ struct MigrationReportTests {
         try await test.close()
     }
 }
+
+@Suite("A database that holds another application's tables")
+struct OtherApplicationTests {
+    @Test(
+        "with tables and no StepLedger schema it is refused, naming them, by the schema check and by migrate, and changes nothing; --other-tables migrates it",
+        arguments: TestDatabases.kinds)
+    func refused(kind: DatabaseKind) async throws {
+        let test = try await TestDatabases.make(kind, migrate: false)
+        let migrator = Migrator(database: test.store.database)
+        try await test.store.transaction { tx in
+            try await tx.sql.raw("CREATE TABLE invoices (id BIGINT PRIMARY KEY)").run()
+            try await tx.sql.raw("CREATE TABLE customers (id BIGINT PRIMARY KEY)").run()
+        }
+        for attempt in ["requireCurrent", "migrate"] {
+            do {
+                if attempt == "migrate" { try await migrator.migrate() } else { try await migrator.requireCurrent() }
+                Issue.record("\(attempt) accepted another application's database")
+            } catch let error as StoreError {
+                #expect(error.isInvalidConfiguration, "\(attempt): \(error)")
+                #expect("\(error)".contains("customers, invoices"), "\(attempt): \(error)")
+                #expect("\(error)".contains("--other-tables"), "\(attempt): \(error)")
+            }
+        }
+        #expect(try await migrator.appliedVersions().isEmpty, "nothing was migrated")
+        var allowing = migrator
+        allowing.allowsOtherTables = true
+        #expect(try await allowing.migrate().applied == Migrations.all.map(\.version))
+        try await migrator.requireCurrent()
+        try await test.close()
+    }
+
+    @Test("an empty database is migrated, and one behind is only behind", arguments: TestDatabases.kinds)
+    func emptyAndBehind(kind: DatabaseKind) async throws {
+        let test = try await TestDatabases.make(kind, migrate: false)
+        let migrator = Migrator(database: test.store.database)
+        do {
+            try await migrator.requireCurrent()
+            Issue.record("an empty database passed the schema check")
+        } catch let error as StoreError {
+            #expect(error.isSchemaBehind, "\(error)")
+        }
+        try await Migrator(database: test.store.database, migrations: Migrations.all.filter { $0.version < 5 })
+            .migrate()
+        do {
+            try await migrator.requireCurrent()
+            Issue.record("a schema behind passed the schema check")
+        } catch let error as StoreError {
+            #expect(error.isSchemaBehind, "\(error)")
+        }
+        #expect(try await migrator.migrate().applied.first == 5)
+        try await test.close()
+    }
+}
