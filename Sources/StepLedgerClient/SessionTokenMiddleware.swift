@@ -46,6 +46,8 @@ struct CredentialsUnavailable: Error {
 struct SessionTokenMiddleware: ClientMiddleware {
     let gate: TokenGate
     let credentials: any StepLedgerCredentials
+    /// The walker the store folder belongs to: a token of another walker is refused here, unsent.
+    let owner: StoreOwner
 
     func intercept(
         _ request: HTTPRequest,
@@ -55,7 +57,9 @@ struct SessionTokenMiddleware: ClientMiddleware {
         next: @Sendable (HTTPRequest, HTTPBody?, URL) async throws -> (HTTPResponse, HTTPBody?)
     ) async throws -> (HTTPResponse, HTTPBody?) {
         var request = request
-        request.headerFields[.authorization] = "Bearer \(try await gate.token(from: credentials))"
+        let token = try await gate.token(from: credentials)
+        try owner.check(token)
+        request.headerFields[.authorization] = "Bearer \(token)"
         return try await next(request, body, baseURL)
     }
 }

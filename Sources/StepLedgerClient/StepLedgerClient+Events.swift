@@ -20,6 +20,7 @@ extension StepLedgerClient {
     /// client reads the allocations (``allocations()``), since the other days may have been accepted meanwhile, and
     /// keeps the badge while they are not (or the read fails). The
     /// sequence ends only with ``StepLedgerError/unauthorized(reason:)``, with
+    /// ``StepLedgerError/storeBelongsToAnotherWalker`` (the folder is another walker's), with
     /// ``StepLedgerError/storeUnavailable(_:)`` when the cursor cannot be written, or when its task is cancelled.
     public nonisolated func events() -> WalkerEventSequence {
         let stream = AsyncThrowingStream<WalkerEvent, any Error> { continuation in
@@ -47,6 +48,7 @@ extension StepLedgerClient {
     }
 
     private func pumpEvents(into continuation: AsyncThrowingStream<WalkerEvent, any Error>.Continuation) async throws {
+        try await bindOwner()
         // What this sequence has handed over: it resumes from here, ahead of what the consumer acknowledged.
         var cursor = state.lastEventId
         var failures = 0
@@ -75,6 +77,8 @@ extension StepLedgerClient {
                 return
             } catch StepLedgerError.unauthorized(let reason) {
                 throw StepLedgerError.unauthorized(reason: reason)
+            } catch StepLedgerError.storeBelongsToAnotherWalker {
+                throw StepLedgerError.storeBelongsToAnotherWalker
             } catch {
                 failures += 1
                 // The stream failed three times in a row: long-poll for a while before trying it again. (Counted

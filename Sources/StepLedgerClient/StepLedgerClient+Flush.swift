@@ -76,6 +76,7 @@ extension StepLedgerClient {
     }
 
     private func runFlush() async throws -> FlushReport {
+        try await bindOwner()
         var report = FlushReport()
         report.expired = state.dropExpired(
             now: now(), capDays: configuration.offlineCapDays + Self.deviceClockGraceDays, droppedAt: now())
@@ -171,6 +172,12 @@ extension StepLedgerClient {
                 }
             case .failed(let error):
                 if case .unauthorized = error {
+                    try save()
+                    throw error
+                }
+                if error == .storeBelongsToAnotherWalker {
+                    // Nothing was sent: the buckets stay as they were, for their own walker's next flush.
+                    for bucket in batch { state.update(key: bucket.idempotencyKey) { $0.attempts -= 1 } }
                     try save()
                     throw error
                 }
@@ -393,6 +400,7 @@ extension StepLedgerClient {
             if let unavailable = error.underlyingError as? CredentialsUnavailable {
                 return .transport("the session token provider failed: \(unavailable.underlying)")
             }
+            if error.underlyingError is AnotherWalkersToken { return .storeBelongsToAnotherWalker }
             if let (status, retryAfter) = undecodedRefusal(error) {
                 switch status {
                 case 401: return .unauthorized(reason: nil)

@@ -32,6 +32,14 @@ extension StepLedgerClient {
     }
 
     private func runSubmitHealth(_ totals: HealthTotals, attestor: some Attestor) async throws -> HealthRecord {
+        // JSON has no NaN or infinity: such a total could not be sent, and is refused before a nonce and an
+        // attestation are spent on it (each try would spend both, and the nonces count against the walker).
+        for (field, value) in [
+            ("duration", totals.duration), ("calories", totals.calories), ("distance", totals.distance),
+        ]
+        where !value.isFinite {
+            throw StepLedgerError.invalidRequest("\(field) must be a finite number")
+        }
         var resetOnce = false
         while true {
             let nonce = try await healthNonce()

@@ -76,6 +76,8 @@ public actor StepLedgerClient {
     /// The transport under `client`, for the one request the generated client has no operation for (`GET /livez`).
     let transport: any ClientTransport
     let tokens = TokenGate()
+    /// The walker the folder belongs to, which every request's session token must be (`SessionTokenMiddleware`).
+    let owner: StoreOwner
     let store: QueueStore
     var state: QueueState
     let now: @Sendable () -> Date
@@ -119,6 +121,8 @@ public actor StepLedgerClient {
         // app killed before its answer) is dropped now, so it cannot follow its successor to the server.
         loaded.dropSuperseded()
         self.state = loaded
+        let owner = StoreOwner(loaded.walkerId)
+        self.owner = owner
         self.unreadableQueueFile = store.setAside
         self.now = now
         self.random = ClientRandom(base: random)
@@ -129,7 +133,7 @@ public actor StepLedgerClient {
             configuration: OpenAPIRuntime.Configuration(
                 dateTranscoder: WireDateTranscoder(), jsonEncodingOptions: [.sortedKeys]),
             transport: transport,
-            middlewares: [SessionTokenMiddleware(gate: tokens, credentials: credentials)])
+            middlewares: [SessionTokenMiddleware(gate: tokens, credentials: credentials, owner: owner)])
     }
 
     /// The transport a client uses when none is given: URLSession on Apple platforms, AsyncHTTPClient on Linux.
@@ -269,5 +273,19 @@ public actor StepLedgerClient {
 
     func save() throws {
         try store.save(state)
+    }
+
+    /// Binds the folder to the walker whose session token it is first used with (the token's `sub`), on disk before
+    /// the flush or the event stream sends anything: the queued buckets, the event cursor, the day states and the
+    /// badges are that walker's. From then on a request with another walker's token is refused before it leaves
+    /// (``StepLedgerError/storeBelongsToAnotherWalker``). A token that is no JWT binds nothing; a provider that fails
+    /// leaves the folder unbound, and the request then meets the same failure.
+    func bindOwner() async throws {
+        guard state.walkerId == nil,
+            let token = try? await tokens.token(from: credentials), let subject = StoreOwner.subject(of: token)
+        else { return }
+        state.walkerId = subject
+        try save()
+        owner.bind(subject)
     }
 }

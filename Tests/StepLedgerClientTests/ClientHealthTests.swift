@@ -40,6 +40,44 @@ struct ClientHealthTests {
         return (response, HTTPBody(body))
     }
 
+    @Test("a total that is not a finite number is refused before a nonce or an attestation is spent on it")
+    func nonFiniteTotals() async throws {
+        let store = temporaryStore()
+        defer { try? FileManager.default.removeItem(at: store) }
+        let clock = ManualClock(seedInstant)
+        let server = FakeServer(clock: clock)
+        let nonces = Mutex(0)
+        server.route("getHealthNonce") { _ in
+            nonces.withLock { $0 += 1 }
+            return Self.json(
+                .ok, #"{"nonce":"\#(String(repeating: "n", count: 43))","expiresAt":"2026-05-18T20:57:30Z"}"#)
+        }
+        let client = try makeClient(store: store, server: server, clock: clock)
+        let attestor = SlowAttestor(delay: .zero)
+        for (field, totals) in [
+            (
+                "calories",
+                HealthTotals(
+                    date: today, steps: 100, duration: 60, calories: .infinity, distance: 80, source: "HealthKit")
+            ),
+            (
+                "duration",
+                HealthTotals(date: today, steps: 100, duration: .nan, calories: 5, distance: 80, source: "HealthKit")
+            ),
+            (
+                "distance",
+                HealthTotals(
+                    date: today, steps: 100, duration: 60, calories: 5, distance: -.infinity, source: "HealthKit")
+            ),
+        ] {
+            await #expect(throws: StepLedgerError.invalidRequest("\(field) must be a finite number")) {
+                _ = try await client.submitHealth(totals, attestor: attestor)
+            }
+        }
+        #expect(nonces.withLock { $0 } == 0)
+        #expect(attestor.calls == 0)
+    }
+
     @Test("submissions run one at a time, so two assertions of one key never race for its counter")
     func oneAtATime() async throws {
         let store = temporaryStore()

@@ -1,0 +1,39 @@
+import Foundation
+import Synchronization
+
+/// The walker a store folder belongs to: the `sub` of the session token it was first flushed or streamed with. A
+/// folder's queued buckets, event cursor, day states and badges are one walker's: sent under another walker's token,
+/// the buckets would be credited to that walker, and its events read from the first one's cursor.
+final class StoreOwner: Sendable {
+    private let walker: Mutex<String?>
+
+    init(_ walkerId: String?) { walker = Mutex(walkerId) }
+
+    var walkerId: String? { walker.withLock { $0 } }
+
+    func bind(_ walkerId: String) { walker.withLock { $0 = walkerId } }
+
+    /// Throws when the folder belongs to a walker and `token` is another walker's. A token that is no JWT, or has no
+    /// `sub`, is not judged (the server judges it).
+    func check(_ token: String) throws {
+        guard let owner = walkerId, let subject = Self.subject(of: token), subject != owner else { return }
+        throw AnotherWalkersToken()
+    }
+
+    /// The `sub` claim of a session JWT, read without checking the signature (the server checks it); nil for a token
+    /// that is no JWT or names no subject.
+    static func subject(of token: String) -> String? {
+        let parts = token.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 3 else { return nil }
+        var text = parts[1].replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        text += String(repeating: "=", count: (4 - text.count % 4) % 4)
+        guard let data = Data(base64Encoded: text),
+            let claims = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
+            let subject = claims["sub"] as? String, !subject.isEmpty
+        else { return nil }
+        return subject
+    }
+}
+
+/// The session token is another walker's than the one the store folder belongs to; the request was never sent.
+struct AnotherWalkersToken: Error {}
