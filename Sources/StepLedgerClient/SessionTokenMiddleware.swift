@@ -58,7 +58,7 @@ struct SessionTokenMiddleware: ClientMiddleware {
     ) async throws -> (HTTPResponse, HTTPBody?) {
         var request = request
         let token = try await gate.token(from: credentials)
-        try owner.check(token)
+        try owner.admit(token)
         request.headerFields[.authorization] = "Bearer \(token)"
         return try await next(request, body, baseURL)
     }

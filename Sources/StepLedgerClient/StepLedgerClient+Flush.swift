@@ -19,7 +19,9 @@ extension StepLedgerClient {
     /// - Throws: ``StepLedgerError/unauthorized(reason:)`` when the server refuses a freshly asked session token
     ///   too, or a freshly asked App Check token (its `reason` then starts with `APP_CHECK_`: the walker's session is
     ///   fine, the App Check provider must hand out tokens minted within five minutes);
-    ///   ``StepLedgerError/storeUnavailable(_:)`` when the queue cannot be written.
+    ///   ``StepLedgerError/storeUnavailable(_:)`` when the queue cannot be written;
+    ///   ``StepLedgerError/storeBelongsToAnotherWalker`` when the session token is another walker's than the
+    ///   folder's (nothing is sent).
     @discardableResult
     public func flush() async throws -> FlushReport {
         while let running = flushTask {

@@ -43,10 +43,16 @@ public actor StepLedgerClient {
         /// The most buckets the queue holds; `record` refuses more.
         public var maxQueuedBuckets: Int
         public var retry: RetryPolicy
+        /// The walker the store folder is for (the session token's `sub`), when the app knows it: the folder is
+        /// bound to that walker from the start, even before a token could be had (offline, with one expired), and
+        /// opening a folder of another walker throws ``StepLedgerError/storeBelongsToAnotherWalker``. Without it the
+        /// folder is bound by the first session token a request carries.
+        public var walkerId: String?
 
         public init(
             serverURL: URL, storeDirectory: URL, appVersion: String, deviceModel: String? = nil,
-            batchSize: Int = 14, offlineCapDays: Int = 7, maxQueuedBuckets: Int = 256, retry: RetryPolicy = .default
+            batchSize: Int = 14, offlineCapDays: Int = 7, maxQueuedBuckets: Int = 256, retry: RetryPolicy = .default,
+            walkerId: String? = nil
         ) {
             self.serverURL = serverURL
             self.storeDirectory = storeDirectory
@@ -56,6 +62,7 @@ public actor StepLedgerClient {
             self.offlineCapDays = min(Self.longestOfflineCapDays, max(0, offlineCapDays))
             self.maxQueuedBuckets = max(1, maxQueuedBuckets)
             self.retry = retry
+            self.walkerId = walkerId.flatMap { $0.isEmpty ? nil : $0 }
         }
 
         /// The longest offline cap the client takes (a century): longer means none.
@@ -66,7 +73,8 @@ public actor StepLedgerClient {
         var bounded: Configuration {
             Configuration(
                 serverURL: serverURL, storeDirectory: storeDirectory, appVersion: appVersion, deviceModel: deviceModel,
-                batchSize: batchSize, offlineCapDays: offlineCapDays, maxQueuedBuckets: maxQueuedBuckets, retry: retry)
+                batchSize: batchSize, offlineCapDays: offlineCapDays, maxQueuedBuckets: maxQueuedBuckets, retry: retry,
+                walkerId: walkerId)
         }
     }
 
@@ -120,6 +128,12 @@ public actor StepLedgerClient {
         // Nothing is in flight at launch: a bucket a newer one of its slot superseded while it was being sent (the
         // app killed before its answer) is dropped now, so it cannot follow its successor to the server.
         loaded.dropSuperseded()
+        if let configured = configuration.bounded.walkerId {
+            guard loaded.walkerId == nil || loaded.walkerId == configured else {
+                throw StepLedgerError.storeBelongsToAnotherWalker
+            }
+            loaded.walkerId = configured
+        }
         self.state = loaded
         let owner = StoreOwner(loaded.walkerId)
         self.owner = owner
@@ -214,6 +228,7 @@ public actor StepLedgerClient {
         guard next.buckets.count <= configuration.maxQueuedBuckets else {
             throw StepLedgerError.queueFull(limit: configuration.maxQueuedBuckets)
         }
+        if next.walkerId == nil { next.walkerId = owner.walkerId }
         try store.save(next)
         state = next
         return bucket
@@ -272,20 +287,25 @@ public actor StepLedgerClient {
     }
 
     func save() throws {
+        // The walker the folder was bound to since the last save (a request's token, in the middleware).
+        if state.walkerId == nil { state.walkerId = owner.walkerId }
         try store.save(state)
     }
 
-    /// Binds the folder to the walker whose session token it is first used with (the token's `sub`), on disk before
-    /// the flush or the event stream sends anything: the queued buckets, the event cursor, the day states and the
-    /// badges are that walker's. From then on a request with another walker's token is refused before it leaves
-    /// (``StepLedgerError/storeBelongsToAnotherWalker``). A token that is no JWT binds nothing; a provider that fails
-    /// leaves the folder unbound, and the request then meets the same failure.
+    /// Binds the folder, on disk before the flush or the event stream sends anything, to the walker whose session
+    /// token it is first used with (the token's `sub`; any request binds it in memory, `StoreOwner.admit`): the queued
+    /// buckets, the event cursor, the day states and the badges are that walker's. From then on a request with
+    /// another walker's token is refused before it leaves (``StepLedgerError/storeBelongsToAnotherWalker``). A token
+    /// that is no JWT binds nothing; a provider that fails leaves the folder unbound (``Configuration/walkerId``
+    /// binds it from the start), and the request then meets the same failure.
     func bindOwner() async throws {
-        guard state.walkerId == nil,
-            let token = try? await tokens.token(from: credentials), let subject = StoreOwner.subject(of: token)
-        else { return }
-        state.walkerId = subject
+        if owner.walkerId == nil, let token = try? await tokens.token(from: credentials) {
+            do {
+                try owner.admit(token)
+            } catch {
+                throw StepLedgerError.storeBelongsToAnotherWalker
+            }
+        }
         try save()
-        owner.bind(subject)
     }
 }

@@ -11,13 +11,18 @@ final class StoreOwner: Sendable {
 
     var walkerId: String? { walker.withLock { $0 } }
 
-    func bind(_ walkerId: String) { walker.withLock { $0 = walkerId } }
-
-    /// Throws when the folder belongs to a walker and `token` is another walker's. A token that is no JWT, or has no
-    /// `sub`, is not judged (the server judges it).
-    func check(_ token: String) throws {
-        guard let owner = walkerId, let subject = Self.subject(of: token), subject != owner else { return }
-        throw AnotherWalkersToken()
+    /// Throws when the folder belongs to another walker than `token`'s; an unbound folder is bound to `token`'s
+    /// walker here, before the request leaves (the client writes it with its next save). A token that is no JWT, or
+    /// has no `sub`, is neither judged nor binds (the server judges it).
+    func admit(_ token: String) throws {
+        guard let subject = Self.subject(of: token) else { return }
+        try walker.withLock { (owner: inout String?) throws -> Void in
+            guard let bound = owner else {
+                owner = subject
+                return
+            }
+            guard bound == subject else { throw AnotherWalkersToken() }
+        }
     }
 
     /// The `sub` claim of a session JWT, read without checking the signature (the server checks it); nil for a token

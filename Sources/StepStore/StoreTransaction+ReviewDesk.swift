@@ -324,14 +324,17 @@ extension StoreTransaction {
 
     /// The day's latest `latest` submissions in order of arrival, as stored (what older rows did not keep is nil),
     /// and how many the day has: one statement, so the number and the last shown are of one moment (the version a
-    /// reviewer sends back must name no submission the page did not show).
+    /// reviewer sends back must name no submission the page did not show). The number is a subquery counting the
+    /// index, evaluated once; a window (`COUNT(*) OVER ()`) made both engines hold every row of the day to sort them.
     package func submissionEvidence(walkerId: String, day: LocalDate, latest: Int) async throws
         -> (submissions: [SubmissionEvidence], count: Int)
     {
         let rows = try await sql.raw(
             """
             SELECT submission_id, source, source_bundle_id, step_count, span_start, span_end, received_at, tz,
-                gyro_observed, app_check, COUNT(*) OVER () AS day_submissions
+                gyro_observed, app_check,
+                (SELECT COUNT(*) FROM step_submissions
+                    WHERE walker_id = \(bind: walkerId) AND day = \(bind: day.dayNumber)) AS day_submissions
             FROM step_submissions WHERE walker_id = \(bind: walkerId) AND day = \(bind: day.dayNumber)
             ORDER BY received_at DESC, submission_id DESC LIMIT \(bind: latest)
             """

@@ -1,4 +1,5 @@
 import Foundation
+import StepTestSupport
 import Synchronization
 import Testing
 
@@ -71,6 +72,54 @@ struct ClientOwnerTests {
         let ben = try makeClient(store: store, server: server, clock: clock, credentials: WalkerTokens(subject: "ben"))
         try await ben.record(today, 3_000)
         await #expect(throws: StepLedgerError.storeBelongsToAnotherWalker) { try await ben.flush() }
+    }
+
+    @Test("any request binds the folder, a read as well as a flush")
+    func readBinds() async throws {
+        let store = temporaryStore()
+        defer { try? FileManager.default.removeItem(at: store) }
+        let clock = ManualClock(seedInstant)
+        let server = FakeServer(clock: clock)
+        var ana: StepLedgerClient? = try makeClient(
+            store: store, server: server, clock: clock, credentials: WalkerTokens(subject: "ana"))
+        // The fake server has no GET /walker (404): the request went out, under Ana's token.
+        _ = try? await ana!.walker()
+        try await ana!.record(today, 1_000)
+        ana = nil
+        let ben = try makeClient(store: store, server: server, clock: clock, credentials: WalkerTokens(subject: "ben"))
+        await #expect(throws: StepLedgerError.storeBelongsToAnotherWalker) { try await ben.flush() }
+        #expect(server.sent.isEmpty)
+    }
+
+    @Test(
+        "Configuration.walkerId binds the folder from the start, offline too, and a client for another walker cannot open it"
+    )
+    func configuredWalker() async throws {
+        let store = temporaryStore()
+        defer { try? FileManager.default.removeItem(at: store) }
+        let clock = ManualClock(seedInstant)
+        let server = FakeServer(clock: clock)
+        func client(_ walker: String?, _ credentials: some StepLedgerCredentials) throws -> StepLedgerClient {
+            try StepLedgerClient(
+                configuration: .init(
+                    serverURL: URL(string: "http://127.0.0.1:1")!, storeDirectory: store, appVersion: "1.0.0+1",
+                    walkerId: walker),
+                credentials: credentials, transport: server, now: { clock.now }, random: SplitMix64(seed: 1))
+        }
+        // Ana's token has expired and the phone is offline: her steps are queued, nothing is sent.
+        let offline = CountingCredentials()
+        offline.sessionFails.withLock { $0 = true }
+        var ana: StepLedgerClient? = try client("ana", offline)
+        try await ana!.record(today, 1_000)
+        #expect(try await ana!.flush().remaining == 1)
+        ana = nil
+        #expect(throws: StepLedgerError.storeBelongsToAnotherWalker) {
+            _ = try client("ben", WalkerTokens(subject: "ben"))
+        }
+        clock.advance(3_600)
+        let unconfigured = try client(nil, WalkerTokens(subject: "ben"))
+        await #expect(throws: StepLedgerError.storeBelongsToAnotherWalker) { try await unconfigured.flush() }
+        #expect(server.sent.isEmpty)
     }
 
     @Test("a token's subject is read from its payload; anything that is no JWT names none")
