@@ -27,8 +27,8 @@ struct QueueState: Codable, Sendable, Equatable {
     var nextSequence: Int64 = 1
     /// Allocations made on provisional credit that no event has settled yet, by id.
     var provisionalAllocations: [String: Allocation] = [:]
-    /// The walker the folder belongs to (`StoreOwner`): the `sub` of the session token it was first flushed or
-    /// streamed with. Optional, so a queue file written before it reads as none, bound at its next flush.
+    /// The walker the folder belongs to (`StoreOwner`): `Configuration.walkerId`, or the `sub` of the session token
+    /// its first request carried. Optional, so a queue file written before it reads as none, bound by its next request.
     var walkerId: String?
 
     /// The longest the queue waits on a pause or a bucket's backoff. A wait that reaches further ahead than this

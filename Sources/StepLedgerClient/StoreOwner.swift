@@ -1,9 +1,9 @@
 import Foundation
 import Synchronization
 
-/// The walker a store folder belongs to: the `sub` of the session token it was first flushed or streamed with. A
-/// folder's queued buckets, event cursor, day states and badges are one walker's: sent under another walker's token,
-/// the buckets would be credited to that walker, and its events read from the first one's cursor.
+/// The walker a store folder belongs to: `Configuration.walkerId`, or the `sub` of the session token its first request
+/// carried. A folder's queued buckets, event cursor, day states and badges are one walker's: sent under another
+/// walker's token, the buckets would be credited to that walker, and its events read from the first one's cursor.
 final class StoreOwner: Sendable {
     private let walker: Mutex<String?>
 
