@@ -78,6 +78,9 @@ struct ContractFuzzTests {
             for uri in ["/walker/nothing", "/nowhere", "/admin/reviews/x/y/resolve"] {
                 let response = try await client.execute(uri: uri, method: .delete)
                 #expect(response.status == .notFound, "\(uri)")
+                // The API's envelope, not the router's empty body.
+                #expect(try response.json["error"] == .string("NOT_FOUND"), "\(uri)")
+                #expect(response.headers[.contentType] == "application/json", "\(uri)")
             }
             // Under /health, however the path is spelled, the 404 is seed 002's too.
             for uri in ["/health/nothing", "//health/nothing"] {
@@ -96,9 +99,11 @@ struct ContractFuzzTests {
     func adminOffStaysHidden() async throws {
         let harness = try await TestHarness.make()
         try await harness.run { client in
+            let unknown = try await client.execute(uri: "/nowhere", method: .get).text
             for method in [HTTPRequest.Method.get, .delete, .put] {
                 let response = try await client.execute(uri: "/admin/jobs", method: method)
                 #expect(response.status == .notFound, "\(method)")
+                #expect(response.text == unknown, "\(method): as absent as a path that never was")
             }
         }
     }

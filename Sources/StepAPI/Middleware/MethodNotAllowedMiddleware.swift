@@ -45,7 +45,14 @@ struct MethodNotAllowedMiddleware: RouterMiddleware {
             // A path the router did not match although the catalog names it with this very method (a spelling
             // the router reads differently) stays 404: 405 would name a method that was just refused.
             guard let methods = allowedMethods(for: request.uri.path), !methods.contains(request.method.rawValue)
-            else { throw surface(for: request.uri.path)?.notFound ?? error }
+            else {
+                if let surface = surface(for: request.uri.path) { throw surface.notFound }
+                // The API's envelope, as every other answer of it: a client parsing errors finds `error` here too.
+                // The admin API without its token looks the same, absent.
+                return Response(
+                    status: .notFound, headers: [.contentType: "application/json"],
+                    body: .init(byteBuffer: ByteBuffer(string: Self.notFoundBody)))
+            }
             let allow = methods.joined(separator: ", ")
             if let surface = surface(for: request.uri.path) {
                 throw surface.methodNotAllowed(request.method.rawValue, allow)
@@ -80,6 +87,16 @@ struct MethodNotAllowedMiddleware: RouterMiddleware {
 
     private static func segments(_ path: String) -> [Substring] {
         path.split(separator: "/", omittingEmptySubsequences: true)
+    }
+
+    /// The API's envelope for a path no route serves: the same bytes as the admin API's answer while it is off
+    /// (`AdminAPIError.absent`), so neither tells the other apart.
+    static let notFoundBody = JSONTextWriter.object(capacity: 96) { json in
+        json.key("details")
+        json.beginObject()
+        json.endObject()
+        json.member("error", "NOT_FOUND")
+        json.member("message", "Not found.")
     }
 
     /// The ingest surface's envelope, `{error, message, details}`, naming the methods the path serves.
