@@ -60,7 +60,7 @@ package struct ReviewResolver: Sendable {
             guard entry.isOpen else { return .alreadyResolved(entry) }
             if let claim = entry.liveClaim(at: now), claim.operatorId != actor.id { return .claimed(claim) }
             if let evidenceSeen, let day = entry.day {
-                let current = try await tx.submissionsVersion(walkerId: entry.walkerId, day: day).version
+                let current = try await tx.submissionEvidence(walkerId: entry.walkerId, day: day, latest: 1).version
                 guard current == evidenceSeen else { return .evidenceChanged(current: current) }
             }
             if entry.kind == .quarantinedDay, let state, let log = state.log,

@@ -228,8 +228,7 @@ public actor StepLedgerClient {
         guard next.buckets.count <= configuration.maxQueuedBuckets else {
             throw StepLedgerError.queueFull(limit: configuration.maxQueuedBuckets)
         }
-        if next.walkerId == nil { next.walkerId = owner.walkerId }
-        try store.save(next)
+        try write(&next)
         state = next
         return bucket
     }
@@ -287,9 +286,14 @@ public actor StepLedgerClient {
     }
 
     func save() throws {
-        // The walker the folder was bound to since the last save (a request's token, in the middleware).
-        if state.walkerId == nil { state.walkerId = owner.walkerId }
-        try store.save(state)
+        try write(&state)
+    }
+
+    /// Writes `next` whole, with the walker the folder was bound to since the last write (a request's token, in the
+    /// middleware).
+    private func write(_ next: inout QueueState) throws {
+        if next.walkerId == nil { next.walkerId = owner.walkerId }
+        try store.save(next)
     }
 
     /// Binds the folder, on disk before the flush or the event stream sends anything, to the walker whose session

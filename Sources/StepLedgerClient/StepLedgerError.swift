@@ -11,8 +11,8 @@ public enum StepLedgerError: Error, Sendable, Hashable {
     case queueFull(limit: Int)
     /// The queue's folder cannot be read or written, or another client holds it.
     case storeUnavailable(String)
-    /// The session token is another walker's than the one the store folder belongs to (the `sub` of the token it
-    /// was first flushed or streamed with): nothing was sent, and the folder's buckets stay queued for their own
+    /// The session token is another walker's than the one the store folder belongs to (`Configuration.walkerId`,
+    /// or the `sub` of the token its first request carried), or the folder opened is another walker's: nothing was sent, and the folder's buckets stay queued for their own
     /// walker. Give each walker who signs in on the phone a folder of their own (``StepLedgerClient/Configuration/storeDirectory``).
     case storeBelongsToAnotherWalker
     /// 422 `STEP_REJECTED`: the server's anti-cheat checks refused the bucket, with seed 000's reason codes.

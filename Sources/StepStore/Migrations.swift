@@ -706,8 +706,8 @@ package enum Migrations {
         Migration(version: 27, name: "what provisional allocations drew from each day, kept on the day's log") { kind in
             // A spend read and decoded every provisional allocation of the walker to learn what earlier spends
             // drew from each pending day: a walker with thousands of them waiting on a quarantined day paid for
-            // all of them at each spend (3 000 made each spend 20 ms on SQLite, on the writer, and 170 ms on
-            // PostgreSQL in a debug build). `energy_drawn` is what the provisional allocations that still wait on
+            // all of them at each spend (`scripts/bench-ledger 20000 100 provisional`: 65 times the spend of a
+            // walker without them, on SQLite's writer). `energy_drawn` is what the provisional allocations that still wait on
             // the day drew from it: a spend adds its draws, the decision that settles the day's draws zeroes it.
             // The backfill sums the draws (`day:points,…`) of each provisional allocation whose pending days
             // (`day,…`) still name the day.

@@ -81,7 +81,7 @@ package struct SubmissionEvidence: Sendable, Hashable {
     package var receivedAt: Date
 
     /// What a reviewer was shown of a day's submissions: how many there are and the last to arrive
-    /// (`StoreTransaction.submissionsVersion`). A decision sent with the version its reviewer saw is refused once
+    /// (`DaySubmissions.version`). A decision sent with the version its reviewer saw is refused once
     /// another submission of the day has arrived (`ReviewResolver.resolve`).
     package static func version(count: Int, lastId: String?) -> String {
         "\(count):\(lastId ?? "none")"
@@ -93,6 +93,15 @@ package struct AllocationDependency: Sendable, Hashable {
     package var allocation: AllocationRecord
     /// The points it drew from the day (all its points for an allocation made before draws were recorded).
     package var drawn: Int
+}
+
+/// The latest of a day's submissions in order of arrival, and how many the day has, read in one statement.
+package struct DaySubmissions: Sendable, Hashable {
+    package var submissions: [SubmissionEvidence]
+    package var count: Int
+
+    /// `SubmissionEvidence.version` of the day's submissions: their number and the last to arrive.
+    package var version: String { SubmissionEvidence.version(count: count, lastId: submissions.last?.id) }
 }
 
 /// What a reviewer sees beside an entry to decide it. The day's submissions and the allocations drawing on it are
@@ -281,7 +290,7 @@ extension StoreTransaction {
         let shown = try await submissionEvidence(walkerId: walkerId, day: day, latest: ReviewEvidence.shownAtMost)
         evidence.submissions = shown.submissions
         evidence.submissionCount = shown.count
-        evidence.version = SubmissionEvidence.version(count: shown.count, lastId: shown.submissions.last?.id)
+        evidence.version = shown.version
         let before = try await sql.raw(
             """
             SELECT \(unsafeRaw: Self.stepLogColumns) FROM step_logs
@@ -306,28 +315,12 @@ extension StoreTransaction {
         return evidence
     }
 
-    /// How many submissions the day has, and their `SubmissionEvidence.version`.
-    package func submissionsVersion(walkerId: String, day: LocalDate) async throws -> (count: Int, version: String) {
-        let row = try await sql.raw(
-            """
-            SELECT COUNT(*) AS submissions,
-                (SELECT submission_id FROM step_submissions
-                    WHERE walker_id = \(bind: walkerId) AND day = \(bind: day.dayNumber)
-                    ORDER BY received_at DESC, submission_id DESC LIMIT 1) AS last_id
-            FROM step_submissions WHERE walker_id = \(bind: walkerId) AND day = \(bind: day.dayNumber)
-            """
-        ).first()
-        let count = try row?.decode(column: "submissions", as: Int.self) ?? 0
-        let lastId = try row?.decode(column: "last_id", as: String?.self)
-        return (count, SubmissionEvidence.version(count: count, lastId: lastId))
-    }
-
     /// The day's latest `latest` submissions in order of arrival, as stored (what older rows did not keep is nil),
     /// and how many the day has: one statement, so the number and the last shown are of one moment (the version a
     /// reviewer sends back must name no submission the page did not show). The number is a subquery counting the
     /// index, evaluated once; a window (`COUNT(*) OVER ()`) made both engines hold every row of the day to sort them.
     package func submissionEvidence(walkerId: String, day: LocalDate, latest: Int) async throws
-        -> (submissions: [SubmissionEvidence], count: Int)
+        -> DaySubmissions
     {
         let rows = try await sql.raw(
             """
@@ -353,6 +346,6 @@ extension StoreTransaction {
                 appCheck: try row.decode(column: "app_check", as: Int?.self).map { $0 != 0 },
                 receivedAt: Date(millisecondsSince1970: try row.decode(column: "received_at", as: Int.self)))
         }
-        return (submissions, count)
+        return DaySubmissions(submissions: submissions, count: count)
     }
 }
