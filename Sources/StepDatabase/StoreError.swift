@@ -4,6 +4,7 @@ package struct StoreError: Error, Hashable, Sendable, CustomStringConvertible {
         case unavailable
         case connectionLost
         case schemaBehind
+        case schemaAhead
         case invalidConfiguration
         case corrupt
         case conflict
@@ -24,6 +25,8 @@ package struct StoreError: Error, Hashable, Sendable, CustomStringConvertible {
     /// or the socket went): what was sent may or may not have committed, and the next connection may work.
     package static func connectionLost(_ detail: String) -> StoreError { .init(.connectionLost, detail) }
     package static func schemaBehind(_ detail: String) -> StoreError { .init(.schemaBehind, detail) }
+    /// A newer build applied a migration that builds before it may not run beside (`Migration.mixes`).
+    package static func schemaAhead(_ detail: String) -> StoreError { .init(.schemaAhead, detail) }
     package static func invalidConfiguration(_ detail: String) -> StoreError { .init(.invalidConfiguration, detail) }
     /// A stored value could not be read back as written.
     package static func corrupt(_ detail: String) -> StoreError { .init(.corrupt, detail) }
@@ -42,6 +45,7 @@ package struct StoreError: Error, Hashable, Sendable, CustomStringConvertible {
     package var isLockTimeout: Bool { code == .lockTimeout }
     package var isConflict: Bool { code == .conflict }
     package var isSchemaBehind: Bool { code == .schemaBehind }
+    package var isSchemaAhead: Bool { code == .schemaAhead }
     /// A setting, or the database role's privileges, the operator must mend; its detail names no value.
     package var isInvalidConfiguration: Bool { code == .invalidConfiguration }
 

@@ -6,7 +6,21 @@ import StepDatabase
 package struct Migration: Sendable {
     package let version: Int
     package let name: String
+    /// Whether servers and workers of the builds before it may run on the schema once it is applied. Those that
+    /// may not (they would write what the migration's new columns must follow without moving them) are refused at
+    /// start-up from then on, through `schema_compatibility` (migration 28), which an older build reads though it
+    /// knows nothing of the migration.
+    package let mixes: Bool
     package let statements: @Sendable (DatabaseKind) -> [String]
+
+    package init(
+        version: Int, name: String, mixes: Bool = true, statements: @escaping @Sendable (DatabaseKind) -> [String]
+    ) {
+        self.version = version
+        self.name = name
+        self.mixes = mixes
+        self.statements = statements
+    }
 }
 
 /// The schema, in order. Columns use types both engines read the same way: BIGINT for integers and
@@ -640,7 +654,9 @@ package enum Migrations {
             // token must end the sessions opened with it. Bootstrap sessions from before have none and end too.
             ["ALTER TABLE operator_sessions ADD COLUMN credential_binding TEXT"]
         },
-        Migration(version: 21, name: "each shortfall of an allocation refunded on its own grace period") { _ in
+        Migration(
+            version: 21, name: "each shortfall of an allocation refunded on its own grace period", mixes: false
+        ) { _ in
             // The refund waiting on an allocation, one part per decision that left points uncovered, each with
             // its own due time (`RefundPart`): a second shortfall no longer pushes back the first one's refund.
             // `refund_points`, `refund_days` and `refund_due_at` stay their sum, their days and the earliest due
@@ -662,7 +678,7 @@ package enum Migrations {
             // has none, and a reversal works it out from the day's credit as before.
             ["ALTER TABLE allocations ADD COLUMN draws_covered TEXT NOT NULL DEFAULT ''"]
         },
-        Migration(version: 24, name: "lifetime steps recomputed from the accepted counts") { _ in
+        Migration(version: 24, name: "lifetime steps recomputed from the accepted counts", mixes: false) { _ in
             // A walker's lifetime steps are the sum of its days' accepted counts (each decision moves them by the
             // difference from the count accepted before; a reversal takes the day's off). Before this version a
             // re-read accepting below a day's earlier acceptance, then a reconcile of the day, could count part of
@@ -679,7 +695,9 @@ package enum Migrations {
                 """
             ]
         },
-        Migration(version: 25, name: "the Energy balance kept on the walker's row; open allocations indexed") { _ in
+        Migration(
+            version: 25, name: "the Energy balance kept on the walker's row; open allocations indexed", mixes: false
+        ) { _ in
             // The confirmed balance was the sum of the walker's ledger, read by every `GET /walker` and every
             // spend: a walker spending a point at a time grows it by thousands of rows a day. Each ledger entry now
             // moves `energy_balance` in the same transaction (the ledger stays the record it is the sum of), and
@@ -703,7 +721,9 @@ package enum Migrations {
             // bodies made each count read tens of thousands of rows. Only unused nonces enter this index.
             ["CREATE INDEX health_nonces_live ON health_nonces (walker_id, expires_at) WHERE used_at IS NULL"]
         },
-        Migration(version: 27, name: "what provisional allocations drew from each day, kept on the day's log") { kind in
+        Migration(
+            version: 27, name: "what provisional allocations drew from each day, kept on the day's log", mixes: false
+        ) { kind in
             // A spend read and decoded every provisional allocation of the walker to learn what earlier spends
             // drew from each pending day: a walker with thousands of them waiting on a quarantined day paid for
             // all of them at each spend (`scripts/bench-ledger 20000 100 provisional`: 65 times the spend of a
@@ -745,7 +765,19 @@ package enum Migrations {
                 }
             return ["ALTER TABLE step_logs ADD COLUMN energy_drawn BIGINT NOT NULL DEFAULT 0", backfill]
         },
+        Migration(version: 28, name: "the oldest build that may run on the schema") { _ in
+            // One row: the newest migration applied that the builds before it may not run beside
+            // (`Migration.mixes`). A build whose own newest migration is older refuses the schema at start-up
+            // (`Migrator.requireCurrent`). Of those before it, 27 is the newest, and a database reaching 28 has it.
+            [
+                "CREATE TABLE schema_compatibility (oldest_build_version BIGINT NOT NULL)",
+                "INSERT INTO schema_compatibility (oldest_build_version) VALUES (27)",
+            ]
+        },
     ]
+
+    /// The migration that made `schema_compatibility`.
+    package static let compatibilityVersion = 28
 }
 
 /// What `Migrator.migrate` did.
@@ -763,13 +795,31 @@ package struct Migrator: Sendable {
     /// tries again (`SET LOCAL lock_timeout`, so nothing else and no pooler sees the setting); nil: no bound but
     /// `statement_timeout`. `stepd migrate` sets it.
     package var lockTimeout: Int?
-    /// Throws `StoreError.schemaBehind` when a migration of this build is pending: `serve`, `worker` and the
-    /// commands that work on a database refuse a schema they were not built for.
+    /// Throws `StoreError.schemaBehind` when a migration of this build is pending, and `StoreError.schemaAhead`
+    /// when a newer build applied a migration this one may not run beside (`Migration.mixes`): `serve`, `worker`
+    /// and the commands that work on a database refuse a schema they were not built for. A newer schema whose
+    /// migrations all mix is served (a rolling upgrade, or going back a release).
     package func requireCurrent() async throws {
         let applied = try await appliedVersions()
         guard migrations.allSatisfy({ applied.contains($0.version) }) else {
             if applied.isEmpty { try await refuseOtherApplications() }
             throw StoreError.schemaBehind("the database schema is behind this build; run `stepd migrate` first")
+        }
+        if let oldest = try await oldestBuildVersion(applied: applied), oldest > latestVersion {
+            throw StoreError.schemaAhead(
+                "the database schema was migrated by a newer build (migration \(oldest)) that builds before it may "
+                    + "not run beside; this build knows migrations up to \(latestVersion): run that build or a newer one "
+                    + "(CHANGELOG.md, Upgrading)")
+        }
+    }
+
+    /// The newest migration applied that the builds before it may not run beside (`schema_compatibility`), nil
+    /// before migration 28 made the table.
+    package func oldestBuildVersion(applied: Set<Int>) async throws -> Int? {
+        guard applied.contains(Migrations.compatibilityVersion) else { return nil }
+        return try await database.transaction { sql in
+            let row = try await sql.raw("SELECT MAX(oldest_build_version) AS version FROM schema_compatibility").first()
+            return try row?.decode(column: "version", as: Int?.self)
         }
     }
 
@@ -886,6 +936,14 @@ package struct Migrator: Sendable {
                     guard exists == nil else { return false }
                     for statement in migration.statements(kind) {
                         try await sql.raw(SQLQueryString(statement)).run()
+                    }
+                    if !migration.mixes, migration.version > Migrations.compatibilityVersion {
+                        try await sql.raw(
+                            """
+                            UPDATE schema_compatibility SET oldest_build_version = \(bind: migration.version)
+                            WHERE oldest_build_version < \(bind: migration.version)
+                            """
+                        ).run()
                     }
                     try await sql.raw(
                         """

@@ -54,13 +54,16 @@ struct Migrate: AsyncParsableCommand {
                 }
                 throw error
             }
-            return (report, try await migrator.appliedVersions().max() ?? 0)
+            let applied = try await migrator.appliedVersions()
+            // A database migrated by a newer build (going back a release, a restore): this binary knows nothing
+            // past its own, and is refused when a newer migration may not run beside the builds before it.
+            if (applied.max() ?? 0) > report.current { try await migrator.requireCurrent() }
+            return (report, applied.max() ?? 0)
         }
         if newest > report.current {
-            // A database migrated by a newer build (a restore, a rollback): this binary knows nothing past its own.
             printWarning(
-                "the database's schema is at version \(newest), newer than this build's \(report.current): nothing to do"
-            )
+                "the database's schema is at version \(newest), newer than this build's \(report.current), and this "
+                    + "build may run on it: nothing to do")
         } else if report.applied.isEmpty {
             print("schema is up to date (version \(report.current))")
         } else {

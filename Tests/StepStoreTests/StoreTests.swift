@@ -375,3 +375,43 @@ struct OtherApplicationTests {
         try await test.close()
     }
 }
+
+@Suite("A schema a newer build migrated")
+struct NewerSchemaTests {
+    @Test(
+        "is served while its newer migrations mix, and refused once one may not run beside older builds; the floor only rises",
+        arguments: TestDatabases.kinds)
+    func floor(kind: DatabaseKind) async throws {
+        let test = try await TestDatabases.make(kind)
+        let current = Migrator(database: test.store.database)
+        let latest = current.latestVersion
+        let applied = { try await current.appliedVersions() }
+        // Of this build's migrations, 27 is the newest that the builds before it may not run beside.
+        #expect(try await current.oldestBuildVersion(applied: applied()) == 27)
+        let mixing = Migration(version: latest + 1, name: "mixes") { _ in [] }
+        let breaking = Migration(version: latest + 2, name: "does not mix", mixes: false) { _ in [] }
+        let mixingAgain = Migration(version: latest + 3, name: "mixes again") { _ in [] }
+
+        try await Migrator(database: test.store.database, migrations: Migrations.all + [mixing]).migrate()
+        try await current.requireCurrent()
+        #expect(try await current.oldestBuildVersion(applied: applied()) == 27)
+
+        let newer = Migrator(
+            database: test.store.database, migrations: Migrations.all + [mixing, breaking, mixingAgain])
+        #expect(try await newer.migrate().applied == [latest + 2, latest + 3])
+        #expect(try await current.oldestBuildVersion(applied: applied()) == latest + 2)
+        for build in [current, Migrator(database: test.store.database, migrations: Migrations.all + [mixing])] {
+            do {
+                try await build.requireCurrent()
+                Issue.record("a build knowing migrations up to \(build.latestVersion) ran beside \(latest + 2)")
+            } catch let error as StoreError {
+                #expect(error.isSchemaAhead, "\(error)")
+                #expect("\(error)".contains("migration \(latest + 2)"), "\(error)")
+            }
+        }
+        try await newer.requireCurrent()
+        try await Migrator(database: test.store.database, migrations: Migrations.all + [mixing, breaking])
+            .requireCurrent()
+        try await test.close()
+    }
+}
