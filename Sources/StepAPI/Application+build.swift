@@ -371,7 +371,8 @@ package func buildApplication(
                     RequestDeadlineHandler(
                         headTimeout: .nanoseconds(Int64(http.requestHeadTimeoutSeconds * 1e9)),
                         bodyTimeout: .nanoseconds(Int64(http.requestBodyTimeoutSeconds * 1e9)),
-                        stallTimeout: .nanoseconds(Int64(http.responseStallTimeoutSeconds * 1e9)))
+                        stallTimeout: .nanoseconds(Int64(http.responseStallTimeoutSeconds * 1e9))),
+                    ExpectContinueHandler(),
                 ],
                 httpDecoderConfiguration: .init(
                     maxHeaderFieldSize: http.maxHeaderBytes, maxHeaderListSize: http.maxHeaderBytes,

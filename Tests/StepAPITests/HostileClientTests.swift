@@ -219,6 +219,39 @@ struct HostileClientTests {
         }
     }
 
+    @Test(
+        "Expect: 100-continue hears 100 Continue before the body is sent, then the answer to the body on the same connection; without it, no interim answer"
+    )
+    func expectContinue() async throws {
+        let harness = try await TestHarness.make(kind: .sqlite)
+        let token = try await harness.token(for: "walker-expect")
+        try await harness.run(.live) { client in
+            let port = try #require(client.port)
+            let body = #"{"day": "not a date"}"#
+            let head = { @Sendable (expect: String) in
+                "POST /step/ingest HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(token)\r\n\(expect)"
+                    + "Content-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\n\r\n"
+            }
+            let (interim, answer) = try await RawConnection.offPool {
+                let connection = try RawConnection(port: port)
+                // In another case: the expectation is compared case-insensitively.
+                connection.send(head("Expect: 100-Continue\r\n"))
+                let interim = connection.read(through: "\r\n\r\n")
+                connection.send(body)
+                return (interim, connection.read(through: "}"))
+            }
+            #expect(interim == "HTTP/1.1 100 Continue\r\n\r\n", "\(interim)")
+            // The body sent after the interim answer was read: the refusal names its day as malformed, not missing.
+            #expect(answer.hasPrefix("HTTP/1.1 400 "), "\(answer)")
+            #expect(answer.contains(#""day":"#) && !answer.contains(#""day":"is required""#), "\(answer)")
+            // Without the expectation the first bytes are the final answer's.
+            let plain = try await RawConnection.offPool {
+                try RawConnection.exchange(port: port, head("Connection: close\r\n") + body)
+            }
+            #expect(plain.hasPrefix("HTTP/1.1 400 "), "\(plain)")
+        }
+    }
+
     @Test("an ingest whose body never arrives in full is recorded as a 400, not as a body too large")
     func truncatedBody() async throws {
         let harness = try await Self.make()
