@@ -83,10 +83,14 @@ extension IngestController {
         return response
     }
 
-    /// The clock's time, or one millisecond after `previous` when the clock has not passed it by a millisecond.
+    /// The clock's time to the millisecond the database stores, or one millisecond after `previous` when the clock
+    /// has not passed it by a millisecond.
     static func arrival(after previous: Date?, clock now: Date) -> Date {
-        guard let previous, now.millisecondsSince1970 <= previous.millisecondsSince1970 else { return now }
-        return Date(timeIntervalSince1970: Double(previous.millisecondsSince1970 + 1) / 1000)
+        let milliseconds = now.millisecondsSince1970
+        guard let previous, milliseconds <= previous.millisecondsSince1970 else {
+            return Date(millisecondsSince1970: milliseconds)
+        }
+        return Date(millisecondsSince1970: previous.millisecondsSince1970 + 1)
     }
 
     /// Content type, the batch's size bound and the envelope's decoding, before any database work.

@@ -55,12 +55,33 @@ struct IngestService: Sendable {
         let settings: Settings
         let whitelist: Set<String>
         let request: IngestRequest
-        let now: Date
+        /// The clock's time until `plan(walker:)` makes it the arrival.
+        private(set) var now: Date
         let requestId: String
 
+        init(settings: Settings, whitelist: Set<String>, request: IngestRequest, now: Date, requestId: String) {
+            self.settings = settings
+            self.whitelist = whitelist
+            self.request = request
+            self.now = now
+            self.requestId = requestId
+        }
+
         /// The checks run once per walker read; a refusal when a hard check fails, else the writes with the
-        /// quarantine reasons that apply.
+        /// quarantine reasons that apply. Judged, recorded and answered at the ingest's arrival: the clock's time to
+        /// the stored millisecond, and at least a millisecond after the walker's last recorded submission. Read under
+        /// the walker's lock (or a cached copy the write checks), so a walker's submissions arrive in the order they
+        /// were written whatever the clocks of the instances that took them: reconciliation orders a day's
+        /// submissions by arrival, and a rising count taken by an instance whose clock is behind the last one's
+        /// would read as one that went backwards. Reconciliation judges each submission at its stored arrival, and
+        /// so does the ingest.
         func plan(walker: WalkerRecord) -> IngestPlan {
+            var arrived = self
+            arrived.now = IngestController.arrival(after: walker.lastSubmissionAt, clock: now)
+            return arrived.planArrived(walker: walker)
+        }
+
+        private func planArrived(walker: WalkerRecord) -> IngestPlan {
             // The admission read the suspension with the walker's row: checking it costs no round trip.
             guard walker.suspendedAt == nil else { return .reject(suspended(walker: walker)) }
             let reasons = self.reasons(walker: walker)
