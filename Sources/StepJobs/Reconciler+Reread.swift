@@ -79,7 +79,9 @@ extension Reconciler {
         guard
             let (verdict, decision) = DayDecision.reread(
                 log, evidence: evidence, answer: answer, streak: state.streak, limits: limits,
-                timeZone: TimeZoneCatalog.zone(named: request.timeZone), askedAt: request.createdAt, at: now)
+                timeZone: TimeZoneCatalog.zone(named: request.timeZone),
+                askedAt: request.judgedThrough ?? request.createdAt,
+                at: now)
         else { return .expired }
         let outcome = verdict.attestationVerdict
         let answerJSON = RereadJSON.answer(answer)

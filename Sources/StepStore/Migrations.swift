@@ -774,6 +774,20 @@ package enum Migrations {
                 "INSERT INTO schema_compatibility (oldest_build_version) VALUES (27)",
             ]
         },
+        Migration(
+            version: 29, name: "what a day's acceptance and re-read request judged, on the walker's arrivals"
+        ) { _ in
+            // A reviewer's acceptance and a re-read request judge the day's submissions that had arrived; those
+            // after them are judged again. They were told apart by the decision's time against each submission's
+            // arrival, two clocks when two instances are involved: a submission taken just after an acceptance by an
+            // instance whose clock is behind the reviewer's read as judged by it, and its count went uncredited.
+            // `judged_through` is one millisecond past the last arrival the decision saw, on the arrivals' own scale
+            // (each a millisecond after the walker's one before); rows from before keep NULL and their time.
+            [
+                "ALTER TABLE review_queue ADD COLUMN judged_through BIGINT",
+                "ALTER TABLE step_rereads ADD COLUMN judged_through BIGINT",
+            ]
+        },
     ]
 
     /// The migration that made `schema_compatibility`.

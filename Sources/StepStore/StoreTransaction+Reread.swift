@@ -30,6 +30,9 @@ package struct RereadRequestRecord: Sendable, Hashable {
     /// What reconciliation found (`COUNT_WENT_BACKWARDS`, `CROSS_SOURCE_OVERLAP`).
     package var reasons: [String]
     package var createdAt: Date
+    /// One millisecond past the last arrival of the day's submissions when the request was made (nil for requests
+    /// from before migration 29): the submissions it asks about are those before it.
+    package var judgedThrough: Date?
     package var answeredAt: Date?
     /// The app's answer as JSON text, kept as evidence.
     package var answer: String?
@@ -56,17 +59,20 @@ package struct RereadRequestRecord: Sendable, Hashable {
 
 extension StoreTransaction {
     /// Records an open request, under the walker's lock (taken by the caller). The partial unique index keeps
-    /// one open request per walker × day; the caller looks for one first (`dayJudgements(walkerId:day:)`).
+    /// one open request per walker × day; the caller looks for one first (`dayJudgements(walkerId:day:)`). Its
+    /// `judged_through` is read here, from the day's arrivals, under that lock.
     package func insertReread(_ request: RereadRequestRecord) async throws {
         try await sql.raw(
             """
             INSERT INTO step_rereads (walker_id, reread_id, day, tz, window_start, window_end, nonce, deadline, state,
-                reasons, created_at)
+                reasons, created_at, judged_through)
             VALUES (\(bind: request.walkerId), \(bind: request.id), \(bind: request.day.dayNumber),
                 \(bind: request.timeZone), \(bind: request.windowStart.millisecondsSince1970),
                 \(bind: request.windowEnd.millisecondsSince1970), \(bind: request.nonce),
                 \(bind: request.deadline.millisecondsSince1970), \(bind: request.state.rawValue),
-                \(bind: request.reasons.joined(separator: ",")), \(bind: request.createdAt.millisecondsSince1970))
+                \(bind: request.reasons.joined(separator: ",")), \(bind: request.createdAt.millisecondsSince1970),
+                (SELECT MAX(received_at) + 1 FROM step_submissions
+                    WHERE walker_id = \(bind: request.walkerId) AND day = \(bind: request.day.dayNumber)))
             """
         ).run()
     }
@@ -119,18 +125,19 @@ extension StoreTransaction {
     /// What has been judged of a day besides its submissions, in one statement: when it was last accepted by a
     /// judgement of its own (a reviewer's acceptance of its quarantine, or an accepted re-read, as of when its
     /// request was made: the re-read judged only the submissions before it; whichever came later), and its open
-    /// re-read request, if any.
+    /// re-read request, if any. "When" is on the arrivals' scale (`judged_through`), or the decision's time for
+    /// rows from before migration 29.
     package func dayJudgements(walkerId: String, day: LocalDate) async throws -> DayJudgements {
         try Self.dayJudgements(try await sql.raw(Self.dayJudgementsStatement(walkerId: walkerId, day: day)).first())
     }
 
     static func dayJudgementsStatement(walkerId: String, day: LocalDate) -> SQLText {
         """
-        SELECT (SELECT MAX(resolved_at) FROM review_queue
+        SELECT (SELECT MAX(COALESCE(judged_through, resolved_at)) FROM review_queue
                 WHERE walker_id = \(bind: walkerId) AND kind = \(bind: ReviewKind.quarantinedDay.rawValue)
                     AND day = \(bind: day.dayNumber) AND resolution = \(bind: ReviewDecision.accept.rawValue))
                 AS accepted_by_review,
-            (SELECT MAX(created_at) FROM step_rereads
+            (SELECT MAX(COALESCE(judged_through, created_at)) FROM step_rereads
                 WHERE walker_id = \(bind: walkerId) AND day = \(bind: day.dayNumber) AND outcome = 'ACCEPTED')
                 AS accepted_by_reread,
             open.*
@@ -166,7 +173,7 @@ extension StoreTransaction {
     }
 
     private static let rereadColumns =
-        "walker_id, reread_id, day, tz, window_start, window_end, nonce, deadline, state, reasons, created_at, answered_at, answer, outcome"
+        "walker_id, reread_id, day, tz, window_start, window_end, nonce, deadline, state, reasons, created_at, judged_through, answered_at, answer, outcome"
 
     private static func rereadRecord(_ row: any SQLRow) throws -> RereadRequestRecord {
         let stateText = try row.decode(column: "state", as: String.self)
@@ -186,6 +193,8 @@ extension StoreTransaction {
             reasons: reasons.isEmpty ? [] : reasons.split(separator: ",").map(String.init),
             createdAt: Date(millisecondsSince1970: try row.decode(column: "created_at", as: Int.self)))
         record.state = state
+        record.judgedThrough = try row.decode(column: "judged_through", as: Int?.self).map(
+            Date.init(millisecondsSince1970:))
         record.answeredAt = try row.decode(column: "answered_at", as: Int?.self).map(Date.init(millisecondsSince1970:))
         record.answer = try row.decode(column: "answer", as: String?.self)
         record.outcome = try row.decode(column: "outcome", as: String?.self)

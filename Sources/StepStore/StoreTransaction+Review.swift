@@ -172,13 +172,18 @@ extension StoreTransaction {
         ).first().map(Self.reviewEntry)
     }
 
-    /// Records the decision on an open entry and releases its claim; false when it was already resolved.
+    /// Records the decision on an open entry and releases its claim; false when it was already resolved. With it,
+    /// the arrivals it judged: those of its day up to the last (`judged_through`, one millisecond past it), read
+    /// under the walker's lock the caller holds, so a submission after the decision arrives at or past it whatever
+    /// the clocks of the instances involved.
     package func resolveReview(
         walkerId: String, id: String, decision: ReviewDecision, note: String?, decidedBy: String? = nil, at now: Date
     ) async throws -> Bool {
         try await sql.raw(
             """
             UPDATE review_queue SET resolved_at = \(bind: now.millisecondsSince1970),
+                judged_through = (SELECT MAX(s.received_at) + 1 FROM step_submissions s
+                    WHERE s.walker_id = review_queue.walker_id AND s.day = review_queue.day),
                 resolution = \(bind: decision.rawValue), note = \(bind: note), decided_by = \(bind: decidedBy),
                 claim_operator_id = NULL, claim_operator = NULL, claim_until = NULL
             WHERE walker_id = \(bind: walkerId) AND entry_id = \(bind: id) AND resolved_at IS NULL

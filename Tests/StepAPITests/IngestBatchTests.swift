@@ -260,6 +260,52 @@ struct IngestBatchTests {
     }
 
     @Test(
+        "a submission taken after a reviewer's acceptance by an instance whose clock is behind the reviewer's is judged, and its count accepted",
+        arguments: TestDatabases.kinds)
+    func acceptanceAcrossInstances(kind: DatabaseKind) async throws {
+        let keys = try AuthTests.KeySet()
+        let configure = { (configuration: inout AppConfiguration) in
+            configuration.reread.enabled = false
+            configuration.adminToken = AdminTests.adminToken
+        }
+        let reviewing = try await AuthTests.harness(kind: kind, keys: keys, production: true, configure: configure)
+        let behind = try await AuthTests.harness(
+            kind: kind, keys: keys, production: true, sharing: reviewing, configure: configure)
+        behind.clock.advance(seconds: -5)
+        var claims = AuthTests.validClaims(reviewing.clock.now)
+        claims.exp = Int(reviewing.clock.now.timeIntervalSince1970) + 3 * 86_400
+        let token = try await keys.collection().sign(claims, kid: "ec-test")
+        let day = LocalDate(iso: "2026-05-18")!
+        @Sendable func sending(_ client: any TestClientProtocol, _ harness: TestHarness) -> any TestClientProtocol {
+            harness.appCheckKey.map { AppCheckSendingClient(base: client, key: $0, clock: harness.clock) } ?? client
+        }
+        try await reviewing.app.application.test(.router) { one in
+            try await behind.app.application.test(.router) { two in
+                let reviewer = sending(one, reviewing)
+                // 6 000 then 5 000: quarantined (the count went backwards); the reviewer accepts 6 000.
+                let entry = try await AdminTests.quarantinedDay(reviewing, reviewer, token: token)
+                behind.clock.advance(seconds: 70)
+                let accepted = try await reviewer.resolve(entry, decision: "accept", note: "checked")
+                #expect(accepted.status == .ok, "\(accepted.text)")
+                // Two seconds later, on an instance 5 s behind: before the acceptance by the clocks, after it by
+                // the walker's arrivals.
+                reviewing.clock.advance(seconds: 2)
+                behind.clock.advance(seconds: 2)
+                let later = try await sending(two, behind).ingest(IngestBody(count: 9_000, key: "later"), token: token)
+                #expect(later.status == .ok, "\(later.text)")
+                reviewing.clock.advance(seconds: 61)
+                #expect(try await reviewing.app.worker.drain() >= 1)
+                let log = try await reviewing.store.transaction {
+                    try await $0.stepLog(walkerId: AdminTests.walker, day: day)
+                }
+                #expect(log?.status == .accepted && log?.acceptedCount == 9_000, "\(String(describing: log))")
+            }
+        }
+        try await behind.store.database.close()
+        try await reviewing.testStore.close()
+    }
+
+    @Test(
         "replaying a whole batch gives the same results from the stored answers and credits nothing twice",
         arguments: TestDatabases.kinds)
     func replay(kind: DatabaseKind) async throws {
