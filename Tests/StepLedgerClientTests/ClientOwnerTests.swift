@@ -37,7 +37,7 @@ struct ClientOwnerTests {
         let requests = server.state.withLock { $0.tokens.count }
         do {
             let benTokens = WalkerTokens(subject: "ben")
-            let ben = try makeClient(store: store, server: server, clock: clock, credentials: benTokens)
+            let ben = try await reopenClient(store: store, server: server, clock: clock, credentials: benTokens)
             await #expect(throws: StepLedgerError.storeBelongsToAnotherWalker) { try await ben.flush() }
             await #expect(throws: StepLedgerError.storeBelongsToAnotherWalker) { try await ben.walker() }
             var events = ben.events().makeAsyncIterator()
@@ -48,7 +48,7 @@ struct ClientOwnerTests {
             #expect(queued.first?.attempts == 0, "an attempt that never left is not counted")
         }
         // Ana again: her bucket goes.
-        let again = try makeClient(
+        let again = try await reopenClient(
             store: store, server: server, clock: clock, credentials: WalkerTokens(subject: "ana"))
         #expect(try await again.flush().remaining == 0)
         #expect(server.sent.flatMap(\.keys).contains(waiting.idempotencyKey))
