@@ -1,8 +1,15 @@
 import Foundation
 
 /// Strict RFC 3339 date-time parsing: `YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM)`. The fraction may have any
-/// number of digits (RFC 3339's `1*DIGIT`); those past the ninth (below a nanosecond) are read and dropped.
+/// number of digits (RFC 3339's `1*DIGIT`); those past the ninth (below a nanosecond) are read and dropped. The
+/// instant, once in UTC and to the stored millisecond, must fall in the years 0001 to 9999 as the local date does:
+/// `9999-12-31T23:59:59-01:00` is in the year 10000 in UTC, which `format` could not print as RFC 3339.
 package enum InstantParser {
+    /// The first instant, in whole seconds since 1970, past the last the service reads or writes
+    /// (10000-01-01T00:00:00Z), and the first it reads (0001-01-01T00:00:00Z).
+    static let endSeconds = (LocalDate(year: 9999, month: 12, day: 31)!.dayNumber + 1) * 86_400
+    static let startSeconds = LocalDate(year: 1, month: 1, day: 1)!.dayNumber * 86_400
+
     package static func parse(_ string: String) -> Date? {
         let b = Array(string.utf8)
         guard b.count >= 20, let date = LocalDate(iso: String(decoding: b[0..<10], as: UTF8.self)),
@@ -40,6 +47,10 @@ package enum InstantParser {
             return nil
         }
         let seconds = date.dayNumber * 86_400 + hour * 3600 + minute * 60 + min(second, 59) - offsetSeconds
+        // The last half millisecond of the year 9999 is stored, and printed, as the year 10000.
+        guard seconds >= startSeconds,
+            seconds < endSeconds - 1 || (seconds == endSeconds - 1 && nanoseconds < 999_500_000)
+        else { return nil }
         return Date(timeIntervalSince1970: Double(seconds) + Double(nanoseconds) / 1e9)
     }
 

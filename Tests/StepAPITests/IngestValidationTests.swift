@@ -57,6 +57,11 @@ struct IngestValidationTests {
                     "startUtc": .string("2026-05-18 05:00"), "endUtc": .string("2026-05-18T20:42:11Z"),
                 ])
             },
+            Case(name: "span end in the year 10000 in UTC", field: "sampleSpan.endUtc") {
+                $0["sampleSpan"] = .object([
+                    "startUtc": .string("2026-05-18T20:00:00Z"), "endUtc": .string("9999-12-31T23:59:59-01:00"),
+                ])
+            },
             Case(name: "span end before start", field: "sampleSpan.endUtc") {
                 $0["sampleSpan"] = .object([
                     "startUtc": .string("2026-05-18T20:00:00Z"), "endUtc": .string("2026-05-18T19:59:59Z"),

@@ -86,9 +86,22 @@ struct InstantParserTests {
             "2026-02-29T20:43:30Z",  // not a leap year
             "2026-13-18T20:43:30Z",
             "",
+            "9999-12-31T23:59:59-01:00",  // the year 10000 in UTC
+            "9999-12-31T23:59:59.9996Z",  // stored as the year 10000's first millisecond
+            "0001-01-01T00:30:00+01:00",  // the year 0 in UTC
         ])
     func rejectsMalformed(text: String) {
         #expect(InstantParser.parse(text) == nil)
+    }
+
+    @Test("the first and the last millisecond the service stores parse, and format back as RFC 3339")
+    func rangeEnds() throws {
+        for text in ["0001-01-01T00:00:00.000Z", "9999-12-31T23:59:59.999Z"] {
+            let parsed = try #require(InstantParser.parse(text), "\(text)")
+            #expect(InstantParser.format(parsed, fractional: true) == text)
+        }
+        let offset = try #require(InstantParser.parse("9999-12-31T23:59:59+01:00"))
+        #expect(InstantParser.format(offset) == "9999-12-31T22:59:59Z")
     }
 
     // MARK: Formatting
