@@ -14,7 +14,7 @@ struct Device: AsyncParsableCommand {
     )
 
     struct DeviceOptions: ParsableArguments {
-        @Option(help: "The walker id the device belongs to, 1 to 128 bytes.")
+        @Option(help: "The walker id the device belongs to: 1 to 128 bytes in Unicode NFC, no control character.")
         var walker: String
 
         // A base64url nonce may begin with "-": the value after --nonce is taken as it is, never as an option.
@@ -30,9 +30,7 @@ struct Device: AsyncParsableCommand {
         var deviceFile: String?
 
         func validate() throws {
-            guard !walker.isEmpty, walker.utf8.count <= 128 else {
-                throw ValidationError("--walker must be 1 to 128 bytes")
-            }
+            if let problem = WalkerID.problem(walker) { throw ValidationError("--walker \(problem)") }
             guard !nonce.isEmpty, nonce.utf8.count <= 512 else {
                 throw ValidationError("--nonce must be 1 to 512 bytes")
             }

@@ -15,7 +15,7 @@ struct Token: AsyncParsableCommand {
             "The token's iss and aud are jwt.issuer and jwt.audience. Production tokens are signed only with a key file written by `stepd local-keys` (by default <data directory>/local-keys/session-token-key.json), never with any other key. Warns on stderr when the configuration turns development tokens off."
     )
 
-    @Option(help: "The walker id (the token's sub), 1 to 128 bytes.")
+    @Option(help: "The walker id (the token's sub): 1 to 128 bytes in Unicode NFC, no control character.")
     var walker: String
 
     @Option(help: "Lifetime in seconds. Default 86400.")
@@ -27,9 +27,7 @@ struct Token: AsyncParsableCommand {
     @OptionGroup var common: CommonOptions
 
     func validate() throws {
-        guard !walker.isEmpty, walker.utf8.count <= 128 else {
-            throw ValidationError("--walker must be 1 to 128 bytes")
-        }
+        if let problem = WalkerID.problem(walker) { throw ValidationError("--walker \(problem)") }
         guard ttl > 0, ttl <= 365 * 86_400 else { throw ValidationError("--ttl must be between 1 and 31536000") }
     }
 

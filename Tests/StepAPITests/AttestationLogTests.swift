@@ -173,6 +173,30 @@ struct AttestationLogTests {
     }
 
     @Test(
+        "a token's jti names its rows; one with a control character (U+0000, which PostgreSQL cannot store) gives way to the token's digest",
+        arguments: TestDatabases.kinds)
+    func tokenIdFromJTI(kind: DatabaseKind) async throws {
+        let keys = try AuthTests.KeySet()
+        let harness = try await AuthTests.harness(kind: kind, keys: keys)
+        var claims = AuthTests.validClaims(harness.clock.now)
+        claims.jti = "session-7"
+        let named = try await keys.collection().sign(claims, kid: "ec-test")
+        claims.jti = "session\u{0}8"
+        let unusable = try await keys.collection().sign(claims, kid: "ec-test")
+        try await harness.run { client in
+            let first = try await client.ingest(IngestBody(count: 5_000, key: "jti-1"), token: named)
+            #expect(first.status == .ok, "\(first.text)")
+            let second = try await client.ingest(IngestBody(count: 6_000, key: "jti-2"), token: unusable)
+            #expect(second.status == .ok, "\(second.text)")
+            let ids = try await harness.store.transaction { try await $0.attestationLogs(walkerId: "walker-jwt") }
+                .compactMap(\.tokenId)
+            #expect(ids.count == 2)
+            #expect(ids.contains("session-7"), "\(ids)")
+            #expect(ids.contains { $0.hasPrefix("sha256:") && $0.count == "sha256:".count + 32 }, "\(ids)")
+        }
+    }
+
+    @Test(
         "a 429 writes one row per walker and rate window however many follow, and 429s never flag the walker",
         arguments: TestDatabases.kinds)
     func rateLimitedOncePerWindow(kind: DatabaseKind) async throws {

@@ -58,6 +58,7 @@ struct AuthTests {
         var aud: [String]?
         var exp: Int?
         var nbf: Int?
+        var jti: String? = nil
         func verify(using algorithm: some JWTAlgorithm) async throws {}
     }
 
@@ -126,7 +127,7 @@ struct AuthTests {
     enum Forgery: String, CaseIterable, Sendable {
         case missingHeader, notBearer, garbage, algNone, unknownKid, expired, notYetValid, wrongAudience, wrongIssuer
         case missingSubject, longSubject, tamperedPayload, hs256WithRSAPublicKey, rs256HeaderOnECKey, missingExp
-        case emptySubject, multibyteLongSubject, missingIssuer, missingAudience, decomposedSubject
+        case emptySubject, multibyteLongSubject, missingIssuer, missingAudience, decomposedSubject, controlSubject
 
         /// The `details.reason` the 401 names.
         var reason: String {
@@ -140,7 +141,8 @@ struct AuthTests {
             case .notYetValid: "TOKEN_NOT_YET_VALID"
             case .wrongAudience, .missingAudience: "TOKEN_AUDIENCE"
             case .wrongIssuer, .missingIssuer: "TOKEN_ISSUER"
-            case .missingSubject, .longSubject, .emptySubject, .multibyteLongSubject, .decomposedSubject:
+            case .missingSubject, .longSubject, .emptySubject, .multibyteLongSubject, .decomposedSubject,
+                .controlSubject:
                 "TOKEN_SUBJECT"
             case .tamperedPayload: "TOKEN_SIGNATURE"
             }
@@ -204,6 +206,10 @@ struct AuthTests {
         case .decomposedSubject:
             // `é` as `e` and a combining acute accent (NFD): equal to the composed `é` as a Swift string.
             claims.sub = "walker-jose\u{0301}"
+            headers[.authorization] = "Bearer \(try await sign(claims))"
+        case .controlSubject:
+            // U+0000, which PostgreSQL's text cannot hold: the walker's row could not be made (a 500).
+            claims.sub = "walker\u{0}x"
             headers[.authorization] = "Bearer \(try await sign(claims))"
         case .missingExp:
             claims.exp = nil

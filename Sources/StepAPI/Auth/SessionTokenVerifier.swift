@@ -151,9 +151,7 @@ package struct SessionTokenVerifier: Sendable {
         do throws(SessionTokenError) {
             guard claims.iss == settings.issuer else { throw .wrongIssuer }
             guard let aud = claims.aud, aud.value.contains(settings.audience) else { throw .wrongAudience }
-            guard let subject = claims.sub, !subject.isEmpty, subject.utf8.count <= 128, Self.isNFC(subject) else {
-                throw .invalidSubject
-            }
+            guard let subject = claims.sub, WalkerID.problem(subject) == nil else { throw .invalidSubject }
             sub = subject
         } catch {
             // These never change for the token: its next presentation is refused without a signature check.
@@ -168,19 +166,11 @@ package struct SessionTokenVerifier: Sendable {
         return principal
     }
 
-    /// Whether `subject` is in Unicode's composed normal form (NFC). Swift compares strings by canonical
-    /// equivalence, the databases by their bytes: `é` as one scalar and as `e` + U+0301 would be one walker to
-    /// every in-memory map (the ingest cache, the event waits, the rate limiter's turns) and two to the database.
-    /// Equivalent strings in NFC are the same bytes, so refusing the other forms keeps the two views one.
-    static func isNFC(_ subject: String) -> Bool {
-        subject.unicodeScalars.elementsEqual(subject.precomposedStringWithCanonicalMapping.unicodeScalars)
-    }
-
-    /// The id an audit row records for a session token: its `jti` when it has a usable one (at most 128 bytes),
-    /// else a digest of the token, so rows can still be told apart by token. Never the token itself: it is a
-    /// bearer credential, and the rows are read by operators.
+    /// The id an audit row records for a session token: its `jti` when it has a usable one (at most 128 bytes, no
+    /// control character: PostgreSQL cannot store U+0000), else a digest of the token, so rows can still be told
+    /// apart by token. Never the token itself: it is a bearer credential, and the rows are read by operators.
     static func tokenId(jti: String?, token: String) -> String {
-        if let jti, !jti.isEmpty, jti.utf8.count <= 128 { return jti }
+        if let jti, !jti.isEmpty, jti.utf8.count <= 128, !WalkerID.hasControlCharacter(jti) { return jti }
         return "sha256:" + SHA256.hash(data: Array(token.utf8)).prefix(16).map { String(format: "%02x", $0) }.joined()
     }
 
