@@ -47,15 +47,18 @@ enum ReviewDeskJSON {
         ])
     }
 
+    /// One submission as a reviewer reads it: its span and arrival to the millisecond, as reconciliation judges
+    /// them (whole seconds made two spans that overlap by a fraction of a second read as touching).
     static func submission(_ submission: SubmissionEvidence) -> JSONValue {
         .object([
             "id": .string(submission.id), "count": .int(submission.count), "source": .string(submission.source),
-            "bundle": .string(submission.bundle), "startUtc": .string(InstantParser.format(submission.spanStart)),
-            "endUtc": .string(InstantParser.format(submission.spanEnd)),
+            "bundle": .string(submission.bundle),
+            "startUtc": .string(InstantParser.format(submission.spanStart, fractional: true)),
+            "endUtc": .string(InstantParser.format(submission.spanEnd, fractional: true)),
             "tz": submission.timeZone.map(JSONValue.string) ?? .null,
             "gyro": submission.gyroObserved.map(JSONValue.bool) ?? .null,
             "appCheck": submission.appCheck.map(JSONValue.bool) ?? .null,
-            "receivedAt": .string(InstantParser.format(submission.receivedAt)),
+            "receivedAt": .string(InstantParser.format(submission.receivedAt, fractional: true)),
         ])
     }
 

@@ -2861,9 +2861,11 @@ components:
                   startUtc:
                     type: string
                     format: date-time
+                    description: To the millisecond, as the overlap checks judge it (2026-05-18T05:00:00.400Z).
                   endUtc:
                     type: string
                     format: date-time
+                    description: To the millisecond.
                   tz:
                     type: [string, 'null']
                     description: The zone the submission claimed; null for a submission stored before zones were kept.
@@ -2876,6 +2878,7 @@ components:
                   receivedAt:
                     type: string
                     format: date-time
+                    description: When it arrived, to the millisecond.
             submissionCount:
               type: integer
               minimum: 0

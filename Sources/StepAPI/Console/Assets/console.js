@@ -147,9 +147,12 @@
     return date.toISOString().replace("T", " ").replace(/\.\d+Z$/, "Z");
   }
 
+  /** The UTC time of day, with its milliseconds when it has any: spans that overlap by a fraction of a second
+   *  must not read as touching. */
   function clock(text) {
     const date = new Date(text);
-    return Number.isNaN(date.getTime()) ? "" : date.toISOString().slice(11, 19);
+    if (Number.isNaN(date.getTime())) return "";
+    return date.toISOString().slice(11, date.getUTCMilliseconds() ? 23 : 19);
   }
 
   function duration(seconds) {
