@@ -484,6 +484,13 @@ struct HealthSubmitTests {
                 let response = try await client.submitHealth(body, token: token)
                 #expect(response.text == healthError(400, "Bad Request", message), "\(message)")
             }
+            // A fraction too small for a double to keep is still a fraction: the body's digits say so.
+            var rounding = valid
+            rounding.fields["steps"] = .string("steps-as-text")
+            let roundingText = String(buffer: rounding.buffer).replacingOccurrences(
+                of: #""steps-as-text""#, with: "8500.0000000000001")
+            let rounded = try await client.submitHealth(raw: ByteBuffer(string: roundingText), token: token)
+            #expect(rounded.text == healthError(400, "Bad Request", "Steps must be a whole number"), "\(roundingText)")
             for raw in ["", "[]", "{", #"{"nonce":"a",}"#, "\u{FF}"] {
                 let response = try await client.submitHealth(raw: ByteBuffer(string: raw), token: token)
                 #expect(response.text == healthError(400, "Bad Request", "Request body must be a JSON object"))

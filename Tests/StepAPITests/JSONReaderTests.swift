@@ -61,6 +61,29 @@ struct JSONReaderTests {
         #expect(JSONReader.read(broken) == nil && Self.foundation(broken) == nil)
     }
 
+    @Test(
+        "a number with a fraction or an exponent is an integer only when its digits make one, not when the nearest double is"
+    )
+    func wholeNumbers() {
+        let whole: [(String, Int)] = [
+            ("1.0", 1), ("1e3", 1_000), ("1E+3", 1_000), ("-0.25e2", -25), ("-0.0", 0), ("0e999999", 0),
+            ("0.000e-5", 0), ("12.3400e2", 1_234), ("5e-0", 5), ("9.223372036854775807e18", .max),
+            ("-9.223372036854775808e18", .min), ("100e-2", 1),
+        ]
+        for (text, value) in whole {
+            #expect(JSONReader.read(Array(text.utf8)) == .int(value), "\(text)")
+        }
+        // Doubles that round to a whole number, and whole numbers past Int's range: not integers.
+        for text in [
+            "50000.000000000001", "1e-400", "8500.0000000000001", "12.345e1", "9.223372036854775808e18", "1e19",
+        ] {
+            guard case .double? = JSONReader.read(Array(text.utf8)) else {
+                Issue.record("\(text) read as \(String(describing: JSONReader.read(Array(text.utf8))))")
+                continue
+            }
+        }
+    }
+
     @Test("nesting beyond the depth limit is refused, not followed")
     func depth() {
         let deep = String(repeating: "[", count: 600) + String(repeating: "]", count: 600)

@@ -268,11 +268,53 @@ private struct JSONCursor {
             integral = false
         }
         if integral, let value = Self.integer(bytes[integerStart..<index], negative: negative) { return .int(value) }
+        // With a fraction or an exponent, whether the number is whole is told from its digits, not from the nearest
+        // `Double`: `50000.000000000001` and `1e-400` are not integers, though they round to 50000 and 0.
+        if !integral, let whole = Self.wholeNumber(bytes[start..<index]) { return .int(whole) }
         guard let text = String(validating: bytes[start..<index], as: UTF8.self), let double = Double(text),
             double.isFinite
         else { throw JSONSyntaxError() }
-        if let exact = Int(exactly: double) { return .int(exact) }
         return .double(double)
+    }
+
+    /// A number with a fraction or an exponent (`-12.50e1`, grammar already checked) as an `Int` when its digits
+    /// make a whole number within `Int`'s range, else nil.
+    private static func wholeNumber(_ text: Slice<UnsafeRawBufferPointer>) -> Int? {
+        var digits: [UInt8] = []
+        var fractionDigits = 0
+        var exponent = 0
+        var exponentNegative = false
+        var negative = false
+        var part = 0  // 0: the integer part, 1: the fraction, 2: the exponent
+        for byte in text {
+            switch byte {
+            case UInt8(ascii: "-") where part == 0: negative = true
+            case UInt8(ascii: "-"): exponentNegative = true
+            case UInt8(ascii: "+"): break
+            case UInt8(ascii: "."): part = 1
+            case UInt8(ascii: "e"), UInt8(ascii: "E"): part = 2
+            default:
+                let digit = Int(byte - UInt8(ascii: "0"))
+                if part == 2 {
+                    // Beyond 10^6 the number is far outside `Int` (or far below 1) either way.
+                    exponent = min(exponent * 10 + digit, 1_000_000)
+                } else {
+                    digits.append(byte)
+                    if part == 1 { fractionDigits += 1 }
+                }
+            }
+        }
+        // value = digits × 10^scale
+        var scale = (exponentNegative ? -exponent : exponent) - fractionDigits
+        while let first = digits.first, first == UInt8(ascii: "0") { digits.removeFirst() }
+        if digits.isEmpty { return 0 }
+        while let last = digits.last, last == UInt8(ascii: "0") {
+            digits.removeLast()
+            scale += 1
+        }
+        guard scale >= 0, digits.count + scale <= 19 else { return nil }
+        digits += [UInt8](repeating: UInt8(ascii: "0"), count: scale)
+        return digits.withUnsafeBytes { integer($0[...], negative: negative) }
     }
 
     /// Plain decimal digits as an `Int`, or nil when they overflow it.
