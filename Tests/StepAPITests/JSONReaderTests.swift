@@ -73,6 +73,10 @@ struct JSONReaderTests {
         for (text, value) in whole {
             #expect(JSONReader.read(Array(text.utf8)) == .int(value), "\(text)")
         }
+        // Long runs of zeros before and after the point.
+        let zeros = String(repeating: "0", count: 200_000)
+        #expect(JSONReader.read(Array("0.\(zeros)1".utf8)) == .double(0))
+        #expect(JSONReader.read(Array("1\(zeros.prefix(18)).\(zeros)e-18".utf8)) == .int(1))
         // Doubles that round to a whole number, and whole numbers past Int's range: not integers.
         for text in [
             "50000.000000000001", "1e-400", "8500.0000000000001", "12.345e1", "9.223372036854775808e18", "1e19",

@@ -299,14 +299,14 @@ private struct JSONCursor {
                     // Beyond 10^6 the number is far outside `Int` (or far below 1) either way.
                     exponent = min(exponent * 10 + digit, 1_000_000)
                 } else {
-                    digits.append(byte)
+                    // Leading zeros are not kept: each step stays constant time however many a body sends.
+                    if digit != 0 || !digits.isEmpty { digits.append(byte) }
                     if part == 1 { fractionDigits += 1 }
                 }
             }
         }
         // value = digits × 10^scale
         var scale = (exponentNegative ? -exponent : exponent) - fractionDigits
-        while let first = digits.first, first == UInt8(ascii: "0") { digits.removeFirst() }
         if digits.isEmpty { return 0 }
         while let last = digits.last, last == UInt8(ascii: "0") {
             digits.removeLast()
