@@ -260,6 +260,36 @@ struct IngestBatchTests {
     }
 
     @Test(
+        "a walker's last arrival more than 20 s ahead of an instance's clock (a clock gone wrong) does not push that instance's arrivals into its future",
+        arguments: TestDatabases.kinds)
+    func arrivalPushIsBounded(kind: DatabaseKind) async throws {
+        let keys = try AuthTests.KeySet()
+        let wrong = try await AuthTests.harness(kind: kind, keys: keys)
+        let right = try await AuthTests.harness(kind: kind, keys: keys, sharing: wrong)
+        wrong.clock.advance(seconds: 3_600)
+        var claims = AuthTests.validClaims(right.clock.now)
+        claims.exp = Int(right.clock.now.timeIntervalSince1970) + 3 * 86_400
+        let token = try await keys.collection().sign(claims, kid: "ec-test")
+        try await wrong.app.application.test(.router) { one in
+            try await right.app.application.test(.router) { two in
+                let first = try await one.ingest(IngestBody(count: 5_000, key: "wrong-1"), token: token)
+                #expect(first.status == .ok, "\(first.text)")
+                let second = try await two.ingest(IngestBody(count: 6_000, key: "right-1"), token: token)
+                #expect(second.status == .ok, "\(second.text)")
+                let submissions = try await right.store.transaction {
+                    try await $0.submissions(walkerId: "walker-jwt", day: LocalDate(iso: "2026-05-18")!)
+                }
+                let arrivals = Dictionary(
+                    uniqueKeysWithValues: submissions.map { ($0.count, $0.receivedAt.millisecondsSince1970) })
+                #expect(arrivals[5_000] == wrong.clock.now.millisecondsSince1970)
+                #expect(arrivals[6_000] == right.clock.now.millisecondsSince1970, "its own clock, not an hour on")
+            }
+        }
+        try await right.store.database.close()
+        try await wrong.testStore.close()
+    }
+
+    @Test(
         "a submission taken after a reviewer's acceptance by an instance whose clock is behind the reviewer's is judged, and its count accepted",
         arguments: TestDatabases.kinds)
     func acceptanceAcrossInstances(kind: DatabaseKind) async throws {

@@ -84,14 +84,21 @@ extension IngestController {
     }
 
     /// The clock's time to the millisecond the database stores, or one millisecond after `previous` when the clock
-    /// has not passed it by a millisecond.
+    /// has not passed it by a millisecond, unless `previous` is more than `arrivalSkewTolerance` ahead: an instance
+    /// whose clock ran that far ahead (production.md asks for clocks within 20 s) would otherwise push every later
+    /// arrival of the walker, its day and its reconcile, into its future until real time caught up.
     static func arrival(after previous: Date?, clock now: Date) -> Date {
         let milliseconds = now.millisecondsSince1970
-        guard let previous, milliseconds <= previous.millisecondsSince1970 else {
+        guard let previous, milliseconds <= previous.millisecondsSince1970,
+            previous.millisecondsSince1970 - milliseconds <= Int(arrivalSkewTolerance * 1000)
+        else {
             return Date(millisecondsSince1970: milliseconds)
         }
         return Date(millisecondsSince1970: previous.millisecondsSince1970 + 1)
     }
+
+    /// How far ahead of this instance's clock a walker's last arrival may be and still order the next one after it.
+    static let arrivalSkewTolerance: TimeInterval = 20
 
     /// Content type, the batch's size bound and the envelope's decoding, before any database work.
     private func readBatch(_ request: Request) async -> Result<IngestBatchRequest, IngestAPIError> {

@@ -48,7 +48,8 @@ struct IngestController: Sendable {
     /// (rate-limit hit, key claim, checks and writes, or the replay) and its answer. A body that failed still
     /// counts against the limit and claims nothing. Both routes end here, the batch once per bucket. Every
     /// answer but a 5xx writes one AttestationLog row under `route` (`IngestAuditTrail`); a 429 only when it is
-    /// the walker's first of the rate window. `now` is the arrival the ingest records (the clock's by default).
+    /// the walker's first of the rate window. `now` is the clock's time by default (the batch passes one a millisecond
+    /// after its bucket before); the planner makes the arrival the ingest records from it and the walker's last.
     func answer(
         _ parsed: Result<IngestRequest, IngestAPIError>, principal: SessionPrincipal, route: String,
         context: AppRequestContext, at now: Date? = nil
