@@ -47,11 +47,13 @@ package enum InstantParser {
             return nil
         }
         let seconds = date.dayNumber * 86_400 + hour * 3600 + minute * 60 + min(second, 59) - offsetSeconds
-        // The last half millisecond of the year 9999 is stored, and printed, as the year 10000.
-        guard seconds >= startSeconds,
-            seconds < endSeconds - 1 || (seconds == endSeconds - 1 && nanoseconds < 999_500_000)
-        else { return nil }
-        return Date(timeIntervalSince1970: Double(seconds) + Double(nanoseconds) / 1e9)
+        let instant = Date(timeIntervalSince1970: Double(seconds) + Double(nanoseconds) / 1e9)
+        // Judged as stored, to the millisecond of the `Double` it is: the last half millisecond of the year 9999
+        // (and, a double's step there being 30 µs, a little before it) is stored, and printed, as the year 10000.
+        // The store's millisecond (`Date.millisecondsSince1970`): the nearest one.
+        let stored = (instant.timeIntervalSince1970 * 1000).rounded()
+        guard stored >= Double(startSeconds * 1000), stored < Double(endSeconds * 1000) else { return nil }
+        return instant
     }
 
     /// Formats with millisecond precision in UTC, e.g. `2026-05-18T20:43:30.000Z`.

@@ -88,6 +88,7 @@ struct InstantParserTests {
             "",
             "9999-12-31T23:59:59-01:00",  // the year 10000 in UTC
             "9999-12-31T23:59:59.9996Z",  // stored as the year 10000's first millisecond
+            "9999-12-31T23:59:59.999497Z",  // the same, by the double's rounding
             "0001-01-01T00:30:00+01:00",  // the year 0 in UTC
         ])
     func rejectsMalformed(text: String) {
