@@ -49,7 +49,8 @@ extension AppConfiguration {
     /// Unless it migrates or is `stepd migrate` itself (`current: false`), a command works on a database that is
     /// there and current: a SQLite path that names no file is refused rather than created empty (a forgotten
     /// `--config` would otherwise report "nothing found" from a new, empty file), and so is a schema behind this
-    /// build, as `serve` and `worker` refuse it.
+    /// build, as `serve` and `worker` refuse it. One that migrates (test-phase `token` and `device`) then checks the
+    /// schema too: a newer build's, past what this one may run beside, is refused as `serve` refuses it.
     func withStore<Result>(
         label: String, migrate: Bool = false, current: Bool = true, _ body: (Store) async throws -> Result
     ) async throws -> Result {
@@ -58,7 +59,7 @@ extension AppConfiguration {
         let store = try await StoreFactory.open(
             url: databaseURL, postgres: postgres, logger: Logger(label: label), migrate: migrate)
         return try await store.closing(after: { store in
-            if checked { try await Migrator(database: store.database).requireCurrent() }
+            if current { try await Migrator(database: store.database).requireCurrent() }
             return try await body(store)
         })
     }
