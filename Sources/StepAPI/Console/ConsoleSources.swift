@@ -238,19 +238,21 @@ package enum ConsoleSources {
     return typeof value === "number" ? integer.format(value) : "—";
   }
 
-  function instant(text) {
+  /** A UTC instant to the second, or to the millisecond with `precise` when it has any (a day's submissions:
+   *  two that arrived a millisecond apart, or spans that overlap by a fraction of a second, must not read alike). */
+  function instant(text, precise = false) {
     if (!text) return "—";
     const date = new Date(text);
     if (Number.isNaN(date.getTime())) return text;
-    return date.toISOString().replace("T", " ").replace(/\.\d+Z$/, "Z");
+    const iso = date.toISOString().replace("T", " ");
+    return precise && date.getUTCMilliseconds() ? iso : iso.replace(/\.\d+Z$/, "Z");
   }
 
-  /** The UTC time of day, with its milliseconds when it has any: spans that overlap by a fraction of a second
-   *  must not read as touching. */
-  function clock(text) {
+  /** The UTC time of day, to the second, or to the millisecond with `precise` when it has any. */
+  function clock(text, precise = false) {
     const date = new Date(text);
     if (Number.isNaN(date.getTime())) return "";
-    return date.toISOString().slice(11, date.getUTCMilliseconds() ? 23 : 19);
+    return date.toISOString().slice(11, precise && date.getUTCMilliseconds() ? 23 : 19);
   }
 
   function duration(seconds) {
@@ -929,11 +931,11 @@ package enum ConsoleSources {
         submissions.length ? submissionsChart(submissions) : null,
         table("submissions", ["Received", "Count#", "Source", "Bundle", "Span (UTC)", "tz", "Gyro", "App Check"],
           submissions.map((item) => h("tr", { test: "submission-row" },
-            h("td", {}, instant(item.receivedAt)),
+            h("td", {}, instant(item.receivedAt, true)),
             h("td", { class: "number" }, number(item.count)),
             h("td", {}, item.source),
             h("td", { class: "mono" }, item.bundle),
-            h("td", {}, `${clock(item.startUtc)}–${clock(item.endUtc)}`),
+            h("td", {}, `${clock(item.startUtc, true)}–${clock(item.endUtc, true)}`),
             h("td", {}, item.tz),
             h("td", {}, yesNo(item.gyro)),
             h("td", {}, yesNo(item.appCheck)))),
