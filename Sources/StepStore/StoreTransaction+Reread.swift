@@ -60,19 +60,20 @@ package struct RereadRequestRecord: Sendable, Hashable {
 extension StoreTransaction {
     /// Records an open request, under the walker's lock (taken by the caller). The partial unique index keeps
     /// one open request per walker × day; the caller looks for one first (`dayJudgements(walkerId:day:)`). Its
-    /// `judged_through` is read here, from the day's arrivals, under that lock.
+    /// `judged_through` is read here, from the day's arrivals, under that lock: an `INSERT … SELECT` of one row (an
+    /// aggregate without `GROUP BY`), which Citus routes by the walker as it does a plain insert.
     package func insertReread(_ request: RereadRequestRecord) async throws {
         try await sql.raw(
             """
             INSERT INTO step_rereads (walker_id, reread_id, day, tz, window_start, window_end, nonce, deadline, state,
                 reasons, created_at, judged_through)
-            VALUES (\(bind: request.walkerId), \(bind: request.id), \(bind: request.day.dayNumber),
+            SELECT \(bind: request.walkerId), \(bind: request.id), \(bind: request.day.dayNumber),
                 \(bind: request.timeZone), \(bind: request.windowStart.millisecondsSince1970),
                 \(bind: request.windowEnd.millisecondsSince1970), \(bind: request.nonce),
                 \(bind: request.deadline.millisecondsSince1970), \(bind: request.state.rawValue),
                 \(bind: request.reasons.joined(separator: ",")), \(bind: request.createdAt.millisecondsSince1970),
-                (SELECT MAX(received_at) + 1 FROM step_submissions
-                    WHERE walker_id = \(bind: request.walkerId) AND day = \(bind: request.day.dayNumber)))
+                MAX(received_at) + 1
+            FROM step_submissions WHERE walker_id = \(bind: request.walkerId) AND day = \(bind: request.day.dayNumber)
             """
         ).run()
     }
