@@ -221,118 +221,75 @@ struct IngestBatchTests {
         "a walker's submissions arrive in the order they were written whatever the instances' clocks: a rising count taken by an instance 3 s behind the last one's is accepted, not read as gone backwards",
         arguments: TestDatabases.kinds)
     func arrivalAcrossInstances(kind: DatabaseKind) async throws {
-        let keys = try AuthTests.KeySet()
-        let configure = { (configuration: inout AppConfiguration) in configuration.reread.enabled = false }
-        let ahead = try await AuthTests.harness(kind: kind, keys: keys, production: true, configure: configure)
-        let behind = try await AuthTests.harness(
-            kind: kind, keys: keys, production: true, sharing: ahead, configure: configure)
-        behind.clock.advance(seconds: -3)
-        var claims = AuthTests.validClaims(ahead.clock.now)
-        claims.exp = Int(ahead.clock.now.timeIntervalSince1970) + 3 * 86_400
-        let token = try await keys.collection().sign(claims, kid: "ec-test")
         let day = LocalDate(iso: "2026-05-18")!
-        @Sendable func sending(_ client: any TestClientProtocol, _ harness: TestHarness) -> any TestClientProtocol {
-            harness.appCheckKey.map { AppCheckSendingClient(base: client, key: $0, clock: harness.clock) } ?? client
-        }
-        // Both instances serve at once, on one database, each with its own clock.
-        try await ahead.app.application.test(.router) { one in
-            try await behind.app.application.test(.router) { two in
-                let first = try await sending(one, ahead).ingest(IngestBody(count: 5_000, key: "ahead-1"), token: token)
-                #expect(first.status == .ok, "\(first.text)")
-                let second = try await sending(two, behind).ingest(
-                    IngestBody(count: 6_000, key: "behind-1"), token: token)
-                #expect(second.status == .ok, "\(second.text)")
-                let submissions = try await ahead.store.transaction {
-                    try await $0.submissions(walkerId: "walker-jwt", day: day)
-                }
-                #expect(submissions.map(\.count) == [5_000, 6_000], "in the order they were written")
-                let arrivals = submissions.map { $0.receivedAt.millisecondsSince1970 }
-                let now = ahead.clock.now.millisecondsSince1970
-                #expect(arrivals == [now, now + 1], "a millisecond after the last, not 3 s before it")
-                ahead.clock.advance(seconds: 61)
-                #expect(try await ahead.app.worker.drain() >= 1)
-                let log = try await ahead.store.transaction { try await $0.stepLog(walkerId: "walker-jwt", day: day) }
-                #expect(log?.status == .accepted && log?.acceptedCount == 6_000, "\(String(describing: log))")
+        try await SkewedInstances.run(kind, skew: -3, configure: { $0.reread.enabled = false }) { pair in
+            let (ahead, token) = (pair.first, pair.token)
+            let first = try await pair.firstClient.ingest(IngestBody(count: 5_000, key: "ahead-1"), token: token)
+            #expect(first.status == .ok, "\(first.text)")
+            let second = try await pair.secondClient.ingest(IngestBody(count: 6_000, key: "behind-1"), token: token)
+            #expect(second.status == .ok, "\(second.text)")
+            let submissions = try await ahead.store.transaction {
+                try await $0.submissions(walkerId: "walker-jwt", day: day)
             }
+            #expect(submissions.map(\.count) == [5_000, 6_000], "in the order they were written")
+            let arrivals = submissions.map { $0.receivedAt.millisecondsSince1970 }
+            let now = ahead.clock.now.millisecondsSince1970
+            #expect(arrivals == [now, now + 1], "a millisecond after the last, not 3 s before it")
+            ahead.clock.advance(seconds: 61)
+            #expect(try await ahead.app.worker.drain() >= 1)
+            let log = try await ahead.store.transaction { try await $0.stepLog(walkerId: "walker-jwt", day: day) }
+            #expect(log?.status == .accepted && log?.acceptedCount == 6_000, "\(String(describing: log))")
         }
-        try await behind.store.database.close()
-        try await ahead.testStore.close()
     }
 
     @Test(
         "a walker's last arrival more than 20 s ahead of an instance's clock (a clock gone wrong) does not push that instance's arrivals into its future",
         arguments: TestDatabases.kinds)
     func arrivalPushIsBounded(kind: DatabaseKind) async throws {
-        let keys = try AuthTests.KeySet()
-        let wrong = try await AuthTests.harness(kind: kind, keys: keys)
-        let right = try await AuthTests.harness(kind: kind, keys: keys, sharing: wrong)
-        wrong.clock.advance(seconds: 3_600)
-        var claims = AuthTests.validClaims(right.clock.now)
-        claims.exp = Int(right.clock.now.timeIntervalSince1970) + 3 * 86_400
-        let token = try await keys.collection().sign(claims, kid: "ec-test")
-        try await wrong.app.application.test(.router) { one in
-            try await right.app.application.test(.router) { two in
-                let first = try await one.ingest(IngestBody(count: 5_000, key: "wrong-1"), token: token)
-                #expect(first.status == .ok, "\(first.text)")
-                let second = try await two.ingest(IngestBody(count: 6_000, key: "right-1"), token: token)
-                #expect(second.status == .ok, "\(second.text)")
-                let submissions = try await right.store.transaction {
-                    try await $0.submissions(walkerId: "walker-jwt", day: LocalDate(iso: "2026-05-18")!)
-                }
-                let arrivals = Dictionary(
-                    uniqueKeysWithValues: submissions.map { ($0.count, $0.receivedAt.millisecondsSince1970) })
-                #expect(arrivals[5_000] == wrong.clock.now.millisecondsSince1970)
-                #expect(arrivals[6_000] == right.clock.now.millisecondsSince1970, "its own clock, not an hour on")
+        try await SkewedInstances.run(kind, skew: 3_600, production: false) { pair in
+            let (right, wrong, token) = (pair.first, pair.second, pair.token)
+            let first = try await pair.secondClient.ingest(IngestBody(count: 5_000, key: "wrong-1"), token: token)
+            #expect(first.status == .ok, "\(first.text)")
+            let second = try await pair.firstClient.ingest(IngestBody(count: 6_000, key: "right-1"), token: token)
+            #expect(second.status == .ok, "\(second.text)")
+            let submissions = try await right.store.transaction {
+                try await $0.submissions(walkerId: "walker-jwt", day: LocalDate(iso: "2026-05-18")!)
             }
+            let arrivals = Dictionary(
+                uniqueKeysWithValues: submissions.map { ($0.count, $0.receivedAt.millisecondsSince1970) })
+            #expect(arrivals[5_000] == wrong.clock.now.millisecondsSince1970)
+            #expect(arrivals[6_000] == right.clock.now.millisecondsSince1970, "its own clock, not an hour on")
         }
-        try await right.store.database.close()
-        try await wrong.testStore.close()
     }
 
     @Test(
         "a submission taken after a reviewer's acceptance by an instance whose clock is behind the reviewer's is judged, and its count accepted",
         arguments: TestDatabases.kinds)
     func acceptanceAcrossInstances(kind: DatabaseKind) async throws {
-        let keys = try AuthTests.KeySet()
+        let day = LocalDate(iso: "2026-05-18")!
         let configure = { (configuration: inout AppConfiguration) in
             configuration.reread.enabled = false
             configuration.adminToken = AdminTests.adminToken
         }
-        let reviewing = try await AuthTests.harness(kind: kind, keys: keys, production: true, configure: configure)
-        let behind = try await AuthTests.harness(
-            kind: kind, keys: keys, production: true, sharing: reviewing, configure: configure)
-        behind.clock.advance(seconds: -5)
-        var claims = AuthTests.validClaims(reviewing.clock.now)
-        claims.exp = Int(reviewing.clock.now.timeIntervalSince1970) + 3 * 86_400
-        let token = try await keys.collection().sign(claims, kid: "ec-test")
-        let day = LocalDate(iso: "2026-05-18")!
-        @Sendable func sending(_ client: any TestClientProtocol, _ harness: TestHarness) -> any TestClientProtocol {
-            harness.appCheckKey.map { AppCheckSendingClient(base: client, key: $0, clock: harness.clock) } ?? client
-        }
-        try await reviewing.app.application.test(.router) { one in
-            try await behind.app.application.test(.router) { two in
-                let reviewer = sending(one, reviewing)
-                // 6 000 then 5 000: quarantined (the count went backwards); the reviewer accepts 6 000.
-                let entry = try await AdminTests.quarantinedDay(reviewing, reviewer, token: token)
-                behind.clock.advance(seconds: 70)
-                let accepted = try await reviewer.resolve(entry, decision: "accept", note: "checked")
-                #expect(accepted.status == .ok, "\(accepted.text)")
-                // Two seconds later, on an instance 5 s behind: before the acceptance by the clocks, after it by
-                // the walker's arrivals.
-                reviewing.clock.advance(seconds: 2)
-                behind.clock.advance(seconds: 2)
-                let later = try await sending(two, behind).ingest(IngestBody(count: 9_000, key: "later"), token: token)
-                #expect(later.status == .ok, "\(later.text)")
-                reviewing.clock.advance(seconds: 61)
-                #expect(try await reviewing.app.worker.drain() >= 1)
-                let log = try await reviewing.store.transaction {
-                    try await $0.stepLog(walkerId: AdminTests.walker, day: day)
-                }
-                #expect(log?.status == .accepted && log?.acceptedCount == 9_000, "\(String(describing: log))")
+        try await SkewedInstances.run(kind, skew: -5, configure: configure) { pair in
+            let (reviewing, behind, token) = (pair.first, pair.second, pair.token)
+            // 6 000 then 5 000: quarantined (the count went backwards); the reviewer accepts 6 000.
+            let entry = try await AdminTests.quarantinedDay(reviewing, pair.firstClient, token: token)
+            behind.clock.advance(seconds: 70)
+            let accepted = try await pair.firstClient.resolve(entry, decision: "accept", note: "checked")
+            #expect(accepted.status == .ok, "\(accepted.text)")
+            // Two seconds later, on an instance 5 s behind: before the acceptance by the clocks, after it by the
+            // walker's arrivals.
+            pair.advance(seconds: 2)
+            let later = try await pair.secondClient.ingest(IngestBody(count: 9_000, key: "later"), token: token)
+            #expect(later.status == .ok, "\(later.text)")
+            reviewing.clock.advance(seconds: 61)
+            #expect(try await reviewing.app.worker.drain() >= 1)
+            let log = try await reviewing.store.transaction {
+                try await $0.stepLog(walkerId: AdminTests.walker, day: day)
             }
+            #expect(log?.status == .accepted && log?.acceptedCount == 9_000, "\(String(describing: log))")
         }
-        try await behind.store.database.close()
-        try await reviewing.testStore.close()
     }
 
     @Test(

@@ -339,35 +339,20 @@ struct RereadTests {
         "a newer reading taken after the request by an instance whose clock is 10 s behind the worker's counts as newer than the request, not as judged by it",
         arguments: TestDatabases.kinds)
     func newerSubmissionAcrossInstances(kind: DatabaseKind) async throws {
-        let keys = try AuthTests.KeySet()
-        let working = try await AuthTests.harness(kind: kind, keys: keys, production: true)
-        let behind = try await AuthTests.harness(kind: kind, keys: keys, production: true, sharing: working)
-        behind.clock.advance(seconds: -10)
-        var claims = AuthTests.validClaims(working.clock.now)
-        claims.exp = Int(working.clock.now.timeIntervalSince1970) + 3 * 86_400
-        let token = try await keys.collection().sign(claims, kid: "ec-test")
-        @Sendable func sending(_ client: any TestClientProtocol, _ harness: TestHarness) -> any TestClientProtocol {
-            harness.appCheckKey.map { AppCheckSendingClient(base: client, key: $0, clock: harness.clock) } ?? client
+        try await SkewedInstances.run(kind, skew: -10) { pair in
+            let (working, token) = (pair.first, pair.token)
+            let request = try await Self.backwards(working, pair.firstClient, token: token)
+            pair.second.clock.advance(seconds: 70)
+            // Five seconds after the request, on the instance behind: before it by the clocks.
+            pair.advance(seconds: 5)
+            let newer = try await pair.secondClient.ingest(IngestBody(count: 6300), token: token)
+            #expect(newer.status == .ok, "\(newer.text)")
+            let response = try await pair.firstClient.reread(try Self.answer(request), token: token)
+            let json = try response.json
+            #expect(json["outcome"] == .string("ACCEPTED"), "\(response.text)")
+            #expect(json["stepLog"]?["reportedCount"] == .int(6300))
+            #expect(try await Self.reviews(working).isEmpty)
         }
-        try await working.app.application.test(.router) { one in
-            try await behind.app.application.test(.router) { two in
-                let client = sending(one, working)
-                let request = try await Self.backwards(working, client, token: token)
-                behind.clock.advance(seconds: 70)
-                // Five seconds after the request, on the instance behind: before it by the clocks.
-                working.clock.advance(seconds: 5)
-                behind.clock.advance(seconds: 5)
-                let newer = try await sending(two, behind).ingest(IngestBody(count: 6300), token: token)
-                #expect(newer.status == .ok, "\(newer.text)")
-                let response = try await client.reread(try Self.answer(request), token: token)
-                let json = try response.json
-                #expect(json["outcome"] == .string("ACCEPTED"), "\(response.text)")
-                #expect(json["stepLog"]?["reportedCount"] == .int(6300))
-                #expect(try await Self.reviews(working).isEmpty)
-            }
-        }
-        try await behind.store.database.close()
-        try await working.testStore.close()
     }
 
     @Test(
