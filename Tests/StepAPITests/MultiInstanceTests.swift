@@ -18,10 +18,18 @@ struct MultiInstanceTests {
     ) async throws {
         let first = try await TestHarness.make(kind: kind, configure: configure)
         let second = try await TestHarness.make(kind: kind, sharing: first, configure: configure)
+        try await serving(first, second) { one, two in try await body(first, one, two) }
+    }
+
+    /// Runs `body` with `first` and `second` (an instance `sharing` it) serving at once, then closes both stores.
+    static func serving(
+        _ first: TestHarness, _ second: TestHarness,
+        _ body: @Sendable (any TestClientProtocol, any TestClientProtocol) async throws -> Void
+    ) async throws {
         do {
             try await first.app.application.test(.router) { one in
                 try await second.app.application.test(.router) { two in
-                    try await body(first, one, two)
+                    try await body(one, two)
                 }
             }
         } catch {

@@ -38,21 +38,11 @@ struct SkewedInstances: Sendable {
         @Sendable func sending(_ client: any TestClientProtocol, _ harness: TestHarness) -> any TestClientProtocol {
             harness.appCheckKey.map { AppCheckSendingClient(base: client, key: $0, clock: harness.clock) } ?? client
         }
-        do {
-            try await first.app.application.test(.router) { one in
-                try await second.app.application.test(.router) { two in
-                    try await body(
-                        SkewedInstances(
-                            first: first, second: second, firstClient: sending(one, first),
-                            secondClient: sending(two, second), token: token))
-                }
-            }
-        } catch {
-            try? await second.store.database.close()
-            try? await first.testStore.close()
-            throw error
+        try await MultiInstanceTests.serving(first, second) { one, two in
+            try await body(
+                SkewedInstances(
+                    first: first, second: second, firstClient: sending(one, first), secondClient: sending(two, second),
+                    token: token))
         }
-        try await second.store.database.close()
-        try await first.testStore.close()
     }
 }
