@@ -356,6 +356,28 @@ struct RereadTests {
     }
 
     @Test(
+        "after an accepted re-read, a higher count taken by an instance whose clock is behind the worker's request is judged by the next reconcile, and accepted",
+        arguments: TestDatabases.kinds)
+    func laterCountAfterAcceptedRereadAcrossInstances(kind: DatabaseKind) async throws {
+        try await SkewedInstances.run(kind, skew: -10) { pair in
+            let (working, token) = (pair.first, pair.token)
+            let request = try await Self.backwards(working, pair.firstClient, token: token)
+            pair.second.clock.advance(seconds: 70)
+            let answered = try await pair.firstClient.reread(try Self.answer(request), token: token)
+            #expect(try answered.json["outcome"] == .string("ACCEPTED"), "\(answered.text)")
+            // Five seconds after the request, on the instance behind: before it by the clocks.
+            pair.advance(seconds: 5)
+            let later = try await pair.secondClient.ingest(IngestBody(count: 6_500, key: "later"), token: token)
+            #expect(later.status == .ok, "\(later.text)")
+            pair.advance(seconds: 61)
+            #expect(try await working.app.worker.drain() >= 1)
+            let day = try await ReconcileTests.days(pair.firstClient, token: token).first
+            #expect(day?["reconciliationStatus"] == .string("ACCEPTED"), "\(String(describing: day))")
+            #expect(day?["acceptedCount"] == .int(6_500), "\(String(describing: day))")
+        }
+    }
+
+    @Test(
         "a re-read is judged against what was submitted before its request: a newer reading that arrived meanwhile does not quarantine it, and the day's next reconcile credits it",
         arguments: TestDatabases.kinds)
     func newerSubmissionWhileOpen(kind: DatabaseKind) async throws {
