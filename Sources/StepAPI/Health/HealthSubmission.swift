@@ -34,12 +34,11 @@ struct HealthSubmission: Sendable {
         // Any other value, however long, is seed 002's "Unsupported platform", decided after the nonce's checks.
         let platform = try text(fields, "platform", label: "Platform", maxLength: Int.max)
         let steps = try amount(fields, "steps", label: "Steps")
-        // The reader tells a whole number from its digits: a double within Int's range is not one, though it may
-        // round to one (`8500.0000000000001`).
+        // The reader tells a whole number from its digits and reads it as an integer: a double within Int's range is
+        // not one, though it may round to one (`8500.0000000000001`). One past it is whole (and implausibly high).
         if case .double(let number)? = fields["steps"], number.magnitude < 0x1p63 {
             throw .badRequest("Steps must be a whole number")
         }
-        guard steps.rounded(.down) == steps else { throw .badRequest("Steps must be a whole number") }
         let duration = try amount(fields, "duration", label: "Duration")
         let calories = try amount(fields, "calories", label: "Calories")
         let distance = try amount(fields, "distance", label: "Distance")

@@ -55,17 +55,9 @@ struct IngestService: Sendable {
         let settings: Settings
         let whitelist: Set<String>
         let request: IngestRequest
-        /// The clock's time until `plan(walker:)` makes it the arrival.
-        private(set) var now: Date
+        /// The clock's time, in the planner `planner(for:)` gives; the arrival, in the one `plan(walker:)` makes.
+        let now: Date
         let requestId: String
-
-        init(settings: Settings, whitelist: Set<String>, request: IngestRequest, now: Date, requestId: String) {
-            self.settings = settings
-            self.whitelist = whitelist
-            self.request = request
-            self.now = now
-            self.requestId = requestId
-        }
 
         /// The checks run once per walker read; a refusal when a hard check fails, else the writes with the
         /// quarantine reasons that apply. Judged, recorded and answered at the ingest's arrival: the clock's time to
@@ -76,9 +68,10 @@ struct IngestService: Sendable {
         /// would read as one that went backwards. Reconciliation judges each submission at its stored arrival, and
         /// so does the ingest.
         func plan(walker: WalkerRecord) -> IngestPlan {
-            var arrived = self
-            arrived.now = IngestController.arrival(after: walker.lastSubmissionAt, clock: now)
-            return arrived.planArrived(walker: walker)
+            Planner(
+                settings: settings, whitelist: whitelist, request: request,
+                now: IngestController.arrival(after: walker.lastSubmissionAt, clock: now), requestId: requestId
+            ).planArrived(walker: walker)
         }
 
         private func planArrived(walker: WalkerRecord) -> IngestPlan {
