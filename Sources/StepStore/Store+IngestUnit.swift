@@ -253,12 +253,18 @@ extension Store {
     /// in flight) and nothing is written, so the ingest is written once. When it fails, nothing was written, and
     /// `ingest` gives the key back. `overtaken`: as in `admitted`. Package-visible so a test can run it after a
     /// takeover, as a request that outlived its lease would.
+    ///
+    /// The admission made the walker's row, so it is locked, not made: when it is gone, the walker was erased after
+    /// this request's admission committed, and the ingest writes nothing (not the row again, nor an audit row under
+    /// the erased id) and fails as `StoreError.unavailable`: a 503, whose retry is a new walker's first ingest.
     package func lockedIngest(
         _ request: AdmissionRequest, day: LocalDate, audit: IngestAudit, planner: some IngestPlanner, overtaken: Bool
     ) async throws -> IngestUnitOutcome {
         ingestCache?.forget(walkerId: request.walkerId)
         let (outcome, walker, state) = try await transaction { tx in
-            let (walker, state) = try await tx.lockWalkerReadingDay(request.walkerId, day: day, now: request.now)
+            guard let (walker, state) = try await tx.lockExistingWalkerReadingDay(request.walkerId, day: day) else {
+                throw StoreError.unavailable("the walker was erased after its ingest was admitted")
+            }
             if let idempotency = request.idempotency {
                 let claim = try await tx.heldIdempotencyKey(
                     walkerId: request.walkerId, key: idempotency.key, requestHash: idempotency.requestHash,

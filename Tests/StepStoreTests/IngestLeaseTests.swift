@@ -181,6 +181,47 @@ struct IngestLeaseTests {
     }
 
     @Test(
+        "a request whose walker was erased after its admission writes nothing under the erased id, not even the walker's row",
+        arguments: TestDatabases.kinds)
+    func erasedAfterAdmission(kind: DatabaseKind) async throws {
+        let test = try await TestDatabases.make(kind)
+        let store = test.store
+        // The walker has a day already, so the erasure moves rows to a pseudonym.
+        let (first, firstKey) = Self.request(at: -100, key: "first")
+        _ = try await store.ingest(
+            first, day: Self.day, idempotency: firstKey, audit: Self.audit, planner: Planner(key: "first", steps: 2000))
+        // On PostgreSQL the admission commits by itself; the erasure commits before the write.
+        let (late, _) = Self.request(at: 0)
+        #expect(try await Self.claim(store, late) == .claimed)
+        let erasure = try await store.eraseWalker("w", actor: .commandLine, at: Self.t0)
+        #expect(erasure.pseudonym != nil)
+        await #expect {
+            try await store.lockedIngest(
+                late, day: Self.day, audit: Self.audit, planner: Planner(key: "k", steps: 5000), overtaken: false)
+        } throws: { ($0 as? StoreError)?.isUnavailable == true }
+        let left = try await store.transaction { tx in
+            var counts: [String: Int] = [:]
+            for table in ["walkers", "step_submissions", "attestation_logs", "idempotency_keys", "step_logs"] {
+                counts[table] =
+                    try await tx.sql.raw("SELECT COUNT(*) AS n FROM \(unsafeRaw: table) WHERE walker_id = 'w'").first()?
+                    .decode(column: "n", as: Int.self) ?? -1
+            }
+            return counts
+        }
+        #expect(left.values.allSatisfy { $0 == 0 }, "rows under the erased id: \(left)")
+        // Its retry is a new walker's first ingest.
+        let (retry, idempotency) = Self.request(at: 1)
+        let (_, outcome) = try await store.ingest(
+            retry, day: Self.day, idempotency: idempotency, audit: Self.audit, planner: Planner(key: "k", steps: 5000))
+        guard case .written = outcome else {
+            Issue.record("the retry after the erasure did not write: \(outcome)")
+            return
+        }
+        #expect(try await Self.submissions(store) == 1)
+        try await test.close()
+    }
+
+    @Test(
         "on PostgreSQL a write that loses its connection gives the key back on another, so a retry succeeds at once",
         .enabled(if: TestDatabases.postgresURL != nil))
     func lostConnectionGivesTheKeyBack() async throws {
