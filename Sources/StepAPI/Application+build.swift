@@ -205,6 +205,12 @@ package func buildApplication(
             )
         }
     }
+    // Secrets in a configuration file other users may read: said at every production start until it is mended.
+    if configuration.mode == .production, let file = dependencies.configFile,
+        let exposure = ConfigurationFileExposure.check(path: file)
+    {
+        logger.warning("\(exposure)")
+    }
     // Test-phase runs without Android keys as a matter of course: only production is warned.
     if configuration.mode == .production, configuration.playIntegrity.configuration == nil {
         logger.warning("playIntegrity.* is not set: POST /health refuses every Android device")

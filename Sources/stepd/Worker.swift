@@ -38,6 +38,12 @@ struct Worker: AsyncParsableCommand {
             JSONLogHandler(label: $0, sink: logSink, level: level, metadataProvider: provider)
         }
         logger.logLevel = level
+        // As `stepd serve` says it.
+        if configuration.mode == .production, let file = common.config,
+            let exposure = ConfigurationFileExposure.check(path: file)
+        {
+            logger.warning("\(exposure)")
+        }
         let exporter = configuration.bootstrapTracing(logger: logger)
         // Log lines are written by a background thread: let it finish before the process exits, however it does
         // (the line saying why a failed worker stopped included).

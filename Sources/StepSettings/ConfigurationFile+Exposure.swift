@@ -1,0 +1,65 @@
+import Configuration
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// A configuration file that holds secrets other users of the machine may read: what the start warns of in
+/// production, as PostgreSQL and OpenSSH refuse a private key file with such a mode (a warning here, since some
+/// deployments mount configuration readable by a group on purpose).
+package struct ConfigurationFileExposure: Sendable, Hashable, CustomStringConvertible {
+    package var path: String
+    /// The file's permission bits.
+    package var mode: UInt32
+    /// The keys whose values in the file are secret, sorted; never their values.
+    package var keys: [String]
+
+    /// The exposure of the file at `path`, or nil when users other than its owner may not read it (neither the
+    /// group's nor the others' read bit), when it holds no secret value, or when it cannot be read (the start
+    /// reports that itself). A value counts as secret when its key is declared secret and the value itself holds
+    /// one: a key's or token's value always; a URL only when it carries credentials (a user in it, or a query that
+    /// names a password, token, secret, key or signature); a SQLite path (`database.url`) never.
+    package static func check(path: String, catalog: ConfigurationCatalog = .app) -> ConfigurationFileExposure? {
+        var info = stat()
+        guard stat(path, &info) == 0, info.st_mode & S_IFMT == S_IFREG else { return nil }
+        let mode = UInt32(info.st_mode & 0o7777)
+        guard mode & 0o044 != 0, let file = try? ConfigurationFile(path: path, catalog: catalog) else { return nil }
+        let keys = file.settings.compactMap { key, setting -> String? in
+            guard catalog.entry(named: key)?.isSecret == true, let content = setting.content else { return nil }
+            let values: [String]
+            switch content {
+            case .string(let text): values = [text]
+            case .stringArray(let texts): values = texts
+            default: values = ["\(content)"]
+            }
+            return values.contains { holdsSecret($0, key: key) } ? key : nil
+        }
+        guard !keys.isEmpty else { return nil }
+        return ConfigurationFileExposure(path: path, mode: mode, keys: keys.sorted())
+    }
+
+    /// Whether `value` of the secret key `key` holds a secret itself (see `check`).
+    static func holdsSecret(_ value: String, key: String) -> Bool {
+        guard !value.isEmpty else { return false }
+        guard let schemeEnd = value.range(of: "://") else {
+            // A database that is not a URL is a SQLite path; any other secret key's value is the secret itself.
+            return key != "database.url"
+        }
+        let rest = value[schemeEnd.upperBound...]
+        let authority = rest.prefix { $0 != "/" && $0 != "?" && $0 != "#" }
+        if authority.contains("@") { return true }
+        guard let query = rest.split(separator: "?", maxSplits: 1).dropFirst().first else { return false }
+        let revealing = ["password", "token", "secret", "key", "sig"]
+        return query.split(separator: "&").contains { parameter in
+            let name = parameter.prefix { $0 != "=" }.lowercased()
+            return revealing.contains { name.contains($0) }
+        }
+    }
+
+    package var description: String {
+        "the configuration file \(path) holds secrets (\(keys.joined(separator: ", "))) that other users of this "
+            + "machine may read (mode 0\(String(mode, radix: 8))): chmod 600 it, owned by the service's user, or give "
+            + "them by environment variable"
+    }
+}
