@@ -189,7 +189,9 @@ extension StoreTransaction {
     package func pruneBatch(_ table: PrunedTable, before cutoff: Int, from: Int? = nil, limit: Int) async throws
         -> (count: Int, newest: Int?)
     {
-        let rows = try await sql.raw(Self.pruneBatchStatement(table, before: cutoff, from: from, limit: limit)).all()
+        let statement = Self.pruneBatchStatement(
+            table, before: cutoff, from: from, limit: limit, skippingLocked: kind == .postgres)
+        let rows = try await sql.raw(statement).all()
         let ages = try rows.map { try $0.decode(column: "age", as: Int.self) }
         return (ages.count, ages.max())
     }
@@ -233,9 +235,14 @@ extension StoreTransaction {
     /// (`PrunePlanTests` reads each engine's plan). The age is checked again on the row deleted: on PostgreSQL a
     /// row that a concurrent write renewed after the subquery read it (a rate-limit window opened again) is then
     /// left alone, where the key alone would delete the new window.
-    package static func pruneBatchStatement(_ table: PrunedTable, before cutoff: Int, from: Int? = nil, limit: Int)
-        -> SQLText
-    {
+    ///
+    /// `skippingLocked` (PostgreSQL): the rows are chosen `FOR UPDATE SKIP LOCKED`, so a batch never waits for a row
+    /// another transaction holds: one that holds several of its rows and waits for one the batch took first (an
+    /// erasure deleting a walker's rows in another order) would otherwise make a deadlock, and PostgreSQL would end
+    /// one of them. A row skipped goes in a later batch or run.
+    package static func pruneBatchStatement(
+        _ table: PrunedTable, before cutoff: Int, from: Int? = nil, limit: Int, skippingLocked: Bool
+    ) -> SQLText {
         let age = table.ageColumn
         var resume: SQLText = ""
         var order: SQLText = ""
@@ -247,7 +254,7 @@ extension StoreTransaction {
             DELETE FROM \(unsafeRaw: table.rawValue) WHERE (\(unsafeRaw: table.key)) IN (
                 SELECT \(unsafeRaw: table.key) FROM \(unsafeRaw: table.rawValue)
                 WHERE \(unsafeRaw: age) < \(bind: cutoff)\(resume) AND NOT (\(table.stillNeeded))\(order)
-                LIMIT \(bind: limit)
+                LIMIT \(bind: limit)\(unsafeRaw: skippingLocked ? " FOR UPDATE SKIP LOCKED" : "")
             ) AND \(unsafeRaw: age) < \(bind: cutoff)
             RETURNING \(unsafeRaw: age) AS age
             """

@@ -4,6 +4,7 @@ import StepCore
 import StepDatabase
 import StepStore
 import StepTestSupport
+import Synchronization
 import Testing
 
 @Suite("Retention of walker events and step submissions, on every engine")
@@ -84,6 +85,47 @@ struct RetentionStoreTests {
                 .decode(column: "hits", as: Int.self)
         }
         #expect(hits == 1, "the new window survives")
+        try await test.close()
+    }
+
+    @Test("a prune batch passes over a row another transaction holds instead of waiting for it (PostgreSQL)")
+    func lockedRowSkipped() async throws {
+        let test = try await TestDatabases.make(.postgres)
+        let store = test.store
+        let old = Self.t0.addingTimeInterval(-31 * 86_400)
+        try await store.transaction { tx in
+            for id in ["a", "held", "b"] {
+                try await tx.insertAttestationLog(
+                    AttestationLogRecord(
+                        walkerId: "w", createdAt: old, route: "/step/ingest", verdict: .accepted, reasons: [],
+                        tokenId: nil, requestId: id))
+            }
+        }
+        // A transaction that holds one of the old rows (as an erasure deleting the walker's rows does) until told.
+        let (locked, lockedSignal) = AsyncStream<Void>.makeStream()
+        let release = Mutex(false)
+        let holding = Mutex(true)
+        let holder = Task {
+            try await store.transaction { tx in
+                _ = try await tx.sql.raw("SELECT 1 FROM attestation_logs WHERE request_id = 'held' FOR UPDATE").all()
+                lockedSignal.yield()
+                let giveUp = ContinuousClock.now + .seconds(10)
+                while !release.withLock({ $0 }), ContinuousClock.now < giveUp {
+                    try await Task.sleep(for: .milliseconds(20))
+                }
+            }
+            holding.withLock { $0 = false }
+        }
+        for await _ in locked { break }
+        let report = try await store.prune(
+            now: Self.t0, retention: RetentionPolicy(), batchSize: 10, tables: [.attestationLogs])
+        #expect(holding.withLock { $0 }, "the prune waited for the held row's transaction to end")
+        #expect(report.attestationLogs == 2)
+        release.withLock { $0 = true }
+        try await holder.value
+        let next = try await store.prune(
+            now: Self.t0, retention: RetentionPolicy(), batchSize: 10, tables: [.attestationLogs])
+        #expect(next.attestationLogs == 1, "the row passed over goes in the next run")
         try await test.close()
     }
 
