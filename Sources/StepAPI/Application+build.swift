@@ -379,6 +379,7 @@ package func buildApplication(
                         bodyTimeout: .nanoseconds(Int64(http.requestBodyTimeoutSeconds * 1e9)),
                         stallTimeout: .nanoseconds(Int64(http.responseStallTimeoutSeconds * 1e9))),
                     ExpectContinueHandler(),
+                    ClientPresenceHandler(),
                 ],
                 httpDecoderConfiguration: .init(
                     maxHeaderFieldSize: http.maxHeaderBytes, maxHeaderListSize: http.maxHeaderBytes,

@@ -146,6 +146,34 @@ struct EventsTests {
         }
     }
 
+    @Test(
+        "a waiting poll and a stream end as soon as their client hangs up, not at their time limits",
+        arguments: TestDatabases.kinds)
+    func clientHangsUp(kind: DatabaseKind) async throws {
+        // A poll of 25 s, a stream of a minute with keep-alives every 30 s: each read below gives up after 10 s.
+        let harness = try await TestHarness.make(kind: kind) {
+            $0.events.streamMaxSeconds = 60
+            $0.events.streamKeepAliveSeconds = 30
+        }
+        let token = try await harness.token(for: "walker-gone")
+        try await harness.run(.live) { client in
+            let port = try #require(client.port)
+            let stream = try Self.get("/walker/events/stream", port: port, token: token)
+            let opened = try await RawConnection.offPool { stream.read(through: "retry: 1000\n\n") }
+            #expect(opened.hasPrefix("HTTP/1.1 200 OK"), "\(opened)")
+            let poll = try Self.get("/walker/events?wait=25", port: port, token: token)
+            try await Task.sleep(for: .milliseconds(500))
+            let started = ContinuousClock.now
+            poll.finishSending()
+            stream.finishSending()
+            let answered = try await RawConnection.offPool { poll.read(through: "}") }
+            #expect(answered.hasSuffix(#"{"events":[],"next":"0"}"#), "the poll kept waiting: \(answered)")
+            let ended = try await RawConnection.offPool { stream.read(through: "0\r\n\r\n") }
+            #expect(ended.hasSuffix("0\r\n\r\n"), "the stream kept going: \(ended)")
+            #expect(ContinuousClock.now - started < .seconds(8))
+        }
+    }
+
     @Test("the stream sends every event with its id and resumes after Last-Event-ID", arguments: TestDatabases.kinds)
     func stream(kind: DatabaseKind) async throws {
         let harness = try await TestHarness.make(kind: kind) {

@@ -54,6 +54,12 @@ final class RawConnection: @unchecked Sendable {
             == bytes.count
     }
 
+    /// Ends the sending side (the client's FIN) and keeps reading: as a client that hung up looks to the server, whose
+    /// connections may half-close.
+    func finishSending() {
+        shutdown(descriptor, Int32(SHUT_WR))
+    }
+
     /// What the server sends until it has sent `marker` (or closes the connection, or the receive timeout passes).
     func read(through marker: String) -> String {
         var received: [UInt8] = []

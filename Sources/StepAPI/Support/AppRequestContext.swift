@@ -42,6 +42,8 @@ package struct AppRequestContext: RequestContext, RemoteAddressRequestContext {
     package var adminActor: AdminActor?
     /// The request's `X-Request-Id` when it sent a usable one, set by `RequestLogMiddleware` before routing.
     package var chosenRequestId: String?
+    /// The connection's channel, to find whether its client is still there (`ClientPresence`).
+    let channel: any Channel
 
     /// The id every record of the request carries (its log lines, its AttestationLog row, the `X-Request-Id`
     /// answered): the one the request sent (a proxy's, say) when usable, else Hummingbird's.
@@ -51,6 +53,7 @@ package struct AppRequestContext: RequestContext, RemoteAddressRequestContext {
         self.coreContext = .init(source: source)
         self.trace = RequestTrace()
         self.remoteAddress = source.channel.remoteAddress
+        self.channel = source.channel
         self.clientAddress = source.channel.remoteAddress?.ipAddress ?? Self.unknownAddress
     }
 
