@@ -38,7 +38,7 @@ package struct RateLimitPolicy: Sendable, Hashable {
     }
 
     /// The start of the window `now` falls in.
-    func windowStart(at now: Date) -> Date {
+    package func windowStart(at now: Date) -> Date {
         let window = Double(windowSeconds)
         return Date(timeIntervalSince1970: (now.timeIntervalSince1970 / window).rounded(.down) * window)
     }
@@ -199,7 +199,7 @@ extension StoreTransaction {
             if let day { admission.day = try Self.snapshotDayState(rows, walker: walker, day: day) }
             return admission
         } catch {
-            try? await releaseIdempotencyKey(
+            _ = try? await releaseIdempotencyKey(
                 walkerId: walkerId, key: idempotency.key, leaseUntil: idempotency.leaseEnd(now: now))
             throw error
         }

@@ -148,18 +148,20 @@ extension Store {
                 // still in flight, so a retry can succeed at once rather than after the lease. Only this request's
                 // claim: a stored answer, or a claim another request took over after this one's lease ran out,
                 // stays. When no connection could be had, nothing was claimed, and the 503 is not held up.
-                if claiming.wasSent { await giveBack(idempotency, walkerId: request.walkerId, now: request.now) }
+                if claiming.wasSent { await giveBack(idempotency, request: request) }
                 throw error
             }
         }
     }
 
-    /// Gives back the key `idempotency` claimed at `now` if that claim is still in flight, in a transaction of its
-    /// own that bumps the walker's version first (see inside). It runs on a connection of its own: the failed
-    /// unit's may be gone, and the pool can lease out a connection the server closed before it learns so from the
-    /// failure, so a try that lost its connection is tried again (three in all) on the next one. When the database
-    /// cannot be reached, the key stays claimed until its lease runs out.
-    private func giveBack(_ idempotency: IdempotencyRequest, walkerId: String, now: Date) async {
+    /// Gives back the key `idempotency` claimed at the request's `now` if that claim is still in flight, and with it
+    /// the hit its admission counted against the walker's limit (as SQLite's rollback takes both back: the failed
+    /// request's retry counts once), in a transaction of its own that bumps the walker's version first (see inside).
+    /// It runs on a connection of its own: the failed unit's may be gone, and the pool can lease out a connection the
+    /// server closed before it learns so from the failure, so a try that lost its connection is tried again (three in
+    /// all) on the next one. When the database cannot be reached, the key stays claimed until its lease runs out.
+    private func giveBack(_ idempotency: IdempotencyRequest, request: AdmissionRequest) async {
+        let (walkerId, now, policy) = (request.walkerId, request.now, request.policy)
         for _ in 0..<3 {
             do {
                 try await transaction { tx in
@@ -168,8 +170,13 @@ extension Store {
                     // is waited for and has completed the key by then, and one that has not reached the server yet
                     // no longer applies. So the key is never given back while a write of it can still commit.
                     try await tx.bumpWalkerVersion(walkerId)
-                    try await tx.releaseIdempotencyKey(
+                    let released = try await tx.releaseIdempotencyKey(
                         walkerId: walkerId, key: idempotency.key, leaseUntil: idempotency.leaseEnd(now: now))
+                    // The claim was this request's, so its admission committed and counted it: that hit goes too.
+                    if released {
+                        try await tx.releaseRateLimitHit(
+                            walkerId: walkerId, bucket: policy.bucket, windowStart: policy.windowStart(at: now))
+                    }
                 }
                 return
             } catch let error as StoreError where error.isConnectionLost {

@@ -110,13 +110,16 @@ extension StoreTransaction {
     /// Gives a claimed key back when the request ended in an outcome that is not stored (401, 403, 429, 5xx).
     /// With `leaseUntil`, only the claim that set that lease (`IdempotencyRequest.leaseEnd`): a request whose claim
     /// was taken over after its lease ran out must not give back the claim of the request that took it.
-    package func releaseIdempotencyKey(walkerId: String, key: String, leaseUntil: Int? = nil) async throws {
+    /// True when a claim was given back.
+    @discardableResult
+    package func releaseIdempotencyKey(walkerId: String, key: String, leaseUntil: Int? = nil) async throws -> Bool {
         var query: SQLText = """
             DELETE FROM idempotency_keys
             WHERE walker_id = \(bind: walkerId) AND idem_key = \(bind: key) AND state = 'in_flight'
             """
         if let leaseUntil { query += " AND lease_until = \(bind: leaseUntil)" }
-        try await sql.raw(query).run()
+        query += " RETURNING 1 AS released"
+        return try await !sql.raw(query).all().isEmpty
     }
 
     /// Whether the claim that set `leaseUntil` still holds `key`, checked under the key row's lock after the

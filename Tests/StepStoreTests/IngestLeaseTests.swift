@@ -165,9 +165,10 @@ struct IngestLeaseTests {
         }
         #expect(try await Self.submissions(store) == 0)
         // The late request gives back what it claimed: not the retry's claim.
-        try await store.withoutTransaction { tx in
+        let released = try await store.withoutTransaction { tx in
             try await tx.releaseIdempotencyKey(walkerId: "w", key: "k", leaseUntil: lateKey.leaseEnd(now: late.now))
         }
+        #expect(!released, "the late request gave back the retry's claim")
         #expect(try await Self.key(store) == "in_flight")
         let written = try await store.lockedIngest(
             retry, day: Self.day, audit: Self.audit, planner: Planner(key: "k", steps: 4000), overtaken: false)
@@ -252,6 +253,7 @@ struct IngestLeaseTests {
                 planner: Planner(key: "k", steps: 3000))
         }
         #expect(try await Self.key(store) == "none", "the failed request kept its key in flight for its lease")
+        #expect(try await Self.hits(store, at: first.now) == 0, "the failed request still counts against the limit")
         try await store.withoutTransaction { tx in
             try await tx.sql.raw("DROP TRIGGER cut_connection ON step_submissions").run()
         }
@@ -268,6 +270,17 @@ struct IngestLeaseTests {
             return
         }
         #expect(try await Self.submissions(store) == 1)
+        #expect(try await Self.hits(store, at: retry.now) == 1, "the retry counts once")
         try await test.close()
+    }
+
+    /// The hits of the walker's ingest window that holds `time`; 0 when another window is stored.
+    static func hits(_ store: Store, at time: Date) async throws -> Int {
+        let start = Self.policy.windowStart(at: time).millisecondsSince1970
+        return try await store.withoutTransaction { tx in
+            try await tx.sql.raw(
+                "SELECT hits FROM rate_limits WHERE walker_id = 'w' AND bucket = 'ingest' AND window_start = \(bind: start)"
+            ).first()?.decode(column: "hits", as: Int.self) ?? 0
+        }
     }
 }

@@ -71,7 +71,7 @@ struct StoreTests {
         #expect(try await claim("k", "h2", at: Self.t0) == .payloadMismatch)
 
         #expect(try await claim("r", "h", at: Self.t0) == .claimed)
-        try await store.transaction { try await $0.releaseIdempotencyKey(walkerId: "w", key: "r") }
+        #expect(try await store.transaction { try await $0.releaseIdempotencyKey(walkerId: "w", key: "r") })
         #expect(try await claim("r", "h", at: Self.t0) == .claimed)
 
         #expect(try await claim("l", "h", at: Self.t0) == .claimed)
