@@ -32,8 +32,20 @@ extension AppConfiguration {
                 try reader.double(.maxStepRatePerSecond, in: 0.1...100) ?? limits.maxStepRatePerSecond
             limits.burstTolerance = try reader.double(.burstTolerance, in: 1...100) ?? limits.burstTolerance
             limits.clockSkewSeconds = try reader.double(.clockSkewSeconds, in: 0...3_600) ?? limits.clockSkewSeconds
-            limits.minDailyThreshold =
-                try reader.int(.minDailyThreshold, in: 0...1_000_000) ?? limits.minDailyThreshold
+            let threshold = try reader.int(.minDailyThreshold, in: 0...1_000_000)
+            limits.minDailyThreshold = threshold ?? limits.minDailyThreshold
+            // A threshold above the cap could never be reached (a count above the cap is refused): no day would ever
+            // be attested. Blamed on the key that was set.
+            guard limits.minDailyThreshold <= limits.maxStepsPerDay else {
+                throw threshold == nil
+                    ? reader.error(
+                        .maxStepsPerDay,
+                        "must be at least ingest.minDailyThreshold (\(limits.minDailyThreshold), its default): no day could be attested"
+                    )
+                    : reader.error(
+                        .minDailyThreshold,
+                        "must not exceed ingest.maxStepsPerDay (\(limits.maxStepsPerDay)): no day could reach it")
+            }
             limits.settleWindowSeconds =
                 try reader.double(.settleWindowSeconds, in: 0...(30 * 86_400)) ?? limits.settleWindowSeconds
             if let entries = try reader.list(.sourceWhitelist, of: "bundle id") {

@@ -62,10 +62,19 @@ extension AppConfiguration {
             let lease = try reader.double(.leaseSeconds, in: 1...86_400)
             leaseSeconds = lease ?? leaseSeconds
             heartbeatSeconds = try reader.double(.heartbeatSeconds, in: 0.1...3600) ?? min(10, leaseSeconds / 3)
-            guard leaseSeconds > heartbeatSeconds else {
+            // The heartbeat renews each running job's lease one after another: a lease that runs out just after the
+            // heartbeat is due lets another worker take a live job over. So it leaves a second of the lease, or half
+            // of a lease shorter than two seconds.
+            let margin = min(1, leaseSeconds / 2)
+            guard leaseSeconds - heartbeatSeconds >= margin else {
                 throw lease == nil
-                    ? reader.error(.heartbeatSeconds, "must be below jobs.leaseSeconds (\(leaseSeconds), its default)")
-                    : reader.error(.leaseSeconds, "must exceed jobs.heartbeatSeconds")
+                    ? reader.error(
+                        .heartbeatSeconds,
+                        "must be at most jobs.leaseSeconds (\(leaseSeconds), its default) less \(margin) s")
+                    : reader.error(
+                        .leaseSeconds,
+                        "must exceed jobs.heartbeatSeconds by at least 1 s (half the lease below 2 s): a renewal due just before the lease runs out loses running jobs to other workers"
+                    )
             }
             // The base's range ends at the cap's default, so a cap below the base is always one that was set.
             backoffBaseSeconds = try reader.double(.backoffBaseSeconds, in: 0.01...3600) ?? backoffBaseSeconds

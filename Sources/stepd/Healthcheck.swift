@@ -37,6 +37,12 @@ struct Healthcheck: AsyncParsableCommand {
             target = url
         } else {
             let configuration = try await common.load()
+            // Port 0 asks the system for a free port at start: the one the server got is in its start line, not here.
+            guard configuration.http.port != 0 else {
+                throw CommandFailure(
+                    "healthcheck: http.port is 0 (the server listens on a free port the system chose, named in its start line): give --url"
+                )
+            }
             var host = configuration.http.host
             if host == "0.0.0.0" || host == "::" || host == "*" { host = "127.0.0.1" }
             if host.contains(":") { host = "[\(host)]" }

@@ -1,3 +1,4 @@
+import StepCore
 import StepDatabase
 import StepJobs
 import Testing
@@ -19,8 +20,14 @@ struct JobSettingsConfigurationTests {
         #expect(shortLease.leaseSeconds == 2 && shortLease.worker.heartbeatSeconds == 2.0 / 3)
         let longLease = try Self.read(["jobs.leaseSeconds": "600"]).jobSettings
         #expect(longLease.worker.heartbeatSeconds == 10)
-        let both = try Self.read(["jobs.leaseSeconds": "1.5", "jobs.heartbeatSeconds": "1"]).jobSettings
-        #expect(both.leaseSeconds == 1.5 && both.worker.heartbeatSeconds == 1)
+        let both = try Self.read(["jobs.leaseSeconds": "2", "jobs.heartbeatSeconds": "1"]).jobSettings
+        #expect(both.leaseSeconds == 2 && both.worker.heartbeatSeconds == 1)
+        // The smallest lease with its default heartbeat, a third of it, leaves half the lease: accepted.
+        let shortest = try Self.read(["jobs.leaseSeconds": "1"]).jobSettings
+        #expect(shortest.leaseSeconds == 1 && shortest.worker.heartbeatSeconds == 1.0 / 3)
+        // A threshold equal to the cap is reachable.
+        let reachable = try Self.read(["ingest.maxStepsPerDay": "2000"])
+        #expect(reachable.limits.maxStepsPerDay == 2000 && reachable.limits.minDailyThreshold == 2000)
     }
 
     @Test("a slot claims 64 jobs at once on SQLite and 16 on PostgreSQL unless worker.batchSize says otherwise")

@@ -71,6 +71,9 @@ struct ValidationTests {
         (["ingest.burstTolerance": "0.5"], "ingest.burstTolerance"),
         (["ingest.minDailyThreshold": "-1"], "ingest.minDailyThreshold"),
         (["ingest.settleWindowSeconds": "2592001"], "ingest.settleWindowSeconds"),
+        // A threshold no day can reach under the cap: the key set is named.
+        (["ingest.maxStepsPerDay": "1000"], "ingest.maxStepsPerDay"),
+        (["ingest.minDailyThreshold": "5001", "ingest.maxStepsPerDay": "5000"], "ingest.minDailyThreshold"),
         (["ingest.sourceWhitelist": ","], "ingest.sourceWhitelist"),
         (["ingest.reconcileDelaySeconds": "86401"], "ingest.reconcileDelaySeconds"),
         (["ingest.batchMaxBuckets": "101"], "ingest.batchMaxBuckets"),
@@ -92,6 +95,10 @@ struct ValidationTests {
         (["jobs.heartbeatSeconds": "0.01"], "jobs.heartbeatSeconds"),
         // Only the heartbeat set, beyond the lease's default (30 s): the heartbeat is named, not the lease.
         (["jobs.heartbeatSeconds": "45"], "jobs.heartbeatSeconds"),
+        // A renewal due too close to the lease's end: a second at least, or half a lease under two seconds.
+        (["jobs.leaseSeconds": "30", "jobs.heartbeatSeconds": "29.5"], "jobs.leaseSeconds"),
+        (["jobs.heartbeatSeconds": "29.01"], "jobs.heartbeatSeconds"),
+        (["jobs.leaseSeconds": "1.5", "jobs.heartbeatSeconds": "1"], "jobs.leaseSeconds"),
         (["jobs.backoffBaseSeconds": "0"], "jobs.backoffBaseSeconds"),
         (["jobs.backoffBaseSeconds": "10", "jobs.backoffCapSeconds": "5"], "jobs.backoffCapSeconds"),
         (["idempotency.leaseSeconds": "3601"], "idempotency.leaseSeconds"),
