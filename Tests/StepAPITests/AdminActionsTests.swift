@@ -393,15 +393,28 @@ struct AdminActionsTests {
             #expect(try await client.admin("/admin/jobs?limit=0").status == .badRequest)
             #expect(try await client.admin("/admin/jobs?cursor=nonsense").status == .badRequest)
             // A time past year 9999 is no cursor the list handed out: 400, where Int.max's milliseconds, turned
-            // into a date and back, once trapped the process (base64url of "9223372036854775807:a", then of
-            // "253402300800000:a"); the last millisecond of 9999 is still a cursor, with nothing after it.
-            for cursor in ["OTIyMzM3MjAzNjg1NDc3NTgwNzph", "MjUzNDAyMzAwODAwMDAwOmE"] {
-                #expect(try await client.admin("/admin/jobs?cursor=\(cursor)").status == .badRequest)
-                #expect(try await client.admin("/admin/audit?cursor=\(cursor)").status == .badRequest)
+            // into a date and back, once trapped the process; the last millisecond of 9999 is still a cursor, with
+            // nothing after it.
+            for milliseconds in ["9223372036854775807", "253402300800000"] {
+                for (list, tag) in [("jobs", "j1"), ("audit", "a1")] {
+                    let cursor = Base64URLText.encode("\(tag)|\(milliseconds):a")
+                    #expect(try await client.admin("/admin/\(list)?cursor=\(cursor)").status == .badRequest)
+                }
             }
-            let last = try await client.admin("/admin/jobs?cursor=MjUzNDAyMzAwNzk5OTk5OmE")
+            let last = try await client.admin("/admin/jobs?cursor=\(Base64URLText.encode("j1|253402300799999:a"))")
             #expect(last.status == .ok)
             #expect(try last.json["items"] == .array([]))
+            // Each list reads only its own cursors: the audit's, the ledger's, and one without a list, are refused.
+            for other in ["a1|253402300799999:a", "l1|253402300799999:a", "253402300799999:a"] {
+                let refused = try await client.admin("/admin/jobs?cursor=\(Base64URLText.encode(other))")
+                #expect(refused.status == .badRequest, "\(other)")
+            }
+            #expect(
+                try await client.admin("/admin/audit?cursor=\(Base64URLText.encode("j1|253402300799999:a"))").status
+                    == .badRequest)
+            #expect(
+                try await client.admin("/admin/audit?cursor=\(Base64URLText.encode("a1|253402300799999:a"))").status
+                    == .ok)
 
             let retried = try await client.admin("/admin/jobs/\(ids[0])/retry", method: .post)
             #expect(try retried.json == ["id": .string(ids[0]), "outcome": .string("retried")])

@@ -110,7 +110,9 @@ struct AllocationTests {
             #expect(seen == [.int(-104), .int(-103), .int(-102), .int(-101), .int(-100), .int(9000)])
             for bad in [
                 "limit=0", "limit=201", "limit=x", "cursor=%%%", "cursor=bm90LWEtY3Vyc29y",
-                "cursor=OTIyMzM3MjAzNjg1NDc3NTgwNzph", "limit=5&limit=abc", "limit=5&limit=5",
+                "cursor=\(Base64URLText.encode("l1|9223372036854775807:a"))", "limit=5&limit=abc", "limit=5&limit=5",
+                // Another list's cursor, or one of no list.
+                "cursor=\(Base64URLText.encode("j1|0:a"))", "cursor=\(Base64URLText.encode("0:a"))",
             ] {
                 let response = try await client.read("/walker/ledger?\(bad)", token: token)
                 #expect(response.status == .badRequest, "\(bad)")

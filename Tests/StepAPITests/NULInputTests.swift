@@ -60,7 +60,7 @@ struct NULInputTests {
         let harness = try await TestHarness.make(kind: kind)
         let token = try await harness.token(for: "walker-nul-url")
         try await harness.run { client in
-            let cursor = Base64URL.encode(Data("0:x\u{0}".utf8))
+            let cursor = Base64URL.encode(Data("l1|0:x\u{0}".utf8))
             for uri in [
                 "/walker/ledger?cursor=\(cursor)", "/walker/ledger?cursor=%00", "/step/days?from=2026-05-01%00",
             ] {

@@ -262,11 +262,12 @@ def known_zone(value):
     return ZONES[sum(str(value).encode()) % len(ZONES)]
 
 
-def ledger_cursor(value):
-    """A cursor of the server's form: base64url of "<milliseconds since 1970>:<entry id>". The server's ids hold no
-    control character, and it refuses a cursor whose id does (a NUL would reach PostgreSQL), so none is kept."""
+def ledger_cursor(value, tag):
+    """A cursor of the server's form for the list `tag` names (l1 the ledger, a1 the audit): base64url of
+    "<tag>|<milliseconds since 1970>:<entry id>". The server's ids hold no control character, and it refuses a cursor
+    whose id does (a NUL would reach PostgreSQL), so none is kept."""
     entry = "".join(ch for ch in str(value) if ord(ch) >= 0x20 and ord(ch) != 0x7F)
-    text = f"{int(time.time() * 1000)}:{entry}"
+    text = f"{tag}|{int(time.time() * 1000)}:{entry}"
     return b64url(text.encode())
 
 
@@ -317,7 +318,7 @@ def before_call(context, case, kwargs):
         case.query["tz"] = known_zone(case.query["tz"])
     elif (method == "GET" and path in ("/walker/ledger", "/admin/audit") and isinstance(case.query, dict)
           and "cursor" in case.query):
-        case.query["cursor"] = ledger_cursor(case.query["cursor"])
+        case.query["cursor"] = ledger_cursor(case.query["cursor"], "l1" if path == "/walker/ledger" else "a1")
     elif method == "GET" and path == "/step/days" and isinstance(case.query, dict):
         fix_range(case.query, "from", "to", 91, default_today=False)
     elif method == "GET" and path == "/health/statistics":

@@ -75,7 +75,7 @@ struct AuditQuery: Sendable {
             query.limit = limit
         }
         if let text = parameters.get("cursor") {
-            guard let cursor = KeysetCursor(text: text) else {
+            guard let cursor = KeysetCursor(text: text, list: .audit) else {
                 throw AdminAPIError.badRequest("cursor must be the nextCursor of an earlier page.")
             }
             query.cursor = (cursor.milliseconds, cursor.id)
@@ -84,6 +84,6 @@ struct AuditQuery: Sendable {
     }
 
     static func cursor(after record: AdminAuditRecord) -> String {
-        KeysetCursor(record.at, id: record.id).text
+        KeysetCursor(record.at, id: record.id, list: .audit).text
     }
 }

@@ -72,7 +72,7 @@ struct AdminJobsController: Sendable {
         }
         var cursor: JobCursor?
         if let text = query.get("cursor") {
-            guard let parsed = KeysetCursor(text: text) else {
+            guard let parsed = KeysetCursor(text: text, list: .jobs) else {
                 throw AdminAPIError.badRequest("cursor must be the nextCursor of an earlier page.")
             }
             cursor = JobCursor(runAt: parsed.instant, id: parsed.id)
@@ -81,7 +81,8 @@ struct AdminJobsController: Sendable {
         let records = try await jobs.list(state: state, kind: kind, after: cursor, limit: limit + 1)
         let page = records.prefix(limit)
         let next: JSONValue =
-            records.count > limit ? page.last.map { .string(KeysetCursor($0.runAt, id: $0.id).text) } ?? .null : .null
+            records.count > limit
+            ? page.last.map { .string(KeysetCursor($0.runAt, id: $0.id, list: .jobs).text) } ?? .null : .null
         return AdminController.json(
             .ok, .object(["items": .array(page.map(Self.item)), "nextCursor": next]))
     }

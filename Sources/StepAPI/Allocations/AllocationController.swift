@@ -120,7 +120,7 @@ struct LedgerQuery: Sendable {
             query.limit = limit
         }
         if let text = parameters.get("cursor") {
-            guard let cursor = KeysetCursor(text: text) else {
+            guard let cursor = KeysetCursor(text: text, list: .ledger) else {
                 throw RequestValidationError(fields: ["cursor": "must be the next cursor of an earlier page"])
             }
             query.cursor = (cursor.milliseconds, cursor.id)
@@ -129,7 +129,7 @@ struct LedgerQuery: Sendable {
     }
 
     static func cursor(after entry: LedgerEntry) -> String {
-        KeysetCursor(entry.createdAt, id: entry.id).text
+        KeysetCursor(entry.createdAt, id: entry.id, list: .ledger).text
     }
 
     /// `{"entries": [{"allocationId", "amount", "createdAt", "day", "id", "kind"}], "next": cursor or null}`.
