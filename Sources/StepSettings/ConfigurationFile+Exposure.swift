@@ -18,8 +18,10 @@ package struct ConfigurationFileExposure: Sendable, Hashable, CustomStringConver
     /// The exposure of the file at `path`, or nil when users other than its owner may not read it (neither the
     /// group's nor the others' read bit), when it holds no secret value, or when it cannot be read (the start
     /// reports that itself). A value counts as secret when its key is declared secret and the value itself holds
-    /// one: a key's or token's value always; a URL only when it carries credentials (a user in it, or a query that
-    /// names a password, token, secret, key or signature); a SQLite path (`database.url`) never.
+    /// one: a key's or token's value always; a URL only when it carries credentials (a database URL's password, any
+    /// other URL's user, a query that names a password, token, secret, key or signature, or a path segment that
+    /// looks like a token: 16 or more letters, digits, `-` or `_`, with a letter and a digit); a SQLite path
+    /// (`database.url`) never. A string is read as the server reads a list, each comma-separated entry on its own.
     package static func check(path: String, catalog: ConfigurationCatalog = .app) -> ConfigurationFileExposure? {
         var info = stat()
         guard stat(path, &info) == 0, info.st_mode & S_IFMT == S_IFREG else { return nil }
@@ -29,7 +31,7 @@ package struct ConfigurationFileExposure: Sendable, Hashable, CustomStringConver
             guard catalog.entry(named: key)?.isSecret == true, let content = setting.content else { return nil }
             let values: [String]
             switch content {
-            case .string(let text): values = [text]
+            case .string(let text): values = text.split(separator: ",").map(String.init)
             case .stringArray(let texts): values = texts
             default: values = ["\(content)"]
             }
@@ -41,20 +43,38 @@ package struct ConfigurationFileExposure: Sendable, Hashable, CustomStringConver
 
     /// Whether `value` of the secret key `key` holds a secret itself (see `check`).
     static func holdsSecret(_ value: String, key: String) -> Bool {
+        let value = value.trimmingCharacters(in: .whitespaces)
         guard !value.isEmpty else { return false }
+        let database = key.hasPrefix("database.")
         guard let schemeEnd = value.range(of: "://") else {
             // A database that is not a URL is a SQLite path; any other secret key's value is the secret itself.
             return key != "database.url"
         }
         let rest = value[schemeEnd.upperBound...]
         let authority = rest.prefix { $0 != "/" && $0 != "?" && $0 != "#" }
-        if authority.contains("@") { return true }
+        if let at = authority.lastIndex(of: "@") {
+            // A database role's name alone is no secret (its password may come from elsewhere); another URL's user
+            // may be a token itself.
+            if !database || authority[..<at].contains(":") { return true }
+        }
+        let path = rest.dropFirst(authority.count).prefix { $0 != "?" && $0 != "#" }
+        if !database, path.split(separator: "/").contains(where: looksLikeToken) { return true }
         guard let query = rest.split(separator: "?", maxSplits: 1).dropFirst().first else { return false }
         let revealing = ["password", "token", "secret", "key", "sig"]
         return query.split(separator: "&").contains { parameter in
             let name = parameter.prefix { $0 != "=" }.lowercased()
             return revealing.contains { name.contains($0) }
         }
+    }
+
+    /// A path segment a service would hand out as a credential (a webhook's token): long, of letters, digits, `-`
+    /// and `_`, with a letter and a digit. A word or a number alone is not one.
+    static func looksLikeToken(_ segment: Substring) -> Bool {
+        segment.count >= 16
+            && segment.unicodeScalars.allSatisfy {
+                CharacterSet.alphanumerics.contains($0) && $0.isASCII || $0 == "-" || $0 == "_"
+            }
+            && segment.contains(where: \.isLetter) && segment.contains(where: \.isNumber)
     }
 
     package var description: String {

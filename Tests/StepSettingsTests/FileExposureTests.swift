@@ -49,6 +49,21 @@ struct FileExposureTests {
              "events": {"webhookUrl": "https://push.example/hook?team=7"}}
             """
         #expect(try Self.exposure(plain, mode: 0o644) == nil)
+        // A database role's name without its password, and a webhook's path of words and numbers, hold nothing.
+        let names = """
+            {"database": {"url": "postgres://stepledger@db.internal:5432/stepledger?sslmode=verify-full",
+                          "readReplicas": "postgres://stepledger@/stepledger?host=/run/postgresql"},
+             "events": {"webhookUrl": "https://push.example/api/hooks/12345/deliveries"}}
+            """
+        #expect(try Self.exposure(names, mode: 0o640) == nil)
+        // A password in the second entry of a comma-separated list, and a token in a webhook's path, are found.
+        let hidden = """
+            {"database": {"readReplicas": "postgres://r1.internal/ledger,postgres://app:hunter2@r2.internal/ledger"},
+             "events": {"webhookUrl": "https://discord.example/api/webhooks/123/aB3dEf9hIjK2mN0pQr_sT-uV"},
+             "tracing": {"otlpEndpoint": "https://key@collector.example/v1/traces"}}
+            """
+        let found = try #require(try Self.exposure(hidden, mode: 0o644))
+        #expect(found.keys == ["database.readReplicas", "events.webhookUrl", "tracing.otlpEndpoint"])
         let credentials = """
             {"database": {"url": "postgres://db.internal/ledger?password=hunter2",
                           "readReplicas": ["postgres://replica.internal/ledger", "postgres://u@r2.internal/ledger"]},
@@ -56,7 +71,7 @@ struct FileExposureTests {
              "events": {"webhookUrl": "https://push.example/hook?team=7&Token=abc"},
              "tracing": {"otlpEndpoint": "http://127.0.0.1:4318/v1/traces"}}
             """
-        let found = try #require(try Self.exposure(credentials, mode: 0o644))
-        #expect(found.keys == ["database.readReplicas", "database.url", "events.webhookUrl", "jwt.jwksUrl"])
+        let all = try #require(try Self.exposure(credentials, mode: 0o644))
+        #expect(all.keys == ["database.url", "events.webhookUrl", "jwt.jwksUrl"])
     }
 }
