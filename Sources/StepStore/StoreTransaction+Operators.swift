@@ -130,10 +130,13 @@ extension StoreTransaction {
         return try row.map(Self.operatorRecord)
     }
 
-    /// Every operator ever created, revoked ones included, by name then creation.
+    /// Every operator ever created, revoked ones included, by name (bytewise, so both engines list them in one
+    /// order: PostgreSQL would otherwise sort by the database's collation, ignoring case and punctuation first) then
+    /// creation.
     package func operators() async throws -> [OperatorRecord] {
-        try await sql.raw(
-            "SELECT \(unsafeRaw: Self.operatorColumns) FROM operators ORDER BY name, created_at, operator_id"
+        let bytewise: SQLText = kind == .postgres ? " COLLATE \"C\"" : ""
+        return try await sql.raw(
+            "SELECT \(unsafeRaw: Self.operatorColumns) FROM operators ORDER BY name\(bytewise), created_at, operator_id"
         ).all().map(Self.operatorRecord)
     }
 

@@ -64,6 +64,51 @@ struct OperatorSessionTests {
         #expect(OperatorAccounts.newSecret() != secret)
     }
 
+    @Test("operators are listed by name bytewise, in one order on both engines", arguments: TestDatabases.kinds)
+    func listOrder(kind: DatabaseKind) async throws {
+        let (harness, _) = try await AdminTests.setUp(kind)
+        if kind == .postgres {
+            // As in a database made with a language's collation (the test server's is C): case and punctuation
+            // then count only after the letters.
+            try await harness.store.withoutTransaction { tx in
+                try await tx.sql.raw(#"ALTER TABLE operators ALTER COLUMN name TYPE text COLLATE "und-x-icu""#).run()
+            }
+        }
+        for name in ["alice", "Zed", "a-z", "a.b", "B_1"] {
+            _ = try await Self.created(harness, name: name, role: .viewer)
+        }
+        let listed = try await harness.store.withoutTransaction { try await $0.operators() }.map(\.name)
+        #expect(listed == ["B_1", "Zed", "a-z", "a.b", "alice"])
+        try await harness.run { _ in }
+    }
+
+    @Test("a creation that meets another's commit of the same name says the name is taken (PostgreSQL)")
+    func concurrentCreation() async throws {
+        let (harness, _) = try await AdminTests.setUp(.postgres)
+        let store = harness.store
+        // Another creation of "ana" has inserted its row and not committed yet: this one's check cannot see it.
+        let (inserted, insertedSignal) = AsyncStream<Void>.makeStream()
+        let other = Task {
+            try await store.transaction { tx in
+                _ = try await tx.createOperator(
+                    name: "ana", role: .viewer, secretDigest: OperatorSecret.digest("other"), at: harness.clock.now)
+                insertedSignal.yield()
+                try await Task.sleep(for: .milliseconds(500))
+            }
+        }
+        for await _ in inserted { break }
+        let outcome = try await OperatorAccounts.create(
+            store: store, name: "ana", role: .reviewer, now: harness.clock.now)
+        try await other.value
+        guard case .nameTaken = outcome else {
+            Issue.record("the second creation of ana was not told the name is taken: \(outcome)")
+            return
+        }
+        let stored = try await store.withoutTransaction { try await $0.operators() }
+        #expect(stored.map(\.name) == ["ana"] && stored.first?.role == .viewer)
+        try await harness.run { _ in }
+    }
+
     @Test(
         "stepd operator create/revoke: the secret works once made, a taken or bad name is refused, both are audited",
         arguments: TestDatabases.kinds)

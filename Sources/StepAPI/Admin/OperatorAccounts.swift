@@ -32,7 +32,9 @@ package enum OperatorAccounts {
         guard OperatorName.isValid(name) else { return .invalidName }
         guard ![AdminActor.bootstrap.name, AdminActor.commandLine.name].contains(name) else { return .nameReserved }
         let secret = newSecret()
-        let made = try await store.transaction { tx -> OperatorRecord? in
+        // Two creations of one name at once: on PostgreSQL both find no active holder and the second insert meets the
+        // first's unique key; run again, it finds the name taken, as it would have on SQLite.
+        let made = try await store.transactionRerunOnConflict { tx -> OperatorRecord? in
             guard
                 let record = try await tx.createOperator(
                     name: name, role: role, secretDigest: OperatorSecret.digest(secret), at: now)
