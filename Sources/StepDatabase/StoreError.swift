@@ -9,6 +9,7 @@ package struct StoreError: Error, Hashable, Sendable, CustomStringConvertible {
         case corrupt
         case conflict
         case lockTimeout
+        case deadlock
     }
 
     private let code: Code
@@ -40,7 +41,12 @@ package struct StoreError: Error, Hashable, Sendable, CustomStringConvertible {
     /// nothing of its transaction was written, and it may be run again.
     package static func lockTimeout(_ detail: String) -> StoreError { .init(.lockTimeout, detail) }
 
-    package var isUnavailable: Bool { code == .unavailable || code == .connectionLost }
+    /// PostgreSQL ended the transaction to break a deadlock (SQLSTATE 40P01): nothing of it was written, and it may
+    /// be run again. `unavailable` to a caller that does not ask (a request answers 503).
+    package static func deadlock(_ detail: String) -> StoreError { .init(.deadlock, detail) }
+
+    package var isUnavailable: Bool { code == .unavailable || code == .connectionLost || code == .deadlock }
+    package var isDeadlock: Bool { code == .deadlock }
     package var isConnectionLost: Bool { code == .connectionLost }
     package var isLockTimeout: Bool { code == .lockTimeout }
     package var isConflict: Bool { code == .conflict }

@@ -977,8 +977,10 @@ package struct Migrator: Sendable {
     }
 
     /// Runs `work` (one migration's transaction) again while it fails for a lock it waited for too long
-    /// (`StoreError.lockTimeout`, with `lock_timeout` set by `lockTimeout`), for at most
-    /// `lockRetrySeconds`: a schema change behind a long reader waits in short turns, and requests go on meanwhile.
+    /// (`StoreError.lockTimeout`, with `lock_timeout` set by `lockTimeout`) or was ended to break a deadlock
+    /// (`StoreError.isDeadlock`: a migration that locks two tables in turn, against a request of a running build that
+    /// takes them in the other order), for at most `lockRetrySeconds`: a schema change behind a long reader waits in
+    /// short turns, and requests go on meanwhile.
     private func retryingLocks<T>(_ work: () async throws -> T) async throws -> T {
         let started = ContinuousClock.now
         // The pause between turns grows to 8 s, so requests that queue behind a waiting change get the table back
@@ -987,7 +989,7 @@ package struct Migrator: Sendable {
         while true {
             do {
                 return try await work()
-            } catch let error as StoreError where error.isLockTimeout {
+            } catch let error as StoreError where error.isLockTimeout || error.isDeadlock {
                 guard ContinuousClock.now - started < .seconds(lockRetrySeconds) else { throw error }
                 try await Task.sleep(for: .seconds(pause * Double.random(in: 0.75...1.25)))
                 pause = min(pause * 2, 8)

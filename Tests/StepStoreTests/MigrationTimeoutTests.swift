@@ -152,6 +152,68 @@ struct MigrationTimeoutTests {
     }
 
     @Test(
+        "a migration that PostgreSQL ends to break a deadlock with another session starts again and is applied",
+        .enabled(if: TestDatabases.kinds.contains(.postgres)))
+    func deadlockRetries() async throws {
+        let test = try await TestDatabases.make(.postgres, migrate: false)
+        var settings = PostgresSettings()
+        settings.startupParameters["search_path"] = test.schema
+        let tables = [
+            Migration(version: 1, name: "two tables") { _ in
+                ["CREATE TABLE first (x INTEGER)", "CREATE TABLE second (x INTEGER)"]
+            }
+        ]
+        // The first table locked, a pause, then the second: as migration 15 takes review_queue, then step_submissions.
+        let change =
+            tables + [
+                Migration(version: 2, name: "two columns") { _ in
+                    [
+                        "ALTER TABLE first ADD COLUMN y INTEGER", "SELECT pg_sleep(2)",
+                        "ALTER TABLE second ADD COLUMN y INTEGER",
+                    ]
+                }
+            ]
+        let migrating = try PostgreSQLDatabase.open(
+            url: test.url, settings: settings.withStatementTimeout(atLeastSeconds: 60), logger: Logger(label: "test"))
+        _ = try await Migrator(database: migrating, migrations: tables).migrate()
+        let other = try PostgreSQLDatabase.open(
+            url: test.url, settings: settings.withStatementTimeout(atLeastSeconds: 30), logger: Logger(label: "test"))
+        let watcher = try PostgreSQLDatabase.open(url: test.url, settings: settings, logger: Logger(label: "test"))
+        // Another session reads the second table, then (once the migration holds the first) the first: it waits for
+        // the migration, and the migration, two seconds later, for it. PostgreSQL's check (after deadlock_timeout,
+        // a second) finds the cycle on the migration's side, the later waiter, and ends its transaction.
+        let (reading, readingSecond) = AsyncStream.makeStream(of: Void.self)
+        let crossing = Task {
+            defer { readingSecond.finish() }
+            try await other.transaction { sql in
+                try await sql.raw("SELECT x FROM second").run()
+                readingSecond.yield()
+                while try await watcher.withConnection({ sql in
+                    try await sql.raw(
+                        """
+                        SELECT COUNT(*) AS n FROM pg_locks l JOIN pg_class c ON c.oid = l.relation
+                        WHERE c.relname = 'first' AND l.mode = 'AccessExclusiveLock' AND l.granted
+                        """
+                    ).first()?.decode(column: "n", as: Int.self) ?? 0
+                }) == 0 {
+                    try await Task.sleep(for: .milliseconds(20))
+                }
+                try await sql.raw("SELECT x FROM first").run()
+            }
+        }
+        for await _ in reading { break }
+        var migrator = Migrator(database: migrating, migrations: change)
+        migrator.lockTimeout = 10_000
+        #expect(try await migrator.migrate().applied == [2])
+        try await crossing.value
+        #expect(try await migrator.pending() == [])
+        try await watcher.close()
+        try await other.close()
+        try await migrating.close()
+        try await test.close()
+    }
+
+    @Test(
         "on an empty schema, instances asking what is pending while another migrates all succeed",
         arguments: TestDatabases.kinds)
     func pendingWhileMigrating(kind: DatabaseKind) async throws {

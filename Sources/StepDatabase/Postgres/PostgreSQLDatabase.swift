@@ -452,6 +452,9 @@ package final class PostgreSQLDatabase: Database {
             if Self.lost(error) {
                 throw StoreError.connectionLost("PostgreSQL: the connection was lost (\(error.code))")
             }
+            if error.code == .server, error.serverInfo?[.sqlState] == "40P01" {
+                throw StoreError.deadlock("PostgreSQL SQLSTATE 40P01: the transaction was ended to break a deadlock")
+            }
             if let transient = Self.transient(error) { throw StoreError.unavailable(transient) }
             if error.code == .server, error.serverInfo?[.sqlState] == "55P03" {
                 throw StoreError.lockTimeout("PostgreSQL SQLSTATE 55P03: a lock was not granted within lock_timeout")
