@@ -21,7 +21,7 @@ package struct ConfigurationFileExposure: Sendable, Hashable, CustomStringConver
     /// one: a key's or token's value always; a URL only when it carries credentials (a database URL's password, any
     /// other URL's user, a query that names a password, token, secret, key or signature, or a path segment that
     /// looks like a token: 16 or more letters, digits, `-` or `_`, with a letter and a digit); a SQLite path
-    /// (`database.url`) never. A string is read as the server reads a list, each comma-separated entry on its own.
+    /// (`database.url`) never. A list's string is read as the server reads it, each comma-separated entry on its own.
     package static func check(path: String, catalog: ConfigurationCatalog = .app) -> ConfigurationFileExposure? {
         var info = stat()
         guard stat(path, &info) == 0, info.st_mode & S_IFMT == S_IFREG else { return nil }
@@ -31,7 +31,10 @@ package struct ConfigurationFileExposure: Sendable, Hashable, CustomStringConver
             guard catalog.entry(named: key)?.isSecret == true, let content = setting.content else { return nil }
             let values: [String]
             switch content {
-            case .string(let text): values = text.split(separator: ",").map(String.init)
+            // A list's string is read as comma-separated entries, each on its own; any other key's whole (a comma is
+            // allowed in a URL, a password included).
+            case .string(let text):
+                values = listKeys.contains(key) ? text.split(separator: ",").map(String.init) : [text]
             case .stringArray(let texts): values = texts
             default: values = ["\(content)"]
             }
@@ -40,6 +43,9 @@ package struct ConfigurationFileExposure: Sendable, Hashable, CustomStringConver
         guard !keys.isEmpty else { return nil }
         return ConfigurationFileExposure(path: path, mode: mode, keys: keys.sorted())
     }
+
+    /// The secret keys the server reads as lists (`SettingsReader.list`).
+    static let listKeys: Set<String> = ["database.readReplicas"]
 
     /// Whether `value` of the secret key `key` holds a secret itself (see `check`).
     static func holdsSecret(_ value: String, key: String) -> Bool {

@@ -56,6 +56,16 @@ struct FileExposureTests {
              "events": {"webhookUrl": "https://push.example/api/hooks/12345/deliveries"}}
             """
         #expect(try Self.exposure(names, mode: 0o640) == nil)
+        // A comma inside a URL that is no list: a query's list of values holds nothing; a password with a comma does.
+        let commas = """
+            {"events": {"webhookUrl": "https://push.example/hook?events=day.settled,walker.erased"},
+             "jwt": {"jwksUrl": "https://auth.example/jwks.json?kid=a,b"}}
+            """
+        #expect(try Self.exposure(commas, mode: 0o644) == nil)
+        let commaPassword = """
+            {"database": {"url": "postgres://stepledger:pa,ss@db.internal:5432/stepledger?sslmode=verify-full"}}
+            """
+        #expect(try Self.exposure(commaPassword, mode: 0o644)?.keys == ["database.url"])
         // A password in the second entry of a comma-separated list, and a token in a webhook's path, are found.
         let hidden = """
             {"database": {"readReplicas": "postgres://r1.internal/ledger,postgres://app:hunter2@r2.internal/ledger"},
