@@ -206,10 +206,8 @@ package func buildApplication(
         }
     }
     // Secrets in a configuration file other users may read: said at every production start until it is mended.
-    if configuration.mode == .production, let file = dependencies.configFile,
-        let exposure = ConfigurationFileExposure.check(path: file)
-    {
-        logger.warning("\(exposure)")
+    if let warning = ConfigurationFileExposure.startWarning(mode: configuration.mode, file: dependencies.configFile) {
+        logger.warning("\(warning)")
     }
     // Test-phase runs without Android keys as a matter of course: only production is warned.
     if configuration.mode == .production, configuration.playIntegrity.configuration == nil {

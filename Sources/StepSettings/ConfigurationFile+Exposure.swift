@@ -1,5 +1,6 @@
 import Configuration
 import Foundation
+import StepCore
 
 #if canImport(Glibc)
     import Glibc
@@ -81,6 +82,13 @@ package struct ConfigurationFileExposure: Sendable, Hashable, CustomStringConver
                 CharacterSet.alphanumerics.contains($0) && $0.isASCII || $0 == "-" || $0 == "_"
             }
             && segment.contains(where: \.isLetter) && segment.contains(where: \.isNumber)
+    }
+
+    /// What a production `serve` or `worker` warns of at start about its configuration file (`--config`), if
+    /// anything: test-phase secrets are development ones.
+    package static func startWarning(mode: ServiceMode, file: String?) -> String? {
+        guard mode == .production, let file else { return nil }
+        return check(path: file)?.description
     }
 
     package var description: String {

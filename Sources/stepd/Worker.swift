@@ -39,10 +39,8 @@ struct Worker: AsyncParsableCommand {
         }
         logger.logLevel = level
         // As `stepd serve` says it.
-        if configuration.mode == .production, let file = common.config,
-            let exposure = ConfigurationFileExposure.check(path: file)
-        {
-            logger.warning("\(exposure)")
+        if let warning = ConfigurationFileExposure.startWarning(mode: configuration.mode, file: common.config) {
+            logger.warning("\(warning)")
         }
         let exporter = configuration.bootstrapTracing(logger: logger)
         // Log lines are written by a background thread: let it finish before the process exits, however it does

@@ -111,6 +111,12 @@ package final class EventSignals: Sendable {
         /// Set (and the wake-up signalled) when newer waits of the walker took this one's place: its stream ends,
         /// its poll answers what it has.
         let superseded: Superseded
+        /// The connection's client, when known: its hang-up signals the wake-up (`clientGone`).
+        let presence: ClientPresence?
+        let observer: UInt64?
+
+        /// The client hung up: nobody reads what the wait would answer.
+        var clientGone: Bool { presence?.isGone == true }
     }
 
     /// Set once, when a wait's place was taken by newer waits of its walker.
@@ -125,7 +131,8 @@ package final class EventSignals: Sendable {
     /// waits in this process: the oldest beyond it are superseded and woken, so one token cannot hold an unbounded
     /// number of streams or polls (each open costs one request against the walker's limit, but is held for
     /// minutes).
-    func subscribe(walkerId: String, cursor: Int, limit: Int = .max) -> Subscription {
+    /// With `presence`, the client's hang-up wakes the wait too (`Subscription.clientGone`).
+    func subscribe(walkerId: String, cursor: Int, limit: Int = .max, presence: ClientPresence? = nil) -> Subscription {
         let id = nextID.add(1, ordering: .relaxed).newValue
         let wakeup = Wakeup()
         let superseded = Superseded()
@@ -141,7 +148,9 @@ package final class EventSignals: Sendable {
             subscriber.superseded.set()
             subscriber.wakeup.signal()
         }
-        return Subscription(id: id, walkerId: walkerId, wakeup: wakeup, superseded: superseded)
+        let observer = presence?.observe { wakeup.signal() }
+        return Subscription(
+            id: id, walkerId: walkerId, wakeup: wakeup, superseded: superseded, presence: presence, observer: observer)
     }
 
     /// How many waits the walker holds in this process.
@@ -154,6 +163,7 @@ package final class EventSignals: Sendable {
     }
 
     func unsubscribe(_ subscription: Subscription) {
+        subscription.presence?.stopObserving(subscription.observer)
         subscribers.withLock { all in
             all[subscription.walkerId]?[subscription.id] = nil
             if all[subscription.walkerId]?.isEmpty == true { all[subscription.walkerId] = nil }

@@ -54,18 +54,15 @@ struct EventsController: Sendable {
                 let deadline = ContinuousClock.now + min(.seconds(query.wait), tokenLife)
                 // Subscribed before the read below, so an event committed in between still wakes this wait.
                 let subscription = signals.subscribe(
-                    walkerId: walkerId, cursor: query.after, limit: maxWaits)
+                    walkerId: walkerId, cursor: query.after, limit: maxWaits,
+                    presence: ClientPresence.of(context.channel))
                 defer { signals.unsubscribe(subscription) }
-                // A client that hung up ends the wait: nobody reads its answer.
-                let presence = ClientPresence.of(context.channel)
-                let watching = presence?.observe { subscription.wakeup.signal() }
-                defer { presence?.stopObserving(watching) }
                 do {
                     events = try await store.withoutTransaction {
                         try await $0.events(walkerId: walkerId, after: query.after, limit: Self.pageLimit)
                     }
                     while events.isEmpty, ContinuousClock.now < deadline, !Task.isCancelled,
-                        !Task.isShuttingDownGracefully, !subscription.superseded.isSet, presence?.isGone != true
+                        !Task.isShuttingDownGracefully, !subscription.superseded.isSet, !subscription.clientGone
                     {
                         // Asleep until an event may have come (or the wait ends): no query meanwhile.
                         guard await Self.wake(subscription, within: deadline - ContinuousClock.now) else { continue }
@@ -100,17 +97,15 @@ struct EventsController: Sendable {
                 let end = ContinuousClock.now + min(.seconds(settings.streamMaxSeconds), tokenLife)
                 let keepAlive = Duration.seconds(settings.streamKeepAliveSeconds)
                 var lastWrite = ContinuousClock.now
-                let subscription = signals.subscribe(
-                    walkerId: walkerId, cursor: cursor, limit: settings.maxWaitsPerWalker)
-                defer { signals.unsubscribe(subscription) }
                 // A client that hung up ends the stream at once, not at the next keep-alive's failed write.
-                let presence = ClientPresence.of(context.channel)
-                let watching = presence?.observe { subscription.wakeup.signal() }
-                defer { presence?.stopObserving(watching) }
+                let subscription = signals.subscribe(
+                    walkerId: walkerId, cursor: cursor, limit: settings.maxWaitsPerWalker,
+                    presence: ClientPresence.of(context.channel))
+                defer { signals.unsubscribe(subscription) }
                 try await writer.write(ByteBuffer(string: "retry: 1000\n\n"))
                 var read = true
                 while ContinuousClock.now < end, !Task.isCancelled, !Task.isShuttingDownGracefully,
-                    !subscription.superseded.isSet, presence?.isGone != true
+                    !subscription.superseded.isSet, !subscription.clientGone
                 {
                     guard read else {
                         // Asleep until an event may have come, the keep-alive is due, or the stream's end.
