@@ -91,7 +91,8 @@ extension Store {
     /// limit (never when `read` is nil: a bad query still counts against the limit and reads nothing). On SQLite
     /// one transaction, so the request is one unit of a group commit; on PostgreSQL the admission commits by
     /// itself and the read follows on the same connection, so the walker's row is not held locked while it runs,
-    /// and each read being one statement, what it returns comes from one snapshot.
+    /// and each read being one statement, what it returns comes from one snapshot. A read that fails after the
+    /// admission committed takes its hit back (`giveBackHit`), as SQLite's rollback does.
     ///
     /// With read replicas and `replica` true, the read goes to a replica that has replayed the walker's last
     /// write through this instance (`ReadFreshness.walker`), after the admission committed on the primary; when
@@ -104,24 +105,65 @@ extension Store {
     ) async throws -> (decision: RateLimitDecision, value: Value?) {
         // A read that could have gone to a replica and is served by the primary is counted as such.
         let counting = replica ? replicas : nil
+        let counted = ClaimSent()
         let unit = { @Sendable (tx: StoreTransaction) async throws -> (RateLimitDecision, Value?) in
             let (decision, _) = try await tx.admit(request)
             guard decision.allowed, let read else { return (decision, nil) }
+            counted.mark()
             guard let counting else { return (decision, try await read(tx)) }
             return (decision, try await counting.onPrimary { try await read(tx) })
         }
         guard let counting, let read, case .replica(let index) = counting.target(.walker(request.walkerId)) else {
             switch kind {
             case .sqlite: return try await transaction(unit)
-            case .postgres: return try await self.unit(inTransaction: false, recording: false, unit)
+            case .postgres:
+                do {
+                    return try await self.unit(inTransaction: false, recording: false, unit)
+                } catch {
+                    // The admission committed its hit before the read failed: take it back, as SQLite's rollback
+                    // does, so the failed read's retry counts once.
+                    if counted.wasSent { await giveBackHit(request) }
+                    throw error
+                }
             }
         }
         let (decision, _) = try await self.unit(inTransaction: false, recording: false) { try await $0.admit(request) }
         guard decision.allowed else { return (decision, nil) }
-        let value = try await counting.read(on: index, read) {
-            try await self.unit(inTransaction: false, recording: false, read)
+        do {
+            let value = try await counting.read(on: index, read) {
+                try await self.unit(inTransaction: false, recording: false, read)
+            }
+            return (decision, value)
+        } catch {
+            await giveBackHit(request)
+            throw error
         }
-        return (decision, value)
+    }
+
+    /// Takes back the hit `request`'s committed admission counted, when its window is still the stored one.
+    func giveBackHit(_ request: AdmissionRequest) async {
+        let (walkerId, policy, now) = (request.walkerId, request.policy, request.now)
+        await transactionRetryingLostConnection { tx in
+            try await tx.releaseRateLimitHit(
+                walkerId: walkerId, bucket: policy.bucket, windowStart: policy.windowStart(at: now))
+        }
+    }
+
+    /// Runs `body` in a transaction of its own, for a repair after a failure that must not fail itself: on a
+    /// connection of its own, since the failed unit's may be gone, and the pool can lease out a connection the
+    /// server closed before it learns so from the failure, so a try that lost its connection is tried again (three
+    /// in all) on the next one. Any other failure, or a third lost connection, leaves it undone.
+    func transactionRetryingLostConnection(_ body: @escaping @Sendable (StoreTransaction) async throws -> Void) async {
+        for _ in 0..<3 {
+            do {
+                try await transaction(body)
+                return
+            } catch let error as StoreError where error.isConnectionLost {
+                continue
+            } catch {
+                return
+            }
+        }
     }
 }
 

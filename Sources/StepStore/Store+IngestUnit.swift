@@ -79,8 +79,9 @@ package struct IngestAudit: Sendable {
     }
 }
 
-/// Whether an ingest sent a statement that may have claimed its key: marked from a unit's body, which runs only
-/// once the unit has a connection.
+/// Whether a unit reached a point its caller must know of after a failure (an ingest sent a statement that may
+/// have claimed its key; a read's admission committed its hit): marked from the unit's body, which runs only once
+/// the unit has a connection.
 final class ClaimSent: Sendable {
     private let sent = Mutex(false)
 
@@ -156,33 +157,23 @@ extension Store {
 
     /// Gives back the key `idempotency` claimed at the request's `now` if that claim is still in flight, and with it
     /// the hit its admission counted against the walker's limit (as SQLite's rollback takes both back: the failed
-    /// request's retry counts once), in a transaction of its own that bumps the walker's version first (see inside).
-    /// It runs on a connection of its own: the failed unit's may be gone, and the pool can lease out a connection the
-    /// server closed before it learns so from the failure, so a try that lost its connection is tried again (three in
-    /// all) on the next one. When the database cannot be reached, the key stays claimed until its lease runs out.
+    /// request's retry counts once), in a transaction of its own that bumps the walker's version first (see inside),
+    /// tried again when it lost its connection (`transactionRetryingLostConnection`). When the database cannot be
+    /// reached, the key stays claimed until its lease runs out.
     private func giveBack(_ idempotency: IdempotencyRequest, request: AdmissionRequest) async {
         let (walkerId, now, policy) = (request.walkerId, request.now, request.policy)
-        for _ in 0..<3 {
-            do {
-                try await transaction { tx in
-                    // The walker's row first, as every ingest takes it, and a new version: a guarded write of this
-                    // request still running on the server (its caller answered by the deadline, or cut off from it)
-                    // is waited for and has completed the key by then, and one that has not reached the server yet
-                    // no longer applies. So the key is never given back while a write of it can still commit.
-                    try await tx.bumpWalkerVersion(walkerId)
-                    let released = try await tx.releaseIdempotencyKey(
-                        walkerId: walkerId, key: idempotency.key, leaseUntil: idempotency.leaseEnd(now: now))
-                    // The claim was this request's, so its admission committed and counted it: that hit goes too.
-                    if released {
-                        try await tx.releaseRateLimitHit(
-                            walkerId: walkerId, bucket: policy.bucket, windowStart: policy.windowStart(at: now))
-                    }
-                }
-                return
-            } catch let error as StoreError where error.isConnectionLost {
-                continue
-            } catch {
-                return
+        await transactionRetryingLostConnection { tx in
+            // The walker's row first, as every ingest takes it, and a new version: a guarded write of this request
+            // still running on the server (its caller answered by the deadline, or cut off from it) is waited for
+            // and has completed the key by then, and one that has not reached the server yet no longer applies. So
+            // the key is never given back while a write of it can still commit.
+            try await tx.bumpWalkerVersion(walkerId)
+            let released = try await tx.releaseIdempotencyKey(
+                walkerId: walkerId, key: idempotency.key, leaseUntil: idempotency.leaseEnd(now: now))
+            // The claim was this request's, so its admission committed and counted it: that hit goes too.
+            if released {
+                try await tx.releaseRateLimitHit(
+                    walkerId: walkerId, bucket: policy.bucket, windowStart: policy.windowStart(at: now))
             }
         }
     }

@@ -1,0 +1,73 @@
+import Foundation
+import SQLKit
+import StepCore
+import StepDatabase
+import StepStore
+import StepTestSupport
+import Testing
+
+/// A walker's read counts against its limit once it is answered. On SQLite the admission and the read are one
+/// transaction, so a read that fails rolls its hit back; on PostgreSQL the admission commits by itself before the
+/// read, so a failed read must take its hit back, or the retry of a 503 would count twice.
+@Suite("Read admissions: a read that fails counts nothing against the limit")
+struct ReadAdmissionTests {
+    struct Broken: Error {}
+
+    static let policy = RateLimitPolicy(bucket: "walker", limit: 100, windowSeconds: 60)
+
+    @Test("a failed read's hit is taken back, an answered read's stays", arguments: TestDatabases.kinds)
+    func failedReadCountsNothing(kind: DatabaseKind) async throws {
+        let test = try await TestDatabases.make(kind)
+        let store = test.store
+        let request = AdmissionRequest(walkerId: "reader", policy: Self.policy, now: Date())
+        _ = try await store.admittedRead(request) { try await $0.walker("reader") }
+        #expect(try await Self.hits(store, request) == 1)
+
+        await #expect(throws: Broken.self) {
+            _ = try await store.admittedRead(request) { _ -> Int in throw Broken() }
+        }
+        #expect(try await Self.hits(store, request) == 1, "the failed read still counts against the limit")
+
+        if kind == .postgres {
+            // The read's connection ends under it, as a server restart or a network cut would end it.
+            await #expect(throws: StoreError.self) {
+                _ = try await store.admittedRead(request) { tx in
+                    try await tx.sql.raw("SELECT pg_terminate_backend(pg_backend_pid())").run()
+                }
+            }
+            #expect(try await Self.hits(store, request) == 1, "the read whose connection was lost still counts")
+        }
+
+        let (decision, value) = try await store.admittedRead(request) { try await $0.walker("reader")?.walkerId }
+        #expect(value == "reader")
+        #expect(decision.hits == 2)
+        #expect(try await Self.hits(store, request) == 2)
+        try await test.close()
+    }
+
+    /// The hits of the walker's window that holds the request's time; 0 when another window is stored. Tried again
+    /// on another connection when the pool leased out the one a test ended before it learnt so.
+    static func hits(_ store: Store, _ request: AdmissionRequest) async throws -> Int {
+        let start = request.policy.windowStart(at: request.now).millisecondsSince1970
+        for _ in 0..<2 {
+            do {
+                return try await Self.hits(store, request, windowStart: start)
+            } catch let error as StoreError where error.isConnectionLost {
+                continue
+            }
+        }
+        return try await Self.hits(store, request, windowStart: start)
+    }
+
+    private static func hits(_ store: Store, _ request: AdmissionRequest, windowStart: Int) async throws -> Int {
+        try await store.withoutTransaction { tx in
+            try await tx.sql.raw(
+                """
+                SELECT hits FROM rate_limits
+                WHERE walker_id = \(bind: request.walkerId) AND bucket = \(bind: request.policy.bucket)
+                    AND window_start = \(bind: windowStart)
+                """
+            ).first()?.decode(column: "hits", as: Int.self) ?? 0
+        }
+    }
+}
