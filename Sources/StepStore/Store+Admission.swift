@@ -140,10 +140,13 @@ extension Store {
         }
     }
 
-    /// Takes back the hit `request`'s committed admission counted, when its window is still the stored one.
+    /// Takes back the hit `request`'s committed admission counted, when its window is still the stored one. A hit
+    /// has no identity to release it by, so a try that lost its connection after sending the release is not tried
+    /// again: its commit may have happened, and a second would take back a hit another request counted.
     func giveBackHit(_ request: AdmissionRequest) async {
         let (walkerId, policy, now) = (request.walkerId, request.policy, request.now)
-        await transactionRetryingLostConnection { tx in
+        await transactionRetryingLostConnection { tx, sending in
+            sending.mark()
             try await tx.releaseRateLimitHit(
                 walkerId: walkerId, bucket: policy.bucket, windowStart: policy.windowStart(at: now))
         }
@@ -152,13 +155,18 @@ extension Store {
     /// Runs `body` in a transaction of its own, for a repair after a failure that must not fail itself: on a
     /// connection of its own, since the failed unit's may be gone, and the pool can lease out a connection the
     /// server closed before it learns so from the failure, so a try that lost its connection is tried again (three
-    /// in all) on the next one. Any other failure, or a third lost connection, leaves it undone.
-    func transactionRetryingLostConnection(_ body: @escaping @Sendable (StoreTransaction) async throws -> Void) async {
+    /// in all) on the next one. A body whose effect must not happen twice marks `sending` before the statement that
+    /// has it: a try that lost its connection after that is not tried again. Any other failure, or a third lost
+    /// connection, leaves it undone.
+    func transactionRetryingLostConnection(
+        _ body: @escaping @Sendable (StoreTransaction, _ sending: ClaimSent) async throws -> Void
+    ) async {
         for _ in 0..<3 {
+            let sending = ClaimSent()
             do {
-                try await transaction(body)
+                try await transaction { try await body($0, sending) }
                 return
-            } catch let error as StoreError where error.isConnectionLost {
+            } catch let error as StoreError where error.isConnectionLost && !sending.wasSent {
                 continue
             } catch {
                 return

@@ -162,7 +162,8 @@ extension Store {
     /// reached, the key stays claimed until its lease runs out.
     private func giveBack(_ idempotency: IdempotencyRequest, request: AdmissionRequest) async {
         let (walkerId, now, policy) = (request.walkerId, request.now, request.policy)
-        await transactionRetryingLostConnection { tx in
+        // Safe to send twice: only this request's claim is released, and the hit only with it.
+        await transactionRetryingLostConnection { tx, _ in
             // The walker's row first, as every ingest takes it, and a new version: a guarded write of this request
             // still running on the server (its caller answered by the deadline, or cut off from it) is waited for
             // and has completed the key by then, and one that has not reached the server yet no longer applies. So
@@ -291,7 +292,7 @@ extension Store {
         let unit = { @Sendable (tx: StoreTransaction) async throws -> RateLimitDecision in
             let (decision, _) = try await tx.admit(request)
             if decision.allowed {
-                try? await tx.insertAttestationLog(refused)
+                try? await tx.insertAttestationLogOfExistingWalker(refused)
             } else {
                 _ = await Self.rateLimited(decision, tx: tx, row: rateLimited)
             }
@@ -307,7 +308,7 @@ extension Store {
     static func rateLimited(_ decision: RateLimitDecision, tx: StoreTransaction, row: AttestationLogRecord)
         async -> IngestUnitOutcome
     {
-        if decision.isFirstRefusal { try? await tx.insertAttestationLog(row) }
+        if decision.isFirstRefusal { try? await tx.insertAttestationLogOfExistingWalker(row) }
         return .rateLimited
     }
 
@@ -327,7 +328,7 @@ extension Store {
         case .inFlight: row = audit.keyInFlight
         case .claimed: throw corrupt
         }
-        try? await tx.insertAttestationLog(row)
+        try? await tx.insertAttestationLogOfExistingWalker(row)
         return .notClaimed(claim)
     }
 

@@ -54,6 +54,17 @@ extension StoreTransaction {
         try await sql.raw(Self.insertAttestationLogStatement(log)).run()
     }
 
+    /// The row, unless its walker has no row any more: on PostgreSQL an ingest's admission commits by itself and
+    /// does not hold the walker's lock for what follows, so an erasure can commit between the admission and the
+    /// audit row of its answer (a 429, a replay, a refused body), and the row would then outlive the erasure. There
+    /// the walker's row is share-locked for the insert, so an erasure that locks it after waits, and deletes the new
+    /// row with the rest. On SQLite the admission's transaction holds the writer throughout; the check is the same.
+    package func insertAttestationLogOfExistingWalker(_ log: AttestationLogRecord) async throws {
+        let lock: SQLText = kind == .postgres ? " FOR KEY SHARE" : ""
+        let exists: SQLText = "EXISTS (SELECT 1 FROM walkers WHERE walker_id = \(bind: log.walkerId)" + lock + ")"
+        try await sql.raw(Self.insertAttestationLogStatement(log, when: exists)).run()
+    }
+
     static func insertAttestationLogStatement(_ log: AttestationLogRecord, when condition: SQLText = "true")
         -> SQLText
     {

@@ -222,6 +222,88 @@ struct IngestLeaseTests {
         try await test.close()
     }
 
+    /// The answers an ingest gets before its checks, each with an audit row written after the admission committed.
+    enum EarlyAnswer: String, CaseIterable, Sendable {
+        case refused, rateLimited, replayed
+    }
+
+    @Test(
+        "on PostgreSQL an erasure between an ingest's admission and its early answer's audit row leaves no row behind",
+        .enabled(if: TestDatabases.postgresURL != nil), arguments: EarlyAnswer.allCases)
+    func erasedBeforeTheAuditRow(answer: EarlyAnswer) async throws {
+        let test = try await TestDatabases.make(.postgres)
+        let store = test.store
+        let (first, firstKey) = Self.request(at: -100, key: "first")
+        _ = try await store.ingest(
+            first, day: Self.day, idempotency: firstKey, audit: Self.audit, planner: Planner(key: "first", steps: 2000))
+        // The walker's next audit row waits two seconds before it is written, the admission committed by then.
+        try await store.withoutTransaction { tx in
+            try await tx.sql.raw(
+                """
+                CREATE FUNCTION slow_audit() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN
+                    PERFORM set_config('application_name', 'slow-audit-' || current_schema(), false);
+                    PERFORM pg_sleep(2);
+                    RETURN NEW;
+                END $$
+                """
+            ).run()
+            try await tx.sql.raw(
+                """
+                CREATE TRIGGER slow_audit BEFORE INSERT ON attestation_logs
+                FOR EACH ROW WHEN (NEW.walker_id = 'w') EXECUTE FUNCTION slow_audit()
+                """
+            ).run()
+        }
+        let request = Task {
+            switch answer {
+            case .refused:
+                _ = try await store.refuseIngest(
+                    Self.request(at: 0).0, refused: Self.audit.keyReused, rateLimited: Self.audit.rateLimited)
+            case .rateLimited:
+                var (late, idempotency) = Self.request(at: 0)
+                late.policy.limit = 0
+                _ = try await store.ingest(
+                    late, day: Self.day, idempotency: idempotency, audit: Self.audit,
+                    planner: Planner(key: "k", steps: 3000))
+            case .replayed:
+                let (late, idempotency) = Self.request(at: 0, key: "first")
+                _ = try await store.ingest(
+                    late, day: Self.day, idempotency: idempotency, audit: Self.audit,
+                    planner: Planner(key: "first", steps: 2000))
+            }
+        }
+        // The erasure once the audit row's insert is under way.
+        var sleeping = 0
+        for _ in 0..<200 where sleeping == 0 {
+            try await Task.sleep(for: .milliseconds(50))
+            sleeping = try await store.withoutTransaction { tx in
+                try await tx.sql.raw(
+                    """
+                    SELECT COUNT(*) AS n FROM pg_stat_activity
+                    WHERE wait_event = 'PgSleep' AND application_name = 'slow-audit-' || current_schema()
+                    """
+                )
+                .first()?.decode(column: "n", as: Int.self) ?? 0
+            }
+        }
+        try #require(sleeping == 1, "the audit row's insert never started")
+        #expect(try await store.eraseWalker("w", actor: .commandLine, at: Self.t0).pseudonym != nil)
+        try await request.value
+        let left = try await store.withoutTransaction { tx in
+            try await tx.sql.raw(
+                """
+                SELECT (SELECT COUNT(*) FROM attestation_logs WHERE walker_id = 'w') AS logs,
+                    (SELECT COUNT(*) FROM walkers WHERE walker_id = 'w') AS walkers
+                """
+            ).first().map {
+                (try $0.decode(column: "logs", as: Int.self), try $0.decode(column: "walkers", as: Int.self))
+            }
+        }
+        #expect(left?.0 == 0, "an audit row outlived the walker's erasure")
+        #expect(left?.1 == 0)
+        try await test.close()
+    }
+
     @Test(
         "on PostgreSQL a write that loses its connection gives the key back on another, so a retry succeeds at once",
         .enabled(if: TestDatabases.postgresURL != nil))

@@ -1,9 +1,11 @@
 import Foundation
 import SQLKit
+import ServiceLifecycle
 import StepCore
 import StepDatabase
 import StepStore
 import StepTestSupport
+import Synchronization
 import Testing
 
 /// A walker's read counts against its limit once it is answered. On SQLite the admission and the read are one
@@ -42,6 +44,65 @@ struct ReadAdmissionTests {
         #expect(value == "reader")
         #expect(decision.hits == 2)
         #expect(try await Self.hits(store, request) == 2)
+        try await test.close()
+    }
+
+    /// The real database, except that the transaction after `loseNextCommitAnswer()` commits and then reports its
+    /// connection lost, as when the connection drops between the server's COMMIT and its answer.
+    final class LostCommitAnswer: Database {
+        let base: any Database
+        private let armed = Mutex(false)
+
+        init(base: any Database) { self.base = base }
+
+        func loseNextCommitAnswer() { armed.withLock { $0 = true } }
+
+        var kind: DatabaseKind { base.kind }
+        var lifecycleServices: [any Service] { base.lifecycleServices }
+
+        func transaction<T: Sendable>(_ body: @escaping @Sendable (any SQLDatabase) async throws -> T) async throws -> T
+        {
+            let value = try await base.transaction(body)
+            let lose = armed.withLock { armed in
+                defer { armed = false }
+                return armed
+            }
+            if lose { throw StoreError.connectionLost("the commit's answer was lost") }
+            return value
+        }
+
+        func withConnection<T: Sendable>(
+            _ body: @escaping @Sendable (any SQLDatabase) async throws -> T
+        ) async throws -> T {
+            try await base.withConnection(body)
+        }
+
+        func close() async throws { try await base.close() }
+
+        func listen(
+            channel: String, check: ListenCheck, listening: @escaping @Sendable () -> Void,
+            received: @escaping @Sendable (String) -> Void
+        ) async throws {
+            try await base.listen(channel: channel, check: check, listening: listening, received: received)
+        }
+    }
+
+    @Test(
+        "on PostgreSQL a give-back whose commit committed but whose answer was lost is not sent again",
+        .enabled(if: TestDatabases.postgresURL != nil))
+    func lostGiveBackAnswer() async throws {
+        let test = try await TestDatabases.make(.postgres)
+        let database = LostCommitAnswer(base: test.store.database)
+        let store = Store(database: database)
+        let request = AdmissionRequest(walkerId: "reader", policy: Self.policy, now: Date())
+        for _ in 0..<2 { _ = try await store.admittedRead(request) { try await $0.walker("reader") } }
+        #expect(try await Self.hits(store, request) == 2)
+        // The failed read's admission runs outside a transaction; its give-back is the next transaction.
+        database.loseNextCommitAnswer()
+        await #expect(throws: Broken.self) {
+            _ = try await store.admittedRead(request) { _ -> Int in throw Broken() }
+        }
+        #expect(try await Self.hits(store, request) == 2, "the give-back ran twice and took an answered read's hit")
         try await test.close()
     }
 
