@@ -140,33 +140,42 @@ extension Store {
         }
     }
 
-    /// Takes back the hit `request`'s committed admission counted, when its window is still the stored one. A hit
-    /// has no identity to release it by, so a try that lost its connection after sending the release is not tried
-    /// again: its commit may have happened, and a second would take back a hit another request counted.
+    /// Takes back the hit `request`'s committed admission counted, when its window is still the stored one.
     func giveBackHit(_ request: AdmissionRequest) async {
-        let (walkerId, policy, now) = (request.walkerId, request.policy, request.now)
-        await transactionRetryingLostConnection { tx, sending in
-            sending.mark()
-            try await tx.releaseRateLimitHit(
-                walkerId: walkerId, bucket: policy.bucket, windowStart: policy.windowStart(at: now))
+        let policy = request.policy
+        await giveBackHit(
+            walkerId: request.walkerId, bucket: policy.bucket, windowStart: policy.windowStart(at: request.now))
+    }
+
+    /// Takes back one hit counted in `bucket`'s window that began at `windowStart` (nothing when that window has
+    /// ended or holds none), for a hit counted before the outcome it stands for was known, without failing: tried
+    /// again when it lost its connection before its commit was sent (`transactionRetryingLostConnection`). A hit has
+    /// no identity to release it by, so a try whose commit was sent and unanswered is not sent again: the commit may
+    /// have happened, and a second would take back a hit another request counted.
+    package func giveBackHit(walkerId: String, bucket: String, windowStart: Date) async {
+        await transactionRetryingLostConnection(afterCommit: false) { tx in
+            try await tx.releaseRateLimitHit(walkerId: walkerId, bucket: bucket, windowStart: windowStart)
         }
     }
 
     /// Runs `body` in a transaction of its own, for a repair after a failure that must not fail itself: on a
     /// connection of its own, since the failed unit's may be gone, and the pool can lease out a connection the
     /// server closed before it learns so from the failure, so a try that lost its connection is tried again (three
-    /// in all) on the next one. A body whose effect must not happen twice marks `sending` before the statement that
-    /// has it: a try that lost its connection after that is not tried again. Any other failure, or a third lost
-    /// connection, leaves it undone.
+    /// in all) on the next one. A connection lost before the commit was sent rolled the try back; one lost once it
+    /// was sent may have committed it, so such a try is tried again only with `afterCommit` (a body whose second
+    /// run changes nothing more). Any other failure, or a third lost connection, leaves it undone.
     func transactionRetryingLostConnection(
-        _ body: @escaping @Sendable (StoreTransaction, _ sending: ClaimSent) async throws -> Void
+        afterCommit: Bool, _ body: @escaping @Sendable (StoreTransaction) async throws -> Void
     ) async {
         for _ in 0..<3 {
-            let sending = ClaimSent()
+            let committing = ClaimSent()
             do {
-                try await transaction { try await body($0, sending) }
+                try await transaction { tx in
+                    try await body(tx)
+                    committing.mark()
+                }
                 return
-            } catch let error as StoreError where error.isConnectionLost && !sending.wasSent {
+            } catch let error as StoreError where error.isConnectionLost && (afterCommit || !committing.wasSent) {
                 continue
             } catch {
                 return

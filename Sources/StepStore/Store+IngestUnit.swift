@@ -162,8 +162,8 @@ extension Store {
     /// reached, the key stays claimed until its lease runs out.
     private func giveBack(_ idempotency: IdempotencyRequest, request: AdmissionRequest) async {
         let (walkerId, now, policy) = (request.walkerId, request.now, request.policy)
-        // Safe to send twice: only this request's claim is released, and the hit only with it.
-        await transactionRetryingLostConnection { tx, _ in
+        // Safe to run twice: only this request's claim is released, and the hit only with it.
+        await transactionRetryingLostConnection(afterCommit: true) { tx in
             // The walker's row first, as every ingest takes it, and a new version: a guarded write of this request
             // still running on the server (its caller answered by the deadline, or cut off from it) is waited for
             // and has completed the key by then, and one that has not reached the server yet no longer applies. So

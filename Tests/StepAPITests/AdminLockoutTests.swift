@@ -194,10 +194,10 @@ struct AdminLockoutTests {
         for _ in 1...6 { verdicts.append(try await limiter.reserve(address: "192.0.2.9", now: now)) }
         #expect(verdicts.filter { $0 == .counted(window: window) }.count == 3)
         #expect(verdicts.filter { $0 == .lockedOut(retryAfterSeconds: 30) }.count == 3)
-        for _ in 1...3 { try await limiter.release(address: "192.0.2.9", window: window) }
+        for _ in 1...3 { await limiter.release(address: "192.0.2.9", window: window) }
         #expect(try await limiter.lockout(address: "192.0.2.9", now: now) == nil)
         #expect(try await limiter.reserve(address: "192.0.2.9", now: now) == .counted(window: window))
-        try await limiter.release(address: "192.0.2.9", window: window)
+        await limiter.release(address: "192.0.2.9", window: window)
 
         // Across a window's turn: an attempt read the clock just before it, and another, read just after, opened the
         // new window first. Both counted in the new one, both are given back there: right credentials leave nothing.
@@ -207,7 +207,7 @@ struct AdminLockoutTests {
         #expect(after == .counted(window: turn) && before == .counted(window: turn))
         for reservation in [after, before] {
             guard case .counted(let counted) = reservation else { continue }
-            try await limiter.release(address: "192.0.2.10", window: counted)
+            await limiter.release(address: "192.0.2.10", window: counted)
         }
         let left = try await harness.store.withoutTransaction {
             try await $0.rateLimitWindow(walkerId: "192.0.2.10", bucket: AdminFailureLimiter.bucket)
@@ -228,6 +228,50 @@ struct AdminLockoutTests {
             }
             #expect(try await client.admin("/admin/jobs").status == .tooManyRequests)
         }
+    }
+
+    @Test(
+        "on PostgreSQL a right credential whose give-back loses its connection is answered, its count given back",
+        .enabled(if: TestDatabases.postgresURL != nil))
+    func giveBackLosesItsConnection() async throws {
+        let harness = try await Self.setUp(.postgres)
+        // The first statement that gives a count back ends its own connection, as a server restart would.
+        try await harness.store.withoutTransaction { tx in
+            try await tx.sql.raw("CREATE SEQUENCE cut_once").run()
+            try await tx.sql.raw(
+                """
+                CREATE FUNCTION cut_give_back() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN
+                    IF NEW.bucket = 'admin-auth-failures' AND NEW.hits < OLD.hits AND nextval('cut_once') = 1 THEN
+                        PERFORM pg_terminate_backend(pg_backend_pid());
+                    END IF;
+                    RETURN NEW;
+                END $$
+                """
+            ).run()
+            try await tx.sql.raw(
+                "CREATE TRIGGER cut_give_back BEFORE UPDATE ON rate_limits FOR EACH ROW EXECUTE FUNCTION cut_give_back()"
+            ).run()
+        }
+        try await harness.run { client throws in
+            #expect(try await client.admin("/admin/jobs").status == .ok, "a right credential was refused")
+            try await Self.expectGivenBack(harness.store)
+        }
+    }
+
+    /// The cut happened, and no count of the admin bucket is left.
+    static func expectGivenBack(_ store: Store) async throws {
+        let cuts = try await store.withoutTransaction { tx in
+            try await tx.sql.raw("SELECT is_called FROM cut_once").first().map {
+                try $0.decode(column: "is_called", as: Bool.self)
+            }
+        }
+        #expect(cuts == true, "no give-back lost its connection")
+        let windows = try await store.withoutTransaction { tx in
+            try await tx.sql.raw(
+                "SELECT CAST(COALESCE(SUM(hits), 0) AS BIGINT) AS hits FROM rate_limits WHERE bucket = 'admin-auth-failures'"
+            ).first()?.decode(column: "hits", as: Int.self)
+        }
+        #expect(windows == 0, "a right credential stayed counted as a failure")
     }
 
     @Test("a failed attempt's warning carries the request's id, never the credential", arguments: TestDatabases.kinds)

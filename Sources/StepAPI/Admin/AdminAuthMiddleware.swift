@@ -48,7 +48,7 @@ struct AdminAuthenticator: Sendable {
             found = try await verify()
         } catch {
             // Not a wrong credential: the check itself failed (the database, say).
-            try? await failures.release(address: address, window: window)
+            await failures.release(address: address, window: window)
             throw error
         }
         guard let found else {
@@ -56,7 +56,7 @@ struct AdminAuthenticator: Sendable {
                 "admin authentication failed", metadata: ["client": .string(address), "requestId": .string(requestId)])
             throw AdminAPIError.unauthorized
         }
-        try await failures.release(address: address, window: window)
+        await failures.release(address: address, window: window)
         return found
     }
 

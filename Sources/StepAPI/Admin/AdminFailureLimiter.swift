@@ -44,9 +44,7 @@ package struct AdminFailureLimiter: Sendable {
             try await $0.hitRateLimit(walkerId: address, bucket: bucket, windowStart: windowStart(now))
         }
         guard window.hits > maxFailures else { return .counted(window: window.windowStart) }
-        try await store.withoutTransaction {
-            try await $0.releaseRateLimitHit(walkerId: address, bucket: bucket, windowStart: window.windowStart)
-        }
+        await store.giveBackHit(walkerId: address, bucket: bucket, windowStart: window.windowStart)
         return .lockedOut(retryAfterSeconds: retryAfter(windowStart: window.windowStart, now: now))
     }
 
@@ -59,12 +57,11 @@ package struct AdminFailureLimiter: Sendable {
         case lockedOut(retryAfterSeconds: Int)
     }
 
-    /// Gives back an attempt `reserve` counted whose credential was right, in the window it was counted in.
-    package func release(address: String, window: Date) async throws {
-        let bucket = Self.bucket
-        try await store.withoutTransaction {
-            try await $0.releaseRateLimitHit(walkerId: address, bucket: bucket, windowStart: window)
-        }
+    /// Gives back an attempt `reserve` counted whose credential was right, in the window it was counted in. It does
+    /// not fail: a give-back that lost its connection is tried again on another (`Store.giveBackHit`), and one that
+    /// cannot be made leaves the attempt counted rather than refusing a right credential.
+    package func release(address: String, window: Date) async {
+        await store.giveBackHit(walkerId: address, bucket: Self.bucket, windowStart: window)
     }
 
     private func windowStart(_ now: Date) -> Date {
