@@ -2,6 +2,7 @@ import Foundation
 import SQLKit
 import StepCore
 import StepDatabase
+import Synchronization
 
 /// What a request needs to claim for idempotency once it is admitted.
 package struct IdempotencyRequest: Sendable, Hashable {
@@ -105,11 +106,11 @@ extension Store {
     ) async throws -> (decision: RateLimitDecision, value: Value?) {
         // A read that could have gone to a replica and is served by the primary is counted as such.
         let counting = replica ? replicas : nil
-        let counted = ClaimSent()
+        let counted = CountedWindow()
         let unit = { @Sendable (tx: StoreTransaction) async throws -> (RateLimitDecision, Value?) in
-            let (decision, _) = try await tx.admit(request)
+            let (decision, admission) = try await tx.admit(request)
             guard decision.allowed, let read else { return (decision, nil) }
-            counted.mark()
+            counted.set(admission.window.windowStart)
             guard let counting else { return (decision, try await read(tx)) }
             return (decision, try await counting.onPrimary { try await read(tx) })
         }
@@ -122,12 +123,14 @@ extension Store {
                 } catch {
                     // The admission committed its hit before the read failed: take it back, as SQLite's rollback
                     // does, so the failed read's retry counts once.
-                    if counted.wasSent { await giveBackHit(request) }
+                    if let window = counted.value { await giveBackHit(request, window: window) }
                     throw error
                 }
             }
         }
-        let (decision, _) = try await self.unit(inTransaction: false, recording: false) { try await $0.admit(request) }
+        let (decision, admission) = try await self.unit(inTransaction: false, recording: false) {
+            try await $0.admit(request)
+        }
         guard decision.allowed else { return (decision, nil) }
         do {
             let value = try await counting.read(on: index, read) {
@@ -135,25 +138,26 @@ extension Store {
             }
             return (decision, value)
         } catch {
-            await giveBackHit(request)
+            await giveBackHit(request, window: admission.window.windowStart)
             throw error
         }
     }
 
-    /// Takes back the hit `request`'s committed admission counted, when its window is still the stored one.
-    func giveBackHit(_ request: AdmissionRequest) async {
-        let policy = request.policy
-        await giveBackHit(
-            walkerId: request.walkerId, bucket: policy.bucket, windowStart: policy.windowStart(at: request.now))
+    /// Takes back the hit `request`'s committed admission counted in the stored window that began at `window` (which
+    /// may be later than the request's own clock reading: an instance whose clock runs ahead opened it).
+    private func giveBackHit(_ request: AdmissionRequest, window: Date) async {
+        await giveBackHit(walkerId: request.walkerId, bucket: request.policy.bucket, windowStart: window)
     }
 
     /// Takes back one hit counted in `bucket`'s window that began at `windowStart` (nothing when that window has
     /// ended or holds none), for a hit counted before the outcome it stands for was known, without failing: tried
     /// again when it lost its connection before its commit was sent (`transactionRetryingLostConnection`). A hit has
     /// no identity to release it by, so a try whose commit was sent and unanswered is not sent again: the commit may
-    /// have happened, and a second would take back a hit another request counted.
+    /// have happened, and a second would take back a hit another request counted. Not recorded as a commit for read
+    /// replicas: no read shows a window's count, and recording it would hold operators' lists to the primary after
+    /// every admin request.
     package func giveBackHit(walkerId: String, bucket: String, windowStart: Date) async {
-        await transactionRetryingLostConnection(afterCommit: false) { tx in
+        await transactionRetryingLostConnection(afterCommit: false, recording: false) { tx in
             try await tx.releaseRateLimitHit(walkerId: walkerId, bucket: bucket, windowStart: windowStart)
         }
     }
@@ -163,14 +167,15 @@ extension Store {
     /// server closed before it learns so from the failure, so a try that lost its connection is tried again (three
     /// in all) on the next one. A connection lost before the commit was sent rolled the try back; one lost once it
     /// was sent may have committed it, so such a try is tried again only with `afterCommit` (a body whose second
-    /// run changes nothing more). Any other failure, or a third lost connection, leaves it undone.
+    /// run changes nothing more). Any other failure, or a third lost connection, leaves it undone. `recording`: whether
+    /// its commit is recorded for read replicas, as a `transaction`'s is.
     func transactionRetryingLostConnection(
-        afterCommit: Bool, _ body: @escaping @Sendable (StoreTransaction) async throws -> Void
+        afterCommit: Bool, recording: Bool, _ body: @escaping @Sendable (StoreTransaction) async throws -> Void
     ) async {
         for _ in 0..<3 {
             let committing = ClaimSent()
             do {
-                try await transaction { tx in
+                try await unit(inTransaction: true, recording: recording) { tx in
                     try await body(tx)
                     committing.mark()
                 }
@@ -182,6 +187,14 @@ extension Store {
             }
         }
     }
+}
+
+/// The window a read's admission counted its hit in, once it did (`Store.admittedRead`).
+final class CountedWindow: Sendable {
+    private let start = Mutex<Date?>(nil)
+
+    func set(_ window: Date) { start.withLock { $0 = window } }
+    var value: Date? { start.withLock { $0 } }
 }
 
 extension StoreTransaction {

@@ -80,8 +80,8 @@ package struct IngestAudit: Sendable {
 }
 
 /// Whether a unit reached a point its caller must know of after a failure (an ingest sent a statement that may
-/// have claimed its key; a read's admission committed its hit): marked from the unit's body, which runs only once
-/// the unit has a connection.
+/// have claimed its key; a repair's body ran to its commit): marked from the unit's body, which runs only once the
+/// unit has a connection.
 final class ClaimSent: Sendable {
     private let sent = Mutex(false)
 
@@ -163,7 +163,7 @@ extension Store {
     private func giveBack(_ idempotency: IdempotencyRequest, request: AdmissionRequest) async {
         let (walkerId, now, policy) = (request.walkerId, request.now, request.policy)
         // Safe to run twice: only this request's claim is released, and the hit only with it.
-        await transactionRetryingLostConnection(afterCommit: true) { tx in
+        await transactionRetryingLostConnection(afterCommit: true, recording: true) { tx in
             // The walker's row first, as every ingest takes it, and a new version: a guarded write of this request
             // still running on the server (its caller answered by the deadline, or cut off from it) is waited for
             // and has completed the key by then, and one that has not reached the server yet no longer applies. So

@@ -236,59 +236,63 @@ struct IngestLeaseTests {
         let (first, firstKey) = Self.request(at: -100, key: "first")
         _ = try await store.ingest(
             first, day: Self.day, idempotency: firstKey, audit: Self.audit, planner: Planner(key: "first", steps: 2000))
-        // The walker's next audit row waits two seconds before it is written, the admission committed by then.
+        // The walker's next audit row waits at a gate the test holds, its admission committed by then.
         try await store.withoutTransaction { tx in
+            try await tx.sql.raw("CREATE TABLE audit_gate (id INTEGER PRIMARY KEY)").run()
+            try await tx.sql.raw("INSERT INTO audit_gate VALUES (1)").run()
             try await tx.sql.raw(
                 """
-                CREATE FUNCTION slow_audit() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN
-                    PERFORM set_config('application_name', 'slow-audit-' || current_schema(), false);
-                    PERFORM pg_sleep(2);
+                CREATE FUNCTION gated_audit() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN
+                    PERFORM set_config('application_name', 'gated-audit-' || current_schema(), false);
+                    PERFORM 1 FROM audit_gate FOR SHARE;
                     RETURN NEW;
                 END $$
                 """
             ).run()
             try await tx.sql.raw(
                 """
-                CREATE TRIGGER slow_audit BEFORE INSERT ON attestation_logs
-                FOR EACH ROW WHEN (NEW.walker_id = 'w') EXECUTE FUNCTION slow_audit()
+                CREATE TRIGGER gated_audit BEFORE INSERT ON attestation_logs
+                FOR EACH ROW WHEN (NEW.walker_id = 'w') EXECUTE FUNCTION gated_audit()
                 """
             ).run()
         }
-        let request = Task {
-            switch answer {
-            case .refused:
-                _ = try await store.refuseIngest(
-                    Self.request(at: 0).0, refused: Self.audit.keyReused, rateLimited: Self.audit.rateLimited)
-            case .rateLimited:
-                var (late, idempotency) = Self.request(at: 0)
-                late.policy.limit = 0
-                _ = try await store.ingest(
-                    late, day: Self.day, idempotency: idempotency, audit: Self.audit,
-                    planner: Planner(key: "k", steps: 3000))
-            case .replayed:
-                let (late, idempotency) = Self.request(at: 0, key: "first")
-                _ = try await store.ingest(
-                    late, day: Self.day, idempotency: idempotency, audit: Self.audit,
-                    planner: Planner(key: "first", steps: 2000))
+        let (request, erasure) = try await store.transaction { gate in
+            try await gate.sql.raw("SELECT id FROM audit_gate FOR UPDATE").run()
+            let request = Task {
+                switch answer {
+                case .refused:
+                    _ = try await store.refuseIngest(
+                        Self.request(at: 0).0, refused: Self.audit.keyReused, rateLimited: Self.audit.rateLimited)
+                case .rateLimited:
+                    var (late, idempotency) = Self.request(at: 0)
+                    late.policy.limit = 0
+                    _ = try await store.ingest(
+                        late, day: Self.day, idempotency: idempotency, audit: Self.audit,
+                        planner: Planner(key: "k", steps: 3000))
+                case .replayed:
+                    let (late, idempotency) = Self.request(at: 0, key: "first")
+                    _ = try await store.ingest(
+                        late, day: Self.day, idempotency: idempotency, audit: Self.audit,
+                        planner: Planner(key: "first", steps: 2000))
+                }
             }
-        }
-        // The erasure once the audit row's insert is under way.
-        var sleeping = 0
-        for _ in 0..<200 where sleeping == 0 {
-            try await Task.sleep(for: .milliseconds(50))
-            sleeping = try await store.withoutTransaction { tx in
-                try await tx.sql.raw(
-                    """
-                    SELECT COUNT(*) AS n FROM pg_stat_activity
-                    WHERE wait_event = 'PgSleep' AND application_name = 'slow-audit-' || current_schema()
-                    """
-                )
-                .first()?.decode(column: "n", as: Int.self) ?? 0
+            // The audit row's insert waits at the gate; then the erasure, which either completes at once or waits
+            // for the walker's row that insert holds.
+            let marker: SQLText = "application_name = 'gated-audit-' || current_schema()"
+            let insert = try await Self.poll(store) {
+                "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND " + marker
             }
+            let erasure = Task { try await store.eraseWalker("w", actor: .commandLine, at: Self.t0) }
+            _ = try await Self.poll(store) {
+                """
+                SELECT 0 AS pid WHERE NOT EXISTS (SELECT 1 FROM walkers WHERE walker_id = 'w')
+                UNION ALL SELECT pid FROM pg_stat_activity WHERE \(bind: insert) = ANY(pg_blocking_pids(pid))
+                """
+            }
+            return (request, erasure)
         }
-        try #require(sleeping == 1, "the audit row's insert never started")
-        #expect(try await store.eraseWalker("w", actor: .commandLine, at: Self.t0).pseudonym != nil)
         try await request.value
+        #expect(try await erasure.value.pseudonym != nil)
         let left = try await store.withoutTransaction { tx in
             try await tx.sql.raw(
                 """
@@ -355,6 +359,21 @@ struct IngestLeaseTests {
         #expect(try await Self.hits(store, at: retry.now) == 1, "the retry counts once")
         try await test.close()
     }
+
+    /// The first `pid` the statement `query` selects, asked every 20 ms for up to 20 s, each time outside any
+    /// transaction (PostgreSQL keeps one view of `pg_stat_activity` for a whole transaction).
+    static func poll(_ store: Store, _ query: @escaping @Sendable () -> SQLText) async throws -> Int {
+        for _ in 0..<1000 {
+            let pid = try await store.withoutTransaction { tx in
+                try await tx.sql.raw(query()).first()?.decode(column: "pid", as: Int.self)
+            }
+            if let pid { return pid }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        throw PollTimedOut(query: "\(query())")
+    }
+
+    struct PollTimedOut: Error { var query: String }
 
     /// The hits of the walker's ingest window that holds `time`; 0 when another window is stored.
     static func hits(_ store: Store, at time: Date) async throws -> Int {

@@ -47,6 +47,24 @@ struct ReadAdmissionTests {
         try await test.close()
     }
 
+    @Test(
+        "a failed read's hit is taken back from the window it was counted in, opened by a clock running ahead",
+        arguments: TestDatabases.kinds)
+    func givenBackInTheStoredWindow(kind: DatabaseKind) async throws {
+        let test = try await TestDatabases.make(kind)
+        let store = test.store
+        let request = AdmissionRequest(walkerId: "reader", policy: Self.policy, now: Date())
+        // Another instance, its clock a window ahead, opened the next window first.
+        var ahead = request
+        ahead.now = request.now.addingTimeInterval(Double(Self.policy.windowSeconds))
+        _ = try await store.admittedRead(ahead) { try await $0.walker("reader") }
+        await #expect(throws: Broken.self) {
+            _ = try await store.admittedRead(request) { _ -> Int in throw Broken() }
+        }
+        #expect(try await Self.hits(store, ahead) == 1, "the failed read still counts in the window ahead")
+        try await test.close()
+    }
+
     /// The real database, except that the transaction after `loseNextCommitAnswer()` commits and then reports its
     /// connection lost, as when the connection drops between the server's COMMIT and its answer.
     final class LostCommitAnswer: Database {

@@ -42,6 +42,9 @@ struct ReadReplicaRecordingTests {
             _ = try await store.withoutTransaction { try await $0.walker("reader") }
             #expect(replicas.routingSnapshot.walkers.isEmpty)
             #expect(replicas.routingSnapshot.latest == .zero, "nothing was committed through a recording unit")
+            // Nor by a hit given back (a failed read's, a right admin credential's): no read shows a window's count.
+            await store.giveBackHit(walkerId: "reader", bucket: policy.bucket, windowStart: policy.windowStart(at: now))
+            #expect(replicas.routingSnapshot.latest == .zero, "a hit given back held operators' lists to the primary")
 
             _ = try await store.transaction { try await $0.lockWalker("writer", now: now) }
             let first = try #require(replicas.routingSnapshot.walkers["writer"])
