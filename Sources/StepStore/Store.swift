@@ -116,6 +116,10 @@ package struct StoreTransaction: Sendable {
     /// over each other's rows instead of waiting; SQLite's one writer makes claims exclusive anyway.
     package var forUpdateSkipLocked: SQLText { kind == .postgres ? " FOR UPDATE SKIP LOCKED" : "" }
 
+    /// `FOR KEY SHARE` where the engine has row locks: holds a row against its deletion or a change of its key (an
+    /// erasure) while another statement's row depends on it, without waiting on or blocking ordinary updates.
+    package var forKeyShare: SQLText { kind == .postgres ? " FOR KEY SHARE" : "" }
+
     /// `column` is one of the values `subquery` selects. PostgreSQL gets them as an array, so it finds each through
     /// the column's index whatever the table's statistics say (with `IN (…)` its planner may read the whole table
     /// to join a few values); SQLite looks an `IN` list up through the index anyway.

@@ -60,8 +60,7 @@ extension StoreTransaction {
     /// the walker's row is share-locked for the insert, so an erasure that locks it after waits, and deletes the new
     /// row with the rest. On SQLite the admission's transaction holds the writer throughout; the check is the same.
     package func insertAttestationLogOfExistingWalker(_ log: AttestationLogRecord) async throws {
-        let lock: SQLText = kind == .postgres ? " FOR KEY SHARE" : ""
-        let exists: SQLText = "EXISTS (SELECT 1 FROM walkers WHERE walker_id = \(bind: log.walkerId)" + lock + ")"
+        let exists: SQLText = "EXISTS (SELECT 1 FROM walkers WHERE walker_id = \(bind: log.walkerId)\(forKeyShare))"
         try await sql.raw(Self.insertAttestationLogStatement(log, when: exists)).run()
     }
 
