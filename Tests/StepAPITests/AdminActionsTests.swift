@@ -455,7 +455,7 @@ struct AdminActionsTests {
             #expect(metrics["reviews"]?["open"]?["quarantined_day"] == .int(0))
             #expect(metrics["reviews"]?["oldestOpenAgeSeconds"]?["quarantined_day"] == .null)
             let text = try await client.execute(uri: "/metrics", method: .get, headers: [:], body: nil).text
-            #expect(text.contains(#"stepledger_jobs{state="pending"} 3"#))
+            #expect(text.contains(#"stepledger_jobs{state="pending"} 3.0\#n"#))
             #expect(text.contains("stepledger_jobs_oldest_runnable_age_seconds"))
         }
     }
@@ -494,8 +494,8 @@ struct AdminActionsTests {
             #expect(open?["open"]?["quarantined_day"] == .int(1))
             #expect(open?["oldestOpenAgeSeconds"]?["quarantined_day"] == .int(90))
             let text = try await client.execute(uri: "/metrics", method: .get, headers: [:], body: nil).text
-            #expect(text.contains(#"stepledger_reviews_open{kind="quarantined_day"} 1"#))
-            #expect(text.contains(#"stepledger_reviews_oldest_open_age_seconds{kind="quarantined_day"} 90"#))
+            #expect(text.contains(#"stepledger_reviews_open{kind="quarantined_day"} 1.0\#n"#))
+            #expect(text.contains(#"stepledger_reviews_oldest_open_age_seconds{kind="quarantined_day"} 90.0\#n"#))
 
             #expect(try await client.resolve(id, decision: "reject", note: "emulator").status == .ok)
             let after = try await client.admin("/admin/metrics").json
@@ -505,7 +505,7 @@ struct AdminActionsTests {
                     == .array([.object(["operator": .string("admin"), "outcome": .string("reject"), "count": .int(1)])])
             )
             let counted = try await client.execute(uri: "/metrics", method: .get, headers: [:], body: nil).text
-            #expect(counted.contains(#"stepledger_admin_decisions_total{operator="admin",outcome="reject"} 1"#))
+            #expect(counted.contains(#"stepledger_admin_decisions_total{operator="admin",outcome="reject"} 1\#n"#))
         }
     }
 }

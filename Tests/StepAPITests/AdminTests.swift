@@ -22,6 +22,16 @@ struct AdminTests {
     static func setUp(
         _ kind: DatabaseKind, adminToken: String? = adminToken, configure: (inout AppConfiguration) -> Void = { _ in }
     ) async throws -> (TestHarness, String) {
+        let (harness, tokens) = try await setUp(
+            kind, walkers: [walker], adminToken: adminToken, configure: configure)
+        return (harness, tokens[0])
+    }
+
+    /// `setUp` with a session token for each of `walkers`, in their order.
+    static func setUp(
+        _ kind: DatabaseKind, walkers: [String], adminToken: String? = adminToken,
+        configure: (inout AppConfiguration) -> Void = { _ in }
+    ) async throws -> (TestHarness, [String]) {
         let keys = try AuthTests.KeySet()
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("jwks-\(UUID().uuidString).json")
         try keys.jwks.write(to: file, atomically: true, encoding: .utf8)
@@ -37,9 +47,13 @@ struct AdminTests {
             $0.reread.enabled = false
             configure(&$0)
         }
-        var claims = AuthTests.validClaims(harness.clock.now)
-        claims.exp = Int(harness.clock.now.timeIntervalSince1970) + 3 * 86_400
-        return (harness, try await keys.collection().sign(claims, kid: "ec-test"))
+        var tokens: [String] = []
+        for walker in walkers {
+            var claims = AuthTests.validClaims(harness.clock.now, sub: walker)
+            claims.exp = Int(harness.clock.now.timeIntervalSince1970) + 3 * 86_400
+            tokens.append(try await keys.collection().sign(claims, kid: "ec-test"))
+        }
+        return (harness, tokens)
     }
 
     /// Quarantines 2026-05-18 by reconciliation (a count that went backwards) and returns its review entry.
@@ -156,8 +170,11 @@ struct AdminTests {
 
             let resent = try await client.ingest(IngestBody(count: 9000), token: token)
             #expect(try resent.json["stepLog"]?["reconciliationStatus"] == .string("REJECTED"))
-            // Recorded as evidence, never credited: the answer announces no Energy for it.
+            // Recorded as evidence, never credited: the answer announces no Energy for it. The day is reconciled, so
+            // the answer is not provisional and says what the day credited: nothing.
             #expect(try resent.json["provisionalEnergy"] == .int(0))
+            #expect(try resent.json["provisional"] == .bool(false))
+            #expect(try resent.json["energyCredited"] == .int(0))
             harness.clock.advance(seconds: 3600)
             #expect(try await harness.app.worker.drain() == 0)
             #expect(try await harness.count("energy_ledger") == 0)

@@ -353,6 +353,75 @@ struct AllocationTests {
     }
 
     @Test(
+        "production: days of two walkers the worker reconciles in one batch, each accepted below what was spent on it, refund each shortfall",
+        arguments: TestDatabases.kinds)
+    func batchShortfall(kind: DatabaseKind) async throws {
+        let walkers = [AdminTests.walker, "walker-two"]
+        let (harness, tokens) = try await AdminTests.setUp(kind, walkers: walkers) { $0.refundGraceSeconds = 60 }
+        try await harness.run { client in
+            var ids: [JSONValue] = []
+            for (walker, token) in zip(walkers, tokens) {
+                #expect(try await client.ingest(IngestBody(count: 3000), token: token).status == .ok)
+                // More shown than the acceptance will credit, as in `reconcileShortfall`.
+                try await harness.store.transaction { tx in
+                    try await tx.sql.raw(
+                        "UPDATE step_logs SET provisional_energy = 5000 WHERE walker_id = \(bind: walker)"
+                    ).run()
+                }
+                let spent = try await client.allocate(Self.allocationBody(points: 5000, key: "b-1"), token: token)
+                #expect(try spent.json["status"] == .string("provisional"))
+                ids.append(try #require(try spent.json["id"]))
+            }
+            // Both reconcile jobs are due at once, so one claim takes them and the batch decides both days.
+            harness.clock.advance(seconds: 61)
+            #expect(try await harness.app.worker.drain() == 2)
+
+            harness.clock.advance(seconds: 60)
+            #expect(try await harness.app.worker.drain() == 2)
+            for (id, token) in zip(ids, tokens) {
+                let item = try await client.read("/walker/allocations", token: token).json["items"]?[0]
+                #expect(item?["id"] == id)
+                #expect(item?["status"] == .string("confirmed"))
+                #expect(item?["refundedPoints"] == .int(2000))
+            }
+            for walker in walkers { #expect(try await Self.balance(harness, walker) == 0) }
+        }
+    }
+
+    @Test(
+        "production: a quarantined day a reviewer accepts below what was spent on it refunds the shortfall after the grace period",
+        arguments: TestDatabases.kinds)
+    func acceptedShortfall(kind: DatabaseKind) async throws {
+        let (harness, token) = try await AdminTests.setUp(kind) { $0.refundGraceSeconds = 60 }
+        try await harness.run { client in
+            var gyroless = IngestBody(count: 6000)
+            gyroless["gyroSamplesObserved"] = .bool(false)
+            #expect(try await client.ingest(gyroless, token: token).status == .ok)
+            try await harness.store.transaction { tx in
+                try await tx.sql.raw(
+                    "UPDATE step_logs SET provisional_energy = 9000 WHERE walker_id = \(bind: AdminTests.walker)"
+                ).run()
+            }
+            let spent = try await client.allocate(Self.allocationBody(points: 9000, key: "q-1"), token: token)
+            #expect(try spent.json["status"] == .string("provisional"))
+            let items = try await client.admin("/admin/reviews?status=open").json["items"]
+            guard case .string(let review)? = items?[0]?["id"] else { throw JSONShapeError() }
+            #expect(try await client.resolve(review, decision: "accept", note: "a real walk").status == .ok)
+
+            harness.clock.advance(seconds: 59)
+            _ = try await harness.app.worker.drain()
+            var item = try await client.read("/walker/allocations", token: token).json["items"]?[0]
+            #expect(item?["refundedPoints"] == .int(0))
+            harness.clock.advance(seconds: 2)
+            _ = try await harness.app.worker.drain()
+            item = try await client.read("/walker/allocations", token: token).json["items"]?[0]
+            #expect(item?["status"] == .string("confirmed"))
+            #expect(item?["refundedPoints"] == .int(3000))
+            #expect(try await Self.balance(harness, AdminTests.walker) == 0)
+        }
+    }
+
+    @Test(
         "two instances' workers racing for due refunds refund each allocation once, with one event",
         arguments: TestDatabases.kinds)
     func refundOnceAcrossWorkers(kind: DatabaseKind) async throws {

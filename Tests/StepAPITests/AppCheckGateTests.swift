@@ -3,6 +3,7 @@ import Foundation
 import HTTPTypes
 import HummingbirdTesting
 import JWTKit
+import NIOCore
 import StepAPI
 import StepCore
 import StepDatabase
@@ -85,6 +86,29 @@ struct AppCheckGateTests {
                 return try AppCheckTestKey(keyID: "rotated-away").token(claims: claims)
             }
             return try key.token(claims: claims)
+        }
+    }
+
+    @Test(
+        "App Check comes before the body: a malformed, wrongly typed or oversized body without a token is 401 APP_CHECK_MISSING, not 400, 413 or 415",
+        arguments: TestDatabases.kinds)
+    func beforeTheBody(kind: DatabaseKind) async throws {
+        let (harness, token) = try await Self.setUp(kind)
+        try await harness.run(sendingAppCheck: false) { client in
+            let oversized = ByteBuffer(string: #"{"day":""# + String(repeating: "x", count: 200_000) + #""}"#)
+            for (name, body, contentType) in [
+                ("malformed", ByteBuffer(string: "not json"), "application/json"),
+                ("missing fields", ByteBuffer(string: "{}"), "application/json"),
+                ("oversized", oversized, "application/json"),
+                ("not JSON", IngestBody().buffer, "text/plain"),
+            ] {
+                let response = try await client.execute(
+                    uri: "/step/ingest", method: .post,
+                    headers: [.contentType: contentType, .authorization: "Bearer \(token)"], body: body)
+                #expect(response.status == .unauthorized, "\(name): \(response.text)")
+                #expect(try response.json["details"]?["reason"] == .string("APP_CHECK_MISSING"), "\(name)")
+            }
+            #expect(try await harness.count("step_logs") == 0)
         }
     }
 

@@ -478,7 +478,7 @@ struct AuthTests {
     }
 
     @Test(
-        "jwt.leewaySeconds is the leeway on exp and nbf: with 5 s, 4 s past exp or before nbf passes, 6 s is 401",
+        "jwt.leewaySeconds is the leeway on exp and nbf: with 5 s, 4 s past exp or before nbf passes, 6 s is 401; exactly 5 s past exp is 401, exactly 5 s before nbf passes",
         arguments: TestDatabases.kinds)
     func configuredLeeway(kind: DatabaseKind) async throws {
         let keys = try KeySet()
@@ -495,17 +495,23 @@ struct AuthTests {
         let expired = try await token("walker-exp-6", exp: now - 6)
         let almostValid = try await token("walker-nbf-4", nbf: now + 4)
         let notYetValid = try await token("walker-nbf-6", nbf: now + 6)
+        // At the edges (the harness's clock is on a whole second): valid while now < exp + leeway and
+        // now + leeway >= nbf.
+        let expiredAtTheEdge = try await token("walker-exp-5", exp: now - 5)
+        let validAtTheEdge = try await token("walker-nbf-5", nbf: now + 5)
         try await harness.run { client in
-            for accepted in [justExpired, almostValid] {
+            for accepted in [justExpired, almostValid, validAtTheEdge] {
                 let response = try await client.read("/walker", token: accepted)
                 #expect(response.status == .ok, "\(response.text)")
             }
-            for (refused, reason) in [(expired, "TOKEN_EXPIRED"), (notYetValid, "TOKEN_NOT_YET_VALID")] {
+            for (refused, reason) in [
+                (expired, "TOKEN_EXPIRED"), (expiredAtTheEdge, "TOKEN_EXPIRED"), (notYetValid, "TOKEN_NOT_YET_VALID"),
+            ] {
                 let response = try await client.read("/walker", token: refused)
                 #expect(response.status == .unauthorized)
                 #expect(try response.json["details"] == .object(["reason": .string(reason)]))
             }
-            #expect(try await harness.count("walkers") == 2)
+            #expect(try await harness.count("walkers") == 3)
         }
     }
 

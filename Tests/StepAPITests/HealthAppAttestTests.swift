@@ -186,6 +186,47 @@ struct HealthAppAttestTests {
     }
 
     @Test(
+        "a walker with two phones: an assertion without keyId verifies with whichever registered key made it, and a refusal names that key's failure",
+        arguments: TestDatabases.kinds)
+    func twoPhones(kind: DatabaseKind) async throws {
+        let authority = try AppAttestDevelopmentAuthority.generate(now: TestHarness.seedInstant)
+        let (harness, tokens) = try await Self.production(kind, authority: authority)
+        let token = tokens[0]
+        let (older, newer) = (TestPhone(), TestPhone())
+        let now = harness.clock.now
+        try await harness.run { client in
+            func submit(_ date: String, _ attestation: (String) throws -> String) async throws -> TestResponse {
+                harness.clock.advance(seconds: 1)
+                let nonce = try await client.fetchNonce(token: token)
+                return try await client.submitHealth(
+                    Self.body(nonce: nonce, token: try attestation(nonce), date: date), token: token)
+            }
+            for (phone, date) in [(older, "2026-05-10"), (newer, "2026-05-11")] {
+                let registered = try await submit(date) { try phone.attestation(authority, nonce: $0, now: now) }
+                #expect(registered.status == .created, "\(registered.text)")
+            }
+            // The newer key is tried first; the older phone's assertions verify with its own key all the same.
+            for (phone, date, counter) in [
+                (older, "2026-05-12", UInt32(1)), (newer, "2026-05-13", 1), (older, "2026-05-14", 2),
+            ] {
+                let response = try await submit(date) { try phone.assertion(nonce: $0, counter: counter) }
+                #expect(response.status == .created, "\(date): \(response.text)")
+            }
+            // The older phone's counter going back: its key's failure is named, not the other key's bad signature.
+            let replayed = try await submit("2026-05-15") { try older.assertion(nonce: $0, counter: 2) }
+            #expect(replayed.status == .unauthorized)
+            #expect(try await Self.reasons(harness, walker: "walker-ios").last == ["APP_ATTEST_COUNTER_NOT_INCREASING"])
+            for (phone, counter) in [(older, 2), (newer, 1)] {
+                let key = try await harness.store.transaction {
+                    try await $0.appAttestKeys(walkerId: "walker-ios", keyId: phone.keyId)
+                }
+                #expect(key.map(\.signCount) == [counter])
+            }
+            #expect(try await harness.count("health_records") == 5)
+        }
+    }
+
+    @Test(
         "a wrong bundle id, a foreign root, a disallowed environment or another nonce's attestation is refused",
         arguments: TestDatabases.kinds)
     func attestationRefusals(kind: DatabaseKind) async throws {

@@ -210,7 +210,7 @@ struct HealthSubmitTests {
             #expect(logs.map(\.status) == [201, 201], "each row carries its answer's status")
             // Counted as health verdicts, not as step ingests.
             let metrics = try await client.execute(uri: "/metrics", method: .get).text
-            #expect(metrics.contains(#"stepledger_health_verdicts_total{verdict="ACCEPTED"} 2"#))
+            #expect(metrics.contains(#"stepledger_health_verdicts_total{verdict="ACCEPTED"} 2\#n"#))
             #expect(!metrics.contains("stepledger_ingest_verdicts_total"))
         }
         // The anti-cheat sink and the log never see a value: steps of both submissions, calories, distance, duration.
@@ -218,7 +218,16 @@ struct HealthSubmitTests {
             #expect(!harness.antiCheat.lines.contains { LoggedText.mentions(value, in: $0) }, "\(value)")
             #expect(!harness.logs.lines.contains { LoggedText.mentions(value, in: $0) }, "\(value)")
         }
-        #expect(!harness.logs.lines.isEmpty, "the request log lines were written")
+        // One request line per submission, with its verdict and reason count.
+        let requests = harness.logs.lines.compactMap { try? JSONDecoder().decode(JSONValue.self, from: Data($0.utf8)) }
+            .filter { $0["msg"] == .string("request") && $0["route"] == .string("/health") }
+        #expect(requests.count == 2)
+        for line in requests {
+            #expect(line["status"] == .int(201))
+            #expect(line["verdict"] == .string("ACCEPTED"))
+            #expect(line["reasonCount"] == .int(0))
+            #expect(line["latencyMs"] != nil)
+        }
     }
 
     @Test(
@@ -306,6 +315,11 @@ struct HealthSubmitTests {
             let reuse = try await client.submitHealth(
                 HealthBody(nonce: nonce, token: try Self.token(harness, nonce: nonce)), token: token)
             #expect(reuse.text == healthError(400, "Bad Request", "Nonce has already been used"))
+            // Used and expired both: used comes first in seed 002's order.
+            harness.clock.advance(seconds: 300)
+            let usedAndExpired = try await client.submitHealth(
+                HealthBody(nonce: nonce, token: try Self.token(harness, nonce: nonce)), token: token)
+            #expect(usedAndExpired.text == healthError(400, "Bad Request", "Nonce has already been used"))
             #expect(try await harness.count("health_records", walker: "walker-a") == 0)
         }
     }
@@ -628,18 +642,19 @@ struct HealthSubmitTests {
 
     @Test("expired nonces are pruned a day after expiry by the maintenance job", arguments: TestDatabases.kinds)
     func noncePruning(kind: DatabaseKind) async throws {
-        let harness = try await Self.make(kind)
+        // A prune every 60 s, so the scheduler's next run comes 2 s after the first nonce is due.
+        let harness = try await Self.make(kind) { $0.pruneIntervalSeconds = 60 }
         let token = try await harness.token(for: "walker-prune", ttl: 3 * 86_400)
         try await harness.run { client in
             _ = try await client.fetchNonce(token: token)
-            harness.clock.advance(seconds: 300 + 86_400 - 1)
+            harness.clock.advance(seconds: 300 + 86_400 - 58)
             _ = try await client.fetchNonce(token: token)
             #expect(try await harness.app.maintenance.tick() > 0)
             _ = try await harness.app.worker.drain()
             #expect(try await harness.count("health_nonces") == 2)
-            harness.clock.advance(seconds: 2)
-            _ = try await harness.store.prune(
-                now: harness.clock.now, retention: RetentionPolicy(), tables: [.healthNonces])
+            harness.clock.advance(seconds: 60)
+            #expect(try await harness.app.maintenance.tick() > 0)
+            _ = try await harness.app.worker.drain()
             #expect(try await harness.count("health_nonces") == 1)
         }
     }

@@ -56,20 +56,62 @@ struct IdempotencyTests {
     }
 
     @Test(
-        "the same key with a different payload is 422 IDEMPOTENCY_KEY_REUSED and changes nothing",
+        "the same key with any outcome-deciding field changed is 422 IDEMPOTENCY_KEY_REUSED and changes nothing; changed diagnostics replay",
         arguments: TestDatabases.kinds)
     func keyReused(kind: DatabaseKind) async throws {
         let harness = try await TestHarness.make(kind: kind)
         let token = try await harness.token(for: "walker-reuse")
         try await harness.run { client in
-            _ = try await client.ingest(IngestBody(count: 5000, key: "k"), token: token)
-            let response = try await client.ingest(IngestBody(count: 9000, key: "k"), token: token)
-            #expect(response.status == .unprocessableContent)
-            #expect(try response.json["error"] == .string("IDEMPOTENCY_KEY_REUSED"))
+            let original = IngestBody(count: 5000, key: "k")
+            let first = try await client.ingest(original, token: token)
+            #expect(first.status == .ok)
+            // Every field `payloadHash` covers, each changed alone to a value the checks would also accept.
+            var changed: [(String, IngestBody)] = [("count", IngestBody(count: 9000, key: "k"))]
+            // Another day with the same sample span: the day alone differs.
+            changed.append(
+                (
+                    "day",
+                    IngestBody(
+                        day: "2026-05-17", count: 5000, key: "k", spanStart: "2026-05-18T05:00:00Z",
+                        spanEnd: "2026-05-18T20:42:11Z")
+                ))
+            changed.append(("tz", IngestBody(count: 5000, tz: "Europe/Berlin", key: "k")))
+            changed.append(("span start", IngestBody(count: 5000, key: "k", spanStart: "2026-05-18T05:00:01Z")))
+            changed.append(("span end", IngestBody(count: 5000, key: "k", spanEnd: "2026-05-18T20:42:10Z")))
+            for (field, value) in [
+                ("source", JSONValue.string("HealthConnect")),
+                ("sourceBundleId", .string("com.google.android.apps.healthdata")),
+                ("gyroSamplesObserved", .bool(false)),
+            ] {
+                var body = original
+                body[field] = value
+                changed.append((field, body))
+            }
+            for (field, body) in changed {
+                harness.clock.advance(seconds: 1)
+                let response = try await client.ingest(body, token: token)
+                #expect(response.status == .unprocessableContent, "\(field)")
+                #expect(try response.json["error"] == .string("IDEMPOTENCY_KEY_REUSED"), "\(field)")
+            }
+            // The diagnostics are not the payload: changed, the request is a replay of the stored answer.
+            var diagnostics = original
+            diagnostics["clientSubmittedAt"] = .string("2026-05-18T20:43:00Z")
+            diagnostics["deviceModel"] = .string("iPhone16,1")
+            diagnostics["appVersion"] = .string("1.0.1+2")
+            let replayed = try await client.ingest(diagnostics, token: token)
+            #expect(replayed.status == .ok)
+            #expect(replayed.body == first.body)
+            #expect(replayed.headers[HTTPField.Name("Idempotent-Replayed")!] == "true")
+
             let log = try await harness.store.transaction {
                 try await $0.stepLog(walkerId: "walker-reuse", day: LocalDate(iso: "2026-05-18")!)
             }
             #expect(log?.reportedCount == 5000)
+            #expect(try await harness.count("step_logs", walker: "walker-reuse") == 1)
+            #expect(try await harness.count("step_submissions", walker: "walker-reuse") == 1)
+            #expect(try await harness.count("energy_ledger", walker: "walker-reuse") == 1)
+            #expect(
+                try await harness.store.transaction { try await $0.energyBalance(walkerId: "walker-reuse") } == 5000)
         }
     }
 

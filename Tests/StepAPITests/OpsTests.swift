@@ -117,24 +117,25 @@ struct OpsTests {
             _ = try await client.ingest(IngestBody(count: 60_000), token: token)
             let text = try await client.execute(uri: "/metrics", method: .get).text
             #expect(
-                text.contains(#"stepledger_http_requests_total{route="/step/ingest",method="POST",status="200"} 1"#))
+                text.contains(#"stepledger_http_requests_total{route="/step/ingest",method="POST",status="200"} 1\#n"#))
             #expect(
-                text.contains(#"stepledger_http_requests_total{route="/step/ingest",method="POST",status="422"} 1"#))
+                text.contains(#"stepledger_http_requests_total{route="/step/ingest",method="POST",status="422"} 1\#n"#))
             #expect(text.contains("stepledger_http_request_duration_seconds_bucket"))
-            #expect(text.contains(#"stepledger_ingest_verdicts_total{verdict="REJECTED"} 1"#))
-            #expect(text.contains(#"stepledger_ingest_reasons_total{reason="COUNT_EXCEEDS_CAP"} 1"#))
+            #expect(text.contains(#"stepledger_ingest_verdicts_total{verdict="REJECTED"} 1\#n"#))
+            #expect(text.contains(#"stepledger_ingest_reasons_total{reason="COUNT_EXCEEDS_CAP"} 1\#n"#))
             // Instruments are made once per label set and kept: later requests add to the same series.
             _ = try await client.ingest(IngestBody(count: 60_001), token: token)
             _ = try await client.ingest(IngestBody(count: 70_000), token: token)
             let later = try await client.execute(uri: "/metrics", method: .get).text
             #expect(
-                later.contains(#"stepledger_http_requests_total{route="/step/ingest",method="POST",status="422"} 3"#))
+                later.contains(#"stepledger_http_requests_total{route="/step/ingest",method="POST",status="422"} 3\#n"#)
+            )
             #expect(
                 later.contains(
                     #"stepledger_http_request_duration_seconds_count{route="/step/ingest",method="POST",status="422"} 3"#
                 ))
-            #expect(later.contains(#"stepledger_ingest_verdicts_total{verdict="REJECTED"} 3"#))
-            #expect(later.contains(#"stepledger_ingest_reasons_total{reason="COUNT_EXCEEDS_CAP"} 3"#))
+            #expect(later.contains(#"stepledger_ingest_verdicts_total{verdict="REJECTED"} 3\#n"#))
+            #expect(later.contains(#"stepledger_ingest_reasons_total{reason="COUNT_EXCEEDS_CAP"} 3\#n"#))
         }
     }
 
@@ -159,7 +160,8 @@ struct OpsTests {
             #expect(scraped.status == .ok)
             // The refused scrapes are requests like any other.
             #expect(
-                scraped.text.contains(#"stepledger_http_requests_total{route="/metrics",method="GET",status="401"} 6"#))
+                scraped.text.contains(
+                    #"stepledger_http_requests_total{route="/metrics",method="GET",status="401"} 6\#n"#))
             // Only the metrics need the token.
             #expect(try await client.execute(uri: "/livez", method: .get).status == .ok)
             #expect(try await client.execute(uri: "/readyz", method: .get).status == .ok)

@@ -84,11 +84,12 @@ struct ReconcileTests {
             // Operators see the queue and the verdicts on /metrics.
             _ = try await client.ingest(IngestBody(day: "2026-05-17", count: 3000), token: token)
             let metrics = try await client.execute(uri: "/metrics", method: .get).text
-            #expect(metrics.contains(#"stepledger_jobs_outcomes_total{kind="reconcile-steps",outcome="completed"} 2"#))
-            #expect(metrics.contains(#"stepledger_reconcile_verdicts_total{verdict="accepted"} 1"#))
-            #expect(metrics.contains(#"stepledger_reconcile_verdicts_total{verdict="unchanged"} 1"#))
-            #expect(metrics.contains(#"stepledger_jobs_queue_depth_jobs{state="pending"} 1"#))
-            #expect(metrics.contains(#"stepledger_jobs_queue_depth_jobs{state="dead"} 0"#))
+            #expect(
+                metrics.contains(#"stepledger_jobs_outcomes_total{kind="reconcile-steps",outcome="completed"} 2\#n"#))
+            #expect(metrics.contains(#"stepledger_reconcile_verdicts_total{verdict="accepted"} 1\#n"#))
+            #expect(metrics.contains(#"stepledger_reconcile_verdicts_total{verdict="unchanged"} 1\#n"#))
+            #expect(metrics.contains(#"stepledger_jobs_queue_depth_jobs{state="pending"} 1.0\#n"#))
+            #expect(metrics.contains(#"stepledger_jobs_queue_depth_jobs{state="dead"} 0.0\#n"#))
         }
     }
 
@@ -396,6 +397,38 @@ struct ReconcileTests {
             // Its earlier acceptance still stands while the higher count waits: the day stays in the streak.
             #expect(json["streakState"]?["currentLengthDays"] == .int(1))
             #expect(json["streakState"]?["lastAttestedDate"] == .string("2026-05-18"))
+        }
+    }
+
+    @Test(
+        "a configured ingest.minDailyThreshold decides which days count for the streak, at the job's decision and at a test-phase ingest",
+        arguments: TestDatabases.kinds)
+    func configuredThreshold(kind: DatabaseKind) async throws {
+        // 3 499 and 3 500 around a threshold of 3 500: only the second day is attested, so the run is one day long
+        // (with the default 2 000 both would be, and the run two days).
+        let (harness, token) = try await ProductionModeTests.setUp(kind) { $0.limits.minDailyThreshold = 3500 }
+        try await harness.run { client in
+            #expect(try await client.ingest(IngestBody(day: "2026-05-17", count: 3499), token: token).status == .ok)
+            #expect(try await client.ingest(IngestBody(day: "2026-05-18", count: 3500), token: token).status == .ok)
+            // The later day's job waits for the earlier one's, so it runs on the next turn.
+            harness.clock.advance(seconds: 60)
+            #expect(try await harness.app.worker.drain() == 1)
+            harness.clock.advance(seconds: 60)
+            #expect(try await harness.app.worker.drain() == 1)
+            let days = try await Self.days(client, token: token)
+            #expect(days.map { $0["reconciliationStatus"] } == [.string("ACCEPTED"), .string("ACCEPTED")])
+            let streak = try await client.read("/walker", token: token).json["streakState"]
+            #expect(streak?["currentLengthDays"] == .int(1))
+            #expect(streak?["lastAttestedDate"] == .string("2026-05-18"))
+        }
+        let testPhase = try await TestHarness.make(kind: kind) { $0.limits.minDailyThreshold = 3500 }
+        let walkerToken = try await testPhase.token(for: "walker-threshold")
+        try await testPhase.run { client in
+            let below = try await client.ingest(IngestBody(day: "2026-05-17", count: 3499), token: walkerToken)
+            #expect(try below.json["streakState"]?["currentLengthDays"] == .int(0))
+            let at = try await client.ingest(IngestBody(day: "2026-05-18", count: 3500), token: walkerToken)
+            #expect(try at.json["streakState"]?["currentLengthDays"] == .int(1))
+            #expect(try at.json["streakState"]?["lastAttestedDate"] == .string("2026-05-18"))
         }
     }
 }

@@ -12,6 +12,7 @@ import StepLogging
 import StepSettings
 import StepStore
 import StepTestSupport
+import Synchronization
 import Testing
 
 /// The challenge re-read handshake (SPEC.md "Reconciliation"; seed 000's follow-up, seed 001 [6a-i]) through the
@@ -86,7 +87,7 @@ struct RereadTests {
             let decided = try await harness.store.transaction {
                 try await $0.stepLog(walkerId: Self.walker, day: LocalDate(iso: "2026-05-17")!)
             }
-            #expect(decided?.status != .pending)
+            #expect(try #require(decided).status != .pending)
 
             // 2026-05-18 asks for a re-read; a later ingest's reconcile and the deadline are parked dead. The
             // deadline alone decides the day: the reconcile would find the request waiting.
@@ -157,6 +158,38 @@ struct RereadTests {
     }
 
     @Test(
+        "a re-read request is also POSTed to the configured webhook, as the event the app pulls",
+        arguments: TestDatabases.kinds)
+    func requestAtTheWebhook(kind: DatabaseKind) async throws {
+        let receiver = EventsTests.Receiver()
+        try await receiver.application.test(.live) { hook in
+            let port = try #require(hook.port)
+            let (harness, token) = try await ProductionModeTests.setUp(kind) {
+                $0.events.webhookURL = "http://127.0.0.1:\(port)/hook"
+                $0.events.webhookSecret = Array(String(repeating: "k", count: 40).utf8)
+            }
+            try await harness.run { client in
+                _ = try await client.ingest(IngestBody(count: 6000), token: token)
+                harness.clock.advance(seconds: 10)
+                _ = try await client.ingest(IngestBody(count: 5000), token: token)
+                harness.clock.advance(seconds: 60)
+                // The reconcile job, then the delivery it enqueued.
+                #expect(try await harness.app.worker.drain() == 2)
+                let pulled = try await client.read("/walker/events", token: token).json["events"]?[0]
+                #expect(pulled?["type"] == .string("step-reread-requested"))
+                let delivered = receiver.deliveries.withLock { $0 }
+                try #require(delivered.count == 1)
+                let pushed = try JSONDecoder().decode(JSONValue.self, from: Data(delivered[0].body.utf8))
+                #expect(pushed["type"] == .string("step-reread-requested"))
+                #expect(pushed["walkerId"] == .string(Self.walker))
+                #expect(pushed["id"] == pulled?["id"])
+                #expect(pushed["data"] == pulled?["data"])
+                #expect(pushed["data"]?["day"] == .string("2026-05-18"))
+            }
+        }
+    }
+
+    @Test(
         "a backwards count asks for a re-read instead of quarantining: the day stays PENDING, the request is listed, announced and has a deadline job; one open request per day",
         arguments: TestDatabases.kinds)
     func requestCreated(kind: DatabaseKind) async throws {
@@ -192,7 +225,7 @@ struct RereadTests {
             #expect(jobs.map(\.kind) == ["reread-deadline"])
             #expect(jobs.first?.runAt == asked.addingTimeInterval(86_400))
             let metrics = try await client.execute(uri: "/metrics", method: .get).text
-            #expect(metrics.contains(#"stepledger_reconcile_verdicts_total{verdict="reread_requested"} 1"#))
+            #expect(metrics.contains(#"stepledger_reconcile_verdicts_total{verdict="reread_requested"} 1\#n"#))
 
             // Another ingest of the day reconciles again: the same request stays the only one, announced once.
             _ = try await client.ingest(IngestBody(count: 5500), token: token)
@@ -201,8 +234,8 @@ struct RereadTests {
             #expect(try await harness.count("step_rereads") == 1)
             #expect(try await harness.count("walker_events") == 1)
             let counted = try await client.execute(uri: "/metrics", method: .get).text
-            #expect(counted.contains(#"stepledger_reconcile_verdicts_total{verdict="reread_requested"} 1"#))
-            #expect(counted.contains(#"stepledger_reconcile_verdicts_total{verdict="reread_pending"} 1"#))
+            #expect(counted.contains(#"stepledger_reconcile_verdicts_total{verdict="reread_requested"} 1\#n"#))
+            #expect(counted.contains(#"stepledger_reconcile_verdicts_total{verdict="reread_pending"} 1\#n"#))
             let again = try await client.read("/walker", token: token).json
             #expect(again["rereadRequests"]?[0]?["id"] == request["id"])
             // The anti-cheat sink has the request once: the second run found it open and decided nothing.
@@ -265,7 +298,7 @@ struct RereadTests {
                 })
             #expect(verdicts.allSatisfy { !LoggedText.mentions(6200, in: $0) })
             let metrics = try await client.execute(uri: "/metrics", method: .get).text
-            #expect(metrics.contains(#"stepledger_reread_answers_total{verdict="accepted"} 1"#))
+            #expect(metrics.contains(#"stepledger_reread_answers_total{verdict="accepted"} 1\#n"#))
             #expect(
                 harness.antiCheat.lines.contains {
                     $0.contains(#""msg":"job verdict""#) && $0.contains(#""verdict":"REREAD_REQUESTED""#)
@@ -484,7 +517,7 @@ struct RereadTests {
             #expect(json["stepLog"]?["acceptedCount"] == .null)
             #expect(try await harness.count("energy_ledger") == 0)
             let metrics = try await client.execute(uri: "/metrics", method: .get).text
-            #expect(metrics.contains(#"stepledger_reread_answers_total{verdict="quarantined"} 1"#))
+            #expect(metrics.contains(#"stepledger_reread_answers_total{verdict="quarantined"} 1\#n"#))
 
             let reviews = try await Self.reviews(harness)
             #expect(reviews.map(\.reasons) == [["COUNT_WENT_BACKWARDS", "REREAD_COUNT_BELOW_SUBMITTED"]])

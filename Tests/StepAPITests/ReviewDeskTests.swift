@@ -310,6 +310,7 @@ struct ReviewDeskTests {
             #expect(clean["stepLog"]?["reconciliationStatus"] == .string("QUARANTINED"))
             let cleanRaised = try await client.admin("/admin/reviews").json["items"]
             #expect(cleanRaised?[0]?["energyAtStake"] == .int(9000))
+            #expect(cleanRaised?[0]?["reasons"] == .array([.string("GYRO_ABSENT")]))
             #expect(cleanRaised?[0]?["reasons"] == raised?[0]?["reasons"])
             _ = try await client.ingest(IngestBody(count: 8000), token: token)
             #expect(try await client.admin("/admin/reviews").json["items"]?[0]?["energyAtStake"] == .int(9000))

@@ -30,6 +30,24 @@ struct JobSettingsConfigurationTests {
         #expect(reachable.limits.maxStepsPerDay == 2000 && reachable.limits.minDailyThreshold == 2000)
     }
 
+    @Test("the ingest limits read from configuration are the ones the reconcile job checks again")
+    func ingestLimits() throws {
+        let values = [
+            "ingest.minDailyThreshold": "3500", "ingest.clockSkewSeconds": "120", "ingest.maxStepsPerDay": "60000",
+            "ingest.maxStepRatePerSecond": "4.5", "ingest.burstTolerance": "2",
+        ]
+        let configuration = try Self.read(values)
+        var expected = IngestLimits()
+        expected.minDailyThreshold = 3500
+        expected.clockSkewSeconds = 120
+        expected.maxStepsPerDay = 60000
+        expected.maxStepRatePerSecond = 4.5
+        expected.burstTolerance = 2
+        #expect(configuration.limits == expected)
+        #expect(configuration.jobSettings.limits == expected)
+        #expect(try Self.read([:]).jobSettings.limits == IngestLimits())
+    }
+
     @Test("a slot claims 64 jobs at once on SQLite and 16 on PostgreSQL unless worker.batchSize says otherwise")
     func batchSize() throws {
         #expect(try Self.read([:]).jobSettings.worker.batchSize == 64)

@@ -70,6 +70,8 @@ struct ValidationTests {
         (["ingest.maxStepRatePerSecond": "0.05"], "ingest.maxStepRatePerSecond"),
         (["ingest.burstTolerance": "0.5"], "ingest.burstTolerance"),
         (["ingest.minDailyThreshold": "-1"], "ingest.minDailyThreshold"),
+        (["ingest.clockSkewSeconds": "3601"], "ingest.clockSkewSeconds"),
+        (["ingest.clockSkewSeconds": "-1"], "ingest.clockSkewSeconds"),
         (["ingest.settleWindowSeconds": "2592001"], "ingest.settleWindowSeconds"),
         // A threshold no day can reach under the cap: the key set is named.
         (["ingest.maxStepsPerDay": "1000"], "ingest.maxStepsPerDay"),

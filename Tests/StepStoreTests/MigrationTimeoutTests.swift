@@ -23,7 +23,12 @@ struct MigrationTimeoutTests {
         let slow = [Migration(version: 1, name: "a slow rebuild") { _ in ["SELECT pg_sleep(0.6)"] }]
 
         let strict = try PostgreSQLDatabase.open(url: test.url, settings: settings, logger: Logger(label: "test"))
-        await #expect(throws: StoreError.self) { try await Migrator(database: strict, migrations: slow).migrate() }
+        let error = await #expect(throws: StoreError.self) {
+            try await Migrator(database: strict, migrations: slow).migrate()
+        }
+        #expect(
+            error?.detail.contains("57014") == true,
+            "the statement timeout, not another failure: \(String(describing: error))")
         try await strict.close()
 
         let roomy = settings.withStatementTimeout(atLeastSeconds: 5)

@@ -74,6 +74,8 @@ struct ReadAdmissionTests {
         init(base: any Database) { self.base = base }
 
         func loseNextCommitAnswer() { armed.withLock { $0 = true } }
+        /// Whether the lost answer is still to come: no transaction ran since `loseNextCommitAnswer()`.
+        var isArmed: Bool { armed.withLock { $0 } }
 
         var kind: DatabaseKind { base.kind }
         var lifecycleServices: [any Service] { base.lifecycleServices }
@@ -120,6 +122,7 @@ struct ReadAdmissionTests {
         await #expect(throws: Broken.self) {
             _ = try await store.admittedRead(request) { _ -> Int in throw Broken() }
         }
+        #expect(!database.isArmed, "the give-back ran in a transaction, and its answer was lost")
         #expect(try await Self.hits(store, request) == 2, "the give-back ran twice and took an answered read's hit")
         try await test.close()
     }
