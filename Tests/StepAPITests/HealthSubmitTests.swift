@@ -171,6 +171,8 @@ struct HealthSubmitTests {
                 Issue.record("no id in \(response.text)")
                 return
             }
+            // Seed 002's id is a UUID, as an app's model decodes it.
+            #expect(UUID(uuidString: id) != nil, "\(id) is not a UUID")
             #expect(
                 response.text
                     == #"{"calories":350.5,"createdAt":"2026-05-18T20:42:30.000Z","date":"2026-05-18","#
@@ -483,7 +485,10 @@ struct HealthSubmitTests {
                 ("Steps must be a positive number", { $0["steps"] = .int(-1) }),
                 ("Steps must be a positive number", { $0["steps"] = .string("8500") }),
                 ("Steps must be a whole number", { $0["steps"] = .double(10.5) }),
+                ("Duration is required", { $0["duration"] = nil }),
+                ("Duration is required", { $0["duration"] = .null }),
                 ("Duration must be a positive number", { $0["duration"] = .double(-0.5) }),
+                ("Calories is required", { $0["calories"] = nil }),
                 ("Calories must be a positive number", { $0["calories"] = .bool(true) }),
                 ("Distance is required", { $0["distance"] = nil }),
                 ("Source is required", { $0["source"] = nil }),

@@ -7,6 +7,7 @@ import SQLKit
 import StepAPI
 import StepCore
 import StepDatabase
+import StepJobs
 import StepLogging
 import StepSettings
 import StepStore
@@ -324,6 +325,28 @@ struct OpsTests {
             #expect(first.attestationLogs == 1)
             #expect(first.idempotencyKeys == 1)
             #expect(try await harness.count("attestation_logs", walker: "walker-prune") == 1)
+        }
+    }
+
+    @Test(
+        "the maintenance job prunes by the configured retention.attestationLogDays, not the default 30 days",
+        arguments: TestDatabases.kinds)
+    func configuredRetention(kind: DatabaseKind) async throws {
+        let harness = try await TestHarness.make(kind: kind) {
+            $0.pruning.attestationLogDays = 2
+            $0.pruneIntervalSeconds = 1
+        }
+        let token = try await harness.token(for: "walker-retained", ttl: 5 * 86_400)
+        try await harness.run { client in
+            #expect(try await client.ingest(IngestBody(count: 60_000), token: token).status == .unprocessableContent)
+            harness.clock.advance(seconds: 2 * 86_400 - 1)
+            #expect(try await harness.app.maintenance.tick() > 0)
+            _ = try await harness.app.worker.drain()
+            #expect(try await harness.count("attestation_logs", walker: "walker-retained") == 1, "kept 2 days")
+            harness.clock.advance(seconds: 2)
+            #expect(try await harness.app.maintenance.tick() > 0)
+            _ = try await harness.app.worker.drain()
+            #expect(try await harness.count("attestation_logs", walker: "walker-retained") == 0)
         }
     }
 

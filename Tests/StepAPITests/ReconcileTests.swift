@@ -431,4 +431,24 @@ struct ReconcileTests {
             #expect(try at.json["streakState"]?["lastAttestedDate"] == .string("2026-05-18"))
         }
     }
+
+    @Test(
+        "jobs.maxAttempts is the attempt budget of the jobs requests queue: an ingest's reconcile job, a decision's refund",
+        arguments: TestDatabases.kinds)
+    func configuredAttempts(kind: DatabaseKind) async throws {
+        let (harness, token) = try await AdminTests.setUp(kind) { $0.jobs.maxAttempts = 4 }
+        try await harness.run { client in
+            // A rejected day that an allocation drew on: the decision queues the refund.
+            _ = try await EventsTests.refund(harness, client, token: token, review: true)
+            let refund = try await harness.app.worker.queue.list(state: .pending)
+            #expect(refund.map(\.kind) == ["refund-allocation"])
+            #expect(refund.map(\.maxAttempts) == [4])
+            #expect(try await client.ingest(IngestBody(day: "2026-05-17", count: 3000), token: token).status == .ok)
+            let reconcile = try await harness.app.worker.queue.list(state: .pending).filter {
+                $0.kind == "reconcile-steps"
+            }
+            #expect(reconcile.count == 1)
+            #expect(reconcile.map(\.maxAttempts) == [4])
+        }
+    }
 }
