@@ -63,6 +63,12 @@ struct AdminActionsTests {
             #expect(try await AllocationTests.balance(harness, AdminTests.walker) == -2000)
             #expect(try await Self.lifetime(harness) == 3000)
             #expect(try await AdminTests.days(client, token: token)?["reconciliationStatus"] == .string("REJECTED"))
+            // The reversal is on the walker's audit trail as an operator's verdict, not as a rejection of theirs.
+            let verdicts = try await harness.store.transaction {
+                try await $0.attestationLogs(walkerId: AdminTests.walker)
+            }
+            #expect(verdicts.last?.route == "admin:reverse")
+            #expect(verdicts.last?.verdict == .rejected)
             let streakAfter = try await client.read("/walker", token: token).json["streakState"]
             #expect(streakAfter?["currentLengthDays"] == .int(1))
             // The acceptance and its reversal happened at the same instant here, so look for the entry, not its place.

@@ -5,6 +5,7 @@ import NIOCore
 import SQLKit
 import StepCore
 import StepDatabase
+import StepJobs
 import StepLogging
 import StepSettings
 import StepStore
@@ -322,6 +323,36 @@ struct ReviewDeskTests {
     }
 
     @Test(
+        "the evidence shows what each open allocation drew on the day under review, not its whole amount",
+        arguments: TestDatabases.kinds)
+    func drawnOnTheDay(kind: DatabaseKind) async throws {
+        let (harness, token) = try await AdminTests.setUp(kind)
+        try await harness.run { client in
+            // 3 000 confirmed on 2026-05-17; then 5 000 spent: 3 000 of it confirmed, 2 000 drawn on the quarantined day.
+            _ = try await client.ingest(IngestBody(day: "2026-05-17", count: 3000), token: token)
+            harness.clock.advance(seconds: 61)
+            #expect(try await harness.app.worker.drain() == 1)
+            var gyroless = IngestBody(count: 6000)
+            gyroless["gyroSamplesObserved"] = .bool(false)
+            #expect(try await client.ingest(gyroless, token: token).status == .ok)
+            let spent = try await client.allocate(
+                AllocationTests.allocationBody(points: 5000, key: "d-1"), token: token)
+            #expect(try spent.json["status"] == .string("provisional"))
+            let items = try await client.admin("/admin/reviews?status=open").json["items"]
+            guard case .string(let id)? = items?[0]?["id"] else { throw JSONShapeError() }
+            let evidence = try await client.admin("/admin/reviews/\(id)?claim=false").json["evidence"]
+            #expect(
+                evidence?["allocations"]
+                    == .array([
+                        .object([
+                            "id": try spent.json["id"] ?? .null, "points": .int(5000), "drawn": .int(2000),
+                            "status": .string("provisional"),
+                        ])
+                    ]))
+        }
+    }
+
+    @Test(
         "a claim by one reviewer blocks another's decision until it expires; release and decision free it",
         arguments: TestDatabases.kinds)
     func claims(kind: DatabaseKind) async throws {
@@ -331,8 +362,10 @@ struct ReviewDeskTests {
         let vic = try await AdminAccessTests.createOperator(harness, name: "vic", role: .viewer)
         try await harness.run { client in
             let id = try await AdminTests.quarantinedDay(harness, client, token: token)
-            // A viewer opens the entry without claiming it; so does claim=false.
+            // A viewer opens the entry without claiming it, even asking to (claim=true); so does claim=false.
             #expect(try await client.admin("/admin/reviews/\(id)", token: vic).json["entry"]?["claim"] == .null)
+            #expect(
+                try await client.admin("/admin/reviews/\(id)?claim=true", token: vic).json["entry"]?["claim"] == .null)
             #expect(
                 try await client.admin("/admin/reviews/\(id)?claim=false", token: ana).json["entry"]?["claim"] == .null)
             // A GET a browser sends for a page of another site (an image on a sibling subdomain, say) only looks.
@@ -341,9 +374,11 @@ struct ReviewDeskTests {
                 [.authorization: "Bearer \(ana)", HTTPField.Name("Sec-Fetch-Site")!: "cross-site"],
                 [.authorization: "Bearer \(ana)", .origin: "https://elsewhere.example"],
             ] {
-                let looked = try await client.execute(uri: "/admin/reviews/\(id)", method: .get, headers: foreign)
-                #expect(looked.status == .ok)
-                #expect(try looked.json["entry"]?["claim"] == .null)
+                for uri in ["/admin/reviews/\(id)", "/admin/reviews/\(id)?claim=true"] {
+                    let looked = try await client.execute(uri: uri, method: .get, headers: foreign)
+                    #expect(looked.status == .ok)
+                    #expect(try looked.json["entry"]?["claim"] == .null, "\(uri)")
+                }
             }
             let opened = try await client.execute(
                 uri: "/admin/reviews/\(id)", method: .get,
@@ -382,7 +417,8 @@ struct ReviewDeskTests {
                     "/admin/reviews/\(id)/resolve", method: .post, token: ben,
                     body: try Self.decision("accept", note: "ok")
                 ).status == .conflict)
-            harness.clock.advance(seconds: 2)
+            // At its `until` the claim no longer holds.
+            harness.clock.advance(seconds: 1)
             let decided = try await client.admin(
                 "/admin/reviews/\(id)/resolve", method: .post, token: ben,
                 body: try Self.decision("accept", note: "checked the watch"))
@@ -574,6 +610,7 @@ struct ReviewDeskTests {
         let ana = try await AdminAccessTests.createOperator(harness, name: "ana", role: .reviewer)
         let ben = try await AdminAccessTests.createOperator(harness, name: "ben", role: .reviewer)
         let vic = try await AdminAccessTests.createOperator(harness, name: "vic", role: .viewer)
+        let opal = try await AdminAccessTests.createOperator(harness, name: "opal", role: .operator)
         try await harness.run { client in
             let id = try await AdminTests.quarantinedDay(harness, client, token: token)
             for path in ["claim", "release", "resolve"] {
@@ -594,14 +631,19 @@ struct ReviewDeskTests {
             let overridden = try await client.admin("/admin/reviews/\(id)/release", method: .post)
             #expect(overridden.status == .ok)
             #expect(try overridden.json["claim"] == .null)
+            // So may a named operator (the operator role), not only the bootstrap token.
+            #expect(try await client.admin("/admin/reviews/\(id)/claim", method: .post, token: ben).status == .ok)
+            let byOperator = try await client.admin("/admin/reviews/\(id)/release", method: .post, token: opal)
+            #expect(byOperator.status == .ok)
+            #expect(try byOperator.json["claim"] == .null)
             let audit = try await harness.store.transaction { try await $0.auditRecords(limit: 20) }
             #expect(
                 audit.map { "\($0.actor.name) \($0.action) \($0.outcome)" }.sorted() == [
                     "admin review.release released", "ana review.claim claimed", "ana review.release released",
-                    "ben review.claim claimed",
+                    "ben review.claim claimed", "ben review.claim claimed", "opal review.release released",
                 ])
             let lines = harness.logs.lines.filter { $0.contains("admin action") }
-            #expect(lines.count == 4)
+            #expect(lines.count == 6)
         }
     }
 

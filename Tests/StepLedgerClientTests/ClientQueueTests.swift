@@ -31,7 +31,14 @@ struct ClientQueueTests {
         let clock = ManualClock(seedInstant)
         let server = FakeServer(clock: clock)
         let first = try makeClient(store: store, server: server, clock: clock)
-        #expect(throws: StepLedgerError.self) { _ = try makeClient(store: store, server: server, clock: clock) }
+        let refused = #expect(throws: StepLedgerError.self) {
+            _ = try makeClient(store: store, server: server, clock: clock)
+        }
+        guard case .storeUnavailable(let message)? = refused else {
+            Issue.record("not the folder's lock: \(String(describing: refused))")
+            return
+        }
+        #expect(message == "another StepLedgerClient holds \(store.path)")
         _ = first
     }
 
