@@ -48,9 +48,16 @@ struct AllocationTests {
             #expect(replay.status == .created)
             #expect(replay.text == spent.text)
             #expect(replay.headers[HTTPField.Name("Idempotent-Replayed")!] == "true")
-            let reused = try await client.allocate(Self.allocationBody(points: 4000, key: "a-1"), token: token)
-            #expect(reused.status == .unprocessableContent)
-            #expect(try reused.json["error"] == .string("IDEMPOTENCY_KEY_REUSED"))
+            // Each field of the spend changed alone: the key's payload differs.
+            for changed in [
+                Self.allocationBody(points: 4000, key: "a-1"),
+                Self.allocationBody(nodeId: "node-2", points: 5000, key: "a-1"),
+                Self.allocationBody(kind: "keystone", points: 5000, key: "a-1"),
+            ] {
+                let reused = try await client.allocate(changed, token: token)
+                #expect(reused.status == .unprocessableContent, "\(reused.text)")
+                #expect(try reused.json["error"] == .string("IDEMPOTENCY_KEY_REUSED"))
+            }
 
             let short = try await client.allocate(
                 Self.allocationBody(kind: "keystone", points: 3422, key: "a-2"), token: token)
@@ -99,8 +106,10 @@ struct AllocationTests {
             }
             var seen: [JSONValue] = []
             var uri = "/walker/ledger?limit=2"
+            var pages = 0
             while true {
                 let page = try await client.read(uri, token: token).json
+                pages += 1
                 guard case .array(let entries)? = page["entries"] else { throw JSONShapeError() }
                 #expect(entries.count <= 2)
                 seen += entries.compactMap { $0["amount"] }
@@ -108,6 +117,8 @@ struct AllocationTests {
                 uri = "/walker/ledger?limit=2&cursor=\(next)"
             }
             #expect(seen == [.int(-104), .int(-103), .int(-102), .int(-101), .int(-100), .int(9000)])
+            // Six entries in pages of two: the third page is full and the last, so it names no next page.
+            #expect(pages == 3)
             for bad in [
                 "limit=0", "limit=201", "limit=x", "cursor=%%%", "cursor=bm90LWEtY3Vyc29y",
                 "cursor=\(Base64URLText.encode("l1|9223372036854775807:a"))", "limit=5&limit=abc", "limit=5&limit=5",
@@ -199,6 +210,32 @@ struct AllocationTests {
             let settled = try await client.read("/walker", token: token).json
             #expect(
                 settled["energy"] == .object(["confirmed": .int(3500), "pending": .int(0), "spendable": .int(3500)]))
+        }
+    }
+
+    @Test(
+        "production: a day credited and reopened by a higher count is spendable at its credit plus the increase, not twice",
+        arguments: TestDatabases.kinds)
+    func reopenedDaySpendsOnce(kind: DatabaseKind) async throws {
+        let (harness, token) = try await AdminTests.setUp(kind)
+        try await harness.run { client in
+            _ = try await client.ingest(IngestBody(count: 6000), token: token)
+            harness.clock.advance(seconds: 61)
+            #expect(try await harness.app.worker.drain() == 1)
+            // 6 000 credited; a later sync of 8 000 reopens the day with 2 000 more pending.
+            _ = try await client.ingest(IngestBody(count: 8000), token: token)
+            let walker = try await client.read("/walker", token: token).json
+            #expect(
+                walker["energy"] == .object(["confirmed": .int(6000), "pending": .int(2000), "spendable": .int(8000)]))
+            let over = try await client.allocate(Self.allocationBody(points: 8001, key: "o-1"), token: token)
+            #expect(over.status == .unprocessableContent)
+            #expect(try over.json["error"] == .string("INSUFFICIENT_ENERGY"))
+            #expect(try over.json["details"]?["spendable"] == .int(8000))
+            let all = try await client.allocate(Self.allocationBody(points: 8000, key: "o-2"), token: token)
+            #expect(all.status == .created)
+            #expect(try all.json["status"] == .string("provisional"))
+            let spent = try await client.read("/walker", token: token).json
+            #expect(spent["energy"]?["spendable"] == .int(0))
         }
     }
 

@@ -61,6 +61,10 @@ struct EventsTests {
             #expect(first["next"] == Self.id(base + 2))
             let rest = try await client.read("/walker/events?after=\(base)", token: token).json
             #expect(rest["events"]?[0]?["id"] == Self.id(base + 1))
+            // The longest wait (30 s, the SDK's long poll) is accepted; with events waiting it answers at once.
+            let longest = try await client.read("/walker/events?after=\(base)&wait=30", token: token)
+            #expect(longest.status == .ok)
+            #expect(try longest.json["events"]?[0]?["id"] == Self.id(base + 1))
             let none = try await client.read("/walker/events?after=\(base + 2)", token: token).json
             #expect(none["events"] == .array([]))
             #expect(none["next"] == Self.id(base + 2))
@@ -200,6 +204,13 @@ struct EventsTests {
             let resumedText = String(buffer: resumed.body)
             #expect(!resumedText.contains("id: \(base)\n"))
             #expect(resumedText.contains("id: \(base + 1)\n"))
+            // A browser's EventSource reconnects to the URL it was opened with: the header it adds wins over ?after=.
+            let reconnected = try await client.execute(
+                uri: "/walker/events/stream?after=0", method: .get,
+                headers: [.authorization: "Bearer \(token)", HTTPField.Name("Last-Event-ID")!: "\(base)"])
+            let reconnectedText = String(buffer: reconnected.body)
+            #expect(!reconnectedText.contains("id: \(base)\n"))
+            #expect(reconnectedText.contains("id: \(base + 1)\n"))
             let bad = try await client.execute(
                 uri: "/walker/events/stream", method: .get,
                 headers: [.authorization: "Bearer \(token)", HTTPField.Name("Last-Event-ID")!: "abc"])
@@ -289,6 +300,7 @@ struct EventsTests {
         struct Delivery: Sendable {
             var body: String
             var signature: String?
+            var contentType: String?
         }
         let deliveries = Mutex<[Delivery]>([])
         let status = Mutex<HTTPResponse.Status>(.ok)
@@ -305,7 +317,8 @@ struct EventsTests {
                     $0.append(
                         Delivery(
                             body: String(buffer: body),
-                            signature: request.headers[HTTPField.Name("StepLedger-Signature")!]))
+                            signature: request.headers[HTTPField.Name("StepLedger-Signature")!],
+                            contentType: request.headers[.contentType]))
                 }
                 if stall.withLock({ $0 }) {
                     return Response(
@@ -357,6 +370,7 @@ struct EventsTests {
                 let delivered = receiver.deliveries.withLock { $0 }
                 try #require(delivered.count == 1)
                 let body = delivered[0].body
+                #expect(delivered[0].contentType == "application/json")
                 let json = try JSONDecoder().decode(JSONValue.self, from: Data(body.utf8))
                 #expect(json["walkerId"] == .string(AdminTests.walker))
                 #expect(json["type"] == .string("allocation-reverted"))
@@ -397,6 +411,35 @@ struct EventsTests {
                 #expect(receiver.landings.withLock { $0 } == 0, "the redirect was followed")
                 let redirected = try await harness.app.worker.queue.list(state: .dead)
                 #expect(redirected.map(\.lastError) == ["webhook answered 500", "webhook answered 302"])
+            }
+        }
+    }
+
+    @Test(
+        "any 2xx delivers an event: a receiver answering 202 or 204 is not sent it again",
+        arguments: TestDatabases.kinds)
+    func webhookAnyTwoHundred(kind: DatabaseKind) async throws {
+        let receiver = Receiver()
+        try await receiver.application.test(.live) { hook in
+            let port = try #require(hook.port)
+            let (harness, token) = try await AdminTests.setUp(kind) {
+                $0.events.webhookURL = "http://127.0.0.1:\(port)/hook"
+                $0.events.webhookSecret = Array(String(repeating: "k", count: 40).utf8)
+                $0.refundGraceSeconds = 0
+                $0.jobs.backoffBaseSeconds = 1
+                $0.jobs.backoffCapSeconds = 1
+            }
+            try await harness.run { client in
+                for (status, day) in [(HTTPResponse.Status.accepted, "2026-05-18"), (.noContent, "2026-05-17")] {
+                    receiver.status.withLock { $0 = status }
+                    _ = try await Self.refund(harness, client, token: token, review: true, day: day)
+                    #expect(try await harness.app.worker.drain() == 2, "\(status)")
+                    harness.clock.advance(seconds: 5)
+                    #expect(try await harness.app.worker.drain() == 0, "\(status): nothing left to retry")
+                }
+                #expect(receiver.deliveries.withLock { $0.count } == 2)
+                #expect(try await harness.app.worker.queue.list(state: .dead).isEmpty)
+                #expect(try await harness.app.worker.queue.list(state: .pending).isEmpty)
             }
         }
     }

@@ -710,6 +710,12 @@ struct RereadTests {
             #expect(fields?["counts[1].sourceBundleId"] != nil)
             #expect(fields?["counts[1].sampleSpan.endUtc"] != nil)
             #expect(fields?["sampleDigest"] != nil)
+            // No count, or more than 16: a 400 naming counts, and the nonce is not spent.
+            for counts in [[], Array(repeating: ("com.apple.health", 100), count: 17)] {
+                let wrongSize = try await client.reread(try Self.answer(request, counts: counts), token: token)
+                #expect(wrongSize.status == .badRequest, "\(counts.count) counts")
+                #expect(try wrongSize.json["details"]?["fields"]?["counts"] != nil, "\(counts.count) counts")
+            }
 
             // The right nonce still works after all of that: nothing above spent it.
             let rightBody = try Self.answer(request, key: key)
@@ -729,7 +735,8 @@ struct RereadTests {
                 seen.sorted()
                     == [
                         "ACCEPTED 200 ", "REFUSED 400 INVALID_REQUEST", "REFUSED 400 INVALID_REQUEST",
-                        "REFUSED 404 REREAD_NOT_FOUND", "REFUSED 422 IDEMPOTENCY_KEY_REUSED",
+                        "REFUSED 400 INVALID_REQUEST", "REFUSED 400 INVALID_REQUEST", "REFUSED 404 REREAD_NOT_FOUND",
+                        "REFUSED 422 IDEMPOTENCY_KEY_REUSED",
                         "REFUSED 422 REREAD_NONCE_MISMATCH", "REPLAYED 200 ",
                     ], "\(seen)")
             #expect(rows.allSatisfy { $0.tokenId != nil && $0.requestId != nil }, "\(rows)")

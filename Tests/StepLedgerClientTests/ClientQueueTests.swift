@@ -516,6 +516,27 @@ struct ClientAnswerTests {
         #expect(sent.delivered.count == 1)
     }
 
+    @Test("a Retry-After of years pauses the queue for a day at most, and one of 0 for a second at least")
+    func pauseBounds() async throws {
+        let store = temporaryStore()
+        defer { try? FileManager.default.removeItem(at: store) }
+        let clock = ManualClock(seedInstant)
+        let server = FakeServer(clock: clock)
+        let client = try makeClient(store: store, server: server, clock: clock)
+        try await client.record(today, 1_000)
+        server.script { key, _ in key == nil ? .rateLimited(retryAfter: 999_999_999) : .accept }
+        let long = try await client.flush()
+        #expect(long.pausedUntil == clock.now.addingTimeInterval(86_400))
+        clock.advance(86_400)
+        server.script { key, _ in key == nil ? .rateLimited(retryAfter: 0) : .accept }
+        let none = try await client.flush()
+        #expect(none.pausedUntil == clock.now.addingTimeInterval(1))
+        server.script { _, _ in .accept }
+        #expect(try await client.flush().requests == 0, "still paused for its second")
+        clock.advance(1)
+        #expect(try await client.flush().delivered.count == 1)
+    }
+
     @Test(
         "a proxy's 429, 503 or 401 page means what the server's would: the queue pauses for its Retry-After (seconds or a date), or asks for a fresh token"
     )
