@@ -178,6 +178,28 @@ struct EventsTests {
         }
     }
 
+    @Test(
+        "a quiet stream sends a keep-alive comment every events.streamKeepAliveSeconds, and tells proxies not to buffer it",
+        arguments: TestDatabases.kinds)
+    func keepAlive(kind: DatabaseKind) async throws {
+        let harness = try await TestHarness.make(kind: kind) {
+            $0.events.streamMaxSeconds = 3.5
+            $0.events.streamKeepAliveSeconds = 1
+        }
+        let token = try await harness.token(for: "walker-quiet")
+        try await harness.run(.live) { client in
+            let quiet = try await client.execute(
+                uri: "/walker/events/stream", method: .get, headers: [.authorization: "Bearer \(token)"])
+            #expect(quiet.status == .ok)
+            #expect(quiet.headers[HTTPField.Name("X-Accel-Buffering")!] == "no")
+            let text = String(buffer: quiet.body)
+            // About one a second over 3.5 s (three; at least one on a slow machine), and not a burst.
+            let keepAlives = text.components(separatedBy: ": keep-alive\n\n").count - 1
+            #expect((1...4).contains(keepAlives), "\(keepAlives) keep-alives: \(text)")
+            #expect(text.hasPrefix("retry: 1000\n\n"))
+        }
+    }
+
     @Test("the stream sends every event with its id and resumes after Last-Event-ID", arguments: TestDatabases.kinds)
     func stream(kind: DatabaseKind) async throws {
         let harness = try await TestHarness.make(kind: kind) {
@@ -308,6 +330,8 @@ struct EventsTests {
         let landings = Mutex(0)
         /// Answer 200 with the first bytes of a body, then send nothing more for 15 s or until `stall` is unset.
         let stall = Mutex(false)
+        /// Send no answer at all (not even its head) for 15 s or until `stallHead` is unset.
+        let stallHead = Mutex(false)
 
         var application: some ApplicationProtocol {
             let router = Router()
@@ -319,6 +343,10 @@ struct EventsTests {
                             body: String(buffer: body),
                             signature: request.headers[HTTPField.Name("StepLedger-Signature")!],
                             contentType: request.headers[.contentType]))
+                }
+                let headUntil = ContinuousClock.now + .seconds(15)
+                while self.stallHead.withLock({ $0 }), ContinuousClock.now < headUntil {
+                    try await Task.sleep(for: .milliseconds(50))
                 }
                 if stall.withLock({ $0 }) {
                     return Response(
@@ -468,6 +496,34 @@ struct EventsTests {
                 #expect(retried.map(\.kind) == ["deliver-webhook"])
                 #expect(retried.first?.lastError == "webhook answer not complete within 1.0 s")
                 receiver.stall.withLock { $0 = false }
+            }
+        }
+    }
+
+    @Test(
+        "a receiver that never sends its answer's head fails the delivery at events.webhookTimeoutSeconds",
+        arguments: TestDatabases.kinds)
+    func silentWebhook(kind: DatabaseKind) async throws {
+        let receiver = Receiver()
+        receiver.stallHead.withLock { $0 = true }
+        try await receiver.application.test(.live) { hook in
+            let port = try #require(hook.port)
+            let (harness, token) = try await AdminTests.setUp(kind) {
+                $0.events.webhookURL = "http://127.0.0.1:\(port)/hook"
+                $0.events.webhookSecret = Array(String(repeating: "k", count: 40).utf8)
+                $0.events.webhookTimeoutSeconds = 1
+                $0.refundGraceSeconds = 0
+            }
+            try await harness.run { client in
+                _ = try await Self.refund(harness, client, token: token, review: true)
+                let started = ContinuousClock.now
+                _ = try await harness.app.worker.drain()
+                #expect(ContinuousClock.now - started < .seconds(10), "bounded by the 1 s timeout")
+                #expect(receiver.deliveries.withLock { $0.count } == 1)
+                let retried = try await harness.app.worker.queue.list(state: .pending)
+                #expect(retried.map(\.kind) == ["deliver-webhook"])
+                #expect(retried.first?.lastError?.hasPrefix("webhook not reached") == true)
+                receiver.stallHead.withLock { $0 = false }
             }
         }
     }
