@@ -421,7 +421,8 @@ struct ClientQueueTests {
 
 @Suite("StepLedgerClient's answers")
 struct ClientAnswerTests {
-    @Test("422, 403 and a bucket's 413 are terminal and reported with their reasons; the bucket leaves the queue")
+    @Test(
+        "422, 403 and a bucket's 400 or 413 are terminal and reported with their reasons; the bucket leaves the queue")
     func terminal() async throws {
         let store = temporaryStore()
         defer { try? FileManager.default.removeItem(at: store) }
@@ -431,15 +432,21 @@ struct ClientAnswerTests {
         let rejected = try await client.record(today, 60_000)
         let foreign = try await client.record(today.adding(days: -1), 100, bundle: "com.example.fake")
         let large = try await client.record(today.adding(days: -2), 300)
+        let invalid = try await client.record(today.adding(days: -3), 400)
         server.script { key, _ in
             switch key {
             case rejected.idempotencyKey: .reject(["COUNT_EXCEEDS_CAP"])
             case large.idempotencyKey: .bucketTooLarge
+            case invalid.idempotencyKey: .bucketInvalid
             default: .notWhitelisted
             }
         }
         let report = try await client.flush()
-        #expect(report.refused.count == 3)
+        #expect(report.refused.count == 4)
+        // A bucket's own 400 in a batch is final, as a 400 would be for it alone.
+        #expect(
+            report.refused.first { $0.bucket.idempotencyKey == invalid.idempotencyKey }?.error
+                == .invalidRequest("INVALID_REQUEST"))
         #expect(
             report.refused.first { $0.bucket.idempotencyKey == large.idempotencyKey }?.error
                 == .invalidRequest("PAYLOAD_TOO_LARGE"))

@@ -51,6 +51,8 @@ enum Script: Sendable, Equatable {
     case malformed
     /// This bucket's result is 429 RATE_LIMITED with details.retryAfterSeconds (the limit ran out mid-batch).
     case bucketRateLimited(retryAfter: Int)
+    /// This bucket's result is 400 INVALID_REQUEST (a field the server refuses, as it would alone).
+    case bucketInvalid
     /// The request never reaches the server.
     case offline
     /// A proxy or gateway answers the whole request with this status and an HTML page (`Retry-After` as given;
@@ -299,6 +301,8 @@ final class FakeServer: ClientTransport, Sendable {
                 results.append(Self.error(key, 413, "PAYLOAD_TOO_LARGE", ["limitBytes": 16_384]))
             case .bucketRateLimited(let retryAfter):
                 results.append(Self.error(key, 429, "RATE_LIMITED", ["retryAfterSeconds": retryAfter]))
+            case .bucketInvalid:
+                results.append(Self.error(key, 400, "INVALID_REQUEST", ["fields": ["tz": "unknown zone"]]))
             default:
                 failedKeys.insert(key)
                 results.append(Self.error(key, 500, "INTERNAL_ERROR", [:]))
