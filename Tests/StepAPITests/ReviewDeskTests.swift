@@ -171,7 +171,22 @@ struct ReviewDeskTests {
             }
             let resolved = try await Self.walk(client, "/admin/reviews?status=resolved&limit=2")
             #expect(resolved.ids == everything.prefix(5).map(\.id).reversed())
-            #expect(try await Self.walk(client, "/admin/reviews?limit=3").ids == everything.dropFirst(5).map(\.id))
+            // Five more decided in one instant (as a bulk decision does): pages split the tie without losing or
+            // repeating an entry.
+            let tied = harness.clock.now.addingTimeInterval(10)
+            for entry in everything[5..<10] {
+                _ = try await harness.store.transaction {
+                    try await $0.resolveReview(
+                        walkerId: entry.walkerId, id: entry.id, decision: .accept, note: "ok", at: tied)
+                }
+            }
+            for limit in [1, 2, 3] {
+                let walked = try await Self.walk(client, "/admin/reviews?status=resolved&limit=\(limit)")
+                #expect(walked.ids.count == 10, "limit \(limit)")
+                #expect(Set(walked.ids) == Set(everything.prefix(10).map(\.id)), "limit \(limit)")
+                #expect(Array(walked.ids.suffix(5)) == everything.prefix(5).map(\.id).reversed(), "limit \(limit)")
+            }
+            #expect(try await Self.walk(client, "/admin/reviews?limit=3").ids == everything.dropFirst(10).map(\.id))
         }
     }
 
