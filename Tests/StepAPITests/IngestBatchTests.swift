@@ -567,6 +567,19 @@ struct IngestBatchTests {
             let compact = try await client.ingestBatch(
                 raw: ByteBuffer(string: "{\"buckets\": [\(large)]}"), token: token)
             #expect(try Self.results(compact).map(\.status) == [200])
+            // A bucket of exactly http.maxBodyBytes is within the limit, in a batch as alone.
+            for (day, key) in [("2026-05-14", "size-5"), ("2026-05-13", "size-6")] {
+                let bucket = try JSONCoding.encode(JSONValue.object(IngestBody(day: day, key: key).fields))
+                let exact = "{" + String(repeating: " ", count: 1024 - bucket.utf8.count) + bucket.dropFirst()
+                #expect(exact.utf8.count == 1024)
+                let answer =
+                    key == "size-5"
+                    ? try Self.results(
+                        try await client.ingestBatch(raw: ByteBuffer(string: "{\"buckets\": [\(exact)]}"), token: token)
+                    ).map(\.status)
+                    : [Int((try await client.ingest(raw: ByteBuffer(string: exact), token: token)).status.code)]
+                #expect(answer == [200], "\(key)")
+            }
         }
     }
 

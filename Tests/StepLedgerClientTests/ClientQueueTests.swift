@@ -611,6 +611,28 @@ struct ClientAnswerTests {
         #expect(await client.queuedBuckets().count == 1)
     }
 
+    @Test("within one flush, a 401 after a batch went through asks for a fresh token again instead of giving up")
+    func unauthorizedAgainLater() async throws {
+        let store = temporaryStore()
+        defer { try? FileManager.default.removeItem(at: store) }
+        let clock = ManualClock(seedInstant)
+        let server = FakeServer(clock: clock)
+        let credentials = CountingCredentials(appCheck: "app-check-token")
+        let client = try makeClient(
+            store: store, server: server, clock: clock, credentials: credentials, batchSize: 1)
+        try await client.record(today, 1_000)
+        try await client.record(today.adding(days: -1), 2_000)
+        // Requests 1 and 3 are refused: a token, a batch, then the next batch's token expired too.
+        server.script { key, attempt in key == nil && (attempt == 1 || attempt == 3) ? .unauthorized : .accept }
+        let report = try await client.flush()
+        #expect(report.delivered.count == 2)
+        #expect(
+            server.state.withLock { $0.tokens } == [
+                "Bearer token-0", "Bearer token-1", "Bearer token-1", "Bearer token-2",
+            ])
+        #expect(await client.queuedBuckets().isEmpty)
+    }
+
     @Test(
         "a failing session token provider interrupts the flush like a lost network: not unauthorized, the bucket kept"
     )
