@@ -67,8 +67,7 @@ struct AdminActionsTests {
             let verdicts = try await harness.store.transaction {
                 try await $0.attestationLogs(walkerId: AdminTests.walker)
             }
-            #expect(verdicts.last?.route == "admin:reverse")
-            #expect(verdicts.last?.verdict == .rejected)
+            #expect(verdicts.filter { $0.route == "admin:reverse" }.map(\.verdict) == [.rejected])
             let streakAfter = try await client.read("/walker", token: token).json["streakState"]
             #expect(streakAfter?["currentLengthDays"] == .int(1))
             // The acceptance and its reversal happened at the same instant here, so look for the entry, not its place.

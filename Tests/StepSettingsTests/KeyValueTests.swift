@@ -8,10 +8,12 @@ import Testing
 
 @testable import StepSettings
 
-/// A key read and range-checked is not yet a key that works: the value must land where its component takes it.
-/// Each key here, set to a value other than its default through the reader (as the environment or a file gives
-/// it), is found in the settings its component is built from.
-@Suite("Configuration keys reach their components")
+/// A key read and range-checked is not yet a key that works: the value must land where it is taken from. Each key
+/// here, set to a value other than its default through the reader (as the environment or a file gives it), is found
+/// in the settings it is read into, and where the configuration derives a component's settings (`jobSettings`,
+/// `retention`, `playIntegrity.configuration`, `database.postgres`) in those. That the application hands each on to
+/// its component is for the behaviour tests (the harness's `configure:` sets the same properties).
+@Suite("Configuration keys land in their settings")
 struct KeyValueTests {
     /// A key's values (the key itself and what it needs beside it), and what its component must then see.
     struct Case: Sendable {
@@ -99,7 +101,7 @@ struct KeyValueTests {
         "jobs.maxAttempts": Case(values: ["jobs.maxAttempts": "4"]) { $0.jobSettings.maxAttempts == 4 },
     ]
 
-    @Test("a key set to a value other than its default reaches the settings its component is built from")
+    @Test("a key set to a value other than its default is found in the settings it is read into, and not without it")
     func valuesArrive() throws {
         for (key, check) in Self.cases.sorted(by: { $0.key < $1.key }) {
             #expect(check.values[key] != nil, "\(key): the case sets its own key")
