@@ -140,8 +140,17 @@ struct EventListenTests {
             ).run()
         }
         #expect(await subscriptions[0].wakeup.wait(for: .seconds(20)), "the safety net did not find the event")
+        // The newest of a walker's events is what the safety net compares with a wait's cursor: with two, the later.
+        try await test.store.transaction { tx in
+            try await tx.sql.raw(
+                """
+                INSERT INTO walker_events (walker_id, seq, type, data, created_at)
+                VALUES ('w', 2, 'allocation-reverted', '{}', 1779136950001)
+                """
+            ).run()
+        }
         let newest = try await test.store.withoutTransaction { try await $0.newestEventSeqs(walkerIds: ["v", "w"]) }
-        #expect(newest == ["w": 1])
+        #expect(newest == ["w": 2])
         running.cancel()
         _ = await running.result
         try await test.close()

@@ -551,6 +551,8 @@ struct RereadTests {
             #expect(try await client.read("/walker", token: token).json["rereadRequests"] == .array([]))
             let late = try await client.reread(try Self.answer(request), token: token)
             #expect(late.status == .conflict)
+            // Closed unanswered: expired, not answered.
+            #expect(try late.json["error"] == .string("REREAD_EXPIRED"))
             // The deadline job finds nothing left to do.
             harness.clock.advance(seconds: 3600)
             _ = try await harness.app.worker.drain()
