@@ -15,9 +15,11 @@ import Testing
 /// its component is for the behaviour tests (the harness's `configure:` sets the same properties).
 @Suite("Configuration keys land in their settings")
 struct KeyValueTests {
-    /// A key's values (the key itself and what it needs beside it), and what its component must then see.
+    /// A key, the value it is set to, what it needs beside it, and what the settings must then hold.
     struct Case: Sendable {
-        var values: [String: String]
+        var key: String
+        var value: String
+        var beside: [String: String] = [:]
         var holds: @Sendable (AppConfiguration) -> Bool
     }
 
@@ -29,88 +31,58 @@ struct KeyValueTests {
         "playIntegrity.verificationKey": P256.Signing.PrivateKey().publicKey.derRepresentation.base64EncodedString(),
     ]
 
-    static let cases: [String: Case] = [
-        "retention.attestationLogDays": Case(values: ["retention.attestationLogDays": "12"]) {
-            $0.retention.attestationLogSeconds == 12 * 86_400 && $0.jobSettings.maintenance.retention == $0.retention
+    static let cases: [Case] = [
+        Case(key: "retention.attestationLogDays", value: "12") { $0.retention.attestationLogSeconds == 12 * 86_400 },
+        Case(key: "retention.walkerEventsDays", value: "45") { $0.retention.walkerEventSeconds == 45 * 86_400 },
+        Case(key: "retention.stepSubmissionsDays", value: "60") { $0.retention.stepSubmissionSeconds == 60 * 86_400 },
+        Case(key: "idempotency.retentionDays", value: "20") { $0.retention.idempotencyKeySeconds == 20 * 86_400 },
+        Case(key: "idempotency.leaseSeconds", value: "45") { $0.idempotencyLeaseSeconds == 45 },
+        Case(key: "playIntegrity.maxTokenAgeSeconds", value: "120", beside: android) {
+            $0.playIntegrity.configuration?.maximumAge == 120
         },
-        "retention.walkerEventsDays": Case(values: ["retention.walkerEventsDays": "45"]) {
-            $0.retention.walkerEventSeconds == 45 * 86_400 && $0.jobSettings.maintenance.retention == $0.retention
+        Case(key: "playIntegrity.requiredDeviceVerdict", value: "MEETS_STRONG_INTEGRITY", beside: android) {
+            $0.playIntegrity.configuration?.requiredDeviceLevel == .strong
         },
-        "retention.stepSubmissionsDays": Case(values: ["retention.stepSubmissionsDays": "60"]) {
-            $0.retention.stepSubmissionSeconds == 60 * 86_400 && $0.jobSettings.maintenance.retention == $0.retention
-        },
-        "idempotency.retentionDays": Case(values: ["idempotency.retentionDays": "20"]) {
-            $0.retention.idempotencyKeySeconds == 20 * 86_400 && $0.jobSettings.maintenance.retention == $0.retention
-        },
-        "idempotency.leaseSeconds": Case(values: ["idempotency.leaseSeconds": "45"]) {
-            $0.idempotencyLeaseSeconds == 45
-        },
-        "playIntegrity.maxTokenAgeSeconds": Case(
-            values: android.merging(["playIntegrity.maxTokenAgeSeconds": "120"]) { $1 }
-        ) { $0.playIntegrity.configuration?.maximumAge == 120 },
-        "playIntegrity.requiredDeviceVerdict": Case(
-            values: android.merging(["playIntegrity.requiredDeviceVerdict": "MEETS_STRONG_INTEGRITY"]) { $1 }
-        ) { $0.playIntegrity.configuration?.requiredDeviceLevel == .strong },
-        "appCheck.maxTokenAgeSeconds": Case(values: ["appCheck.maxTokenAgeSeconds": "120"]) {
-            $0.appCheck.maxTokenAgeSeconds == 120
-        },
-        "admin.sessionSeconds": Case(values: ["admin.sessionSeconds": "600"]) { $0.admin.sessionSeconds == 600 },
-        "admin.secureCookie": Case(values: ["admin.secureCookie": "true"]) { $0.admin.secureCookie },
-        "admin.claimSeconds": Case(values: ["admin.claimSeconds": "120"]) { $0.admin.claimSeconds == 120 },
-        "http.drainSeconds": Case(values: ["http.drainSeconds": "12"]) { $0.http.drainSeconds == 12 },
-        "http.maxHeaderBytes": Case(values: ["http.maxHeaderBytes": "4096"]) { $0.http.maxHeaderBytes == 4096 },
-        "http.responseStallTimeoutSeconds": Case(values: ["http.responseStallTimeoutSeconds": "7"]) {
-            $0.http.responseStallTimeoutSeconds == 7
-        },
-        "reread.enabled": Case(values: ["reread.enabled": "false"]) { !$0.jobSettings.reread.enabled },
-        "reread.timeoutSeconds": Case(values: ["reread.timeoutSeconds": "3600"]) {
-            $0.jobSettings.reread.timeoutSeconds == 3600
-        },
-        "jwt.leewaySeconds": Case(values: ["jwt.leewaySeconds": "12"]) { $0.jwt.leewaySeconds == 12 },
-        "jwt.maxInvalidPerMinute": Case(values: ["jwt.maxInvalidPerMinute": "77"]) {
-            $0.jwt.maxInvalidPerMinute == 77
-        },
-        "events.pollIntervalSeconds": Case(values: ["events.pollIntervalSeconds": "0.5"]) {
-            $0.events.pollIntervalSeconds == 0.5
-        },
-        "events.streamMaxSeconds": Case(values: ["events.streamMaxSeconds": "90"]) {
-            $0.events.streamMaxSeconds == 90
-        },
-        "events.streamKeepAliveSeconds": Case(values: ["events.streamKeepAliveSeconds": "4"]) {
-            $0.events.streamKeepAliveSeconds == 4
-        },
-        "database.maxConnections": Case(values: ["database.url": postgres, "database.maxConnections": "12"]) {
+        Case(key: "appCheck.maxTokenAgeSeconds", value: "120") { $0.appCheck.maxTokenAgeSeconds == 120 },
+        Case(key: "admin.sessionSeconds", value: "600") { $0.admin.sessionSeconds == 600 },
+        Case(key: "admin.secureCookie", value: "true") { $0.admin.secureCookie },
+        Case(key: "admin.claimSeconds", value: "120") { $0.admin.claimSeconds == 120 },
+        Case(key: "http.drainSeconds", value: "12") { $0.http.drainSeconds == 12 },
+        Case(key: "http.maxHeaderBytes", value: "4096") { $0.http.maxHeaderBytes == 4096 },
+        Case(key: "http.responseStallTimeoutSeconds", value: "7") { $0.http.responseStallTimeoutSeconds == 7 },
+        Case(key: "reread.enabled", value: "false") { !$0.jobSettings.reread.enabled },
+        Case(key: "reread.timeoutSeconds", value: "3600") { $0.jobSettings.reread.timeoutSeconds == 3600 },
+        Case(key: "jwt.leewaySeconds", value: "12") { $0.jwt.leewaySeconds == 12 },
+        Case(key: "jwt.maxInvalidPerMinute", value: "77") { $0.jwt.maxInvalidPerMinute == 77 },
+        Case(key: "events.pollIntervalSeconds", value: "0.5") { $0.events.pollIntervalSeconds == 0.5 },
+        Case(key: "events.streamMaxSeconds", value: "90") { $0.events.streamMaxSeconds == 90 },
+        Case(key: "events.streamKeepAliveSeconds", value: "4") { $0.events.streamKeepAliveSeconds == 4 },
+        Case(key: "database.maxConnections", value: "12", beside: ["database.url": postgres]) {
             $0.database.postgres.maximumConnections == 12
         },
-        "database.connectTimeoutSeconds": Case(
-            values: ["database.url": postgres, "database.connectTimeoutSeconds": "9"]
-        ) { $0.database.postgres.connectTimeoutSeconds == 9 },
-        "database.sqliteSynchronous": Case(values: ["database.sqliteSynchronous": "normal"]) {
-            $0.sqliteSynchronous == .normal
+        Case(key: "database.connectTimeoutSeconds", value: "9", beside: ["database.url": postgres]) {
+            $0.database.postgres.connectTimeoutSeconds == 9
         },
-        "ingest.defaultRegionId": Case(values: ["ingest.defaultRegionId": "region.eu"]) {
-            $0.defaultRegionId == "region.eu"
-        },
-        "dataDirectory": Case(values: ["dataDirectory": "/srv/stepledger"]) {
-            $0.dataDirectoryPath == "/srv/stepledger"
-        },
-        "health.nonceTtlSeconds": Case(values: ["health.nonceTtlSeconds": "60"]) { $0.health.nonceTtlSeconds == 60 },
-        "log.antiCheatSink": Case(values: ["log.antiCheatSink": "/var/log/stepledger/verdicts.log"]) {
+        Case(key: "database.sqliteSynchronous", value: "normal") { $0.sqliteSynchronous == .normal },
+        Case(key: "ingest.defaultRegionId", value: "region.eu") { $0.defaultRegionId == "region.eu" },
+        Case(key: "dataDirectory", value: "/srv/stepledger") { $0.dataDirectoryPath == "/srv/stepledger" },
+        Case(key: "health.nonceTtlSeconds", value: "60") { $0.health.nonceTtlSeconds == 60 },
+        Case(key: "log.antiCheatSink", value: "/var/log/stepledger/verdicts.log") {
             $0.telemetry.antiCheatSink == "/var/log/stepledger/verdicts.log"
         },
-        "jobs.maxAttempts": Case(values: ["jobs.maxAttempts": "4"]) { $0.jobSettings.maxAttempts == 4 },
+        Case(key: "jobs.maxAttempts", value: "4") { $0.jobSettings.maxAttempts == 4 },
     ]
 
     @Test("a key set to a value other than its default is found in the settings it is read into, and not without it")
     func valuesArrive() throws {
-        for (key, check) in Self.cases.sorted(by: { $0.key < $1.key }) {
-            #expect(check.values[key] != nil, "\(key): the case sets its own key")
-            let configured = try AppConfiguration(reader: reader(check.values))
-            #expect(check.holds(configured), "\(key)")
-            // The check is about the key: without it (its companions still set) the default does not pass it.
-            var without = check.values
-            without[key] = nil
-            #expect(!check.holds(try AppConfiguration(reader: reader(without))), "\(key): the default passes too")
+        for check in Self.cases {
+            let configured = try AppConfiguration(reader: reader(check.beside.merging([check.key: check.value]) { $1 }))
+            #expect(check.holds(configured), "\(check.key)")
+            // The worker prunes by the retention the configuration derives.
+            #expect(configured.jobSettings.maintenance.retention == configured.retention, "\(check.key)")
+            // The check is about the key: without it (what it needs beside it still set) the default does not pass.
+            let without = try AppConfiguration(reader: reader(check.beside))
+            #expect(!check.holds(without), "\(check.key): the default passes too")
         }
     }
 }
