@@ -146,6 +146,36 @@ struct ClientQueueTests {
     }
 
     @Test(
+        "a count recorded while an older one of its day is in flight, which then fails, goes alone: the older never follows"
+    )
+    func supersededWhileFailing() async throws {
+        let store = temporaryStore()
+        defer { try? FileManager.default.removeItem(at: store) }
+        let clock = ManualClock(seedInstant)
+        let server = FakeServer(clock: clock)
+        let client = try makeClient(store: store, server: server, clock: clock)
+        let older = try await client.record(today, 1_000)
+        let held = server.holdIngestFailing()
+        async let first = client.flush()
+        await held.waitUntilAsked()
+        let newer = try await client.record(today, 2_000)
+        // The request carrying the older count is on its way: the queue keeps it beside the newer one.
+        #expect(await client.queuedBuckets().map(\.idempotencyKey) == [older.idempotencyKey, newer.idempotencyKey])
+        held.release()
+        let failed = try await first
+        #expect(held.heldKeys == [older.idempotencyKey])
+        // It came back failed; the newer count says all it did, so it is gone, not backed off to go later.
+        #expect(!(await client.queuedBuckets().map(\.idempotencyKey).contains(older.idempotencyKey)))
+        let second = try await client.flush()
+        #expect(failed.delivered.count + second.delivered.count == 1)
+        clock.advance(86_400)
+        #expect(try await client.flush().requests == 0)
+        #expect(server.sent.map(\.keys) == [[newer.idempotencyKey]], "the older count never followed the newer")
+        #expect(server.dayCounts[today.description] == 2_000)
+        #expect(server.violations.isEmpty, "\(server.violations)")
+    }
+
+    @Test(
         "buckets go oldest day first, at most batchSize a request, so a day never arrives before the days in front of it"
     )
     func order() async throws {

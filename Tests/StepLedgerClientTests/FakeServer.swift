@@ -123,28 +123,40 @@ final class FakeServer: ClientTransport, Sendable {
 
     /// Answers `GET /step/days` with `day` ACCEPTED at `count`, holding the answer's body until `release`: the read
     /// has left (`waitUntilAsked`) and its answer comes back only when the test says, after what it does meanwhile.
-    func holdDaysRead(day: CalendarDay, accepted count: Int) -> HeldRead {
-        let held = HeldRead()
+    func holdDaysRead(day: CalendarDay, accepted count: Int) -> HeldAnswer {
+        let held = HeldAnswer()
         route("listStepDays") { _ in
             held.asked.withLock { $0 = true }
-            var response = HTTPResponse(status: .ok)
-            response.headerFields[.contentType] = "application/json"
             let json =
                 #"{"days":[{"day":"\#(day)","reportedCount":\#(count),"acceptedCount":\#(count),"reconciliationStatus":"ACCEPTED","energyCredited":\#(count)}]}"#
-            let body = AsyncStream<ArraySlice<UInt8>> { continuation in
-                Task {
-                    for await _ in held.gate { break }
-                    continuation.yield(ArraySlice(json.utf8))
-                    continuation.finish()
-                }
-            }
-            return (response, HTTPBody(body, length: .unknown, iterationBehavior: .single))
+            return held.answer(Data(json.utf8))
         }
         return held
     }
 
-    /// A `GET /step/days` answer held back (`holdDaysRead`).
-    final class HeldRead: Sendable {
+    /// Answers the next `POST /step/ingest:batch` with a 500 result for each of its buckets, committing none, and
+    /// holds the answer's body until `release`: the request is on its way (`waitUntilAsked`) while the test does
+    /// what it does meanwhile. The keys it carried are in `heldKeys`; later requests go to the scripted server.
+    func holdIngestFailing() -> HeldAnswer {
+        let held = HeldAnswer()
+        route(
+            "ingestStepBatch",
+            withBody: { _, bytes in
+                let object = try JSONSerialization.jsonObject(with: bytes) as? [String: Any]
+                let keys = (object?["buckets"] as? [[String: Any]] ?? []).map { $0["idempotencyKey"] as? String ?? "" }
+                held.keys.withLock { $0 = keys }
+                self.state.withLock { $0.bodyRoutes["ingestStepBatch"] = nil }
+                held.asked.withLock { $0 = true }
+                let results = keys.map { Self.error($0, 500, "INTERNAL_ERROR", [:]) }
+                return held.answer(try JSONSerialization.data(withJSONObject: ["results": results]))
+            })
+        return held
+    }
+
+    /// An answer held back (`holdDaysRead`, `holdIngestFailing`).
+    final class HeldAnswer: Sendable {
+        let keys = Mutex<[String]>([])
+        var heldKeys: [String] { keys.withLock { $0 } }
         let asked = Mutex(false)
         let gate: AsyncStream<Void>
         private let opener: AsyncStream<Void>.Continuation
@@ -154,6 +166,21 @@ final class FakeServer: ClientTransport, Sendable {
         func waitUntilAsked() async { while !asked.withLock({ $0 }) { await Task.yield() } }
 
         func release() { opener.yield() }
+
+        /// A 200 whose JSON body `json` comes only after `release`.
+        func answer(_ json: Data) -> (HTTPResponse, HTTPBody?) {
+            var response = HTTPResponse(status: .ok)
+            response.headerFields[.contentType] = "application/json"
+            let gate = self.gate
+            let body = AsyncStream<ArraySlice<UInt8>> { continuation in
+                Task {
+                    for await _ in gate { break }
+                    continuation.yield(ArraySlice(json))
+                    continuation.finish()
+                }
+            }
+            return (response, HTTPBody(body, length: .unknown, iterationBehavior: .single))
+        }
     }
 
     var violations: [String] { state.withLock { $0.violations } }
