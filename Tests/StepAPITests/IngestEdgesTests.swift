@@ -130,6 +130,34 @@ struct IngestEdgesTests {
         }
     }
 
+    @Test(
+        "an Idempotency-Key sent on two lines is a 400 that writes nothing, even when the lines join into a quoted key",
+        arguments: TestDatabases.kinds)
+    func keyOnTwoLines(kind: DatabaseKind) async throws {
+        let message = "header must be a token or a quoted string of 1 to 255 printable ASCII characters"
+        // "a and b" join (", ") into "a, b": one quoted key, which the body names too.
+        let pairs = [("\"a", "b\""), ("k-1", "k-1")]
+        let (harness, token, _) = try await RereadTests.setUp(kind)
+        try await harness.run { client in
+            for (first, second) in pairs {
+                var twice = HTTPFields()
+                twice.append(HTTPField(name: Self.keyHeader, value: first))
+                twice.append(HTTPField(name: Self.keyHeader, value: second))
+                let ingest = try await client.ingest(IngestBody(key: "a, b"), token: token, headers: twice)
+                #expect(ingest.status == .badRequest, "\(first) \(second): \(ingest.text)")
+                #expect(try ingest.json["details"]?["fields"] == .object(["Idempotency-Key": .string(message)]))
+                // The re-read answer reads the header the same way, before it looks the request up.
+                let body = try RereadTests.answer(["id": .string("rr-1"), "nonce": .string("n-1")], key: "a, b")
+                let reread = try await client.reread(body, token: token, headers: twice)
+                #expect(reread.status == .badRequest, "\(first) \(second): \(reread.text)")
+                #expect(try reread.json["details"]?["fields"] == .object(["Idempotency-Key": .string(message)]))
+            }
+            for table in ["step_logs", "step_submissions", "energy_ledger", "idempotency_keys"] {
+                #expect(try await harness.count(table) == 0, "\(table) was written")
+            }
+        }
+    }
+
     // MARK: - The ledger's pages
 
     /// The `id`s of ledger entries, in order.

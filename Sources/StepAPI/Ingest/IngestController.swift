@@ -111,7 +111,7 @@ struct IngestController: Sendable {
 
     /// Content type, size bound and decoding, before any database work.
     private func readBody(_ request: Request) async -> Result<IngestRequest, IngestAPIError> {
-        let headerKey = request.headers[.init("Idempotency-Key")!]
+        let headerKey = request.headers.idempotencyKey
         return await JSONBody.read(request, maxBytes: limits.maxBodyBytes, as: IngestAPIError.self) {
             bytes throws(RequestValidationError) in try IngestRequest.decode(body: bytes, headerKey: headerKey)
         }

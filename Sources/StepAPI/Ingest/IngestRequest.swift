@@ -173,8 +173,9 @@ extension IngestRequest {
         !text.isEmpty && text.utf8.count <= maxStringLength && text.utf8.allSatisfy { $0 >= 0x20 && $0 < 0x7F }
     }
 
-    /// `Idempotency-Key` is a structured-field string (`"abc"`); a bare token is accepted too, without a comma: two
-    /// header lines reach the server joined by ", " (`HTTPFields`), which names no key the client sent.
+    /// `Idempotency-Key` is a structured-field string (`"abc"`); a bare token is accepted too, without a comma (a
+    /// comma-separated list names no one key). A header sent on more than one line reaches this as ""
+    /// (`HTTPFields.idempotencyKey`).
     static func parseHeaderKey(_ raw: String) -> String? {
         let trimmed = String(raw[...].trimmingHTTPWhitespace)
         guard trimmed.hasPrefix("\"") else {

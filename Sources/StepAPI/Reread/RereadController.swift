@@ -31,7 +31,7 @@ struct RereadController: Sendable {
     func answer(_ request: Request, context: AppRequestContext) async throws -> Response {
         let principal = try context.walker()
         let walkerId = principal.walkerId
-        let headerKey = request.headers[.init("Idempotency-Key")!]
+        let headerKey = request.headers.idempotencyKey
         let parsed = await JSONBody.read(request, maxBytes: maxBodyBytes, as: IngestAPIError.self) {
             bytes throws(RequestValidationError) in try RereadRequest.decode(body: bytes, headerKey: headerKey)
         }

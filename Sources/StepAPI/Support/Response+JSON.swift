@@ -13,4 +13,16 @@ extension Response {
 extension HTTPField.Name {
     /// Marks a stored answer sent again for a repeated idempotency key.
     static let idempotentReplayed = HTTPField.Name("Idempotent-Replayed")!
+    /// The client's idempotency key for a single ingest or a re-read answer.
+    static let idempotencyKey = HTTPField.Name("Idempotency-Key")!
+}
+
+extension HTTPFields {
+    /// The `Idempotency-Key` header as the body's decoder reads it: nil when absent, and "" (which names no key, so
+    /// the request is a 400) when it came on more than one line. Joined, as `HTTPFields` joins them with ", ", two
+    /// lines such as `"a` and `b"` would read as the one quoted key `a, b`.
+    var idempotencyKey: String? {
+        let lines = self[values: .idempotencyKey]
+        return lines.count > 1 ? "" : lines.first
+    }
 }
