@@ -811,7 +811,7 @@ struct ReviewDeskTests {
             // note of 2 000 four-byte characters) fits; a body past the limit is refused whatever it holds.
             let largest = try JSONCoding.encode(
                 JSONValue.object([
-                    "ids": .array((0..<AdminController.maxBulkIds).map { _ in .string(UUID().uuidString) }),
+                    "ids": .array((0..<AdminRequestBody.maxBulkIds).map { _ in .string(UUID().uuidString) }),
                     "decision": .string("accept"), "note": .string(String(repeating: "🇫🇷", count: 1000)),
                 ]))
             #expect(largest.utf8.count > 11_000 && largest.utf8.count <= AdminRequestBody.maxBytes)

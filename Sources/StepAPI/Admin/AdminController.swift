@@ -15,7 +15,6 @@ struct AdminController: Sendable {
     static let releaseRoute = "/admin/reviews/{id}/release"
     static let resolveRoute = "/admin/reviews/{id}/resolve"
     static let bulkRoute = "/admin/reviews/bulk"
-    static let maxBulkIds = 100
 
     let resolver: ReviewResolver
     /// How long opening or claiming an entry holds it (`admin.claimSeconds`).
@@ -164,18 +163,9 @@ struct AdminController: Sendable {
     /// Decides each id in its own transaction through the one resolver, in the order given; an id decided
     /// before (by this request sent again, or anyone) answers `already_resolved`.
     private func bulk(_ request: Request, actor: AdminActor, requestId: String) async throws -> Response {
-        let fields = try await AdminRequestBody.read(request).fields
-        guard case .array(let values) = fields["ids"], (1...Self.maxBulkIds).contains(values.count) else {
-            throw AdminAPIError.badRequest("ids must be an array of 1 to \(Self.maxBulkIds) entry ids.")
-        }
-        var ids: [String] = []
-        for value in values {
-            guard case .string(let id) = value, !id.isEmpty, id.unicodeScalars.count <= 128 else {
-                throw AdminAPIError.badRequest("ids must hold entry ids (strings of 1 to 128 characters).")
-            }
-            guard !ids.contains(id) else { throw AdminAPIError.badRequest("ids must be distinct.") }
-            ids.append(id)
-        }
+        let body = try await AdminRequestBody.read(request)
+        let fields = body.fields
+        let ids = try body.bulkIds(of: "entry")
         let (decision, note) = try Self.decisionAndNote(fields)
         var items: [JSONValue] = []
         for id in ids {

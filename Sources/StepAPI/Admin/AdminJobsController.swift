@@ -13,7 +13,6 @@ struct AdminJobsController: Sendable {
     static let retryRoute = "/admin/jobs/{id}/retry"
     static let discardRoute = "/admin/jobs/{id}/discard"
     static let bulkRoute = "/admin/jobs/bulk"
-    static let maxBulkIds = 100
     static let maxLimit = 500
     static let defaultLimit = 100
 
@@ -108,16 +107,7 @@ struct AdminJobsController: Sendable {
         guard case .string(let actionText) = body.fields["action"], let action = Action(rawValue: actionText) else {
             throw AdminAPIError.badRequest("action must be retry or discard.")
         }
-        guard case .array(let values) = body.fields["ids"], (1...Self.maxBulkIds).contains(values.count) else {
-            throw AdminAPIError.badRequest("ids must be an array of 1 to \(Self.maxBulkIds) job ids.")
-        }
-        var ids: [String] = []
-        for value in values {
-            guard case .string(let id) = value, !id.isEmpty else {
-                throw AdminAPIError.badRequest("ids must hold job ids (non-empty strings).")
-            }
-            ids.append(id)
-        }
+        let ids = try body.bulkIds(of: "job")
         var items: [JSONValue] = []
         for id in ids {
             let outcome: String

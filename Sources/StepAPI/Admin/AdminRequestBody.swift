@@ -6,6 +6,9 @@ import StepCore
 struct AdminRequestBody: Sendable {
     static let maxBytes = 16 * 1024
     static let maxNoteLength = 2_000
+    /// The most ids one bulk request (`/admin/reviews/bulk`, `/admin/jobs/bulk`) names, and the longest id.
+    static let maxBulkIds = 100
+    static let maxBulkIdLength = 128
 
     let fields: [String: JSONValue]
 
@@ -27,5 +30,24 @@ struct AdminRequestBody: Sendable {
                 "note must be a non-empty string of at most \(Self.maxNoteLength) characters.")
         }
         return note
+    }
+
+    /// A bulk request's `ids`, in the order given: 1 to `maxBulkIds` distinct strings of 1 to `maxBulkIdLength`
+    /// characters. `noun` names them in the refusal ("entry", "job").
+    func bulkIds(of noun: String) throws(AdminAPIError) -> [String] {
+        guard case .array(let values) = fields["ids"], (1...Self.maxBulkIds).contains(values.count) else {
+            throw AdminAPIError.badRequest("ids must be an array of 1 to \(Self.maxBulkIds) \(noun) ids.")
+        }
+        var ids: [String] = []
+        var seen: Set<String> = []
+        for value in values {
+            guard case .string(let id) = value, !id.isEmpty, id.unicodeScalars.count <= Self.maxBulkIdLength else {
+                throw AdminAPIError.badRequest(
+                    "ids must hold \(noun) ids (strings of 1 to \(Self.maxBulkIdLength) characters).")
+            }
+            guard seen.insert(id).inserted else { throw AdminAPIError.badRequest("ids must be distinct.") }
+            ids.append(id)
+        }
+        return ids
     }
 }

@@ -1774,9 +1774,11 @@ paths:
                   type: array
                   minItems: 1
                   maxItems: 100
+                  uniqueItems: true
                   items:
                     type: string
                     minLength: 1
+                    maxLength: 128
       responses:
         '200':
           description: Each job's outcome; a job that is not dead or not found is left alone.
