@@ -373,14 +373,17 @@ struct AdminEdgesTests {
 
             let single = try await client.admin("/admin/jobs/\(dead18)/retry", method: .post)
             #expect(single.status == .ok)
-            #expect(try single.json == ["id": .string(dead18), "outcome": .string("coalesced")])
+            // The answer names the pending job that does the work now.
+            #expect(
+                try single.json
+                    == ["id": .string(dead18), "outcome": .string("coalesced"), "into": .string(pending18)])
             let bulk = try await client.admin(
                 "/admin/jobs/bulk", method: .post, body: try Self.bulkBody("retry", [dead17, dead18]))
             #expect(bulk.status == .ok)
             #expect(
                 try bulk.json["items"]
                     == .array([
-                        .object(["id": .string(dead17), "outcome": .string("coalesced")]),
+                        .object(["id": .string(dead17), "outcome": .string("coalesced"), "into": .string(pending17)]),
                         .object(["id": .string(dead18), "outcome": .string("not_found")]),
                     ]))
             // The dead jobs are gone into the pending ones, which stay as they were.

@@ -87,7 +87,8 @@ struct AdminJobsController: Sendable {
     }
 
     private func single(_ action: Action, id: String, actor: AdminActor) async throws -> Response {
-        switch try await apply(action, id: id, actor: actor) {
+        let applied = try await apply(action, id: id, actor: actor)
+        switch applied.outcome {
         case "not_found": throw AdminAPIError.notFound("No job has this id.")
         case "not_dead":
             throw AdminAPIError.conflict(
@@ -98,7 +99,7 @@ struct AdminJobsController: Sendable {
                 message: "This job alone can still decide its walker's day (a PENDING day's reconcile, an open "
                     + "re-read's deadline) or pay a refund its walker is owed: retry it.",
                 details: [:])
-        case let outcome: return AdminController.json(.ok, .object(["id": .string(id), "outcome": .string(outcome)]))
+        default: return AdminController.json(.ok, applied.item(id: id))
         }
     }
 
@@ -110,28 +111,43 @@ struct AdminJobsController: Sendable {
         let ids = try body.bulkIds(of: "job")
         var items: [JSONValue] = []
         for id in ids {
-            let outcome: String
+            let applied: Applied
             do {
-                outcome = try await apply(action, id: id, actor: actor)
+                applied = try await apply(action, id: id, actor: actor)
             } catch {
                 throw AdminAPIError.bulk(
                     error, applied: items, total: ids.count, requestId: requestId, logger: logger)
             }
-            items.append(.object(["id": .string(id), "outcome": .string(outcome)]))
+            items.append(applied.item(id: id))
         }
         return AdminController.json(.ok, .object(["items": .array(items)]))
     }
 
-    /// One job's action and, when it changed the job, its audit row, in one transaction; the contract's outcome
-    /// name (`retried`, `coalesced`, `discarded`, `not_dead`, `not_found`).
-    private func apply(_ action: Action, id: String, actor: AdminActor) async throws -> String {
+    /// What one job's action did: the contract's outcome name (`retried`, `coalesced`, `discarded`, `not_dead`,
+    /// `not_found`, `still_needed`) and, for `coalesced`, the pending job that does the work now.
+    struct Applied: Sendable {
+        var outcome: String
+        var into: String?
+
+        func item(id: String) -> JSONValue {
+            var fields: [String: JSONValue] = ["id": .string(id), "outcome": .string(outcome)]
+            if let into { fields["into"] = .string(into) }
+            return .object(fields)
+        }
+    }
+
+    /// One job's action and, when it changed the job, its audit row, in one transaction.
+    private func apply(_ action: Action, id: String, actor: AdminActor) async throws -> Applied {
         let now = clock()
         let outcome: String
+        var into: String?
         switch action {
         case .retry:
             switch try await jobs.retry(id: id, by: actor, now: now) {
             case .retried: outcome = "retried"
-            case .coalesced: outcome = "coalesced"
+            case .coalesced(let pending):
+                outcome = "coalesced"
+                into = pending
             case .notFound: outcome = "not_found"
             case .notDead: outcome = "not_dead"
             }
@@ -146,7 +162,7 @@ struct AdminJobsController: Sendable {
         if !["not_found", "not_dead", "still_needed"].contains(outcome) {
             logger.adminAction(actor, action: action.auditName, target: id, outcome: outcome, note: nil)
         }
-        return outcome
+        return Applied(outcome: outcome, into: into)
     }
 
     // MARK: Bodies

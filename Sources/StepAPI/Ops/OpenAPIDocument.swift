@@ -1799,6 +1799,9 @@ paths:
                         outcome:
                           type: string
                           enum: [retried, coalesced, discarded, not_dead, not_found, still_needed]
+                        into:
+                          type: string
+                          description: With coalesced, the id of the pending job that does the work now.
         '400':
           $ref: '#/components/responses/AdminBadRequest'
         '404':
@@ -2391,6 +2394,9 @@ components:
         outcome:
           type: string
           enum: [retried, coalesced, discarded]
+        into:
+          type: string
+          description: With coalesced, the id of the pending job that does the work now.
     AdminMetrics:
       type: object
       required: [reviews, jobs, decisions]
