@@ -590,6 +590,33 @@ struct EventsTests {
     }
 
     @Test(
+        "a waiting poll is woken when its walker's job completes in a batch with another walker's, not by polling",
+        arguments: TestDatabases.kinds)
+    func pushedFromBatch(kind: DatabaseKind) async throws {
+        // As `pushed`, with the walker's refund claimed beside another walker's reconcile: both are transactional,
+        // so they run in one transaction (`JobWorker.runTogether`), whose commit must wake the wait too.
+        let (harness, tokens) = try await AdminTests.setUp(kind, walkers: [AdminTests.walker, "walker-beside"]) {
+            $0.events.pollIntervalSeconds = 30
+            $0.refundGraceSeconds = 0
+        }
+        try await harness.run(.live) { client in
+            #expect(try await client.ingest(IngestBody(day: "2026-05-17", count: 4000), token: tokens[1]).status == .ok)
+            harness.clock.advance(seconds: 60)
+            _ = try await Self.refund(harness, client, token: tokens[0], review: true)
+            #expect(try await harness.app.worker.queue.list(state: .pending).count == 2, "a refund and a reconcile")
+            async let answer = client.execute(
+                uri: "/walker/events?wait=25", method: .get, headers: [.authorization: "Bearer \(tokens[0])"])
+            try await Task.sleep(for: .milliseconds(300))
+            let ran = ContinuousClock.now
+            #expect(try await harness.app.worker.drain() == 2, "both jobs run")
+            let polled = try await answer
+            let events = try JSONDecoder().decode(JSONValue.self, from: Data(String(buffer: polled.body).utf8))
+            #expect(events["events"]?[0]?["type"] == .string("allocation-reverted"))
+            #expect(ContinuousClock.now - ran < .seconds(20), "woken by the batch's commit")
+        }
+    }
+
+    @Test(
         "a wait whose re-read fails answers what it has and logs the failure under the request's id; so does a stream",
         arguments: TestDatabases.kinds)
     func storeAwayDuringWait(kind: DatabaseKind) async throws {
