@@ -200,6 +200,42 @@ struct EventsTests {
         }
     }
 
+    @Test(
+        "a poll answers at most 100 events and its next resumes after the last; a stream sends them all, page after page",
+        arguments: TestDatabases.kinds)
+    func pagesOfHundred(kind: DatabaseKind) async throws {
+        // No safety net within the stream's second: it reads its next page because the last was full, unwoken.
+        let harness = try await TestHarness.make(kind: kind) {
+            $0.events.streamMaxSeconds = 1
+            $0.events.pollIntervalSeconds = 30
+        }
+        let token = try await harness.token(for: "walker-many")
+        try await Self.append(harness, "walker-many", count: 250)
+        let base = Self.firstId(harness)
+        try await harness.run(.live) { client in
+            var after: String?
+            var pages: [[JSONValue?]] = []
+            for _ in 0..<4 {
+                let page = try await client.read("/walker/events" + (after.map { "?after=\($0)" } ?? ""), token: token)
+                    .json
+                guard case .array(let events)? = page["events"], case .string(let next)? = page["next"] else {
+                    throw JSONShapeError()
+                }
+                pages.append(events.map { $0["id"] })
+                after = next
+            }
+            #expect(pages.map(\.count) == [100, 100, 50, 0])
+            #expect(Array(pages.joined()) == (0..<250).map { Self.id(base + $0) })
+            #expect(after == String(base + 249), "an empty page keeps the cursor where it was")
+
+            let stream = try await client.execute(
+                uri: "/walker/events/stream", method: .get, headers: [.authorization: "Bearer \(token)"])
+            let ids = String(buffer: stream.body).split(separator: "\n").filter { $0.hasPrefix("id: ") }.map(
+                String.init)
+            #expect(ids == (0..<250).map { "id: \(base + $0)" })
+        }
+    }
+
     @Test("the stream sends every event with its id and resumes after Last-Event-ID", arguments: TestDatabases.kinds)
     func stream(kind: DatabaseKind) async throws {
         let harness = try await TestHarness.make(kind: kind) {
