@@ -411,6 +411,32 @@ struct RereadTests {
     }
 
     @Test(
+        "an accepted answer brings the reconcile a newer reading left waiting forward to the answer: it runs at once",
+        arguments: TestDatabases.kinds)
+    func answerBringsReconcileForward(kind: DatabaseKind) async throws {
+        let (harness, token) = try await ProductionModeTests.setUp(kind)
+        let queue = harness.app.worker.queue
+        try await harness.run { client in
+            let request = try await Self.backwards(harness, client, token: token)
+            harness.clock.advance(seconds: 5)
+            _ = try await client.ingest(IngestBody(count: 6300), token: token)
+            let queued = try await queue.list(state: .pending).filter { $0.kind == ReconcileJob.kind }
+            #expect(queued.map(\.runAt) == [harness.clock.now.addingTimeInterval(60)], "due after the reconcile delay")
+            harness.clock.advance(seconds: 5)
+            let response = try await client.reread(try Self.answer(request), token: token)
+            #expect(try response.json["outcome"] == .string("ACCEPTED"), "\(response.text)")
+            // The same job, due now: the answer left the newer reading to it.
+            let brought = try await queue.list(state: .pending).filter { $0.kind == ReconcileJob.kind }
+            #expect(brought.map(\.id) == queued.map(\.id))
+            #expect(brought.map(\.runAt) == [harness.clock.now])
+            #expect(try await harness.app.worker.drain() == 1)
+            let day = try await ReconcileTests.days(client, token: token).first
+            #expect(day?["reconciliationStatus"] == .string("ACCEPTED"))
+            #expect(day?["acceptedCount"] == .int(6300))
+        }
+    }
+
+    @Test(
         "a re-read is judged against what was submitted before its request: a newer reading that arrived meanwhile does not quarantine it, and the day's next reconcile credits it",
         arguments: TestDatabases.kinds)
     func newerSubmissionWhileOpen(kind: DatabaseKind) async throws {
