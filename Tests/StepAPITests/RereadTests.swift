@@ -650,6 +650,14 @@ struct RereadTests {
         try await harness.run { client in
             try await Self.pastDeadlineWithoutItsJob(harness, client, token: token)
             #expect(try await harness.app.worker.drain() == 0)
+            // Still open in the store, but at its deadline (to the millisecond): GET /walker no longer lists it.
+            let states = try await harness.store.transaction { tx in
+                try await tx.sql.raw("SELECT state FROM step_rereads").all().map {
+                    try $0.decode(column: "state", as: String.self)
+                }
+            }
+            #expect(states == ["open"])
+            #expect(try await client.read("/walker", token: token).json["rereadRequests"] == .array([]))
             // A later submission of the day queues its reconcile, which finds the request past its deadline.
             #expect(try await client.ingest(IngestBody(count: 5100), token: token).status == .ok)
             harness.clock.advance(seconds: 60)
