@@ -98,9 +98,9 @@ struct ClientQueueTests {
         #expect(server.dayCounts[today.description] == 2_000)
     }
 
-    static func bucket(_ count: Int, sequence: Int64, bundle: String = "b") -> QueuedBucket {
+    static func bucket(_ count: Int, sequence: Int64, bundle: String = "b", day: CalendarDay = today) -> QueuedBucket {
         QueuedBucket(
-            idempotencyKey: "k\(sequence)", day: today, count: count, source: .healthKit,
+            idempotencyKey: "k\(sequence)", day: day, count: count, source: .healthKit,
             timeZoneIdentifier: "UTC", sampleStartSeconds: 0, sampleEndSeconds: 1, sourceBundleId: bundle,
             gyroSamplesObserved: true, clientSubmittedAtSeconds: 0, appVersion: "1", deviceModel: nil,
             recordedAt: seedInstant, attempts: 1, failures: 0, notBefore: nil, sequence: sequence)
@@ -121,6 +121,27 @@ struct ClientQueueTests {
         #expect(state.buckets.map(\.idempotencyKey) == ["k2", "k3"])
         state.enqueue(bucket(2_500, sequence: 4))
         #expect(state.buckets.map(\.idempotencyKey) == ["k2", "k4"])
+    }
+
+    @Test("the expired list keeps the newest 200 buckets dropped, and its total counts every one")
+    func expiredListTrimmed() {
+        var state = QueueState()
+        let old = today.adding(days: -30)
+        for sequence in Int64(1)...205 {
+            state.enqueue(Self.bucket(1_000, sequence: sequence, bundle: "b\(sequence)", day: old))
+        }
+        state.enqueue(Self.bucket(2_000, sequence: 206))
+        let dropped = state.dropExpired(now: seedInstant, capDays: 7, droppedAt: seedInstant)
+        #expect(dropped.count == 205)
+        #expect(state.buckets.map(\.idempotencyKey) == ["k206"], "today's bucket stays")
+        #expect(state.expiredTotal == 205)
+        #expect(state.expired.map(\.idempotencyKey) == (6...205).map { "k\($0)" }, "the oldest five went")
+        for sequence in Int64(207)...209 {
+            state.enqueue(Self.bucket(1_000, sequence: sequence, bundle: "b\(sequence)", day: old))
+        }
+        _ = state.dropExpired(now: seedInstant, capDays: 7, droppedAt: seedInstant)
+        #expect(state.expiredTotal == 208)
+        #expect(state.expired.map(\.idempotencyKey) == ((9...205).map { "k\($0)" } + ["k207", "k208", "k209"]))
     }
 
     @Test(
