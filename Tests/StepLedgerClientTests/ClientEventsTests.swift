@@ -227,7 +227,7 @@ struct ClientEventsTests {
     }
 
     @Test(
-        "the sequence waits as the server asks: a stream's longer retry: hint (a superseded stream), a 429's Retry-After"
+        "the sequence waits as the server asks: a stream's longer retry: hint (a superseded stream), a 429's or a 503's Retry-After"
     )
     func serverPacing() async throws {
         let store = temporaryStore()
@@ -251,6 +251,11 @@ struct ClientEventsTests {
                 response.headerFields[.contentType] = "application/json"
                 response.headerFields[.retryAfter] = "2"
                 return (response, HTTPBody(#"{"error":"RATE_LIMITED","message":"later","details":{}}"#))
+            case 3:
+                response.status = .serviceUnavailable
+                response.headerFields[.contentType] = "application/json"
+                response.headerFields[.retryAfter] = "1"
+                return (response, HTTPBody(#"{"error":"SERVICE_UNAVAILABLE","message":"later","details":{}}"#))
             default:
                 response.headerFields[.contentType] = "text/event-stream"
                 return (
@@ -265,10 +270,11 @@ struct ClientEventsTests {
             break
         }
         let times = arrivals.withLock { $0 }
-        #expect(times.count == 3)
-        guard times.count == 3 else { return }
+        #expect(times.count == 4)
+        guard times.count == 4 else { return }
         #expect(times[1] - times[0] >= .milliseconds(1400), "the retry: 1500 hint was not waited for")
-        #expect(times[2] - times[1] >= .milliseconds(1900), "the Retry-After of 2 s was not waited for")
+        #expect(times[2] - times[1] >= .milliseconds(1900), "the 429's Retry-After of 2 s was not waited for")
+        #expect(times[3] - times[2] >= .milliseconds(900), "the 503's Retry-After of 1 s was not waited for")
     }
 
     @Test("an allocation-reverted event clears the allocation's pending-validation badge")
