@@ -13,10 +13,11 @@ struct ClientHealthTests {
     final class SlowAttestor: Attestor {
         let platform = HealthPlatform.ios
         let delay: Duration
-        private let state = Mutex((running: 0, most: 0, calls: 0))
+        private let state = Mutex((running: 0, most: 0, calls: 0, resets: 0))
 
         var mostAtOnce: Int { state.withLock { $0.most } }
         var calls: Int { state.withLock { $0.calls } }
+        var resets: Int { state.withLock { $0.resets } }
 
         func attest(nonce: String) async throws -> DeviceAttestation {
             state.withLock {
@@ -31,7 +32,7 @@ struct ClientHealthTests {
 
         init(delay: Duration = .milliseconds(50)) { self.delay = delay }
 
-        func reset() async {}
+        func reset() async { state.withLock { $0.resets += 1 } }
     }
 
     static func json(_ status: HTTPResponse.Status, _ body: String) -> (HTTPResponse, HTTPBody?) {
@@ -115,6 +116,69 @@ struct ClientHealthTests {
         }
         #expect(attestor.calls == 3)
         #expect(attestor.mostAtOnce == 1, "two submissions were in flight together")
+    }
+
+    @Test(
+        "a refused attestation resets the attestor and runs the exchange once more with a new nonce; refused again, it throws"
+    )
+    func attestationRefusedTwice() async throws {
+        let store = temporaryStore()
+        defer { try? FileManager.default.removeItem(at: store) }
+        let clock = ManualClock(seedInstant)
+        let server = FakeServer(clock: clock)
+        let nonces = Mutex(0)
+        server.route("getHealthNonce") { _ in
+            let number = nonces.withLock {
+                $0 += 1
+                return $0
+            }
+            let nonce = String(repeating: "n", count: 42) + "\(number % 10)"
+            return Self.json(.ok, #"{"nonce":"\#(nonce)","expiresAt":"2026-05-18T20:57:30Z"}"#)
+        }
+        // The server refuses the first `refusals` submissions' evidence, then takes one.
+        let posts = Mutex((count: 0, refusals: Int.max, tokens: [String]()))
+        server.route(
+            "submitHealth",
+            withBody: { _, bytes in
+                let token = (try JSONSerialization.jsonObject(with: bytes) as? [String: Any])?["attestationToken"]
+                let refused = posts.withLock {
+                    $0.count += 1
+                    $0.tokens.append(token as? String ?? "")
+                    return $0.count <= $0.refusals
+                }
+                if refused {
+                    return Self.json(
+                        .unauthorized,
+                        #"{"statusCode":401,"message":"Attestation verification failed","error":"Unauthorized"}"#)
+                }
+                return Self.json(
+                    .created,
+                    #"{"id":"h-1","userId":"w","date":"2026-05-18","steps":8421,"duration":3600,"calories":320.5,"distance":6100,"source":"healthkit","createdAt":"2026-05-18T20:42:30Z","updatedAt":"2026-05-18T20:42:30Z"}"#
+                )
+            })
+        let client = try makeClient(store: store, server: server, clock: clock)
+        let totals = HealthTotals(
+            date: CalendarDay("2026-05-18"), steps: 8_421, duration: 3_600, calories: 320.5, distance: 6_100,
+            source: "healthkit")
+        let refusedTwice = SlowAttestor(delay: .zero)
+        await #expect(throws: StepLedgerError.attestationFailed) {
+            try await client.submitHealth(totals, attestor: refusedTwice)
+        }
+        #expect(refusedTwice.calls == 2 && refusedTwice.resets == 1, "one reset and one more try, no more")
+        #expect(nonces.withLock { $0 } == 2)
+        #expect(
+            posts.withLock { $0.tokens } == [
+                "assertion-for-\(String(repeating: "n", count: 42))1",
+                "assertion-for-\(String(repeating: "n", count: 42))2",
+            ],
+            "each try with its own nonce")
+
+        posts.withLock { $0 = (0, 1, []) }
+        let refusedOnce = SlowAttestor(delay: .zero)
+        let record = try await client.submitHealth(totals, attestor: refusedOnce)
+        #expect(record.steps == 8_421)
+        #expect(refusedOnce.calls == 2 && refusedOnce.resets == 1)
+        #expect(posts.withLock { $0.count } == 2)
     }
 
     @Test("a 503 of the nonce or of the submission is thrown with its Retry-After")
