@@ -122,6 +122,21 @@ struct ConfigWiringTests {
         }
     }
 
+    /// A `POST /health` answer that `passes` is 201; one that does not is seed 002's 401, and the walker's newest
+    /// verdict row names `reason`.
+    static func expectHealth(
+        _ response: TestResponse, passes: Bool, _ harness: TestHarness, walker: String, reason: String,
+        _ label: String
+    ) async throws {
+        guard !passes else {
+            #expect(response.status == .created, "\(label): \(response.text)")
+            return
+        }
+        #expect(response.text == healthError(401, "Unauthorized", "Attestation verification failed"), "\(label)")
+        let logs = try await harness.store.transaction { try await $0.attestationLogs(walkerId: walker) }
+        #expect(logs.last?.reasons == [reason], "\(label)")
+    }
+
     @Test(
         "playIntegrity.requiredDeviceVerdict is the least device verdict POST /health accepts",
         arguments: TestDatabases.kinds)
@@ -149,18 +164,10 @@ struct ConfigWiringTests {
                     }
                     let response = try await client.submitHealth(
                         HealthBody(nonce: nonce, token: attestation), token: token)
-                    let label = "required \(configured ?? "unset"), token \(labels)"
-                    if labels.contains(least) {
-                        #expect(response.status == .created, "\(label): \(response.text)")
-                    } else {
-                        #expect(
-                            response.text == healthError(401, "Unauthorized", "Attestation verification failed"),
-                            "\(label)")
-                        let logs = try await harness.store.transaction {
-                            try await $0.attestationLogs(walkerId: "walker-verdict")
-                        }
-                        #expect(logs.last?.reasons == ["PLAY_INTEGRITY_DEVICE_INTEGRITY_INSUFFICIENT"], "\(label)")
-                    }
+                    try await Self.expectHealth(
+                        response, passes: labels.contains(least), harness, walker: "walker-verdict",
+                        reason: "PLAY_INTEGRITY_DEVICE_INTEGRITY_INSUFFICIENT",
+                        "required \(configured ?? "unset"), token \(labels)")
                 }
             }
         }
@@ -189,18 +196,10 @@ struct ConfigWiringTests {
                     }
                     let response = try await client.submitHealth(
                         HealthBody(nonce: nonce, token: attestation), token: token)
-                    let label = "maximum \(configured ?? "unset"), verdict \(age) s old"
-                    if age <= maximum {
-                        #expect(response.status == .created, "\(label): \(response.text)")
-                    } else {
-                        #expect(
-                            response.text == healthError(401, "Unauthorized", "Attestation verification failed"),
-                            "\(label)")
-                        let logs = try await harness.store.transaction {
-                            try await $0.attestationLogs(walkerId: "walker-verdict-age")
-                        }
-                        #expect(logs.last?.reasons == ["PLAY_INTEGRITY_TIMESTAMP_OUT_OF_WINDOW"], "\(label)")
-                    }
+                    try await Self.expectHealth(
+                        response, passes: age <= maximum, harness, walker: "walker-verdict-age",
+                        reason: "PLAY_INTEGRITY_TIMESTAMP_OUT_OF_WINDOW",
+                        "maximum \(configured ?? "unset"), verdict \(age) s old")
                 }
             }
         }

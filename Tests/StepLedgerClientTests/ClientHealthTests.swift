@@ -35,6 +35,30 @@ struct ClientHealthTests {
         func reset() async { state.withLock { $0.resets += 1 } }
     }
 
+    /// The 201 of `POST /health` for the totals these tests send.
+    static let createdRecord =
+        #"{"id":"h-1","userId":"w","date":"2026-05-18","steps":8421,"duration":3600,"calories":320.5,"distance":6100,"source":"healthkit","createdAt":"2026-05-18T20:42:30Z","updatedAt":"2026-05-18T20:42:30Z"}"#
+
+    /// How many nonces `serveNonces` handed out.
+    final class Handed: Sendable {
+        let count = Mutex(0)
+        var value: Int { count.withLock { $0 } }
+    }
+
+    /// Answers `GET /health/nonce` with a new nonce each time: 42 `n`s and the last digit of its number (1, 2, …).
+    static func serveNonces(_ server: FakeServer) -> Handed {
+        let handed = Handed()
+        server.route("getHealthNonce") { _ in
+            let number = handed.count.withLock {
+                $0 += 1
+                return $0
+            }
+            let nonce = String(repeating: "n", count: 42) + "\(number % 10)"
+            return Self.json(.ok, #"{"nonce":"\#(nonce)","expiresAt":"2026-05-18T20:57:30Z"}"#)
+        }
+        return handed
+    }
+
     static func json(_ status: HTTPResponse.Status, _ body: String) -> (HTTPResponse, HTTPBody?) {
         var response = HTTPResponse(status: status)
         response.headerFields[.contentType] = "application/json"
@@ -85,20 +109,9 @@ struct ClientHealthTests {
         defer { try? FileManager.default.removeItem(at: store) }
         let clock = ManualClock(seedInstant)
         let server = FakeServer(clock: clock)
-        let nonces = Mutex(0)
-        server.route("getHealthNonce") { _ in
-            let number = nonces.withLock {
-                $0 += 1
-                return $0
-            }
-            let nonce = String(repeating: "n", count: 42) + "\(number % 10)"
-            return Self.json(.ok, #"{"nonce":"\#(nonce)","expiresAt":"2026-05-18T20:57:30Z"}"#)
-        }
+        _ = Self.serveNonces(server)
         server.route("submitHealth") { _ in
-            Self.json(
-                .created,
-                #"{"id":"h-1","userId":"w","date":"2026-05-18","steps":8421,"duration":3600,"calories":320.5,"distance":6100,"source":"healthkit","createdAt":"2026-05-18T20:42:30Z","updatedAt":"2026-05-18T20:42:30Z"}"#
-            )
+            Self.json(.created, Self.createdRecord)
         }
         let client = try makeClient(store: store, server: server, clock: clock)
         let attestor = SlowAttestor()
@@ -126,15 +139,7 @@ struct ClientHealthTests {
         defer { try? FileManager.default.removeItem(at: store) }
         let clock = ManualClock(seedInstant)
         let server = FakeServer(clock: clock)
-        let nonces = Mutex(0)
-        server.route("getHealthNonce") { _ in
-            let number = nonces.withLock {
-                $0 += 1
-                return $0
-            }
-            let nonce = String(repeating: "n", count: 42) + "\(number % 10)"
-            return Self.json(.ok, #"{"nonce":"\#(nonce)","expiresAt":"2026-05-18T20:57:30Z"}"#)
-        }
+        let nonces = Self.serveNonces(server)
         // The server refuses the first `refusals` submissions' evidence, then takes one.
         let posts = Mutex((count: 0, refusals: Int.max, tokens: [String]()))
         server.route(
@@ -165,7 +170,7 @@ struct ClientHealthTests {
             try await client.submitHealth(totals, attestor: refusedTwice)
         }
         #expect(refusedTwice.calls == 2 && refusedTwice.resets == 1, "one reset and one more try, no more")
-        #expect(nonces.withLock { $0 } == 2)
+        #expect(nonces.value == 2)
         #expect(
             posts.withLock { $0.tokens } == [
                 "assertion-for-\(String(repeating: "n", count: 42))1",
@@ -222,10 +227,7 @@ struct ClientHealthTests {
         let posts = Mutex(0)
         server.route("submitHealth") { _ in
             posts.withLock { $0 += 1 }
-            return Self.json(
-                .created,
-                #"{"id":"h-1","userId":"w","date":"2026-05-18","steps":8421,"duration":3600,"calories":320.5,"distance":6100,"source":"healthkit","createdAt":"2026-05-18T20:42:30Z","updatedAt":"2026-05-18T20:42:30Z"}"#
-            )
+            return Self.json(.created, Self.createdRecord)
         }
         let client = try makeClient(store: store, server: server, clock: clock)
         // Long enough that the cancellation always comes while it runs, however loaded the machine.
