@@ -945,6 +945,25 @@ struct ClientAnswerTests {
         #expect(day?.status == .pending && day?.reportedCount == 8_000)
     }
 
+    @Test("a refused bucket gives its day back what an earlier days read said of it, not a rejection at its count")
+    func refusalAfterRead() async throws {
+        let store = temporaryStore()
+        defer { try? FileManager.default.removeItem(at: store) }
+        let clock = ManualClock(seedInstant)
+        let server = FakeServer(clock: clock)
+        let client = try makeClient(store: store, server: server, clock: clock)
+        // The day was accepted at 8 000 from another phone; this one reads it, then records a count the server refuses.
+        let read = server.holdDaysRead(day: today, accepted: 8_000)
+        read.release()
+        #expect(try await client.days(from: today.adding(days: -1), to: today).first?.status == .accepted)
+        let refused = try await client.record(today, 60_000)
+        #expect(await client.dayStates().first { $0.day == today }?.status == .queued)
+        server.script { key, _ in key == refused.idempotencyKey ? .reject(["COUNT_EXCEEDS_CAP"]) : .accept }
+        #expect(try await client.flush().refused.count == 1)
+        let day = await client.dayStates().first { $0.day == today }
+        #expect(day?.status == .accepted && day?.acceptedCount == 8_000 && day?.reportedCount == 8_000)
+    }
+
     @Test("a refusal while a days read is on its way does not hide what the read says of the day")
     func refusalDuringRead() async throws {
         let store = temporaryStore()
