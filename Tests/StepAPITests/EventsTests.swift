@@ -179,6 +179,32 @@ struct EventsTests {
     }
 
     @Test(
+        "a graceful shutdown ends an open stream at once, so the server stops without waiting out the stream's minute",
+        arguments: TestDatabases.kinds)
+    func streamEndsAtShutdown(kind: DatabaseKind) async throws {
+        let harness = try await TestHarness.make(kind: kind) {
+            $0.events.streamMaxSeconds = 60
+            $0.events.streamKeepAliveSeconds = 30
+            $0.events.pollIntervalSeconds = 30
+        }
+        let token = try await harness.token(for: "walker-shutdown")
+        let open = Mutex<(stream: RawConnection?, stopping: ContinuousClock.Instant?)>((nil, nil))
+        try await harness.run(.live) { client in
+            let port = try #require(client.port)
+            let stream = try Self.get("/walker/events/stream", port: port, token: token)
+            let opened = try await RawConnection.offPool { stream.read(through: "retry: 1000\n\n") }
+            #expect(opened.hasPrefix("HTTP/1.1 200 OK"), "\(opened)")
+            // Leaving the closure shuts the server down gracefully, the stream still open.
+            open.withLock { $0 = (stream, .now) }
+        }
+        let (stream, stopping) = open.withLock { $0 }
+        let stopped = try #require(stopping)
+        #expect(ContinuousClock.now - stopped < .seconds(15), "the shutdown waited for the stream")
+        let ended = try await RawConnection.offPool { try #require(stream).readUntilClosed() }
+        #expect(ended.closed && ended.text.hasSuffix("0\r\n\r\n"), "the stream was not ended: \(ended.text)")
+    }
+
+    @Test(
         "a quiet stream sends a keep-alive comment every events.streamKeepAliveSeconds, and tells proxies not to buffer it",
         arguments: TestDatabases.kinds)
     func keepAlive(kind: DatabaseKind) async throws {
