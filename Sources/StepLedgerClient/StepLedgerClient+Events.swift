@@ -71,7 +71,7 @@ extension StepLedgerClient {
                 // A stream that ended or a poll that came back: reconnect after a breath (the server asks for a
                 // second with `retry: 1000`), never in a tight loop, or after the longer pause the stream asked for
                 // (`retry: 15000` when a newer stream of the walker superseded it), up to a minute.
-                let pause = max(Self.reconnectPause(configuration.retry), min(asked ?? 0, 60))
+                let pause = Self.pauseAfterStream(asked: asked, retry: configuration.retry)
                 try await Task.sleep(nanoseconds: UInt64(pause * 1_000_000_000))
             } catch is CancellationError {
                 return
@@ -92,8 +92,7 @@ extension StepLedgerClient {
                 }
                 let backoff = configuration.retry.delay(
                     afterFailures: failures, random: Double.random(in: 0...1, using: &random))
-                // A 429 or 503 that says when to come back is not asked again sooner (up to five minutes).
-                let wait = max(min(backoff, 60), min(Self.retryAfter(of: error) ?? 0, 300))
+                let wait = Self.waitAfterFailure(backoff: backoff, retryAfter: Self.retryAfter(of: error))
                 try? await Task.sleep(nanoseconds: UInt64(wait * 1_000_000_000))
             }
         }
@@ -102,6 +101,18 @@ extension StepLedgerClient {
     /// The pause before reconnecting after a stream that ended well or a poll that came back.
     static func reconnectPause(_ retry: RetryPolicy) -> TimeInterval {
         max(0.001, min(1, retry.initialDelay / 2))
+    }
+
+    /// The pause after a stream that ended well or a poll that came back: a breath, or the longer pause the stream's
+    /// `retry:` asked for (`asked`, in seconds), at most a minute.
+    static func pauseAfterStream(asked: TimeInterval?, retry: RetryPolicy) -> TimeInterval {
+        max(reconnectPause(retry), min(asked ?? 0, 60))
+    }
+
+    /// The wait after a failure: its backoff, at most a minute, or longer when a 429 or 503 said when to come back
+    /// (`retryAfter`), at most five minutes.
+    static func waitAfterFailure(backoff: TimeInterval, retryAfter: TimeInterval?) -> TimeInterval {
+        max(min(backoff, 60), min(retryAfter ?? 0, 300))
     }
 
     /// The wait a refusal asked for (`Retry-After`), if it is one that says.

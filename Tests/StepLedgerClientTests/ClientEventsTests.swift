@@ -226,6 +226,22 @@ struct ClientEventsTests {
         #expect((4...5).contains(streams.withLock { $0 }))
     }
 
+    @Test("the waits the server asks for are capped: a stream's retry: hint at a minute, a Retry-After at five")
+    func pacingCaps() {
+        // The retry: hint: a breath at least, a minute at most.
+        #expect(StepLedgerClient.pauseAfterStream(asked: nil, retry: .default) == 1)
+        #expect(StepLedgerClient.pauseAfterStream(asked: 0.2, retry: .default) == 1)
+        #expect(StepLedgerClient.pauseAfterStream(asked: 15, retry: .default) == 15)
+        #expect(StepLedgerClient.pauseAfterStream(asked: 3_600, retry: .default) == 60)
+        #expect(StepLedgerClient.pauseAfterStream(asked: nil, retry: Self.fast) == 0.005)
+        // After a failure: the backoff up to a minute, or a longer Retry-After up to five minutes.
+        #expect(StepLedgerClient.waitAfterFailure(backoff: 8, retryAfter: nil) == 8)
+        #expect(StepLedgerClient.waitAfterFailure(backoff: 900, retryAfter: nil) == 60)
+        #expect(StepLedgerClient.waitAfterFailure(backoff: 8, retryAfter: 2) == 8)
+        #expect(StepLedgerClient.waitAfterFailure(backoff: 8, retryAfter: 120) == 120)
+        #expect(StepLedgerClient.waitAfterFailure(backoff: 900, retryAfter: 86_400) == 300)
+    }
+
     @Test(
         "the sequence waits as the server asks: a stream's longer retry: hint (a superseded stream), a 429's or a 503's Retry-After"
     )
