@@ -383,6 +383,14 @@ struct ReviewDeskTests {
                 try await client.admin("/admin/reviews/\(id)?claim=true", token: vic).json["entry"]?["claim"] == .null)
             #expect(
                 try await client.admin("/admin/reviews/\(id)?claim=false", token: ana).json["entry"]?["claim"] == .null)
+            // Given twice, claim is refused whichever value comes first, and the entry stays unclaimed.
+            for query in ["claim=true&claim=false", "claim=false&claim=true", "claim=true&claim=true"] {
+                let twice = try await client.admin("/admin/reviews/\(id)?\(query)", token: ana)
+                #expect(twice.status == .badRequest, "\(query)")
+                #expect(try twice.json["message"] == .string("claim must be given once."), "\(query)")
+            }
+            #expect(
+                try await client.admin("/admin/reviews/\(id)?claim=false", token: ana).json["entry"]?["claim"] == .null)
             // A GET a browser sends for a page of another site (an image on a sibling subdomain, say) only looks.
             for foreign: HTTPFields in [
                 [.authorization: "Bearer \(ana)", HTTPField.Name("Sec-Fetch-Site")!: "same-site"],

@@ -64,6 +64,9 @@ struct AdminController: Sendable {
     /// GET passes the same-origin rule, so a page elsewhere on the site must not be able to claim through it).
     private func detail(_ request: Request, id: String, actor: AdminActor) async throws -> Response {
         var claiming = actor.role.permits(.decide) && !SameOriginMiddleware.isCrossSite(request)
+        if request.uri.queryParameters.repeated(among: ["claim"]) != nil {
+            throw AdminAPIError.badRequest("claim must be given once.")
+        }
         if let text = request.uri.queryParameters.get("claim") {
             guard text == "true" || text == "false" else {
                 throw AdminAPIError.badRequest("claim must be true or false.")
