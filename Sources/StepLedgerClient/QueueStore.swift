@@ -9,7 +9,7 @@ import Foundation
 #endif
 
 /// The queue's folder on disk: `queue.json`, replaced whole on every change (written to a new file, flushed to the
-/// device with `fsync`, renamed over the old one, and the folder flushed too), so a crash at any instant leaves
+/// device with `fsync`, `F_FULLFSYNC` on Apple's platforms, renamed over the old one, and the folder flushed too), so a crash at any instant leaves
 /// either the old state or the new one, never half of either. `queue.lock` keeps a second client off the folder.
 /// A state equal to the one last read or written is not written again, so callers save after every change
 /// without paying an `fsync` for none. Used only from the client's actor.
@@ -113,7 +113,7 @@ final class QueueStore: @unchecked Sendable {
             }
             written += result
         }
-        guard fsync(descriptor) == 0 else {
+        guard Self.flushToStorage(descriptor) else {
             let error = failure("fsync \(temporary)")
             close(descriptor)
             throw error
@@ -123,8 +123,20 @@ final class QueueStore: @unchecked Sendable {
         let folder = open(directory.path, O_RDONLY | O_CLOEXEC)
         guard folder >= 0 else { throw failure("open \(directory.path)") }
         defer { close(folder) }
-        guard fsync(folder) == 0 else { throw failure("fsync \(directory.path)") }
+        guard Self.flushToStorage(folder) else { throw failure("fsync \(directory.path)") }
         onDisk = state
+    }
+
+    /// Flushes what was written to `descriptor` (a file, or a folder after a rename in it) to stable storage. On
+    /// Apple's platforms `fsync` only hands the data to the drive, which may hold it in its cache, and write it out
+    /// of order, past a power loss: the rename could then outlive the bytes it points to, and the next launch would
+    /// set the whole queue aside. `F_FULLFSYNC` makes the drive flush too; where a file system does not support it,
+    /// `fsync` is what is left.
+    private static func flushToStorage(_ descriptor: Int32) -> Bool {
+        #if canImport(Darwin)
+            if fcntl(descriptor, F_FULLFSYNC) == 0 { return true }
+        #endif
+        return fsync(descriptor) == 0
     }
 
     private func failure(_ what: String) -> StepLedgerError {

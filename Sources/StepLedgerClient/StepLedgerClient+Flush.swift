@@ -83,12 +83,13 @@ extension StepLedgerClient {
         report.expired = state.dropExpired(
             now: now(), capDays: configuration.offlineCapDays + Self.deviceClockGraceDays, droppedAt: now())
         var held = false
-        if state.hasBucket(pastCapDays: configuration.offlineCapDays, at: now()),
+        if state.hasBucket(pastCapDays: max(0, configuration.offlineCapDays - 1), at: now()),
             !state.due(at: now(), longestBackoff: configuration.retry.maximumDelay).isEmpty
         {
-            // Past the cap by the device's clock, which may be ahead: the server's clock decides. A bucket past the
-            // cap by it too is dropped unsent (sent, it would be refused, and its rejection counted against the
-            // walker); without the server's clock nothing is sent, nor dropped.
+            // Within a day of the cap by the device's clock, or past it: the server's clock decides, as the device's
+            // may be ahead (a day past the cap the server still takes) or behind (a day on the cap the server already
+            // refuses). A bucket past the cap by the server's clock is dropped unsent (sent, it would be refused, and
+            // its rejection counted against the walker); without the server's clock nothing is sent, nor dropped.
             let clock = await serverClock()
             try stopIfCancelled()
             switch clock {

@@ -366,6 +366,31 @@ struct ClientQueueTests {
         #expect(server.state.withLock { $0.clockReads } == 1)
     }
 
+    @Test(
+        "a device clock a day behind sends no day the server would refuse: a day on the cap by the device's clock waits for the server's"
+    )
+    func deviceClockBehind() async throws {
+        let store = temporaryStore()
+        defer { try? FileManager.default.removeItem(at: store) }
+        let serverClock = ManualClock(seedInstant.addingTimeInterval(86_400))
+        let deviceClock = ManualClock(seedInstant)
+        let server = FakeServer(clock: serverClock)
+        let client = try makeClient(store: store, server: server, clock: deviceClock)
+        // 7 days old by the device's clock (on the cap, so the device would send it), 8 by the server's.
+        let onTheCap = try await client.record(today.adding(days: -7), 4_000)
+        let kept = try await client.record(today.adding(days: -6), 3_000)
+        let report = try await client.flush()
+        #expect(server.state.withLock { $0.clockReads } == 1)
+        #expect(report.expired.map(\.idempotencyKey) == [onTheCap.idempotencyKey])
+        #expect(report.refused.isEmpty, "sent, it would have been refused and counted against the walker")
+        #expect(server.state.withLock { $0.attempts[onTheCap.idempotencyKey] } == nil)
+        #expect(report.delivered.map(\.bucket.idempotencyKey) == [kept.idempotencyKey])
+        // A queue whose oldest day is further from the cap sends without asking the server's clock.
+        _ = try await client.record(today.adding(days: -5), 2_000)
+        _ = try await client.flush()
+        #expect(server.state.withLock { $0.clockReads } == 1)
+    }
+
     @Test("record refuses a bad bucket or a full queue and stores nothing")
     func refusals() async throws {
         let store = temporaryStore()
