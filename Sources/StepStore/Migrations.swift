@@ -788,7 +788,26 @@ package enum Migrations {
                 "ALTER TABLE step_rereads ADD COLUMN judged_through BIGINT",
             ]
         },
+        Migration(version: 30, name: "the root each App Attest key was attested under") { _ in
+            // A key the development CA (`stepd device`) attested counts only while `dev.appAttestAuthority` is on:
+            // a closed beta's simulated devices must not go on asserting once the server trusts Apple's root alone
+            // (production, or the setting turned off on the same database). `apple` is the configured root
+            // (Apple's, or `appAttest.rootCertificateFile`). Keys from before are told by the receipt every
+            // development attestation carries; a key an older build registers beside this one reads `apple`.
+            [
+                "ALTER TABLE app_attest_keys ADD COLUMN authority TEXT NOT NULL DEFAULT 'apple'",
+                """
+                UPDATE app_attest_keys SET authority = 'development'
+                WHERE receipt = '\(Migrations.developmentReceiptBase64)'
+                """,
+            ]
+        },
     ]
+
+    /// Base64 of the receipt the development CA puts in every attestation it makes
+    /// (`AppAttestDevelopmentAuthority.placeholderReceipt`, which StepStore does not import; a test holds the two
+    /// equal), as `app_attest_keys.receipt` stores it.
+    package static let developmentReceiptBase64 = "U3RlcExlZGdlciBkZXZlbG9wbWVudCBBcHAgQXR0ZXN0IHJlY2VpcHQgKG5vdCBDTVMp"
 
     /// The migration that made `schema_compatibility`.
     package static let compatibilityVersion = 28

@@ -31,10 +31,13 @@ package struct AppAttestKeyRecord: Sendable, Hashable {
     package var signCount: Int
     /// Base64 of the receipt as the attestation carried it, for a later refresh with Apple.
     package var receipt: String
+    /// Whether the development CA (`stepd device`) attested the key, not the configured App Attest root: such a key
+    /// counts only while the server trusts that CA (`app_attest_keys.authority`).
+    package var development: Bool
 
     package init(
         walkerId: String, keyId: String, publicKey: String, appId: String, environment: String, signCount: Int,
-        receipt: String
+        receipt: String, development: Bool = false
     ) {
         self.walkerId = walkerId
         self.keyId = keyId
@@ -43,6 +46,7 @@ package struct AppAttestKeyRecord: Sendable, Hashable {
         self.environment = environment
         self.signCount = signCount
         self.receipt = receipt
+        self.development = development
     }
 }
 
@@ -122,9 +126,10 @@ extension StoreTransaction {
         let row = try await sql.raw(
             """
             INSERT INTO app_attest_keys (walker_id, key_id, public_key, app_id, environment, sign_count, receipt,
-                created_at, updated_at)
+                authority, created_at, updated_at)
             VALUES (\(bind: key.walkerId), \(bind: key.keyId), \(bind: key.publicKey), \(bind: key.appId),
-                \(bind: key.environment), \(bind: key.signCount), \(bind: key.receipt), \(bind: at), \(bind: at))
+                \(bind: key.environment), \(bind: key.signCount), \(bind: key.receipt),
+                \(bind: key.development ? "development" : "apple"), \(bind: at), \(bind: at))
             ON CONFLICT (walker_id, key_id) DO NOTHING
             RETURNING key_id
             """
@@ -139,7 +144,7 @@ extension StoreTransaction {
         let filter: SQLText = keyId.map { "AND key_id = \(bind: $0)" } ?? ""
         let rows = try await sql.raw(
             """
-            SELECT key_id, public_key, app_id, environment, sign_count, receipt FROM app_attest_keys
+            SELECT key_id, public_key, app_id, environment, sign_count, receipt, authority FROM app_attest_keys
             WHERE walker_id = \(bind: walkerId) \(filter)
             ORDER BY created_at DESC, key_id LIMIT \(bind: limit)
             """
@@ -152,7 +157,8 @@ extension StoreTransaction {
                 appId: try row.decode(column: "app_id", as: String.self),
                 environment: try row.decode(column: "environment", as: String.self),
                 signCount: try row.decode(column: "sign_count", as: Int.self),
-                receipt: try row.decode(column: "receipt", as: String.self))
+                receipt: try row.decode(column: "receipt", as: String.self),
+                development: try row.decode(column: "authority", as: String.self) == "development")
         }
     }
 

@@ -56,6 +56,9 @@ struct HealthAttestor: Sendable {
     /// One attestation verifier per accepted App ID (`teamId.bundleId`), each trusting the same roots.
     let attestationVerifiers: [AppAttestAttestationVerifier]
     let playIntegrity: PlayIntegrityVerifier?
+    /// The development CA's root while the server trusts it (`dev.appAttestAuthority`): a key registered under it is
+    /// marked so, and a key so marked counts only while this is set.
+    let developmentRoot: AppAttestDevelopmentRoot?
 
     /// From the `appAttest` and `playIntegrity` sections; `developmentRootPEM` is `stepd device`'s CA, given only
     /// while `dev.appAttestAuthority` is on (never in production).
@@ -68,6 +71,12 @@ struct HealthAttestor: Sendable {
             roots = [try String(contentsOfFile: file, encoding: .utf8)]
         }
         if let developmentRootPEM { roots.append(developmentRootPEM) }
+        do {
+            developmentRoot = try developmentRootPEM.map(AppAttestDevelopmentRoot.init(pem:))
+        } catch {
+            throw ConfigurationError(
+                key: "dev.appAttestAuthority", problem: "the development CA is not usable: \(error)")
+        }
         do {
             attestationVerifiers = try appAttest.apps(mode: mode).map {
                 try AppAttestAttestationVerifier(configuration: $0, rootCertificatesPEM: roots)
@@ -148,7 +157,8 @@ struct HealthAttestor: Sendable {
                         walkerId: walkerId, keyId: Data(result.keyIdentifier).base64EncodedString(),
                         publicKey: Data(result.publicKey.x963Representation).base64EncodedString(),
                         appId: verifier.configuration.appIdentifier, environment: result.environment.rawValue,
-                        signCount: 0, receipt: Data(result.receipt).base64EncodedString())))
+                        signCount: 0, receipt: Data(result.receipt).base64EncodedString(),
+                        development: developmentRoot?.issued(object) ?? false)))
         } catch {
             return .failure(.appAttest(error))
         }
@@ -184,10 +194,12 @@ struct HealthAttestor: Sendable {
                 app.configuration.allowedEnvironments.contains(environment),
                 let publicKeyBytes = Data(base64Encoded: key.publicKey),
                 let publicKey = try? P256.Signing.PublicKey(x963Representation: publicKeyBytes),
-                let previous = UInt32(exactly: key.signCount)
+                let previous = UInt32(exactly: key.signCount),
+                !key.development || developmentRoot != nil
             else {
-                // A key registered for an App ID no longer configured, or in an environment no longer allowed
-                // (`appAttest.environment` narrowed to production since), counts for nothing.
+                // A key registered for an App ID no longer configured, in an environment no longer allowed
+                // (`appAttest.environment` narrowed to production since), or under the development CA while the
+                // server no longer trusts it (`dev.appAttestAuthority` off, production), counts for nothing.
                 continue
             }
             do {
@@ -200,7 +212,9 @@ struct HealthAttestor: Sendable {
         }
         guard let reported else {
             return .failure(
-                .init(code: "APP_ATTEST_UNKNOWN_KEY", detail: "no key of a configured App ID and allowed environment"))
+                .init(
+                    code: "APP_ATTEST_UNKNOWN_KEY",
+                    detail: "no key of a configured App ID and allowed environment, attested under a trusted root"))
         }
         return .failure(.appAttest(reported))
     }
