@@ -52,6 +52,9 @@ struct WalkerCommand: AsyncParsableCommand {
         }
 
         func run() async throws {
+            // Stored ids are in Unicode's composed form (NFC; the server refuses a token whose `sub` is not): an id
+            // pasted in decomposed form (`e` + U+0301 for `é`, as some clipboards give it) names the same walker.
+            let walkerId = walkerId.precomposedStringWithCanonicalMapping
             guard yes else {
                 throw CommandFailure(
                     "erasing walker \(walkerId) cannot be undone; run again with --yes to erase it")

@@ -53,4 +53,59 @@ struct BackupTests {
         #expect(events.map(\.seq) == written && written.count == 50)
         try await copy.database.close()
     }
+
+    @Test(
+        "without replacing, a file that appears at the destination while the copy is written is refused and kept; with replacing it is replaced"
+    )
+    func publishRefusesLateFile() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("publish-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let copy = directory.appendingPathComponent(".backup.sqlite.partial-1-ABCDEF12").path
+        let destination = directory.appendingPathComponent("backup.sqlite").path
+        try Data("the copy".utf8).write(to: URL(fileURLWithPath: copy))
+        try Data("yesterday's backup".utf8).write(to: URL(fileURLWithPath: destination))
+        #expect {
+            try SQLiteBackup.publish(copy, as: destination, replacing: false)
+        } throws: { error in
+            (error as? SQLiteBackup.Failure)?.description == "\(destination) exists; pass --force to replace it"
+        }
+        #expect(try String(contentsOfFile: destination, encoding: .utf8) == "yesterday's backup")
+        try SQLiteBackup.publish(copy, as: destination, replacing: true)
+        #expect(try String(contentsOfFile: destination, encoding: .utf8) == "the copy")
+        #expect(!FileManager.default.fileExists(atPath: copy))
+        // Without replacing, to a free name: the copy is there, and its temporary name is gone.
+        try Data("another copy".utf8).write(to: URL(fileURLWithPath: copy))
+        let fresh = directory.appendingPathComponent("fresh.sqlite").path
+        try SQLiteBackup.publish(copy, as: fresh, replacing: false)
+        #expect(try String(contentsOfFile: fresh, encoding: .utf8) == "another copy")
+        #expect(
+            try FileManager.default.contentsOfDirectory(atPath: directory.path).sorted() == [
+                "backup.sqlite", "fresh.sqlite",
+            ])
+    }
+
+    @Test(
+        "a killed backup's partial copy and its journal are removed by the next backup into the folder, whatever file that one writes"
+    )
+    func abandonedOfAnyName() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("abandoned-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let names = [
+            ".stepledger-2026-05-18.sqlite.partial-999999-FDB7B6C2",
+            ".stepledger-2026-05-18.sqlite.partial-999999-FDB7B6C2-journal",
+            // Not a partial copy: other dot files, a name without the pid, a suffix of another length.
+            ".profile", ".x.partial-abc-FDB7B6C2", ".x.partial-999999-FDB7", "x.partial-999999-FDB7B6C2",
+        ]
+        for name in names {
+            let path = directory.appendingPathComponent(name).path
+            try Data("x".utf8).write(to: URL(fileURLWithPath: path))
+            try FileManager.default.setAttributes(
+                [.modificationDate: Date().addingTimeInterval(-3600)], ofItemAtPath: path)
+        }
+        #expect(SQLiteBackup.partialCopy(names[0]).pid == 999_999)
+        SQLiteBackup.removeAbandoned(in: directory.path)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path).sorted() == names[2...].sorted())
+    }
 }

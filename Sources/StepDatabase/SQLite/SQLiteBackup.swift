@@ -48,11 +48,11 @@ package enum SQLiteBackup {
             else { throw Failure(description: "\(destination) is the database itself") }
         }
         // The partial copy's name carries this process's id: a copy left by a backup that was killed (its process
-        // gone) is removed by the next one, so repeated interrupted runs do not fill the disk.
-        let prefix = ".\(target.lastPathComponent).partial-"
-        removeAbandoned(in: directory.path, prefix: prefix)
+        // gone) is removed by the next one into the same folder, whatever file that one writes (backups named by
+        // date each write another), so repeated interrupted runs do not fill the disk.
+        removeAbandoned(in: directory.path)
         let temporary = directory.appendingPathComponent(
-            "\(prefix)\(getpid())-\(UUID().uuidString.prefix(8))"
+            ".\(target.lastPathComponent)\(partialMarker)\(getpid())-\(UUID().uuidString.prefix(8))"
         ).path
         let executor = ThreadExecutor(name: "sqlite-backup")
         do {
@@ -62,35 +62,79 @@ package enum SQLiteBackup {
             }
             try await executor.shutdown()
             try synchronize(file: temporary)
-            guard rename(temporary, destination) == 0 else {
-                throw Failure(
-                    description: "cannot move the copy to \(destination): \(String(cString: strerror(errno)))")
-            }
+            try publish(temporary, as: destination, replacing: replacing)
             try synchronize(directory: directory.path)
         } catch {
             try? await executor.shutdown()
             try? files.removeItem(atPath: temporary)
+            try? files.removeItem(atPath: temporary + "-journal")
             throw error
         }
         let size = try files.attributesOfItem(atPath: destination)[.size] as? Int ?? 0
         return Report(bytes: size)
     }
 
-    /// Removes the partial copies `prefix…` in `directory` that no backup is writing: untouched for a day, or
-    /// untouched for ten minutes and named `prefix<pid>-…` for a process that no longer runs here. A copy being
-    /// written is touched all the time, so one of a backup in another container (its pid means nothing here) is
-    /// left alone; one of a killed backup whose pid was reused, or that ran as pid 1 in a container, goes after a day.
-    static func removeAbandoned(in directory: String, prefix: String, now: Date = Date()) {
+    /// What a partial copy's name holds between the destination's name and `<pid>-<8 characters>`.
+    static let partialMarker = ".partial-"
+
+    /// Moves the checked copy to `destination`. Without `replacing`, a file that appeared there while the copy was
+    /// written (another backup to the same name, say) is refused as one that was there before, not replaced: a
+    /// hard link fails on an existing name where a rename would replace it. A file system without hard links
+    /// falls back to checking, then renaming.
+    package static func publish(_ temporary: String, as destination: String, replacing: Bool) throws {
+        if !replacing {
+            if link(temporary, destination) == 0 {
+                unlink(temporary)
+                return
+            }
+            let reason = errno
+            guard reason != EEXIST else {
+                throw Failure(description: "\(destination) exists; pass --force to replace it")
+            }
+            guard [EPERM, ENOTSUP, EOPNOTSUPP, EMLINK].contains(reason) else {
+                throw Failure(
+                    description: "cannot move the copy to \(destination): \(String(cString: strerror(reason)))")
+            }
+            guard !FileManager.default.fileExists(atPath: destination) else {
+                throw Failure(description: "\(destination) exists; pass --force to replace it")
+            }
+        }
+        guard rename(temporary, destination) == 0 else {
+            throw Failure(description: "cannot move the copy to \(destination): \(String(cString: strerror(errno)))")
+        }
+    }
+
+    /// Whether `name` is a backup's partial copy (`.<file>.partial-<pid>-<8 characters>`, or its `-journal`), and
+    /// then the pid it names.
+    package static func partialCopy(_ name: String) -> (pid: pid_t?, isPartial: Bool) {
+        guard name.hasPrefix("."), let marker = name.range(of: partialMarker, options: .backwards) else {
+            return (nil, false)
+        }
+        var rest = name[marker.upperBound...]
+        if rest.hasSuffix("-journal") { rest = rest.dropLast("-journal".count) }
+        guard let dash = rest.firstIndex(of: "-"), !rest[..<dash].isEmpty,
+            rest[..<dash].allSatisfy(\.isASCII), rest[..<dash].allSatisfy(\.isNumber),
+            rest[rest.index(after: dash)...].count == 8
+        else { return (nil, false) }
+        return (pid_t(rest[..<dash]), true)
+    }
+
+    /// Removes the partial copies in `directory` (of any backup's file) that no backup is writing: untouched for a
+    /// day, or untouched for ten minutes and named `….partial-<pid>-…` for a process that no longer runs here. A
+    /// copy being written is touched all the time, so one of a backup in another container (its pid means nothing
+    /// here) is left alone; one of a killed backup whose pid was reused, or that ran as pid 1 in a container, goes
+    /// after a day.
+    package static func removeAbandoned(in directory: String, now: Date = Date()) {
         let files = FileManager.default
         guard let names = try? files.contentsOfDirectory(atPath: directory) else { return }
-        for name in names where name.hasPrefix(prefix) {
+        for name in names {
+            let (pid, isPartial) = partialCopy(name)
+            guard isPartial else { continue }
             let path = (directory as NSString).appendingPathComponent(name)
             guard let modified = (try? files.attributesOfItem(atPath: path))?[.modificationDate] as? Date else {
                 continue
             }
             let idle = now.timeIntervalSince(modified)
-            let rest = name.dropFirst(prefix.count)
-            let pid = rest.firstIndex(of: "-").flatMap { pid_t(rest[..<$0]) }
             // kill(pid, 0) fails with ESRCH only when no such process exists.
             let gone = pid.map { $0 > 0 && kill($0, 0) != 0 && errno == ESRCH } ?? true
             guard idle > 86_400 || (idle > 600 && gone) else { continue }
