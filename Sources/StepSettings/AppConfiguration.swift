@@ -87,7 +87,25 @@ package struct AppConfiguration: Sendable {
         reread = try reader.section()
         telemetry = try reader.section()
         tracing = try reader.section()
+        try validateWebhookRetention()
         try validateForMode()
+    }
+
+    /// A webhook delivery reads its event when it runs: one still retrying when the event is pruned
+    /// (`retention.walkerEventsDays`) is never delivered. So the retention must outlast the longest a delivery may
+    /// retry, with a day to spare for the prune's own interval.
+    package func validateWebhookRetention() throws {
+        guard events.webhookURL != nil else { return }
+        let span = jobs.longestRetrySpan(
+            attempts: events.webhookMaxAttempts, attemptSeconds: events.webhookTimeoutSeconds)
+        let days = (span / 86_400 * 10).rounded(.up) / 10
+        guard span + 86_400 > pruning.walkerEventsDays * 86_400 else { return }
+        throw ConfigurationError(
+            key: Pruning.Key.walkerEventsDays.name,
+            problem: "must exceed by a day the longest a webhook delivery may retry, \(days) days "
+                + "(\(Events.Key.webhookMaxAttempts.name) \(events.webhookMaxAttempts), "
+                + "\(Jobs.Key.backoffCapSeconds.name) \(jobs.backoffCapSeconds)): an event pruned first is never "
+                + "delivered")
     }
 
     /// Production refuses development shortcuts and needs what its gates check against.

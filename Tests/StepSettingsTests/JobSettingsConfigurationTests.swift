@@ -107,4 +107,42 @@ struct JobSettingsConfigurationTests {
                     url: "http://127.0.0.1:9/hook", secret: Array(secret.utf8), maxAttempts: 3, timeoutSeconds: 4))
         #expect(try Self.read([:]).jobSettings.webhook == nil)
     }
+
+    @Test(
+        "with a webhook, events must be kept a day longer than a delivery may retry; without one, any retention goes")
+    func webhookOutlivesRetention() throws {
+        let webhook = [
+            "events.webhookUrl": "https://push.example/hook", "events.webhookSecret": String(repeating: "s", count: 32),
+        ]
+        // The defaults (16 attempts, a cap of an hour: about 6.4 h) and the shortest retention (7 days) agree.
+        _ = try Self.read(webhook.merging(["retention.walkerEventsDays": "7"]) { $1 })
+        let long = webhook.merging([
+            "retention.walkerEventsDays": "7", "jobs.backoffCapSeconds": "86400", "events.webhookMaxAttempts": "24",
+        ]) { $1 }
+        #expect {
+            try Self.read(long)
+        } throws: { error in
+            let refusal = error as? ConfigurationError
+            return refusal?.key == "retention.walkerEventsDays"
+                && refusal?.problem.contains("events.webhookMaxAttempts 24") == true
+        }
+        // Kept long enough, the same retries are fine; so is the short retention with no webhook to deliver.
+        _ = try Self.read(long.merging(["retention.walkerEventsDays": "30"]) { $1 })
+        _ = try Self.read(
+            long.filter { !$0.key.hasPrefix("events.webhook") }.merging(["events.webhookMaxAttempts": "24"]) { $1 })
+    }
+
+    @Test("the retry span the check reads is the queue's own backoff, each wait at the top of its range")
+    func retrySpanIsTheQueues() throws {
+        for (base, cap, attempts) in [(5.0, 3600.0, 16), (0.5, 86_400.0, 100), (60.0, 60.0, 1), (1.0, 10.0, 7)] {
+            let configuration = try Self.read([
+                "jobs.backoffBaseSeconds": "\(base)", "jobs.backoffCapSeconds": "\(cap)",
+            ])
+            let backoff = configuration.jobSettings.backoff
+            let waits = (1..<max(attempts, 1)).reduce(0.0) { $0 + backoff.bounds(afterAttempt: $1).upperBound }
+            #expect(
+                configuration.jobs.longestRetrySpan(attempts: attempts, attemptSeconds: 2) == waits + Double(attempts)
+                    * 2)
+        }
+    }
 }
