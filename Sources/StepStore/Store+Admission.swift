@@ -189,7 +189,8 @@ extension Store {
     }
 }
 
-/// The window a read's admission counted its hit in, once it did (`Store.admittedRead`).
+/// The window an admission counted its hit in, once it did (`Store.admittedRead`, the PostgreSQL ingest's
+/// give-back).
 final class CountedWindow: Sendable {
     private let start = Mutex<Date?>(nil)
 

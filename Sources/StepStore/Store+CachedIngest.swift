@@ -30,7 +30,7 @@ extension Store {
     func cachedIngest(
         _ request: AdmissionRequest, day: LocalDate, idempotency: IdempotencyRequest, write: IngestWrite,
         from cached: CachedDay, audit: IngestAudit, planner: some IngestPlanner, cache: IngestStateCache,
-        claiming: ClaimSent
+        claiming: ClaimSent, counted: CountedWindow
     ) async throws -> CachedIngestResult {
         // A failed statement changed nothing; the entry goes too, so a retry plans from a read.
         do {
@@ -52,6 +52,7 @@ extension Store {
                         from: rows, walkerId: request.walkerId, limit: request.policy.limit, idempotency: idempotency,
                         day: day, now: request.now)
                     let decision = RateLimitDecision(policy: request.policy, window: admission.window, now: request.now)
+                    if decision.allowed { counted.set(admission.window.windowStart) }
                     let outcome = try await Self.admitted(
                         decision, admission, request: request, day: day, audit: audit, planner: planner,
                         cache: cache, overtaken: true, tx: tx)
@@ -61,6 +62,7 @@ extension Store {
                     hits: try row.decode(column: "hits", as: Int.self),
                     windowStart: Date(millisecondsSince1970: try row.decode(column: "window_start", as: Int.self)))
                 let decision = RateLimitDecision(policy: request.policy, window: window, now: request.now)
+                if decision.allowed { counted.set(window.windowStart) }
                 guard decision.allowed else {
                     return .answered(decision, await Self.rateLimited(decision, tx: tx, row: audit.rateLimited))
                 }

@@ -141,15 +141,17 @@ extension Store {
             }
         case .postgres:
             let claiming = ClaimSent()
+            let counted = CountedWindow()
             do {
                 return try await postgresIngest(
-                    request, day: day, idempotency: idempotency, audit: audit, planner: planner, claiming: claiming)
+                    request, day: day, idempotency: idempotency, audit: audit, planner: planner, claiming: claiming,
+                    counted: counted)
             } catch {
                 // Whatever failed, once a statement that claims the key was sent, the claim is given back if it is
                 // still in flight, so a retry can succeed at once rather than after the lease. Only this request's
                 // claim: a stored answer, or a claim another request took over after this one's lease ran out,
                 // stays. When no connection could be had, nothing was claimed, and the 503 is not held up.
-                if claiming.wasSent { await giveBack(idempotency, request: request) }
+                if claiming.wasSent { await giveBack(idempotency, request: request, window: counted.value) }
                 throw error
             }
         }
@@ -159,8 +161,10 @@ extension Store {
     /// the hit its admission counted against the walker's limit (as SQLite's rollback takes both back: the failed
     /// request's retry counts once), in a transaction of its own that bumps the walker's version first (see inside),
     /// tried again when it lost its connection (`transactionRetryingLostConnection`). When the database cannot be
-    /// reached, the key stays claimed until its lease runs out.
-    private func giveBack(_ idempotency: IdempotencyRequest, request: AdmissionRequest) async {
+    /// reached, the key stays claimed until its lease runs out. The hit goes from `window`, the window the
+    /// admission counted it in (another instance's clock ahead may have opened a later one), else from the
+    /// request's own.
+    private func giveBack(_ idempotency: IdempotencyRequest, request: AdmissionRequest, window: Date?) async {
         let (walkerId, now, policy) = (request.walkerId, request.now, request.policy)
         // Safe to run twice: only this request's claim is released, and the hit only with it.
         await transactionRetryingLostConnection(afterCommit: true, recording: true) { tx in
@@ -174,7 +178,7 @@ extension Store {
             // The claim was this request's, so its admission committed and counted it: that hit goes too.
             if released {
                 try await tx.releaseRateLimitHit(
-                    walkerId: walkerId, bucket: policy.bucket, windowStart: policy.windowStart(at: now))
+                    walkerId: walkerId, bucket: policy.bucket, windowStart: window ?? policy.windowStart(at: now))
             }
         }
     }
@@ -183,7 +187,7 @@ extension Store {
     /// `claiming` is marked on the connection of each unit that may claim the key, before its first statement.
     private func postgresIngest(
         _ request: AdmissionRequest, day: LocalDate, idempotency: IdempotencyRequest, audit: IngestAudit,
-        planner: some IngestPlanner, claiming: ClaimSent
+        planner: some IngestPlanner, claiming: ClaimSent, counted: CountedWindow
     ) async throws -> (decision: RateLimitDecision, outcome: IngestUnitOutcome) {
         // Whether this instance's entry for the walker was stale: its next entry is then `admitting`.
         var overtaken = false
@@ -192,7 +196,7 @@ extension Store {
         {
             let result = try await cachedIngest(
                 request, day: day, idempotency: idempotency, write: planned(cached.state), from: cached,
-                audit: audit, planner: planner, cache: cache, claiming: claiming)
+                audit: audit, planner: planner, cache: cache, claiming: claiming, counted: counted)
             switch result {
             case .answered(let decision, let outcome): return (decision, outcome)
             case .locked(let decision, let stale):
@@ -207,6 +211,7 @@ extension Store {
         let (decision, outcome) = try await withoutTransaction { tx in
             claiming.mark()
             let (decision, admission) = try await tx.admit(request, day: day)
+            if decision.allowed { counted.set(admission.window.windowStart) }
             return (
                 decision,
                 try await Self.admitted(
