@@ -62,3 +62,36 @@ struct RereadAllocationTests {
         }
     }
 }
+
+/// A re-read answer's idempotency fingerprint covers every field, each kept apart from the next.
+@Suite("Re-read answers under one idempotency key")
+struct RereadFingerprintTests {
+    @Test(
+        "two answers under one key whose fields would join into the same text are different payloads: the second is 422, not the first's replay",
+        arguments: TestDatabases.kinds)
+    func fingerprintKeepsFieldsApart(kind: DatabaseKind) async throws {
+        let (harness, token) = try await ProductionModeTests.setUp(kind)
+        try await harness.run { client in
+            let request = try await RereadTests.backwards(harness, client, token: token)
+            let first = try RereadTests.answer(
+                request, counts: [("com.apple.health", 6200), ("com.example.steps", 5100)], key: "same-key")
+            #expect(try await client.reread(first, token: token).status == .ok)
+            // The second moves the first count into the digest, each field behind U+001F, the first's separator.
+            guard case .array(let counts)? = first["counts"], case .object(let moved) = counts[0],
+                case .object(let span)? = moved["sampleSpan"], case .string(let start)? = span["startUtc"],
+                case .string(let end)? = span["endUtc"]
+            else { throw JSONShapeError() }
+            let instants = try [start, end].map {
+                InstantParser.format(try #require(InstantParser.parse($0)), fractional: true)
+            }
+            var second = first
+            second["sampleDigest"] = .string(
+                ["sha256:6d1f0c4a", "com.apple.health", "6200", instants[0], instants[1]].joined(separator: "\u{1F}"))
+            second["counts"] = .array([counts[1]])
+            let refused = try await client.reread(second, token: token)
+            #expect(refused.status == .unprocessableContent, "\(refused.text)")
+            #expect(try refused.json["error"] == .string("IDEMPOTENCY_KEY_REUSED"))
+            #expect(refused.headers[.init("Idempotent-Replayed")!] == nil)
+        }
+    }
+}

@@ -16,7 +16,9 @@ struct RereadRequest: IdempotentBody, Hashable {
     var answer: RereadAnswer
     var idempotencyKey: String
 
-    /// What a replay must match: everything but the key.
+    /// What a replay must match: everything but the key. The fields are joined with U+001F, each with U+001B and
+    /// U+001F escaped first (the JSON reader lets both through), so no two payloads join into the same text; a field
+    /// without either is as it was, so keys stored before still match their retries.
     var payloadHash: String {
         var canonical = [requestId, nonce, day.description, answer.sampleDigest]
         for count in answer.counts {
@@ -25,7 +27,11 @@ struct RereadRequest: IdempotentBody, Hashable {
                 InstantParser.format(count.spanEnd, fractional: true),
             ]
         }
-        let digest = SHA256.hash(data: Data(canonical.joined(separator: "\u{1F}").utf8))
+        let escaped = canonical.map {
+            $0.replacingOccurrences(of: "\u{1B}", with: "\u{1B}\u{1B}").replacingOccurrences(
+                of: "\u{1F}", with: "\u{1B}u")
+        }
+        let digest = SHA256.hash(data: Data(escaped.joined(separator: "\u{1F}").utf8))
         return digest.map { String(format: "%02x", $0) }.joined()
     }
 
