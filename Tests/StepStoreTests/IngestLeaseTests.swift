@@ -314,21 +314,7 @@ struct IngestLeaseTests {
     func lostConnectionGivesTheKeyBack() async throws {
         let test = try await TestDatabases.make(.postgres)
         let store = test.store
-        // The submission's insert ends its own connection, as a server restart or a network cut would.
-        try await store.withoutTransaction { tx in
-            try await tx.sql.raw(
-                """
-                CREATE FUNCTION cut_connection() RETURNS trigger LANGUAGE plpgsql AS $$
-                BEGIN PERFORM pg_terminate_backend(pg_backend_pid()); RETURN NEW; END $$
-                """
-            ).run()
-            try await tx.sql.raw(
-                """
-                CREATE TRIGGER cut_connection BEFORE INSERT ON step_submissions
-                FOR EACH ROW EXECUTE FUNCTION cut_connection()
-                """
-            ).run()
-        }
+        try await Self.cutConnectionOnSubmission(store)
         // The walker exists already: the failing ingest plans from its version.
         #expect(try await Self.claim(store, Self.request(at: -100, key: "before").0) == .claimed)
         let planned = try #require(try await store.transaction { try await $0.walker("w") }).version
@@ -366,6 +352,24 @@ struct IngestLeaseTests {
     func givenBackInTheStoredWindow() async throws {
         let test = try await TestDatabases.make(.postgres)
         let store = test.store
+        try await Self.cutConnectionOnSubmission(store)
+        // An instance whose clock is a window ahead admits the walker's ingest first: the stored window is its.
+        let (ahead, _) = Self.request(at: Double(Self.policy.windowSeconds), key: "ahead")
+        #expect(try await Self.claim(store, ahead) == .claimed)
+        // This instance's ingest is counted in that window (the later one is kept), and its write fails.
+        let (first, idempotency) = Self.request(at: 0)
+        await #expect(throws: (any Error).self) {
+            try await store.ingest(
+                first, day: Self.day, idempotency: idempotency, audit: Self.audit,
+                planner: Planner(key: "k", steps: 3000))
+        }
+        #expect(try await Self.key(store) == "none", "the failed request kept its key in flight for its lease")
+        #expect(try await Self.hits(store, at: ahead.now) == 1, "the failed request still counts in the window ahead")
+        try await test.close()
+    }
+
+    /// PostgreSQL: a submission's insert ends its own connection, as a server restart or a network cut would.
+    static func cutConnectionOnSubmission(_ store: Store) async throws {
         try await store.withoutTransaction { tx in
             try await tx.sql.raw(
                 """
@@ -380,19 +384,6 @@ struct IngestLeaseTests {
                 """
             ).run()
         }
-        // An instance whose clock is a window ahead admits the walker's ingest first: the stored window is its.
-        let (ahead, _) = Self.request(at: Double(Self.policy.windowSeconds), key: "ahead")
-        #expect(try await Self.claim(store, ahead) == .claimed)
-        // This instance's ingest is counted in that window (the later one is kept), and its write fails.
-        let (first, idempotency) = Self.request(at: 0)
-        await #expect(throws: (any Error).self) {
-            try await store.ingest(
-                first, day: Self.day, idempotency: idempotency, audit: Self.audit,
-                planner: Planner(key: "k", steps: 3000))
-        }
-        #expect(try await Self.key(store) == "none", "the failed request kept its key in flight for its lease")
-        #expect(try await Self.hits(store, at: ahead.now) == 1, "the failed request still counts in the window ahead")
-        try await test.close()
     }
 
     /// The first `pid` the statement `query` selects, asked every 20 ms for up to 20 s, each time outside any
