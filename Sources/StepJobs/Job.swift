@@ -140,4 +140,12 @@ package struct JobBackoff: Sendable, Hashable {
     package func delay(afterAttempt attempt: Int) -> Double {
         Double.random(in: bounds(afterAttempt: attempt))
     }
+
+    /// The longest a job of `attempts` attempts can take from its first attempt to the end of its last: every wait
+    /// at the top of its range, every attempt running for `attemptSeconds`.
+    package func longestSpan(attempts: Int, attemptSeconds: Double) -> Double {
+        (1..<max(attempts, 1)).reduce(Double(max(attempts, 0)) * attemptSeconds) {
+            $0 + bounds(afterAttempt: $1).upperBound
+        }
+    }
 }

@@ -1,5 +1,4 @@
 import Configuration
-import Foundation
 
 extension AppConfiguration {
     /// `worker.*`: the job worker inside `stepd serve` (and alone in `stepd worker`).
@@ -83,17 +82,6 @@ extension AppConfiguration {
             guard backoffCapSeconds >= backoffBaseSeconds else {
                 throw reader.error(.backoffCapSeconds, "must not be below jobs.backoffBaseSeconds")
             }
-        }
-
-        /// The longest a job of `attempts` attempts can take from its first attempt to the end of its last: every
-        /// wait at the top of its jittered range (the n-th failure waits up to `min(cap, base × 2^(n−1))`, as the
-        /// queue's `JobBackoff` draws it) and every attempt running for `attemptSeconds`.
-        package func longestRetrySpan(attempts: Int, attemptSeconds: Double) -> Double {
-            var span = Double(max(attempts, 0)) * attemptSeconds
-            for failed in stride(from: 1, to: max(attempts, 1), by: 1) {
-                span += min(backoffCapSeconds, backoffBaseSeconds * pow(2, Double(min(failed - 1, 62))))
-            }
-            return span
         }
     }
 }

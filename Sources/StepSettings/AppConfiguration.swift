@@ -2,6 +2,7 @@ import Configuration
 import Foundation
 import StepCore
 import StepDatabase
+import StepJobs
 import StepStore
 
 /// Everything the server needs, read once at start-up, validated, typed: one struct per subsystem, each read from
@@ -96,10 +97,10 @@ package struct AppConfiguration: Sendable {
     /// retry, with a day to spare for the prune's own interval.
     package func validateWebhookRetention() throws {
         guard events.webhookURL != nil else { return }
-        let span = jobs.longestRetrySpan(
+        let span = jobSettings.backoff.longestSpan(
             attempts: events.webhookMaxAttempts, attemptSeconds: events.webhookTimeoutSeconds)
-        let days = (span / 86_400 * 10).rounded(.up) / 10
         guard span + 86_400 > pruning.walkerEventsDays * 86_400 else { return }
+        let days = (span / 86_400 * 10).rounded(.up) / 10
         throw ConfigurationError(
             key: Pruning.Key.walkerEventsDays.name,
             problem: "must exceed by a day the longest a webhook delivery may retry, \(days) days "

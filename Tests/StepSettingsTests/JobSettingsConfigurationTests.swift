@@ -132,17 +132,12 @@ struct JobSettingsConfigurationTests {
             long.filter { !$0.key.hasPrefix("events.webhook") }.merging(["events.webhookMaxAttempts": "24"]) { $1 })
     }
 
-    @Test("the retry span the check reads is the queue's own backoff, each wait at the top of its range")
-    func retrySpanIsTheQueues() throws {
-        for (base, cap, attempts) in [(5.0, 3600.0, 16), (0.5, 86_400.0, 100), (60.0, 60.0, 1), (1.0, 10.0, 7)] {
-            let configuration = try Self.read([
-                "jobs.backoffBaseSeconds": "\(base)", "jobs.backoffCapSeconds": "\(cap)",
-            ])
-            let backoff = configuration.jobSettings.backoff
-            let waits = (1..<max(attempts, 1)).reduce(0.0) { $0 + backoff.bounds(afterAttempt: $1).upperBound }
-            #expect(
-                configuration.jobs.longestRetrySpan(attempts: attempts, attemptSeconds: 2) == waits + Double(attempts)
-                    * 2)
-        }
+    @Test("a job's longest retry span: each wait at the top of its range, capped, and every attempt's time")
+    func longestRetrySpan() {
+        // 5, 10, …, 2 560 s (5 115 in all), then five waits at the 3 600-s cap, and 16 tries of 10 s.
+        #expect(JobBackoff(baseSeconds: 5, capSeconds: 3600).longestSpan(attempts: 16, attemptSeconds: 10) == 23_275)
+        // One attempt waits for nothing; none takes no time.
+        #expect(JobBackoff(baseSeconds: 60, capSeconds: 60).longestSpan(attempts: 1, attemptSeconds: 2) == 2)
+        #expect(JobBackoff().longestSpan(attempts: 0, attemptSeconds: 2) == 0)
     }
 }

@@ -104,7 +104,8 @@ struct BackupTests {
             try FileManager.default.setAttributes(
                 [.modificationDate: Date().addingTimeInterval(-3600)], ofItemAtPath: path)
         }
-        #expect(SQLiteBackup.partialCopy(names[0]).pid == 999_999)
+        #expect(SQLiteBackup.partialCopy(names[0])?.pid == 999_999)
+        #expect(SQLiteBackup.partialCopy(names[2]) == nil)
         SQLiteBackup.removeAbandoned(in: directory.path)
         #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path).sorted() == names[2...].sorted())
     }

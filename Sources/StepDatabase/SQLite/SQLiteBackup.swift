@@ -104,19 +104,24 @@ package enum SQLiteBackup {
         }
     }
 
-    /// Whether `name` is a backup's partial copy (`.<file>.partial-<pid>-<8 characters>`, or its `-journal`), and
-    /// then the pid it names.
-    package static func partialCopy(_ name: String) -> (pid: pid_t?, isPartial: Bool) {
+    /// A backup's partial copy, by its name: `.<file>.partial-<pid>-<8 characters>`, or its `-journal`.
+    package struct PartialCopy: Equatable {
+        /// The process the name says wrote it; nil when its digits are no pid.
+        package var pid: pid_t?
+    }
+
+    /// The partial copy `name` is, or nil for a name that is none.
+    package static func partialCopy(_ name: String) -> PartialCopy? {
         guard name.hasPrefix("."), let marker = name.range(of: partialMarker, options: .backwards) else {
-            return (nil, false)
+            return nil
         }
         var rest = name[marker.upperBound...]
         if rest.hasSuffix("-journal") { rest = rest.dropLast("-journal".count) }
         guard let dash = rest.firstIndex(of: "-"), !rest[..<dash].isEmpty,
             rest[..<dash].allSatisfy(\.isASCII), rest[..<dash].allSatisfy(\.isNumber),
             rest[rest.index(after: dash)...].count == 8
-        else { return (nil, false) }
-        return (pid_t(rest[..<dash]), true)
+        else { return nil }
+        return PartialCopy(pid: pid_t(rest[..<dash]))
     }
 
     /// Removes the partial copies in `directory` (of any backup's file) that no backup is writing: untouched for a
@@ -128,15 +133,14 @@ package enum SQLiteBackup {
         let files = FileManager.default
         guard let names = try? files.contentsOfDirectory(atPath: directory) else { return }
         for name in names {
-            let (pid, isPartial) = partialCopy(name)
-            guard isPartial else { continue }
+            guard let partial = partialCopy(name) else { continue }
             let path = (directory as NSString).appendingPathComponent(name)
             guard let modified = (try? files.attributesOfItem(atPath: path))?[.modificationDate] as? Date else {
                 continue
             }
             let idle = now.timeIntervalSince(modified)
             // kill(pid, 0) fails with ESRCH only when no such process exists.
-            let gone = pid.map { $0 > 0 && kill($0, 0) != 0 && errno == ESRCH } ?? true
+            let gone = partial.pid.map { $0 > 0 && kill($0, 0) != 0 && errno == ESRCH } ?? true
             guard idle > 86_400 || (idle > 600 && gone) else { continue }
             try? files.removeItem(atPath: path)
         }
