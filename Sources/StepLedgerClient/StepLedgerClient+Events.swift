@@ -65,12 +65,13 @@ extension StepLedgerClient {
                     streamFailures = 0
                 } else {
                     longPollRounds -= 1
-                    try await longPoll(after: &cursor, into: continuation)
+                    asked = try await longPoll(after: &cursor, into: continuation)
                 }
                 failures = 0
                 // A stream that ended or a poll that came back: reconnect after a breath (the server asks for a
                 // second with `retry: 1000`), never in a tight loop, or after the longer pause the stream asked for
-                // (`retry: 15000` when a newer stream of the walker superseded it), up to a minute.
+                // (`retry: 15000` when a newer stream of the walker superseded it, a poll's `Retry-After: 15`),
+                // up to a minute.
                 let pause = Self.pauseAfterStream(asked: asked, retry: configuration.retry)
                 try await Task.sleep(nanoseconds: UInt64(pause * 1_000_000_000))
             } catch is CancellationError {
@@ -165,17 +166,19 @@ extension StepLedgerClient {
         return asked
     }
 
+    /// One waiting poll; returns the pause its answer asked for (`Retry-After`, when newer waits of the walker
+    /// superseded it), in seconds.
     private func longPoll(
         after cursor: inout Int64, into continuation: AsyncThrowingStream<WalkerEvent, any Error>.Continuation
-    ) async throws {
+    ) async throws -> TimeInterval? {
         let query = Operations.ListWalkerEvents.Input.Query(after: Int(cursor), wait: 30)
-        let page: Components.Schemas.EventPage = try await authorized {
+        let (page, asked): (Components.Schemas.EventPage, TimeInterval?) = try await authorized {
             switch try await client.listWalkerEvents(.init(query: query)) {
             case .ok(let ok):
                 guard case .json(let page) = ok.body else {
                     return .failure(.unexpectedResponse(status: 200, code: nil))
                 }
-                return .value(page)
+                return .value((page, ok.headers.retryAfter.map(TimeInterval.init)))
             case .badRequest: return .failure(.unexpectedResponse(status: 400, code: nil))
             case .unauthorized(let response): return .unauthorized(reason: Self.reason(response.body))
             case .tooManyRequests(let response): return .failure(Self.rateLimited(response.headers.retryAfter))
@@ -189,6 +192,7 @@ extension StepLedgerClient {
             guard let event = WalkerEvent(wire) else { continue }
             try await deliver(event, after: &cursor, into: continuation)
         }
+        return asked.map { max(0, $0) }
     }
 
     private func deliver(

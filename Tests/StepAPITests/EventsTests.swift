@@ -141,6 +141,8 @@ struct EventsTests {
             let answered = try await RawConnection.offPool { poll.read(through: "}") }
             #expect(answered.hasPrefix("HTTP/1.1 200 OK"), "\(answered)")
             #expect(answered.hasSuffix(#"{"events":[],"next":"0"}"#), "the poll was not answered early: \(answered)")
+            #expect(
+                answered.contains("\r\nRetry-After: 15\r\n"), "a superseded poll asks its client to come back later")
             // The two newest keep waiting and both get the next event.
             try await Self.append(harness, "walker-waits", count: 1)
             for connection in [third, fourth] {
@@ -172,6 +174,7 @@ struct EventsTests {
             stream.finishSending()
             let answered = try await RawConnection.offPool { poll.read(through: "}") }
             #expect(answered.hasSuffix(#"{"events":[],"next":"0"}"#), "the poll kept waiting: \(answered)")
+            #expect(!answered.contains("Retry-After"), "only a superseded poll asks for a pause: \(answered)")
             let ended = try await RawConnection.offPool { stream.read(through: "0\r\n\r\n") }
             #expect(ended.hasSuffix("0\r\n\r\n"), "the stream kept going: \(ended)")
             #expect(ContinuousClock.now - started < .seconds(8))

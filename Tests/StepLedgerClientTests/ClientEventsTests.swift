@@ -293,6 +293,43 @@ struct ClientEventsTests {
         #expect(times[3] - times[2] >= .milliseconds(900), "the 503's Retry-After of 1 s was not waited for")
     }
 
+    @Test(
+        "a waiting poll answered early with Retry-After (superseded by newer waits of the walker) is polled again after it"
+    )
+    func supersededPollPaced() async throws {
+        let store = temporaryStore()
+        defer { try? FileManager.default.removeItem(at: store) }
+        let clock = ManualClock(seedInstant)
+        let server = FakeServer(clock: clock)
+        // The stream cannot be had (a proxy that buffers it): the sequence long-polls.
+        server.route("streamWalkerEvents") { _ in (HTTPResponse(status: .badGateway), nil) }
+        let arrivals = Mutex<[ContinuousClock.Instant]>([])
+        server.route("listWalkerEvents") { _ in
+            let count = arrivals.withLock {
+                $0.append(.now)
+                return $0.count
+            }
+            var response = HTTPResponse(status: .ok)
+            response.headerFields[.contentType] = "application/json"
+            guard count > 1 else {
+                response.headerFields[.retryAfter] = "2"
+                return (response, HTTPBody(#"{"events":[],"next":"0"}"#))
+            }
+            return (response, HTTPBody(#"{"events":[\#(Self.event(3, allocation: "a-3"))],"next":"3"}"#))
+        }
+        let client = try makeClient(store: store, server: server, clock: clock, retry: Self.fast)
+        for try await event in client.events() {
+            #expect(event.id == 3)
+            break
+        }
+        let times = arrivals.withLock { $0 }
+        #expect(times.count == 2)
+        guard times.count == 2 else { return }
+        // Without the header the next poll follows after the usual breath (5 ms with this policy).
+        #expect(
+            times[1] - times[0] >= .milliseconds(1900), "the superseded poll's Retry-After of 2 s was not waited for")
+    }
+
     @Test("an allocation-reverted event clears the allocation's pending-validation badge")
     func clearsBadge() async throws {
         let store = temporaryStore()

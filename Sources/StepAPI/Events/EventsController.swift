@@ -21,7 +21,7 @@ struct EventsController: Sendable {
     static let streamRoute = "/walker/events/stream"
     static let maxWaitSeconds = 30
     static let pageLimit = 100
-    /// The `retry:` hint a superseded stream ends with (`events.maxWaitsPerWalker`).
+    /// The `retry:` hint a superseded stream ends with (`events.maxWaitsPerWalker`); a superseded poll's `Retry-After`.
     static let supersededRetryMilliseconds = 15_000
 
     let runner: WalkerReadRunner
@@ -50,6 +50,7 @@ struct EventsController: Sendable {
             walkerId,
             query, first in
             var events = first
+            var superseded = false
             if events.isEmpty, query.wait > 0 {
                 let deadline = ContinuousClock.now + min(.seconds(query.wait), tokenLife)
                 // Subscribed before the read below, so an event committed in between still wakes this wait.
@@ -70,6 +71,7 @@ struct EventsController: Sendable {
                             try await $0.events(walkerId: walkerId, after: query.after, limit: Self.pageLimit)
                         }
                     }
+                    superseded = events.isEmpty && subscription.superseded.isSet
                 } catch {
                     // A failed re-read answers what was read so far (nothing): the client polls again.
                     logger.warning(
@@ -77,8 +79,11 @@ struct EventsController: Sendable {
                         metadata: ["error": .string("\(type(of: error))"), "requestId": .string(context.requestId)])
                 }
             }
+            // Superseded, as a stream is (`retry:`): the client polls again after 15 s rather than at once, so more
+            // waits than the walker may hold take turns slowly instead of ending each other round after round.
             return .json(
-                status: .ok, body: EventsQuery.page(events, next: events.last?.seq ?? query.after))
+                status: .ok, body: EventsQuery.page(events, next: events.last?.seq ?? query.after),
+                headers: superseded ? [.retryAfter: "\(Self.supersededRetryMilliseconds / 1000)"] : [:])
         }
     }
 

@@ -703,7 +703,9 @@ paths:
         `after` next time (the last event's id, or `after` again when there was none). Counts once against the
         walker's limit (rateLimit.walkerPerMinute) however long it waits. A waiting poll is answered early, with
         what it has, when newer streams and waiting polls of the walker exceed events.maxWaitsPerWalker (4) on the
-        instance, and when the session token expires (its `exp` and jwt.leewaySeconds).
+        instance, and when the session token expires (its `exp` and jwt.leewaySeconds). A poll answered early
+        because it was superseded carries `Retry-After: 15`: poll again after that many seconds, not at once, so
+        more waits than the walker may hold take turns slowly instead of ending each other every round.
       security:
         - sessionJWT: []
       parameters:
@@ -727,6 +729,10 @@ paths:
         '200':
           description: The events and the next cursor.
           headers:
+            Retry-After:
+              description: Only on a waiting poll superseded by newer waits of the walker (seconds before polling again).
+              schema:
+                type: integer
             RateLimit-Policy:
               $ref: '#/components/headers/RateLimitPolicy'
             RateLimit:

@@ -2065,7 +2065,9 @@ internal struct Client: APIProtocol {
     /// `after` next time (the last event's id, or `after` again when there was none). Counts once against the
     /// walker's limit (rateLimit.walkerPerMinute) however long it waits. A waiting poll is answered early, with
     /// what it has, when newer streams and waiting polls of the walker exceed events.maxWaitsPerWalker (4) on the
-    /// instance, and when the session token expires (its `exp` and jwt.leewaySeconds).
+    /// instance, and when the session token expires (its `exp` and jwt.leewaySeconds). A poll answered early
+    /// because it was superseded carries `Retry-After: 15`: poll again after that many seconds, not at once, so
+    /// more waits than the walker may hold take turns slowly instead of ending each other every round.
     ///
     ///
     /// - Remark: HTTP `GET /walker/events`.
@@ -2108,6 +2110,11 @@ internal struct Client: APIProtocol {
                 switch response.status.code {
                 case 200:
                     let headers: Operations.ListWalkerEvents.Output.Ok.Headers = .init(
+                        retryAfter: try converter.getOptionalHeaderFieldAsURI(
+                            in: response.headerFields,
+                            name: "Retry-After",
+                            as: Swift.Int.self
+                        ),
                         rateLimitPolicy: try converter.getOptionalHeaderFieldAsURI(
                             in: response.headerFields,
                             name: "RateLimit-Policy",

@@ -3133,7 +3133,9 @@ internal enum Operations {
     /// `after` next time (the last event's id, or `after` again when there was none). Counts once against the
     /// walker's limit (rateLimit.walkerPerMinute) however long it waits. A waiting poll is answered early, with
     /// what it has, when newer streams and waiting polls of the walker exceed events.maxWaitsPerWalker (4) on the
-    /// instance, and when the session token expires (its `exp` and jwt.leewaySeconds).
+    /// instance, and when the session token expires (its `exp` and jwt.leewaySeconds). A poll answered early
+    /// because it was superseded carries `Retry-After: 15`: poll again after that many seconds, not at once, so
+    /// more waits than the walker may hold take turns slowly instead of ending each other every round.
     ///
     ///
     /// - Remark: HTTP `GET /walker/events`.
@@ -3194,6 +3196,10 @@ internal enum Operations {
             internal struct Ok: Sendable, Hashable {
                 /// - Remark: Generated from `#/paths/walker/events/GET/responses/200/headers`.
                 internal struct Headers: Sendable, Hashable {
+                    /// Only on a waiting poll superseded by newer waits of the walker (seconds before polling again).
+                    ///
+                    /// - Remark: Generated from `#/paths/walker/events/GET/responses/200/headers/Retry-After`.
+                    internal var retryAfter: Swift.Int?
                     /// "walker";q=<limit>;w=<window seconds>
                     ///
                     /// - Remark: Generated from `#/paths/walker/events/GET/responses/200/headers/RateLimit-Policy`.
@@ -3205,12 +3211,15 @@ internal enum Operations {
                     /// Creates a new `Headers`.
                     ///
                     /// - Parameters:
+                    ///   - retryAfter: Only on a waiting poll superseded by newer waits of the walker (seconds before polling again).
                     ///   - rateLimitPolicy: "walker";q=<limit>;w=<window seconds>
                     ///   - rateLimit: "walker";r=<remaining>;t=<seconds to reset>
                     internal init(
+                        retryAfter: Swift.Int? = nil,
                         rateLimitPolicy: Components.Headers.RateLimitPolicy? = nil,
                         rateLimit: Components.Headers.RateLimit? = nil
                     ) {
+                        self.retryAfter = retryAfter
                         self.rateLimitPolicy = rateLimitPolicy
                         self.rateLimit = rateLimit
                     }
