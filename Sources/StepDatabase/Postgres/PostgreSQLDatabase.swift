@@ -258,6 +258,12 @@ package final class PostgreSQLDatabase: Database {
         var parameters = settings.startupParameters
         parameters["statement_timeout"] =
             parameters["statement_timeout"] ?? String(settings.statementTimeoutMilliseconds)
+        // The store is written for READ COMMITTED, PostgreSQL's own default: a unit that waited for a walker's row
+        // lock reads and writes the row another unit just committed, and a claim skips locked jobs. Under a default
+        // of REPEATABLE READ or SERIALIZABLE (set for the database or the role, `default_transaction_isolation`)
+        // each such wait would end in SQLSTATE 40001, a 503 for the client. Asked for at connection, it overrides
+        // those defaults.
+        parameters["default_transaction_isolation"] = "read committed"
         configuration.options.additionalStartupParameters = parameters.sorted { $0.key < $1.key }.map {
             ($0.key, $0.value)
         }
