@@ -383,12 +383,8 @@ extension StoreTransaction {
         return !provisional.isEmpty
     }
 
-    /// Writes what settling, reverting or refunding a decision changes on an allocation: its pending days, status,
-    /// waiting refund and what each decision covered.
-    private func writeSettlement(_ allocation: AllocationRecord, now: Date) async throws {
-        try await sql.raw(Self.settlementStatement(allocation, now: now)).run()
-    }
-
+    /// The write of what settling, reverting or refunding a decision changes on an allocation: its pending days,
+    /// status, waiting refund and what each decision covered.
     static func settlementStatement(_ allocation: AllocationRecord, now: Date) -> SQLText {
         """
         UPDATE allocations SET pending_days = \(bind: Self.dayList(allocation.pendingDays)),
@@ -406,9 +402,11 @@ extension StoreTransaction {
     /// part of the `credited` Energy, oldest allocation first, as `settleAllocations` spent it. A draw the decision left uncovered had its shortfall
     /// refunded then and gives nothing back again. Allocations made before draws were recorded, which name
     /// the day, give back what they still have spent. Then what the ledger is still short is taken back from the
-    /// newest allocations (`refundUnbackedSpends`). Under the walker's lock.
+    /// newest allocations (`refundUnbackedSpends`). Under the walker's lock. Each pass writes its allocations as
+    /// disjoint statements (`runDisjoint`): a walker may have thousands drawing on the day.
     package func revertAllocations(walkerId: String, day: LocalDate, credited: Int, now: Date) async throws {
         var cover = max(0, credited)
+        var refunded: [SQLText] = []
         let rows = try await sql.raw(
             """
             SELECT \(unsafeRaw: Self.allocationColumns) FROM allocations
@@ -436,8 +434,10 @@ extension StoreTransaction {
                 refund = min(covered, stillSpent)
             }
             guard refund > 0 else { continue }
-            try await addRefund(refund, to: allocation, day: day, now: now)
+            refunded.append(Self.refundStatement(refund, to: allocation, day: day, now: now))
         }
+        // Written before the next pass reads the allocations' waiting refunds.
+        try await runDisjoint(refunded)
         try await refundUnbackedSpends(walkerId: walkerId, day: day, now: now)
     }
 
@@ -458,22 +458,26 @@ extension StoreTransaction {
         ).all()
         let allocations = try rows.map { try Self.allocationRecord($0, walkerId: walkerId) }
         var short = -(position.unspentConfirmed + allocations.reduce(0) { $0 + $1.refundPoints })
+        var refunded: [SQLText] = []
         for allocation in allocations where short > 0 {
             let free = allocation.stillSpent - allocation.backedByPendingDays
             let take = min(short, free)
             guard take > 0 else { continue }
             short -= take
-            try await addRefund(take, to: allocation, day: day, now: now)
+            refunded.append(Self.refundStatement(take, to: allocation, day: day, now: now))
         }
+        try await runDisjoint(refunded)
     }
 
-    /// Adds `points` taken back by `day`'s reversal to the allocation's waiting refund, as a part of its own for
-    /// `RefundJob.schedule` to date: provisional again.
-    private func addRefund(_ points: Int, to allocation: AllocationRecord, day: LocalDate, now: Date) async throws {
+    /// The write that adds `points` taken back by `day`'s reversal to the allocation's waiting refund, as a part of
+    /// its own for `RefundJob.schedule` to date: provisional again.
+    private static func refundStatement(_ points: Int, to allocation: AllocationRecord, day: LocalDate, now: Date)
+        -> SQLText
+    {
         var allocation = allocation
         allocation.addRefund(points, day: day)
         allocation.status = .provisional
-        try await writeSettlement(allocation, now: now)
+        return settlementStatement(allocation, now: now)
     }
 
     /// Sets `dueAt` (the grace period's end) on every part of a waiting refund that has no due time yet (the

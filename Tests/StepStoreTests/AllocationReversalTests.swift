@@ -1,4 +1,5 @@
 import Foundation
+import SQLKit
 import StepCore
 import StepDatabase
 import StepStore
@@ -88,6 +89,73 @@ struct AllocationReversalTests {
             _ = try await tx.settleAllocations(walkerId: "w", day: Self.dayD, credit: 0, rejected: true, now: Self.t0)
         }
         #expect(try await Self.refunds(store, "a") == 60)
+        try await test.close()
+    }
+
+    @Test(
+        "a reversal of a day 450 allocations drew on gives each back its part, in a few round trips on PostgreSQL, not one per allocation",
+        arguments: TestDatabases.kinds)
+    func manyAllocations(kind: DatabaseKind) async throws {
+        let test = try await TestDatabases.make(kind)
+        let store = test.store
+        let count = 450
+        try await store.transaction { tx in
+            _ = try await tx.lockWalker("w", now: Self.t0)
+            for index in 0..<count {
+                let at = Self.t0.addingTimeInterval(Double(index))
+                try await tx.insertAllocation(
+                    AllocationRecord(
+                        walkerId: "w", id: "a\(index)", kind: .tree, nodeId: "node-\(index)", points: 2,
+                        status: .provisional, dependsOn: [Self.dayX], pendingDays: [Self.dayX], createdAt: at,
+                        updatedAt: at, draws: [AllocationDraw(day: Self.dayX, points: 2)]))
+            }
+        }
+        // X is accepted with credit for all of them, then reversed: each gets its 2 points back.
+        try await store.transaction { tx in
+            _ = try await tx.settleAllocations(
+                walkerId: "w", day: Self.dayX, credit: 2 * count, rejected: false, now: Self.t0)
+        }
+        let sent = (store.database as? PostgreSQLDatabase)?.statementsSent
+        let before = sent?.value ?? 0
+        try await store.transaction { tx in
+            try await tx.revertAllocations(walkerId: "w", day: Self.dayX, credited: 2 * count, now: Self.t0)
+        }
+        if let sent {
+            // Two reads and an energy position per pass, the writes 200 to a round trip: a dozen or so, where one
+            // write per allocation made 450 more (a walker with thousands outlasted the unit's deadline).
+            #expect(sent.value - before < 30, "\(sent.value - before) round trips")
+        }
+        let refunds = try await store.transaction { tx in
+            try await tx.sql.raw(
+                "SELECT COUNT(*) AS n FROM allocations WHERE walker_id = 'w' AND refund_points = 2 AND status = 'provisional'"
+            ).first()?.decode(column: "n", as: Int.self)
+        }
+        #expect(refunds == count)
+        for id in ["a0", "a\(count - 1)"] { #expect(try await Self.refunds(store, id) == 2) }
+
+        // Walker v spent 900 it was never credited (its ledger is empty) on allocations that name no day: the
+        // reversal's second pass takes back from the newest what the ledger is short, all 450 of them.
+        try await store.transaction { tx in
+            _ = try await tx.lockWalker("v", now: Self.t0)
+            for index in 0..<count {
+                let at = Self.t0.addingTimeInterval(Double(index))
+                try await tx.insertAllocation(
+                    AllocationRecord(
+                        walkerId: "v", id: "c\(index)", kind: .tree, nodeId: "node-\(index)", points: 2,
+                        status: .confirmed, dependsOn: [], pendingDays: [], createdAt: at, updatedAt: at, draws: []))
+            }
+        }
+        let second = sent?.value ?? 0
+        try await store.transaction { tx in
+            try await tx.revertAllocations(walkerId: "v", day: Self.dayX, credited: 0, now: Self.t0)
+        }
+        if let sent { #expect(sent.value - second < 30, "\(sent.value - second) round trips") }
+        let taken = try await store.transaction { tx in
+            try await tx.sql.raw(
+                "SELECT COUNT(*) AS n FROM allocations WHERE walker_id = 'v' AND refund_points = 2 AND status = 'provisional'"
+            ).first()?.decode(column: "n", as: Int.self)
+        }
+        #expect(taken == count)
         try await test.close()
     }
 }
