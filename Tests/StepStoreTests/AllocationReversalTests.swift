@@ -99,17 +99,23 @@ struct AllocationReversalTests {
         let test = try await TestDatabases.make(kind)
         let store = test.store
         let count = 450
-        try await store.transaction { tx in
-            _ = try await tx.lockWalker("w", now: Self.t0)
-            for index in 0..<count {
-                let at = Self.t0.addingTimeInterval(Double(index))
-                try await tx.insertAllocation(
-                    AllocationRecord(
-                        walkerId: "w", id: "a\(index)", kind: .tree, nodeId: "node-\(index)", points: 2,
-                        status: .provisional, dependsOn: [Self.dayX], pendingDays: [Self.dayX], createdAt: at,
-                        updatedAt: at, draws: [AllocationDraw(day: Self.dayX, points: 2)]))
+        // `count` allocations of 2 points each, a second apart, in one transaction.
+        func allocations(of walkerId: String, drawingOn day: LocalDate?) async throws {
+            try await store.transaction { tx in
+                _ = try await tx.lockWalker(walkerId, now: Self.t0)
+                for index in 0..<count {
+                    let at = Self.t0.addingTimeInterval(Double(index))
+                    let days = day.map { [$0] } ?? []
+                    try await tx.insertAllocation(
+                        AllocationRecord(
+                            walkerId: walkerId, id: "\(walkerId)\(index)", kind: .tree, nodeId: "node-\(index)",
+                            points: 2, status: day == nil ? .confirmed : .provisional, dependsOn: days,
+                            pendingDays: days, createdAt: at, updatedAt: at,
+                            draws: days.map { AllocationDraw(day: $0, points: 2) }))
+                }
             }
         }
+        try await allocations(of: "w", drawingOn: Self.dayX)
         // X is accepted with credit for all of them, then reversed: each gets its 2 points back.
         try await store.transaction { tx in
             _ = try await tx.settleAllocations(
@@ -131,20 +137,11 @@ struct AllocationReversalTests {
             ).first()?.decode(column: "n", as: Int.self)
         }
         #expect(refunds == count)
-        for id in ["a0", "a\(count - 1)"] { #expect(try await Self.refunds(store, id) == 2) }
+        for id in ["w0", "w\(count - 1)"] { #expect(try await Self.refunds(store, id) == 2) }
 
         // Walker v spent 900 it was never credited (its ledger is empty) on allocations that name no day: the
         // reversal's second pass takes back from the newest what the ledger is short, all 450 of them.
-        try await store.transaction { tx in
-            _ = try await tx.lockWalker("v", now: Self.t0)
-            for index in 0..<count {
-                let at = Self.t0.addingTimeInterval(Double(index))
-                try await tx.insertAllocation(
-                    AllocationRecord(
-                        walkerId: "v", id: "c\(index)", kind: .tree, nodeId: "node-\(index)", points: 2,
-                        status: .confirmed, dependsOn: [], pendingDays: [], createdAt: at, updatedAt: at, draws: []))
-            }
-        }
+        try await allocations(of: "v", drawingOn: nil)
         let second = sent?.value ?? 0
         try await store.transaction { tx in
             try await tx.revertAllocations(walkerId: "v", day: Self.dayX, credited: 0, now: Self.t0)

@@ -15,31 +15,18 @@ struct IsolationLevelTests {
         .enabled(if: TestDatabases.kinds.contains(.postgres)))
     func readCommittedWhateverTheDefault() async throws {
         let test = try await TestDatabases.make(.postgres)
-        let schema = try #require(test.schema)
-        let role = "strict_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
-        try await test.store.withoutTransaction { tx in
-            try await tx.sql.raw("CREATE ROLE \(unsafeRaw: role) LOGIN").run()
-            try await tx.sql.raw(
-                "ALTER ROLE \(unsafeRaw: role) SET default_transaction_isolation = 'repeatable read'"
-            ).run()
-            try await tx.sql.raw("GRANT USAGE ON SCHEMA \(unsafeRaw: schema) TO \(unsafeRaw: role)").run()
-            try await tx.sql.raw(
-                "GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA \(unsafeRaw: schema) TO \(unsafeRaw: role)"
-            ).run()
-        }
-        var components = try #require(URLComponents(string: test.url))
-        components.user = role
+        let role = try await test.servingRole(
+            prefix: "strict", defaults: ["default_transaction_isolation = 'repeatable read'"])
         var settings = PostgresSettings()
-        settings.startupParameters["search_path"] = schema
+        settings.startupParameters["search_path"] = test.schema
         let strict = Store(
-            database: try PostgreSQLDatabase.open(
-                url: try #require(components.string), settings: settings, logger: Logger(label: "test")))
+            database: try PostgreSQLDatabase.open(url: role.url, settings: settings, logger: Logger(label: "test")))
         // The role's default is what a plain session of it gets (so the check below can fail).
         let plain = try await test.store.withoutTransaction { tx in
             try await tx.sql.raw(
                 """
                 SELECT setconfig::text AS config FROM pg_db_role_setting
-                WHERE setrole = (SELECT oid FROM pg_roles WHERE rolname = \(bind: role))
+                WHERE setrole = (SELECT oid FROM pg_roles WHERE rolname = \(bind: role.name))
                 """
             ).first()?.decode(column: "config", as: String.self)
         }
@@ -54,54 +41,26 @@ struct IsolationLevelTests {
         // REPEATABLE READ the waiter's snapshot predates the holder's commit, and its write ends in SQLSTATE 40001.
         let now = Date(timeIntervalSince1970: 1_779_137_550)
         _ = try await test.store.transaction { try await $0.lockWalker("w", now: now) }
-        let (locked, lockedNow) = AsyncStream.makeStream(of: Int.self)
-        let (release, releaseNow) = AsyncStream.makeStream(of: Void.self)
-        let holding = Task {
-            try await test.store.transaction { tx in
-                _ = try await tx.lockWalker("w", now: now.addingTimeInterval(1))
-                let pid = try await tx.sql.raw("SELECT pg_backend_pid() AS pid").first()?.decode(
-                    column: "pid", as: Int.self)
-                lockedNow.yield(pid ?? 0)
-                for await _ in release { break }
-            }
+        let held = try await HeldLocks.take(in: test.store) { tx in
+            _ = try await tx.lockWalker("w", now: now.addingTimeInterval(1))
         }
-        var holderPid = 0
-        for await pid in locked {
-            holderPid = pid
-            break
-        }
-        try #require(holderPid != 0)
         let waiting = Task {
             try await strict.transaction { tx in
                 _ = try await tx.lockWalker("w", now: now.addingTimeInterval(2))
             }
         }
         let patience = ContinuousClock.now.advanced(by: .seconds(20))
-        while try await Self.blocked(by: holderPid, test.store) == 0 {
+        while try await held.waiting(on: test.store) == 0 {
             try #require(ContinuousClock.now < patience, "the second unit never waited for the walker's lock")
             try await Task.sleep(for: .milliseconds(20))
         }
-        releaseNow.yield()
-        try await holding.value
+        try await held.release()
         await #expect(throws: Never.self, "the unit that waited went on with the committed row") {
             try await waiting.value
         }
 
         try await strict.close()
-        try await test.store.withoutTransaction { tx in
-            try await tx.sql.raw("DROP OWNED BY \(unsafeRaw: role)").run()
-            try await tx.sql.raw("DROP ROLE \(unsafeRaw: role)").run()
-        }
+        try await test.dropRole(role.name)
         try await test.close()
-    }
-
-    /// How many backends wait for `pid`'s locks.
-    static func blocked(by pid: Int, _ store: Store) async throws -> Int {
-        try await store.database.withConnection { db in
-            let row = try await db.raw(
-                "SELECT COUNT(*) AS n FROM pg_stat_activity WHERE \(bind: pid) = ANY(pg_blocking_pids(pid))"
-            ).first()
-            return try row?.decode(column: "n", as: Int.self) ?? 0
-        }
     }
 }

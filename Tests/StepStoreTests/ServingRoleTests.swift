@@ -43,21 +43,11 @@ struct ServingRoleTests {
     func notTheOwner() async throws {
         let test = try await TestDatabases.make(.postgres)
         let schema = try #require(test.schema)
-        let role = "serving_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
-        try await test.store.withoutTransaction { tx in
-            try await tx.sql.raw("CREATE ROLE \(unsafeRaw: role) LOGIN").run()
-            try await tx.sql.raw("GRANT USAGE ON SCHEMA \(unsafeRaw: schema) TO \(unsafeRaw: role)").run()
-            try await tx.sql.raw(
-                "GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA \(unsafeRaw: schema) TO \(unsafeRaw: role)"
-            ).run()
-        }
-        var components = try #require(URLComponents(string: test.url))
-        components.user = role
+        let (role, url) = try await test.servingRole(prefix: "serving")
         var settings = PostgresSettings()
         settings.startupParameters["search_path"] = schema
         let serving = Store(
-            database: try PostgreSQLDatabase.open(
-                url: try #require(components.string), settings: settings, logger: Logger(label: "test")))
+            database: try PostgreSQLDatabase.open(url: url, settings: settings, logger: Logger(label: "test")))
         do {
             try await Migrator(database: serving.database).requireCurrent()
             #expect(try await Migrator(database: serving.database).pending().isEmpty)
@@ -91,10 +81,7 @@ struct ServingRoleTests {
             unusable?.isSchemaBehind == false && unusable?.detail.contains("GRANT USAGE") == true,
             "\(String(describing: unusable))")
         try await serving.close()
-        try await test.store.withoutTransaction { tx in
-            try await tx.sql.raw("DROP OWNED BY \(unsafeRaw: role)").run()
-            try await tx.sql.raw("DROP ROLE \(unsafeRaw: role)").run()
-        }
+        try await test.dropRole(role)
         try await test.close()
     }
 }

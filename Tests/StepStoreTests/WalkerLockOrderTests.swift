@@ -29,24 +29,10 @@ struct WalkerLockOrderTests {
         }
         let holder = try await TestDatabases.another(test)
         let batch = try await TestDatabases.another(test)
-        let (locked, lockedNow) = AsyncStream.makeStream(of: Int.self)
-        let (release, releaseNow) = AsyncStream.makeStream(of: Void.self)
         // Another unit holds B1 (a refund job of B1, say, which then wants a2).
-        let holding = Task {
-            try await holder.transaction { tx in
-                try await tx.sql.raw("SELECT walker_id FROM walkers WHERE walker_id = 'B1' FOR UPDATE").run()
-                let pid = try await tx.sql.raw("SELECT pg_backend_pid() AS pid").first()?.decode(
-                    column: "pid", as: Int.self)
-                lockedNow.yield(pid ?? 0)
-                for await _ in release { break }
-            }
+        let held = try await HeldLocks.take(in: holder) { tx in
+            try await tx.sql.raw("SELECT walker_id FROM walkers WHERE walker_id = 'B1' FOR UPDATE").run()
         }
-        var holderPid = 0
-        for await pid in locked {
-            holderPid = pid
-            break
-        }
-        try #require(holderPid != 0)
         let day = LocalDate(iso: "2026-05-17")!
         let batching = Task {
             try await batch.transaction { tx in
@@ -58,7 +44,7 @@ struct WalkerLockOrderTests {
         // Once the batch waits for the holder: in byte order it waits for B1 holding nothing; in the collation's
         // order it already holds a2, and the two units would deadlock.
         let waiting = ContinuousClock.now.advanced(by: .seconds(20))
-        while try await Self.blocked(by: holderPid, test.store) == 0 {
+        while try await held.waiting(on: test.store) == 0 {
             try #require(ContinuousClock.now < waiting, "the batch never waited for B1")
             try await Task.sleep(for: .milliseconds(20))
         }
@@ -70,22 +56,11 @@ struct WalkerLockOrderTests {
                 return false
             }
         }
-        releaseNow.yield()
-        try await holding.value
+        try await held.release()
         try await batching.value
         #expect(a2Free, "the batch locked a2 before B1")
         try await holder.database.close()
         try await batch.database.close()
         try await test.close()
-    }
-
-    /// Backends waiting for a lock the backend `pid` holds.
-    static func blocked(by pid: Int, _ store: Store) async throws -> Int {
-        try await store.database.withConnection { db in
-            let row = try await db.raw(
-                "SELECT COUNT(*) AS n FROM pg_stat_activity WHERE \(bind: pid) = ANY(pg_blocking_pids(pid))"
-            ).first()
-            return try row?.decode(column: "n", as: Int.self) ?? 0
-        }
     }
 }
