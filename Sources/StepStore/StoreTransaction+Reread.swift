@@ -87,18 +87,6 @@ extension StoreTransaction {
         ).first().map(Self.rereadRecord)
     }
 
-    /// The walker's open requests whose deadline is after `now`, oldest day first.
-    package func openRereads(walkerId: String, now: Date) async throws -> [RereadRequestRecord] {
-        try await sql.raw(
-            """
-            SELECT \(unsafeRaw: Self.rereadColumns) FROM step_rereads
-            WHERE walker_id = \(bind: walkerId) AND state = 'open'
-                AND deadline > \(bind: now.millisecondsSince1970)
-            ORDER BY day, reread_id
-            """
-        ).all().map(Self.rereadRecord)
-    }
-
     /// Expires the day's open re-read request, if any, when `condition` holds: the day was quarantined by an ingest,
     /// so no answer could decide it any more (`GET /walker` stops listing it).
     static func expireOpenRereadsStatement(walkerId: String, day: LocalDate, when condition: SQLText) -> SQLText {
@@ -173,10 +161,10 @@ extension StoreTransaction {
         ).run()
     }
 
-    private static let rereadColumns =
+    static let rereadColumns =
         "walker_id, reread_id, day, tz, window_start, window_end, nonce, deadline, state, reasons, created_at, judged_through, answered_at, answer, outcome"
 
-    private static func rereadRecord(_ row: any SQLRow) throws -> RereadRequestRecord {
+    static func rereadRecord(_ row: any SQLRow) throws -> RereadRequestRecord {
         let stateText = try row.decode(column: "state", as: String.self)
         guard let state = RereadState(rawValue: stateText) else {
             throw StoreError.corrupt("unknown re-read state \(stateText)")

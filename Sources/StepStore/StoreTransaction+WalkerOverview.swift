@@ -36,6 +36,37 @@ extension StoreTransaction {
     /// read through the primary key, so it costs the same however long the history is.
     package func walkerOverview(_ walkerId: String) async throws -> WalkerOverview? {
         guard let row = try await sql.raw(Self.walkerOverviewStatement(walkerId)).first() else { return nil }
+        return try Self.walkerOverview(row, walkerId: walkerId)
+    }
+
+    /// `GET /walker`'s read: the overview (nil when the walker has no row) and the walker's open re-read requests
+    /// whose deadline is after `now`, oldest day first, in one statement (the overview's row joined to each
+    /// request), so on PostgreSQL both come from one snapshot: read in two, a re-read answered between them showed
+    /// its day's Energy still pending with no request listed.
+    package func walkerRead(_ walkerId: String, now: Date) async throws -> (
+        overview: WalkerOverview?, rereads: [RereadRequestRecord]
+    ) {
+        let rows = try await sql.raw(
+            """
+            SELECT o.*, rr.* FROM (
+            \(Self.walkerOverviewStatement(walkerId))
+            ) o
+            LEFT JOIN (
+                SELECT \(unsafeRaw: Self.rereadColumns) FROM step_rereads
+                WHERE walker_id = \(bind: walkerId) AND state = 'open'
+                    AND deadline > \(bind: now.millisecondsSince1970)
+            ) rr ON 1 = 1
+            ORDER BY rr.day, rr.reread_id
+            """
+        ).all()
+        guard let first = rows.first else { return (nil, []) }
+        let rereads = try rows.filter { try $0.decode(column: "reread_id", as: String?.self) != nil }
+            .map(Self.rereadRecord)
+        return (try Self.walkerOverview(first, walkerId: walkerId), rereads)
+    }
+
+    /// The overview in a row of `walkerOverviewStatement`.
+    private static func walkerOverview(_ row: any SQLRow, walkerId: String) throws -> WalkerOverview {
         let start = try row.decode(column: "start_day", as: Int?.self)
         let end = try row.decode(column: "end_day", as: Int?.self)
         var latestRun: StreakRun?

@@ -71,6 +71,48 @@ struct WalkerOverviewStoreTests {
         try await test.close()
     }
 
+    @Test(
+        "GET /walker's read is one statement: the overview beside the open re-read requests due after now, oldest day first, of the walker only",
+        arguments: TestDatabases.kinds)
+    func overviewWithRereads(kind: DatabaseKind) async throws {
+        let test = try await TestDatabases.make(kind)
+        @Sendable func request(_ walker: String, _ id: String, day offset: Int, deadline: TimeInterval)
+            -> RereadRequestRecord
+        {
+            let day = Self.base.adding(days: offset)
+            return RereadRequestRecord(
+                id: id, walkerId: walker, day: day, timeZone: "UTC", windowStart: Self.t0, windowEnd: Self.t0,
+                nonce: "nonce-\(id)", deadline: Self.t0.addingTimeInterval(deadline),
+                reasons: ["COUNT_WENT_BACKWARDS"], createdAt: Self.t0)
+        }
+        try await test.store.transaction { tx in
+            for walker in ["w", "other", "quiet"] { _ = try await tx.lockWalker(walker, now: Self.t0) }
+            try await tx.saveStepLog(Self.log("w", day: 0, status: .pending, provisional: 500, credited: 0))
+            for record in [
+                request("w", "r-late", day: 9, deadline: 3600), request("w", "r-early", day: 2, deadline: 3600),
+                request("w", "r-due", day: 4, deadline: -1), request("w", "r-answered", day: 6, deadline: 3600),
+                request("other", "r-other", day: 3, deadline: 3600),
+            ] {
+                try await tx.insertReread(record)
+            }
+            _ = try await tx.closeReread(walkerId: "w", id: "r-answered", state: .answered, at: Self.t0)
+        }
+        let sent = (test.store.database as? PostgreSQLDatabase)?.statementsSent
+        let before = sent?.value ?? 0
+        let read = try await test.store.withoutTransaction { try await $0.walkerRead("w", now: Self.t0) }
+        if let sent { #expect(sent.value - before == 1, "one statement, one snapshot") }
+        let overview = try await test.store.withoutTransaction { try await $0.walkerOverview("w") }
+        #expect(read.overview == overview && overview?.pendingEnergy == 500)
+        #expect(read.rereads.map(\.id) == ["r-early", "r-late"])
+        #expect(read.rereads.first?.nonce == "nonce-r-early" && read.rereads.first?.state == .open)
+        // Without a request, the overview alone; without a row, nothing.
+        let quiet = try await test.store.withoutTransaction { try await $0.walkerRead("quiet", now: Self.t0) }
+        #expect(quiet.overview?.walkerId == "quiet" && quiet.rereads.isEmpty)
+        let nobody = try await test.store.withoutTransaction { try await $0.walkerRead("nobody", now: Self.t0) }
+        #expect(nobody.overview == nil && nobody.rereads.isEmpty)
+        try await test.close()
+    }
+
     @Test("the overview carries the latest streak run, whatever came before it", arguments: TestDatabases.kinds)
     func latestRun(kind: DatabaseKind) async throws {
         let test = try await TestDatabases.make(kind)

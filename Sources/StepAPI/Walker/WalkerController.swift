@@ -22,8 +22,9 @@ struct WalkerController: Sendable {
         try await runner.respond(context: context, query: Result<Void, WalkerAPIError>.success(())) {
             [defaultRegionId] tx, walkerId, now, _ in
             // The admission has just created the row if it was missing; a fresh walker reads as zeros.
+            let read = try await tx.walkerRead(walkerId, now: now)
             let overview =
-                try await tx.walkerOverview(walkerId)
+                read.overview
                 ?? WalkerOverview(
                     walkerId: walkerId, lifetimeSteps: 0, lastTimeZone: nil, latestRun: nil, confirmedEnergy: 0,
                     pendingEnergy: 0)
@@ -31,8 +32,7 @@ struct WalkerController: Sendable {
             let zone = overview.lastTimeZone.flatMap(TimeZoneCatalog.zone(named:)) ?? .gmt
             let streak = StreakCalculator.state(latest: overview.latestRun, today: LocalDate(instant: now, in: zone))
             var response = WalkerResponse(overview, streak: streak, currentRegionId: defaultRegionId)
-            response.rereadRequests = try await tx.openRereads(walkerId: walkerId, now: now).map(
-                WalkerResponse.Reread.init)
+            response.rereadRequests = read.rereads.map(WalkerResponse.Reread.init)
             return .success(response.jsonText)
         }
     }
