@@ -32,17 +32,11 @@ package struct WalkerOverview: Sendable, Hashable {
 }
 
 extension StoreTransaction {
-    /// The walker's overview, or nil when the walker has no row. The streak comes from the latest run alone,
-    /// read through the primary key, so it costs the same however long the history is.
-    package func walkerOverview(_ walkerId: String) async throws -> WalkerOverview? {
-        guard let row = try await sql.raw(Self.walkerOverviewStatement(walkerId)).first() else { return nil }
-        return try Self.walkerOverview(row, walkerId: walkerId)
-    }
-
-    /// `GET /walker`'s read: the overview (nil when the walker has no row) and the walker's open re-read requests
-    /// whose deadline is after `now`, oldest day first, in one statement (the overview's row joined to each
-    /// request), so on PostgreSQL both come from one snapshot: read in two, a re-read answered between them showed
-    /// its day's Energy still pending with no request listed.
+    /// `GET /walker`'s read: the overview (nil when the walker has no row; the streak comes from the latest run
+    /// alone, read through the primary key, so it costs the same however long the history is) and the walker's
+    /// open re-read requests whose deadline is after `now`, oldest day first, in one statement (the overview's row
+    /// joined to each request), so on PostgreSQL both come from one snapshot: read in two, a re-read answered
+    /// between them showed its day's Energy still pending with no request listed.
     package func walkerRead(_ walkerId: String, now: Date) async throws -> (
         overview: WalkerOverview?, rereads: [RereadRequestRecord]
     ) {

@@ -70,7 +70,9 @@ struct StreakRunStoreTests {
         await #expect(throws: corrupt) {
             try await store.transaction { try await $0.dayState(walkerId: "w", day: day) }
         }
-        await #expect(throws: corrupt) { try await store.transaction { try await $0.walkerOverview("w") } }
+        await #expect(throws: corrupt) {
+            try await store.transaction { try await $0.walkerRead("w", now: Self.t0).overview }
+        }
         try await test.close()
     }
 

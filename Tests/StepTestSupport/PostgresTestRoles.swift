@@ -39,7 +39,7 @@ extension TestStore {
 
 /// A PostgreSQL unit of work a test keeps open, holding the row locks its body took, until `release()`.
 package struct HeldLocks: Sendable {
-    /// The backend that holds them (for `waiting(on:)`).
+    /// The backend that holds them (for `waited(on:)`).
     package let pid: Int
     private let releaseNow: AsyncStream<Void>.Continuation
     private let unit: Task<Void, any Error>
@@ -78,13 +78,19 @@ package struct HeldLocks: Sendable {
         try await unit.value
     }
 
-    /// How many backends of the server wait for this unit's locks, read through `store`.
-    package func waiting(on store: Store) async throws -> Int {
-        try await store.database.withConnection { db in
-            let row = try await db.raw(
-                "SELECT COUNT(*) AS n FROM pg_stat_activity WHERE \(bind: pid) = ANY(pg_blocking_pids(pid))"
-            ).first()
-            return try row?.decode(column: "n", as: Int.self) ?? 0
+    /// Returns once another backend of the server waits for this unit's locks (read through `store` every 20 ms),
+    /// true; false when none has within `limit`.
+    package func waited(on store: Store, within limit: Duration = .seconds(20)) async throws -> Bool {
+        let end = ContinuousClock.now.advanced(by: limit)
+        while ContinuousClock.now < end {
+            let waiting = try await store.database.withConnection { db in
+                try await db.raw(
+                    "SELECT COUNT(*) AS n FROM pg_stat_activity WHERE \(bind: pid) = ANY(pg_blocking_pids(pid))"
+                ).first()?.decode(column: "n", as: Int.self) ?? 0
+            }
+            if waiting > 0 { return true }
+            try await Task.sleep(for: .milliseconds(20))
         }
+        return false
     }
 }
