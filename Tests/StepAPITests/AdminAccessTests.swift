@@ -10,6 +10,8 @@ import StepStore
 import StepTestSupport
 import Testing
 
+@testable import StepAPI
+
 /// Who may do what at the admin API: named operators and their roles, the bootstrap token, the same-origin rule
 /// for state changes, and the audit that records every decision.
 @Suite("Admin API: operators, roles, same-origin, audit")
@@ -160,6 +162,67 @@ struct AdminAccessTests {
                 }
             }
             #expect(try await harness.store.transaction { try await $0.auditRecords(limit: 5) } == [record])
+        }
+    }
+
+    @Test(
+        "an admin body is application/json or refused before any work: 415 for another media type or a coding, 413 past 16 KiB, 400 for what is not a JSON object",
+        arguments: TestDatabases.kinds)
+    func adminBodies(kind: DatabaseKind) async throws {
+        let (harness, token) = try await AdminTests.setUp(kind)
+        try await harness.run { client in
+            let id = try await AdminTests.quarantinedDay(harness, client, token: token)
+            let walker = "/admin/walkers/\(AdminTests.walker)"
+            let valid: [(String, String)] = [
+                ("/admin/reviews/\(id)/resolve", #"{"decision":"accept","note":"ok"}"#),
+                ("/admin/reviews/bulk", #"{"ids":["\#(id)"],"decision":"accept","note":"ok"}"#),
+                ("\(walker)/suspend", #"{"note":"ok"}"#), ("\(walker)/reinstate", #"{"note":"ok"}"#),
+                ("\(walker)/days/2026-05-18/reverse", #"{"note":"ok"}"#),
+                ("/admin/jobs/bulk", #"{"action":"retry","ids":["no-such-job"]}"#),
+                ("/admin/session", #"{"credential":"\#(AdminTests.adminToken)"}"#),
+            ]
+            let auth: HTTPFields = [.authorization: "Bearer \(AdminTests.adminToken)"]
+            func send(_ uri: String, _ body: String, _ extra: HTTPFields) async throws -> TestResponse {
+                var headers = auth
+                headers.append(contentsOf: extra)
+                return try await client.execute(
+                    uri: uri, method: .post, headers: headers, body: ByteBuffer(string: body))
+            }
+            for (uri, body) in valid {
+                // A cross-site form can POST text/plain or form-encoded bodies without a CORS preflight.
+                for contentType in ["text/plain", "application/x-www-form-urlencoded", "multipart/form-data; b=x"] {
+                    let refused = try await send(uri, body, [.contentType: contentType])
+                    #expect(refused.status == .unsupportedMediaType, "\(uri) \(contentType)")
+                    #expect(try refused.json["error"] == .string("UNSUPPORTED_MEDIA_TYPE"), "\(uri)")
+                    #expect(refused.headers[.setCookie] == nil, "\(uri)")
+                }
+                #expect(try await send(uri, body, [:]).status == .unsupportedMediaType, "\(uri) without a type")
+                let gzipped = try await send(uri, body, [.contentType: "application/json", .contentEncoding: "gzip"])
+                #expect(gzipped.status == .unsupportedMediaType, "\(uri)")
+                #expect(try gzipped.json["message"] == .string(JSONBody.Unsupported.contentEncoding.message + "."))
+
+                let padded =
+                    String(body.dropLast()) + #","padding":""# + String(repeating: "p", count: 16 * 1024) + "\"}"
+                let tooLarge = try await send(uri, padded, [.contentType: "application/json"])
+                #expect(tooLarge.status == .contentTooLarge, "\(uri)")
+                #expect(try tooLarge.json["error"] == .string("PAYLOAD_TOO_LARGE"), "\(uri)")
+                #expect(try tooLarge.json["details"]?["limitBytes"] == .int(AdminRequestBody.maxBytes), "\(uri)")
+                for notAnObject in ["{\"note\":", "[1]", "\"ok\"", ""] {
+                    let invalid = try await send(uri, notAnObject, [.contentType: "application/json"])
+                    #expect(invalid.status == .badRequest, "\(uri) \(notAnObject)")
+                    #expect(try invalid.json["error"] == .string("INVALID_REQUEST"), "\(uri) \(notAnObject)")
+                }
+            }
+            // Nothing was decided, suspended, reversed, retried or signed in.
+            #expect(try await harness.count("admin_audit") == 0)
+            #expect(try await harness.count("operator_sessions") == 0)
+            #expect(try await client.admin("/admin/reviews?status=open").json["items"]?[0]?["id"] == .string(id))
+            #expect(try await client.admin(walker).json["suspended"] == .bool(false))
+
+            // The media type's parameters and case do not matter.
+            let decided = try await send(valid[0].0, valid[0].1, [.contentType: "Application/JSON; charset=utf-8"])
+            #expect(decided.status == .ok, "\(decided.text)")
+            #expect(try await harness.count("admin_audit") == 1)
         }
     }
 }

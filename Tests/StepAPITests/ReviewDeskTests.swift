@@ -833,8 +833,8 @@ struct ReviewDeskTests {
                 ]))
             let tooLarge = try await client.admin(
                 "/admin/reviews/bulk", method: .post, body: ByteBuffer(string: padded))
-            #expect(tooLarge.status == .badRequest)
-            #expect(try tooLarge.json["error"] == .string("INVALID_REQUEST"))
+            #expect(tooLarge.status == .contentTooLarge)
+            #expect(try tooLarge.json["error"] == .string("PAYLOAD_TOO_LARGE"))
         }
     }
 

@@ -10,6 +10,10 @@ import StepStore
 enum AdminAPIError: SurfaceError {
     case notFound(String)
     case badRequest(String)
+    /// A body in another media type than `application/json`, or compressed (415).
+    case unsupportedMediaType(JSONBody.Unsupported)
+    /// A body over the admin API's limit (413).
+    case payloadTooLarge(limit: Int)
     case unauthorized
     /// The operator's role does not hold the permission the route needs.
     case forbidden(required: AdminPermission, role: OperatorRole)
@@ -49,6 +53,8 @@ enum AdminAPIError: SurfaceError {
         switch self {
         case .notFound: .notFound
         case .badRequest: .badRequest
+        case .unsupportedMediaType: .unsupportedMediaType
+        case .payloadTooLarge: .contentTooLarge
         case .unauthorized: .unauthorized
         case .forbidden, .crossSiteRefused: .forbidden
         case .conflict: .conflict
@@ -64,6 +70,9 @@ enum AdminAPIError: SurfaceError {
         switch self {
         case .notFound(let message): ("NOT_FOUND", message, [:])
         case .badRequest(let message): ("INVALID_REQUEST", message, [:])
+        case .unsupportedMediaType(let unsupported): ("UNSUPPORTED_MEDIA_TYPE", unsupported.message + ".", [:])
+        case .payloadTooLarge(let limit):
+            ("PAYLOAD_TOO_LARGE", "Request body exceeds \(limit) bytes.", ["limitBytes": .int(limit)])
         case .unauthorized: ("UNAUTHORIZED", "A valid admin token or operator credential is required.", [:])
         case .forbidden(let required, let role):
             (
@@ -95,17 +104,21 @@ enum AdminAPIError: SurfaceError {
         case .unauthorized: [.wwwAuthenticate: "Bearer"]
         case .lockedOut(let retryAfter): [.retryAfter: String(retryAfter)]
         case .interrupted(let cause, _, _): cause.headers
-        case .notFound, .badRequest, .forbidden, .crossSiteRefused, .conflict, .alreadyResolved, .unavailable,
+        case .notFound, .badRequest, .unsupportedMediaType, .payloadTooLarge, .forbidden, .crossSiteRefused, .conflict,
+            .alreadyResolved, .unavailable,
             .internalError:
             [:]
         }
     }
 
-    /// The admin API reads its one body itself (any media type); a refused one is a plain 400. A request refused
-    /// before its body is read (a URL with `%00`) says why.
+    /// A body `JSONBody` refused (`AdminRequestBody`): 415, 413 with the limit, or 400 saying why (a URL with `%00`,
+    /// a body that did not arrive in full).
     static func bodyRefused(_ refusal: JSONBody.Refusal) -> AdminAPIError {
-        guard case .invalid(let error) = refusal else { return .badRequest("The body must be a JSON object.") }
-        return .badRequest(error.message)
+        switch refusal {
+        case .unsupportedMediaType(let unsupported): .unsupportedMediaType(unsupported)
+        case .tooLarge(let limit): .payloadTooLarge(limit: limit)
+        case .invalid(let error): .badRequest(error.message)
+        }
     }
 
     var bodyString: String {

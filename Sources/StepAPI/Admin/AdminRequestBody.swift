@@ -1,8 +1,10 @@
 import Hummingbird
 import StepCore
 
-/// The JSON object body of a state-changing admin route, read whole (at most 16 KiB, any media type) into its
-/// fields; the contract's one note rule (1 to 2 000 characters) is checked here for every action.
+/// The JSON object body of a state-changing admin route, read whole into its fields as every JSON body is read
+/// (`JSONBody`: `application/json` only, uncompressed, at most 16 KiB); the contract's one note rule (1 to 2 000
+/// characters) is checked here for every action. Refusing other media types keeps these routes out of reach of a
+/// cross-site form, whose `text/plain` or form-encoded POST needs no CORS preflight.
 struct AdminRequestBody: Sendable {
     static let maxBytes = 16 * 1024
     static let maxNoteLength = 2_000
@@ -12,14 +14,13 @@ struct AdminRequestBody: Sendable {
 
     let fields: [String: JSONValue]
 
-    static func read(_ request: Request) async throws -> AdminRequestBody {
-        var request = request
-        guard let body = try? await request.collectBody(upTo: maxBytes),
-            case .object(let fields) = JSONReader.read(body.readableBytesView)
-        else {
-            throw AdminAPIError.bodyRefused(.unsupportedMediaType())
-        }
-        return AdminRequestBody(fields: fields)
+    static func read(_ request: Request) async throws(AdminAPIError) -> AdminRequestBody {
+        try await JSONBody.read(request, maxBytes: maxBytes, as: AdminAPIError.self) { bytes throws(AdminAPIError) in
+            guard case .object(let fields) = JSONReader.read(bytes) else {
+                throw AdminAPIError.badRequest("The body must be a JSON object.")
+            }
+            return AdminRequestBody(fields: fields)
+        }.get()
     }
 
     /// The required `note`.

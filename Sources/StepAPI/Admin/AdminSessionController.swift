@@ -35,12 +35,7 @@ struct AdminSessionController: Sendable {
     private func signIn(_ request: Request, address: String, requestId: String) async throws -> Response {
         let now = authenticator.clock()
         try await authenticator.refuseLockedOut(address: address, now: now)
-        var request = request
-        guard let body = try? await request.collectBody(upTo: 16 * 1024),
-            case .object(let fields) = JSONReader.read(body.readableBytesView)
-        else {
-            throw AdminAPIError.bodyRefused(.unsupportedMediaType())
-        }
+        let fields = try await AdminRequestBody.read(request).fields
         guard case .string(let credential) = fields["credential"], !credential.isEmpty else {
             throw AdminAPIError.badRequest("credential must be a non-empty string.")
         }

@@ -1276,6 +1276,10 @@ paths:
           $ref: '#/components/responses/AdminReviewNotFound'
         '409':
           $ref: '#/components/responses/AdminReviewConflict'
+        '413':
+          $ref: '#/components/responses/AdminPayloadTooLarge'
+        '415':
+          $ref: '#/components/responses/AdminUnsupportedMediaType'
         '429':
           $ref: '#/components/responses/AdminLockedOut'
         '500':
@@ -1354,6 +1358,10 @@ paths:
           $ref: '#/components/responses/AdminForbidden'
         '404':
           $ref: '#/components/responses/AdminOff'
+        '413':
+          $ref: '#/components/responses/AdminPayloadTooLarge'
+        '415':
+          $ref: '#/components/responses/AdminUnsupportedMediaType'
         '429':
           $ref: '#/components/responses/AdminLockedOut'
         '500':
@@ -1474,6 +1482,10 @@ paths:
           $ref: '#/components/responses/AdminUnauthorized'
         '403':
           $ref: '#/components/responses/AdminForbidden'
+        '413':
+          $ref: '#/components/responses/AdminPayloadTooLarge'
+        '415':
+          $ref: '#/components/responses/AdminUnsupportedMediaType'
         '429':
           $ref: '#/components/responses/AdminLockedOut'
         '500':
@@ -1535,6 +1547,10 @@ paths:
           $ref: '#/components/responses/AdminUnauthorized'
         '403':
           $ref: '#/components/responses/AdminForbidden'
+        '413':
+          $ref: '#/components/responses/AdminPayloadTooLarge'
+        '415':
+          $ref: '#/components/responses/AdminUnsupportedMediaType'
         '429':
           $ref: '#/components/responses/AdminLockedOut'
         '500':
@@ -1593,6 +1609,10 @@ paths:
           $ref: '#/components/responses/AdminUnauthorized'
         '403':
           $ref: '#/components/responses/AdminForbidden'
+        '413':
+          $ref: '#/components/responses/AdminPayloadTooLarge'
+        '415':
+          $ref: '#/components/responses/AdminUnsupportedMediaType'
         '429':
           $ref: '#/components/responses/AdminLockedOut'
         '500':
@@ -1816,6 +1836,10 @@ paths:
           $ref: '#/components/responses/AdminUnauthorized'
         '403':
           $ref: '#/components/responses/AdminForbidden'
+        '413':
+          $ref: '#/components/responses/AdminPayloadTooLarge'
+        '415':
+          $ref: '#/components/responses/AdminUnsupportedMediaType'
         '429':
           $ref: '#/components/responses/AdminLockedOut'
         '500':
@@ -1892,6 +1916,10 @@ paths:
           $ref: '#/components/responses/AdminForbidden'
         '404':
           $ref: '#/components/responses/AdminOff'
+        '413':
+          $ref: '#/components/responses/AdminPayloadTooLarge'
+        '415':
+          $ref: '#/components/responses/AdminUnsupportedMediaType'
         '429':
           $ref: '#/components/responses/AdminLockedOut'
         '500':
@@ -2232,6 +2260,21 @@ components:
             $ref: '#/components/schemas/IngestError'
     AdminBadRequest:
       description: INVALID_REQUEST, a bad filter or body; nothing changed.
+      content:
+        application/json:
+          schema:
+            $ref: '#/components/schemas/IngestError'
+    AdminPayloadTooLarge:
+      description: PAYLOAD_TOO_LARGE, a body over 16 KiB (details.limitBytes); nothing changed.
+      content:
+        application/json:
+          schema:
+            $ref: '#/components/schemas/IngestError'
+    AdminUnsupportedMediaType:
+      description: |
+        UNSUPPORTED_MEDIA_TYPE, the body's Content-Type is not application/json (parameters such as charset are
+        allowed), or it has a Content-Encoding (send it uncompressed); nothing changed. A cross-site form cannot
+        send application/json without a CORS preflight, so this also keeps such forms away.
       content:
         application/json:
           schema:
