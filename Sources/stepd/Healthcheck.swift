@@ -25,7 +25,7 @@ struct Healthcheck: AsyncParsableCommand {
 
     func validate() throws {
         guard (1...300).contains(timeout) else { throw ValidationError("--timeout must be between 1 and 300") }
-        if let url, URL(string: url)?.scheme?.hasPrefix("http") != true {
+        if let url, !["http", "https"].contains(URL(string: url)?.scheme?.lowercased()) {
             throw ValidationError("--url must be an http:// or https:// URL")
         }
         if let url, let problem = OutboundURL.portProblem(url) { throw ValidationError("--url \(problem)") }

@@ -47,6 +47,25 @@ struct SQLiteConnectionTests {
         try await uri.close()
     }
 
+    @Test("a file that is not a SQLite database is refused at open as a setting to mend, naming the file, and left as it was")
+    func notADatabase() async throws {
+        let path = FileManager.default.temporaryDirectory
+            .appendingPathComponent("stepledger-not-a-database-\(UUID().uuidString).sqlite").path
+        defer { Self.remove(path) }
+        let content = Data((0..<8192).map { UInt8(truncatingIfNeeded: $0 &* 37 &+ 11) })
+        try content.write(to: URL(fileURLWithPath: path))
+        do {
+            let database = try await SQLiteDatabase.open(path: path, logger: Logger(label: "test"))
+            try? await database.close()
+            Issue.record("a file of other bytes opened as a database")
+        } catch let error as StoreError {
+            #expect(error.isInvalidConfiguration, "\(error)")
+            #expect(error.detail.contains(path) && error.detail.contains("not a database"), "\(error.detail)")
+        }
+        #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == content)
+        #expect(!FileManager.default.fileExists(atPath: path + "-wal"))
+    }
+
     @Test("a statement is parsed once and reused by every later call with other values")
     func preparedOnce() async throws {
         let (database, path) = try await Self.open()

@@ -91,6 +91,13 @@ package final class SQLiteDatabase: Database {
                 ]
                 do {
                     for pragma in pragmas { try handle.run(pragma, binds: []) { _ in } }
+                } catch let failure as SQLiteFailure {
+                    // The first pragmas read the file's header: a file that is not a SQLite database (or is
+                    // damaged past reading) is the setting's to mend, said in one line naming the file.
+                    handle.close()
+                    throw StoreError.invalidConfiguration(
+                        "the file at \(path) cannot be used as a SQLite database: \(failure.message) (SQLite error "
+                            + "\(failure.code))")
                 } catch {
                     handle.close()
                     throw error
