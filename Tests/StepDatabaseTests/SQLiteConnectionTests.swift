@@ -47,7 +47,7 @@ struct SQLiteConnectionTests {
         try await uri.close()
     }
 
-    @Test("a file that is not a SQLite database is refused at open as a setting to mend, naming the file, and left as it was")
+    @Test("a file that is not a SQLite database is refused at open as a setting to mend, naming it, and left as is")
     func notADatabase() async throws {
         let path = FileManager.default.temporaryDirectory
             .appendingPathComponent("stepledger-not-a-database-\(UUID().uuidString).sqlite").path
