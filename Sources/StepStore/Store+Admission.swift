@@ -146,7 +146,9 @@ extension Store {
     /// Takes back the hit `request`'s committed admission counted in the stored window that began at `window` (which
     /// may be later than the request's own clock reading: an instance whose clock runs ahead opened it).
     private func giveBackHit(_ request: AdmissionRequest, window: Date) async {
-        await giveBackHit(walkerId: request.walkerId, bucket: request.policy.bucket, windowStart: window)
+        await giveBackHit(
+            walkerId: request.walkerId, bucket: request.policy.bucket, windowStart: window,
+            withinLimit: request.policy.limit)
     }
 
     /// Takes back one hit counted in `bucket`'s window that began at `windowStart` (nothing when that window has
@@ -155,10 +157,12 @@ extension Store {
     /// no identity to release it by, so a try whose commit was sent and unanswered is not sent again: the commit may
     /// have happened, and a second would take back a hit another request counted. Not recorded as a commit for read
     /// replicas: no read shows a window's count, and recording it would hold operators' lists to the primary after
-    /// every admin request.
-    package func giveBackHit(walkerId: String, bucket: String, windowStart: Date) async {
+    /// every admin request. With `limit`, a window that has refused a request keeps its count
+    /// (`releaseRateLimitHit`).
+    package func giveBackHit(walkerId: String, bucket: String, windowStart: Date, withinLimit limit: Int? = nil) async {
         await transactionRetryingLostConnection(afterCommit: false, recording: false) { tx in
-            try await tx.releaseRateLimitHit(walkerId: walkerId, bucket: bucket, windowStart: windowStart)
+            try await tx.releaseRateLimitHit(
+                walkerId: walkerId, bucket: bucket, windowStart: windowStart, withinLimit: limit)
         }
     }
 

@@ -178,7 +178,8 @@ extension Store {
             // The claim was this request's, so its admission committed and counted it: that hit goes too.
             if released {
                 try await tx.releaseRateLimitHit(
-                    walkerId: walkerId, bucket: policy.bucket, windowStart: window ?? policy.windowStart(at: now))
+                    walkerId: walkerId, bucket: policy.bucket, windowStart: window ?? policy.windowStart(at: now),
+                    withinLimit: policy.limit)
             }
         }
     }

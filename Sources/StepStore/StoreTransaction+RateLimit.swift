@@ -24,15 +24,20 @@ extension StoreTransaction {
     }
 
     /// Takes back one hit counted in the window that began at `windowStart` (nothing when that window has ended
-    /// or holds none): for a hit counted before the outcome it stands for was known.
-    package func releaseRateLimitHit(walkerId: String, bucket: String, windowStart: Date) async throws {
-        try await sql.raw(
-            """
+    /// or holds none): for a hit counted before the outcome it stands for was known. With `limit`, nothing either
+    /// once the window holds more hits than that: it has refused a request already, whose first refusal is the
+    /// window's one (`RateLimitDecision.isFirstRefusal`), and a hit taken back then would let the next request be a
+    /// first refusal again (the give-back of a PostgreSQL unit that failed after a later request was refused).
+    package func releaseRateLimitHit(
+        walkerId: String, bucket: String, windowStart: Date, withinLimit limit: Int? = nil
+    ) async throws {
+        var query: SQLText = """
             UPDATE rate_limits SET hits = hits - 1
             WHERE walker_id = \(bind: walkerId) AND bucket = \(bind: bucket)
                 AND window_start = \(bind: windowStart.millisecondsSince1970) AND hits > 0
             """
-        ).run()
+        if let limit { query += " AND hits <= \(bind: limit)" }
+        try await sql.raw(query).run()
     }
 
     /// The stored window of `bucket` for `walkerId` without counting a hit; nil when there is none.

@@ -129,6 +129,47 @@ struct ReadAdmissionTests {
 
     /// The hits of the walker's window that holds the request's time; 0 when another window is stored. Tried again
     /// on another connection when the pool leased out the one a test ended before it learnt so.
+    @Test(
+        "on PostgreSQL a read that fails after a later read was refused keeps its hit: the window refuses once",
+        .enabled(if: TestDatabases.postgresURL != nil))
+    func giveBackAfterRefusal() async throws {
+        let test = try await TestDatabases.make(.postgres)
+        let store = test.store
+        let policy = RateLimitPolicy(bucket: "walker", limit: 3, windowSeconds: 3600)
+        let request = AdmissionRequest(walkerId: "reader", policy: policy, now: Date())
+        for _ in 0..<2 { _ = try await store.admittedRead(request) { try await $0.walker("reader") } }
+
+        // The third read is admitted (its hit committed) and waits; meanwhile the fourth is the window's first
+        // refusal, the one that writes its audit row.
+        let (gate, open) = AsyncStream<Void>.makeStream()
+        let third = Task {
+            try await store.admittedRead(request) { _ -> Int in
+                for await _ in gate { break }
+                throw Broken()
+            }
+        }
+        while try await Self.hits(store, request) < 3 { try await Task.sleep(for: .milliseconds(5)) }
+        let fourth = try await store.admittedRead(request) { try await $0.walker("reader") }
+        #expect(!fourth.decision.allowed && fourth.decision.isFirstRefusal)
+
+        // The third read fails: its hit stays, as the window has refused already.
+        open.yield()
+        await #expect(throws: Broken.self) { _ = try await third.value }
+        #expect(try await Self.hits(store, request) == 4)
+        let fifth = try await store.admittedRead(request) { try await $0.walker("reader") }
+        #expect(!fifth.decision.allowed)
+        #expect(!fifth.decision.isFirstRefusal, "a second first refusal in one window: a second 429 row")
+        #expect(fifth.decision.hits == 5)
+
+        // Within the limit a failed read still gives its hit back.
+        var next = request
+        next.walkerId = "another reader"
+        _ = try await store.admittedRead(next) { try await $0.walker("another reader") }
+        await #expect(throws: Broken.self) { _ = try await store.admittedRead(next) { _ -> Int in throw Broken() } }
+        #expect(try await Self.hits(store, next) == 1)
+        try await test.close()
+    }
+
     static func hits(_ store: Store, _ request: AdmissionRequest) async throws -> Int {
         let start = request.policy.windowStart(at: request.now).millisecondsSince1970
         for _ in 0..<2 {
