@@ -268,7 +268,11 @@ struct HealthSubmitTests {
             let response = try await client.submitHealth(HealthBody(nonce: garbage, token: "not-a-token"), token: token)
             #expect(response.status == .unauthorized)
             #expect(try await harness.count("health_records") == 0)
-            let logs = try await harness.store.transaction { try await $0.attestationLogs(walkerId: "walker-refused") }
+            let all = try await harness.store.transaction { try await $0.attestationLogs(walkerId: "walker-refused") }
+            // Each reuse of a spent nonce has its own row, 400; the attestations' rows are the rest, in order.
+            let reuses = all.filter { $0.reasons == ["HEALTH_NONCE_USED"] }
+            #expect(reuses.map(\.status) == Array(repeating: 400, count: cases.count))
+            let logs = all.filter { $0.reasons != ["HEALTH_NONCE_USED"] }
             #expect(logs.map(\.verdict) == Array(repeating: .rejected, count: cases.count + 1))
             #expect(logs.dropLast().map(\.reasons) == cases.map { [$0.0] })
             #expect(logs.last?.reasons == ["PLAY_INTEGRITY_MALFORMED_TOKEN"])
@@ -323,6 +327,22 @@ struct HealthSubmitTests {
                 HealthBody(nonce: nonce, token: try Self.token(harness, nonce: nonce)), token: token)
             #expect(usedAndExpired.text == healthError(400, "Bad Request", "Nonce has already been used"))
             #expect(try await harness.count("health_records", walker: "walker-a") == 0)
+
+            // Each refusal is an anti-cheat verdict with its REJECTED row under the walker that sent it.
+            let refusals = [
+                "HEALTH_NONCE_INVALID", "HEALTH_NONCE_INVALID", "HEALTH_NONCE_EXPIRED", "HEALTH_PLATFORM_UNSUPPORTED",
+                "HEALTH_PLATFORM_UNSUPPORTED", "HEALTH_NONCE_USED", "HEALTH_NONCE_USED",
+            ]
+            let logs = try await harness.store.transaction { try await $0.attestationLogs(walkerId: "walker-a") }
+            #expect(logs.flatMap(\.reasons).sorted() == refusals.sorted())
+            #expect(logs.allSatisfy { $0.verdict == .rejected && $0.status == 400 && $0.route == "/health" })
+            let theirLogs = try await harness.store.transaction { try await $0.attestationLogs(walkerId: "walker-b") }
+            #expect(theirLogs.map(\.verdict) == [.accepted], "another walker's nonce tried is not logged as theirs")
+            for code in Set(refusals) {
+                #expect(
+                    harness.antiCheat.lines.filter { $0.contains(code) && $0.contains("walker-a") }.count
+                        == refusals.filter { $0 == code }.count, "\(code)")
+            }
         }
     }
 
@@ -460,7 +480,11 @@ struct HealthSubmitTests {
                 #expect(statuses.filter { $0 == .badRequest }.count == 3)
             }
             let logs = try await harness.store.transaction { try await $0.attestationLogs(walkerId: "walker-race") }
-            #expect(logs.count == 5)
+            // One accepted row a round, and one REJECTED row for each request that found the nonce spent.
+            #expect(logs.filter { $0.verdict == .accepted }.count == 5)
+            #expect(
+                logs.filter { $0.verdict == .rejected }.map(\.reasons)
+                    == Array(repeating: ["HEALTH_NONCE_USED"], count: 15))
             #expect(try await harness.count("health_records") == 5)
         }
     }
@@ -606,6 +630,12 @@ struct HealthSubmitTests {
             unknown.fields["date"] = .string("2026-05-20")
             let wrong = try await client.submitHealth(unknown, token: token)
             #expect(wrong.text == healthError(400, "Bad Request", "Invalid nonce"))
+            let logs = try await harness.store.transaction { try await $0.attestationLogs(walkerId: "walker-future") }
+            #expect(
+                logs.map(\.reasons).sorted { $0.joined() < $1.joined() } == [
+                    ["HEALTH_DATE_IN_FUTURE"], ["HEALTH_NONCE_INVALID"], ["HEALTH_NONCE_USED"],
+                ])
+            #expect(logs.allSatisfy { $0.status == 400 && $0.verdict == .rejected })
         }
     }
 

@@ -104,14 +104,24 @@ struct HealthWriteController: Sendable {
             let use = try await store.transaction { tx in
                 try await tx.consumeHealthNonce(walkerId: walkerId, nonce: submission.nonce, now: now)
             }
-            switch use {
-            case .consumed: break
-            case .unknown: return HealthAPIError.badRequest("Invalid nonce").response
-            case .alreadyUsed: return HealthAPIError.badRequest("Nonce has already been used").response
-            case .expired: return HealthAPIError.badRequest("Nonce has expired").response
+            let nonceRefusal: (code: String, message: String)? =
+                switch use {
+                case .consumed: nil
+                case .unknown: ("HEALTH_NONCE_INVALID", "Invalid nonce")
+                case .alreadyUsed: ("HEALTH_NONCE_USED", "Nonce has already been used")
+                case .expired: ("HEALTH_NONCE_EXPIRED", "Nonce has expired")
+                }
+            if let (code, message) = nonceRefusal {
+                // A nonce this request did not spend: the row goes in under the walker as it stands.
+                return await refuse(
+                    walkerId: walkerId, nonce: nil, code: code, detail: message, answer: .badRequest(message),
+                    now: now, context: context)
             }
             guard let platform = HealthPlatform(rawValue: submission.platform) else {
-                return HealthAPIError.badRequest("Unsupported platform").response
+                let message = "Unsupported platform"
+                return await refuse(
+                    walkerId: walkerId, nonce: submission.nonce, code: "HEALTH_PLATFORM_UNSUPPORTED", detail: message,
+                    answer: .badRequest(message), now: now, context: context)
             }
             let verdict = try await attestor.verify(
                 platform: platform, token: submission.attestationToken, keyId: submission.keyId,
@@ -133,7 +143,10 @@ struct HealthWriteController: Sendable {
             }
             if let date = submission.date, date > LocalDate(instant: now, in: Self.latestZone) {
                 try await keepAttestedKey(attestation, nonce: submission.nonce, now: now)
-                return HealthAPIError.badRequest("Date must not be in the future").response
+                let message = "Date must not be in the future"
+                return await refuse(
+                    walkerId: walkerId, nonce: submission.nonce, code: "HEALTH_DATE_IN_FUTURE", detail: message,
+                    answer: .badRequest(message), now: now, context: context)
             }
             if let (code, message) = submission.implausibility(settings.limits) {
                 try await keepAttestedKey(attestation, nonce: submission.nonce, now: now)
@@ -222,8 +235,11 @@ struct HealthWriteController: Sendable {
 
     /// A refused submission: the typed reason to the anti-cheat sink and one REJECTED audit row with the status
     /// of `answer`, which it returns; nothing else.
+    /// A refusal after the admission: its anti-cheat line and its `REJECTED` AttestationLog row, then `answer`.
+    /// `nonce`: the nonce this request spent, which tells the walker that spent it from one made again after an
+    /// erasure; nil when the request spent none (a nonce refused), whose row goes in while the walker's row exists.
     private func refuse(
-        walkerId: String, nonce: String, code: String, detail: String, answer: HealthAPIError, now: Date,
+        walkerId: String, nonce: String?, code: String, detail: String, answer: HealthAPIError, now: Date,
         context: AppRequestContext
     ) async -> Response {
         record(verdict: .rejected, walkerId: walkerId, reasons: [code], detail: detail, context: context)
@@ -232,6 +248,7 @@ struct HealthWriteController: Sendable {
             tokenId: nil, requestId: context.requestId, status: Int(answer.status.code))
         do {
             try await store.transaction { tx in
+                guard let nonce else { return try await tx.insertAttestationLogOfExistingWalker(row) }
                 // Not for a walker erased meanwhile: the row would outlive the erasure.
                 guard try await Self.lockUnerased(walkerId, nonce: nonce, tx: tx) else { return }
                 try await tx.insertAttestationLog(row)
