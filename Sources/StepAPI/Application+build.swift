@@ -213,6 +213,14 @@ package func buildApplication(
     if configuration.mode == .production, configuration.playIntegrity.configuration == nil {
         logger.warning("playIntegrity.* is not set: POST /health refuses every Android device")
     }
+    // The SPEC checks MEETS_DEVICE_INTEGRITY; the basic level also passes rooted devices and emulators.
+    if configuration.mode == .production, configuration.playIntegrity.configuration != nil,
+        configuration.playIntegrity.requiredDeviceVerdict < .device
+    {
+        logger.warning(
+            "playIntegrity.requiredDeviceVerdict is MEETS_BASIC_INTEGRITY: POST /health takes Android data from devices that fail MEETS_DEVICE_INTEGRITY (rooted, emulators); set MEETS_DEVICE_INTEGRITY or stronger"
+        )
+    }
     // Every walker route but the ingest shares one per-walker window: they serve the same screens.
     let walkerReads = WalkerReadRunner(
         policy: RateLimitPolicy(

@@ -706,6 +706,28 @@ struct HealthConfigurationTests {
                     })))
     }
 
+    @Test(
+        "a production server that takes MEETS_BASIC_INTEGRITY says so at start; the device level, or test-phase, does not",
+        arguments: TestDatabases.kinds)
+    func basicVerdictWarning(kind: DatabaseKind) async throws {
+        let warning = "playIntegrity.requiredDeviceVerdict is MEETS_BASIC_INTEGRITY"
+        let keys = try AuthTests.KeySet()
+        for (production, level, warned) in [
+            (true, PlayIntegrityDeviceLevel.basic, true), (true, .device, false), (true, .strong, false),
+            (false, .basic, false),
+        ] {
+            let harness = try await AuthTests.harness(kind: kind, keys: keys, production: production) {
+                $0.playIntegrity.packageName = VerdictJSON.packageName
+                $0.playIntegrity.decryptionKey = HealthSubmitTests.factory.decryptionKeyBase64
+                $0.playIntegrity.verificationKey = HealthSubmitTests.factory.verificationKeyBase64
+                $0.playIntegrity.requiredDeviceVerdict = level
+            }
+            #expect(
+                harness.logs.lines.contains { $0.contains(warning) } == warned, "production \(production), \(level)")
+            try await harness.testStore.close()
+        }
+    }
+
     @Test("appAttest.*, playIntegrity.* and health.* are read, checked, and each platform is all or nothing")
     func configuration() throws {
         let defaults = try AppConfiguration(reader: Self.reader([:]))
