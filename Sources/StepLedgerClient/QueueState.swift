@@ -121,6 +121,11 @@ struct QueueState: Codable, Sendable, Equatable {
         return CalendarDay(containing: now, in: zone).days(since: bucket.day) > capDays
     }
 
+    /// Whether any bucket was recorded after `instant` (by the device's clock as it read then).
+    func recordedAfter(_ instant: Date) -> Bool {
+        buckets.contains { $0.recordedAt > instant }
+    }
+
     /// Whether any bucket's day is more than `capDays` before today, at `now`, in its own zone.
     func hasBucket(pastCapDays capDays: Int, at now: Date) -> Bool {
         buckets.contains { Self.isPast($0, capDays: capDays, at: now) }

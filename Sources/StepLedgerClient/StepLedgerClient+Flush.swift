@@ -77,19 +77,25 @@ extension StepLedgerClient {
         throw CancellationError()
     }
 
+    /// How far the device's clock may step back (a network time correction) before a flush asks the server's clock.
+    static let clockSetBackTolerance: TimeInterval = 300
+
     private func runFlush() async throws -> FlushReport {
         try await bindOwner()
         var report = FlushReport()
         report.expired = state.dropExpired(
             now: now(), capDays: configuration.offlineCapDays + Self.deviceClockGraceDays, droppedAt: now())
         var held = false
-        if state.hasBucket(pastCapDays: max(0, configuration.offlineCapDays - 1), at: now()),
+        if state.hasBucket(pastCapDays: max(0, configuration.offlineCapDays - 1), at: now())
+            || state.recordedAfter(now().addingTimeInterval(Self.clockSetBackTolerance)),
             !state.due(at: now(), longestBackoff: configuration.retry.maximumDelay).isEmpty
         {
             // Within a day of the cap by the device's clock, or past it: the server's clock decides, as the device's
             // may be ahead (a day past the cap the server still takes) or behind (a day on the cap the server already
-            // refuses). A bucket past the cap by the server's clock is dropped unsent (sent, it would be refused, and
-            // its rejection counted against the walker); without the server's clock nothing is sent, nor dropped.
+            // refuses). So too when a bucket was recorded after the device's now: the clock has been set back since,
+            // by any number of days, so a day past the cap may look days short of it. A bucket past the cap by the
+            // server's clock is dropped unsent (sent, it would be refused, and its rejection counted against the
+            // walker); without the server's clock nothing is sent, nor dropped.
             let clock = await serverClock()
             try stopIfCancelled()
             switch clock {
@@ -111,9 +117,9 @@ extension StepLedgerClient {
             let due = state.due(at: now(), longestBackoff: configuration.retry.maximumDelay)
             guard !due.isEmpty else { break }
             let batch = Array(due.prefix(batchSize))
-            // The attempt is on disk before the request leaves: a bucket that may have reached the server is never
-            // replaced by a newer count (it is retried under its own key instead). The same write keeps what the
-            // previous request's answers changed.
+            // The attempt is on disk before the request leaves (`attempts` says how often a bucket was sent). A newer
+            // count of the slot recorded meanwhile supersedes a bucket in flight once its answer is in
+            // (`dropSuperseded`). The same write keeps what the previous request's answers changed.
             for bucket in batch { state.update(key: bucket.idempotencyKey) { $0.attempts += 1 } }
             try save()
             report.requests += 1

@@ -391,6 +391,34 @@ struct ClientQueueTests {
         #expect(server.state.withLock { $0.clockReads } == 1)
     }
 
+    @Test(
+        "a device clock set back days after it queued sends no day the server would refuse: the server's clock decides"
+    )
+    func deviceClockSetBack() async throws {
+        let store = temporaryStore()
+        defer { try? FileManager.default.removeItem(at: store) }
+        let serverClock = ManualClock(seedInstant)
+        let deviceClock = ManualClock(seedInstant)
+        let server = FakeServer(clock: serverClock)
+        let client = try makeClient(store: store, server: server, clock: deviceClock)
+        server.script { _, _ in .offline }
+        let onTheCap = try await client.record(today.adding(days: -7), 4_000)
+        let kept = try await client.record(today.adding(days: -4), 3_000)
+        _ = try await client.flush()
+        // A day later the oldest day is past the cap by the server's clock; the phone's clock was set back a day
+        // meanwhile (a flat battery), so by it that day is 6 days old, a day short of the cap.
+        serverClock.advance(86_400)
+        deviceClock.advance(-86_400)
+        server.script { _, _ in .accept }
+        let clockReads = server.state.withLock { $0.clockReads }
+        let report = try await client.flush()
+        #expect(server.state.withLock { $0.clockReads } == clockReads + 1)
+        #expect(report.expired.map(\.idempotencyKey) == [onTheCap.idempotencyKey])
+        #expect(report.refused.isEmpty, "sent, it would have been refused and counted against the walker")
+        #expect(server.state.withLock { $0.attempts[onTheCap.idempotencyKey] } == nil)
+        #expect(report.delivered.map(\.bucket.idempotencyKey) == [kept.idempotencyKey])
+    }
+
     @Test("record refuses a bad bucket or a full queue and stores nothing")
     func refusals() async throws {
         let store = temporaryStore()
