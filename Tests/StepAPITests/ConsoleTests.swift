@@ -174,6 +174,28 @@ struct ConsoleTests {
             #expect(source == compiled, "\(file) differs from ConsoleSources.swift: run scripts/embed-console-assets")
         }
     }
+
+    @Test("the audit page's action filter offers every action the server writes to the admin audit")
+    func auditActionsOffered() throws {
+        let sources = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("Sources")
+        // Every action is written from a literal "area.verb" in the server's Swift (the console's own copy aside).
+        let literal = /"((?:review|walker|job|day|operator)\.[a-z]+)"/
+        var written: Set<String> = []
+        let files = try #require(FileManager.default.enumerator(atPath: sources.path))
+        for case let path as String in files where path.hasSuffix(".swift") && !path.hasSuffix("ConsoleSources.swift") {
+            let text = try String(contentsOf: sources.appendingPathComponent(path), encoding: .utf8)
+            for match in text.matches(of: literal) { written.insert(String(match.1)) }
+        }
+        #expect(written.contains("walker.erase") && written.contains("review.accept") && written.count >= 13)
+        let script = ConsoleSources.script
+        let start = try #require(script.range(of: "const AUDIT_ACTIONS = ["))
+        let end = try #require(script.range(of: "];", range: start.upperBound..<script.endIndex))
+        let offered = Set(script[start.upperBound..<end.lowerBound].matches(of: literal).map { String($0.1) })
+        #expect(written.subtracting(offered).isEmpty, "not offered: \(written.subtracting(offered).sorted())")
+        #expect(
+            offered.subtracting(written).isEmpty, "offered, never written: \(offered.subtracting(written).sorted())")
+    }
 }
 
 /// A small HTML tokenizer, enough to list the console page's elements with their attributes and the raw text of

@@ -24,7 +24,8 @@
   const AUDIT_KEYS = ["operator", "action", "limit", "cursor"];
   const AUDIT_ACTIONS = [
     "review.claim", "review.release", "review.accept", "review.reject", "day.reverse", "walker.suspend",
-    "walker.reinstate", "job.retry", "job.discard", "operator.signin", "operator.create", "operator.revoke",
+    "walker.reinstate", "walker.erase", "job.retry", "job.discard", "operator.signin", "operator.create",
+    "operator.revoke",
   ];
 
   const state = {
