@@ -10,7 +10,7 @@ import StepTracing
 struct Healthcheck: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract:
-            "Probe a running server: exit 0 when GET /readyz answers 200 (the server is up and its database reachable), else 1 with one line on stderr.",
+            "Probe a running server: exit 0 when GET /readyz answers 200 (the server is up and its database reachable), else 1 with one line on stderr (64 with the usage for a bad option).",
         discussion:
             "Without --url, asks the configured address (http.host and http.port; an any-address host such as 0.0.0.0 is asked on 127.0.0.1)."
     )
