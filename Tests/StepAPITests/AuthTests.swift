@@ -62,6 +62,22 @@ struct AuthTests {
         func verify(using algorithm: some JWTAlgorithm) async throws {}
     }
 
+    /// Claims an identity provider gets wrong: a number where the subject's text goes, a text where `exp`'s number.
+    struct MistypedClaims: JWTPayload {
+        var sub: Int
+        var iss: String
+        var aud: [String]
+        var exp: String
+        func verify(using algorithm: some JWTAlgorithm) async throws {}
+
+        init(_ claims: Claims) {
+            sub = 42
+            iss = claims.iss ?? ""
+            aud = claims.aud ?? []
+            exp = String(claims.exp ?? 0)
+        }
+    }
+
     static func b64(_ data: some DataProtocol) -> String {
         Base64URL.encode(data)
     }
@@ -128,12 +144,14 @@ struct AuthTests {
         case missingHeader, notBearer, garbage, algNone, unknownKid, expired, notYetValid, wrongAudience, wrongIssuer
         case missingSubject, longSubject, tamperedPayload, hs256WithRSAPublicKey, rs256HeaderOnECKey, missingExp
         case emptySubject, multibyteLongSubject, missingIssuer, missingAudience, decomposedSubject, controlSubject
+        case mistypedClaims
 
         /// The `details.reason` the 401 names.
         var reason: String {
             switch self {
             case .missingHeader: "TOKEN_MISSING"
-            case .notBearer, .garbage: "TOKEN_MALFORMED"
+            // Signed right, but its claims cannot be read: malformed, not forged.
+            case .notBearer, .garbage, .mistypedClaims: "TOKEN_MALFORMED"
             case .algNone, .rs256HeaderOnECKey: "TOKEN_ALGORITHM"
             // No HS256 key is held while development tokens are off.
             case .unknownKid, .hs256WithRSAPublicKey: "TOKEN_UNKNOWN_KEY"
@@ -214,6 +232,8 @@ struct AuthTests {
         case .missingExp:
             claims.exp = nil
             headers[.authorization] = "Bearer \(try await sign(claims))"
+        case .mistypedClaims:
+            headers[.authorization] = "Bearer \(try await signer.sign(MistypedClaims(claims), kid: "ec-test"))"
         case .tamperedPayload:
             let token = try await sign(claims)
             let parts = token.split(separator: ".")
@@ -281,6 +301,8 @@ struct AuthTests {
         elsewhere.iss = "https://tenant.example"
         elsewhere.exp = Int(harness.clock.now.timeIntervalSince1970) + 3600
         let foreign = try await signer.sign(elsewhere, kid: JWKIdentifier(string: "ec-test"))
+        // Signed by the server's key with claims of the wrong types: no forgery either.
+        let mistyped = try await signer.sign(MistypedClaims(goodClaims), kid: JWKIdentifier(string: "ec-test"))
         try await harness.run { client in
             #expect(try await client.read("/walker", token: good).status == .ok)
             // Requests that cost no signature check, however many, lock nobody out.
@@ -295,6 +317,8 @@ struct AuthTests {
                 }
                 let issuer = try await client.read("/walker", token: foreign)
                 #expect(try issuer.json["details"] == .object(["reason": .string("TOKEN_ISSUER")]))
+                let unreadable = try await client.read("/walker", token: mistyped)
+                #expect(try unreadable.json["details"] == .object(["reason": .string("TOKEN_MALFORMED")]))
             }
             for _ in 0..<3 {
                 let refused = try await client.read("/walker", token: forged)

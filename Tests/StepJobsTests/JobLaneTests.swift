@@ -75,7 +75,12 @@ struct JobLaneTests {
         let worker = Self.worker(test.store, handlers, concurrency: 1, batchSize: 10)
         let batch = Task { try await worker.runNext() }
         // One after another, only the first would start until the gate opens.
-        #expect(try await JobHeartbeatTests.eventually { Set(gate.started).isSuperset(of: ["w2c", "w3d"]) })
+        // Each lane starts when the machine gets to it: wait for w1's lane as well as the others (w2 and w3 could start
+        // before w1's first did under load, and the count below would then read none).
+        #expect(
+            try await JobHeartbeatTests.eventually {
+                Set(gate.started).isSuperset(of: ["w2c", "w3d"]) && gate.started.contains { $0.hasPrefix("w1") }
+            })
         let w1 = gate.started.filter { $0.hasPrefix("w1") }
         #expect(w1.count == 1, "one of w1's jobs at a time: \(gate.started)")
         gate.open()

@@ -137,8 +137,13 @@ package struct SessionTokenVerifier: Sendable {
         let claims: SessionClaims
         do {
             claims = try await key.collection.verify(token, as: SessionClaims.self)
-        } catch {
+        } catch let error as JWTError where error.errorType == .signatureVerificationFailed {
             throw .badSignature
+        } catch {
+            // No signature check failed: the signature's encoding could not be read (no check was made), or it held
+            // and the claims are not of their types (a number for `sub`, a text for `exp`), which no forger needs.
+            // Malformed, so it counts nothing against the address's forged tokens.
+            throw .malformed
         }
         guard let exp = claims.exp else { throw .expired }
         do throws(SessionTokenError) {
