@@ -344,12 +344,9 @@ struct ClientQueueTests {
 
     @Test("a device clock set 10 days ahead costs no queued day: the server, by its clock, takes them all")
     func deviceClockAhead() async throws {
-        let store = temporaryStore()
-        defer { try? FileManager.default.removeItem(at: store) }
-        let serverClock = ManualClock(seedInstant)
-        let deviceClock = ManualClock(seedInstant)
-        let server = FakeServer(clock: serverClock)
-        let client = try makeClient(store: store, server: server, clock: deviceClock)
+        let clocks = try TwoClocks()
+        defer { clocks.remove() }
+        let (deviceClock, server, client) = (clocks.device, clocks.fake, clocks.client)
         server.script { _, _ in .offline }
         var recorded: [String] = []
         for daysBack in 0...3 {
@@ -370,12 +367,9 @@ struct ClientQueueTests {
         "a device clock a day behind sends no day the server would refuse: a day on the cap by the device's clock waits for the server's"
     )
     func deviceClockBehind() async throws {
-        let store = temporaryStore()
-        defer { try? FileManager.default.removeItem(at: store) }
-        let serverClock = ManualClock(seedInstant.addingTimeInterval(86_400))
-        let deviceClock = ManualClock(seedInstant)
-        let server = FakeServer(clock: serverClock)
-        let client = try makeClient(store: store, server: server, clock: deviceClock)
+        let clocks = try TwoClocks(server: seedInstant.addingTimeInterval(86_400))
+        defer { clocks.remove() }
+        let (server, client) = (clocks.fake, clocks.client)
         // 7 days old by the device's clock (on the cap, so the device would send it), 8 by the server's.
         let onTheCap = try await client.record(today.adding(days: -7), 4_000)
         let kept = try await client.record(today.adding(days: -6), 3_000)
@@ -395,12 +389,9 @@ struct ClientQueueTests {
         "a device clock set back days after it queued sends no day the server would refuse: the server's clock decides"
     )
     func deviceClockSetBack() async throws {
-        let store = temporaryStore()
-        defer { try? FileManager.default.removeItem(at: store) }
-        let serverClock = ManualClock(seedInstant)
-        let deviceClock = ManualClock(seedInstant)
-        let server = FakeServer(clock: serverClock)
-        let client = try makeClient(store: store, server: server, clock: deviceClock)
+        let clocks = try TwoClocks()
+        defer { clocks.remove() }
+        let (serverClock, deviceClock, server, client) = (clocks.server, clocks.device, clocks.fake, clocks.client)
         server.script { _, _ in .offline }
         let onTheCap = try await client.record(today.adding(days: -7), 4_000)
         let kept = try await client.record(today.adding(days: -4), 3_000)

@@ -52,3 +52,22 @@ extension StepLedgerClient {
 }
 
 let today = CalendarDay(containing: seedInstant, in: TimeZone(identifier: "UTC")!)
+
+/// A client on its own folder whose device clock and whose server's clock start where given and move apart as a
+/// test moves each one. `remove()` deletes the folder.
+struct TwoClocks {
+    let store = temporaryStore()
+    let server: ManualClock
+    let device: ManualClock
+    let fake: FakeServer
+    let client: StepLedgerClient
+
+    init(server serverStart: Date = seedInstant, device deviceStart: Date = seedInstant) throws {
+        server = ManualClock(serverStart)
+        device = ManualClock(deviceStart)
+        fake = FakeServer(clock: server)
+        client = try makeClient(store: store, server: fake, clock: device)
+    }
+
+    func remove() { try? FileManager.default.removeItem(at: store) }
+}
