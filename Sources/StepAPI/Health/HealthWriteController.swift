@@ -234,10 +234,9 @@ struct HealthWriteController: Sendable {
     }
 
     /// A refused submission: the typed reason to the anti-cheat sink and one REJECTED audit row with the status
-    /// of `answer`, which it returns; nothing else.
-    /// A refusal after the admission: its anti-cheat line and its `REJECTED` AttestationLog row, then `answer`.
-    /// `nonce`: the nonce this request spent, which tells the walker that spent it from one made again after an
-    /// erasure; nil when the request spent none (a nonce refused), whose row goes in while the walker's row exists.
+    /// of `answer`, which it returns; nothing else. `nonce`: the nonce this request spent, which tells the walker
+    /// that spent it from one made again after an erasure; nil when the request spent none (its nonce was refused),
+    /// whose row goes in while the walker's row exists.
     private func refuse(
         walkerId: String, nonce: String?, code: String, detail: String, answer: HealthAPIError, now: Date,
         context: AppRequestContext
