@@ -82,6 +82,17 @@ struct AuthTests {
         Base64URL.encode(data)
     }
 
+    /// Whether a server started with `configure` (in production or test-phase) logs a line holding `warning`.
+    static func warnsAtStart(
+        _ warning: String, kind: DatabaseKind, keys: KeySet, production: Bool,
+        configure: (inout AppConfiguration) -> Void
+    ) async throws -> Bool {
+        let harness = try await Self.harness(kind: kind, keys: keys, production: production, configure: configure)
+        let warned = harness.logs.lines.contains { $0.contains(warning) }
+        try await harness.testStore.close()
+        return warned
+    }
+
     static func harness(
         kind: DatabaseKind, keys: KeySet, production: Bool = false, sharing other: TestHarness? = nil,
         cachingIngests: Bool = true, configure: (inout AppConfiguration) -> Void = { _ in }

@@ -716,15 +716,13 @@ struct HealthConfigurationTests {
             (true, PlayIntegrityDeviceLevel.basic, true), (true, .device, false), (true, .strong, false),
             (false, .basic, false),
         ] {
-            let harness = try await AuthTests.harness(kind: kind, keys: keys, production: production) {
+            let logged = try await AuthTests.warnsAtStart(warning, kind: kind, keys: keys, production: production) {
                 $0.playIntegrity.packageName = VerdictJSON.packageName
                 $0.playIntegrity.decryptionKey = HealthSubmitTests.factory.decryptionKeyBase64
                 $0.playIntegrity.verificationKey = HealthSubmitTests.factory.verificationKeyBase64
                 $0.playIntegrity.requiredDeviceVerdict = level
             }
-            #expect(
-                harness.logs.lines.contains { $0.contains(warning) } == warned, "production \(production), \(level)")
-            try await harness.testStore.close()
+            #expect(logged == warned, "production \(production), \(level)")
         }
     }
 

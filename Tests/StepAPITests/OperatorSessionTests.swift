@@ -430,14 +430,11 @@ struct OperatorSessionTests {
         let warning = "admin.secureCookie is off"
         let keys = try AuthTests.KeySet()
         for (production, secure, warned) in [(true, false, true), (true, true, false), (false, false, false)] {
-            let harness = try await AuthTests.harness(kind: kind, keys: keys, production: production) {
+            let logged = try await AuthTests.warnsAtStart(warning, kind: kind, keys: keys, production: production) {
                 $0.adminToken = AdminTests.adminToken
                 $0.admin.secureCookie = secure
             }
-            #expect(
-                harness.logs.lines.contains { $0.contains(warning) } == warned,
-                "production \(production), secureCookie \(secure)")
-            try await harness.testStore.close()
+            #expect(logged == warned, "production \(production), secureCookie \(secure)")
         }
     }
 
@@ -450,13 +447,10 @@ struct OperatorSessionTests {
         for (production, appIds, warned) in [
             (true, nil, true), (true, Set(["1:123:ios:abc"]), false), (false, nil, false),
         ] {
-            let harness = try await AuthTests.harness(kind: kind, keys: keys, production: production) {
+            let logged = try await AuthTests.warnsAtStart(warning, kind: kind, keys: keys, production: production) {
                 $0.appCheck.appIds = appIds
             }
-            #expect(
-                harness.logs.lines.contains { $0.contains(warning) } == warned,
-                "production \(production), appIds \(String(describing: appIds))")
-            try await harness.testStore.close()
+            #expect(logged == warned, "production \(production), appIds \(String(describing: appIds))")
         }
     }
 

@@ -100,28 +100,24 @@ struct HealthWriteController: Sendable {
         _ submission: HealthSubmission, walker: WalkerRecord, now: Date, context: AppRequestContext
     ) async -> Response {
         let walkerId = walker.walkerId
+        /// Seed 002's 400 with `message`, refused as `code`; `spent`: whether this request spent the nonce.
+        func badRequest(_ code: String, _ message: String, spent: Bool = true) async -> Response {
+            await refuse(
+                walkerId: walkerId, nonce: spent ? submission.nonce : nil, code: code, detail: message,
+                answer: .badRequest(message), now: now, context: context)
+        }
         do {
             let use = try await store.transaction { tx in
                 try await tx.consumeHealthNonce(walkerId: walkerId, nonce: submission.nonce, now: now)
             }
-            let nonceRefusal: (code: String, message: String)? =
-                switch use {
-                case .consumed: nil
-                case .unknown: ("HEALTH_NONCE_INVALID", "Invalid nonce")
-                case .alreadyUsed: ("HEALTH_NONCE_USED", "Nonce has already been used")
-                case .expired: ("HEALTH_NONCE_EXPIRED", "Nonce has expired")
-                }
-            if let (code, message) = nonceRefusal {
-                // A nonce this request did not spend: the row goes in under the walker as it stands.
-                return await refuse(
-                    walkerId: walkerId, nonce: nil, code: code, detail: message, answer: .badRequest(message),
-                    now: now, context: context)
+            switch use {
+            case .consumed: break
+            case .unknown: return await badRequest("HEALTH_NONCE_INVALID", "Invalid nonce", spent: false)
+            case .alreadyUsed: return await badRequest("HEALTH_NONCE_USED", "Nonce has already been used", spent: false)
+            case .expired: return await badRequest("HEALTH_NONCE_EXPIRED", "Nonce has expired", spent: false)
             }
             guard let platform = HealthPlatform(rawValue: submission.platform) else {
-                let message = "Unsupported platform"
-                return await refuse(
-                    walkerId: walkerId, nonce: submission.nonce, code: "HEALTH_PLATFORM_UNSUPPORTED", detail: message,
-                    answer: .badRequest(message), now: now, context: context)
+                return await badRequest("HEALTH_PLATFORM_UNSUPPORTED", "Unsupported platform")
             }
             let verdict = try await attestor.verify(
                 platform: platform, token: submission.attestationToken, keyId: submission.keyId,
@@ -143,17 +139,11 @@ struct HealthWriteController: Sendable {
             }
             if let date = submission.date, date > LocalDate(instant: now, in: Self.latestZone) {
                 try await keepAttestedKey(attestation, nonce: submission.nonce, now: now)
-                let message = "Date must not be in the future"
-                return await refuse(
-                    walkerId: walkerId, nonce: submission.nonce, code: "HEALTH_DATE_IN_FUTURE", detail: message,
-                    answer: .badRequest(message), now: now, context: context)
+                return await badRequest("HEALTH_DATE_IN_FUTURE", "Date must not be in the future")
             }
             if let (code, message) = submission.implausibility(settings.limits) {
                 try await keepAttestedKey(attestation, nonce: submission.nonce, now: now)
-                return await refuse(
-                    walkerId: walkerId, nonce: submission.nonce, code: code, detail: message,
-                    answer: .badRequest(message), now: now,
-                    context: context)
+                return await badRequest(code, message)
             }
             let date =
                 submission.date
