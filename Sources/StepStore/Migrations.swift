@@ -911,14 +911,22 @@ package struct Migrator: Sendable {
     package func appliedVersions() async throws -> Set<Int> {
         // PostgreSQL leaves out of the search path a schema the role may not use (no USAGE): then no schema is
         // current, and the table would seem missing. Said as what it is, not as a schema behind the build.
+        // `ours`: how many of StepLedger's three columns the table has. Other tools name their table the same
+        // (golang-migrate, Rails, Ecto, dbmate), and theirs is another application's schema, not a StepLedger one.
         let present: SQLQueryString =
             switch database.kind {
             case .postgres:
-                "SELECT to_regclass('schema_migrations') IS NOT NULL AS present, current_schema() IS NULL AS unusable"
+                """
+                SELECT to_regclass('schema_migrations') IS NOT NULL AS present, current_schema() IS NULL AS unusable,
+                    (SELECT COUNT(*) FROM pg_attribute WHERE attrelid = to_regclass('schema_migrations')
+                        AND attname IN ('version', 'name', 'applied_at') AND NOT attisdropped) AS ours
+                """
             case .sqlite:
                 """
                 SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations')
-                    AS present, 0 AS unusable
+                    AS present, 0 AS unusable,
+                    (SELECT COUNT(*) FROM pragma_table_info('schema_migrations')
+                        WHERE name IN ('version', 'name', 'applied_at')) AS ours
                 """
             }
         return try await database.transaction { sql in
@@ -930,6 +938,12 @@ package struct Migrator: Sendable {
                             + "to it; see docs/production.md)")
                 }
                 return []
+            }
+            guard try row?.decode(column: "ours", as: Int.self) == 3 else {
+                throw StoreError.invalidConfiguration(
+                    "the database holds a schema_migrations table that is not StepLedger's (another application's "
+                        + "migrations): check database.url; StepLedger needs a database of its own, or on PostgreSQL "
+                        + "a schema of its own first on the role's search_path (docs/production.md)")
             }
             let rows = try await sql.raw("SELECT version FROM schema_migrations").all()
             return Set(try rows.map { try $0.decode(column: "version", as: Int.self) })
@@ -948,7 +962,8 @@ package struct Migrator: Sendable {
     package func migrate(now: Date = Date(), applied onApplied: @Sendable (Int) -> Void = { _ in }) async throws
         -> MigrationReport
     {
-        if !allowsOtherTables, try await appliedVersions().isEmpty { try await refuseOtherApplications() }
+        // Read first even with `allowsOtherTables`: another tool's `schema_migrations` is refused either way.
+        if try await appliedVersions().isEmpty, !allowsOtherTables { try await refuseOtherApplications() }
         var applied: [Int] = []
         let kind = database.kind
         for migration in migrations.sorted(by: { $0.version < $1.version }) {

@@ -353,6 +353,54 @@ struct OtherApplicationTests {
         try await test.close()
     }
 
+    @Test(
+        "another tool's schema_migrations is refused by the schema check and by migrate, --other-tables or not, and changes nothing",
+        arguments: TestDatabases.kinds)
+    func otherToolsMigrationTable(kind: DatabaseKind) async throws {
+        let test = try await TestDatabases.make(kind, migrate: false)
+        // golang-migrate's shape; Rails', Ecto's and dbmate's lack StepLedger's columns as well.
+        try await test.store.transaction { tx in
+            try await tx.sql.raw("CREATE TABLE schema_migrations (version BIGINT PRIMARY KEY, dirty BOOLEAN NOT NULL)")
+                .run()
+            try await tx.sql.raw("INSERT INTO schema_migrations (version, dirty) VALUES (20240101000000, FALSE)").run()
+            try await tx.sql.raw("CREATE TABLE users (id BIGINT PRIMARY KEY)").run()
+        }
+        var allowing = Migrator(database: test.store.database)
+        allowing.allowsOtherTables = true
+        for (attempt, migrator) in [
+            ("requireCurrent", Migrator(database: test.store.database)),
+            ("migrate", Migrator(database: test.store.database)), ("migrate --other-tables", allowing),
+        ] {
+            do {
+                if attempt == "requireCurrent" {
+                    try await migrator.requireCurrent()
+                } else {
+                    try await migrator.migrate()
+                }
+                Issue.record("\(attempt) accepted another tool's schema_migrations")
+            } catch let error as StoreError {
+                #expect(error.isInvalidConfiguration, "\(attempt): \(error)")
+                #expect("\(error)".contains("schema_migrations table that is not StepLedger's"), "\(attempt): \(error)")
+            }
+        }
+        let walkersTable: SQLText =
+            switch kind {
+            case .postgres: "SELECT to_regclass('walkers') IS NOT NULL AS present"
+            case .sqlite: "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE name = 'walkers') AS present"
+            }
+        let made = try await test.store.transaction { tx in
+            try await tx.sql.raw(walkersTable).first()?.decode(column: "present", as: Bool.self)
+        }
+        #expect(made == false, "no StepLedger table was made")
+        let rows = try await test.store.transaction { tx in
+            try await tx.sql.raw("SELECT version FROM schema_migrations").all().map {
+                try $0.decode(column: "version", as: Int.self)
+            }
+        }
+        #expect(rows == [20_240_101_000_000], "the other tool's table is as it was")
+        try await test.close()
+    }
+
     @Test("an empty database is migrated, and one behind is only behind", arguments: TestDatabases.kinds)
     func emptyAndBehind(kind: DatabaseKind) async throws {
         let test = try await TestDatabases.make(kind, migrate: false)
