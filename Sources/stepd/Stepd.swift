@@ -22,7 +22,7 @@ struct Stepd: AsyncParsableCommand {
     /// ArgumentParser's entry, except that a configuration error is the operator's file or environment to fix,
     /// not a misuse of the command line: it is printed as one line (`stepd: config.json:2:13: unknown key …`)
     /// without the usage text, and the process exits 1; so is a database that cannot be used (unreachable, or a
-    /// schema behind this build). Bad options still get ArgumentParser's help.
+    /// schema behind this build), and any other failure of a command. Bad options still get ArgumentParser's help.
     static func main() async {
         do {
             var command = try await asyncParseAsRoot()
@@ -46,8 +46,15 @@ struct Stepd: AsyncParsableCommand {
             exitReporting(error)
         } catch let error as LocalSigningKey.Failure {
             exitReporting(error)
+        } catch let error as KeyLoadingError {
+            exitReporting(error)
+        } catch let error as DevelopmentDeviceError {
+            exitReporting(error)
         } catch {
-            exit(withError: error)
+            // ArgumentParser's own (a bad option: its message, the usage and 64; `--help` and `--version`: 0) as it
+            // prints them. Anything else is a failure of the command, not of its command line: one line, exit 1.
+            guard exitCode(for: error) == .failure, !(error is ExitCode) else { exit(withError: error) }
+            exitReporting(UnexpectedFailure(error: error))
         }
     }
 
@@ -66,6 +73,12 @@ struct Stepd: AsyncParsableCommand {
         FileHandle.standardError.write(Data("stepd: \(error.description)\n".utf8))
         Foundation.exit(1)
     }
+}
+
+/// An error no command turns into a sentence of its own: said as it describes itself, on the one `stepd:` line.
+private struct UnexpectedFailure: Error, CustomStringConvertible {
+    let error: any Error
+    var description: String { String(describing: error) }
 }
 
 /// A command that cannot do what it was asked, for a reason the user can fix: one line, exit 1, no usage text.
