@@ -131,6 +131,28 @@ struct ProductionModeTests {
         }
     }
 
+    @Test(
+        "a whitelist miss wins over the bucket's 422 reasons, and five such 403s put nobody on the review queue",
+        arguments: TestDatabases.kinds)
+    func whitelistMissOverRejection(kind: DatabaseKind) async throws {
+        let (harness, token) = try await Self.setUp(kind)
+        try await harness.run { client in
+            for attempt in 1...5 {
+                var body = IngestBody(count: 60_000)
+                body["sourceBundleId"] = .string("com.example.stepfaker")
+                let response = try await client.ingest(body, token: token)
+                #expect(response.status == .forbidden, "attempt \(attempt)")
+                #expect(try response.json["error"] == .string("STEP_SOURCE_NOT_WHITELISTED"), "attempt \(attempt)")
+                #expect(try response.json["details"]?["reasons"] == nil, "no 422 reasons are reported")
+            }
+            let logs = try await harness.store.transaction { try await $0.attestationLogs(walkerId: "walker-jwt") }
+            #expect(logs.map(\.status) == Array(repeating: Optional(403), count: 5))
+            #expect(logs.allSatisfy { $0.reasons.contains("SOURCE_NOT_WHITELISTED") })
+            #expect(try await harness.count("review_queue") == 0, "a 403 does not count toward the review rule")
+            #expect(try await harness.count("step_logs") == 0)
+        }
+    }
+
     @Test("OFFLINE_CAP_EXCEEDED: 7 days back is accepted, 8 days back is a 422", arguments: TestDatabases.kinds)
     func offlineCap(kind: DatabaseKind) async throws {
         let (harness, token) = try await Self.setUp(kind)
