@@ -127,6 +127,33 @@ struct IngestChecksTests {
             "\(testCase.label)")
     }
 
+    /// Tomorrow (allowed by DAY_IN_FUTURE) is credited only for the part of its span before now plus the allowance:
+    /// in the last minutes before local midnight, at most 9 steps a second of what is left of the allowance.
+    @Test(
+        "tomorrow's span counts only up to now plus the clock-skew allowance, in the minutes before local midnight",
+        arguments: ServiceMode.allCases)
+    func tomorrowInsideAllowance(mode: ServiceMode) {
+        let checks = IngestChecks(limits: IngestLimits(), mode: mode)
+        var bucket = Self.seedBucket()
+        bucket.day = date("2026-05-19")
+        // Warsaw's midnight before 2026-05-19 is 22:00Z; the span is its first five minutes.
+        bucket.spanStart = utc(2026, 5, 18, 22, 0, 0)
+        bucket.spanEnd = utc(2026, 5, 18, 22, 5, 0)
+        let twoMinutesBefore = utc(2026, 5, 18, 21, 58, 0)  // now + 300 s is 22:03Z: 180 s of the span count
+        for (count, fails) in [(9 * 180, false), (9 * 180 + 1, true)] {
+            bucket.count = count
+            #expect(
+                checks.reasons(for: bucket, now: twoMinutesBefore, previous: nil)
+                    == (fails ? [.burstRateExceeded] : []),
+                "\(count) steps two minutes before midnight")
+        }
+        let sixMinutesBefore = utc(2026, 5, 18, 21, 54, 0)  // now + 300 s is before the span: nothing of it counts
+        bucket.count = 1
+        #expect(checks.reasons(for: bucket, now: sixMinutesBefore, previous: nil) == [.burstRateExceeded])
+        bucket.count = 0
+        #expect(checks.reasons(for: bucket, now: sixMinutesBefore, previous: nil).isEmpty)
+    }
+
     @Test("the clock-skew allowance is configurable")
     func configuredClockSkew() {
         var bucket = Self.seedBucket()
