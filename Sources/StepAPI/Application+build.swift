@@ -375,6 +375,7 @@ package func buildApplication(
     worker.completed = { eventSignals.signal(walkerId: $0) }
     let maintenance = MaintenanceScheduler(worker: worker, settings: jobSettings.maintenance)
     let http = configuration.http
+    let maxHeaderLines = 200
     let application = Application(
         router: router,
         server: .http1(
@@ -386,10 +387,11 @@ package func buildApplication(
                         stallTimeout: .nanoseconds(Int64(http.responseStallTimeoutSeconds * 1e9))),
                     ExpectContinueHandler(),
                     ClientPresenceHandler(),
+                    MalformedRequestHandler(maxHeaderBytes: http.maxHeaderBytes, maxHeaderLines: maxHeaderLines),
                 ],
                 httpDecoderConfiguration: .init(
                     maxHeaderFieldSize: http.maxHeaderBytes, maxHeaderListSize: http.maxHeaderBytes,
-                    maxHeaderFieldCount: 200))),
+                    maxHeaderFieldCount: maxHeaderLines))),
         configuration: .init(
             address: .hostname(configuration.http.host, port: configuration.http.port), serverName: "StepLedger"),
         // Services stop in reverse order: the server first, the pool last.

@@ -3,6 +3,7 @@ import HTTPTypes
 import HummingbirdTesting
 import NIOCore
 import StepAPI
+import StepCore
 import StepDatabase
 import StepSettings
 import StepStore
@@ -342,18 +343,79 @@ struct HostileClientTests {
         }
     }
 
-    @Test("an oversized header is refused without an answer from the routes, and the server carries on")
+    /// What the server answered on a connection of its own to `request`, which it then closed.
+    static func refusal(port: Int, _ request: String) async throws -> (head: String, body: [String: JSONValue]) {
+        let connection = try RawConnection(port: port)
+        connection.send(request)
+        let (text, closed) = try await RawConnection.offPool { connection.readUntilClosed() }
+        #expect(closed, "the connection was closed")
+        let parts = text.components(separatedBy: "\r\n\r\n")
+        let body = try JSONDecoder().decode(JSONValue.self, from: Data(parts.dropFirst().joined().utf8))
+        guard case .object(let object) = body else { throw JSONShapeError() }
+        return (parts[0], object)
+    }
+
+    @Test(
+        "a request head over http.maxHeaderBytes or 200 lines is 431 HEADER_TOO_LARGE in the API's envelope, not a route's answer, and the server carries on"
+    )
     func oversizedHeader() async throws {
         let harness = try await Self.make()
         try await harness.run(.live) { client in
             let port = try #require(client.port)
+            let manyLines = (0..<201).map { "X-Line-\($0): x\r\n" }.joined()
+            for (label, request) in [
+                (
+                    "a long header line",
+                    "GET /livez HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: \(String(repeating: "b", count: 8192))\r\n\r\n"
+                ),
+                ("a long URL", "GET /livez?\(String(repeating: "q", count: 8192)) HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"),
+                ("201 header lines", "GET /livez HTTP/1.1\r\nHost: 127.0.0.1\r\n\(manyLines)\r\n"),
+            ] {
+                let (head, body) = try await Self.refusal(port: port, request)
+                #expect(head.hasPrefix("HTTP/1.1 431 Request Header Fields Too Large"), "\(label): \(head)")
+                #expect(head.lowercased().contains("content-type: application/json"), "\(label)")
+                #expect(body["error"] == .string("HEADER_TOO_LARGE"), "\(label)")
+                #expect(body["details"]?["limitBytes"] == .int(4096), "\(label)")
+                #expect(body["details"]?["limitLines"] == .int(200), "\(label)")
+            }
+            #expect(try await RawConnection.get(port: port, "/livez").hasPrefix("HTTP/1.1 200 OK"))
+        }
+    }
+
+    @Test(
+        "a request HTTP/1.1's parser refuses is 400 INVALID_REQUEST in the API's envelope, echoing nothing; a well-formed one before it on the connection is answered first"
+    )
+    func malformedRequest() async throws {
+        let harness = try await Self.make()
+        try await harness.run(.live) { client in
+            let port = try #require(client.port)
+            for (label, request) in [
+                ("an unknown method", "FROB /step/ingest HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"),
+                ("a header without a colon", "GET /livez HTTP/1.1\r\nHost: 127.0.0.1\r\nsecret-token-abc\r\n\r\n"),
+                ("a bad version", "GET /livez HTTP/9.x\r\nHost: 127.0.0.1\r\n\r\n"),
+            ] {
+                let (head, body) = try await Self.refusal(port: port, request)
+                #expect(head.hasPrefix("HTTP/1.1 400 Bad Request"), "\(label): \(head)")
+                #expect(body["error"] == .string("INVALID_REQUEST"), "\(label)")
+                #expect(body["message"] == .string("The request is not well-formed HTTP/1.1."), "\(label)")
+                if case .string(let parser)? = body["details"]?["parser"] {
+                    #expect(!parser.isEmpty && !parser.contains("secret"), "\(label): \(parser)")
+                } else {
+                    Issue.record("\(label): no details.parser in \(body)")
+                }
+            }
+            // Pipelined: the well-formed request's answer comes first, whole, then the refusal's.
             let connection = try RawConnection(port: port)
-            connection.send(
-                "GET /livez HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: \(String(repeating: "b", count: 8192))\r\n\r\n")
+            connection.send("GET /livez HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\nFROB / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
             let (text, closed) = try await RawConnection.offPool { connection.readUntilClosed() }
             #expect(closed)
-            #expect(!text.contains("200 OK"))
-            #expect(try await RawConnection.get(port: port, "/livez").hasPrefix("HTTP/1.1 200 OK"))
+            let ok = try #require(text.range(of: "HTTP/1.1 200 OK"))
+            let refused = try #require(text.range(of: "HTTP/1.1 400 Bad Request"))
+            #expect(ok.lowerBound < refused.lowerBound)
+            #expect(text.hasSuffix(#""message":"The request is not well-formed HTTP/1.1."}"#), "\(text)")
+            // The application's own 400s keep their bodies.
+            let own = try await RawConnection.get(port: port, "/step/days?from=x")
+            #expect(own.hasPrefix("HTTP/1.1 401") || own.contains("INVALID_REQUEST"), "\(own)")
         }
     }
 
