@@ -376,6 +376,7 @@ package func buildApplication(
     let maintenance = MaintenanceScheduler(worker: worker, settings: jobSettings.maintenance)
     let http = configuration.http
     let maxHeaderLines = 200
+    let drain = dependencies.drain
     let application = Application(
         router: router,
         server: .http1(
@@ -388,6 +389,7 @@ package func buildApplication(
                     ExpectContinueHandler(),
                     ClientPresenceHandler(),
                     MalformedRequestHandler(maxHeaderBytes: http.maxHeaderBytes, maxHeaderLines: maxHeaderLines),
+                    DrainingConnectionHandler(drain: drain),
                 ],
                 httpDecoderConfiguration: .init(
                     maxHeaderFieldSize: http.maxHeaderBytes, maxHeaderListSize: http.maxHeaderBytes,

@@ -29,6 +29,47 @@ struct OpsTests {
     }
 
     @Test(
+        "while draining, /readyz is 503 and every answer says Connection: close and closes its connection; before, a connection goes on (a real socket)"
+    )
+    func drainClosesConnections() async throws {
+        let harness = try await TestHarness.make(kind: .sqlite)
+        try await harness.run(.live) { client in
+            let port = try #require(client.port)
+            let kept = try RawConnection(port: port)
+            let before = try await RawConnection.offPool {
+                kept.send("GET /livez HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+                return kept.read(through: "}")
+            }
+            #expect(before.hasPrefix("HTTP/1.1 200 "), "\(before)")
+            #expect(!before.lowercased().contains("connection: close"), "\(before)")
+
+            harness.drain.begin()
+            // The connection opened before the drain: its next answer is still served, says close, and the server
+            // closes the connection after it.
+            let (during, closed) = try await RawConnection.offPool {
+                kept.send("GET /livez HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+                return kept.readUntilClosed()
+            }
+            #expect(during.hasPrefix("HTTP/1.1 200 "), "\(during)")
+            #expect(during.lowercased().contains("connection: close"), "\(during)")
+            #expect(closed, "the server closed the connection after the answer")
+            let ready = try await RawConnection.get(port: port, "/readyz")
+            #expect(ready.hasPrefix("HTTP/1.1 503 "), "\(ready)")
+            #expect(ready.lowercased().contains("connection: close"), "\(ready)")
+            #expect(ready.contains(#""status":"draining""#), "\(ready)")
+            // A request on a fresh connection is still served (the load balancer may not have seen /readyz yet).
+            let token = try await harness.token(for: "walker-draining")
+            let walker = try await RawConnection.offPool {
+                let connection = try RawConnection(port: port)
+                connection.send("GET /walker HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(token)\r\n\r\n")
+                return connection.readUntilClosed()
+            }
+            #expect(walker.text.hasPrefix("HTTP/1.1 200 "), "\(walker.text)")
+            #expect(walker.closed)
+        }
+    }
+
+    @Test(
         "HEAD /livez and /readyz: the GET's status and Content-Length, no body, and the connection goes on (a real socket)"
     )
     func headProbes() async throws {

@@ -48,6 +48,8 @@ struct TestHarness: Sendable {
     let configuration: AppConfiguration
     /// Production harnesses: the App Check key their configuration trusts, used to send a token by default.
     let appCheckKey: AppCheckTestKey?
+    /// The instance's drain (SIGTERM's in `stepd serve`): a test begins it by hand.
+    let drain: DrainState
 
     var store: Store { app.store }
 
@@ -91,6 +93,7 @@ struct TestHarness: Sendable {
         dependencies.logSink = logs
         dependencies.antiCheatSink = antiCheat
         dependencies.store = store
+        let drain = dependencies.drain
         let app: StepLedgerApp
         do {
             app = try await buildApplication(configuration: configuration, dependencies: dependencies)
@@ -103,7 +106,8 @@ struct TestHarness: Sendable {
         }
         return TestHarness(
             app: app, testStore: testStore, clock: clock, logs: logs, antiCheat: antiCheat,
-            configuration: configuration, appCheckKey: configuration.mode == .production ? try .shared() : nil)
+            configuration: configuration, appCheckKey: configuration.mode == .production ? try .shared() : nil,
+            drain: drain)
     }
 
     /// Runs `body` against the router (no socket), then closes the store. In production mode every ingest carries

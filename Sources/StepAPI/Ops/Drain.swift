@@ -1,4 +1,7 @@
+import HTTPTypes
 import Logging
+import NIOCore
+import NIOHTTPTypes
 import ServiceLifecycle
 import Synchronization
 import UnixSignals
@@ -42,5 +45,35 @@ package struct DrainService: Service {
         logger.notice("SIGTERM: draining, /readyz answers 503", metadata: ["drainSeconds": "\(drainSeconds)"])
         // A graceful shutdown meanwhile (SIGINT: the operator will not wait) ends the drain there.
         try? await cancelWhenGracefulShutdown { try await Task.sleep(for: .milliseconds(Int64(drainSeconds * 1000))) }
+    }
+}
+
+/// While the instance drains, every answer says `Connection: close` and its connection is closed once it is written:
+/// a client that keeps connections open opens its next one elsewhere (the load balancer has taken this instance out),
+/// rather than sending a request down a connection the shutdown at the drain's end would close under it.
+final class DrainingConnectionHandler: ChannelOutboundHandler, RemovableChannelHandler {
+    typealias OutboundIn = HTTPResponsePart
+    typealias OutboundOut = HTTPResponsePart
+
+    private let drain: DrainState
+    /// The answer being written said `Connection: close`: the connection closes after its end.
+    private var closing = false
+
+    init(drain: DrainState) {
+        self.drain = drain
+    }
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        switch unwrapOutboundIn(data) {
+        case .head(var head) where drain.isDraining && !closing && head.status.kind != .informational:
+            closing = true
+            head.headerFields[.connection] = "close"
+            context.write(wrapOutboundOut(.head(head)), promise: promise)
+        case .end where closing:
+            context.writeAndFlush(data, promise: promise)
+            context.close(promise: nil)
+        default:
+            context.write(data, promise: promise)
+        }
     }
 }
