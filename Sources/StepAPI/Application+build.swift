@@ -46,6 +46,8 @@ package struct StepLedgerApp: Sendable {
     package let whitelist: SourceWhitelist
     /// Enqueues the maintenance jobs when their period comes (a service of the application).
     package let maintenance: MaintenanceScheduler
+    /// The event waits and streams this instance holds, and what wakes them (tests: to know a wait has begun).
+    package let eventSignals: EventSignals
 }
 
 /// Builds the whole service. `stepd serve` and the tests both call this.
@@ -429,7 +431,7 @@ package func buildApplication(
     )
     return StepLedgerApp(
         application: application, store: store, routes: catalog, metrics: metrics, antiCheatSink: antiCheatSink,
-        worker: worker, whitelist: whitelist, maintenance: maintenance)
+        worker: worker, whitelist: whitelist, maintenance: maintenance, eventSignals: eventSignals)
 }
 
 /// Production's App Check gate, from the `appCheck` section alone; nil without a project number. A key file is read

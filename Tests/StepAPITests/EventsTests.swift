@@ -177,7 +177,8 @@ struct EventsTests {
             #expect(!answered.contains("Retry-After"), "only a superseded poll asks for a pause: \(answered)")
             let ended = try await RawConnection.offPool { stream.read(through: "0\r\n\r\n") }
             #expect(ended.hasSuffix("0\r\n\r\n"), "the stream kept going: \(ended)")
-            #expect(ContinuousClock.now - started < .seconds(8))
+            // Well under the poll's 25 s, which a wait that missed the hang-up would take, on however slow a machine.
+            #expect(ContinuousClock.now - started < .seconds(20))
         }
     }
 
@@ -700,7 +701,12 @@ struct EventsTests {
                 async let answer = client.execute(
                     uri: path, method: .get,
                     headers: [.authorization: "Bearer \(token)", HTTPField.Name("X-Request-Id")!: id])
-                try await Task.sleep(for: .milliseconds(500))
+                // Only once the wait has begun: a request still queued would read the renamed table first.
+                let parked = ContinuousClock.now + .seconds(10)
+                while harness.app.eventSignals.waitCount(walkerId: "walker-away") == 0, ContinuousClock.now < parked {
+                    try await Task.sleep(for: .milliseconds(10))
+                }
+                #expect(harness.app.eventSignals.waitCount(walkerId: "walker-away") == 1, "\(path) waits")
                 try await rename("walker_events", "walker_events_away")
                 harness.app.worker.completed("walker-away")
                 let response = try await answer

@@ -21,25 +21,32 @@ struct SQLiteQueueWaitTests {
         let other = try await SQLiteDatabase.open(path: path, queueWaitLimit: nil, logger: Logger(label: "test"))
         try await database.withConnection { try await $0.raw("CREATE TABLE t (k BIGINT PRIMARY KEY)").run() }
 
-        // The other connection takes the write lock and keeps it for 2.5 s (within the 5 s busy timeout).
+        // The other connection takes the write lock and keeps it until the test lets go (well within the 5 s busy
+        // timeout).
         let (locked, lockTaken) = AsyncStream.makeStream(of: Void.self)
+        let (released, release) = AsyncStream.makeStream(of: Void.self)
         let holder = Task {
             try await other.transaction { sql in
                 try await sql.raw("INSERT INTO t (k) VALUES (0)").run()
                 lockTaken.yield()
-                try await Task.sleep(for: .milliseconds(2500))
+                for await _ in released { break }
             }
         }
         for await _ in locked { break }
         // The first unit's batch waits for the lock (its BEGIN IMMEDIATE, in the busy timeout) and then commits.
         let first = Task { try await database.transaction { try await $0.raw("INSERT INTO t (k) VALUES (1)").run() } }
         try await Task.sleep(for: .milliseconds(200))
-        // These queue behind that batch for about 2.3 s, past the limit.
+        // These queue behind that batch: once all five wait, they are kept waiting past the limit, then the lock goes.
         let queued = (2..<7).map { key in
             Task {
                 try await database.transaction { try await $0.raw("INSERT INTO t (k) VALUES (\(bind: key))").run() }
             }
         }
+        let deadline = ContinuousClock.now + .seconds(4)
+        while database.queuedUnits < 5, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(database.queuedUnits == 5, "the five wait in the queue, behind the first's batch")
+        try await Task.sleep(for: .milliseconds(700))
+        release.yield()
         try await holder.value
         try await first.value
         for task in queued {

@@ -32,7 +32,7 @@ struct JobIdleWaitTests {
         try await #require(JobQueueTests.enqueue(Self.job(at: Self.t0.addingTimeInterval(0.3)), test.store))
         #expect(abs(await worker.idleWait() - 0.3) < 0.001, "woken when the next job falls due")
         clock.now = Self.t0.addingTimeInterval(10)
-        #expect(await worker.idleWait() == JobWorker.minimumIdleWaitSeconds, "a job already due: the shortest wait")
+        #expect(await worker.idleWait() == 0.25, "a job already due: the shortest wait, 250 ms (configuration.md)")
         try await test.close()
     }
 
@@ -60,7 +60,7 @@ struct JobIdleWaitTests {
         var other = Self.job(at: Self.t0)
         other.walkerId = "w2"
         try await #require(JobQueueTests.enqueue(other, test.store))
-        #expect(await worker.idleWait() == JobWorker.minimumIdleWaitSeconds)
+        #expect(await worker.idleWait() == 0.25, "the shortest wait, 250 ms")
         try await test.close()
     }
 

@@ -90,10 +90,9 @@ struct ClientEventsTests {
         // The consumer asked past events 1 and 2, and left the loop on event 3 (as a killed app would): a new
         // client on the same folder resumes after event 2, and event 3 comes again.
         client = nil
-        try await Task.sleep(nanoseconds: 50_000_000)
-        let asked = lastEventIds.withLock { $0.count }
-        var reopened: StepLedgerClient? = try makeClient(
+        var reopened: StepLedgerClient? = try await reopenClient(
             store: store, server: server, clock: clock, retry: Self.fast)
+        let asked = lastEventIds.withLock { $0.count }
         var again: [Int64] = []
         for try await event in reopened!.events() {
             again.append(event.id)
@@ -103,8 +102,7 @@ struct ClientEventsTests {
         #expect(lastEventIds.withLock { Array($0.dropFirst(asked).prefix(1)) } == ["2"])
         // Asked past event 3 this time: the next client starts after it.
         reopened = nil
-        try await Task.sleep(nanoseconds: 50_000_000)
-        let third = try makeClient(store: store, server: server, clock: clock, retry: Self.fast)
+        let third = try await reopenClient(store: store, server: server, clock: clock, retry: Self.fast)
         for try await event in third.events() {
             #expect(event.id == 4)
             break

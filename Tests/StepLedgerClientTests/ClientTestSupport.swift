@@ -27,12 +27,13 @@ func makeClient(
 /// `makeClient` on a folder whose last client the test has just let go of: a task of that client (its event
 /// stream's, say) can keep it, and the folder's lock with it, for a moment after the test's last reference is gone.
 func reopenClient(
-    store: URL, server: FakeServer, clock: ManualClock, credentials: some StepLedgerCredentials
+    store: URL, server: FakeServer, clock: ManualClock,
+    credentials: some StepLedgerCredentials = CountingCredentials(), retry: RetryPolicy = .default
 ) async throws -> StepLedgerClient {
     let deadline = ContinuousClock.now + .seconds(10)
     while true {
         do {
-            return try makeClient(store: store, server: server, clock: clock, credentials: credentials)
+            return try makeClient(store: store, server: server, clock: clock, credentials: credentials, retry: retry)
         } catch StepLedgerError.storeUnavailable(let reason) where reason.contains("holds") {
             guard ContinuousClock.now < deadline else { throw StepLedgerError.storeUnavailable(reason) }
             try await Task.sleep(for: .milliseconds(10))

@@ -154,7 +154,7 @@ package final class EventSignals: Sendable {
     }
 
     /// How many waits the walker holds in this process.
-    func waitCount(walkerId: String) -> Int {
+    package func waitCount(walkerId: String) -> Int {
         subscribers.withLock { $0[walkerId]?.count ?? 0 }
     }
 
