@@ -56,19 +56,21 @@ struct MigrationTimeoutTests {
             _ = try await tx.appendEvent(walkerId: "w", type: "t", data: "{}", at: now)
             try await tx.sql.raw("INSERT INTO walkers (walker_id, created_at) VALUES ('w', 0)").run()
         }
-        // A request of the walker holds its row for 1.5 s; the erasure waits behind it.
-        func holdingWalker(_ body: () async throws -> Void) async throws {
+        // A request of the walker holds its row until `body` lets it go; the erasure waits behind it.
+        func holdingWalker(_ body: (_ release: @Sendable () -> Void) async throws -> Void) async throws {
             let (locked, lockHeld) = AsyncStream.makeStream(of: Void.self)
+            let (released, release) = AsyncStream.makeStream(of: Void.self)
             let holding = Task {
                 defer { lockHeld.finish() }
                 try await test.store.transaction { tx in
                     try await tx.sql.raw("UPDATE walkers SET version = version + 1 WHERE walker_id = 'w'").run()
                     lockHeld.yield()
-                    try await Task.sleep(for: .milliseconds(1500))
+                    for await _ in released { break }
                 }
             }
             for await _ in locked { break }
-            try await body()
+            try await body { release.finish() }
+            release.finish()
             try await holding.value
         }
         func events() async throws -> Int {
@@ -77,20 +79,21 @@ struct MigrationTimeoutTests {
 
         let strict = Store(
             database: try PostgreSQLDatabase.open(url: test.url, settings: settings, logger: Logger(label: "test")))
-        try await holdingWalker {
+        try await holdingWalker { _ in
             await #expect(throws: StoreError.self) { try await strict.eraseWalker("w", actor: .commandLine, at: now) }
         }
         #expect(try await events() == 1, "nothing of the erasure was kept")
         try await strict.close()
 
-        // A minute, as a raised timeout: the lock's holder is a task of this process, and on a loaded two-core machine
-        // its wake-up after the 1.5-s hold has come more than 5 s late (the erasure then failed under 5 s).
+        // A minute, as a raised timeout: the erasure waits a second behind the lock, five times the strict timeout.
         let roomy = settings.withStatementTimeout(atLeastSeconds: 60)
         let erasing = Store(
             database: try PostgreSQLDatabase.open(url: test.url, settings: roomy, logger: Logger(label: "test")))
-        try await holdingWalker {
-            let erasure = try await erasing.eraseWalker("w", actor: .commandLine, at: now)
-            #expect(erasure.pseudonym != nil)
+        try await holdingWalker { release in
+            let erasure = Task { try await erasing.eraseWalker("w", actor: .commandLine, at: now) }
+            try await Task.sleep(for: .seconds(1))
+            release()
+            #expect(try await erasure.value.pseudonym != nil)
         }
         #expect(try await events() == 0)
         try await erasing.close()
