@@ -51,8 +51,9 @@ struct DeadlineWatchTests {
             let didFire = done.load(ordering: .relaxed)
             #expect(didFire, "round \(round): the deadline did not fire")
             #expect(watch.pending == 0)
-            // Let the watcher see the empty table and stop before the next round registers.
-            try await Task.sleep(for: .milliseconds(50))
+            // The watcher sees the empty table and stops; the next round's deadline must start it again.
+            while watch.isWatching, ContinuousClock.now < limit { try await Task.sleep(for: .milliseconds(5)) }
+            #expect(!watch.isWatching, "round \(round): the watcher did not stop")
         }
     }
 }

@@ -50,6 +50,9 @@ final class DeadlineWatch: Sendable {
     /// How many deadlines are waiting (tests).
     var pending: Int { state.withLock { $0.entries.count } }
 
+    /// Whether a watching task runs (tests: it stops once no deadline is left).
+    var isWatching: Bool { state.withLock { $0.watching } }
+
     /// Fires the deadlines that have passed, tick after tick, until none is left.
     private func watch() async {
         while true {
