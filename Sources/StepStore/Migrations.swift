@@ -875,7 +875,7 @@ package struct Migrator: Sendable {
                     AND c.relkind IN ('r', 'p')
                     AND NOT EXISTS (SELECT 1 FROM pg_depend d
                         WHERE d.classid = 'pg_class'::regclass AND d.objid = c.oid AND d.deptype = 'e')
-                    AND to_regclass('schema_migrations') IS NULL
+                    AND to_regclass(quote_ident(current_schema()) || '.schema_migrations') IS NULL
                 ORDER BY c.relname LIMIT 3
                 """
             case .sqlite:
@@ -917,8 +917,10 @@ package struct Migrator: Sendable {
             switch database.kind {
             case .postgres:
                 """
-                SELECT to_regclass('schema_migrations') IS NOT NULL AS present, current_schema() IS NULL AS unusable,
-                    (SELECT COUNT(*) FROM pg_attribute WHERE attrelid = to_regclass('schema_migrations')
+                SELECT to_regclass(quote_ident(current_schema()) || '.schema_migrations') IS NOT NULL AS present,
+                    current_schema() IS NULL AS unusable,
+                    (SELECT COUNT(*) FROM pg_attribute
+                        WHERE attrelid = to_regclass(quote_ident(current_schema()) || '.schema_migrations')
                         AND attname IN ('version', 'name', 'applied_at') AND NOT attisdropped) AS ours
                 """
             case .sqlite:

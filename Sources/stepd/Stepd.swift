@@ -75,10 +75,14 @@ struct Stepd: AsyncParsableCommand {
     }
 }
 
-/// An error no command turns into a sentence of its own: said as it describes itself, on the one `stepd:` line.
+/// An error no command turns into a sentence of its own, on the one `stepd:` line: Foundation's in its own sentence
+/// (a file that cannot be read), any other as it describes itself; line breaks become spaces.
 private struct UnexpectedFailure: Error, CustomStringConvertible {
     let error: any Error
-    var description: String { String(describing: error) }
+    var description: String {
+        let text = (error as? any LocalizedError)?.errorDescription ?? String(describing: error)
+        return text.split(whereSeparator: \.isNewline).joined(separator: " ")
+    }
 }
 
 /// A command that cannot do what it was asked, for a reason the user can fix: one line, exit 1, no usage text.

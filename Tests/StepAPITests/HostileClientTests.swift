@@ -413,9 +413,17 @@ struct HostileClientTests {
             let refused = try #require(text.range(of: "HTTP/1.1 400 Bad Request"))
             #expect(ok.lowerBound < refused.lowerBound)
             #expect(text.hasSuffix(#""message":"The request is not well-formed HTTP/1.1."}"#), "\(text)")
-            // The application's own 400s keep their bodies.
-            let own = try await RawConnection.get(port: port, "/step/days?from=x")
-            #expect(own.hasPrefix("HTTP/1.1 401") || own.contains("INVALID_REQUEST"), "\(own)")
+            // The application's own 400 keeps its body, though the parser refused what followed it on the connection.
+            let token = try await harness.token(for: "walker-malformed")
+            let mixed = try RawConnection(port: port)
+            mixed.send(
+                "GET /step/days?from=x HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(token)\r\n\r\n"
+                    + "FROB / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            let (both, _) = try await RawConnection.offPool { mixed.readUntilClosed() }
+            let answers = both.components(separatedBy: "HTTP/1.1 400 Bad Request").dropFirst()
+            #expect(answers.count == 2, "\(both)")
+            #expect(answers.first?.contains(#""fields""#) == true, "the route's own 400, its fields kept: \(both)")
+            #expect(answers.last?.contains(#""parser""#) == true, "then the parser's: \(both)")
         }
     }
 

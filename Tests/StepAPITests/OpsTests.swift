@@ -29,13 +29,14 @@ struct OpsTests {
     }
 
     @Test(
-        "while draining, /readyz is 503 and every answer says Connection: close and closes its connection; before, a connection goes on (a real socket)"
+        "while draining, /readyz is 503 and each answer, whole, says Connection: close and ends its connection, a request pipelined behind it unserved; before, a connection goes on (a real socket)"
     )
     func drainClosesConnections() async throws {
         let harness = try await TestHarness.make(kind: .sqlite)
         try await harness.run(.live) { client in
             let port = try #require(client.port)
-            let kept = try RawConnection(port: port)
+            // A small receive window: the long answer below is written over many turns, not in one.
+            let kept = try RawConnection(port: port, receiveBuffer: 4096)
             let before = try await RawConnection.offPool {
                 kept.send("GET /livez HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
                 return kept.read(through: "}")
@@ -44,21 +45,33 @@ struct OpsTests {
             #expect(!before.lowercased().contains("connection: close"), "\(before)")
 
             harness.drain.begin()
-            // The connection opened before the drain: its next answer is still served, says close, and the server
-            // closes the connection after it.
+            // The connection opened before the drain: its next request is served, whole, says close, and nothing
+            // after it on the connection is served (an ingest pipelined behind it is not run); the server ends the
+            // connection.
+            let token = try await harness.token(for: "walker-draining")
+            let ingest = String(buffer: IngestBody().buffer)
             let (during, closed) = try await RawConnection.offPool {
-                kept.send("GET /livez HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+                kept.send(
+                    "GET /openapi.yaml HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+                        + "POST /step/ingest HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(token)\r\n"
+                        + "Content-Type: application/json\r\nContent-Length: \(ingest.utf8.count)\r\n\r\n\(ingest)")
                 return kept.readUntilClosed()
             }
-            #expect(during.hasPrefix("HTTP/1.1 200 "), "\(during)")
-            #expect(during.lowercased().contains("connection: close"), "\(during)")
-            #expect(closed, "the server closed the connection after the answer")
+            #expect(try await harness.count("step_logs") == 0, "the ingest after the close was not run")
+            #expect(closed, "the server ended the connection after the answer")
+            #expect(during.components(separatedBy: "HTTP/1.1 ").count == 2, "one answer only: \(during.prefix(300))")
+            let split = try #require(during.range(of: "\r\n\r\n"))
+            let head = during[..<split.lowerBound].lowercased()
+            #expect(head.hasPrefix("http/1.1 200 "), "\(head)")
+            #expect(head.contains("connection: close"), "\(head)")
+            let body = during[split.upperBound...]
+            #expect(head.contains("content-length: \(body.utf8.count)"), "the whole answer: \(body.utf8.count) bytes")
+            #expect(body.utf8.count > 50_000, "a long answer")
             let ready = try await RawConnection.get(port: port, "/readyz")
             #expect(ready.hasPrefix("HTTP/1.1 503 "), "\(ready)")
             #expect(ready.lowercased().contains("connection: close"), "\(ready)")
             #expect(ready.contains(#""status":"draining""#), "\(ready)")
             // A request on a fresh connection is still served (the load balancer may not have seen /readyz yet).
-            let token = try await harness.token(for: "walker-draining")
             let walker = try await RawConnection.offPool {
                 let connection = try RawConnection(port: port)
                 connection.send("GET /walker HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(token)\r\n\r\n")
@@ -66,6 +79,10 @@ struct OpsTests {
             }
             #expect(walker.text.hasPrefix("HTTP/1.1 200 "), "\(walker.text)")
             #expect(walker.closed)
+            // The same submission under another key, sent alone, is run: the one behind the close was a valid one.
+            let alone = try await client.ingest(IngestBody(), token: token)
+            #expect(alone.status == .ok, "\(alone.text)")
+            #expect(try await harness.count("step_logs") == 1)
         }
     }
 

@@ -91,6 +91,18 @@ struct MigrationTimeoutTests {
             database: try PostgreSQLDatabase.open(url: test.url, settings: roomy, logger: Logger(label: "test")))
         try await holdingWalker { release in
             let erasure = Task { try await erasing.eraseWalker("w", actor: .commandLine, at: now) }
+            // Once the erasure waits for the lock (a backend of the schema's waits on one), a second more: five times
+            // the strict timeout.
+            let deadline = ContinuousClock.now + .seconds(30)
+            while ContinuousClock.now < deadline {
+                let waiting = try await test.store.withoutTransaction { tx in
+                    try await tx.sql.raw(
+                        "SELECT COUNT(*) AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%walkers%'"
+                    ).first()?.decode(column: "n", as: Int.self)
+                }
+                if waiting ?? 0 > 0 { break }
+                try await Task.sleep(for: .milliseconds(20))
+            }
             try await Task.sleep(for: .seconds(1))
             release()
             #expect(try await erasure.value.pseudonym != nil)

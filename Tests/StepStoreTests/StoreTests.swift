@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import SQLKit
 import StepCore
 import StepDatabase
@@ -398,6 +399,38 @@ struct OtherApplicationTests {
             }
         }
         #expect(rows == [20_240_101_000_000], "the other tool's table is as it was")
+        try await test.close()
+    }
+
+    @Test(
+        "on PostgreSQL another tool's schema_migrations in a schema later on the search_path is not StepLedger's concern: the first schema is migrated",
+        .enabled(if: TestDatabases.kinds.contains(.postgres)))
+    func otherToolsTableLaterOnSearchPath() async throws {
+        let test = try await TestDatabases.make(.postgres, migrate: false)
+        let schema = try #require(test.schema)
+        let other = schema + "_other"
+        try await test.store.transaction { tx in
+            try await tx.sql.raw("CREATE SCHEMA \(unsafeRaw: other)").run()
+            try await tx.sql.raw(
+                "CREATE TABLE \(unsafeRaw: other).schema_migrations (version BIGINT PRIMARY KEY, dirty BOOLEAN NOT NULL)"
+            ).run()
+            try await tx.sql.raw("INSERT INTO \(unsafeRaw: other).schema_migrations VALUES (20240101000000, FALSE)")
+                .run()
+        }
+        var settings = PostgresSettings()
+        settings.startupParameters["search_path"] = "\(schema), \(other)"
+        let database = try PostgreSQLDatabase.open(url: test.url, settings: settings, logger: Logger(label: "test"))
+        let migrator = Migrator(database: database)
+        #expect(try await migrator.migrate().applied == Migrations.all.map(\.version))
+        try await migrator.requireCurrent()
+        let theirs = try await test.store.transaction { tx in
+            try await tx.sql.raw("SELECT version FROM \(unsafeRaw: other).schema_migrations").all().map {
+                try $0.decode(column: "version", as: Int.self)
+            }
+        }
+        #expect(theirs == [20_240_101_000_000], "the other tool's table is as it was")
+        try await database.close()
+        try await test.store.transaction { tx in try await tx.sql.raw("DROP SCHEMA \(unsafeRaw: other) CASCADE").run() }
         try await test.close()
     }
 

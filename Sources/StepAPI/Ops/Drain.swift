@@ -48,32 +48,39 @@ package struct DrainService: Service {
     }
 }
 
-/// While the instance drains, every answer says `Connection: close` and its connection is closed once it is written:
-/// a client that keeps connections open opens its next one elsewhere (the load balancer has taken this instance out),
-/// rather than sending a request down a connection the shutdown at the drain's end would close under it.
-final class DrainingConnectionHandler: ChannelOutboundHandler, RemovableChannelHandler {
+/// While the instance drains, each request that arrives is treated as if its client had sent `Connection: close`:
+/// Hummingbird answers it, serves nothing more on that connection and ends its sending side once the answer is
+/// written; the answer says `Connection: close`. A client that keeps connections open then opens its next one
+/// elsewhere (the load balancer has taken this instance out), rather than sending a request down a connection the
+/// stop at the drain's end would close under it. An answer begun before the drain says so too.
+final class DrainingConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPRequestPart
+    typealias InboundOut = HTTPRequestPart
     typealias OutboundIn = HTTPResponsePart
     typealias OutboundOut = HTTPResponsePart
 
     private let drain: DrainState
-    /// The answer being written said `Connection: close`: the connection closes after its end.
-    private var closing = false
 
     init(drain: DrainState) {
         self.drain = drain
     }
 
-    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        switch unwrapOutboundIn(data) {
-        case .head(var head) where drain.isDraining && !closing && head.status.kind != .informational:
-            closing = true
-            head.headerFields[.connection] = "close"
-            context.write(wrapOutboundOut(.head(head)), promise: promise)
-        case .end where closing:
-            context.writeAndFlush(data, promise: promise)
-            context.close(promise: nil)
-        default:
-            context.write(data, promise: promise)
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard drain.isDraining, case .head(var head) = unwrapInboundIn(data) else {
+            context.fireChannelRead(data)
+            return
         }
+        head.headerFields[.connection] = "close"
+        context.fireChannelRead(wrapInboundOut(.head(head)))
+    }
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        guard drain.isDraining, case .head(var head) = unwrapOutboundIn(data), head.status.kind != .informational
+        else {
+            context.write(data, promise: promise)
+            return
+        }
+        head.headerFields[.connection] = "close"
+        context.write(wrapOutboundOut(.head(head)), promise: promise)
     }
 }
