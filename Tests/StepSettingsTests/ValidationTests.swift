@@ -309,6 +309,23 @@ struct ValidationTests {
         }
     }
 
+    @Test(
+        "a PostgreSQL database.url that cannot be read (an sslmode, a port) is refused at load, naming the key and its source, not the password"
+    )
+    func primaryURLReadAtLoad() {
+        for (url, fragment) in [
+            ("postgres://u:hunter2@db:5432/l?sslmode=sometimes", "sslmode"),
+            ("postgres://u:hunter2@db:99999/l", "port"),
+        ] {
+            #expect {
+                _ = try AppConfiguration(reader: reader(["database.url": url]))
+            } throws: { error in
+                let text = "\(error)"
+                return text.contains("database.url") && text.contains(fragment) && !text.contains("hunter2")
+            }
+        }
+    }
+
     @Test("a refused replica URL is not shown: it may carry a password")
     func replicaURLNotShown() {
         #expect {
