@@ -35,9 +35,10 @@ package final class LogSink: Sendable {
         return LogSink(target: .stream(BufferedLogWriter(descriptor: descriptor)))
     }
 
-    /// Parses the `log.antiCheatSink` setting.
+    /// Parses the `log.antiCheatSink` setting: the three names in any case (`STDOUT` is not a file in the working
+    /// directory), anything else a file's path.
     package static func named(_ setting: String) throws -> LogSink {
-        switch setting {
+        switch setting.lowercased() {
         case "stdout": .standardOutput
         case "stderr": .standardError
         case "off": .discard()

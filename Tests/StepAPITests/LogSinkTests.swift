@@ -20,6 +20,21 @@ struct LogSinkTests {
         #expect(written == lines.joined(separator: "\n") + "\n")
     }
 
+    @Test("log.antiCheatSink's names are read in any case, not as files in the working directory")
+    func sinkNames() throws {
+        for name in ["stdout", "STDOUT", "Stdout"] {
+            #expect(try LogSink.named(name) === LogSink.standardOutput, "\(name)")
+        }
+        for name in ["stderr", "StdErr"] { #expect(try LogSink.named(name) === LogSink.standardError, "\(name)") }
+        for name in ["off", "OFF", "Off"] { #expect(try LogSink.named(name).isDiscarding, "\(name)") }
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("Verdicts-\(UUID().uuidString).log")
+            .path
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let file = try LogSink.named(path)
+        #expect(!file.isDiscarding)
+        #expect(FileManager.default.fileExists(atPath: path), "any other value is a file's path, its case kept")
+    }
+
     @Test("a stream nobody reads does not block the caller")
     func slowReaderDoesNotBlock() throws {
         var descriptors: [Int32] = [0, 0]
