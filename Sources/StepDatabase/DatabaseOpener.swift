@@ -7,7 +7,8 @@ package enum DatabaseOpener {
         url.hasPrefix("postgres://") || url.hasPrefix("postgresql://")
     }
 
-    /// Why `url` names no database this server can open, or nil when it does: text with `://` must start with
+    /// Why `url` names no database this server can open, or nil when it does: a PostgreSQL URL must read whole (its
+    /// `sslmode`, port, socket folder), and text with `://` must start with
     /// `postgres://`, `postgresql://` or `sqlite://` as written (lower case). Anything else would be taken for a
     /// SQLite file name, and a mistyped PostgreSQL URL (`Postgres://user:password@…`) would then be shown, password
     /// and all, in the error that the file cannot be opened. So is text that starts as a PostgreSQL URL but lacks
@@ -18,7 +19,17 @@ package enum DatabaseOpener {
     package static func problem(_ url: String) -> String? {
         // SQLite opens a private temporary database for an empty name, deleted when it closes: nothing would be kept.
         if url == "sqlite://" { return "sqlite:// names no file: give sqlite://PATH" }
-        if isPostgres(url) || url.hasPrefix("sqlite://") { return nil }
+        if isPostgres(url) {
+            // Read whole, as it will be when the database opens: a bad sslmode or port is said now, where the caller
+            // can name the setting and where it came from. The URL is not repeated: it may carry a password.
+            do {
+                _ = try PostgresURL(parsing: url)
+                return nil
+            } catch {
+                return error.detail
+            }
+        }
+        if url.hasPrefix("sqlite://") { return nil }
         let lowercased = url.lowercased()
         if url.contains("://") || lowercased.hasPrefix("postgres:") || lowercased.hasPrefix("postgresql:") {
             return

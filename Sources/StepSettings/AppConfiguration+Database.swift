@@ -30,15 +30,6 @@ extension AppConfiguration {
             let reader = SettingsReader<Key>(config)
             url = try reader.string(.url) ?? url
             if let problem = DatabaseOpener.problem(url) { throw reader.error(.url, problem) }
-            // Read whole now, as the replicas are, so a bad sslmode or port is named with where it came from, before
-            // anything starts. The URL is not shown: it may carry a password.
-            if DatabaseOpener.isPostgres(url) {
-                do {
-                    _ = try PostgresURL(parsing: url)
-                } catch {
-                    throw reader.error(.url, error.detail)
-                }
-            }
             postgres.maximumConnections = try reader.int(.maxConnections, in: 1...512) ?? postgres.maximumConnections
             postgres.connectTimeoutSeconds =
                 try reader.int(.connectTimeoutSeconds, in: 1...300) ?? postgres.connectTimeoutSeconds

@@ -856,6 +856,10 @@ package struct Migrator: Sendable {
         }
     }
 
+    /// PostgreSQL: StepLedger's `schema_migrations`, looked up in the current schema only (the one `ensureTable`
+    /// creates it in): another tool's table of that name in a schema later on the search path is not StepLedger's.
+    static let ownMigrationTable = "to_regclass(quote_ident(current_schema()) || '.schema_migrations')"
+
     /// `stepd migrate --other-tables`: migrate a database that holds other applications' tables and no StepLedger
     /// schema yet (a database shared on purpose). Off, such a database is refused (`refuseOtherApplications`).
     package var allowsOtherTables = false
@@ -875,7 +879,7 @@ package struct Migrator: Sendable {
                     AND c.relkind IN ('r', 'p')
                     AND NOT EXISTS (SELECT 1 FROM pg_depend d
                         WHERE d.classid = 'pg_class'::regclass AND d.objid = c.oid AND d.deptype = 'e')
-                    AND to_regclass(quote_ident(current_schema()) || '.schema_migrations') IS NULL
+                    AND \(unsafeRaw: Self.ownMigrationTable) IS NULL
                 ORDER BY c.relname LIMIT 3
                 """
             case .sqlite:
@@ -917,10 +921,10 @@ package struct Migrator: Sendable {
             switch database.kind {
             case .postgres:
                 """
-                SELECT to_regclass(quote_ident(current_schema()) || '.schema_migrations') IS NOT NULL AS present,
+                SELECT \(unsafeRaw: Self.ownMigrationTable) IS NOT NULL AS present,
                     current_schema() IS NULL AS unusable,
                     (SELECT COUNT(*) FROM pg_attribute
-                        WHERE attrelid = to_regclass(quote_ident(current_schema()) || '.schema_migrations')
+                        WHERE attrelid = \(unsafeRaw: Self.ownMigrationTable)
                         AND attname IN ('version', 'name', 'applied_at') AND NOT attisdropped) AS ours
                 """
             case .sqlite:

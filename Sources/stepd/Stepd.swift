@@ -1,10 +1,5 @@
 import ArgumentParser
 import Foundation
-import StepAPI
-import StepAttestation
-import StepDatabase
-import StepJobs
-import StepSettings
 
 @main
 struct Stepd: AsyncParsableCommand {
@@ -32,29 +27,12 @@ struct Stepd: AsyncParsableCommand {
                 try command.run()
             }
             try flushOutput()
-        } catch let error as ConfigurationError {
-            exitReporting(error)
-        } catch let error as ConfigurationSourceError {
-            exitReporting(error)
-        } catch let error as StoreError {
-            exitReporting(error)
-        } catch let error as ListenFailure {
-            exitReporting(error)
-        } catch let error as CommandFailure {
-            exitReporting(error)
-        } catch let error as StoppedAtOnce {
-            exitReporting(error)
-        } catch let error as LocalSigningKey.Failure {
-            exitReporting(error)
-        } catch let error as KeyLoadingError {
-            exitReporting(error)
-        } catch let error as DevelopmentDeviceError {
-            exitReporting(error)
         } catch {
             // ArgumentParser's own (a bad option: its message, the usage and 64; `--help` and `--version`: 0) as it
-            // prints them. Anything else is a failure of the command, not of its command line: one line, exit 1.
+            // prints them. Anything else is a failure of the command, not of its command line (a configuration
+            // error, a database that cannot be used, a port in use, a `CommandFailure`): one line, exit 1.
             guard exitCode(for: error) == .failure, !(error is ExitCode) else { exit(withError: error) }
-            exitReporting(UnexpectedFailure(error: error))
+            exitReporting(error)
         }
     }
 
@@ -69,19 +47,13 @@ struct Stepd: AsyncParsableCommand {
         }
     }
 
-    private static func exitReporting(_ error: any Error & CustomStringConvertible) -> Never {
-        FileHandle.standardError.write(Data("stepd: \(error.description)\n".utf8))
-        Foundation.exit(1)
-    }
-}
-
-/// An error no command turns into a sentence of its own, on the one `stepd:` line: Foundation's in its own sentence
-/// (a file that cannot be read), any other as it describes itself; line breaks become spaces.
-private struct UnexpectedFailure: Error, CustomStringConvertible {
-    let error: any Error
-    var description: String {
+    /// One `stepd:` line: Foundation's errors in their own sentence (a file that cannot be read), any other as it
+    /// describes itself; line breaks become spaces.
+    private static func exitReporting(_ error: any Error) -> Never {
         let text = (error as? any LocalizedError)?.errorDescription ?? String(describing: error)
-        return text.split(whereSeparator: \.isNewline).joined(separator: " ")
+        let line = text.split(whereSeparator: \.isNewline).joined(separator: " ")
+        FileHandle.standardError.write(Data("stepd: \(line)\n".utf8))
+        Foundation.exit(1)
     }
 }
 

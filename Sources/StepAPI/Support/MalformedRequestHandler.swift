@@ -26,10 +26,6 @@ final class MalformedRequestHandler: ChannelDuplexHandler, RemovableChannelHandl
         self.maxHeaderLines = maxHeaderLines
     }
 
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        context.fireChannelRead(data)
-    }
-
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         if let parserError = error as? HTTPParserError { refusal = parserError }
         context.fireErrorCaught(error)
