@@ -163,10 +163,10 @@ internal protocol APIProtocol: Sendable {
     ///    (> 10 000 kcal), "Distance is implausibly high" (> 150 000 m), "Duration is implausibly high"
     ///    (> 86 400 s).
     /// Then the walker's record for the date is created or replaced (one per walker and date) and returned with
-    /// 201. A submission refused by its attestation (4) stores nothing but a REJECTED audit row; one refused at
-    /// 1, 2 or 3 stores nothing (the nonce spent from 2 on); one refused at 5 or 6 (6 also writes the REJECTED
-    /// row) passed its attestation, so a first App Attest use still registers its key, and nothing else is
-    /// stored. Of two submissions for one date the later arrival's record stands. Rate-limited with the walker
+    /// 201. A submission refused at 1 (its form) stores nothing; one refused at 2, 3 or 4 stores nothing but a
+    /// REJECTED audit row with its reason (the nonce spent from 2 on); one refused at 5 or 6 writes its REJECTED
+    /// row too, and passed its attestation, so a first App Attest use still registers its key, and nothing else
+    /// is stored. Of two submissions for one date the later arrival's record stands. Rate-limited with the walker
     /// routes.
     ///
     ///
@@ -423,10 +423,10 @@ extension APIProtocol {
     ///    (> 10 000 kcal), "Distance is implausibly high" (> 150 000 m), "Duration is implausibly high"
     ///    (> 86 400 s).
     /// Then the walker's record for the date is created or replaced (one per walker and date) and returned with
-    /// 201. A submission refused by its attestation (4) stores nothing but a REJECTED audit row; one refused at
-    /// 1, 2 or 3 stores nothing (the nonce spent from 2 on); one refused at 5 or 6 (6 also writes the REJECTED
-    /// row) passed its attestation, so a first App Attest use still registers its key, and nothing else is
-    /// stored. Of two submissions for one date the later arrival's record stands. Rate-limited with the walker
+    /// 201. A submission refused at 1 (its form) stores nothing; one refused at 2, 3 or 4 stores nothing but a
+    /// REJECTED audit row with its reason (the nonce spent from 2 on); one refused at 5 or 6 writes its REJECTED
+    /// row too, and passed its attestation, so a first App Attest use still registers its key, and nothing else
+    /// is stored. Of two submissions for one date the later arrival's record stands. Rate-limited with the walker
     /// routes.
     ///
     ///
