@@ -263,7 +263,8 @@ package struct JobQueue: Sendable {
 
     /// Records a failed attempt: pending again after the backoff, or dead after the last attempt (or at once when
     /// the failure is `final`: no attempt can succeed). A job whose dedupe key already has a pending job (enqueued
-    /// while this one ran) is removed instead of retried: that job does the same work. Returns what became of the
+    /// while this one ran) is removed instead of retried: that job does the same work, from the retry's time when
+    /// that comes before its own (`removeForPendingTwin`). Returns what became of the
     /// job: left pending or dead, removed into its pending twin (`coalesced`), or nothing, the job being no longer
     /// this claim's (`leaseLost`: its lease ran out and another claim holds it, or it is gone).
     @discardableResult
@@ -276,7 +277,9 @@ package struct JobQueue: Sendable {
         // again, the check finds the pending job.
         return try await store.transactionRerunOnConflict { tx in
             let fence = Self.fence(job)
-            if !final, job.attempt < job.maxAttempts, try await Self.removeForPendingTwin(job, in: tx) {
+            if !final, job.attempt < job.maxAttempts,
+                try await Self.removeForPendingTwin(job, runningAgainAt: retryAt, now: now, in: tx)
+            {
                 return .coalesced
             }
             let row = try await tx.sql.raw(
@@ -295,10 +298,11 @@ package struct JobQueue: Sendable {
 
     /// Gives back a claimed job that has not started (its worker is shutting down): pending again, due as it was,
     /// with the attempt its claim counted given back. Removed instead when its dedupe key has a pending job (enqueued
-    /// since the claim), which does the same work. Does nothing when the job is no longer this claim's.
+    /// since the claim), which does the same work, due no later than this one was. Does nothing when the job is no
+    /// longer this claim's.
     package func release(_ job: ClaimedJob, now: Date) async throws {
         try await store.transactionRerunOnConflict { tx in
-            if try await Self.removeForPendingTwin(job, in: tx) { return }
+            if try await Self.removeForPendingTwin(job, runningAgainAt: nil, now: now, in: tx) { return }
             try await tx.sql.raw(
                 """
                 UPDATE jobs SET state = 'pending', attempts = attempts - 1, lease_until = NULL,
@@ -311,17 +315,40 @@ package struct JobQueue: Sendable {
 
     /// Removes `job` (while it is still this claim's) when its dedupe key has a pending job, which does the same
     /// work, and returns whether it did: a job going back to the queue must not become a second pending job of
-    /// its key.
-    private static func removeForPendingTwin(_ job: ClaimedJob, in tx: StoreTransaction) async throws -> Bool {
+    /// its key. That job then runs no later than this one would have run again (at `runningAgainAt`, or its own
+    /// run time when nil): a refund part already due must not wait for the part a later decision queued the twin
+    /// for, a grace period on.
+    private static func removeForPendingTwin(
+        _ job: ClaimedJob, runningAgainAt: Int?, now: Date, in tx: StoreTransaction
+    ) async throws -> Bool {
         guard let key = job.dedupeKey else { return false }
-        return try await tx.sql.raw(
+        guard
+            let removed = try await tx.sql.raw(
+                """
+                DELETE FROM jobs WHERE \(fence(job)) AND EXISTS (
+                    SELECT 1 FROM jobs pending WHERE pending.walker_id = \(bind: job.walkerId)
+                        AND pending.dedupe_key = \(bind: key) AND pending.state = 'pending')
+                RETURNING run_at
+                """
+            ).first()
+        else { return false }
+        let runAt = try runningAgainAt ?? removed.decode(column: "run_at", as: Int.self)
+        try await bringPendingForward(walkerId: job.walkerId, key: key, to: runAt, now: now, in: tx)
+        return true
+    }
+
+    /// Moves the pending job of `key` to run at `runAt` when it was due later: it takes over the work of a job of
+    /// the same key that would have run then.
+    private static func bringPendingForward(
+        walkerId: String, key: String, to runAt: Int, now: Date, in tx: StoreTransaction
+    ) async throws {
+        try await tx.sql.raw(
             """
-            DELETE FROM jobs WHERE \(fence(job)) AND EXISTS (
-                SELECT 1 FROM jobs pending WHERE pending.walker_id = \(bind: job.walkerId)
-                    AND pending.dedupe_key = \(bind: key) AND pending.state = 'pending')
-            RETURNING job_id
+            UPDATE jobs SET run_at = \(bind: runAt), updated_at = \(bind: now.millisecondsSince1970)
+            WHERE walker_id = \(bind: walkerId) AND dedupe_key = \(bind: key) AND state = 'pending'
+                AND run_at > \(bind: runAt)
             """
-        ).first() != nil
+        ).run()
     }
 
     // MARK: Operators
@@ -396,6 +423,9 @@ package struct JobQueue: Sendable {
             ).first()
         {
             try await tx.sql.raw("DELETE FROM jobs WHERE job_id = \(bind: job.id)").run()
+            // The operator asked for the work now, not at the pending job's time.
+            try await bringPendingForward(
+                walkerId: job.walkerId, key: key, to: now.millisecondsSince1970, now: now, in: tx)
             return .coalesced(into: try pending.decode(column: "job_id", as: String.self))
         }
         try await tx.sql.raw(

@@ -370,6 +370,52 @@ struct JobQueueTests {
     }
 
     @Test(
+        "a job folded into the pending job of its key brings that job forward to when it would have run itself",
+        arguments: TestDatabases.kinds)
+    func foldingBringsTwinForward(kind: DatabaseKind) async throws {
+        let test = try await TestDatabases.make(kind)
+        let queue = JobQueue(store: test.store, leaseSeconds: 60, backoff: JobBackoff(baseSeconds: 10, capSeconds: 10))
+        let dayLater = Self.t0.addingTimeInterval(86_400)
+        func pending() async throws -> JobRecord {
+            let jobs = try await queue.list(state: .pending)
+            try #require(jobs.count == 1)
+            return jobs[0]
+        }
+
+        // A failed attempt: the twin, queued a day later while the job ran, now runs at the retry's time.
+        try await #require(Self.enqueue(Self.job(), test.store))
+        let failing = try #require(try await queue.claim(limit: 1, now: Self.t0).first)
+        try await #require(Self.enqueue(Self.job(at: dayLater), test.store))
+        #expect(try await queue.fail(failing, error: "boom", now: Self.t0) == .coalesced)
+        let afterFailure = try await pending()
+        #expect(afterFailure.runAt >= Self.t0.addingTimeInterval(5))
+        #expect(afterFailure.runAt <= Self.t0.addingTimeInterval(10))
+
+        // A job handed back unstarted: the twin runs when the job was due.
+        let soon = Self.t0.addingTimeInterval(10)
+        let released = try #require(try await queue.claim(limit: 1, now: soon).first)
+        try await #require(Self.enqueue(Self.job(at: dayLater), test.store))
+        try await queue.release(released, now: soon)
+        #expect(try await queue.job(id: released.id) == nil)
+        #expect(try await pending().runAt == afterFailure.runAt)
+
+        // A twin due sooner than the retry keeps its own time.
+        let claimedAgain = try #require(try await queue.claim(limit: 1, now: soon).first)
+        try await #require(Self.enqueue(Self.job(at: Self.t0.addingTimeInterval(11)), test.store))
+        #expect(try await queue.fail(claimedAgain, error: "boom", now: soon) == .coalesced)
+        #expect(try await pending().runAt == Self.t0.addingTimeInterval(11))
+
+        // An operator's retry of a dead job: the twin runs now.
+        let dying = try #require(try await queue.claim(limit: 1, now: Self.t0.addingTimeInterval(11)).first)
+        #expect(try await queue.fail(dying, error: "boom", final: true, now: Self.t0.addingTimeInterval(11)) == .dead)
+        try await #require(Self.enqueue(Self.job(at: dayLater), test.store))
+        let twin = try await pending()
+        #expect(try await queue.retry(id: dying.id, now: Self.t0.addingTimeInterval(12)) == .coalesced(into: twin.id))
+        #expect(try await pending().runAt == Self.t0.addingTimeInterval(12))
+        try await test.close()
+    }
+
+    @Test(
         "a transactional job's writes commit with its completion, and roll back when its lease was lost",
         arguments: TestDatabases.kinds)
     func transactionalHandler(kind: DatabaseKind) async throws {
