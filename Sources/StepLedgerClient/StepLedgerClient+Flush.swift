@@ -39,10 +39,10 @@ extension StepLedgerClient {
         }
     }
 
-    /// How many days past the offline cap, by the device's clock, a bucket is dropped unsent without asking the
-    /// server's clock (so a queue that is never online does not fill up with days the server would refuse). Nearer the
-    /// cap the server's clock decides: the device's may be days ahead (set by hand, or wrong after the battery ran
-    /// out), and the queued days it would drop are real ones the server still takes.
+    /// How many days past the offline cap, by the device's clock, a bucket is dropped unsent when the server's clock
+    /// cannot be read (so a queue that is never online does not fill up with days the server would refuse). Whenever
+    /// the server answers, its clock alone decides: the device's may be days or months ahead (set by hand, or wrong
+    /// after the battery ran out), and the queued days it would drop are real ones the server still takes.
     static let deviceClockGraceDays = 30
 
     /// The server's clock now: the `Date` of its answer to `GET /livez` (any answer carries one, a proxy's too; the
@@ -83,8 +83,6 @@ extension StepLedgerClient {
     private func runFlush() async throws -> FlushReport {
         try await bindOwner()
         var report = FlushReport()
-        report.expired = state.dropExpired(
-            now: now(), capDays: configuration.offlineCapDays + Self.deviceClockGraceDays, droppedAt: now())
         var held = false
         if state.hasBucket(pastCapDays: max(0, configuration.offlineCapDays - 1), at: now())
             || state.recordedAfter(now().addingTimeInterval(Self.clockSetBackTolerance)),
@@ -95,14 +93,17 @@ extension StepLedgerClient {
             // refuses). So too when a bucket was recorded after the device's now: the clock has been set back since,
             // by any number of days, so a day past the cap may look days short of it. A bucket past the cap by the
             // server's clock is dropped unsent (sent, it would be refused, and its rejection counted against the
-            // walker); without the server's clock nothing is sent, nor dropped.
+            // walker); without the server's clock nothing is sent, and only a day past the cap even for a device
+            // clock a month fast is dropped.
             let clock = await serverClock()
             try stopIfCancelled()
             switch clock {
             case .success(let serverNow):
-                report.expired += state.dropExpired(
+                report.expired = state.dropExpired(
                     now: serverNow, capDays: configuration.offlineCapDays, droppedAt: now())
             case .failure(let error):
+                report.expired = state.dropExpired(
+                    now: now(), capDays: configuration.offlineCapDays + Self.deviceClockGraceDays, droppedAt: now())
                 // As a request that met no network: the due buckets back off.
                 backOff(state.due(at: now(), longestBackoff: configuration.retry.maximumDelay))
                 report.interruption = error
@@ -136,7 +137,9 @@ extension StepLedgerClient {
                 for (bucket, result) in zip(batch, results) {
                     apply(result, to: bucket, report: &report)
                 }
+                // A later 401 of this flush is news (a token that expired since): worth one more ask each.
                 refreshed = false
+                appCheckAskedAgain = false
                 // A bucket the server could not store for want of its database (it then answers the rest of the
                 // batch 503 at once) stops the flush and pauses the queue as a whole-request 503 does: the next
                 // request would meet the same.

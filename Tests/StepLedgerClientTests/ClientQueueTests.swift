@@ -342,8 +342,10 @@ struct ClientQueueTests {
         #expect(report.delivered.map(\.bucket.idempotencyKey) == [kept.idempotencyKey])
     }
 
-    @Test("a device clock set 10 days ahead costs no queued day: the server, by its clock, takes them all")
-    func deviceClockAhead() async throws {
+    @Test(
+        "a device clock set days or weeks ahead costs no queued day: the server, by its clock, takes them all",
+        arguments: [10, 40])
+    func deviceClockAhead(daysAhead: Int) async throws {
         let clocks = try TwoClocks()
         defer { clocks.remove() }
         let (deviceClock, server, client) = (clocks.device, clocks.fake, clocks.client)
@@ -353,8 +355,9 @@ struct ClientQueueTests {
             recorded.append(try await client.record(today.adding(days: -daysBack), 8_000 - daysBack).idempotencyKey)
         }
         _ = try await client.flush()
-        // The walker sets the phone's date 10 days ahead (a game's time travel), then the network is back.
-        deviceClock.advance(10 * 86_400)
+        // The walker sets the phone's date ahead (a game's time travel), then the network is back. At 40 days every
+        // day is past even the far limit a queue that is never online drops by (37 days).
+        deviceClock.advance(TimeInterval(daysAhead * 86_400))
         server.script { _, _ in .accept }
         let report = try await client.flush()
         #expect(report.expired.isEmpty)
@@ -777,6 +780,28 @@ struct ClientAnswerTests {
         #expect(server.state.withLock { $0.appChecks }.suffix(2) == ["ac-3", "ac-4"])
         #expect(credentials.refreshes.withLock { $0 } == 0)
         #expect(await client.queuedBuckets().map(\.count) == [2_000])
+    }
+
+    @Test("within one flush, an App Check 401 after a batch went through asks the provider again instead of giving up")
+    func appCheckRefusedAgainLater() async throws {
+        let store = temporaryStore()
+        defer { try? FileManager.default.removeItem(at: store) }
+        let clock = ManualClock(seedInstant)
+        let server = FakeServer(clock: clock)
+        let credentials = CountingCredentials(freshAppCheck: true)
+        let client = try makeClient(
+            store: store, server: server, clock: clock, credentials: credentials, batchSize: 1)
+        try await client.record(today, 1_000)
+        try await client.record(today.adding(days: -1), 2_000)
+        // Requests 1 and 3 are refused: a stale token, a batch, then the next batch's token went stale too.
+        server.script { key, attempt in
+            key == nil && (attempt == 1 || attempt == 3) ? .unauthorizedFor("APP_CHECK_STALE") : .accept
+        }
+        let report = try await client.flush()
+        #expect(report.delivered.count == 2)
+        #expect(server.state.withLock { $0.appChecks } == ["ac-1", "ac-2", "ac-3", "ac-4"])
+        #expect(credentials.refreshes.withLock { $0 } == 0)
+        #expect(await client.queuedBuckets().isEmpty)
     }
 
     @Test("a 403 WALKER_SUSPENDED keeps every bucket and pauses the queue; after the pause they go")
