@@ -45,6 +45,29 @@ struct AllocationSettlementTests {
     }
 
     @Test(
+        "a later, higher acceptance covers the draws made on the reopened day first, then a shortfall still waiting",
+        arguments: TestDatabases.kinds)
+    func higherAcceptanceCoversNewDrawsFirst(kind: DatabaseKind) async throws {
+        let bench = try await SettlementBench.make(kind)
+        try await bench.ingest(Self.today, count: 6000)
+        let older = try #require(try await bench.spend(5000))
+        #expect(try await bench.decide(Self.today, .accept(count: 4000)))
+        #expect(try #require(try await bench.allocation(older.id)).refundPoints == 1000)
+        // The day reopens higher and a newer allocation draws on it.
+        try await bench.ingest(Self.today, count: 8000)
+        let newer = try #require(try await bench.spend(3000))
+        #expect(newer.draws.map(\.day) == [Self.today])
+        // 2 000 more credit: it backs 2 000 of the newer draw, and nothing is left for the older shortfall.
+        #expect(try await bench.decide(Self.today, .accept(count: 6000)))
+        let olderAfter = try #require(try await bench.allocation(older.id))
+        let newerAfter = try #require(try await bench.allocation(newer.id))
+        #expect(newerAfter.covered[Self.today] == 2000)
+        #expect(newerAfter.refundPoints == 1000)
+        #expect(olderAfter.refundPoints == 1000)
+        try await bench.close()
+    }
+
+    @Test(
         "a refund part falling due sooner than the part its waiting job was queued for brings the job forward",
         arguments: TestDatabases.kinds)
     func soonerPartBringsJobForward(kind: DatabaseKind) async throws {
