@@ -137,7 +137,16 @@ package enum ConsoleSources {
     busy: false, // a decision is on its way: keys wait for it
     refreshing: false,
     timer: null,
+    // The server's clock less this browser's, from the Date of its last answer (to the second). A claim's end is
+    // the server's time: read against a browser clock minutes fast, a live claim would pass for a lapsed one (the
+    // entries passed over never given back), and against one slow, a lapsed claim for a live one.
+    clockOffset: 0,
   };
+
+  /** Now by the server's clock, as far as its last answer tells. */
+  function serverNow() {
+    return Date.now() + state.clockOffset;
+  }
 
   const $ = (id) => document.getElementById(id);
 
@@ -266,7 +275,7 @@ package enum ConsoleSources {
 
   function age(text) {
     const at = Date.parse(text);
-    return Number.isNaN(at) ? "—" : duration(Math.max(0, (Date.now() - at) / 1000));
+    return Number.isNaN(at) ? "—" : duration(Math.max(0, (serverNow() - at) / 1000));
   }
 
   function plural(count, one, many) {
@@ -313,6 +322,8 @@ package enum ConsoleSources {
     } catch (error) {
       throw new APIError(0, "NETWORK", `The server did not answer (${error.message}).`);
     }
+    const served = Date.parse(response.headers.get("Date") || "");
+    if (!Number.isNaN(served)) state.clockOffset = served - Date.now();
     const text = response.status === 204 ? "" : await response.text();
     let data = null;
     if (text) {
@@ -651,7 +662,7 @@ package enum ConsoleSources {
 
   function claimedByOther(entry) {
     const claim = entry && entry.claim;
-    return Boolean(claim && state.me && claim.operator !== state.me.name && Date.parse(claim.until) > Date.now());
+    return Boolean(claim && state.me && claim.operator !== state.me.name && Date.parse(claim.until) > serverNow());
   }
 
   function claimText(claim) {
@@ -758,7 +769,7 @@ package enum ConsoleSources {
   function heldByMe(detail) {
     const entry = detail && detail.entry;
     const claim = entry && entry.status === "open" ? entry.claim : null;
-    return Boolean(claim && state.me && claim.operator === state.me.name && Date.parse(claim.until) > Date.now());
+    return Boolean(claim && state.me && claim.operator === state.me.name && Date.parse(claim.until) > serverNow());
   }
 
   function openEntry(id) {
