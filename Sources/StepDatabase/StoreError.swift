@@ -38,14 +38,17 @@ package struct StoreError: Error, Hashable, Sendable, CustomStringConvertible {
     package static func conflict(_ detail: String) -> StoreError { .init(.conflict, detail) }
 
     /// A statement waited for a lock longer than `lock_timeout` (PostgreSQL's SQLSTATE 55P03) and was cancelled;
-    /// nothing of its transaction was written, and it may be run again.
+    /// nothing of its transaction was written, and it may be run again. `unavailable` to a caller that does not ask
+    /// (a request answers 503 with `Retry-After`, as for a statement timeout: a role may set `lock_timeout`).
     package static func lockTimeout(_ detail: String) -> StoreError { .init(.lockTimeout, detail) }
 
     /// PostgreSQL ended the transaction to break a deadlock (SQLSTATE 40P01): nothing of it was written, and it may
     /// be run again. `unavailable` to a caller that does not ask (a request answers 503).
     package static func deadlock(_ detail: String) -> StoreError { .init(.deadlock, detail) }
 
-    package var isUnavailable: Bool { code == .unavailable || code == .connectionLost || code == .deadlock }
+    package var isUnavailable: Bool {
+        code == .unavailable || code == .connectionLost || code == .deadlock || code == .lockTimeout
+    }
     package var isDeadlock: Bool { code == .deadlock }
     package var isConnectionLost: Bool { code == .connectionLost }
     package var isLockTimeout: Bool { code == .lockTimeout }

@@ -28,6 +28,9 @@ struct SurfaceErrorTests {
             throw StoreError.invalidConfiguration("PostgreSQL SQLSTATE 42501: permission denied for table walkers")
         }
         group.get("/outage") { _, _ -> Response in throw StoreError.unavailable("the database is away") }
+        group.get("/lock-wait") { _, _ -> Response in
+            throw StoreError.lockTimeout("PostgreSQL SQLSTATE 55P03: canceling statement due to lock timeout")
+        }
         group.get("/own") { _, _ -> Response in throw Failure.sessionRefused(reason: "TOKEN_EXPIRED") }
         return router
     }
@@ -68,13 +71,17 @@ struct SurfaceErrorTests {
         #expect(failed.last?.contains("SQLSTATE 42501: permission denied for table walkers") == true, "\(failed)")
     }
 
-    @Test("a store outage is the surface's 503; its own 401 carries WWW-Authenticate")
+    @Test(
+        "a store outage, or a lock wait past a role's lock_timeout, is the surface's 503; its own 401 carries WWW-Authenticate"
+    )
     func outageAndChallenge() async throws {
         let admin = Application(router: Self.router(AdminAPIError.self))
         try await admin.test(.router) { client in
-            let outage = try await client.execute(uri: "/outage", method: .get)
-            #expect(outage.status == .serviceUnavailable)
-            #expect(try outage.json["error"] == .string("SERVICE_UNAVAILABLE"))
+            for path in ["/outage", "/lock-wait"] {
+                let outage = try await client.execute(uri: path, method: .get)
+                #expect(outage.status == .serviceUnavailable, "\(path)")
+                #expect(try outage.json["error"] == .string("SERVICE_UNAVAILABLE"), "\(path)")
+            }
             let own = try await client.execute(uri: "/own", method: .get)
             #expect(own.status == .unauthorized)
             #expect(own.headers[.wwwAuthenticate] == "Bearer")
