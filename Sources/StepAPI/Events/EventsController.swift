@@ -89,8 +89,8 @@ struct EventsController: Sendable {
 
     /// Server-Sent Events: each event as `id: <seq>`, `event: <type>`, `data: <JSON>`; a comment line every
     /// `events.streamKeepAliveSeconds`; the stream ends after `events.streamMaxSeconds` or when the session token
-    /// expires, whichever comes first (with a `retry:` hint), at shutdown, or when the client goes, and the client
-    /// resumes with `Last-Event-ID` (or `?after=`).
+    /// expires, whichever comes first, at shutdown, when the client goes, or when newer waits of the walker supersede
+    /// it (then with a `retry:` hint of 15 s); the client resumes with `Last-Event-ID` (or `?after=`).
     func stream(_ request: Request, context: AppRequestContext) async throws -> Response {
         let start = Result { () throws(RequestValidationError) in try EventsQuery.streamStart(request) }
             .mapError(WalkerAPIError.invalidQuery)
