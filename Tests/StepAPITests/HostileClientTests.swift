@@ -374,6 +374,7 @@ struct HostileClientTests {
                 let (head, body) = try await Self.refusal(port: port, request)
                 #expect(head.hasPrefix("HTTP/1.1 431 Request Header Fields Too Large"), "\(label): \(head)")
                 #expect(head.lowercased().contains("content-type: application/json"), "\(label)")
+                #expect(head.lowercased().contains("cache-control: no-store, private"), "\(label)")
                 #expect(body["error"] == .string("HEADER_TOO_LARGE"), "\(label)")
                 #expect(body["details"]?["limitBytes"] == .int(4096), "\(label)")
                 #expect(body["details"]?["limitLines"] == .int(200), "\(label)")

@@ -45,7 +45,7 @@ final class MalformedRequestHandler: ChannelDuplexHandler, RemovableChannelHandl
         var fields = head.headerFields
         fields[.contentLength] = String(body.utf8.count)
         fields[.contentType] = "application/json"
-        fields[.cacheControl] = "no-store"
+        fields[.cacheControl] = "no-store, private"
         context.write(wrapOutboundOut(.head(HTTPResponse(status: status, headerFields: fields))), promise: nil)
         context.write(wrapOutboundOut(.body(context.channel.allocator.buffer(string: body))), promise: promise)
     }
