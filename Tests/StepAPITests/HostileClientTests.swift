@@ -259,6 +259,60 @@ struct HostileClientTests {
         }
     }
 
+    @Test(
+        "a pipelined request's 100 Continue comes after the answers before it: never as the answer to a long-poll in front"
+    )
+    func expectContinuePipelined() async throws {
+        let harness = try await Self.make()
+        let token = try await harness.token(for: "walker-expect-pipelined")
+        try await harness.run(.live) { client in
+            let port = try #require(client.port)
+            let body = #"{"day": "not a date"}"#
+            let authorization = "Authorization: Bearer \(token)\r\n"
+            let text = try await RawConnection.offPool {
+                let connection = try RawConnection(port: port, receiveTimeout: 20)
+                // A long-poll of 2 s, and behind it an ingest that waits for its 100 Continue before its body.
+                connection.send(
+                    "GET /walker/events?wait=2 HTTP/1.1\r\nHost: 127.0.0.1\r\n\(authorization)\r\n"
+                        + "POST /step/ingest HTTP/1.1\r\nHost: 127.0.0.1\r\n\(authorization)Expect: 100-continue\r\n"
+                        + "Content-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\n"
+                        + "Connection: close\r\n\r\n")
+                let interim = connection.read(through: "100 Continue\r\n\r\n")
+                connection.send(body)
+                return interim + connection.readUntilClosed().text
+            }
+            // The long-poll's whole answer first, then the ingest's interim answer, then its final one.
+            #expect(text.hasPrefix("HTTP/1.1 200 OK"), "\(text)")
+            let poll = #"{"events":[],"next":"0"}"#
+            let afterPoll = text.range(of: poll).map { String(text[$0.upperBound...]) } ?? ""
+            #expect(afterPoll.hasPrefix("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 400 "), "\(text)")
+            // The body sent after the interim answer was read: the refusal names its day as malformed, not missing.
+            #expect(afterPoll.contains(#""day":"#) && !afterPoll.contains(#""day":"is required""#), "\(text)")
+        }
+    }
+
+    @Test(
+        "a body pipelined behind another request is bounded from its turn: one that never comes closes the connection"
+    )
+    func pipelinedBodyBounded() async throws {
+        let harness = try await Self.make()
+        let token = try await harness.token(for: "walker-pipelined-body")
+        try await harness.run(.live) { client in
+            let port = try #require(client.port)
+            let (text, closed) = try await RawConnection.offPool {
+                let connection = try RawConnection(port: port, receiveTimeout: 10)
+                connection.send(
+                    "GET /walker/events?wait=1 HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(token)\r\n\r\n"
+                        + "POST /step/ingest HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(token)\r\n"
+                        + "Content-Type: application/json\r\nContent-Length: 400\r\n\r\n{")
+                return connection.readUntilClosed()
+            }
+            // The long-poll is answered; the ingest's body, 399 bytes short, is cut by the 1 s body timeout.
+            #expect(text.hasPrefix("HTTP/1.1 200 OK"), "\(text)")
+            #expect(closed, "the connection was closed")
+        }
+    }
+
     @Test("an ingest whose body never arrives in full is recorded as a 400, not as a body too large")
     func truncatedBody() async throws {
         let harness = try await Self.make()

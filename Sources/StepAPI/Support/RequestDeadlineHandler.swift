@@ -3,7 +3,8 @@ import NIOHTTPTypes
 
 /// Closes a connection that is too slow to send a request: the next request's head must be complete within
 /// `headTimeout` of the connection being ready for it (when it opens, and after each response), and its body
-/// within `bodyTimeout` of the head. Idle keep-alive connections and slow-header or slow-body clients
+/// within `bodyTimeout` of the head, or of its turn when it was pipelined behind requests still being answered (a
+/// client that waits for its `100 Continue`, which comes only then, `ExpectContinueHandler`, sends it then). Idle keep-alive connections and slow-header or slow-body clients
 /// (slowloris) are closed, so they cannot hold the server's connections; a request that has been received is
 /// never cut short by this, however long its answer takes (a long-poll, an event stream). A request answered
 /// before its body has come (a 401, a 413 from its `Content-Length`) still has its body timeout, and once the body
@@ -87,7 +88,8 @@ final class RequestDeadlineHandler: ChannelDuplexHandler, RemovableChannelHandle
         switch unwrapInboundIn(data) {
         case .head:
             readingBody = true
-            arm(context, in: bodyTimeout)
+            // Behind a request still being answered, the body's bound starts with its turn (`write`).
+            if received <= answered { arm(context, in: bodyTimeout) }
         case .body: break
         case .end:
             readingBody = false
@@ -100,8 +102,13 @@ final class RequestDeadlineHandler: ChannelDuplexHandler, RemovableChannelHandle
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         if case .end = unwrapOutboundIn(data) {
             answered += 1
-            // A body still on its way keeps the deadline its head set.
-            if !readingBody { settle(context) }
+            if !readingBody {
+                settle(context)
+            } else if answered == received {
+                // The last answer before the request being read: its turn, and its body's bound, start now. (Its
+                // own answer, made before its body came, leaves the bound its head or its turn set.)
+                arm(context, in: bodyTimeout)
+            }
         }
         context.write(data, promise: promise)
     }
