@@ -16,6 +16,9 @@ package protocol Database: Sendable {
     /// Runs `body` on a connection without an explicit transaction (each statement commits by itself).
     func withConnection<T: Sendable>(_ body: @escaping @Sendable (any SQLDatabase) async throws -> T) async throws -> T
     func close() async throws
+    /// How long one unit of work may wait for the database before it is answered `unavailable` (PostgreSQL: connect
+    /// + 2 × statement timeout); nil when the engine sets no such bound (SQLite).
+    var unitDeadline: Duration? { get }
     /// What a service group must run for the database to work (a PostgreSQL pool opened to run as a service).
     var lifecycleServices: [any Service] { get }
     /// Calls `received` with the payload of every notification on `channel` until cancelled or the connection
@@ -47,6 +50,7 @@ package struct NotificationsUnsupported: Error, Sendable {}
 
 extension Database {
     package var lifecycleServices: [any Service] { [] }
+    package var unitDeadline: Duration? { nil }
 
     package func listen(
         channel: String, check: ListenCheck, listening: @escaping @Sendable () -> Void,

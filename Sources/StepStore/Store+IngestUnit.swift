@@ -142,6 +142,7 @@ extension Store {
         case .postgres:
             let claiming = ClaimSent()
             let counted = CountedWindow()
+            let started = ContinuousClock.now
             do {
                 return try await postgresIngest(
                     request, day: day, idempotency: idempotency, audit: audit, planner: planner, claiming: claiming,
@@ -150,8 +151,15 @@ extension Store {
                 // Whatever failed, once a statement that claims the key was sent, the claim is given back if it is
                 // still in flight, so a retry can succeed at once rather than after the lease. Only this request's
                 // claim: a stored answer, or a claim another request took over after this one's lease ran out,
-                // stays. When no connection could be had, nothing was claimed, and the 503 is not held up.
-                if claiming.wasSent { await giveBack(idempotency, request: request, window: counted.value) }
+                // stays. When no connection could be had, nothing was claimed, and the 503 is not held up. The answer
+                // waits for the give-back only while a unit's bound has time left since the request began: a database
+                // that stopped answering has used it up, and the give-back (bounded the same way) goes on after the
+                // 503, which still comes within the bound operations.md promises.
+                if claiming.wasSent {
+                    let window = counted.value
+                    let budget = (database.unitDeadline ?? .seconds(15)) - (ContinuousClock.now - started)
+                    await awaitAtMost(budget) { await giveBack(idempotency, request: request, window: window) }
+                }
                 throw error
             }
         }

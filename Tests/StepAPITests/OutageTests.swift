@@ -14,6 +14,62 @@ import Testing
 @Suite("PostgreSQL outage")
 struct OutageTests {
     @Test(
+        "a database that stops answering gives an ingest its 503 within connect + 2 × statement timeout, the claimed key's give-back left to finish after it",
+        .enabled(if: ThrowawayCluster.isAvailable), .timeLimit(.minutes(3)))
+    func silentDatabase() async throws {
+        let cluster = try await ThrowawayCluster()
+        defer { cluster.destroy() }
+        var patient = PostgresSettings()
+        patient.connectTimeoutSeconds = 30
+        patient.statementTimeoutMilliseconds = 30_000
+        var quiet = Logger(label: "outage")
+        quiet.logLevel = .critical
+        let setup = try await StoreFactory.open(url: cluster.url, postgres: patient, logger: quiet, migrate: true)
+        try await setup.database.close()
+        // A unit's bound: 2 s + 2 × 1 s.
+        var settings = PostgresSettings()
+        settings.connectTimeoutSeconds = 2
+        settings.statementTimeoutMilliseconds = 1_000
+        let store = try await StoreFactory.open(url: cluster.url, postgres: settings, logger: quiet, migrate: false)
+        let harness = try await TestHarness.make(store: store) {
+            $0.rateLimits.ingestPerWindow = 10_000
+            $0.idempotencyLeaseSeconds = 2
+        }
+        let token = try await harness.token(for: "walker-silent")
+        try await harness.app.application.test(.router) { client in
+            #expect(try await client.ingest(IngestBody(count: 1000), token: token).status == .ok)
+
+            // The server freezes: its connections stay open and answer nothing.
+            try cluster.signalAll(SIGSTOP)
+            var frozen = true
+            defer { if frozen { try? cluster.signalAll(SIGCONT) } }
+            let started = ContinuousClock.now
+            let response = try await client.ingest(IngestBody(count: 2000, key: "silent-1"), token: token)
+            let took = ContinuousClock.now - started
+            #expect(response.status == .serviceUnavailable)
+            #expect(response.headers[.retryAfter] == "2")
+            // Within the unit's 4 s (and the watch's tick), not after a second 4 s spent giving the key back.
+            #expect(took < .milliseconds(6_500), "the 503 took \(took)")
+            try cluster.signalAll(SIGCONT)
+            frozen = false
+
+            // The service is back by itself, and the request sent again under its key is taken (or replayed).
+            var statuses: [Int] = []
+            for _ in 0..<60 where statuses.last != 200 {
+                statuses.append(
+                    Int(try await client.ingest(IngestBody(count: 2000, key: "silent-1"), token: token).status.code))
+                if statuses.last != 200 { try await Task.sleep(for: .milliseconds(250)) }
+            }
+            #expect(statuses.last == 200, "\(statuses)")
+            let log = try await harness.store.transaction {
+                try await $0.stepLog(walkerId: "walker-silent", day: .init(iso: "2026-05-18")!)
+            }
+            #expect(log?.reportedCount == 2000)
+        }
+        try await store.database.close()
+    }
+
+    @Test(
         "a database restart mid-load gives 503s, never a crash or a hang, and the service recovers by itself",
         .enabled(if: ThrowawayCluster.isAvailable), .timeLimit(.minutes(3)))
     func restartMidLoad() async throws {

@@ -86,6 +86,31 @@ package final class ThrowawayCluster: Sendable {
         try await execute("pg_ctl", ["-D", directory + "/data", "-m", "immediate", "-w", "stop"])
     }
 
+    /// The server's processes: the postmaster (the first line of `postmaster.pid`) and every process it started.
+    package func processes() throws -> [pid_t] {
+        let pidFile = try String(contentsOfFile: directory + "/data/postmaster.pid", encoding: .utf8)
+        guard let postmaster = pidFile.split(separator: "\n").first.flatMap({ pid_t($0) }) else {
+            throw ClusterError(message: "no postmaster pid in \(directory)/data/postmaster.pid")
+        }
+        var found = [postmaster]
+        for entry in try FileManager.default.contentsOfDirectory(atPath: "/proc") {
+            guard let pid = pid_t(entry),
+                let stat = try? String(contentsOfFile: "/proc/\(entry)/stat", encoding: .utf8),
+                let close = stat.lastIndex(of: ")")
+            else { continue }
+            // After the command's closing parenthesis: the state, then the parent's pid.
+            let fields = stat[stat.index(after: close)...].split(separator: " ")
+            if fields.count > 1, pid_t(fields[1]) == postmaster { found.append(pid) }
+        }
+        return found
+    }
+
+    /// Stops (SIGSTOP) or continues (SIGCONT) every process of the server: stopped, its connections stay open and
+    /// answer nothing, as a server whose machine froze or whose network drops packets silently.
+    package func signalAll(_ signal: Int32) throws {
+        for pid in try processes() { _ = kill(pid, signal) }
+    }
+
     /// Stops the cluster and removes its folder: for a `defer`, so it waits here (an immediate stop is quick).
     package func destroy() {
         try? Self.runHere(

@@ -64,6 +64,7 @@ package final class PostgreSQLDatabase: Database {
     private let runsAsService: Bool
     /// How long one unit of work may wait for a connection and run, so a dead server is a prompt 503.
     private let deadline: Duration
+    package var unitDeadline: Duration? { deadline }
     private let connectionWaitLimit: Duration?
     private let logger: Logger
 
