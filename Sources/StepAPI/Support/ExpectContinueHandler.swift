@@ -24,6 +24,10 @@ final class ExpectContinueHandler: ChannelDuplexHandler, RemovableChannelHandler
     /// The requests (their places among those received) that expect `100 Continue` and wait for the answers before
     /// them, in order.
     private var waiting: [Int] = []
+    /// Whether the answer being written says `Connection: close` (a draining server's do): no request after it is
+    /// served (Hummingbird stops there), so none behind it may be told to send its body. (A request that asks for
+    /// `close` itself needs nothing here: the parser reads nothing after it.)
+    private var closing = false
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         if case .head(let request) = unwrapInboundIn(data) {
@@ -41,13 +45,27 @@ final class ExpectContinueHandler: ChannelDuplexHandler, RemovableChannelHandler
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         context.write(data, promise: promise)
-        guard case .end = unwrapOutboundIn(data) else { return }
+        switch unwrapOutboundIn(data) {
+        case .head(let response) where response.status.kind != .informational:
+            closing = response.headerFields[values: .connection].contains(where: Self.isClose)
+            return
+        case .end: break
+        default: return
+        }
         answered += 1
+        if closing {
+            waiting.removeAll()
+            return
+        }
         // The next request's turn: its interim answer comes after this answer, never before or inside it.
         if let next = waiting.first, next <= answered + 1 {
             waiting.removeFirst()
             context.writeAndFlush(wrapOutboundOut(Self.continueHead), promise: nil)
         }
+    }
+
+    private static func isClose(_ value: String) -> Bool {
+        value.split(separator: ",").contains { $0.trimmingHTTPWhitespace.lowercased() == "close" }
     }
 
     private static let continueHead = HTTPResponsePart.head(HTTPResponse(status: .continue))
