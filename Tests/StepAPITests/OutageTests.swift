@@ -13,12 +13,12 @@ import Testing
 
 @Suite("PostgreSQL outage")
 struct OutageTests {
-    @Test(
-        "a database that stops answering gives an ingest its 503 within connect + 2 × statement timeout, the claimed key's give-back left to finish after it",
-        .enabled(if: ThrowawayCluster.isAvailable), .timeLimit(.minutes(3)))
-    func silentDatabase() async throws {
-        let cluster = try await ThrowawayCluster()
-        defer { cluster.destroy() }
+    /// A store on `cluster` that answers with `settings`, its schema made first with generous timeouts (the suite
+    /// runs in parallel on two cores: a fresh cluster's first connection and the migrations once took more than the
+    /// default 15 s). Its logger is quiet: the pool logs every refused connection while the server is down.
+    static func store(on cluster: ThrowawayCluster, connectSeconds: Int, statementMilliseconds: Int) async throws
+        -> Store
+    {
         var patient = PostgresSettings()
         patient.connectTimeoutSeconds = 30
         patient.statementTimeoutMilliseconds = 30_000
@@ -26,11 +26,20 @@ struct OutageTests {
         quiet.logLevel = .critical
         let setup = try await StoreFactory.open(url: cluster.url, postgres: patient, logger: quiet, migrate: true)
         try await setup.database.close()
-        // A unit's bound: 2 s + 2 × 1 s.
         var settings = PostgresSettings()
-        settings.connectTimeoutSeconds = 2
-        settings.statementTimeoutMilliseconds = 1_000
-        let store = try await StoreFactory.open(url: cluster.url, postgres: settings, logger: quiet, migrate: false)
+        settings.connectTimeoutSeconds = connectSeconds
+        settings.statementTimeoutMilliseconds = statementMilliseconds
+        return try await StoreFactory.open(url: cluster.url, postgres: settings, logger: quiet, migrate: false)
+    }
+
+    @Test(
+        "a database that stops answering gives an ingest its 503 within connect + 2 × statement timeout, the claimed key's give-back left to finish after it",
+        .enabled(if: ThrowawayCluster.isAvailable), .timeLimit(.minutes(3)))
+    func silentDatabase() async throws {
+        let cluster = try await ThrowawayCluster()
+        defer { cluster.destroy() }
+        // A unit's bound: 2 s + 2 × 1 s.
+        let store = try await Self.store(on: cluster, connectSeconds: 2, statementMilliseconds: 1_000)
         let harness = try await TestHarness.make(store: store) {
             $0.rateLimits.ingestPerWindow = 10_000
             $0.idempotencyLeaseSeconds = 2
@@ -75,20 +84,7 @@ struct OutageTests {
     func restartMidLoad() async throws {
         let cluster = try await ThrowawayCluster()
         defer { cluster.destroy() }
-        var settings = PostgresSettings()
-        settings.connectTimeoutSeconds = 1
-        settings.statementTimeoutMilliseconds = 1_000
-        var quiet = Logger(label: "outage")
-        quiet.logLevel = .critical  // the pool logs every refused connection while the server is down
-        // Set up with generous timeouts (the suite runs in parallel on two cores: a fresh cluster's first
-        // connection and the migrations once took more than the default 15 s), then load with tight ones.
-        var patient = PostgresSettings()
-        patient.connectTimeoutSeconds = 30
-        patient.statementTimeoutMilliseconds = 30_000
-        let setup = try await StoreFactory.open(url: cluster.url, postgres: patient, logger: quiet, migrate: true)
-        try await setup.database.close()
-        let store = try await StoreFactory.open(
-            url: cluster.url, postgres: settings, logger: quiet, migrate: false)
+        let store = try await Self.store(on: cluster, connectSeconds: 1, statementMilliseconds: 1_000)
         let harness = try await TestHarness.make(store: store) { $0.rateLimits.ingestPerWindow = 10_000 }
         let token = try await harness.token(for: "walker-outage")
         try await harness.app.application.test(.router) { client in
