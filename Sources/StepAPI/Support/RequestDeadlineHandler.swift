@@ -2,13 +2,13 @@ import NIOCore
 import NIOHTTPTypes
 
 /// Closes a connection that is too slow to send a request: the next request's head must be complete within
-/// `headTimeout` of the connection being ready for it (when it opens, and after each response), and its body
-/// within `bodyTimeout` of the head, or of its turn when it was pipelined behind requests still being answered (a
-/// client that waits for its `100 Continue`, which comes only then, `ExpectContinueHandler`, sends it then). Idle keep-alive connections and slow-header or slow-body clients
-/// (slowloris) are closed, so they cannot hold the server's connections; a request that has been received is
-/// never cut short by this, however long its answer takes (a long-poll, an event stream). A request answered
-/// before its body has come (a 401, a 413 from its `Content-Length`) still has its body timeout, and once the body
-/// is in, the connection is idle again under the head timeout.
+/// `headTimeout` of the connection being ready for it (when it opens, and after each response), and its body within
+/// `bodyTimeout` of the head, or of its turn when it was pipelined behind requests still being answered (a client that
+/// waits for its `100 Continue`, which comes only then, `ExpectContinueHandler`, sends it then). Idle keep-alive
+/// connections and slow-header or slow-body clients (slowloris) are closed, so they cannot hold the server's
+/// connections; a request that has been received is never cut short by this, however long its answer takes (a
+/// long-poll, an event stream). A request answered before its body has come (a 401, a 413 from its `Content-Length`)
+/// still has its body timeout, and once the body is in, the connection is idle again under the head timeout.
 ///
 /// It also closes a connection that takes none of its answers: one whose outbound buffer stays over its high-water
 /// mark (64 KiB beyond what the kernel's buffers hold: the client reads nothing) for `stallTimeout`. Such a client
