@@ -157,8 +157,12 @@ extension Store {
                 // 503, which still comes within the bound operations.md promises.
                 if claiming.wasSent {
                     let window = counted.value
-                    let budget = (database.unitDeadline ?? .seconds(15)) - (ContinuousClock.now - started)
-                    await awaitAtMost(budget) { await giveBack(idempotency, request: request, window: window) }
+                    let giving = { @Sendable in await giveBack(idempotency, request: request, window: window) }
+                    if let deadline = database.unitDeadline {
+                        await awaitAtMost(deadline - (ContinuousClock.now - started), giving)
+                    } else {
+                        await giving()
+                    }
                 }
                 throw error
             }

@@ -47,7 +47,7 @@ final class ExpectContinueHandler: ChannelDuplexHandler, RemovableChannelHandler
         context.write(data, promise: promise)
         switch unwrapOutboundIn(data) {
         case .head(let response) where response.status.kind != .informational:
-            closing = response.headerFields[values: .connection].contains(where: Self.isClose)
+            closing = Self.lists(response.headerFields[values: .connection], "close")
             return
         case .end: break
         default: return
@@ -64,18 +64,17 @@ final class ExpectContinueHandler: ChannelDuplexHandler, RemovableChannelHandler
         }
     }
 
-    private static func isClose(_ value: String) -> Bool {
-        value.split(separator: ",").contains { $0.trimmingHTTPWhitespace.lowercased() == "close" }
-    }
-
     private static let continueHead = HTTPResponsePart.head(HTTPResponse(status: .continue))
 
     /// Whether one of the request's `Expect` members is `100-continue` (compared case-insensitively, RFC 9110).
     static func expectsContinue(_ request: HTTPRequest) -> Bool {
-        request.headerFields[values: .expect].contains { value in
-            value.split(separator: ",").contains {
-                $0.trimmingHTTPWhitespace.lowercased() == "100-continue"
-            }
+        lists(request.headerFields[values: .expect], "100-continue")
+    }
+
+    /// Whether a field's comma-separated members (over all its lines) hold `token`, compared case-insensitively.
+    private static func lists(_ lines: [String], _ token: String) -> Bool {
+        lines.contains { line in
+            line.split(separator: ",").contains { $0.trimmingHTTPWhitespace.lowercased() == token }
         }
     }
 }
